@@ -1,0 +1,43 @@
+"""Throughput of `estimate` (worst and ideal models) on a million random shapes.
+
+Target (issue 2): 1,000,000 shapes in under 1 s on one core. Run:
+    python benchmarks/estimate_throughput.py [--shapes 1000000] [--repeats 5]
+"""
+
+import argparse
+import os
+import resource
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target says
+
+import numpy as np  # noqa: E402
+
+from f8roof.estimate import EstimateConfig, estimate  # noqa: E402
+from f8roof.models.hardware import find_gpu  # noqa: E402
+from f8roof.models.recipes import Recipe  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--shapes", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    shapes = np.random.default_rng(0).integers(1, 32768, size=(args.shapes, 3))
+    for name in ("tensorwise", "rowwise"):
+        config = EstimateConfig(Recipe.from_name(name), find_gpu("h100"))
+        estimate(shapes[:10], config)  # lambdify once, outside the timing
+        times = []
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            estimate(shapes, config)
+            times.append(time.perf_counter() - start)
+        best, median = min(times), float(np.median(times))
+        print(f"{name:12} {args.shapes:,} shapes: median {median:.3f} s, best {best:.3f} s, "
+              f"{args.shapes / median / 1e6:.2f} M shapes/s")
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident memory: {peak_mib:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

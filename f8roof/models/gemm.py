@@ -1,0 +1,171 @@
+"""Gemm time for the three gemms of a linear: roofline, or a measured table.
+
+The three gemms of a linear of shape (M, K, N), each as (m, k, n) of an (m, k) @ (k, n) product:
+output (M, K, N), grad_input (M, N, K), grad_weight (N, M, K).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from f8roof.models.hardware import GPU
+from f8roof.models.recipes import Recipe
+
+
+class GemmRole(str, Enum):
+    OUTPUT = "output"
+    GRAD_INPUT = "grad_input"
+    GRAD_WEIGHT = "grad_weight"
+
+
+GEMM_ROLES = (GemmRole.OUTPUT, GemmRole.GRAD_INPUT, GemmRole.GRAD_WEIGHT)
+
+# Seed defaults (torchao PR #668): gemms reach 60% of peak (later torchao used 78%), memory
+# passes 92% of bandwidth, and nothing on the device takes less than about 2 us.
+SEED_GEMM_EFFICIENCY = 0.6
+SEED_MEMORY_EFFICIENCY = 0.92
+SEED_LAUNCH_FLOOR_S = 2e-6
+
+OPERAND_BYTES = {"bf16": 2, "fp8": 1}
+OUTPUT_BYTES = 2  # every gemm of the linear writes bf16
+
+
+class GemmTableError(ValueError):
+    pass
+
+
+def gemm_dims(role: GemmRole, M, K, N):
+    """(m, k, n) of a gemm role for a linear of shape (M, K, N); works on arrays."""
+    if role is GemmRole.OUTPUT:
+        return M, K, N
+    if role is GemmRole.GRAD_INPUT:
+        return M, N, K
+    return N, M, K
+
+
+def fp8_gemm_dtype(recipe: Recipe, role: GemmRole) -> str:
+    """rowwise_gw_hp runs its grad_weight gemm in bf16."""
+    return "bf16" if (role is GemmRole.GRAD_WEIGHT and recipe.grad_weight_in_bf16) else "fp8"
+
+
+@dataclass(frozen=True)
+class RooflineGemm:
+    """Per gemm max(compute at an efficiency, memory traffic at an efficiency, launch floor)."""
+
+    gpu: GPU
+    gemm_efficiency: float = SEED_GEMM_EFFICIENCY
+    memory_efficiency: float = SEED_MEMORY_EFFICIENCY
+    launch_floor_s: float = SEED_LAUNCH_FLOOR_S
+
+    def __post_init__(self) -> None:
+        for name in ("gemm_efficiency", "memory_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in (0, 1]")
+
+    def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
+        """(time, extrapolated flags); the roofline never extrapolates."""
+        m, k, n = (np.asarray(x, dtype=np.float64) for x in gemm_dims(role, M, K, N))
+        compute = 2 * m * k * n / (self.gpu.peak_flops(dtype) * self.gemm_efficiency)
+        traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
+        memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
+        time = np.maximum(np.maximum(compute, memory), self.launch_floor_s)
+        return time, np.zeros(time.shape, dtype=bool)
+
+
+@dataclass(frozen=True)
+class GridTable:
+    """Measured times of one (dtype, gemm role) on a full m x k x n grid.
+
+    Interpolation is trilinear in log2(m), log2(k), log2(n) of log2(FLOP/s): throughput varies
+    slowly and smoothly with size where time spans six orders of magnitude. Outside the grid
+    the throughput of the nearest edge is used and the value is flagged as extrapolated.
+    """
+
+    ms: np.ndarray
+    ks: np.ndarray
+    ns: np.ndarray
+    log_flops: np.ndarray  # shape (len(ms), len(ks), len(ns)): log2 of achieved FLOP/s
+
+    @classmethod
+    def from_points(cls, m, k, n, time_s, *, label: str) -> "GridTable":
+        m, k, n, t = (np.asarray(x, dtype=np.float64) for x in (m, k, n, time_s))
+        if np.any(t <= 0) or np.any(~np.isfinite(t)):
+            raise GemmTableError(f"gemm table {label}: times must be positive numbers")
+        axes = [np.unique(a) for a in (m, k, n)]
+        grid = np.full(tuple(len(a) for a in axes), np.nan)
+        idx = [np.searchsorted(a, v) for a, v in zip(axes, (m, k, n))]
+        grid[tuple(idx)] = np.log2(2 * m * k * n / t)
+        if np.isnan(grid).any():
+            i, j, l = (int(x[0]) for x in np.nonzero(np.isnan(grid)))
+            raise GemmTableError(
+                f"gemm table {label} is not a full grid: missing m={axes[0][i]:.0f}, "
+                f"k={axes[1][j]:.0f}, n={axes[2][l]:.0f}"
+            )
+        return cls(*axes, grid)
+
+    def time_s(self, m, k, n) -> tuple[np.ndarray, np.ndarray]:
+        m, k, n = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, k, n)))
+        extrapolated = np.zeros(m.shape, dtype=bool)
+        positions, weights = [], []
+        for axis, values in zip((self.ms, self.ks, self.ns), (m, k, n)):
+            outside = (values < axis[0]) | (values > axis[-1])
+            extrapolated = extrapolated | outside
+            pos, w = _bracket(np.log2(axis), np.log2(np.clip(values, axis[0], axis[-1])))
+            positions.append(pos)
+            weights.append(w)
+        log_flops = np.zeros(extrapolated.shape)
+        for corner in range(8):
+            bits = [(corner >> b) & 1 for b in range(3)]
+            index = tuple(p + bit for p, bit in zip(positions, bits))
+            weight = np.prod([w if bit else 1 - w for w, bit in zip(weights, bits)], axis=0)
+            log_flops = log_flops + weight * self.log_flops[index]
+        return 2 * m * k * n / np.exp2(log_flops), extrapolated
+
+
+def _bracket(axis: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lower grid index and fractional weight of each value on a sorted axis."""
+    if len(axis) == 1:
+        return np.zeros(values.shape, dtype=np.intp), np.zeros(values.shape)
+    pos = np.clip(np.searchsorted(axis, values, side="right") - 1, 0, len(axis) - 2)
+    weight = (values - axis[pos]) / (axis[pos + 1] - axis[pos])
+    return pos, weight
+
+
+@dataclass(frozen=True)
+class TableGemm:
+    """Measured gemm times keyed by (dtype, gemm role), interpolated between grid points."""
+
+    tables: dict[tuple[str, GemmRole], GridTable] = field(default_factory=dict)
+
+    def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
+        table = self.tables.get((dtype, role))
+        if table is None:
+            raise GemmTableError(f"gemm table has no {dtype} {role.value} times")
+        return table.time_s(*gemm_dims(role, M, K, N))
+
+    @classmethod
+    def from_records(cls, records, *, label: str) -> "TableGemm":
+        """records: iterable of (dtype, gemm role, m, k, n, time_s) in gemm dims."""
+        rows: dict[tuple[str, GemmRole], list[tuple[float, ...]]] = {}
+        for dtype, role, m, k, n, t in records:
+            rows.setdefault((dtype, GemmRole(role)), []).append((m, k, n, t))
+        tables = {}
+        for key, values in rows.items():
+            cols = np.array(values, dtype=np.float64).T
+            tables[key] = GridTable.from_points(*cols, label=f"{label} ({key[0]} {key[1].value})")
+        return cls(tables)
+
+
+def linear_gemm_times(model, recipe: Recipe | None, M, K, N):
+    """Summed time of the three gemms, and whether any was extrapolated. None = bf16."""
+    total = 0.0
+    extrapolated = False
+    for role in GEMM_ROLES:
+        dtype = "bf16" if recipe is None else fp8_gemm_dtype(recipe, role)
+        time, extra = model.time_s(dtype, role, M, K, N)
+        total = total + time
+        extrapolated = extrapolated | extra
+    return total, extrapolated

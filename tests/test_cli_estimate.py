@@ -1,0 +1,127 @@
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from f8roof.cli import main
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_seed_sweep_writes_343_rows(tmp_path):
+    out = tmp_path / "x.csv"
+    result = run("estimate", "--gpu", "h100", "--sweep", "seed", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert len(frame) == 343
+    assert set(frame["M"]) == {2**i for i in range(9, 16)}
+    assert "breakeven (worst)" in result.output
+
+
+@pytest.mark.parametrize("suffix", [".json", ".md", ".csv"])
+def test_output_formats(tmp_path, suffix):
+    out = tmp_path / f"x{suffix}"
+    result = run("estimate", "--shape", "1024,2048,4096", "--shape", "4096,4096,4096", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    if suffix == ".json":
+        rows = json.loads(text)
+        assert [r["M"] for r in rows] == [1024, 4096] and "speedup_worst" in rows[0]
+    elif suffix == ".md":
+        assert text.splitlines()[0].startswith("| M | K | N | recipe")
+        assert len(text.splitlines()) == 4
+    else:
+        assert pd.read_csv(out)["K"].tolist() == [2048, 4096]
+
+
+def test_table_marks_speedups():
+    result = run("estimate", "--shape", "256,256,256", "--shape", "8192,8192,8192")
+    lines = result.output.splitlines()
+    assert "-" in lines[2].split()[-1] or lines[2].split()[-1].endswith("-")
+    assert any(cell.endswith("+") for cell in lines[3].split())
+
+
+def test_seed_switches_change_the_worst_case():
+    plain = run("estimate", "--shape", "4096,4096,4096")
+    seed = run("estimate", "--shape", "4096,4096,4096", "--fused", "input,grad_output",
+               "--compile-limitations")
+    assert seed.exit_code == 0
+    assert plain.output != seed.output
+
+
+def test_scaling_per_role_is_in_the_recipe_name():
+    result = run("estimate", "--shape", "4096,4096,4096", "--scaling", "weight=delayed")
+    assert result.exit_code == 0
+    assert "tensorwise:input=dynamic,weight=delayed,grad_output=dynamic" in result.output
+
+
+def test_gemm_table_interpolates(tmp_path):
+    sizes = [512, 2048, 8192]
+    rows = [dict(M=m, K=k, N=n, bf16_time_s=2 * m * k * n / 600e12, fp8_time_s=2 * m * k * n / 1100e12)
+            for m in sizes for k in sizes for n in sizes]
+    table = tmp_path / "gemms.csv"
+    pd.DataFrame(rows).to_csv(table, index=False)
+    out = tmp_path / "o.csv"
+    result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table),
+                 "--shape", "1000,3000,5000", "--shape", "16384,512,512", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    assert frame["bf16_gemm_s"][0] == pytest.approx(3 * 2 * 1000 * 3000 * 5000 / 600e12)
+    assert list(frame["gemm_extrapolated"]) == [False, True]
+    assert "gemm time extrapolated" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--shape", "1,2"], "bad shape '1,2'"),
+    (["--shape", "0,16,16"], "bad shape '0,16,16'"),
+    (["--shape", "a,b,c"], "bad shape 'a,b,c'"),
+    (["--gpu", "a100", "--shape", "16,16,16"], "unknown GPU 'a100'; known: h100"),
+    (["--gpu", "custom:bf16=1e15", "--shape", "16,16,16"], "custom GPU needs bandwidth, fp8"),
+    (["--recipe", "rowwise", "--scaling", "weight=delayed", "--shape", "16,16,16"], "dynamic only"),
+    (["--scaling", "grad_output=static", "--shape", "16,16,16"], "grad_output cannot use static"),
+    (["--scaling", "bias=dynamic", "--shape", "16,16,16"], "unknown role 'bias'"),
+    (["--recipe", "mxfp8", "--shape", "16,16,16"], "unknown recipe 'mxfp8'"),
+    (["--fused", "inputs", "--shape", "16,16,16"], "bad role list"),
+    (["--sweep", "huge"], "unknown sweep 'huge'"),
+    ([], "no shapes"),
+    (["--shape", "16,16,16", "--out", "x.txt"], "use a .csv, .json or .md"),
+    (["--gemm-time", "benchmarks", "--shape", "16,16,16"], "needs --gemm-table"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    result = run("estimate", *args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_gemm_table_missing_column_or_shape(tmp_path):
+    table = tmp_path / "t.csv"
+    pd.DataFrame([dict(M=512, K=512, N=512, bf16_time_s=1e-5)]).to_csv(table, index=False)
+    result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16")
+    assert result.exit_code == 2 and "lacks a time column" in result.output
+    rows = [dict(M=m, K=512, N=512, bf16_time_s=1e-5, fp8_time_s=1e-5) for m in (512, 1024)]
+    rows.append(dict(M=512, K=1024, N=512, bf16_time_s=1e-5, fp8_time_s=1e-5))
+    pd.DataFrame(rows).to_csv(table, index=False)
+    result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16")
+    assert result.exit_code == 2 and "not a full grid: missing" in result.output
+
+
+def test_shapes_file(tmp_path):
+    shapes = tmp_path / "s.csv"
+    shapes.write_text("M,K,N\n1024,1024,1024\n2048,1024,4096\n")
+    result = run("estimate", "--shapes-file", str(shapes))
+    assert result.exit_code == 0 and "2048  1024  4096" in result.output
+    shapes.write_text("M,K,N\n1024,-5,1024\n")
+    result = run("estimate", "--shapes-file", str(shapes))
+    assert result.exit_code == 2 and "row 2" in result.output
+
+
+def test_gpus_lists_presets():
+    result = run("gpus")
+    assert result.exit_code == 0
+    for name in ("h100", "h100-pcie", "h200", "b200", "mi300x"):
+        assert name in result.output

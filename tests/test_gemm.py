@@ -1,0 +1,87 @@
+import numpy as np
+import pytest
+
+from f8roof.models.gemm import (
+    GemmRole,
+    GemmTableError,
+    GridTable,
+    RooflineGemm,
+    TableGemm,
+    linear_gemm_times,
+)
+from f8roof.models.hardware import find_gpu
+from f8roof.models.recipes import Recipe
+
+
+def test_roofline_matches_hand_computation_compute_bound():
+    h100 = find_gpu("h100")
+    gemm = RooflineGemm(h100)
+    time, extra = gemm.time_s("bf16", GemmRole.OUTPUT, 4096, 4096, 4096)
+    flops = 2 * 4096**3
+    assert time == pytest.approx(flops / (989.4e12 * 0.6), rel=1e-12)
+    assert not extra.any()
+    fp8, _ = gemm.time_s("fp8", GemmRole.OUTPUT, 4096, 4096, 4096)
+    assert fp8 == pytest.approx(flops / (1978.9e12 * 0.6), rel=1e-12)
+
+
+def test_roofline_memory_bound_and_floor():
+    gemm = RooflineGemm(find_gpu("h100"))
+    # (16384, 16, 16384): almost no FLOPs per byte, the bf16 output write dominates
+    time, _ = gemm.time_s("bf16", GemmRole.OUTPUT, 16384, 16, 16384)
+    traffic = 2 * (16384 * 16 * 2) + 2 * 16384**2
+    assert time == pytest.approx(traffic / (3.35e12 * 0.92), rel=1e-12)
+    tiny, _ = gemm.time_s("fp8", GemmRole.OUTPUT, 16, 16, 16)
+    assert tiny == pytest.approx(2e-6)
+
+
+def test_linear_sums_three_gemms_with_transposed_dims():
+    gemm = RooflineGemm(find_gpu("h100"), launch_floor_s=0.0)
+    total, _ = linear_gemm_times(gemm, None, np.array([1024.0]), np.array([2048.0]), np.array([512.0]))
+    # all three gemms have the same 2MKN FLOPs; memory terms differ but compute dominates here
+    parts = [gemm.time_s("bf16", r, 1024, 2048, 512)[0] for r in GemmRole]
+    assert total[0] == pytest.approx(sum(parts))
+
+
+def test_rowwise_gw_hp_grad_weight_runs_in_bf16():
+    gemm = RooflineGemm(find_gpu("h100"), launch_floor_s=0.0)
+    args = (np.array([8192.0]),) * 3
+    fp8, _ = linear_gemm_times(gemm, Recipe.from_name("rowwise"), *args)
+    hp, _ = linear_gemm_times(gemm, Recipe.from_name("rowwise_gw_hp"), *args)
+    assert hp[0] == pytest.approx(fp8[0] * 4 / 3, rel=1e-4)  # one gemm of three at half the FLOP/s
+
+
+def _grid_records(func):
+    sizes = [256, 1024, 4096]
+    return [(m, k, n, func(m, k, n)) for m in sizes for k in sizes for n in sizes]
+
+
+def test_grid_exact_at_points_and_log_linear_between():
+    # throughput doubles every 4x in m: log2(flops) is linear in log2(m), so midpoints are exact
+    records = _grid_records(lambda m, k, n: 2 * m * k * n / (1e12 * (m / 256) ** 0.5))
+    table = GridTable.from_points(*np.array(records).T, label="t")
+    t, extra = table.time_s(1024, 1024, 1024)
+    assert t == pytest.approx(2 * 1024**3 / (1e12 * 2))
+    t, extra = table.time_s(512, 1024, 1024)
+    assert t == pytest.approx(2 * 512 * 1024**2 / (1e12 * 2**0.5))
+    assert not extra.any()
+
+
+def test_grid_flags_extrapolation_and_keeps_edge_throughput():
+    records = _grid_records(lambda m, k, n: 2 * m * k * n / 1e12)
+    table = GridTable.from_points(*np.array(records).T, label="t")
+    t, extra = table.time_s(np.array([8192, 2048]), 1024, 1024)
+    assert list(extra) == [True, False]
+    assert t[0] == pytest.approx(2 * 8192 * 1024**2 / 1e12)
+
+
+def test_grid_with_a_hole_is_refused_naming_the_point():
+    records = _grid_records(lambda m, k, n: 1e-3)[:-1]
+    with pytest.raises(GemmTableError, match="missing m=4096, k=4096, n=4096"):
+        GridTable.from_points(*np.array(records).T, label="t")
+
+
+def test_table_without_a_dtype_is_refused():
+    records = [("bf16", "output", m, k, n, t) for m, k, n, t in _grid_records(lambda *a: 1e-3)]
+    table = TableGemm.from_records(records, label="t")
+    with pytest.raises(GemmTableError, match="no fp8 output"):
+        table.time_s("fp8", GemmRole.OUTPUT, 256, 256, 256)
