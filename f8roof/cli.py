@@ -74,6 +74,9 @@ def gpus() -> None:
               help="CSV of measured gemm times (with --gemm-time benchmarks)")
 @click.option("--gemm-efficiency", type=float, default=None,
               help="fraction of peak FLOP/s gemms reach in the roofline (seed: 0.6)")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None,
+              help="calibration file (default: the shipped one for --gpu, if any)")
+@click.option("--no-calibration", is_flag=True, help="roofline presets only, ignore shipped files")
 @click.option("--shape", "shape_texts", multiple=True, help="M,K,N (repeatable)")
 @click.option("--shapes-file", type=click.Path(dir_okay=False), default=None,
               help="CSV with columns M, K, N")
@@ -81,12 +84,15 @@ def gpus() -> None:
               help="seed (M, K, N in 2^9..2^15, 343 shapes) or pow2 (squares 2^7..2^16)")
 @click.option("--out", default=None, help="write every row to FILE (.csv, .json or .md)")
 def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, gemm_table,
-             gemm_efficiency, shape_texts, shapes_file, sweep_name, out) -> None:
+             gemm_efficiency, calibration, no_calibration, shape_texts, shapes_file, sweep_name,
+             out) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
+    from f8roof.calibration import Calibration
+    from f8roof.calibrations import shipped_calibration
     from f8roof.estimate import EstimateConfig, estimate as run_estimate, square_breakeven
     from f8roof.files import write_text_atomic
     from f8roof.gemm_table import load_gemm_table
-    from f8roof.models.gemm import RooflineGemm
+    from f8roof.models.gemm import GemmTableError, RooflineGemm
     from f8roof.models.hardware import UnknownGPUError, resolve_gpu
     from f8roof.models.recipes import Recipe, RecipeError, Role, parse_scaling
     from f8roof.render import render_table, renderer_for
@@ -104,14 +110,32 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
         else:
             gemm = RooflineGemm(gpu, **({"gemm_efficiency": gemm_efficiency}
                                         if gemm_efficiency is not None else {}))
+        source = "roofline presets (datasheet x seed efficiencies)"
+        loaded = None
+        if calibration and no_calibration:
+            raise F8RoofError("--calibration and --no-calibration contradict each other")
+        if calibration:
+            loaded, source = Calibration.load(calibration), f"calibration {calibration}"
+        elif not no_calibration and gemm_time == "roofline" and gemm_efficiency is None:
+            path, caveat = shipped_calibration(gpu)
+            if path is not None:
+                loaded = Calibration.load(path)
+                source = f"shipped calibration {path.name} ({loaded.environment.device_name})"
+                if caveat:
+                    source += f"; {caveat}"
+        if loaded is not None and gemm_time == "roofline":
+            gemm = None  # the calibration's measured gemm table
+            gemm_time = "measured (calibration)"
         config = EstimateConfig(
             recipe=recipe_value,
             gpu=gpu,
             fused=_roles(fused),
             limited=frozenset(Role) if compile_limitations else frozenset(),
             gemm=gemm,
-            gemm_source=gemm_time,
+            calibration=loaded,
         )
+        if loaded is not None:
+            loaded.variant(recipe_value.name)  # fail now, not after the work
     shapes = [parse_shape(t) for t in shape_texts]
     if shapes_file:
         shapes += read_shapes_file(shapes_file)
@@ -120,12 +144,15 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
     if not shapes:
         raise F8RoofError("no shapes: give --shape M,K,N, --shapes-file or --sweep")
     render = renderer_for(out) if out else None
-    frame = run_estimate(shapes, config)
+    with _fail_on(GemmTableError):
+        frame = run_estimate(shapes, config)
     click.echo(f"gpu {gpu.name}, recipe {recipe_value.name}, gemm times: {gemm_time}")
+    click.echo(f"using {source}")
     click.echo(render_table(frame, color=sys.stdout.isatty()))
-    for column in ("speedup_ideal", "speedup_worst"):
+    levels = ("speedup_ideal", "speedup", "speedup_worst") if loaded else ("speedup_ideal", "speedup_worst")
+    for column in levels:
         size = square_breakeven(config, column)
-        level = column.removeprefix("speedup_")
+        level = column.removeprefix("speedup_") if column != "speedup" else "fitted"
         click.echo(f"breakeven ({level}): " + (f"float8 wins for M = K = N >= {size}"
                                               if size else "float8 never wins for M = K = N <= 65536"))
     if out:

@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
+from f8roof.calibration import BF16, Calibration, VariantFit
+from f8roof.models.fit import nearest_regime
 from f8roof.models.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
@@ -34,14 +36,32 @@ class EstimateConfig:
     gpu: GPU
     fused: frozenset[Role] = frozenset()  # the seed's F per role
     limited: frozenset[Role] = frozenset()  # the seed's L ("compile limitations") per role
-    gemm: RooflineGemm | TableGemm | None = None  # None: roofline on `gpu` at seed defaults
+    gemm: RooflineGemm | TableGemm | None = None  # None: the calibration's table, or roofline
     memory_efficiency: float = SEED_MEMORY_EFFICIENCY
     launch_floor_s: float = SEED_LAUNCH_FLOOR_S
-    gemm_source: str = field(default="roofline", compare=False)
+    calibration: Calibration | None = field(default=None, compare=False)
 
     @property
     def gemm_model(self) -> RooflineGemm | TableGemm:
-        return self.gemm if self.gemm is not None else RooflineGemm(self.gpu)
+        if self.gemm is not None:
+            return self.gemm
+        if self.calibration is not None:
+            return self.calibration.gemm_model
+        return RooflineGemm(self.gpu)
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """What worst and ideal bytes are timed at: measured when calibrated, else the seed's
+        fraction of the datasheet."""
+        if self.calibration is not None:
+            return self.calibration.ceilings.copy_bandwidth_bytes_per_s
+        return self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
+
+    @property
+    def small_kernel_s(self) -> float:
+        if self.calibration is not None:
+            return self.calibration.ceilings.launch_floor_s
+        return self.launch_floor_s
 
 
 @lru_cache(maxsize=64)
@@ -80,7 +100,7 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
     gemm = config.gemm_model
     bf16_gemm_s, bf16_extra = linear_gemm_times(gemm, None, Mf, Kf, Nf)
     fp8_gemm_s, fp8_extra = linear_gemm_times(gemm, config.recipe, Mf, Kf, Nf)
-    bandwidth = config.gpu.memory_bandwidth_bytes_per_s * config.memory_efficiency
+    bandwidth = config.bandwidth_bytes_per_s
     columns: dict[str, object] = {
         "M": M,
         "K": K,
@@ -91,16 +111,58 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
     }
     for level in (Level.WORST, Level.IDEAL):
         nbytes, small_kernels = overhead_bytes(config, level, Mf, Kf, Nf)
-        overhead_s = nbytes / bandwidth + small_kernels * config.launch_floor_s
+        overhead_s = nbytes / bandwidth + small_kernels * config.small_kernel_s
         columns[f"overhead_bytes_{level.value}"] = nbytes
         columns[f"overhead_s_{level.value}"] = overhead_s
         columns[f"fp8_s_{level.value}"] = fp8_gemm_s + overhead_s
         columns[f"speedup_{level.value}"] = bf16_gemm_s / (fp8_gemm_s + overhead_s)
+    if config.calibration is not None:
+        columns.update(calibrated_columns(config.calibration, config.recipe, Mf, Kf, Nf,
+                                          bf16_gemm_s=bf16_gemm_s, fp8_gemm_s=fp8_gemm_s))
     reasons = fp8_reason(K, N)
     columns["fp8_ok"] = reasons == ""
     columns["fp8_reason"] = reasons
     columns["gemm_extrapolated"] = bf16_extra | fp8_extra
     return pd.DataFrame(columns)
+
+
+def fitted_overhead(calibration: Calibration, fit: VariantFit, M, K, N):
+    """Bytes and time of the fitted kernel set of a variant, each shape in its nearest regime."""
+    regimes = fit.traffic.regimes
+    owner = nearest_regime(regimes, M, K, N)
+    nbytes, time_s = np.zeros(M.shape), np.zeros(M.shape)
+    for index, regime in enumerate(regimes):
+        mask = owner == index
+        if not mask.any():
+            continue
+        m, k, n = M[mask], K[mask], N[mask]
+        for kernel in regime.kernels:
+            kb = kernel.nbytes(m, k, n)
+            nbytes[mask] += kb
+            time_s[mask] += calibration.kernel_time.time_s(
+                kernel.kind, kb, kernel_id=f"{fit.variant}/{index}/{kernel.key}")
+    return nbytes, time_s
+
+
+def calibrated_columns(calibration: Calibration, recipe: Recipe, M, K, N, *,
+                       bf16_gemm_s, fp8_gemm_s) -> dict[str, np.ndarray]:
+    """The calibrated end-to-end prediction on both clocks (device first)."""
+    bf16, fp8 = calibration.variant(BF16), calibration.variant(recipe.name)
+    _, bf16_kernels_s = fitted_overhead(calibration, bf16, M, K, N)
+    nbytes, overhead_s = fitted_overhead(calibration, fp8, M, K, N)
+    bf16_s = bf16_gemm_s + bf16_kernels_s + bf16.fixed.device_extra_s
+    fp8_s = fp8_gemm_s + overhead_s + fp8.fixed.device_extra_s
+    bf16_wall_s, fp8_wall_s = bf16.fixed.wall_s(bf16_s), fp8.fixed.wall_s(fp8_s)
+    return {
+        "overhead_bytes_fitted": nbytes,
+        "overhead_s_fitted": overhead_s,
+        "bf16_s": bf16_s,
+        "fp8_s": fp8_s,
+        "speedup": bf16_s / fp8_s,
+        "bf16_wall_s": bf16_wall_s,
+        "fp8_wall_s": fp8_wall_s,
+        "speedup_wall": bf16_wall_s / fp8_wall_s,
+    }
 
 
 def square_breakeven(config: EstimateConfig, column: str = "speedup_worst", *,

@@ -39,9 +39,11 @@ def test_output_formats(tmp_path, suffix):
 
 def test_table_marks_speedups():
     result = run("estimate", "--shape", "256,256,256", "--shape", "8192,8192,8192")
-    lines = result.output.splitlines()
-    assert "-" in lines[2].split()[-1] or lines[2].split()[-1].endswith("-")
-    assert any(cell.endswith("+") for cell in lines[3].split())
+    small = next(line for line in result.output.splitlines() if line.startswith("256 "))
+    large = next(line for line in result.output.splitlines() if line.startswith("8192 "))
+    assert small.split()[-1].endswith("-") and small.split()[-2].endswith("-")
+    assert large.split()[-1].endswith("+") and large.split()[-2].endswith("+")
+    assert "using roofline presets" in result.output
 
 
 def test_seed_switches_change_the_worst_case():

@@ -29,7 +29,9 @@ SEED_GEMM_EFFICIENCY = 0.6
 SEED_MEMORY_EFFICIENCY = 0.92
 SEED_LAUNCH_FLOOR_S = 2e-6
 
-OPERAND_BYTES = {"bf16": 2, "fp8": 1}
+# Gemm dtypes: bf16, fp8 with one scale per tensor, fp8 with a scale per row and column
+# (a different cuBLAS/CUTLASS kernel, so measured tables keep it apart).
+OPERAND_BYTES = {"bf16": 2, "fp8": 1, "fp8_rowwise": 1}
 OUTPUT_BYTES = 2  # every gemm of the linear writes bf16
 
 
@@ -48,7 +50,9 @@ def gemm_dims(role: GemmRole, M, K, N):
 
 def fp8_gemm_dtype(recipe: Recipe, role: GemmRole) -> str:
     """rowwise_gw_hp runs its grad_weight gemm in bf16."""
-    return "bf16" if (role is GemmRole.GRAD_WEIGHT and recipe.grad_weight_in_bf16) else "fp8"
+    if role is GemmRole.GRAD_WEIGHT and recipe.grad_weight_in_bf16:
+        return "bf16"
+    return "fp8_rowwise" if recipe.is_rowwise else "fp8"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ class GPU:
                 raise UnknownGPUError(f"GPU {self.name!r}: {field} must be positive")
 
     def peak_flops(self, dtype: str) -> float:
-        return self.fp8_flops if dtype == "fp8" else self.bf16_flops
+        return self.fp8_flops if dtype.startswith("fp8") else self.bf16_flops
 
 
 PRESETS: dict[str, GPU] = {
