@@ -174,17 +174,24 @@ class TrafficFit:
     unfitted: tuple[Unfitted, ...]
 
 
+def kernel_keys(graphs: list[str]) -> list[str]:
+    """Stable names of a step's kernels: graph and position in it, e.g. 'fwd.0', 'bwd.2'."""
+    counters: dict[str, int] = {}
+    keys = []
+    for graph in graphs:
+        keys.append(f"{graph}.{counters.get(graph, 0)}")
+        counters[graph] = counters.get(graph, 0) + 1
+    return keys
+
+
 def _fit_regime(samples: list[ShapeSample], *, verify: int) -> Regime:
     fit_part, check_part = samples[: len(samples) - verify], samples[len(samples) - verify:]
     shapes = [s.shape for s in fit_part]
     kernels = []
-    counters: dict[str, int] = {}
-    for i, first in enumerate(fit_part[0].kernels):
-        index = counters.get(first.graph, 0)
-        counters[first.graph] = index + 1
+    first_kernels = fit_part[0].kernels
+    for i, (key, first) in enumerate(zip(kernel_keys([k.graph for k in first_kernels]), first_kernels)):
         poly = fit_polynomial(shapes, [s.kernels[i].nbytes for s in fit_part])
-        kernels.append(FittedKernel(f"{first.graph}.{index}", first.name, first.graph,
-                                    first.kind, first.role, poly))
+        kernels.append(FittedKernel(key, first.name, first.graph, first.kind, first.role, poly))
     total = fit_polynomial(shapes, [sum(k.nbytes for k in s.kernels) for s in fit_part])
     for sample in check_part:
         for kernel, seen in zip(kernels, sample.kernels):

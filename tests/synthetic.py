@@ -1,0 +1,70 @@
+"""Synthetic measurements with a known truth, to test the fits (not measured data)."""
+
+import itertools
+
+import sympy as sp
+
+from f8roof.calibration import (
+    Ceilings,
+    Environment,
+    GemmMeasurement,
+    KernelMeasurement,
+    StepMeasurement,
+)
+from f8roof.fitting import Measurements
+from f8roof.models.fit import FIT_SHAPES, kernel_keys
+from f8roof.models.recipes import Recipe
+from f8roof.models.traffic import SYMBOLS, worst_traffic
+
+GRID = [2**i for i in range(8, 15)]
+FLOOR_S, BANDWIDTH = 3e-6, 3e12
+DEVICE_EXTRA_S, WALL_EXTRA_S, WALL_FLOOR_S = 5e-6, 2e-6, 40e-6
+
+
+def gemm_time(m, k, n, dtype):
+    return 2 * m * k * n / (1400e12 if dtype.startswith("fp8") else 700e12) + 4e-6
+
+
+def kernel_time(nbytes):
+    return FLOOR_S + nbytes / BANDWIDTH
+
+
+def environment(device="cuda", name="NVIDIA H200"):
+    return Environment(device=device, device_name=name, sm_count=132, torch="2.11.0",
+                       triton="3.6.0", cuda="12.8", date="2026-11-29", f8roof="0.1.0")
+
+
+def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="cuda"):
+    gemms = tuple(
+        GemmMeasurement(dtype, role, m, k, n, gemm_time(m, k, n, dtype))
+        for dtype in ("bf16", "fp8", "fp8_rowwise")
+        for role in ("output", "grad_input", "grad_weight")
+        for m, k, n in itertools.product(GRID, repeat=3)
+    )
+    kernels, steps = [], []
+    for variant in ("bf16", *recipes):
+        model = None if variant == "bf16" else worst_traffic(Recipe.from_name(variant))
+        for M, K, N in shapes:
+            at = dict(zip(SYMBOLS, (M, K, N)))
+            device_s = sum(gemm_time(*d, "bf16" if variant == "bf16" else
+                                     ("fp8_rowwise" if variant.startswith("row") else "fp8"))
+                           for d in ((M, K, N), (M, N, K), (N, M, K)))
+            traffic = model.kernels if model else ()
+            graphs = ["bwd" if k.role.value == "grad_output" else "fwd" for k in traffic]
+            for k, graph, key in zip(traffic, graphs, kernel_keys(graphs)):
+                read, written = int(k.bytes_read.subs(at)), int(k.bytes_written.subs(at))
+                kind = "reduction" if "amax" in k.name else "pointwise"
+                t = kernel_time(read + written)
+                device_s += t
+                kernels.append(KernelMeasurement(variant, M, K, N, key, k.name,
+                                                 graph, kind, k.role.value, read, written, t))
+            device_s += DEVICE_EXTRA_S
+            wall = max(device_s + WALL_EXTRA_S, WALL_FLOOR_S)
+            steps.append(StepMeasurement(variant, M, K, N, device_s, wall, 10))
+    ceilings = Ceilings(800e12, 1500e12, 4.3e12, 2e-6)
+    return Measurements(environment(device), ceilings, tuple(shapes), gemms, tuple(kernels),
+                        tuple(steps))
+
+
+def total_bytes(recipe, shape):
+    return int(sp.sympify(worst_traffic(Recipe.from_name(recipe)).total).subs(dict(zip(SYMBOLS, shape))))
