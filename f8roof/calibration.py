@@ -94,7 +94,8 @@ class StepMeasurement:
     M: int
     K: int
     N: int
-    device_s: float
+    device_s: float  # every device kernel of the step, summed (median over iterations)
+    gemm_s: float  # the gemm kernels among them
     wall_s: float
     launches: int
 
@@ -191,7 +192,8 @@ class Calibration:
         )
         steps = tuple(
             StepMeasurement(s.str("variant"), *_known_shape(s, shape_set), s.num("device_s", positive=True),
-                            s.num("wall_s", positive=True), s.int("launches"))
+                            s.num("gemm_s", positive=True), s.num("wall_s", positive=True),
+                            s.int("launches"))
             for s in root.objs("steps")
         )
         variants = tuple(_variant_from(v, shape_set) for v in root.objs("variants"))

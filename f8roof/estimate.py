@@ -81,15 +81,22 @@ def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.nd
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
 
 
-def fp8_reason(K: np.ndarray, N: np.ndarray) -> np.ndarray:
-    """Why a float8 gemm cannot run this shape ('' where it can)."""
-    k_bad = K % FP8_ALIGNMENT != 0
-    n_bad = N % FP8_ALIGNMENT != 0
-    reasons = np.full(K.shape, "", dtype=object)
-    reasons[k_bad] = "K not a multiple of 16"
-    reasons[n_bad] = "N not a multiple of 16"
-    reasons[k_bad & n_bad] = "K and N not multiples of 16"
-    return reasons
+def fp8_reason(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """Why float8 gemms cannot run this shape ('' where they can). `_scaled_mm` needs its
+    contraction dim and its second operand's dims divisible by 16: K and N for output and
+    grad_input, and M too where grad_weight (contracting over M) runs in float8."""
+    names = ("M", "K", "N")
+    checked = (not recipe.grad_weight_in_bf16, True, True)
+    code = np.zeros(K.shape, dtype=np.intp)
+    for bit, (values, check) in enumerate(zip((M, K, N), checked)):
+        if check:
+            code |= (values % FP8_ALIGNMENT != 0).astype(np.intp) << bit
+    table = []
+    for c in range(8):  # one message per combination of failing dims, looked up per shape
+        bad = [name for bit, name in enumerate(names) if c >> bit & 1]
+        table.append("" if not bad else " and ".join(bad) + (
+            " not a multiple of 16" if len(bad) == 1 else " not multiples of 16"))
+    return np.array(table, dtype=object)[code]
 
 
 def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
@@ -119,7 +126,7 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
     if config.calibration is not None:
         columns.update(calibrated_columns(config.calibration, config.recipe, Mf, Kf, Nf,
                                           bf16_gemm_s=bf16_gemm_s, fp8_gemm_s=fp8_gemm_s))
-    reasons = fp8_reason(K, N)
+    reasons = fp8_reason(config.recipe, M, K, N)
     columns["fp8_ok"] = reasons == ""
     columns["fp8_reason"] = reasons
     columns["gemm_extrapolated"] = bf16_extra | fp8_extra

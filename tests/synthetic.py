@@ -46,9 +46,10 @@ def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="c
         model = None if variant == "bf16" else worst_traffic(Recipe.from_name(variant))
         for M, K, N in shapes:
             at = dict(zip(SYMBOLS, (M, K, N)))
-            device_s = sum(gemm_time(*d, "bf16" if variant == "bf16" else
+            gemm_s = sum(gemm_time(*d, "bf16" if variant == "bf16" else
                                      ("fp8_rowwise" if variant.startswith("row") else "fp8"))
                            for d in ((M, K, N), (M, N, K), (N, M, K)))
+            device_s = gemm_s
             traffic = model.kernels if model else ()
             graphs = ["bwd" if k.role.value == "grad_output" else "fwd" for k in traffic]
             for k, graph, key in zip(traffic, graphs, kernel_keys(graphs)):
@@ -60,7 +61,7 @@ def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="c
                                                  graph, kind, k.role.value, read, written, t))
             device_s += DEVICE_EXTRA_S
             wall = max(device_s + WALL_EXTRA_S, WALL_FLOOR_S)
-            steps.append(StepMeasurement(variant, M, K, N, device_s, wall, 10))
+            steps.append(StepMeasurement(variant, M, K, N, device_s, gemm_s, wall, 10))
     ceilings = Ceilings(800e12, 1500e12, 4.3e12, 2e-6)
     return Measurements(environment(device), ceilings, tuple(shapes), gemms, tuple(kernels),
                         tuple(steps))

@@ -32,9 +32,17 @@ def test_seed_configuration_by_hand():
 
 
 def test_fp8_ok_names_the_dimension():
-    frame = estimate([(100, 100, 64), (100, 64, 100), (64, 64, 64)], config())
-    assert list(frame["fp8_ok"]) == [False, False, True]
-    assert list(frame["fp8_reason"]) == ["K not a multiple of 16", "N not a multiple of 16", ""]
+    frame = estimate([(64, 100, 64), (64, 64, 100), (64, 64, 64), (100, 64, 100)], config())
+    assert list(frame["fp8_ok"]) == [False, False, True, False]
+    assert list(frame["fp8_reason"]) == ["K not a multiple of 16", "N not a multiple of 16", "",
+                                         "M and N not multiples of 16"]
+
+
+def test_m_is_free_when_grad_weight_stays_bf16():
+    # grad_weight contracts over M; rowwise_gw_hp runs it in bf16, so M needs no alignment
+    shapes = [(100, 64, 64)]
+    assert not estimate(shapes, config("rowwise"))["fp8_ok"][0]
+    assert estimate(shapes, config("rowwise_gw_hp"))["fp8_ok"][0]
 
 
 def test_vectorized_matches_one_by_one():
