@@ -70,7 +70,8 @@ def _check_numerics(name: str | None, *, compiled: bool) -> None:
               _relative_error(module.weight.grad, w64.grad))
     assert output.dtype == torch.bfloat16
     assert x.grad.dtype == module.weight.grad.dtype == torch.bfloat16
-    for what, error, bound in zip(("output", "grad_input", "grad_weight"), errors, _bounds(name)):
+    for what, error, bound in zip(("output", "grad_input", "grad_weight"), errors, _bounds(name),
+                                  strict=True):
         assert error < bound, f"{name} {what}: relative error {error:.4f} >= {bound}"
 
 
@@ -85,34 +86,26 @@ def test_numerics_compiled(name: str | None) -> None:
     _check_numerics(name, compiled=True)
 
 
-def _row_major(t: torch.Tensor) -> bool:
-    return t.stride(1) == 1 and t.stride(0) >= t.size(1)
-
-
-def _col_major(t: torch.Tensor) -> bool:
-    return t.stride(0) == 1 and t.stride(1) >= t.size(0)
+def _meta(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
 
 
 @pytest.mark.parametrize("name", RECIPE_NAMES)
 def test_scaled_mm_calls_follow_cuda_rules(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """CPU `_scaled_mm` checks nothing, so check every call against what CUDA enforces."""
+    """CPU `_scaled_mm` checks nothing, so replay every call on meta tensors (same shapes,
+    strides, dtypes): the meta kernel applies the CUDA checks (row-major first operand,
+    column-major second, dims divisible by 16, tensorwise or (m,1)/(1,n) rowwise scales)."""
     real = torch._scaled_mm
     calls: list[tuple[int, int, int]] = []
 
     def checked(a, b, *, scale_a, scale_b, out_dtype, use_fast_accum):
-        m, k = a.shape
-        n = b.size(1)
-        assert _row_major(a) and _col_major(b), (a.stride(), b.stride())
-        assert b.dtype == torch.float8_e4m3fn and a.dtype in (torch.float8_e4m3fn,
-                                                              torch.float8_e5m2)
-        assert scale_a.dtype == scale_b.dtype == torch.float32
-        if scale_a.numel() == 1:  # tensorwise
-            assert scale_b.numel() == 1
-        else:  # rowwise: (m, 1) and (1, n), contiguous
-            assert scale_a.shape == (m, 1) and scale_b.shape == (1, n)
-            assert scale_a.is_contiguous() and scale_b.is_contiguous()
-        assert out_dtype == torch.bfloat16
-        calls.append((m, k, n))
+        real(_meta(a), _meta(b), scale_a=_meta(scale_a), scale_b=_meta(scale_b),
+             out_dtype=out_dtype, use_fast_accum=use_fast_accum)
+        # CUTLASS rowwise (and cuBLAS) take e5m2 only as the first operand.
+        assert b.dtype == torch.float8_e4m3fn
+        assert a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+        assert out_dtype == torch.bfloat16  # the only rowwise output dtype on CUDA
+        calls.append((a.size(0), a.size(1), b.size(1)))
         return real(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype,
                     use_fast_accum=use_fast_accum)
 
@@ -121,6 +114,15 @@ def test_scaled_mm_calls_follow_cuda_rules(name: str, monkeypatch: pytest.Monkey
     _step(module, seed=0)
     expected = [(M, K, N), (M, N, K)] + ([] if name == "rowwise_gw_hp" else [(N, M, K)])
     assert calls == expected
+
+
+def test_meta_replay_catches_a_wrong_layout() -> None:
+    """The replay above is a real check: a row-major second operand fails it."""
+    a = torch.empty(M, K, dtype=torch.float8_e4m3fn, device="meta")
+    b = torch.empty(K, N, dtype=torch.float8_e4m3fn, device="meta")
+    one = torch.ones((), device="meta")
+    with pytest.raises(RuntimeError, match="col_major"):
+        torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
 
 
 def _delayed_step_checks(*, compiled: bool) -> None:
@@ -135,7 +137,8 @@ def _delayed_step_checks(*, compiled: bool) -> None:
     amaxes = []
     for seed in (1, 2):
         x, grad_output, _ = _step(fn, seed=seed)
-        amaxes.append({"input": x.detach().abs().amax(), "weight": module.weight.detach().abs().amax(),
+        amaxes.append({"input": x.detach().abs().amax(),
+                       "weight": module.weight.detach().abs().amax(),
                        "grad_output": grad_output.abs().amax()})
 
     for role, e_max in (("input", 448.0), ("weight", 448.0), ("grad_output", 57344.0)):
@@ -159,7 +162,8 @@ def test_delayed_buffers_update_in_place_compiled() -> None:
 
 
 def test_static_weight_scale_is_fixed() -> None:
-    module = make_linear(Recipe.from_name("tensorwise_static_weight"), in_features=K, out_features=N)
+    module = make_linear(Recipe.from_name("tensorwise_static_weight"), in_features=K,
+                         out_features=N)
     assert dict(module.named_buffers()).keys() == {"weight_scale"}
     scale = module.weight_scale.item()
     assert scale == pytest.approx(448.0 / module.weight.detach().abs().amax().float().item())
@@ -170,11 +174,11 @@ def test_static_weight_scale_is_fixed() -> None:
 def test_make_linear_modules() -> None:
     baseline = make_linear(None, in_features=K, out_features=N)
     assert isinstance(baseline, torch.nn.Linear) and baseline.bias is None
-    for name in RECIPE_NAMES:
-        module = make_linear(Recipe.from_name(name), in_features=K, out_features=N)
-        assert isinstance(module, Float8Linear)
-        assert name in repr(module)
-    for module in (baseline, module):
+    modules = [make_linear(Recipe.from_name(name), in_features=K, out_features=N)
+               for name in RECIPE_NAMES]
+    for name, module in zip(RECIPE_NAMES, modules, strict=True):
+        assert isinstance(module, Float8Linear) and name in repr(module)
+    for module in (baseline, *modules):
         assert module.weight.shape == (N, K) and module.weight.dtype == torch.bfloat16
         assert module.weight.std() > 0  # random init, never zeros
 

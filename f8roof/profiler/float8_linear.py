@@ -38,8 +38,7 @@ FLOAT8_DIM_MULTIPLE = 16  # cuBLASLt float8 gemms need these dims divisible by 1
 
 # Fast accumulation (periodic promotion of the fp8 tensor-core accumulator skipped) for the
 # forward gemm only, as torchao does: gradients are kept on the more accurate path.
-_FAST_ACCUM_OUTPUT = True
-_FAST_ACCUM_GRADS = False
+USE_FAST_ACCUM: dict[str, bool] = {"output": True, "grad_input": False, "grad_weight": False}
 
 
 def amax_to_scale(amax: torch.Tensor, float8_dtype: torch.dtype) -> torch.Tensor:
@@ -92,12 +91,11 @@ def check_fp8_shape(M: int, K: int, N: int) -> str | None:
 
 def _scaled_mm(
     a: torch.Tensor, b: torch.Tensor, inv_scale_a: torch.Tensor, inv_scale_b: torch.Tensor,
-    *, use_fast_accum: bool,
+    *, gemm: str,
 ) -> torch.Tensor:
     # bf16 out for every gemm: CUDA rowwise `_scaled_mm` supports no other output dtype.
     return torch._scaled_mm(a, b, scale_a=inv_scale_a, scale_b=inv_scale_b,
-                            out_dtype=OUTPUT_DTYPE, use_fast_accum=use_fast_accum)
-
+                            out_dtype=OUTPUT_DTYPE, use_fast_accum=USE_FAST_ACCUM[gemm])
 
 
 def _record_amax(history: torch.Tensor, scale: torch.Tensor, amax: torch.Tensor,
@@ -127,7 +125,7 @@ class _TensorwiseFloat8Matmul(torch.autograd.Function):
         weight_inv_scale = weight_scale.reciprocal()
         # (M,K) row-major @ (K,N) column-major: weight_fp8 (N,K) row-major transposed.
         output = _scaled_mm(input_fp8, weight_fp8.t(), input_inv_scale, weight_inv_scale,
-                            use_fast_accum=_FAST_ACCUM_OUTPUT)
+                            gemm="output")
         ctx.save_for_backward(column_major(input_fp8), column_major(weight_fp8),
                               input_inv_scale, weight_inv_scale,
                               grad_output_scale, grad_output_amax_history)
@@ -146,12 +144,11 @@ class _TensorwiseFloat8Matmul(torch.autograd.Function):
         grad_output_inv_scale = scale.reciprocal()
         # grad_input: (M,N) row-major @ (N,K) column-major.
         grad_input = _scaled_mm(grad_output_fp8, weight_col, grad_output_inv_scale,
-                                weight_inv_scale, use_fast_accum=_FAST_ACCUM_GRADS)
+                                weight_inv_scale, gemm="grad_input")
         # grad_weight: grad_output.T (N,M) row-major, i.e. grad_output column-major, @ (M,K)
         # column-major input.
         grad_weight = _scaled_mm(column_major(grad_output_fp8).t(), input_col,
-                                 grad_output_inv_scale, input_inv_scale,
-                                 use_fast_accum=_FAST_ACCUM_GRADS)
+                                 grad_output_inv_scale, input_inv_scale, gemm="grad_weight")
         if delayed:
             # After the cast: this step used the scale from earlier steps (that is what lets
             # the amax and the cast share one pass over grad_output).
@@ -176,7 +173,7 @@ class _RowwiseFloat8Matmul(torch.autograd.Function):
         input_fp8, input_inv_scale = cast_axiswise(input, E4M3, dim=1)  # (M,1)
         weight_fp8, weight_inv_scale = cast_axiswise(weight, E4M3, dim=1)  # (N,1)
         output = _scaled_mm(input_fp8, weight_fp8.t(), input_inv_scale,
-                            weight_inv_scale.reshape(1, -1), use_fast_accum=_FAST_ACCUM_OUTPUT)
+                            weight_inv_scale.reshape(1, -1), gemm="output")
         weight_colwise_fp8, weight_colwise_inv_scale = cast_axiswise(weight, E4M3, dim=0)  # (1,K)
         if grad_weight_in_bf16:
             input_saved, input_saved_inv_scale = input, None
@@ -195,7 +192,7 @@ class _RowwiseFloat8Matmul(torch.autograd.Function):
         input_dtype, weight_dtype = ctx.dtypes
         grad_output_fp8, grad_output_inv_scale = cast_axiswise(grad_output, E5M2, dim=1)  # (M,1)
         grad_input = _scaled_mm(grad_output_fp8, weight_col, grad_output_inv_scale,
-                                weight_inv_scale, use_fast_accum=_FAST_ACCUM_GRADS)
+                                weight_inv_scale, gemm="grad_input")
         if ctx.grad_weight_in_bf16:
             grad_weight = grad_output.t().to(OUTPUT_DTYPE) @ input_saved.to(OUTPUT_DTYPE)
         else:
@@ -203,7 +200,7 @@ class _RowwiseFloat8Matmul(torch.autograd.Function):
                 grad_output, E5M2, dim=0)  # (1,N)
             grad_weight = _scaled_mm(column_major(grad_output_colwise_fp8).t(), input_saved,
                                      grad_output_colwise_inv_scale.reshape(-1, 1),
-                                     input_inv_scale, use_fast_accum=_FAST_ACCUM_GRADS)
+                                     input_inv_scale, gemm="grad_weight")
         return grad_input.to(input_dtype), grad_weight.to(weight_dtype), None
 
 
@@ -249,7 +246,7 @@ class Float8Linear(nn.Module):
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         if input.dim() != 2:
-            raise ValueError(f"Float8Linear takes a 2-D (M, K) input, got shape {tuple(input.shape)}")
+            raise ValueError(f"Float8Linear takes a 2-D (M, K) input, got {tuple(input.shape)}")
         if self.recipe.is_rowwise:
             return _RowwiseFloat8Matmul.apply(input, self.weight, self.recipe.grad_weight_in_bf16)
         go_delayed = self.recipe.grad_output is ScalingType.DELAYED

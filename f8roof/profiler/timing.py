@@ -1,0 +1,206 @@
+"""Gemm and end-to-end (wall-clock) timing.
+
+Every measurement: warm-up (and compilation) outside the timed region, one sample per
+iteration, median with p10/p90, TFLOP/s derived beside the time. On CUDA each iteration is
+timed with CUDA events after a 256 MB write that evicts the inputs from L2 (50 MB on H100/H200),
+so a gemm is timed reading its operands from HBM as it does inside a training step. On CPU,
+and whenever a clock is injected (tests), a host clock brackets each synchronized iteration.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from f8roof.models.recipes import Recipe
+from f8roof.profiler.float8_linear import E4M3, E5M2, USE_FAST_ACCUM, make_linear
+
+GemmDtype = Literal["bf16", "fp8"]
+GemmName = Literal["output", "grad_input", "grad_weight"]
+GEMM_NAMES: tuple[GemmName, ...] = ("output", "grad_input", "grad_weight")
+L2_FLUSH_BYTES = 256 * 1024**2
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    median_s: float
+    p10_s: float
+    p90_s: float
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n < 1 or not 0 <= self.p10_s <= self.median_s <= self.p90_s:
+            raise ValueError(f"inconsistent timing {self}")
+
+
+@dataclass(frozen=True)
+class GemmTiming:
+    dtype: GemmDtype
+    gemm: GemmName
+    M: int
+    K: int
+    N: int
+    timing: TimingResult
+
+    @property
+    def flop(self) -> int:
+        return 2 * self.M * self.K * self.N
+
+    @property
+    def tflop_per_s(self) -> float:
+        return self.flop / self.timing.median_s / 1e12
+
+
+@dataclass(frozen=True)
+class LinearStepTiming:
+    recipe: str  # Recipe.name, or "bf16" for the baseline
+    M: int
+    K: int
+    N: int
+    compiled: bool
+    timing: TimingResult
+
+    @property
+    def flop(self) -> int:
+        return 3 * 2 * self.M * self.K * self.N  # output, grad_input, grad_weight
+
+    @property
+    def tflop_per_s(self) -> float:
+        return self.flop / self.timing.median_s / 1e12
+
+
+def _percentile(sorted_samples: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    position = (len(sorted_samples) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_samples) - 1)
+    return sorted_samples[low] + (sorted_samples[high] - sorted_samples[low]) * (position - low)
+
+
+def summarize(samples_s: list[float]) -> TimingResult:
+    ordered = sorted(samples_s)
+    return TimingResult(median_s=_percentile(ordered, 0.5), p10_s=_percentile(ordered, 0.1),
+                        p90_s=_percentile(ordered, 0.9), n=len(ordered))
+
+
+def time_fn(fn: Callable[[], object], *, warmup: int, iters: int, device: str,
+            clock: Callable[[], int] | None = None) -> TimingResult:
+    """Time `fn` per iteration after `warmup` untimed calls.
+
+    `clock` returns nanoseconds (default `time.perf_counter_ns`); it is used on CPU and on
+    CUDA when given, with a device synchronize on both sides of every call. Without it, CUDA
+    iterations are timed with CUDA events.
+    """
+    if warmup < 0 or iters < 1:
+        raise ValueError(f"need warmup >= 0 and iters >= 1, got {warmup=} {iters=}")
+    is_cuda = torch.device(device).type == "cuda"
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if is_cuda else None
+
+    def synchronize() -> None:
+        if is_cuda:
+            torch.cuda.synchronize(device)
+
+    for _ in range(warmup):
+        fn()
+    synchronize()
+    if is_cuda and clock is None:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(iters)]
+        for start, end in events:
+            flush.fill_(1)
+            start.record()
+            fn()
+            end.record()
+        synchronize()
+        return summarize([start.elapsed_time(end) * 1e-3 for start, end in events])
+    clock = clock or time.perf_counter_ns
+    samples_s = []
+    for _ in range(iters):
+        if flush is not None:
+            flush.fill_(1)
+            synchronize()
+        start_ns = clock()
+        fn()
+        synchronize()
+        samples_s.append((clock() - start_ns) * 1e-9)
+    return summarize(samples_s)
+
+
+def gemm_operands(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
+                  device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random operands (a, b) of one linear gemm, `a @ b`, in the layouts training uses.
+
+    float8: `a` row-major, `b` column-major (what `_scaled_mm` requires), grad_output in
+    e5m2, input and weight in e4m3. bf16: the layouts of the plain linear, where grad_input
+    reads the (N, K) weight row-major and grad_weight reads grad_output transposed.
+    """
+    m, k, n = {"output": (M, K, N), "grad_input": (M, N, K), "grad_weight": (N, M, K)}[gemm]
+
+    def rand(rows: int, cols: int, *, column_major: bool) -> torch.Tensor:
+        # randn, never zeros: gemms on zeros draw less power and run faster than on real data.
+        if column_major:
+            return torch.randn(cols, rows, device=device).t()
+        return torch.randn(rows, cols, device=device)
+
+    if dtype == "fp8":
+        a_dtype = E4M3 if gemm == "output" else E5M2
+        return (rand(m, k, column_major=False).to(a_dtype),
+                rand(k, n, column_major=True).to(E4M3))
+    layouts = {"output": (False, True), "grad_input": (False, False), "grad_weight": (True, False)}
+    a_col, b_col = layouts[gemm]
+    return (rand(m, k, column_major=a_col).to(torch.bfloat16),
+            rand(k, n, column_major=b_col).to(torch.bfloat16))
+
+
+def time_gemm(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *, device: str,
+              warmup: int = 10, iters: int = 50,
+              clock: Callable[[], int] | None = None) -> GemmTiming:
+    """One gemm of a (M, K, N) linear: bf16 `torch.mm` or float8 tensorwise `_scaled_mm`."""
+    a, b = gemm_operands(dtype, gemm, M, K, N, device=device)
+    if dtype == "fp8":
+        scale_a = torch.ones((), device=device)
+        scale_b = torch.ones((), device=device)
+
+        def fn() -> torch.Tensor:
+            return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b,
+                                    out_dtype=torch.bfloat16, use_fast_accum=USE_FAST_ACCUM[gemm])
+    else:
+        def fn() -> torch.Tensor:
+            return torch.mm(a, b)
+    timing = time_fn(fn, warmup=warmup, iters=iters, device=device, clock=clock)
+    return GemmTiming(dtype=dtype, gemm=gemm, M=M, K=K, N=N, timing=timing)
+
+
+def time_linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: str,
+                     compiled: bool = True, warmup: int = 3, iters: int = 20,
+                     clock: Callable[[], int] | None = None) -> LinearStepTiming:
+    """Forward + backward of one (M, K, N) linear; compilation happens in the warm-up.
+
+    Compiled with static shapes, as a training step with fixed shapes runs, after
+    `torch.compiler.reset()`: the Float8Linear code object is shared by every call, so calls
+    over many shapes and recipes would otherwise pile up guards, switch to dynamic shapes and
+    reach Dynamo's recompile limit. Gradients are reset to None before each step, as
+    `zero_grad(set_to_none=True)` does, so backward writes them instead of accumulating (no
+    extra add kernel). The default warm-up of 3 covers the first call (compiles forward and
+    backward) and the steady state after it.
+    """
+    module = make_linear(recipe, in_features=K, out_features=N, device=device)
+    if compiled:
+        torch.compiler.reset()
+    step_module = torch.compile(module, fullgraph=True, dynamic=False) if compiled else module
+    x = torch.randn(M, K, device=device, dtype=torch.bfloat16, requires_grad=True)
+    grad_output = torch.randn(M, N, device=device, dtype=torch.bfloat16)
+
+    def step() -> None:
+        x.grad = None
+        module.weight.grad = None
+        step_module(x).backward(grad_output)
+
+    timing = time_fn(step, warmup=warmup, iters=iters, device=device, clock=clock)
+    return LinearStepTiming(recipe=recipe.name if recipe else "bf16", M=M, K=K, N=N,
+                            compiled=compiled, timing=timing)

@@ -1,0 +1,197 @@
+"""torch.profiler trace -> per-kernel device durations of a compiled training step.
+
+`profile_step` is the only part that runs anything: warm up, profile a few annotated
+iterations, export the chrome trace. The rest are pure functions over the trace text, tested
+on checked-in traces.
+
+What counts as a kernel depends on where the step ran:
+- CUDA: device events (`cat` kernel, gpu_memcpy, gpu_memset). Each is assigned to the step
+  whose annotation contains its launch (matched through the `correlation` id), not its own
+  start: the CPU runs ahead, so a kernel may start after its step's annotation has closed.
+- CPU (no device events in the trace): the ops the compiled graph's wrapper calls directly,
+  i.e. the children of the `## Call CompiledFxGraph ... ##` ranges: Inductor C++ kernels (seen
+  only when compiled with `cpp.enable_kernel_profile`) and extern ops such as
+  `aten::_scaled_mm` and `aten::mm`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+STEP_ANNOTATION = "f8roof_step#"  # record_function name of profiled iteration i: f"{...}{i}"
+GEMM = "gemm"  # kernel_durations key: every gemm kernel (cuBLAS, CUTLASS, aten mm ops)
+OTHER = "other"  # kernel_durations key: events neither named nor a gemm
+
+_STEP_RE = re.compile(r"^(?:f8roof_step|ProfilerStep)#(\d+)$")
+_COMPILED_GRAPH_CALL = "## Call CompiledFxGraph"
+_DEVICE_CATEGORIES = {"kernel": "device_kernel", "gpu_memcpy": "device_memory",
+                      "gpu_memset": "device_memory"}
+_LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
+# `cpp.enable_kernel_profile` names the event of C++ kernel `cpp_fused_x` `graph_<n>_cpp_fused_x`.
+_CPP_KERNEL_PREFIX_RE = re.compile(r"^graph_\d+_(?=cpp_)")
+# Vendor gemm kernels have no name in Inductor's code (extern `_scaled_mm` / `mm` calls):
+# cuBLAS(Lt) `sm90_xmma_gemm_*`, `nvjet_*`, `cublasLt::splitKreduce_kernel`; CUTLASS
+# `void cutlass::Kernel2<...>` and the rowwise `_scaled_mm` `cutlass::device_kernel<...>`;
+# on CPU the aten ops themselves.
+_GEMM_RE = re.compile(
+    r"gemm|nvjet|cutlass|xmma|cublas|^aten::(?:_scaled_mm|mm|addmm|bmm|baddbmm|matmul)$",
+    re.IGNORECASE,
+)
+
+
+class EventKind(str, Enum):
+    DEVICE_KERNEL = "device_kernel"  # a GPU kernel
+    DEVICE_MEMORY = "device_memory"  # a GPU memcpy or memset
+    CPU_KERNEL = "cpu_kernel"  # an op the compiled graph called directly on CPU
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    name: str
+    duration_s: float
+    kind: EventKind
+    step: int | None  # index of the profiled iteration; None when the trace has no annotations
+
+
+def is_gemm_kernel(name: str) -> bool:
+    return _GEMM_RE.search(name) is not None
+
+
+def _ns(microseconds: float) -> int:
+    # Chrome traces give µs with ns decimals; integers make nesting comparisons exact.
+    return round(microseconds * 1000)
+
+
+def _span(event: dict[str, Any]) -> tuple[int, int]:
+    start = _ns(event["ts"])
+    return start, start + _ns(event.get("dur", 0))
+
+
+def _step_ranges(events: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
+    ranges = []
+    for event in events:
+        match = _STEP_RE.match(event["name"])
+        # gpu_user_annotation repeats the range on the GPU timeline, which lags the CPU's.
+        if match and event.get("cat") != "gpu_user_annotation":
+            ranges.append((*_span(event), int(match.group(1))))
+    return ranges
+
+
+def _step_at(ranges: list[tuple[int, int, int]], t_ns: int) -> int | None:
+    return next((step for start, end, step in ranges if start <= t_ns <= end), None)
+
+
+def _device_events(events: list[dict[str, Any]],
+                   ranges: list[tuple[int, int, int]]) -> list[tuple[int, KernelEvent]]:
+    launches = {e["args"]["correlation"]: e for e in events
+                if e.get("cat") in _LAUNCH_CATEGORIES and "correlation" in e.get("args", {})}
+    out = []
+    for event in events:
+        kind = _DEVICE_CATEGORIES.get(event.get("cat", ""))
+        if kind is None:
+            continue
+        launch = launches.get(event.get("args", {}).get("correlation"), event)
+        start, end = _span(event)
+        out.append((start, KernelEvent(name=event["name"], duration_s=(end - start) * 1e-9,
+                                       kind=EventKind(kind),
+                                       step=_step_at(ranges, _span(launch)[0]))))
+    return out
+
+
+def _cpu_events(events: list[dict[str, Any]],
+                ranges: list[tuple[int, int, int]]) -> list[tuple[int, KernelEvent]]:
+    by_thread: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        if event.get("cat") == "cpu_op":
+            by_thread[event["pid"], event["tid"]].append(event)
+    out = []
+    for thread_events in by_thread.values():
+        # Outer ranges first at equal start, so a stack recovers the call tree.
+        thread_events.sort(key=lambda e: (_span(e)[0], -_span(e)[1]))
+        stack: list[dict[str, Any]] = []
+        for event in thread_events:
+            start, end = _span(event)
+            while stack and _span(stack[-1])[1] < end:
+                stack.pop()
+            if stack and stack[-1]["name"].startswith(_COMPILED_GRAPH_CALL):
+                name = _CPP_KERNEL_PREFIX_RE.sub("", event["name"])
+                out.append((start, KernelEvent(name=name, duration_s=(end - start) * 1e-9,
+                                               kind=EventKind.CPU_KERNEL,
+                                               step=_step_at(ranges, start))))
+            stack.append(event)
+    return out
+
+
+def parse_chrome_trace(text: str) -> list[KernelEvent]:
+    """The kernels of a `torch.profiler` chrome trace, in start order (see module docstring)."""
+    trace = json.loads(text)
+    raw = trace["traceEvents"] if isinstance(trace, dict) else trace
+    events = [e for e in raw if e.get("ph") == "X"]
+    ranges = _step_ranges(events)
+    found = _device_events(events, ranges) or _cpu_events(events, ranges)
+    return [event for _, event in sorted(found, key=lambda pair: pair[0])]
+
+
+def kernel_durations(events: Iterable[KernelEvent],
+                     kernel_names: Iterable[str]) -> dict[str, float]:
+    """Median over steps of each kernel's summed duration per step, in seconds.
+
+    Keys: every name of `kernel_names` seen in the trace (Inductor's Triton or C++ kernel
+    names; a kernel launched twice in a step counts twice, and forward and backward kernels of
+    the same name add up), `GEMM` for all gemm kernels, `OTHER` for the rest. A kernel absent
+    from some steps counts 0 there. Events outside the annotated steps are ignored when there
+    are annotations.
+    """
+    names = set(kernel_names)
+    events = list(events)
+    annotated = any(e.step is not None for e in events)
+    per_step: dict[int | None, Counter[str]] = defaultdict(Counter)
+    for event in events:
+        if annotated and event.step is None:
+            continue
+        key = event.name if event.name in names else GEMM if is_gemm_kernel(event.name) else OTHER
+        per_step[event.step][key] += event.duration_s
+    keys = sorted({key for totals in per_step.values() for key in totals})
+    return {key: statistics.median(totals[key] for totals in per_step.values()) for key in keys}
+
+
+def profile_step(step_fn: Callable[[], object], *, warmup: int, iters: int, device: str,
+                 trace_path: str | None = None) -> list[KernelEvent]:
+    """Run `step_fn` `warmup` times, then profile `iters` annotated runs and parse the trace.
+
+    Compilation must happen in the warm-up: C++ kernels appear in CPU traces only when
+    compiled under `cpp.enable_kernel_profile`, which is set here for the whole call. On CPU,
+    code Dynamo compiled before this call (guards do not include Inductor settings, so an
+    equal module compiled earlier counts) shows only its extern ops; `torch._dynamo.reset()`
+    first when that matters. CUDA traces always show every kernel.
+    """
+    import torch  # the parsing above needs no torch
+
+    is_cuda = torch.device(device).type == "cuda"
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if is_cuda:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch._inductor.config.patch({"cpp.enable_kernel_profile": True}):
+        for _ in range(warmup):
+            step_fn()
+        if is_cuda:
+            torch.cuda.synchronize(device)
+        with torch.profiler.profile(activities=activities) as prof:
+            for i in range(iters):
+                with torch.profiler.record_function(f"{STEP_ANNOTATION}{i}"):
+                    step_fn()
+            if is_cuda:  # no per-step sync: the CPU runs ahead as in training
+                torch.cuda.synchronize(device)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(trace_path or Path(tmp) / "trace.json")
+        prof.export_chrome_trace(str(path))
+        return parse_chrome_trace(path.read_text())
