@@ -10,6 +10,7 @@ and whenever a clock is injected (tests), a host clock brackets each synchronize
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ import torch
 
 from f8roof.models.recipes import Recipe
 from f8roof.profiler.float8_linear import E4M3, E5M2, USE_FAST_ACCUM, make_linear
+from f8roof.profiler.trace import KernelEvent, is_gemm_kernel, profile_step
 
-GemmDtype = Literal["bf16", "fp8"]
+GemmDtype = Literal["bf16", "fp8", "fp8_rowwise"]
 GemmName = Literal["output", "grad_input", "grad_weight"]
 GEMM_NAMES: tuple[GemmName, ...] = ("output", "grad_input", "grad_weight")
 L2_FLUSH_BYTES = 256 * 1024**2
@@ -147,7 +149,7 @@ def gemm_operands(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
             return torch.randn(cols, rows, device=device).t()
         return torch.randn(rows, cols, device=device)
 
-    if dtype == "fp8":
+    if dtype != "bf16":
         a_dtype = E4M3 if gemm == "output" else E5M2
         return (rand(m, k, column_major=False).to(a_dtype),
                 rand(k, n, column_major=True).to(E4M3))
@@ -157,37 +159,42 @@ def gemm_operands(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
             rand(k, n, column_major=b_col).to(torch.bfloat16))
 
 
+def gemm_fn(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
+            device: str) -> Callable[[], torch.Tensor]:
+    """One gemm of a (M, K, N) linear, ready to call: bf16 `torch.mm`, or float8 `_scaled_mm`
+    with one scale per tensor (fp8) or per row of `a` and column of `b` (fp8_rowwise)."""
+    a, b = gemm_operands(dtype, gemm, M, K, N, device=device)
+    if dtype == "bf16":
+        return lambda: torch.mm(a, b)
+    if dtype == "fp8_rowwise":
+        scale_a = torch.rand(a.shape[0], 1, device=device) + 0.5
+        scale_b = torch.rand(1, b.shape[1], device=device) + 0.5
+    else:
+        scale_a = torch.ones((), device=device)
+        scale_b = torch.ones((), device=device)
+    return lambda: torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b,
+                                    out_dtype=torch.bfloat16, use_fast_accum=USE_FAST_ACCUM[gemm])
+
+
 def time_gemm(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *, device: str,
               warmup: int = 10, iters: int = 50,
               clock: Callable[[], int] | None = None) -> GemmTiming:
-    """One gemm of a (M, K, N) linear: bf16 `torch.mm` or float8 tensorwise `_scaled_mm`."""
-    a, b = gemm_operands(dtype, gemm, M, K, N, device=device)
-    if dtype == "fp8":
-        scale_a = torch.ones((), device=device)
-        scale_b = torch.ones((), device=device)
-
-        def fn() -> torch.Tensor:
-            return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b,
-                                    out_dtype=torch.bfloat16, use_fast_accum=USE_FAST_ACCUM[gemm])
-    else:
-        def fn() -> torch.Tensor:
-            return torch.mm(a, b)
+    """One gemm of a (M, K, N) linear, timed by `time_fn`."""
+    fn = gemm_fn(dtype, gemm, M, K, N, device=device)
     timing = time_fn(fn, warmup=warmup, iters=iters, device=device, clock=clock)
     return GemmTiming(dtype=dtype, gemm=gemm, M=M, K=K, N=N, timing=timing)
 
 
-def time_linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: str,
-                     compiled: bool = True, warmup: int = 3, iters: int = 20,
-                     clock: Callable[[], int] | None = None) -> LinearStepTiming:
-    """Forward + backward of one (M, K, N) linear; compilation happens in the warm-up.
+def linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: str,
+                compiled: bool = True) -> Callable[[], None]:
+    """Forward + backward of one (M, K, N) linear on random data; compiles on its first call.
 
     Compiled with static shapes, as a training step with fixed shapes runs, after
     `torch.compiler.reset()`: the Float8Linear code object is shared by every call, so calls
     over many shapes and recipes would otherwise pile up guards, switch to dynamic shapes and
     reach Dynamo's recompile limit. Gradients are reset to None before each step, as
     `zero_grad(set_to_none=True)` does, so backward writes them instead of accumulating (no
-    extra add kernel). The default warm-up of 3 covers the first call (compiles forward and
-    backward) and the steady state after it.
+    extra add kernel).
     """
     module = make_linear(recipe, in_features=K, out_features=N, device=device)
     if compiled:
@@ -201,6 +208,47 @@ def time_linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: s
         module.weight.grad = None
         step_module(x).backward(grad_output)
 
+    return step
+
+
+def time_linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: str,
+                     compiled: bool = True, warmup: int = 3, iters: int = 20,
+                     clock: Callable[[], int] | None = None) -> LinearStepTiming:
+    """Wall clock of `linear_step`; the default warm-up of 3 covers the first call (compiles
+    forward and backward) and the steady state after it."""
+    step = linear_step(recipe, M, K, N, device=device, compiled=compiled)
     timing = time_fn(step, warmup=warmup, iters=iters, device=device, clock=clock)
     return LinearStepTiming(recipe=recipe.name if recipe else "bf16", M=M, K=K, N=N,
                             compiled=compiled, timing=timing)
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """A step on both clocks: device (profiler kernel durations) and wall (synchronized)."""
+
+    device_s: float  # all kernels of a step, summed; median over steps
+    gemm_s: float  # the gemm kernels among them
+    wall_s: float
+    launches: int  # kernels per step
+    events: tuple[KernelEvent, ...]
+
+
+def measure_step(step: Callable[[], object], *, device: str, warmup: int, iters: int,
+                 trace_path: str | None = None) -> StepTimes:
+    """Profile `step` (warm-up compiles), then time it on the wall clock."""
+    events = profile_step(step, warmup=warmup, iters=iters, device=device, trace_path=trace_path)
+    wall = time_fn(step, warmup=1, iters=iters, device=device)
+    steps: dict[int | None, list[KernelEvent]] = {}
+    for event in events:
+        steps.setdefault(event.step, []).append(event)
+    if not steps:
+        raise RuntimeError("the profiler recorded no kernel of the step")
+    per_step = list(steps.values())
+    return StepTimes(
+        device_s=statistics.median(sum(e.duration_s for e in s) for s in per_step),
+        gemm_s=statistics.median(sum(e.duration_s for e in s if is_gemm_kernel(e.name))
+                                 for s in per_step),
+        wall_s=wall.median_s,
+        launches=round(statistics.median(len(s) for s in per_step)),
+        events=tuple(events),
+    )

@@ -1,0 +1,58 @@
+"""Cost of codegen-only capture (CUDA code generated here, nothing runs): time and memory.
+
+Targets: one recipe at one shape in under 20 s (a cold process: imports and Inductor's
+warm-up included); every shape a fit needs (`models.fit.FIT_SHAPES`) in under 3 minutes. Run:
+    python benchmarks/compare_cost.py [--recipe tensorwise] [--shape 4096,4096,4096] [--gpu h100]
+Peak memory is the process's peak resident set (ru_maxrss), so the second figure covers both.
+"""
+
+import argparse
+import resource
+import time
+
+from f8roof.models.fit import FIT_SHAPES
+from f8roof.models.hardware import find_gpu
+from f8roof.models.recipes import Recipe
+from f8roof.profiler.capture import Capture, capture
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def describe(result: Capture, seconds: float) -> str:
+    M, K, N = result.shape
+    return (f"  {M:>6} x {K:>6} x {N:>6}: {seconds:6.2f} s, {len(result.launches):2} launches, "
+            f"overhead {result.overhead_bytes / 1e6:10.1f} MB, "
+            f"disagreements {len(result.disagreements())}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--recipe", default="tensorwise")
+    parser.add_argument("--shape", default="4096,4096,4096", help="M,K,N")
+    parser.add_argument("--gpu", default="h100")
+    args = parser.parse_args()
+    recipe, gpu = Recipe.from_name(args.recipe), find_gpu(args.gpu)
+    shape = tuple(int(v) for v in args.shape.split(","))
+
+    start = time.perf_counter()
+    result = capture(recipe, shape, device="codegen", gpu=gpu)
+    one = time.perf_counter() - start
+    print(f"{recipe.name} on {gpu.name}, one shape (cold process): {one:.1f} s "
+          f"(target < 20 s), peak RSS {peak_rss_mib():.0f} MiB")
+    print(describe(result, one))
+
+    start = time.perf_counter()
+    print(f"{len(FIT_SHAPES)} fit shapes (models.fit.FIT_SHAPES):")
+    for fit_shape in FIT_SHAPES:
+        began = time.perf_counter()
+        result = capture(recipe, fit_shape, device="codegen", gpu=gpu)
+        print(describe(result, time.perf_counter() - began), flush=True)
+    total = time.perf_counter() - start
+    print(f"all fit shapes: {total:.1f} s (target < 180 s), "
+          f"peak RSS {peak_rss_mib():.0f} MiB over both")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,481 @@
+"""Parse Inductor's output code: the kernels one compiled graph launches and the bytes each moves.
+
+One wrapper module (what `GraphLowering.save_output_code` receives) holds the kernel sources
+(`async_compile.triton(...)` on CUDA, `async_compile.cpp_pybinding(...)` on CPU) and a `call()`
+that allocates buffers and launches kernels in order. Everything here is a pure function of that
+text, so it is tested on checked-in samples and works for code generated on another machine.
+
+Counting convention, shared with Inductor's own estimates (`kernel_num_gb` and the scheduler's
+`get_read_write_buffer_accesses`): every buffer a kernel touches counts once, with the size of the
+view passed to it; `in_ptr` is read, `out_ptr` written, `in_out_ptr` (and any argument listed in
+`mutated_arg_names`) read and written. Reads of a kernel's own output are left out (see
+`ParsedLaunch`). How this count is reconciled with the other two: `f8roof.profiler.capture`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+GB = 1e9  # Inductor's kernel_num_gb is bytes / 1e9
+
+
+class KernelKind(str, Enum):
+    POINTWISE = "pointwise"
+    REDUCTION = "reduction"
+    PERSISTENT_REDUCTION = "persistent_reduction"
+    TEMPLATE = "template"
+    CPP = "cpp"
+    EXTERN_GEMM = "extern_gemm"
+    EXTERN = "extern"  # a non-gemm op Inductor leaves to ATen (a fallback kernel)
+
+
+class CodeParseError(ValueError):
+    """Output code this parser does not understand (Inductor's format moved)."""
+
+
+# Triton decorator (`@triton_heuristics.<name>`) -> kind. Cooperative reductions are reductions.
+_TRITON_KINDS = {
+    "pointwise": KernelKind.POINTWISE,
+    "reduction": KernelKind.REDUCTION,
+    "cooperative_reduction": KernelKind.REDUCTION,
+    "persistent_reduction": KernelKind.PERSISTENT_REDUCTION,
+    "template": KernelKind.TEMPLATE,
+}
+
+# Extern calls that are matrix multiplies; anything else Inductor hands to ATen is kind EXTERN.
+GEMM_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "_int_mm", "_scaled_mm", "_scaled_mm_v2"})
+
+# Every spelling of a dtype in output code (torch, Triton signature, C++) -> (torch name, bytes).
+_DTYPES: dict[str, tuple[str, int]] = {}
+for _torch_name, _size, _aliases in (
+    ("bfloat16", 2, ("bf16", "at::BFloat16", "bfloat16")),
+    ("float16", 2, ("fp16", "at::Half", "half")),
+    ("float32", 4, ("fp32", "float")),
+    ("float64", 8, ("fp64", "double")),
+    ("float8_e4m3fn", 1, ("fp8e4nv", "at::Float8_e4m3fn")),
+    ("float8_e5m2", 1, ("fp8e5", "at::Float8_e5m2")),
+    ("float8_e4m3fnuz", 1, ("fp8e4b8", "at::Float8_e4m3fnuz")),
+    ("float8_e5m2fnuz", 1, ("fp8e5b16", "at::Float8_e5m2fnuz")),
+    ("int64", 8, ("i64", "int64_t")),
+    ("int32", 4, ("i32", "int32_t", "int")),
+    ("int16", 2, ("i16", "int16_t")),
+    ("int8", 1, ("i8", "int8_t")),
+    ("uint8", 1, ("u8", "uint8_t")),
+    ("bool", 1, ("i1",)),
+):
+    for _alias in (_torch_name, *_aliases):
+        _DTYPES[_alias] = (_torch_name, _size)
+
+
+def dtype_name(text: str) -> str:
+    """Canonical torch dtype name for any spelling: 'torch.float8_e4m3fn', 'fp8e4nv', 'float'."""
+    key = text.strip().removeprefix("torch.").removeprefix("c10::")
+    if key not in _DTYPES:
+        raise CodeParseError(f"unknown dtype {text!r} in output code")
+    return _DTYPES[key][0]
+
+
+def dtype_bytes(text: str) -> int:
+    return _DTYPES[dtype_name(text)][1]
+
+
+@dataclass(frozen=True)
+class BufferAccess:
+    """One buffer as one kernel sees it: the view's shape and dtype, and its size in bytes."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+    def __post_init__(self) -> None:
+        if self.nbytes != math.prod(self.shape) * dtype_bytes(self.dtype):
+            raise ValueError(f"{self.name}: {self.nbytes} bytes is not {self.shape} x {self.dtype}")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A kernel parameter: name, element dtype (None for scalars) and how the kernel uses it."""
+
+    name: str
+    dtype: str | None
+    read: bool
+    written: bool
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """A kernel defined in the module: its parameters and, for Triton, Inductor's byte count."""
+
+    name: str
+    kind: KernelKind
+    params: tuple[Param, ...]
+    num_gb: float | None = None  # inductor_meta['kernel_num_gb']
+    numel: int | None = None  # Triton: elements iterated, the product of x/y/r0_numel ...
+    indices: Mapping[str, int] = field(default_factory=dict)  # pointer -> distinct indices
+
+
+@dataclass(frozen=True)
+class ParsedLaunch:
+    """One kernel launch of `call()`, in call order.
+
+    `reads` leaves out buffers whose storage nothing had written before this launch: the
+    kernel reads back what it wrote itself (a C++ kernel runs several loop nests in one
+    function; a concat writes through views of its output), which costs no read traffic.
+    """
+
+    name: str
+    kind: KernelKind
+    reads: tuple[BufferAccess, ...]
+    writes: tuple[BufferAccess, ...]
+    num_gb: float | None = None
+    # Bytes of whole views beyond what the kernel iterates over (a slice read through a
+    # pointer to a bigger buffer): kernel_num_gb leaves them out, the counts above do not.
+    bytes_not_iterated: int = 0
+
+    @property
+    def bytes_total(self) -> int:
+        return sum(b.nbytes for b in self.reads) + sum(b.nbytes for b in self.writes)
+
+
+@dataclass(frozen=True)
+class OutputCode:
+    """What one wrapper module does: graph inputs (in order) and launches (in order)."""
+
+    graph_inputs: tuple[str, ...]
+    kernels: tuple[KernelSource, ...]
+    launches: tuple[ParsedLaunch, ...]
+
+
+def parse_output_code(source: str) -> OutputCode:
+    """Parse one Inductor wrapper module (Triton or C++ kernels) into its launches."""
+    module = ast.parse(source)
+    kernels = {k.name: k for k in _kernel_sources(module)}
+    call = _find_call(module)
+    walker = _CallWalker(kernels, _graph_input_layouts(module))
+    walker.walk(call.body)
+    return OutputCode(
+        graph_inputs=walker.graph_inputs,
+        kernels=tuple(kernels.values()),
+        launches=tuple(walker.launches),
+    )
+
+
+# ---- kernel definitions ---------------------------------------------------------------------
+
+
+def _kernel_sources(module: ast.Module) -> list[KernelSource]:
+    out = []
+    for stmt in module.body:
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)):
+            continue
+        func = stmt.value.func
+        if not (isinstance(func, ast.Attribute) and ast.unparse(func.value) == "async_compile"):
+            continue
+        name = _name_of(stmt.targets[0])
+        strings = [a.value for a in stmt.value.args if isinstance(a, ast.Constant)
+                   and isinstance(a.value, str)]
+        if func.attr == "triton":
+            out.append(parse_triton_kernel(name, strings[-1]))
+        elif func.attr in ("cpp_pybinding", "cpp"):
+            out.append(parse_cpp_kernel(name, strings[-1]))
+    return out
+
+
+def parse_triton_kernel(name: str, source: str) -> KernelSource:
+    """A Triton kernel's parameters (from `triton_meta['signature']`) and `kernel_num_gb`."""
+    tree = ast.parse(source)
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+    if fn is None:
+        raise CodeParseError(f"no @triton.jit def {name} in its kernel source")
+    # @triton_heuristics.pointwise(size_hints=..., triton_meta=..., inductor_meta=...)
+    deco = next((d for d in fn.decorator_list if isinstance(d, ast.Call)
+                 and ast.unparse(d.func).startswith("triton_heuristics.")), None)
+    heuristic = ast.unparse(deco.func).split(".")[-1] if deco else None
+    if deco is None or heuristic not in _TRITON_KINDS:
+        raise CodeParseError(f"{name}: unknown Triton heuristics decorator {heuristic!r}")
+    kind = _TRITON_KINDS[heuristic]
+    meta = {k.arg: k.value for k in deco.keywords}
+    signature = ast.literal_eval(_dict_entry(meta["triton_meta"], "signature"))
+    inductor_meta = meta["inductor_meta"]
+    mutated = set(ast.literal_eval(_dict_entry(inductor_meta, "mutated_arg_names") or ast.List([])))
+    params = []
+    for arg in fn.args.args:
+        sig = signature.get(arg.arg, "")
+        is_pointer = sig.startswith("*")
+        params.append(Param(
+            name=arg.arg,
+            dtype=dtype_name(sig[1:]) if is_pointer else None,
+            read=is_pointer and arg.arg.startswith(("in_ptr", "in_out_ptr")),
+            written=is_pointer and (arg.arg.startswith(("out_ptr", "in_out_ptr"))
+                                    or arg.arg in mutated),
+        ))
+    gb_node = _dict_entry(inductor_meta, "kernel_num_gb")
+    num_gb = None if gb_node is None else float(ast.literal_eval(gb_node))
+    return KernelSource(name, kind, tuple(params), num_gb, _iterated_numel(fn),
+                        _distinct_indices(fn))
+
+
+_NUMEL = re.compile(r"^([xyz]|r\d_)numel$")
+
+
+def _iterated_numel(fn: ast.FunctionDef) -> int | None:
+    """Product of the static `xnumel = 15`, `r0_numel = 6144`, ... at the top of the body."""
+    sizes = [stmt.value.value for stmt in fn.body
+             if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name)
+             and _NUMEL.match(stmt.targets[0].id) and isinstance(stmt.value, ast.Constant)]
+    return math.prod(sizes) if sizes else None
+
+
+def _distinct_indices(fn: ast.FunctionDef) -> dict[str, int]:
+    """Per pointer, the distinct index expressions of its `tl.load`/`tl.store` calls."""
+    seen: dict[str, set[str]] = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.load", "tl.store") \
+                and node.args and isinstance(node.args[0], ast.BinOp) \
+                and isinstance(node.args[0].left, ast.Name):
+            seen.setdefault(node.args[0].left.id, set()).add(ast.unparse(node.args[0].right))
+    return {name: len(found) for name, found in seen.items()}
+
+
+_CPP_SIGNATURE = re.compile(r'extern\s+"C"[^(]*\bkernel\s*\(([^)]*)\)', re.DOTALL)
+_CPP_PARAM = re.compile(r"^(const\s+)?([\w:]+)\s*(\*?)\s*(\w+)$")
+
+
+def parse_cpp_kernel(name: str, source: str) -> KernelSource:
+    """A C++ kernel's parameters from its `extern "C" void kernel(const bfloat16* in_ptr0, ...)`."""
+    match = _CPP_SIGNATURE.search(source)
+    if match is None:
+        raise CodeParseError(f"{name}: no extern \"C\" kernel signature")
+    params = []
+    for text in filter(None, (p.strip() for p in match.group(1).split(","))):
+        m = _CPP_PARAM.match(" ".join(text.split()))
+        if m is None:
+            raise CodeParseError(f"{name}: cannot read C++ parameter {text!r}")
+        _, ctype, star, pname = m.groups()
+        params.append(Param(
+            name=pname,
+            dtype=dtype_name(ctype) if star else None,
+            read=bool(star) and pname.startswith(("in_ptr", "in_out_ptr")),
+            written=bool(star) and pname.startswith(("out_ptr", "in_out_ptr")),
+        ))
+    return KernelSource(name, KernelKind.CPP, tuple(params))
+
+
+def _dict_entry(node: ast.expr, key: str) -> ast.expr | None:
+    """The value node of `key` in a dict display (the metas hold calls literal_eval refuses)."""
+    if not isinstance(node, ast.Dict):
+        raise CodeParseError("kernel metadata is not a dict literal")
+    for k, v in zip(node.keys, node.values):
+        if isinstance(k, ast.Constant) and k.value == key:
+            return v
+    return None
+
+
+# ---- the call() function --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Layout:
+    dtype: str
+    shape: tuple[int, ...]
+
+
+def _find_call(module: ast.Module) -> ast.FunctionDef:
+    """`Runner.call(self, args)` (torch >= 2.9) or a module-level `call(args)`."""
+    candidates = [n for n in module.body if isinstance(n, ast.FunctionDef)]
+    for cls in (n for n in module.body if isinstance(n, ast.ClassDef)):
+        candidates += [n for n in cls.body if isinstance(n, ast.FunctionDef)]
+    for fn in candidates:
+        if fn.name == "call" and fn.args.args and fn.args.args[-1].arg == "args":
+            return fn
+    raise CodeParseError("no call(args) function in the output code")
+
+
+def _graph_input_layouts(module: ast.Module) -> dict[str, _Layout]:
+    """Graph inputs' shapes and dtypes from the benchmark harness `get_args()`."""
+    fn = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "get_args"),
+              None)
+    layouts: dict[str, _Layout] = {}
+    for stmt in fn.body if fn else ():
+        if isinstance(stmt, ast.Assign) and _call_name(stmt.value) == "rand_strided":
+            call = stmt.value
+            dtype = next(k.value for k in call.keywords if k.arg == "dtype")  # type: ignore[attr-defined]
+            layouts[_name_of(stmt.targets[0])] = _Layout(
+                dtype_name(ast.unparse(dtype)), _int_tuple(call.args[0]))  # type: ignore[attr-defined]
+    return layouts
+
+
+class _CallWalker:
+    """Walks `call()` statements in order, tracking buffers and collecting launches.
+
+    Every buffer name maps to the storage it lives in (reinterpreted views, reused memory and
+    in-place updates share it) so that a read can be told apart from a kernel reading back
+    what it wrote itself (see `ParsedLaunch`).
+    """
+
+    def __init__(self, kernels: dict[str, KernelSource], inputs: dict[str, _Layout]) -> None:
+        self.kernels = kernels
+        self.layouts = dict(inputs)
+        self.storage = {name: name for name in inputs}
+        self.holds_data: set[str] = set(inputs)  # storages written by graph inputs or launches
+        self.graph_inputs: tuple[str, ...] = ()
+        self.launches: list[ParsedLaunch] = []
+
+    def walk(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.With, ast.If)):
+                self.walk(stmt.body)
+            elif isinstance(stmt, ast.Assign):
+                self._assign(stmt)
+            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                self._call(stmt.value)
+
+    def _assign(self, stmt: ast.Assign) -> None:
+        target, value = stmt.targets[0], stmt.value
+        if isinstance(target, (ast.Tuple, ast.List)):
+            if _name_of(value) == "args":
+                self.graph_inputs = tuple(_name_of(e) for e in target.elts)
+            return
+        name = _name_of(target)
+        if isinstance(value, ast.Name) and value.id in self.layouts:  # buf4 = buf3  # reuse
+            self._bind(name, self.layouts[value.id], base=value.id)
+        elif isinstance(value, ast.Call):
+            fname = _call_name(value)
+            if fname.startswith("empty_strided"):
+                self._bind(name, _Layout(dtype_name(ast.unparse(value.args[2])),
+                                         _int_tuple(value.args[0])), base=None)
+            elif fname == "reinterpret_tensor":
+                self._bind(name, self._view(value), base=_name_of(value.args[0]))
+            elif fname == "copy_if_misaligned":
+                base = _name_of(value.args[0])
+                self._bind(name, self.layouts[base], base=base)
+            elif self._is_extern(value):
+                raise CodeParseError(f"{ast.unparse(value.func)} returns a new buffer; only "
+                                     "extern calls with out= are understood")
+
+    def _bind(self, name: str, layout: _Layout, *, base: str | None) -> None:
+        self.layouts[name] = layout
+        self.storage[name] = name if base is None else self.storage[base]
+
+    def _call(self, call: ast.Call) -> None:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "run" and \
+                ast.unparse(func.value) in self.kernels:
+            self._launch(self.kernels[ast.unparse(func.value)], call.args)
+        elif isinstance(func, ast.Name) and func.id in self.kernels:
+            self._launch(self.kernels[func.id], call.args)
+        elif self._is_extern(call):
+            self._extern(call)
+
+    @staticmethod
+    def _is_extern(call: ast.Call) -> bool:
+        return ast.unparse(call.func).startswith(("extern_kernels.", "torch.ops.", "aten."))
+
+    def _launch(self, kernel: KernelSource, args: list[ast.expr]) -> None:
+        if len(args) > len(kernel.params):
+            raise CodeParseError(f"{kernel.name}: launched with more arguments than it declares")
+        reads: list[BufferAccess] = []
+        writes: list[BufferAccess] = []
+        for param, arg in zip(kernel.params, args):
+            if param.dtype is not None:
+                access = self._access(arg, param.dtype)
+                if param.read:
+                    reads.append(access)
+                if param.written:
+                    writes.append(access)
+        self._record(kernel.name, kernel.kind, reads, writes, kernel.num_gb,
+                     _not_iterated(kernel, zip(kernel.params, args), self._access))
+
+    def _extern(self, call: ast.Call) -> None:
+        callee = ast.unparse(call.func)
+        # extern_kernels._scaled_mm / torch.ops.aten._scaled_mm.default / aten.mm.default
+        parts = callee.split(".")
+        op = parts[1] if parts[0] == "extern_kernels" else parts[-2]
+        out = [k.value for k in call.keywords if k.arg == "out"]
+        inputs = [a for a in (*call.args, *(k.value for k in call.keywords if k.arg != "out"))
+                  if self._is_buffer(a)]
+        kind = KernelKind.EXTERN_GEMM if op in GEMM_OPS else KernelKind.EXTERN
+        self._record(callee, kind, [self._access(a, None) for a in inputs],
+                     [self._access(a, None) for a in out], None, 0)
+
+    def _record(self, name: str, kind: KernelKind, reads: list[BufferAccess],
+                writes: list[BufferAccess], num_gb: float | None,
+                not_iterated: int) -> None:
+        # A read of storage nothing has written yet is the kernel reading back its own output:
+        # no memory traffic beyond the write (see ParsedLaunch).
+        external = [a for a in reads if self.storage[a.name] in self.holds_data]
+        self.holds_data.update(self.storage[a.name] for a in writes)
+        self.launches.append(ParsedLaunch(name, kind, _unique(external), _unique(writes),
+                                          num_gb, not_iterated))
+
+    def _is_buffer(self, node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id in self.layouts) or (
+            isinstance(node, ast.Call) and _call_name(node) == "reinterpret_tensor")
+
+    def _view(self, call: ast.Call) -> _Layout:
+        base = self.layouts[_name_of(call.args[0])]
+        return _Layout(base.dtype, _int_tuple(call.args[1]))
+
+    def _access(self, arg: ast.expr, dtype: str | None) -> BufferAccess:
+        if isinstance(arg, ast.Call) and _call_name(arg) == "reinterpret_tensor":
+            name, layout = _name_of(arg.args[0]), self._view(arg)
+        elif isinstance(arg, ast.Name) and arg.id in self.layouts:
+            name, layout = arg.id, self.layouts[arg.id]
+        else:
+            raise CodeParseError(f"cannot tell which buffer {ast.unparse(arg)!r} is")
+        dtype = layout.dtype if dtype is None else dtype
+        return BufferAccess(name, dtype, layout.shape, math.prod(layout.shape) * dtype_bytes(dtype))
+
+
+def _not_iterated(kernel: KernelSource, bound: Iterable[tuple[Param, ast.expr]],
+                  access: Callable[[ast.expr, str | None], BufferAccess]) -> int:
+    """Bytes of the views a Triton kernel receives beyond its iteration space.
+
+    Inductor's `estimate_kernel_num_bytes` counts a buffer bigger than the kernel's iteration
+    space as (distinct indices x iterated elements): the amax history's `[:-1]` slice reads 15
+    of 16 floats. Counted once per direction, as kernel_num_gb counts in/out buffers twice.
+    """
+    if kernel.numel is None:
+        return 0
+    extra = 0
+    for param, arg in bound:
+        if param.dtype is None:
+            continue
+        view = access(arg, param.dtype)
+        numel = view.nbytes // dtype_bytes(param.dtype)
+        iterated = min(numel, kernel.indices.get(param.name, 1) * kernel.numel)
+        extra += (numel - iterated) * dtype_bytes(param.dtype) * (param.read + param.written)
+    return extra
+
+
+def _unique(accesses: list[BufferAccess]) -> tuple[BufferAccess, ...]:
+    """Each buffer once per kernel, even when passed twice."""
+    first: dict[str, BufferAccess] = {}
+    for access in accesses:
+        first.setdefault(access.name, access)
+    return tuple(first.values())
+
+
+def _name_of(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    raise CodeParseError(f"expected a name, got {ast.unparse(node)!r}")
+
+
+def _call_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Call):
+        return ast.unparse(node.func).rsplit(".", 1)[-1]
+    return ""
+
+
+def _int_tuple(node: ast.expr) -> tuple[int, ...]:
+    value = ast.literal_eval(node)
+    if not isinstance(value, tuple) or not all(isinstance(v, int) for v in value):
+        raise CodeParseError(f"expected a static shape, got {ast.unparse(node)!r}")
+    return value

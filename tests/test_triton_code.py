@@ -1,0 +1,168 @@
+"""The output-code parser on checked-in code Inductor generated for M,K,N = 64,96,128.
+
+codegen_h100_*: CUDA/Triton code from codegen-only (torch 2.13, h100 preset);
+cpu_*: C++ code from a CPU compile. Every kernel_num_gb in them must match the parsed bytes.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from f8roof.profiler.triton_code import (
+    GB,
+    BufferAccess,
+    CodeParseError,
+    KernelKind,
+    dtype_name,
+    parse_cpp_kernel,
+    parse_output_code,
+)
+
+DATA = Path(__file__).parent / "data"
+M, K, N = 64, 96, 128
+
+
+def parse(name: str):
+    return parse_output_code((DATA / name).read_text())
+
+
+def overhead(code):
+    return [launch for launch in code.launches if launch.kind is not KernelKind.EXTERN_GEMM]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("codegen_h100_*.py.txt")))
+def test_triton_bytes_match_kernel_num_gb(name):
+    code = parse(name)
+    triton = [launch for launch in code.launches if launch.num_gb is not None]
+    assert triton and len(triton) == len(overhead(code))
+    for launch in triton:
+        assert round(launch.num_gb * GB) + launch.bytes_not_iterated == launch.bytes_total
+
+
+def test_tensorwise_forward_launches():
+    code = parse("codegen_h100_tensorwise_fwd.py.txt")
+    assert code.graph_inputs == ("arg0_1", "arg1_1")  # input (M,K), weight (N,K)
+    kinds = [launch.kind for launch in code.launches]
+    assert kinds == [KernelKind.REDUCTION, KernelKind.REDUCTION, KernelKind.PERSISTENT_REDUCTION,
+                     KernelKind.POINTWISE, KernelKind.EXTERN_GEMM]
+    # One pass over input: amax, then row-major and column-major float8 copies.
+    first = code.launches[0]
+    assert first.reads == (BufferAccess("arg0_1", "bfloat16", (M, K), 2 * M * K),)
+    assert [(w.dtype, w.shape) for w in first.writes] == [
+        ("float8_e4m3fn", (M, K)), ("float32", ()), ("float8_e4m3fn", (K, M))]
+    gemm = code.launches[-1]
+    assert gemm.name == "extern_kernels._scaled_mm"
+    assert gemm.bytes_total == M * K + N * K + 2 * 4 + 2 * M * N
+
+
+def test_backward_casts_grad_output_to_e5m2():
+    code = parse("codegen_h100_tensorwise_bwd.py.txt")
+    grad_cast = code.launches[0]
+    assert grad_cast.reads[0].shape == (M, N)
+    assert {w.dtype for w in grad_cast.writes} == {"float8_e5m2", "float32"}
+    assert [launch.kind for launch in code.launches].count(KernelKind.EXTERN_GEMM) == 2
+
+
+def test_rowwise_scales_are_per_row_and_per_column():
+    code = parse("codegen_h100_rowwise_bwd.py.txt")
+    scales = {w.shape for launch in overhead(code) for w in launch.writes if w.dtype == "float32"}
+    assert scales == {(M, 1), (1, K), (N, 1)}
+
+
+def test_delayed_history_slice_and_mutation():
+    code = parse("codegen_h100_tensorwise_delayed_fwd.py.txt")
+    slices = [launch for launch in code.launches if launch.bytes_not_iterated]
+    # history[:-1]: the kernel iterates 15 of the 16 floats it gets a pointer to.
+    assert len(slices) == 2 and all(launch.bytes_not_iterated == 4 for launch in slices)
+    updates = [launch for launch in code.launches if "copy_" in launch.name]
+    # The amax history and the scale are graph inputs updated in place.
+    assert all({w.name for w in launch.writes} <= set(code.graph_inputs) for launch in updates)
+
+
+def test_cpu_kernel_group_and_reuse():
+    code = parse("cpu_tensorwise_fwd.py.txt")
+    assert [launch.kind for launch in code.launches] == [
+        KernelKind.CPP, KernelKind.EXTERN_GEMM, KernelKind.CPP]
+    first = code.launches[0]
+    # One C++ function: amax, scale and cast of input and weight; bf16 read once each.
+    assert [r.name for r in first.reads] == ["primals_1", "primals_2"]
+    assert first.bytes_total == 2 * (M * K + N * K) + (M * K + N * K) + 2 * (2 + 4)
+    # buf7 reuses the memory of the input's row-major float8 copy: shape from reinterpret.
+    assert code.launches[2].writes == (BufferAccess("buf7", "float8_e4m3fn", (K, M), K * M),)
+
+
+def test_cpu_concat_views_read_back_are_not_reads():
+    code = parse("cpu_tensorwise_delayed_fwd.py.txt")
+    update = code.launches[2]
+    # buf9 is the new history: written through its views buf7/buf8, then read in the same
+    # function. Only data from before the launch counts as read.
+    assert "buf9" not in {r.name for r in update.reads}
+    assert {"buf7", "buf8", "primals_7"} <= {w.name for w in update.writes}
+
+
+WRAPPER = '''
+kernel_a = async_compile.cpp_pybinding(['const float*', 'float*'], r"""
+extern "C" void kernel(const float* in_ptr0, float* out_ptr0)
+{}
+""")
+kernel_b = async_compile.cpp_pybinding(['float*', 'const float*'], r"""
+extern "C" void kernel(float* in_out_ptr0, const float* in_ptr0)
+{}
+""")
+
+class Runner:
+    def call(self, args):
+        arg0_1, = args
+        buf0 = empty_strided_cpu((4, 8), (8, 1), torch.float32)
+        kernel_a(arg0_1, buf0)
+        buf1 = buf0; del buf0  # reuse
+        kernel_b(buf1, arg0_1)
+        buf2 = empty_strided_cpu((8, 8), (8, 1), torch.float32)
+        kernel_a(buf2, buf2)
+        buf3 = empty_strided_cpu((4, 8), (8, 1), torch.float32)
+        extern_kernels.mm(buf1, reinterpret_tensor(arg0_1, (8, 8), (1, 8), 0), out=buf3)
+        return (buf3,)
+
+def get_args():
+    arg0_1 = rand_strided((4, 8), (8, 1), device='cpu', dtype=torch.float32)
+    return [arg0_1]
+'''
+
+
+def test_in_place_and_self_reads_on_a_small_wrapper():
+    code = parse_output_code(WRAPPER)
+    a, b, c, mm = code.launches
+    assert (a.bytes_total, [r.name for r in a.reads]) == (2 * 128, ["arg0_1"])
+    # in_out_ptr of a reused buffer holding data: read and written.
+    assert [r.name for r in b.reads] == ["buf1", "arg0_1"] and b.bytes_total == 3 * 128
+    # A read of a buffer nothing wrote yet is the kernel's own output (and counted once).
+    assert c.reads == () and c.bytes_total == 8 * 8 * 4
+    assert mm.kind is KernelKind.EXTERN_GEMM
+    assert [(r.name, r.shape) for r in mm.reads] == [("buf1", (4, 8)), ("arg0_1", (8, 8))]
+
+
+def test_cpp_signature():
+    kernel = parse_cpp_kernel("k", 'extern "C" void kernel(const at::BFloat16* in_ptr0,\n'
+                                   ' at::Float8_e5m2* out_ptr0, const int64_t ks0)')
+    assert [(p.name, p.dtype, p.read, p.written) for p in kernel.params] == [
+        ("in_ptr0", "bfloat16", True, False),
+        ("out_ptr0", "float8_e5m2", False, True),
+        ("ks0", None, False, False),
+    ]
+
+
+@pytest.mark.parametrize("spelling, name", [
+    ("fp8e4nv", "float8_e4m3fn"), ("fp8e5", "float8_e5m2"), ("bf16", "bfloat16"),
+    ("torch.float8_e4m3fn", "float8_e4m3fn"), ("at::BFloat16", "bfloat16"), ("float", "float32"),
+])
+def test_dtype_spellings(spelling, name):
+    assert dtype_name(spelling) == name
+
+
+def test_unknown_code_is_an_error():
+    with pytest.raises(CodeParseError, match="unknown dtype"):
+        dtype_name("fp4")
+    with pytest.raises(CodeParseError, match="no call"):
+        parse_output_code("x = 1\n")
+    with pytest.raises(ValueError, match="bytes"):
+        BufferAccess("buf0", "bfloat16", (2, 3), 7)
