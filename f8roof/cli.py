@@ -83,9 +83,13 @@ def gpus() -> None:
 @click.option("--sweep", "sweep_name", default=None,
               help="seed (M, K, N in 2^9..2^15, 343 shapes) or pow2 (squares 2^7..2^16)")
 @click.option("--out", default=None, help="write every row to FILE (.csv, .json or .md)")
+@click.option("--model", default=None,
+              help="a built-in model (f8roof models) or a Hugging Face config.json: one row per "
+                   "linear layer type, a recommendation and the step's total")
+@click.option("--tokens", type=int, default=None, help="tokens per step (M), with --model")
 def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, gemm_table,
              gemm_efficiency, calibration, no_calibration, shape_texts, shapes_file, sweep_name,
-             out) -> None:
+             out, model, tokens) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
     from f8roof.calibration import Calibration
     from f8roof.calibrations import shipped_calibration
@@ -94,13 +98,18 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
     from f8roof.gemm_table import load_gemm_table
     from f8roof.models.gemm import GemmTableError, RooflineGemm
     from f8roof.models.hardware import UnknownGPUError, resolve_gpu
-    from f8roof.models.recipes import Recipe, RecipeError, Role, parse_scaling
+    from f8roof.models.recipes import RecipeError, Role, parse_scaling
+    from f8roof.recommend import parse_recipes
     from f8roof.render import render_table, renderer_for
     from f8roof.shapes import parse_shape, read_shapes_file, sweep
 
     with _fail_on(UnknownGPUError, RecipeError, ValueError):
         gpu = resolve_gpu(gpu_name)
-        recipe_value = Recipe.from_name(recipe, parse_scaling(scaling) if scaling else None)
+        recipe_values = parse_recipes(recipe, parse_scaling(scaling) if scaling else None)
+        recipe_value = recipe_values[0]
+        if len(recipe_values) > 1 and not model:
+            raise F8RoofError("--recipe all (or a list) compares recipes per layer: use it with "
+                              "--model")
         if gemm_time == "benchmarks":
             if not gemm_table:
                 raise F8RoofError("--gemm-time benchmarks needs --gemm-table FILE.csv")
@@ -134,8 +143,15 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
             gemm=gemm,
             calibration=loaded,
         )
-        if loaded is not None:
+        if loaded is not None and len(recipe_values) == 1:
             loaded.variant(recipe_value.name)  # fail now, not after the work
+    if model or tokens is not None:
+        names = ", ".join(r.name for r in recipe_values)
+        _estimate_model(model, tokens, config, recipe_values, out=out,
+                        header=f"gpu {gpu.name}, recipe{'s' * (len(recipe_values) > 1)} {names}, "
+                               f"gemm times: {gemm_time}",
+                        source=source, has_shapes=bool(shape_texts or shapes_file or sweep_name))
+        return
     shapes = [parse_shape(t) for t in shape_texts]
     if shapes_file:
         shapes += read_shapes_file(shapes_file)
@@ -158,3 +174,103 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
     if out:
         write_text_atomic(out, render(frame))
         click.echo(f"wrote {len(frame)} rows to {out}")
+
+
+def _estimate_model(model, tokens, config, recipes, *, out, header, source, has_shapes) -> None:
+    """`estimate --model`: per layer type estimate and decision, and the step's total."""
+    from dataclasses import replace
+
+    from f8roof.files import write_text_atomic
+    from f8roof.recommend import recommend_model
+    from f8roof.render import renderer_for
+    from f8roof.report import format_recommendation
+
+    if not model:
+        raise F8RoofError("--tokens goes with --model NAME|config.json")
+    if tokens is None:
+        raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
+    if has_shapes:
+        raise F8RoofError("--model replaces --shape, --shapes-file and --sweep: give one or the other")
+    render = renderer_for(out) if out else None
+    with _fail_on(ValueError):
+        result = recommend_model(model, tokens=tokens,
+                                 configs=[replace(config, recipe=r) for r in recipes])
+    click.echo(header)
+    click.echo(f"using {source}")
+    click.echo(format_recommendation(result, color=sys.stdout.isatty()))
+    if out:
+        write_text_atomic(out, render(result.layers))
+        click.echo(f"wrote {len(result.layers)} layer types to {out}")
+
+
+@main.command()
+def models() -> None:
+    """List the built-in model architectures (for estimate --model and report --model)."""
+    from f8roof.architectures import BUILTIN_NAMES, builtin
+
+    for name in BUILTIN_NAMES:
+        arch = builtin(name)
+        click.echo(f"{name:12} {len(arch.linears):2} linear types, {arch.linear_count:4} linears, "
+                   f"{arch.parameter_count / 1e9:7.2f}B linear weights  {arch.source}")
+
+
+@main.command()
+@click.option("--kind", type=click.Choice(["heatmap", "overhead", "validation"]), default=None,
+              help="heatmap (default), overhead share vs size, or validation scatter")
+@click.option("--gpu", "gpu_name", default="h100", show_default=True, help="GPU preset")
+@click.option("--recipe", default="tensorwise", show_default=True)
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None,
+              help="calibration file (default: the shipped one for --gpu, if any)")
+@click.option("--no-calibration", is_flag=True, help="roofline presets only")
+@click.option("--level", type=click.Choice(["worst", "ideal", "fitted"]), default=None,
+              help="heatmap overhead level (default: fitted with a calibration, else worst)")
+@click.option("--x", "x_axis", default="M", show_default=True,
+              help="heatmap x axis: M, K, N or tied dims such as K=N")
+@click.option("--y", "y_axis", default="K=N", show_default=True, help="heatmap y axis")
+@click.option("--fixed", type=int, default=8192, show_default=True,
+              help="the dim on neither heatmap axis")
+@click.option("--min", "min_size", type=int, default=256, show_default=True)
+@click.option("--max", "max_size", type=int, default=65536, show_default=True)
+@click.option("--validation", "validation_csv", type=click.Path(dir_okay=False), default=None,
+              help="validation report CSV (M,K,N,recipe,measured_speedup,predicted_speedup,"
+                   "seed_speedup)")
+@click.option("--out", required=True, help="FILE.png or FILE.svg")
+def plot(kind, gpu_name, recipe, calibration, no_calibration, level, x_axis, y_axis, fixed,
+         min_size, max_size, validation_csv, out) -> None:
+    """Draw a speedup heatmap, the overhead share, or predicted vs measured (needs matplotlib)."""
+    from f8roof.plot import draw
+
+    with _fail_on(ValueError):
+        result, source = draw(kind=kind, out=out, gpu=gpu_name, recipe=recipe,
+                              calibration=calibration, no_calibration=no_calibration,
+                              level=level, x=x_axis, y=y_axis, fixed=fixed, lo=min_size,
+                              hi=max_size, validation=validation_csv)
+    if source:
+        click.echo(f"using {source}")
+    click.echo(f"wrote {result.path}")
+
+
+@main.command()
+@click.option("--model", required=True, help="a built-in model or a Hugging Face config.json")
+@click.option("--tokens", type=int, required=True, help="tokens per step (M)")
+@click.option("--gpu", "gpu_name", default="h100", show_default=True, help="GPU preset")
+@click.option("--recipe", default="tensorwise", show_default=True, help="a recipe, a list, or all")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None,
+              help="calibration file (default: the shipped one for --gpu, if any)")
+@click.option("--no-calibration", is_flag=True, help="roofline presets only")
+@click.option("--no-plots", is_flag=True, help="tables only")
+@click.option("--out", required=True, help="FILE.md; plots go beside it as FILE_*.png")
+def report(model, tokens, gpu_name, recipe, calibration, no_calibration, no_plots, out) -> None:
+    """One markdown report for a model: per layer table, totals and plots."""
+    from f8roof.report import write_model_report
+
+    with _fail_on(ValueError):
+        result = write_model_report(model, tokens=tokens, out=out, gpu=gpu_name, recipes=recipe,
+                                    calibration=calibration, no_calibration=no_calibration,
+                                    plots=not no_plots)
+    click.echo(f"using {result.source}")
+    for line in result.summary:
+        click.echo(line)
+    click.echo(f"wrote {result.path}" + (f" and {len(result.plots)} plots" if result.plots else ""))
+    if result.plot_note:
+        click.echo(result.plot_note)

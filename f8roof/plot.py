@@ -1,0 +1,329 @@
+"""Pictures of the estimate: speedup heatmaps, overhead shares, validation scatter, layers.
+
+matplotlib (the `plot` extra) is imported inside the functions, so `import f8roof.plot` costs
+nothing and a missing matplotlib is a one-line error. Figures are built with
+`matplotlib.figure.Figure` and written by the Agg / SVG canvases directly: no pyplot, so no
+global backend switch and nothing left open in a caller's notebook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from f8roof.errors import F8RoofError
+from f8roof.estimate import FP8_ALIGNMENT, EstimateConfig, estimate
+
+FORMATS = (".png", ".svg")
+DPI = 100
+DIMS = ("M", "K", "N")
+LEVEL_COLUMNS = {"worst": "speedup_worst", "ideal": "speedup_ideal", "fitted": "speedup"}
+VALIDATION_COLUMNS = ("M", "K", "N", "recipe", "measured_speedup", "predicted_speedup",
+                      "seed_speedup")
+
+
+class PlotError(F8RoofError):
+    pass
+
+
+@dataclass(frozen=True, eq=False)
+class Plot:
+    path: Path
+    figure: Any  # the matplotlib Figure, for tests and notebooks
+    data: pd.DataFrame  # what was drawn
+
+
+def _figure(width_in: float, height_in: float):
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise PlotError("plotting needs matplotlib: pip install 'f8roof[plot]'") from None
+    return Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
+
+
+def check_out(out: str | Path) -> Path:
+    path = Path(out)
+    if path.suffix.lower() not in FORMATS:
+        raise PlotError(f"cannot draw {out}: use a .png or .svg file name")
+    return path
+
+
+def _save(figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=DPI)
+
+
+def _level(config: EstimateConfig, level: str | None) -> str:
+    if level is None:
+        return "fitted" if config.calibration is not None else "worst"
+    if level not in LEVEL_COLUMNS:
+        raise PlotError(f"unknown level {level!r}; use worst, ideal or fitted")
+    if level == "fitted" and config.calibration is None:
+        raise PlotError("the fitted level needs a calibration (--calibration FILE)")
+    return level
+
+
+def parse_axis(text: str) -> tuple[str, ...]:
+    """'M' -> ('M',); 'K=N' -> ('K', 'N'): the dims that take the axis' value."""
+    dims = tuple(d.strip().upper() for d in text.split("="))
+    if not dims or any(d not in DIMS for d in dims) or len(set(dims)) != len(dims):
+        raise PlotError(f"bad axis {text!r}: use M, K, N or tied dims such as K=N")
+    return dims
+
+
+def sizes(lo: int, hi: int, points: int) -> np.ndarray:
+    """Log-spaced sizes from lo to hi, rounded to multiples of 16 (float8 can run all)."""
+    if not 0 < lo < hi:
+        raise PlotError(f"bad size range {lo}..{hi}: need 0 < min < max")
+    raw = np.exp2(np.linspace(np.log2(lo), np.log2(hi), points))
+    return np.unique(np.maximum(FP8_ALIGNMENT, np.round(raw / FP8_ALIGNMENT) * FP8_ALIGNMENT)
+                     ).astype(np.int64)
+
+
+def _log2_ticks(ax, axis: str, values: np.ndarray) -> None:
+    exps = np.arange(int(np.ceil(np.log2(values.min()))), int(np.floor(np.log2(values.max()))) + 1)
+    ticks = 2.0 ** exps
+    labels = [f"{int(t) // 1024}k" if t >= 1024 else str(int(t)) for t in ticks]
+    setter = ax.set_xticks if axis == "x" else ax.set_yticks
+    setter(ticks, labels)
+
+
+def _centred_norm(values: np.ndarray):
+    """Diverging colours centred at speedup 1: each side scaled to its own extreme."""
+    from matplotlib.colors import TwoSlopeNorm
+
+    lo, hi = float(np.nanmin(values)), float(np.nanmax(values))
+    return TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 1.0 - 1e-3), vmax=max(hi, 1.0 + 1e-3))
+
+
+def heatmap(config: EstimateConfig, *, out: str | Path, x: str = "M", y: str = "K=N",
+            fixed: int = 8192, lo: int = 256, hi: int = 65536, points: int = 65,
+            level: str | None = None, title: str | None = None) -> Plot:
+    """Speedup over two dims (the third fixed), diverging colours centred at 1 and the
+    breakeven contour where the speedup crosses 1."""
+    path = check_out(out)
+    level = _level(config, level)
+    column = LEVEL_COLUMNS[level]
+    x_dims, y_dims = parse_axis(x), parse_axis(y)
+    if set(x_dims) & set(y_dims):
+        raise PlotError(f"axes {x} and {y} share a dimension")
+    rest = [d for d in DIMS if d not in x_dims + y_dims]
+    if fixed <= 0:
+        raise PlotError(f"--fixed must be positive (got {fixed})")
+    xs, ys = sizes(lo, hi, points), sizes(lo, hi, points)
+    gx, gy = np.meshgrid(xs, ys)  # rows: y, columns: x
+    value = {d: gx.ravel() for d in x_dims} | {d: gy.ravel() for d in y_dims}
+    value |= {d: np.full(gx.size, fixed) for d in rest}
+    shapes = np.stack([value[d] for d in DIMS], axis=1)
+    frame = estimate(shapes, config)
+    speedup = frame[column].to_numpy(dtype=np.float64).reshape(gx.shape)
+
+    fig = _figure(7.0, 5.6)
+    ax = fig.add_subplot()
+    mesh = ax.pcolormesh(xs, ys, speedup, cmap="RdBu", norm=_centred_norm(speedup),
+                         shading="nearest")
+    bar = fig.colorbar(mesh, ax=ax)
+    bar.set_label(f"speedup = bf16 / float8 ({level}); above 1: float8 faster")
+    if np.nanmin(speedup) < 1.0 < np.nanmax(speedup):
+        contour = ax.contour(xs, ys, speedup, levels=[1.0], colors="black", linewidths=1.6)
+        ax.clabel(contour, fmt={1.0: "breakeven 1.0"}, fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    _log2_ticks(ax, "x", xs)
+    _log2_ticks(ax, "y", ys)
+    ax.set_xlabel(" = ".join(x_dims))
+    ax.set_ylabel(" = ".join(y_dims))
+    fixed_text = f", {' = '.join(rest)} = {fixed}" if rest else ""
+    basis = "calibrated" if config.calibration is not None else "roofline presets"
+    ax.set_title(title or f"float8 {config.recipe.name} vs bf16 on {config.gpu.name}"
+                          f"{fixed_text} ({level} overhead, {basis})", fontsize=10)
+    _save(fig, path)
+    data = pd.DataFrame({"M": shapes[:, 0], "K": shapes[:, 1], "N": shapes[:, 2],
+                         column: speedup.ravel()})
+    return Plot(path, fig, data)
+
+
+def overhead_share(config: EstimateConfig, *, out: str | Path, lo: int = 128, hi: int = 65536,
+                   points: int = 41, title: str | None = None) -> Plot:
+    """Overhead (amax, scale, cast, transpose) as a share of float8 time at M = K = N = S:
+    worst, ideal and (with a calibration) fitted."""
+    path = check_out(out)
+    xs = sizes(lo, hi, points)
+    frame = estimate(np.repeat(xs[:, None], 3, axis=1), config)
+    shares = {
+        "worst (seed model)": frame["overhead_s_worst"] / frame["fp8_s_worst"],
+        "ideal (fewest bytes)": frame["overhead_s_ideal"] / frame["fp8_s_ideal"],
+    }
+    if "overhead_s_fitted" in frame:
+        shares["fitted (calibrated)"] = frame["overhead_s_fitted"] / frame["fp8_s"]
+    fig = _figure(7.0, 4.6)
+    ax = fig.add_subplot()
+    styles = {"worst": ("tab:red", "-"), "ideal": ("tab:green", "--"), "fitted": ("tab:blue", "-")}
+    for label, share in shares.items():
+        colour, dash = styles[label.split()[0]]
+        ax.plot(xs, 100 * share, label=label, color=colour, linestyle=dash, linewidth=2)
+    ax.set_xscale("log", base=2)
+    _log2_ticks(ax, "x", xs)
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("M = K = N")
+    ax.set_ylabel("overhead, % of float8 linear time")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    basis = "calibrated" if config.calibration is not None else "roofline presets"
+    ax.set_title(title or f"float8 {config.recipe.name} overhead on {config.gpu.name} ({basis})")
+    _save(fig, path)
+    data = pd.DataFrame({"size": xs} | {k.split()[0]: v.to_numpy() for k, v in shares.items()})
+    return Plot(path, fig, data)
+
+
+def read_validation(path: str | Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+    except (OSError, ValueError) as e:
+        raise PlotError(f"cannot read validation report {path}: {e}") from None
+    missing = [c for c in VALIDATION_COLUMNS if c not in frame.columns]
+    if missing:
+        raise PlotError(f"validation report {path} lacks column(s) {', '.join(missing)}")
+    speedups = frame[["measured_speedup", "predicted_speedup", "seed_speedup"]]
+    if len(frame) == 0 or not (speedups.apply(pd.to_numeric, errors="coerce") > 0).all().all():
+        raise PlotError(f"validation report {path}: speedups must be positive numbers")
+    return frame
+
+
+SPEEDUP_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+
+
+def _speedup_ticks(ax, lo: float, hi: float) -> None:
+    """Plain speedup numbers on log axes (not 2 x 10^0)."""
+    from matplotlib.ticker import NullFormatter
+
+    ticks = [t for t in SPEEDUP_TICKS if lo <= t <= hi]
+    labels = [f"{t:g}" for t in ticks]
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_minor_formatter(NullFormatter())
+        axis.set_ticks(ticks, labels)
+
+
+def validation_scatter(report: str | Path | pd.DataFrame, *, out: str | Path,
+                       band: float = 0.10, title: str | None = None) -> Plot:
+    """Predicted vs measured speedup (ours and the seed's), the y = x line, a +-band error
+    band, and the quadrants where a prediction would make the wrong call shaded."""
+    path = check_out(out)
+    frame = report if isinstance(report, pd.DataFrame) else read_validation(report)
+    measured = frame["measured_speedup"].to_numpy(dtype=np.float64)
+    ours = frame["predicted_speedup"].to_numpy(dtype=np.float64)
+    seed = frame["seed_speedup"].to_numpy(dtype=np.float64)
+    every = np.concatenate([measured, ours, seed])
+    lo, hi = every.min() / 1.15, every.max() * 1.15
+    fig = _figure(6.4, 6.0)
+    ax = fig.add_subplot()
+    line = np.geomspace(lo, hi, 100)
+    ax.fill_between(line, line * (1 - band), line * (1 + band), color="0.85",
+                    label=f"+-{band:.0%} error band")
+    ax.plot(line, line, color="black", linewidth=1, label="y = x")
+    # the two quadrants where the prediction picks the wrong side of breakeven
+    ax.fill_between([lo, 1], 1, hi, color="tab:red", alpha=0.07, linewidth=0)
+    ax.fill_between([1, hi], lo, 1, color="tab:red", alpha=0.07, linewidth=0,
+                    label="wrong call (other side of 1)")
+    ax.axhline(1, color="0.5", linewidth=0.6)
+    ax.axvline(1, color="0.5", linewidth=0.6)
+
+    def mape(pred, truth):
+        return float(np.median(np.abs(pred - truth) / truth))
+
+    ax.scatter(measured, seed, marker="x", color="tab:gray", s=28,
+               label=f"seed roofline (median |err| {mape(seed, measured):.0%})")
+    recipes = list(dict.fromkeys(frame["recipe"].astype(str)))
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
+    for index, recipe in enumerate(recipes):
+        mask = frame["recipe"].astype(str).to_numpy() == recipe
+        ax.scatter(measured[mask], ours[mask], color=colours[index % len(colours)], s=30,
+                   edgecolor="black", linewidth=0.4,
+                   label=f"f8roof {recipe} (median |err| {mape(ours[mask], measured[mask]):.0%})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    _speedup_ticks(ax, lo, hi)
+    ax.set_aspect("equal")
+    ax.set_xlabel("measured speedup (bf16 / float8)")
+    ax.set_ylabel("predicted speedup")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(title or f"predicted vs measured, {len(frame)} shapes")
+    _save(fig, path)
+    return Plot(path, fig, frame)
+
+
+def layer_speedups(recommendation, *, out: str | Path, title: str | None = None) -> Plot:
+    """One bar per layer type and recipe (the decision column), breakeven at 1; a layer float8
+    cannot run is marked instead of drawn."""
+    path = check_out(out)
+    layers = recommendation.layers
+    criterion = recommendation.criterion
+    recipes = recommendation.recipes
+    columns = ([f"{criterion}_{r}" for r in recipes] if len(recipes) > 1 else [criterion])
+    labels = [f"{f} ({k}x{n}) x{c}" for f, k, n, c in
+              zip(layers["fqn"], layers["K"], layers["N"], layers["count"])]
+    n_layers, n_recipes = len(layers), len(columns)
+    fig = _figure(8.0, 1.6 + n_layers * (0.25 + 0.12 * n_recipes))
+    ax = fig.add_subplot()
+    height = 0.8 / n_recipes
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
+    ok = layers["fp8_ok"].to_numpy(dtype=bool)
+    positions = np.arange(n_layers)[::-1]
+    for j, (column, recipe) in enumerate(zip(columns, recipes)):
+        values = np.where(ok, layers[column].to_numpy(dtype=np.float64), np.nan)
+        # bars grow from breakeven: right is a float8 win, left a loss
+        ax.barh(positions + (n_recipes - 1 - 2 * j) * height / 2, values - 1.0, left=1.0,
+                height=height, color=colours[j % len(colours)], label=recipe)
+    for pos, good, reason in zip(positions, ok, layers["fp8_reason"]):
+        if not good:
+            ax.text(1.0, pos, f"  bf16 only: {reason}", va="center", fontsize=8,
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+    ax.axvline(1.0, color="black", linewidth=1.2)
+    ax.set_yticks(positions, labels, fontsize=8)
+    ax.set_ylim(-0.6, n_layers - 0.4)
+    ax.set_xlabel(f"{criterion} (bf16 / float8); right of 1: float8 faster")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.legend(loc="outside lower center", ncols=min(n_recipes, 3), fontsize=8)
+    arch = recommendation.architecture
+    ax.set_title(title or f"{arch.name}, {recommendation.tokens} tokens per step, "
+                          f"{recommendation.gpu}")
+    _save(fig, path)
+    return Plot(path, fig, layers[["fqn", *columns]])
+
+
+def draw(*, kind: str | None, out: str | Path, gpu: str = "h100", recipe: str = "tensorwise",
+         calibration: str | Path | None = None, no_calibration: bool = False,
+         level: str | None = None, x: str = "M", y: str = "K=N", fixed: int = 8192,
+         lo: int = 256, hi: int = 65536, validation: str | Path | None = None
+         ) -> tuple[Plot, str]:
+    """The `f8roof plot` command: one picture, and what its estimate used ('' for validation)."""
+    from f8roof.recommend import build_configs
+
+    check_out(out)
+    kind = kind or ("validation" if validation else "heatmap")
+    if kind == "validation":
+        if not validation:
+            raise PlotError("--kind validation needs --validation REPORT.csv")
+        return validation_scatter(validation, out=out), ""
+    if validation:
+        raise PlotError(f"--validation goes with --kind validation, not {kind}")
+    if calibration and no_calibration:
+        raise PlotError("--calibration and --no-calibration contradict each other")
+    if "," in recipe or recipe.strip() == "all":
+        raise PlotError("a plot shows one recipe; give one --recipe")
+    configs, source = build_configs(gpu=gpu, recipes=recipe, calibration=calibration,
+                                    use_shipped=not no_calibration)
+    config = configs[0]
+    if config.calibration is not None:
+        config.calibration.variant(config.recipe.name)  # the recipe must be in the file
+    if kind == "heatmap":
+        return heatmap(config, out=out, x=x, y=y, fixed=fixed, lo=lo, hi=hi, level=level), source
+    if level is not None:
+        raise PlotError("--level is for the heatmap; the overhead plot shows every level")
+    return overhead_share(config, out=out, lo=lo, hi=hi), source

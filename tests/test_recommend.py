@@ -1,0 +1,272 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/synthetic.py
+import numpy as np
+import pandas as pd
+import pytest
+import synthetic
+from click.testing import CliRunner
+from torch import nn
+
+import f8roof
+from f8roof.architectures import ArchitectureError, builtin, layer_type
+from f8roof.calibration import CalibrationError
+from f8roof.cli import main
+from f8roof.errors import F8RoofError
+from f8roof.estimate import EstimateConfig, estimate
+from f8roof.fitting import fit_calibration
+from f8roof.models.hardware import find_gpu
+from f8roof.models.recipes import RECIPE_NAMES, Recipe
+from f8roof.recommend import build_configs, canonical_fqn, module_filter, recommend
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    return fit_calibration(synthetic.measurements())
+
+
+@pytest.fixture(scope="module")
+def calibration_file(calibration, tmp_path_factory):
+    path = tmp_path_factory.mktemp("cal") / "calibration.json"
+    calibration.save(path)
+    return path
+
+
+def roofline(recipes="tensorwise"):
+    return build_configs(gpu="h100", recipes=recipes, use_shipped=False)[0]
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_decisions_follow_speedup_worst_without_calibration():
+    arch = builtin("gpt2")
+    rec = recommend(arch, tokens=8192, configs=roofline())
+    assert rec.criterion == "speedup_worst" and "conservative" in rec.criterion_label
+    frame = estimate(arch.shapes(8192), EstimateConfig(Recipe.from_name("tensorwise"), find_gpu("h100")))
+    layers = rec.layers.set_index("fqn")
+    expected = (frame["speedup_worst"] > 1).to_numpy() & frame["fp8_ok"].to_numpy()
+    assert list(layers["convert"]) == list(expected)
+    # lm_head's vocabulary (50257) is not a multiple of 16: never converted, even though the
+    # roofline says float8 would win there
+    assert layers.loc["lm_head", "speedup_worst"] > 1
+    assert not layers.loc["lm_head", "convert"]
+    assert layers.loc["lm_head", "note"] == "N not a multiple of 16"
+    assert np.isnan(layers.loc["lm_head", "margin"])
+    assert layers.loc["transformer.h.*.attn.c_proj", "decision"] == "keep bf16"  # 768 x 768 loses
+    assert layers.loc["transformer.h.*.mlp.c_fc", "margin"] == pytest.approx(
+        layers.loc["transformer.h.*.mlp.c_fc", "speedup_worst"] - 1)
+
+
+def test_totals_weight_by_count():
+    rec = recommend(builtin("llama3-8b"), tokens=4096, configs=roofline())
+    layers = rec.layers
+    bf16 = (layers["count"] * layers["bf16_gemm_s"]).sum()
+    mixed = (layers["count"] * np.where(layers["convert"], layers["fp8_s_worst"],
+                                        layers["bf16_gemm_s"])).sum()
+    assert rec.totals.bf16_s == pytest.approx(bf16)
+    assert rec.totals.recommended_s == pytest.approx(mixed)
+    assert rec.totals.speedup == pytest.approx(bf16 / mixed)
+    assert rec.totals.linears == 32 * 7 + 1
+    assert rec.totals.converted_linears == layers.loc[layers["convert"], "count"].sum()
+    assert layers["saved_step_s"].sum() == pytest.approx(rec.totals.saved_s)
+
+
+def test_fewer_tokens_convert_fewer_layers():
+    arch = builtin("llama3-8b")
+    few = recommend(arch, tokens=128, configs=roofline())
+    many = recommend(arch, tokens=16384, configs=roofline())
+    assert set(few.converted_fqns) < set(many.converted_fqns)
+    assert len(many.converted_fqns) == len(arch.linears)
+    assert few.totals.speedup < many.totals.speedup
+
+
+def test_recipe_all_picks_the_best_per_layer():
+    rec = recommend(builtin("gpt2"), tokens=8192, configs=roofline("all"))
+    assert rec.recipes == RECIPE_NAMES
+    per_recipe = rec.layers[[f"speedup_worst_{r}" for r in RECIPE_NAMES]].to_numpy()
+    best = [RECIPE_NAMES[i] for i in per_recipe.argmax(axis=1)]
+    assert list(rec.layers["recipe"]) == best
+    assert rec.layers["speedup_worst"].to_numpy() == pytest.approx(per_recipe.max(axis=1))
+    assert rec.totals.speedup >= max(t.speedup for t in rec.recipe_totals.values()) - 1e-12
+
+
+def test_calibration_decides_on_the_calibrated_speedup(calibration):
+    configs, _ = build_configs(gpu="h200", recipes="all", calibration=calibration)
+    rec = recommend(builtin("llama3-8b"), tokens=2048, configs=configs)
+    assert rec.criterion == "speedup" and "calibrated" in rec.criterion_label
+    assert rec.recipes == ("tensorwise", "rowwise")  # what the synthetic file measured
+    assert set(rec.skipped_recipes) == {"tensorwise_delayed", "tensorwise_static_weight",
+                                       "rowwise_gw_hp"}
+    layers = rec.layers
+    assert list(layers["convert"]) == list((layers["speedup"] > 1) & layers["fp8_ok"])
+    assert rec.totals.bf16_s == pytest.approx((layers["count"] * layers["bf16_s"]).sum())
+    assert rec.calibrated_on == "NVIDIA H200"
+
+
+def test_a_recipe_missing_from_the_calibration(calibration):
+    configs, _ = build_configs(gpu="h200", recipes="tensorwise_delayed", calibration=calibration)
+    with pytest.raises(CalibrationError, match="has no recipe 'tensorwise_delayed'"):
+        recommend(builtin("gpt2"), tokens=1024, configs=configs)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.Linear(64, 64)  # too small: overhead dominates
+        self.up = nn.Linear(1024, 4096)
+        self.down = nn.Linear(4096, 1024)
+        self.odd = nn.Linear(1000, 1024)  # K not a multiple of 16
+        self.act = nn.GELU()
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Block() for _ in range(2)])
+        self.head = nn.Linear(1024, 4096)
+
+
+def swapped(model, module_filter_fn):
+    """What torchao's convert_to_float8_training would convert: the nn.Linear modules that
+    pass the filter (torchao calls the filter on each Linear with its fqn)."""
+    return {fqn for fqn, m in model.named_modules()
+            if isinstance(m, nn.Linear) and module_filter_fn(m, fqn)}
+
+
+def test_module_filter_on_a_real_module():
+    model = Net()
+    keep = module_filter(model, 16384)
+    rec = keep.recommendation
+    kinds = {"layers.*.attn", "layers.*.up", "layers.*.down", "layers.*.odd", "head"}
+    assert set(rec.layers["fqn"]) == kinds
+    expected = {fqn for fqn, m in model.named_modules()
+                if isinstance(m, nn.Linear) and layer_type(fqn) in rec.converted_fqns}
+    assert swapped(model, keep) == expected == keep.converted
+    assert expected == {"layers.0.up", "layers.0.down", "layers.1.up", "layers.1.down", "head"}
+    odd = rec.layers.set_index("fqn").loc["layers.*.odd"]
+    assert odd["speedup_worst"] > 1 and not odd["convert"]  # wins, but cannot run in float8
+    assert not keep(nn.Linear(1024, 4096), "some.new.layer")  # unknown: stays bf16
+    assert keep(model.layers[1].up, "layers.7.up")  # a later layer of a known type and shape
+
+
+def test_module_filter_fewer_tokens_converts_nothing():
+    assert swapped(Net(), f8roof.module_filter(Net(), 256)) == set()
+
+
+def test_module_filter_answers_for_the_wrapped_model():
+    model = Net()
+    keep = f8roof.module_filter(model, 16384)
+    wrapper = nn.Module()
+    wrapper._orig_mod = model  # what torch.compile's OptimizedModule looks like
+    assert swapped(wrapper, keep) == {"_orig_mod." + f for f in keep.converted}
+    assert canonical_fqn("_orig_mod.module.layers.0.up") == "layers.0.up"
+
+
+def test_module_filter_built_on_meta_applies_to_the_real_model():
+    keep = f8roof.module_filter(Net, 16384)  # a builder: walked on the meta device
+    assert swapped(Net(), keep) == keep.converted and len(keep.converted) == 5
+
+
+def test_module_filter_with_a_calibration(calibration, calibration_file):
+    for cal in (calibration, calibration_file, str(calibration_file)):
+        keep = f8roof.module_filter(Net(), 16384, calibration=cal, gpu="h200")
+        assert keep.recommendation.criterion == "speedup"
+        layers = keep.recommendation.layers
+        assert list(layers["convert"]) == list((layers["speedup"] > 1) & layers["fp8_ok"])
+
+
+def test_module_filter_bad_input():
+    with pytest.raises(ArchitectureError, match="tokens per step must be a positive integer"):
+        module_filter(Net(), 0)
+    with pytest.raises(ArchitectureError, match="no nn.Linear"):
+        module_filter(nn.Sequential(nn.ReLU()), 1024)
+    with pytest.raises(F8RoofError, match="one recipe"):
+        module_filter(Net(), 1024, recipe="all")
+    with pytest.raises(F8RoofError, match="unknown GPU"):
+        module_filter(Net(), 1024, gpu="z80")
+
+
+# --- the estimate --model command ----------------------------------------------------------------
+
+def test_estimate_model_prints_layers_and_total():
+    result = run("estimate", "--model", "llama3-70b", "--tokens", "8192", "--no-calibration")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "using roofline presets" in out
+    assert "decisions by speedup_worst" in out
+    for fqn in ("model.layers.*.self_attn.q_proj", "model.layers.*.mlp.down_proj", "lm_head"):
+        assert fqn in out
+    q = next(line for line in out.splitlines() if line.startswith("model.layers.*.self_attn.k_proj"))
+    assert q.split()[1:4] == ["80", "8192", "1024"] and "convert" in q
+    total = next(line for line in out.splitlines() if line.startswith("total linear time per step"))
+    assert "561 of 561 linears in float8" in total and "x of the linear part" in total
+
+
+def test_estimate_model_recipe_all_and_out(tmp_path):
+    out = tmp_path / "layers.csv"
+    result = run("estimate", "--model", "gpt2", "--tokens", "8192", "--recipe", "all",
+                 "--no-calibration", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "one recipe for every converted layer: tensorwise" in result.output
+    assert "best single recipe:" in result.output
+    frame = pd.read_csv(out)
+    assert list(frame["fqn"])[-1] == "lm_head" and not frame["convert"].iloc[-1]
+    assert {f"speedup_worst_{r}" for r in RECIPE_NAMES} <= set(frame.columns)
+
+
+def test_estimate_model_from_config_json(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,'
+                    ' "num_key_value_heads": 4, "num_hidden_layers": 22, "vocab_size": 32000}')
+    result = run("estimate", "--model", str(path), "--tokens", "4096", "--no-calibration")
+    assert result.exit_code == 0, result.output
+    k = next(line for line in result.output.splitlines() if "k_proj" in line)
+    assert k.split()[1:4] == ["22", "2048", "256"]
+
+
+def test_estimate_model_with_a_calibration(calibration_file):
+    result = run("estimate", "--model", "llama3-8b", "--tokens", "2048", "--gpu", "h200",
+                 "--calibration", str(calibration_file), "--recipe", "all")
+    assert result.exit_code == 0, result.output
+    assert "decisions by calibrated speedup" in result.output
+    assert "x fitted" not in result.output.splitlines()[4]  # recipes side by side instead
+    assert "not compared (not in the calibration): tensorwise_delayed" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "llama5-1t", "--tokens", "8"], "unknown model 'llama5-1t'; known: llama3-8b, llama3-70b"),
+    (["--model", "llama3-8b", "--tokens", "0"], "tokens per step must be a positive integer (got 0)"),
+    (["--model", "llama3-8b", "--tokens", "-5"], "tokens per step must be a positive integer"),
+    (["--model", "llama3-8b"], "--model needs --tokens"),
+    (["--tokens", "8192"], "--tokens goes with --model"),
+    (["--model", "gpt2", "--tokens", "8", "--shape", "16,16,16"], "--model replaces --shape"),
+    (["--recipe", "all", "--shape", "16,16,16"], "use it with --model"),
+    (["--model", "gpt2", "--tokens", "8", "--recipe", "tensorwise,fp4"], "unknown recipe 'fp4'"),
+    (["--model", "missing/config.json", "--tokens", "8"], "cannot read missing/config.json"),
+])
+def test_estimate_model_bad_input(args, message):
+    result = run("estimate", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_estimate_model_config_missing_field(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 22,'
+                    ' "vocab_size": 32000}')
+    result = run("estimate", "--model", str(path), "--tokens", "4096")
+    assert result.exit_code == 2
+    assert result.output.strip() == f"Error: {path}: config.json lacks 'intermediate_size', needed for the linear shapes"
+
+
+def test_models_lists_the_builtins():
+    result = run("models")
+    assert result.exit_code == 0
+    for name in ("llama3-8b", "llama3-70b", "llama3-405b", "mistral-7b", "qwen2.5-7b", "gpt2",
+                 "deepseek-v3"):
+        assert name in result.output

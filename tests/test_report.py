@@ -1,0 +1,102 @@
+import re
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from f8roof.architectures import builtin
+from f8roof.cli import main
+from f8roof.recommend import build_configs, recommend
+from f8roof.report import format_recommendation, markdown, write_report
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def configs(recipes="tensorwise"):
+    return build_configs(gpu="h100", recipes=recipes, use_shipped=False)
+
+
+def test_markdown_has_the_tables_and_totals():
+    cfgs, source = configs("tensorwise,rowwise")
+    rec = recommend(builtin("gpt2"), tokens=8192, configs=cfgs)
+    text = markdown(rec, source=source)
+    assert text.startswith("# f8roof report: gpt2 at 8192 tokens per step")
+    assert "## Recommendation" in text and "## Per layer type" in text
+    table = [line for line in text.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| layer | count | K | N | recipe |")
+    assert "x tensorwise" in table[0] and "x rowwise" in table[0]
+    assert len(table) == 1 + len(rec.layers)
+    assert "| lm\\_head |" not in text and "| lm_head | 1 | 768 | 50257 |" in text
+    assert "model.layers" not in text and "transformer.h.\\*.attn.c\\_attn" not in text
+    assert "| transformer.h.\\*.attn.c_attn |" in text  # '*' escaped, not italics
+    assert f"{rec.totals.speedup:.3f}x of the linear part" in text
+    assert "module_filter(model, tokens=8192, gpu='h100', recipe=" in text
+
+
+def test_terminal_rendering_marks_decisions():
+    rec = recommend(builtin("gpt2"), tokens=8192, configs=configs()[0])
+    text = format_recommendation(rec)
+    lines = text.splitlines()
+    assert lines[0].startswith("gpt2 on h100, M = 8192 tokens per step: 5 linear types, 49 linears")
+    head = next(line for line in lines if line.startswith("lm_head"))
+    assert "keep bf16" in head and head.endswith("N not a multiple of 16")
+    c_proj = next(line for line in lines if line.startswith("transformer.h.*.attn.c_proj"))
+    # 768 x 768 loses in the worst case but wins with ideal overhead: flagged, not converted
+    assert re.search(r"0\.87-  keep bf16\s+-13%", c_proj)
+    assert c_proj.endswith("wins with ideal overhead (x1.03): calibrate to decide")
+    assert lines[-1].startswith("total linear time per step")
+    colored = format_recommendation(rec, color=True)
+    assert "\x1b[32mconvert" in colored and "\x1b[31mkeep bf16" in colored
+
+
+def test_write_report_with_plots(tmp_path):
+    cfgs, source = configs("all")
+    result = write_report("llama3-8b", tokens=8192, configs=cfgs, source=source,
+                          out=tmp_path / "r" / "report.md")
+    pytest.importorskip("matplotlib")
+    text = result.path.read_text()
+    assert len(result.plots) == 3 and not result.plot_note
+    for plot in result.plots:
+        assert plot.parent == result.path.parent and plot.read_bytes()[:4] == b"\x89PNG"
+        assert f"]({plot.name})" in text
+    assert "report_layers.png" in text and "report_heatmap.png" in text
+
+
+def test_report_without_matplotlib_still_has_the_tables(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
+    out = tmp_path / "report.md"
+    result = run("report", "--model", "mistral-7b", "--tokens", "4096", "--no-calibration",
+                 "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "plots skipped: plotting needs matplotlib" in result.output
+    text = out.read_text()
+    assert "## Per layer type" in text and "plots skipped" in text
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_cli_report(tmp_path):
+    out = tmp_path / "report.md"
+    result = run("report", "--model", "llama3-70b", "--tokens", "8192", "--no-calibration",
+                 "--no-plots", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert "llama3-70b on h100, M = 8192 tokens per step" in result.output
+    assert f"wrote {out}" in result.output
+    text = out.read_text()
+    assert "| model.layers.\\*.mlp.down_proj | 80 | 28672 | 8192 | tensorwise |" in text
+    assert "## Plots" not in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "gpt2", "--tokens", "0", "--out", "r.md"], "tokens per step must be a positive integer"),
+    (["--model", "gpt-5", "--tokens", "8", "--out", "r.md"], "unknown model 'gpt-5'; known:"),
+    (["--model", "gpt2", "--tokens", "8", "--out", "r.html"], "use a .md file name"),
+    (["--model", "gpt2", "--tokens", "8", "--calibration", "c.json", "--no-calibration",
+      "--out", "r.md"], "contradict"),
+])
+def test_cli_report_bad_input(args, message):
+    result = run("report", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
