@@ -83,6 +83,7 @@ class KernelMeasurement:
     role: str | None
     bytes_read: int
     bytes_written: int
+    workspace_bytes: int  # split-reduction workspace among those bytes (see models/fit.py)
     time_s: float
 
 
@@ -187,7 +188,8 @@ class Calibration:
         kernels = tuple(
             KernelMeasurement(k.str("variant"), *_known_shape(k, shape_set), k.str("key"),
                               k.str("kernel"), k.str("graph"), k.str("kind"), k.optional_str("role"),
-                              k.int("bytes_read"), k.int("bytes_written"), k.num("time_s", positive=True))
+                              k.int("bytes_read"), k.int("bytes_written"), k.int("workspace_bytes"),
+                              k.num("time_s", positive=True))
             for k in root.objs("kernels")
         )
         steps = tuple(
@@ -339,6 +341,7 @@ def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
             {
                 "shapes": [list(s) for s in r.shapes],
                 "verified": [list(s) for s in r.verified],
+                "workspace_max_bytes": r.workspace_max,
                 "total": _poly_to_json(r.total),
                 "kernels": [
                     {"key": k.key, "name": k.name, "graph": k.graph, "kind": k.kind, "role": k.role,
@@ -369,12 +372,12 @@ def _variant_from(reader: _Reader, shapes: set[Shape]) -> VariantFit:
         total = r.polynomial("total")
         if sum((k.nbytes for k in kernels), Polynomial.from_map({})) != total:
             raise CalibrationError(f"{r.source}: field {r.where}.total: is not the sum of its kernels")
-        regimes.append(Regime(regime_shapes, kernels, total, verified))
+        regimes.append(Regime(regime_shapes, kernels, total, verified, r.int("workspace_max_bytes")))
     unfitted = tuple(Unfitted(tuple(_shape(s, s.where) for s in u.items("shapes")), u.str("reason"))
                      for u in reader.objs("unfitted"))
     fixed = reader.obj("fixed")
-    cost = FixedCost(fixed.num("device_extra_s"), fixed.num("wall_extra_s"),
-                     fixed.num("wall_floor_s", positive=True))
+    cost = FixedCost(fixed.num("gemm_factor", positive=True), fixed.num("device_extra_s"),
+                     fixed.num("wall_extra_s"), fixed.num("wall_floor_s", positive=True))
     return VariantFit(reader.str("variant"), TrafficFit(tuple(regimes), unfitted), cost)
 
 

@@ -274,3 +274,145 @@ def report(model, tokens, gpu_name, recipe, calibration, no_calibration, no_plot
     click.echo(f"wrote {result.path}" + (f" and {len(result.plots)} plots" if result.plots else ""))
     if result.plot_note:
         click.echo(result.plot_note)
+
+
+def _csv(text: str | None) -> tuple[str, ...] | None:
+    return tuple(p.strip() for p in text.split(",") if p.strip()) if text else None
+
+
+@main.command()
+@click.option("--out", required=True, type=click.Path(dir_okay=False), help="calibration file to write")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--recipes", default=None,
+              help="comma-separated (default: tensorwise, tensorwise_delayed, rowwise, rowwise_gw_hp "
+                   "on cuda; tensorwise on cpu)")
+@click.option("--quick", is_flag=True, help="fewer shapes, gemm sizes and iterations")
+@click.option("--resume", is_flag=True, help="continue from the checkpoint beside --out")
+@click.option("--budget", type=float, default=None, help="stop measuring after this many seconds")
+@click.option("--artifacts", type=click.Path(file_okay=False), default=None,
+              help="directory for raw profiler traces and generated code")
+def calibrate(out, device, recipes, quick, resume, budget, artifacts) -> None:
+    """Measure this device and write one calibration file."""
+    from pathlib import Path
+
+    from f8roof.calibrate import CalibrateOptions, calibrate as run_calibrate
+    from f8roof.models.recipes import RecipeError
+
+    with _fail_on(RecipeError):
+        options = CalibrateOptions.defaults(device, quick=quick, recipes=_csv(recipes),
+                                            budget_s=budget,
+                                            artifacts=Path(artifacts) if artifacts else None)
+
+    def progress(todo):
+        return click.progressbar(todo, label="calibrating", show_eta=True, file=sys.stderr,
+                                 item_show_func=lambda t: t.label if t else "")
+
+    def bar(todo):
+        with progress(todo) as items:
+            yield from items
+
+    calibration, warnings = run_calibrate(options, Path(out), resume=resume, progress=bar)
+    for line in warnings:
+        click.echo(f"warning: bytes disagree: {line}", err=True)
+    model = calibration.kernel_time
+    click.echo(f"wrote {out}: {len(calibration.steps)} steps, {len(calibration.kernels)} kernel "
+               f"timings, {len(calibration.gemms)} gemm timings on {calibration.environment.device_name}")
+    click.echo(f"kernel-time model residuals: median {model.residuals.median:.1%}, "
+               f"max {model.residuals.max:.1%} over {model.residuals.count} kernels")
+    for variant in calibration.variants:
+        regimes = variant.traffic.regimes
+        click.echo(f"  {variant.variant}: bytes = {regimes[0].total}"
+                   + (f" (+{len(regimes) - 1} more regimes)" if len(regimes) > 1 else "")
+                   + (f"; {len(variant.traffic.unfitted)} shape groups unfitted"
+                      if variant.traffic.unfitted else ""))
+
+
+@main.command()
+@click.option("--calibration", "calibration_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="directory for validation.md, validation.csv and environment.json")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default=None,
+              help="default: the device the calibration was made on")
+@click.option("--recipes", default=None, help="comma-separated (default: tensorwise,rowwise)")
+@click.option("--shape", "shape_texts", multiple=True, help="M,K,N (repeatable; default: 32 "
+              "shapes from 256 to 16384 on cuda, 4 tiny ones on cpu)")
+@click.option("--resume", is_flag=True, help="continue from the checkpoint in --out")
+@click.option("--traces", type=click.Path(file_okay=False), default=None,
+              help="directory for the profiler traces of the first shape")
+def validate(calibration_path, out_dir, device, recipes, shape_texts, resume, traces) -> None:
+    """Measure real speedups at unseen shapes and report the prediction error."""
+    from pathlib import Path
+
+    from f8roof import validate as v
+    from f8roof.calibration import Calibration
+    from f8roof.shapes import parse_shape
+
+    calibration = Calibration.load(calibration_path)
+    device = device or calibration.environment.device
+    available = {r.variant for r in calibration.variants}
+    names = _csv(recipes) or tuple(r for r in v.DEFAULT_RECIPES if r in available)
+    shapes = tuple(parse_shape(t) for t in shape_texts) or (
+        v.CPU_SHAPES if device == "cpu" else v.GPU_SHAPES)
+    options = v.ValidateOptions(device, names, shapes, *((1, 3) if device == "cpu" else ()))
+
+    def bar(todo):
+        with click.progressbar(todo, label="validating", show_eta=True, file=sys.stderr,
+                               item_show_func=lambda t: f"{t[0]} {t[1]}" if t else "") as items:
+            yield from items
+
+    frame, stats = v.validate(calibration, options, Path(out_dir), resume=resume, progress=bar,
+                              trace_dir=Path(traces) if traces else None)
+    click.echo(f"wrote {out_dir}/validation.md and validation.csv ({len(frame)} rows)")
+    for recipe, s in stats.iterrows():
+        click.echo(f"  {recipe}: speedup error median {s.median_abs_error_pct:.1f}%, max "
+                   f"{s.max_abs_error_pct:.1f}% (seed: {s.seed_median_abs_error_pct:.1f}%, "
+                   f"{s.seed_max_abs_error_pct:.1f}%); wall clock median {s.wall_median_abs_error_pct:.1f}%")
+
+
+@main.command()
+@click.option("--recipe", default="tensorwise", show_default=True)
+@click.option("--scaling", default=None, help="tensorwise scaling per role, as for estimate")
+@click.option("--shape", "shape_texts", multiple=True, help="M,K,N (repeatable; default 4096,4096,4096)")
+@click.option("--device", type=click.Choice(["codegen", "cuda", "cpu"]), default=None,
+              help="where the kernels come from (default: cuda on a GPU, else codegen)")
+@click.option("--gpu", "gpu_name", default="h100", show_default=True,
+              help="target GPU preset for --device codegen")
+@click.option("--fused", default=None, help="roles the worst/ideal models treat as fused (F)")
+@click.option("--compile-limitations", is_flag=True, help="the worst model's L for every role")
+@click.option("--no-fit", is_flag=True, help="skip the exact fit in M, K, N (fewer compiles)")
+@click.option("--json", "as_json", is_flag=True, help="print a machine-readable report")
+@click.option("--out", default=None, help="also write the report to FILE")
+def compare(recipe, scaling, shape_texts, device, gpu_name, fused, compile_limitations, no_fit,
+            as_json, out) -> None:
+    """Worst-case and ideal models beside the kernels torch.compile generates."""
+    from f8roof import compare as c
+    from f8roof.files import write_text_atomic
+    from f8roof.models.hardware import UnknownGPUError, resolve_gpu
+    from f8roof.models.recipes import Recipe, RecipeError, Role, parse_scaling
+    from f8roof.shapes import parse_shape
+
+    with _fail_on(UnknownGPUError, RecipeError):
+        recipe_value = Recipe.from_name(recipe, parse_scaling(scaling) if scaling else None)
+        gpu = resolve_gpu(gpu_name)
+    shapes = [parse_shape(t) for t in shape_texts] or [(4096, 4096, 4096)]
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "codegen"
+    elif device == "cuda":
+        from f8roof.calibrate import require_device
+
+        require_device("cuda")
+
+    def bar(work):
+        with click.progressbar(work, label=f"compiling {recipe_value.name}", file=sys.stderr,
+                               item_show_func=lambda s: "x".join(map(str, s)) if s else "") as items:
+            yield from items
+
+    result = c.compare(recipe_value, shapes, device=device, gpu=gpu, fit=not no_fit,
+                       fused=_roles(fused), limited=frozenset(Role) if compile_limitations else frozenset(),
+                       progress=bar)
+    text = c.to_json(result) if as_json else c.render_text(result)
+    click.echo(text, nl=False)
+    if out:
+        write_text_atomic(out, text)

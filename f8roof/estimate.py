@@ -157,8 +157,8 @@ def calibrated_columns(calibration: Calibration, recipe: Recipe, M, K, N, *,
     bf16, fp8 = calibration.variant(BF16), calibration.variant(recipe.name)
     _, bf16_kernels_s = fitted_overhead(calibration, bf16, M, K, N)
     nbytes, overhead_s = fitted_overhead(calibration, fp8, M, K, N)
-    bf16_s = bf16_gemm_s + bf16_kernels_s + bf16.fixed.device_extra_s
-    fp8_s = fp8_gemm_s + overhead_s + fp8.fixed.device_extra_s
+    bf16_s = bf16_gemm_s * bf16.fixed.gemm_factor + bf16_kernels_s + bf16.fixed.device_extra_s
+    fp8_s = fp8_gemm_s * fp8.fixed.gemm_factor + overhead_s + fp8.fixed.device_extra_s
     bf16_wall_s, fp8_wall_s = bf16.fixed.wall_s(bf16_s), fp8.fixed.wall_s(fp8_s)
     return {
         "overhead_bytes_fitted": nbytes,

@@ -47,7 +47,8 @@ def _samples(m: Measurements, variant: str) -> list[ShapeSample]:
     for k in m.kernels:
         if k.variant == variant:
             by_shape.setdefault((k.M, k.K, k.N), []).append(
-                KernelSample(k.kernel, k.graph, k.kind, k.role, k.bytes_read + k.bytes_written))
+                KernelSample(k.kernel, k.graph, k.kind, k.role, k.bytes_read + k.bytes_written,
+                             k.workspace_bytes))
     measured = [(s.M, s.K, s.N) for s in m.steps if s.variant == variant]
     return [ShapeSample(shape, tuple(by_shape.get(shape, ()))) for shape in measured]
 
@@ -78,27 +79,27 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
                                       [k.time_s for k in m.kernels], kernel_ids)
     else:
         raise CalibrationError("no overhead kernel was measured: nothing to fit kernel time to")
-    zero = FixedCost(0.0, 0.0, 1e-9)
+    zero = FixedCost(1.0, 0.0, 0.0, 1e-9)
     draft = Calibration(m.environment, m.ceilings, m.gemms, m.kernels, m.steps,
                         tuple(VariantFit(v, traffic[v], zero) for v in m.variants),
                         kernel_time, m.fit_shapes)
     variants = []
     for variant in m.variants:
         steps = [s for s in m.steps if s.variant == variant]
-        predicted = predicted_device_s(draft, variant, steps)
-        fixed = fit_fixed_cost(predicted_device_s=predicted,
-                               device_s=[s.device_s for s in steps],
+        table_gemm_s, kernels_s = modelled_device_s(draft, variant, steps)
+        fixed = fit_fixed_cost(table_gemm_s=table_gemm_s, gemm_s=[s.gemm_s for s in steps],
+                               kernels_s=kernels_s, device_s=[s.device_s for s in steps],
                                wall_s=[s.wall_s for s in steps])
         variants.append(VariantFit(variant, traffic[variant], fixed))
     return Calibration(m.environment, m.ceilings, m.gemms, m.kernels, m.steps, tuple(variants),
                        kernel_time, m.fit_shapes)
 
 
-def predicted_device_s(calibration: Calibration, variant: str,
-                       steps: list[StepMeasurement]) -> np.ndarray:
-    """Gemm table + fitted kernels (no fixed cost) at the steps' shapes."""
+def modelled_device_s(calibration: Calibration, variant: str,
+                      steps: list[StepMeasurement]) -> tuple[np.ndarray, np.ndarray]:
+    """Gemm table time and fitted kernel time at the steps' shapes."""
     M, K, N = (np.array([getattr(s, d) for s in steps], dtype=np.float64) for d in "MKN")
     recipe = None if variant == BF16 else Recipe.from_name(variant)
     gemm_s, _ = linear_gemm_times(calibration.gemm_model, recipe, M, K, N)
     _, kernels_s = fitted_overhead(calibration, calibration.variant(variant), M, K, N)
-    return gemm_s + kernels_s
+    return gemm_s, kernels_s

@@ -58,7 +58,7 @@ def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="c
                 t = kernel_time(read + written)
                 device_s += t
                 kernels.append(KernelMeasurement(variant, M, K, N, key, k.name,
-                                                 graph, kind, k.role.value, read, written, t))
+                                                 graph, kind, k.role.value, read, written, 0, t))
             device_s += DEVICE_EXTRA_S
             wall = max(device_s + WALL_EXTRA_S, WALL_FLOOR_S)
             steps.append(StepMeasurement(variant, M, K, N, device_s, gemm_s, wall, 10))

@@ -33,6 +33,7 @@ def test_kernel_time_model_recovers_floor_and_bandwidth(calibration):
 
 def test_fixed_costs(calibration):
     fixed = calibration.variant("tensorwise").fixed
+    assert fixed.gemm_factor == pytest.approx(1.0, rel=0.05)  # synthetic steps ran table gemms
     assert fixed.wall_extra_s == pytest.approx(synthetic.WALL_EXTRA_S, rel=1e-6)
     assert fixed.wall_floor_s == pytest.approx(synthetic.WALL_FLOOR_S)
     # the gemm table is interpolated in log space, so a little of its error lands here

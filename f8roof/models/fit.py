@@ -5,6 +5,14 @@ M, K, N (a tensor, a transposed copy), one of them (a row of scales) or a consta
 amax), so each kernel's bytes are an integer combination of M*K, K*N, M*N, M, K, N and 1. Seven
 unknowns: seven shapes in general position determine them exactly, and every further shape must
 match exactly, or the kernel set is not what we think (a regime change, a size-dependent split).
+
+One exception, kept apart: split reductions. Inductor reduces a large tensor in two kernels,
+the first writing one partial result per split to a workspace buffer that the second reads; the
+number of splits comes from heuristics over the sizes, not from a polynomial. The profiler
+reports a kernel's workspace bytes separately; they are fitted out (a few KiB against MiB) and
+reported as a bound. For the same reason a kernel set is identified by reduction, not by
+persistent vs looped reduction: Inductor switches the second kernel's loop style with the split
+count while the bytes keep their form.
 """
 
 from __future__ import annotations
@@ -127,6 +135,15 @@ class KernelSample:
     kind: str
     role: str | None
     nbytes: int
+    workspace: int = 0  # split-reduction workspace bytes among nbytes
+
+    @property
+    def fitted_bytes(self) -> int:
+        return self.nbytes - self.workspace
+
+
+def kind_family(kind: str) -> str:
+    return "reduction" if kind.endswith("reduction") else kind
 
 
 @dataclass(frozen=True)
@@ -139,7 +156,7 @@ class ShapeSample:
         """What identifies the kernel set: graph, kind and role of each kernel, in order.
         Kernel names carry Inductor's numbering, which is stable within a regime but not a
         meaning, so they are not part of it."""
-        return tuple((k.graph, k.kind, k.role) for k in self.kernels)
+        return tuple((k.graph, kind_family(k.kind), k.role) for k in self.kernels)
 
 
 @dataclass(frozen=True)
@@ -160,6 +177,7 @@ class Regime:
     kernels: tuple[FittedKernel, ...]
     total: Polynomial
     verified: tuple[Shape, ...]  # shapes not used in the fit that matched exactly
+    workspace_max: int = 0  # largest split-reduction workspace at a shape, bytes, not in total
 
 
 @dataclass(frozen=True)
@@ -190,17 +208,19 @@ def _fit_regime(samples: list[ShapeSample], *, verify: int) -> Regime:
     kernels = []
     first_kernels = fit_part[0].kernels
     for i, (key, first) in enumerate(zip(kernel_keys([k.graph for k in first_kernels]), first_kernels)):
-        poly = fit_polynomial(shapes, [s.kernels[i].nbytes for s in fit_part])
+        poly = fit_polynomial(shapes, [s.kernels[i].fitted_bytes for s in fit_part])
         kernels.append(FittedKernel(key, first.name, first.graph, first.kind, first.role, poly))
-    total = fit_polynomial(shapes, [sum(k.nbytes for k in s.kernels) for s in fit_part])
+    total = fit_polynomial(shapes, [sum(k.fitted_bytes for k in s.kernels) for s in fit_part])
     for sample in check_part:
         for kernel, seen in zip(kernels, sample.kernels):
-            if kernel.nbytes.exact(sample.shape) != seen.nbytes:
+            if kernel.nbytes.exact(sample.shape) != seen.fitted_bytes:
                 raise FitError(
                     f"kernel {kernel.key} ({kernel.name}) at {sample.shape}: fitted "
-                    f"{kernel.nbytes.exact(sample.shape)} bytes, measured {seen.nbytes}"
+                    f"{kernel.nbytes.exact(sample.shape)} bytes, measured {seen.fitted_bytes}"
                 )
-    return Regime(tuple(shapes), tuple(kernels), total, tuple(s.shape for s in check_part))
+    workspace = max(sum(k.workspace for k in s.kernels) for s in samples)
+    return Regime(tuple(shapes), tuple(kernels), total, tuple(s.shape for s in check_part),
+                  workspace)
 
 
 def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:

@@ -8,9 +8,13 @@ kernel times span four orders of magnitude. Each fitted kernel then keeps its ow
 measured / kind model over the calibration shapes): the amax pass that re-reads a tensor still
 in L2, or a transpose with poor coalescing, is slower or faster than its kind at equal bytes.
 
-Fixed costs. On the device clock a step also runs kernels no graph shows (cuBLAS workspace
-memsets, scale reciprocals inside extern calls): a per-variant constant `device_extra_s`. On the
-wall clock a small step is bound by the CPU launching it: wall = max(device + extra, floor).
+Step costs. Gemms inside a step do not run exactly as the isolated gemms of the table (operands
+arrive from the cast kernels through L2, clocks settle differently; on CPU the op dispatch
+differs): a per-variant `gemm_factor`, the median of in-step over table gemm time at the
+calibration shapes. On the device clock a step also runs kernels no graph shows (cuBLAS
+workspace memsets, scale reciprocals inside extern calls): a per-variant constant
+`device_extra_s`. On the wall clock a small step is bound by the CPU launching it:
+wall = max(device + extra, floor).
 """
 
 from __future__ import annotations
@@ -104,6 +108,7 @@ def fit_kernel_time(kinds: list[str], nbytes, time_s, kernel_ids: list[str]) -> 
 class FixedCost:
     """What a variant's (bf16, or a recipe's) step costs beyond its modelled kernels."""
 
+    gemm_factor: float  # in-step gemm time / gemm table time
     device_extra_s: float  # unmodelled device kernels per step
     wall_extra_s: float  # launch gaps the device waits for, per step, when device-bound
     wall_floor_s: float  # the CPU's time to issue the step: the wall clock of a tiny shape
@@ -112,14 +117,16 @@ class FixedCost:
         return np.maximum(np.asarray(device_s) + self.wall_extra_s, self.wall_floor_s)
 
 
-def fit_fixed_cost(*, predicted_device_s, device_s, wall_s) -> FixedCost:
-    """device_extra: median gap between measured and modelled device time (can be negative when
-    the isolated gemm table runs slower than gemms inside a step). wall_floor: the smallest
-    wall time. wall_extra: median wall - device over device-bound steps (device time at least
-    twice the floor), else 0."""
-    predicted_device_s, device_s, wall_s = (np.asarray(x, np.float64)
-                                            for x in (predicted_device_s, device_s, wall_s))
+def fit_fixed_cost(*, table_gemm_s, gemm_s, kernels_s, device_s, wall_s) -> FixedCost:
+    """gemm_factor: median in-step / table gemm time. device_extra: median of what the device
+    time shows beyond the corrected gemms and the modelled kernels (negative when the kernel
+    model runs high). wall_floor: the smallest wall time. wall_extra: median wall - device over
+    device-bound steps (device time at least twice the floor), else 0."""
+    table_gemm_s, gemm_s, kernels_s, device_s, wall_s = (
+        np.asarray(x, np.float64) for x in (table_gemm_s, gemm_s, kernels_s, device_s, wall_s))
+    factor = float(np.median(gemm_s / table_gemm_s))
+    extra_device = float(np.median(device_s - factor * table_gemm_s - kernels_s))
     floor = float(wall_s.min())
     bound = device_s >= 2 * floor
     extra = float(np.median(wall_s[bound] - device_s[bound])) if bound.any() else 0.0
-    return FixedCost(float(np.median(device_s - predicted_device_s)), max(extra, 0.0), floor)
+    return FixedCost(factor, extra_device, max(extra, 0.0), floor)

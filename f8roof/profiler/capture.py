@@ -37,10 +37,12 @@ bytes; every other launch is float8 overhead, attributed to the roles whose tens
 from __future__ import annotations
 
 import contextlib
+import io
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -71,6 +73,7 @@ __all__ = [
 ]
 
 BF16_BASELINE = "bf16"  # Capture.recipe when no recipe is given
+T = TypeVar("T")
 
 
 class GraphKind(str, Enum):
@@ -150,6 +153,15 @@ class Capture:
     def overhead_bytes(self) -> int:
         return sum(k.bytes_code for k in self.overhead_launches)
 
+    def workspace_bytes(self, launch: KernelLaunch) -> int:
+        """Bytes of split-reduction workspace a launch touches: intermediate buffers (`bufN`)
+        with a dim that is none of M, K, N or 1 (the split count, e.g. (1024,) or
+        (1, 2048, 32)), whose size Inductor's heuristics pick (see models/fit.py). A split count
+        equal to M, K or N by chance is counted as data; the exact fit then reports it."""
+        dims = {1, *self.shape}
+        return sum(b.nbytes for b in (*launch.reads, *launch.writes)
+                   if b.name.startswith("buf") and b.shape and not set(b.shape) <= dims)
+
     def disagreements(self) -> tuple[str, ...]:
         """One line per launch whose byte counts differ, and per scheduler node left over."""
         lines = [f"{k.graph.value} {k.name}: code {k.bytes_code}, scheduler {k.bytes_scheduler}, "
@@ -163,9 +175,16 @@ def capture(recipe: Recipe | None, shape: tuple[int, int, int], *, device: str,
     """Compile `y = linear(x); y.backward(grad_output)` and account for every kernel launch.
 
     device: "cpu" or "cuda" compile and run there; "codegen" generates the CUDA code for `gpu`
-    (default h100) on this machine without running it. Resets dynamo's caches before and after:
-    every capture must reach Inductor.
+    (default h100) on this machine without running it.
     """
+    return capture_and_measure(recipe, shape, device=device, gpu=gpu, measure=None)[0]
+
+
+def capture_and_measure(recipe: Recipe | None, shape: tuple[int, int, int], *, device: str,
+                        measure: Callable[[Callable[[], None]], T] | None,
+                        gpu: GPU | None = None) -> tuple[Capture, T | None]:
+    """`capture`, then `measure(step)` on the very step it compiled (cpu or cuda), so the
+    kernels timed are the kernels counted, at the cost of one compile."""
     target = CaptureDevice(device)
     M, K, N = shape
     label = recipe.name if recipe is not None else BF16_BASELINE
@@ -174,25 +193,37 @@ def capture(recipe: Recipe | None, shape: tuple[int, int, int], *, device: str,
         reason = check_fp8_shape(M, K, N)
         if reason is not None:
             raise CaptureError(f"cannot capture {where}: {reason}")
+    if measure is not None and target is CaptureDevice.CODEGEN:
+        raise CaptureError("codegen-only code cannot be measured: nothing runs")
     recorder = _Recorder()
+    measured = None
     # Each capture compiles from scratch: a dynamo cache hit (same shapes, new module) or the
     # recompile limit would skip Inductor and leave nothing to capture.
     torch._dynamo.reset()
     try:
-        with torch._inductor.config.patch(force_disable_caches=True, benchmark_kernel=True,
-                                          _post_fusion_custom_pass=recorder.post_fusion):
+        # C++ kernels show in profiler traces only when compiled with kernel profiling on.
+        # benchmark_kernel makes every compiled module print its path: keep the terminal clean.
+        noise = io.StringIO()
+        with contextlib.redirect_stdout(noise), contextlib.redirect_stderr(noise), \
+                warnings.catch_warnings(), \
+                torch._inductor.config.patch(force_disable_caches=True, benchmark_kernel=True,
+                                          _post_fusion_custom_pass=recorder.post_fusion,
+                                          **{"cpp.enable_kernel_profile": True}):
+            warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
             if target is CaptureDevice.CODEGEN:
                 _run_codegen(recipe, shape, recorder, gpu=gpu or find_gpu("h100"))
             else:
-                _run_compiled(recipe, shape, recorder, device=target.value)
+                step = _run_compiled(recipe, shape, recorder, device=target.value)
+                if measure is not None:
+                    measured = measure(step)
     except F8RoofError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any compiler failure becomes one user-facing line
         first = next(iter(str(e).strip().splitlines()), type(e).__name__)
         raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
     finally:
         torch._dynamo.reset()
-    return recorder.build(label=label, shape=shape, device=target)
+    return recorder.build(label=label, shape=shape, device=target), measured
 
 
 # ---- running the step -----------------------------------------------------------------------
@@ -214,18 +245,26 @@ def _step_inputs(recipe: Recipe | None, shape: tuple[int, int, int], *, device: 
 
 
 def _run_compiled(recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *,
-                  device: str) -> None:
+                  device: str) -> Callable[[], None]:
+    """Compile and run the step once, recording its code; return the compiled step."""
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.utils import run_and_get_code
 
     module, x, grad_output = _step_inputs(recipe, shape, device=device, random=True)
     compiled = torch.compile(module, fullgraph=True, dynamic=False,
                              backend=recorder.backend(module, x, compile_fx_inner))
-    _, sources = run_and_get_code(lambda: compiled(x).backward(grad_output))
+
+    def step() -> None:
+        x.grad = None
+        module.weight.grad = None
+        compiled(x).backward(grad_output)
+
+    _, sources = run_and_get_code(step)
     if len(sources) != len(recorder.graphs):
         raise CaptureError(f"got {len(sources)} output codes for {len(recorder.graphs)} graphs")
     for graph, source in zip(recorder.graphs, sources):
         recorder.code[graph.kind] = source
+    return step
 
 
 def _run_codegen(recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *,
