@@ -58,8 +58,9 @@ def gpus() -> None:
 
 
 @main.command()
-@click.option("--gpu", "gpu_name", default="h100", show_default=True,
-              help="GPU preset, device name, or custom:bf16=..,fp8=..,bandwidth=..")
+@click.option("--gpu", "gpu_name", default=None,
+              help="GPU preset, device name, or custom:bf16=..,fp8=..,bandwidth=.. (default: the "
+                   "calibration's GPU, else h100)")
 @click.option("--recipe", default="tensorwise", show_default=True,
               help="tensorwise, tensorwise_delayed, tensorwise_static_weight, rowwise, rowwise_gw_hp")
 @click.option("--scaling", default=None,
@@ -77,6 +78,8 @@ def gpus() -> None:
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None,
               help="calibration file (default: the shipped one for --gpu, if any)")
 @click.option("--no-calibration", is_flag=True, help="roofline presets only, ignore shipped files")
+@click.option("--overhead", type=click.Choice(["fitted", "codegen"]), default="fitted",
+              show_default=True, help="codegen: generate this very shape's kernels (slow, exact)")
 @click.option("--shape", "shape_texts", multiple=True, help="M,K,N (repeatable)")
 @click.option("--shapes-file", type=click.Path(dir_okay=False), default=None,
               help="CSV with columns M, K, N")
@@ -88,12 +91,13 @@ def gpus() -> None:
                    "linear layer type, a recommendation and the step's total")
 @click.option("--tokens", type=int, default=None, help="tokens per step (M), with --model")
 def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, gemm_table,
-             gemm_efficiency, calibration, no_calibration, shape_texts, shapes_file, sweep_name,
+             gemm_efficiency, calibration, no_calibration, overhead, shape_texts, shapes_file, sweep_name,
              out, model, tokens) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
     from f8roof.calibration import Calibration
     from f8roof.calibrations import shipped_calibration
-    from f8roof.estimate import EstimateConfig, estimate as run_estimate, square_breakeven
+    from f8roof.estimate import EstimateConfig, codegen_columns, square_breakeven
+    from f8roof.estimate import estimate as run_estimate
     from f8roof.files import write_text_atomic
     from f8roof.gemm_table import load_gemm_table
     from f8roof.models.gemm import GemmTableError, RooflineGemm
@@ -104,7 +108,7 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
     from f8roof.shapes import parse_shape, read_shapes_file, sweep
 
     with _fail_on(UnknownGPUError, RecipeError, ValueError):
-        gpu = resolve_gpu(gpu_name)
+        gpu = resolve_gpu(gpu_name or "h100")
         recipe_values = parse_recipes(recipe, parse_scaling(scaling) if scaling else None)
         recipe_value = recipe_values[0]
         if len(recipe_values) > 1 and not model:
@@ -125,6 +129,7 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
             raise F8RoofError("--calibration and --no-calibration contradict each other")
         if calibration:
             loaded, source = Calibration.load(calibration), f"calibration {calibration}"
+            gpu = _calibrated_gpu(loaded, calibration, gpu_name) or gpu
         elif not no_calibration and gemm_time == "roofline" and gemm_efficiency is None:
             path, caveat = shipped_calibration(gpu)
             if path is not None:
@@ -160,8 +165,15 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
     if not shapes:
         raise F8RoofError("no shapes: give --shape M,K,N, --shapes-file or --sweep")
     render = renderer_for(out) if out else None
-    with _fail_on(GemmTableError):
+    with _fail_on(GemmTableError, ValueError):
         frame = run_estimate(shapes, config)
+        if overhead == "codegen":
+            def bar(items):
+                with click.progressbar(items, label="generating kernels", file=sys.stderr) as shown:
+                    yield from shown
+
+            for name, values in codegen_columns(frame, config, progress=bar).items():
+                frame[name] = values
     click.echo(f"gpu {gpu.name}, recipe {recipe_value.name}, gemm times: {gemm_time}")
     click.echo(f"using {source}")
     click.echo(render_table(frame, color=sys.stdout.isatty()))
@@ -174,6 +186,23 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
     if out:
         write_text_atomic(out, render(frame))
         click.echo(f"wrote {len(frame)} rows to {out}")
+
+
+def _calibrated_gpu(calibration, path: str, gpu_name: str | None):
+    """The preset of the GPU a calibration measured; refuse a --gpu that names another."""
+    from f8roof.models.hardware import UnknownGPUError, find_gpu, resolve_gpu
+
+    measured = calibration.environment.device_name
+    try:
+        preset = find_gpu(measured) if calibration.environment.device == "cuda" else None
+    except UnknownGPUError:
+        preset = None
+    if gpu_name and calibration.environment.device == "cuda":
+        asked = resolve_gpu(gpu_name)
+        if preset is None or asked.name != preset.name:
+            raise F8RoofError(f"calibration {path} was measured on {measured}, not {asked.name}: "
+                              "drop --gpu or give a calibration of that GPU")
+    return preset
 
 
 def _estimate_model(model, tokens, config, recipes, *, out, header, source, has_shapes) -> None:

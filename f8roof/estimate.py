@@ -172,6 +172,43 @@ def calibrated_columns(calibration: Calibration, recipe: Recipe, M, K, N, *,
     }
 
 
+def codegen_columns(frame: pd.DataFrame, config: EstimateConfig, *,
+                    progress=None) -> dict[str, np.ndarray]:
+    """Overhead from the exact kernels Inductor generates for each shape (codegen-only, no GPU
+    needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
+    for the shapes that matter, not sweeps."""
+    from f8roof.models.fit import kernel_keys, kind_family
+    from f8roof.profiler.capture import capture
+
+    calibration = config.calibration
+    if calibration is None:
+        raise ValueError("--overhead codegen times kernels with a calibration's kernel-time model: "
+                         "give --calibration (or a GPU with a shipped one)")
+    fit = calibration.variant(config.recipe.name)
+    shapes = list(zip(frame.M, frame.K, frame.N))
+    owners = nearest_regime(fit.traffic.regimes, *(np.array(c, dtype=np.float64) for c in zip(*shapes)))
+    nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
+    for i, shape in enumerate(progress(shapes) if progress else shapes):
+        launches = capture(config.recipe, tuple(int(x) for x in shape), device="codegen",
+                           gpu=config.gpu).overhead_launches
+        regime = fit.traffic.regimes[owners[i]]
+        same_set = [(k.graph, kind_family(k.kind)) for k in regime.kernels] == [
+            (k.graph.value, kind_family(k.kind.value)) for k in launches]
+        for key, launch in zip(kernel_keys([k.graph.value for k in launches]), launches):
+            kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
+            nbytes[i] += launch.bytes_total
+            time_s[i] += float(calibration.kernel_time.time_s(launch.kind.value, launch.bytes_total,
+                                                              kernel_id=kernel_id))
+    fp8_s = (frame["fp8_gemm_s"].to_numpy() * fit.fixed.gemm_factor + time_s
+             + fit.fixed.device_extra_s)
+    return {
+        "overhead_bytes_codegen": nbytes,
+        "overhead_s_codegen": time_s,
+        "fp8_s_codegen": fp8_s,
+        "speedup_codegen": frame["bf16_s"].to_numpy() / fp8_s,
+    }
+
+
 def square_breakeven(config: EstimateConfig, column: str = "speedup_worst", *,
                      max_size: int = 65536) -> int | None:
     """Smallest S (a multiple of 16) where float8 wins at M = K = N = S and keeps winning up to

@@ -24,9 +24,11 @@ TABLE_COLUMNS = (
     ("fp8_gemm_s", "fp8 gemm us", 1e6),
     ("overhead_s_ideal", "ovh ideal us", 1e6),
     ("overhead_s_fitted", "ovh fitted us", 1e6),
+    ("overhead_s_codegen", "ovh codegen us", 1e6),
     ("overhead_s_worst", "ovh worst us", 1e6),
     ("speedup_ideal", "x ideal", None),
     ("speedup", "x fitted", None),
+    ("speedup_codegen", "x codegen", None),
     ("speedup_worst", "x worst", None),
 )
 
