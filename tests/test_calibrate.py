@@ -1,0 +1,133 @@
+"""calibrate: checkpoint and resume (fake measurements), device checks, the CPU pipeline for real."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import synthetic
+from click.testing import CliRunner
+
+import f8roof.calibrate as calibrate_module
+from f8roof.calibrate import CalibrateOptions, Task, calibrate, launch_durations
+from f8roof.calibration import Calibration
+from f8roof.cli import main
+from f8roof.errors import F8RoofError
+from f8roof.fitting import fit_calibration
+from f8roof.profiler.trace import EventKind, KernelEvent
+
+ROOT = Path(__file__).parent.parent
+HAS_CUDA = __import__("torch").cuda.is_available()
+
+
+@pytest.fixture
+def fake_run(monkeypatch):
+    """Replace the measurements by counted fakes; the fit by a synthetic calibration."""
+    calls = []
+
+    def fake_tasks(options):
+        return [Task(f"t{i}", f"task {i}", lambda i=i: calls.append(i) or {"value": i}) for i in range(5)]
+
+    monkeypatch.setattr(calibrate_module, "tasks", fake_tasks)
+    monkeypatch.setattr(calibrate_module, "measurements_from", lambda *a: synthetic.measurements())
+    return calls
+
+
+def test_budget_stops_and_resume_measures_only_the_rest(tmp_path, fake_run, monkeypatch):
+    out = tmp_path / "cal.json"
+    options = CalibrateOptions.defaults("cpu", budget_s=0.0)
+    clock = iter([0.0, 0.0, 1.0, 2.0])  # start, before task 0 (in budget), before task 1 (over)
+    monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: next(clock))
+    with pytest.raises(F8RoofError, match="budget of 0 s spent with 4 measurements left"):
+        calibrate(options, out, resume=False)
+    assert fake_run == [0] and not out.exists()
+    monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: 0.0)
+    calibrate(CalibrateOptions.defaults("cpu"), out, resume=True)
+    assert fake_run == [0, 1, 2, 3, 4]  # task 0 was not measured again
+    assert Calibration.load(out).environment.device_name == "NVIDIA H200"
+    assert not (tmp_path / "cal.json.partial.jsonl").exists()
+
+
+def test_interrupt_keeps_every_finished_measurement(tmp_path, fake_run, monkeypatch):
+    out = tmp_path / "cal.json"
+
+    def tasks_with_crash(options):
+        def crash():
+            raise KeyboardInterrupt
+
+        return [Task("a", "a", lambda: {"v": 1}), Task("b", "b", crash)]
+
+    monkeypatch.setattr(calibrate_module, "tasks", tasks_with_crash)
+    with pytest.raises(KeyboardInterrupt):
+        calibrate(CalibrateOptions.defaults("cpu"), out, resume=False)
+    lines = (tmp_path / "cal.json.partial.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("key") for line in lines] == [None, "a"]
+
+
+def test_launch_durations_match_in_order_within_each_step():
+    # fwd and bwd both call a kernel named k0: order, not name alone, tells them apart
+    events = [KernelEvent(n, d, EventKind.DEVICE_KERNEL, step) for step in (0, 1) for n, d in
+              (("k0", 1.0), ("gemm_a", 5.0), ("k0", 3.0 + step), ("k1", 2.0))]
+    assert launch_durations(events, ["k0", "k0", "k1", "missing"]) == [1.0, 3.5, 2.0, None]
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the message on a machine without a GPU")
+def test_calibrate_cuda_without_gpu_is_one_line(tmp_path):
+    result = CliRunner().invoke(main, ["calibrate", "--out", str(tmp_path / "c.json")])
+    assert result.exit_code == 2
+    assert result.output.strip() == "Error: no CUDA GPU here: calibrate --device cuda needs one (try --device cpu)"
+
+
+def test_unknown_recipe_is_refused_before_measuring(tmp_path):
+    result = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--recipes", "tensorwise,fp4",
+                                       "--out", str(tmp_path / "c.json")])
+    assert result.exit_code == 2 and "unknown recipe 'fp4'" in result.output
+
+
+def test_validate_refuses_a_calibration_of_another_device(tmp_path):
+    path = tmp_path / "h200.json"
+    fit_calibration(synthetic.measurements()).save(path)
+    result = CliRunner().invoke(main, ["validate", "--calibration", str(path), "--device", "cpu",
+                                       "--out", str(tmp_path / "v")])
+    assert result.exit_code == 2
+    assert "was made on NVIDIA H200 (cuda)" in result.output and "validate on the device" in result.output
+
+
+def test_estimate_refuses_a_gpu_the_calibration_did_not_measure(tmp_path):
+    path = tmp_path / "h200.json"
+    fit_calibration(synthetic.measurements()).save(path)
+    ok = CliRunner().invoke(main, ["estimate", "--calibration", str(path), "--shape", "64,64,64"])
+    assert ok.exit_code == 0 and "gpu h200" in ok.output
+    bad = CliRunner().invoke(main, ["estimate", "--calibration", str(path), "--gpu", "h100",
+                                    "--shape", "64,64,64"])
+    assert bad.exit_code == 2 and "measured on NVIDIA H200, not h100" in bad.output
+
+
+@pytest.mark.slow
+def test_cpu_pipeline_end_to_end(tmp_path):
+    """The GPU session script's dry run: real compiles, profiles and fits on CPU."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
+    run = subprocess.run(["bash", "scripts/gpu_session.sh", "--device", "cpu"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=900)
+    log = (out / "log.txt").read_text()
+    assert run.returncode == 0, log[-3000:]
+    calibration = Calibration.load(out / "calibration.json")
+    assert calibration.environment.device == "cpu"
+    tensorwise = calibration.variant("tensorwise")
+    regime = tensorwise.traffic.regimes[0]
+    assert len(regime.verified) == 2  # exact on shapes the fit did not use
+    for k in calibration.kernels:  # every measured kernel matches its fitted bytes exactly
+        if k.variant == "tensorwise" and (k.M, k.K, k.N) in regime.shapes + regime.verified:
+            fitted = next(f for f in regime.kernels if f.key == k.key)
+            assert fitted.nbytes.exact((k.M, k.K, k.N)) == k.bytes_read + k.bytes_written - k.workspace_bytes
+    assert calibration.kernel_time.residuals.count == len(calibration.kernels)
+    frame = pd.read_csv(out / "validation" / "validation.csv")
+    assert len(frame) == 4 and set(frame.recipe) == {"tensorwise"}
+    assert (frame.measured_speedup > 0).all() and frame.predicted_speedup.notna().all()
+    assert "## Accuracy" in (out / "validation" / "validation.md").read_text()
+    assert (out / "artifacts.tar.gz").stat().st_size > 0
+    assert "x fitted" in log
