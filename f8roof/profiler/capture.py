@@ -256,7 +256,8 @@ def _run_compiled(recipe: Recipe | None, shape: tuple[int, int, int], recorder: 
 
     def step() -> None:
         x.grad = None
-        module.weight.grad = None
+        for parameter in module.parameters():
+            parameter.grad = None
         compiled(x).backward(grad_output)
 
     _, sources = run_and_get_code(step)
