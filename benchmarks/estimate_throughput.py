@@ -11,11 +11,11 @@ import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target says
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from f8roof.estimate import EstimateConfig, estimate  # noqa: E402
-from f8roof.models.hardware import find_gpu  # noqa: E402
-from f8roof.models.recipes import Recipe  # noqa: E402
+from f8roof.estimate import EstimateConfig, estimate
+from f8roof.models.hardware import find_gpu
+from f8roof.models.recipes import Recipe
 
 
 def main() -> None:

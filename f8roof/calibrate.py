@@ -61,7 +61,7 @@ class CalibrateOptions:
 
     @classmethod
     def defaults(cls, device: str, *, quick: bool = False, recipes: tuple[str, ...] | None = None,
-                 budget_s: float | None = None, artifacts: Path | None = None) -> "CalibrateOptions":
+                 budget_s: float | None = None, artifacts: Path | None = None) -> CalibrateOptions:
         """Full set on a GPU; `quick` and CPU use fewer shapes, sizes and iterations."""
         names = recipes or (("tensorwise",) if device == "cpu" else DEFAULT_RECIPES)
         for name in names:

@@ -12,8 +12,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +150,7 @@ class Calibration:
         write_text_atomic(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Calibration":
+    def load(cls, path: str | Path) -> Calibration:
         path = Path(path)
         try:
             data = json.loads(path.read_text())
@@ -161,7 +161,7 @@ class Calibration:
         return cls.from_dict(data, source=str(path))
 
     @classmethod
-    def from_dict(cls, data: Any, *, source: str = "<calibration>") -> "Calibration":
+    def from_dict(cls, data: Any, *, source: str = "<calibration>") -> Calibration:
         root = _Reader(data, source, "")
         version = root.int("schema_version")
         if version != SCHEMA_VERSION:
@@ -278,20 +278,20 @@ class _Reader:
             self._fail(key, f"{value!r} is not one of {', '.join(options)}")
         return value
 
-    def obj(self, key: str) -> "_Reader":
+    def obj(self, key: str) -> _Reader:
         value = self._get(key, "an object")
         if not isinstance(value, dict):
             self._fail(key, "expected an object")
         return _Reader(value, self.source, f"{self.where}.{key}" if self.where else key)
 
-    def items(self, key: str) -> list["_Reader"]:
+    def items(self, key: str) -> list[_Reader]:
         value = self._get(key, "a list")
         if not isinstance(value, list):
             self._fail(key, "expected a list")
         base = f"{self.where}.{key}" if self.where else key
         return [_Reader(item, self.source, f"{base}[{i}]") for i, item in enumerate(value)]
 
-    def objs(self, key: str) -> list["_Reader"]:
+    def objs(self, key: str) -> list[_Reader]:
         readers = self.items(key)
         for r in readers:
             if not isinstance(r.data, dict):
@@ -304,9 +304,7 @@ class _Reader:
         for name, value in terms.data.items():
             if name not in MONOMIALS:
                 terms._fail(name, f"unknown monomial; known: {', '.join(MONOMIALS)}")
-            if isinstance(value, int) and not isinstance(value, bool):
-                coefficients[name] = Fraction(value)
-            elif isinstance(value, str) and _RATIONAL.fullmatch(value):
+            if isinstance(value, int) and not isinstance(value, bool) or isinstance(value, str) and _RATIONAL.fullmatch(value):
                 coefficients[name] = Fraction(value)
             else:
                 terms._fail(name, f"expected an integer or a 'p/q' string, got {str(value)[:40]!r}")

@@ -94,8 +94,7 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
              gemm_efficiency, calibration, no_calibration, overhead, shape_texts, shapes_file, sweep_name,
              out, model, tokens) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
-    from f8roof.calibration import Calibration
-    from f8roof.calibrations import shipped_calibration
+    from f8roof.calibrations import choose_calibration
     from f8roof.estimate import EstimateConfig, codegen_columns, square_breakeven
     from f8roof.estimate import estimate as run_estimate
     from f8roof.files import write_text_atomic
@@ -123,20 +122,13 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
         else:
             gemm = RooflineGemm(gpu, **({"gemm_efficiency": gemm_efficiency}
                                         if gemm_efficiency is not None else {}))
-        source = "roofline presets (datasheet x seed efficiencies)"
-        loaded = None
         if calibration and no_calibration:
             raise F8RoofError("--calibration and --no-calibration contradict each other")
+        # The seed's knobs (a gemm table or efficiency) ask for the roofline, not a shipped file.
+        use_shipped = not no_calibration and gemm_time == "roofline" and gemm_efficiency is None
+        loaded, source = choose_calibration(gpu, calibration, use_shipped=use_shipped)
         if calibration:
-            loaded, source = Calibration.load(calibration), f"calibration {calibration}"
             gpu = _calibrated_gpu(loaded, calibration, gpu_name) or gpu
-        elif not no_calibration and gemm_time == "roofline" and gemm_efficiency is None:
-            path, caveat = shipped_calibration(gpu)
-            if path is not None:
-                loaded = Calibration.load(path)
-                source = f"shipped calibration {path.name} ({loaded.environment.device_name})"
-                if caveat:
-                    source += f"; {caveat}"
         if loaded is not None and gemm_time == "roofline":
             gemm = None  # the calibration's measured gemm table
             gemm_time = "measured (calibration)"
@@ -324,7 +316,8 @@ def calibrate(out, device, recipes, quick, resume, budget, artifacts) -> None:
     """Measure this device and write one calibration file."""
     from pathlib import Path
 
-    from f8roof.calibrate import CalibrateOptions, calibrate as run_calibrate
+    from f8roof.calibrate import CalibrateOptions
+    from f8roof.calibrate import calibrate as run_calibrate
     from f8roof.models.recipes import RecipeError
 
     with _fail_on(RecipeError):

@@ -11,8 +11,18 @@ import json
 from dataclasses import dataclass
 
 from f8roof.calibrate import CPU_SHAPES
-from f8roof.models.fit import FIT_SHAPES, Polynomial, Regime, ShapeSample, TrafficFit, Unfitted
-from f8roof.models.fit import KernelSample, Shape, fit_traffic, from_sympy
+from f8roof.models.fit import (
+    FIT_SHAPES,
+    KernelSample,
+    Polynomial,
+    Regime,
+    Shape,
+    ShapeSample,
+    TrafficFit,
+    Unfitted,
+    fit_traffic,
+    from_sympy,
+)
 from f8roof.models.hardware import GPU
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import ideal_traffic, worst_traffic
@@ -98,7 +108,7 @@ def render_text(c: Comparison) -> str:
         lines.append(f"  {'graph':5} {'kernel':58} {'kind':20} {'role':20} {'read B':>14} {'written B':>14}")
         for k in s.capture.launches:
             tag = "  (gemm)" if k.is_gemm else ""
-            lines.append(f"  {k.graph.value:5} {k.name[:58]:58} {k.kind.value:20} {str(k.role or '-'):20} "
+            lines.append(f"  {k.graph.value:5} {k.name[:58]:58} {k.kind.value:20} {k.role or '-'!s:20} "
                          f"{k.bytes_read:>14,} {k.bytes_written:>14,}{tag}")
         for line in s.capture.disagreements():
             lines.append(f"  byte counts disagree: {line}")
@@ -127,7 +137,7 @@ def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
         lines.append(f"  !!! actual exceeds the seed's worst case in {', '.join(worse)}: "
                      "the worst-case model undercounts what torch.compile does")
     for k in regime.kernels:
-        lines.append(f"    {k.key:6} {k.name[:58]:58} {str(k.role or '-'):20} {k.nbytes}")
+        lines.append(f"    {k.key:6} {k.name[:58]:58} {k.role or '-'!s:20} {k.nbytes}")
     shapes = regime.shapes + regime.verified
     lo = [min(s[i] for s in shapes) for i in range(3)]
     hi = [max(s[i] for s in shapes) for i in range(3)]

@@ -197,7 +197,7 @@ def build_configs(*, gpu: str = "h100", recipes: str = "tensorwise",
     """One EstimateConfig per recipe, and what the estimate uses, in words. Like `f8roof
     estimate`: an explicit calibration, else the shipped one for the GPU if any (unless
     `use_shipped` is false), else the roofline presets."""
-    from f8roof.calibrations import shipped_calibration
+    from f8roof.calibrations import choose_calibration
     from f8roof.models.hardware import UnknownGPUError, resolve_gpu
 
     try:
@@ -205,18 +205,7 @@ def build_configs(*, gpu: str = "h100", recipes: str = "tensorwise",
         recipe_values = parse_recipes(recipes)
     except (UnknownGPUError, RecipeError) as e:
         raise F8RoofError(str(e)) from None
-    loaded, source = None, "roofline presets (datasheet x seed efficiencies)"
-    if isinstance(calibration, Calibration):
-        loaded, source = calibration, f"calibration ({calibration.environment.device_name})"
-    elif calibration is not None:
-        loaded, source = Calibration.load(calibration), f"calibration {calibration}"
-    elif use_shipped:
-        path, caveat = shipped_calibration(gpu_value)
-        if path is not None:
-            loaded = Calibration.load(path)
-            source = f"shipped calibration {path.name} ({loaded.environment.device_name})"
-            if caveat:
-                source += f"; {caveat}"
+    loaded, source = choose_calibration(gpu_value, calibration, use_shipped=use_shipped)
     configs = [EstimateConfig(recipe=r, gpu=gpu_value, calibration=loaded) for r in recipe_values]
     return configs, source
 

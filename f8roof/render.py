@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import click
 import numpy as np
@@ -81,7 +81,7 @@ def render_table(frame: pd.DataFrame, *, color: bool = False) -> str:
 
 def _note(record: pd.Series) -> str:
     notes = []
-    if "fp8_reason" in record and record["fp8_reason"]:
+    if record.get("fp8_reason"):
         notes.append(str(record["fp8_reason"]))
     if record.get("gemm_extrapolated", False):
         notes.append("gemm time extrapolated")

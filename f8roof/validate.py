@@ -6,9 +6,10 @@ machinery), profiled for the device clock and timed for the wall clock, and chec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 

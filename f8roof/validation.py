@@ -96,10 +96,10 @@ def markdown_report(frame: pd.DataFrame, calibration: Calibration) -> str:
     lines = [
         "# f8roof validation",
         "",
-        f"Device {env.device_name} ({env.device}), torch {env.torch}, triton {env.triton}, "
-        f"CUDA {env.cuda}; calibration of {env.date}.",
-        "Speedup = bf16 / float8 time of a compiled forward+backward. Device clock: summed "
-        "kernel durations from the profiler. Errors: (predicted - measured) / measured.",
+        (f"Device {env.device_name} ({env.device}), torch {env.torch}, triton {env.triton}, "
+         f"CUDA {env.cuda}; calibration of {env.date}."),
+        ("Speedup = bf16 / float8 time of a compiled forward+backward. Device clock: summed "
+         "kernel durations from the profiler. Errors: (predicted - measured) / measured."),
         "Seed: worst-case bytes at 92% of datasheet bandwidth, gemms at 60% of datasheet FLOP/s.",
         "",
         "## Accuracy",

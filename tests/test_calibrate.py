@@ -112,7 +112,7 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
     run = subprocess.run(["bash", "scripts/gpu_session.sh", "--device", "cpu"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+                         capture_output=True, text=True, timeout=900, check=False)
     log = (out / "log.txt").read_text()
     assert run.returncode == 0, log[-3000:]
     calibration = Calibration.load(out / "calibration.json")

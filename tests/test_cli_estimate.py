@@ -62,7 +62,7 @@ def test_scaling_per_role_is_in_the_recipe_name():
 
 def test_gemm_table_interpolates(tmp_path):
     sizes = [512, 2048, 8192]
-    rows = [dict(M=m, K=k, N=n, bf16_time_s=2 * m * k * n / 600e12, fp8_time_s=2 * m * k * n / 1100e12)
+    rows = [{"M": m, "K": k, "N": n, "bf16_time_s": 2 * m * k * n / 600e12, "fp8_time_s": 2 * m * k * n / 1100e12}
             for m in sizes for k in sizes for n in sizes]
     table = tmp_path / "gemms.csv"
     pd.DataFrame(rows).to_csv(table, index=False)
@@ -102,11 +102,11 @@ def test_bad_input_is_one_line_exit_2(args, message):
 
 def test_gemm_table_missing_column_or_shape(tmp_path):
     table = tmp_path / "t.csv"
-    pd.DataFrame([dict(M=512, K=512, N=512, bf16_time_s=1e-5)]).to_csv(table, index=False)
+    pd.DataFrame([{"M": 512, "K": 512, "N": 512, "bf16_time_s": 1e-5}]).to_csv(table, index=False)
     result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16")
     assert result.exit_code == 2 and "lacks a time column" in result.output
-    rows = [dict(M=m, K=512, N=512, bf16_time_s=1e-5, fp8_time_s=1e-5) for m in (512, 1024)]
-    rows.append(dict(M=512, K=1024, N=512, bf16_time_s=1e-5, fp8_time_s=1e-5))
+    rows = [{"M": m, "K": 512, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5} for m in (512, 1024)]
+    rows.append({"M": 512, "K": 1024, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5})
     pd.DataFrame(rows).to_csv(table, index=False)
     result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16")
     assert result.exit_code == 2 and "not a full grid: missing" in result.output

@@ -53,7 +53,7 @@ def test_polynomial_evaluates_on_arrays():
 
 
 def _sample(shape, split):
-    m, k, n = shape
+    m, k, _ = shape
     kernels = [KernelSample("triton_red_fused_abs_amax_0", "fwd", "reduction", "input", 2 * m * k + 4),
                KernelSample("triton_poi_fused_1", "fwd", "pointwise", "input", 4 * m * k + 8)]
     if split:  # a split reduction appears: an extra small kernel and partial buffers

@@ -54,7 +54,7 @@ class Polynomial:
     terms: tuple[tuple[str, Fraction], ...]  # non-zero terms, in MONOMIALS order
 
     @classmethod
-    def from_map(cls, coefficients: dict[str, Fraction | int]) -> "Polynomial":
+    def from_map(cls, coefficients: dict[str, Fraction | int]) -> Polynomial:
         unknown = set(coefficients) - set(MONOMIALS)
         if unknown:
             raise FitError(f"unknown monomial(s) {', '.join(sorted(unknown))}; known: {', '.join(MONOMIALS)}")
@@ -80,11 +80,11 @@ class Polynomial:
         values = dict(zip(MONOMIALS, monomial_row(shape)))
         return sum((c * values[m] for m, c in self.terms), Fraction(0))
 
-    def __sub__(self, other: "Polynomial") -> "Polynomial":
+    def __sub__(self, other: Polynomial) -> Polynomial:
         a, b = self.as_map(), other.as_map()
         return Polynomial.from_map({m: a.get(m, 0) - b.get(m, 0) for m in MONOMIALS})
 
-    def __add__(self, other: "Polynomial") -> "Polynomial":
+    def __add__(self, other: Polynomial) -> Polynomial:
         a, b = self.as_map(), other.as_map()
         return Polynomial.from_map({m: a.get(m, 0) + b.get(m, 0) for m in MONOMIALS})
 

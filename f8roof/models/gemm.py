@@ -94,7 +94,7 @@ class GridTable:
     log_flops: np.ndarray  # shape (len(ms), len(ks), len(ns)): log2 of achieved FLOP/s
 
     @classmethod
-    def from_points(cls, m, k, n, time_s, *, label: str) -> "GridTable":
+    def from_points(cls, m, k, n, time_s, *, label: str) -> GridTable:
         m, k, n, t = (np.asarray(x, dtype=np.float64) for x in (m, k, n, time_s))
         if np.any(t <= 0) or np.any(~np.isfinite(t)):
             raise GemmTableError(f"gemm table {label}: times must be positive numbers")
@@ -151,7 +151,7 @@ class TableGemm:
         return table.time_s(*gemm_dims(role, M, K, N))
 
     @classmethod
-    def from_records(cls, records, *, label: str) -> "TableGemm":
+    def from_records(cls, records, *, label: str) -> TableGemm:
         """records: iterable of (dtype, gemm role, m, k, n, time_s) in gemm dims."""
         rows: dict[tuple[str, GemmRole], list[tuple[float, ...]]] = {}
         for dtype, role, m, k, n, t in records:

@@ -6,9 +6,9 @@ grad_weight gemm stays in bf16. `Recipe.from_name` is the only way in from user 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Mapping
 
 
 class Role(str, Enum):
@@ -83,7 +83,7 @@ class Recipe:
         return self.granularity is Granularity.ROWWISE
 
     @classmethod
-    def from_name(cls, name: str, scaling: Mapping[str, str] | None = None) -> "Recipe":
+    def from_name(cls, name: str, scaling: Mapping[str, str] | None = None) -> Recipe:
         """Build from a recipe name (as `name` prints it) and optional per-role scaling."""
         base, _, inline = name.strip().partition(":")
         if inline:

@@ -157,7 +157,7 @@ def worst_traffic(
     """The seed's worst case; `fused` and `limited` are the roles with F and L set."""
     kernels: list[KernelTraffic] = []
     for role in ROLES:
-        flags = dict(fused=role in fused, limited=role in limited)
+        flags = {"fused": role in fused, "limited": role in limited}
         if recipe.is_rowwise:
             kernels += _worst_rowwise(recipe, role, **flags)
         else:

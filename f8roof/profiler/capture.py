@@ -218,7 +218,7 @@ def capture_and_measure(recipe: Recipe | None, shape: tuple[int, int, int], *, d
                     measured = measure(step)
     except F8RoofError:
         raise
-    except Exception as e:  # noqa: BLE001 - any compiler failure becomes one user-facing line
+    except Exception as e:
         first = next(iter(str(e).strip().splitlines()), type(e).__name__)
         raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
     finally:
