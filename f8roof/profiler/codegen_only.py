@@ -11,6 +11,9 @@ module afterwards fails (there is no CUDA runtime to import), which is expected 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
+import tempfile
 import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -164,8 +167,15 @@ def generate_cuda_code(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     _lookup(GraphLowering, "save_output_code")
     cuda_gm, fake = to_fake_cuda(gm, example_inputs)
     sources: list[str] = []
-    with cuda_stand_ins(gpu or find_gpu("h100")), \
+    # The expected failure below leaves Inductor's fresh cache directory behind with a warning:
+    # give it a directory of ours, removed on exit, and silence that one logger meanwhile.
+    utils_log = logging.getLogger("torch._inductor.utils")
+    level = utils_log.level
+    with tempfile.TemporaryDirectory(prefix="f8roof-codegen-") as scratch, \
+            mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": scratch}), \
+            cuda_stand_ins(gpu or find_gpu("h100")), \
             mock.patch.object(GraphLowering, "save_output_code", sources.append):
+        utils_log.setLevel(logging.ERROR)
         try:
             compile_fx_inner(cuda_gm, fake, **compile_kwargs)
         except Exception:
@@ -173,4 +183,6 @@ def generate_cuda_code(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
             # expected once the source exists. Without a source, this is a real failure.
             if not sources:
                 raise
+        finally:
+            utils_log.setLevel(level)
     return sources[-1]
