@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
@@ -85,6 +85,15 @@ class KernelMeasurement:
     bytes_written: int
     workspace_bytes: int  # split-reduction workspace among those bytes (see models/fit.py)
     time_s: float
+    polynomial: Polynomial  # the other bytes, read off the kernel's buffer shapes
+
+    def to_json(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "polynomial"}
+        return {**data, "bytes_polynomial": _poly_to_json(self.polynomial)}
+
+    @classmethod
+    def from_json(cls, data: Any, *, source: str, shapes: set[Shape]) -> KernelMeasurement:
+        return _kernel_from(_Reader(data, source, "kernel"), shapes)
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,7 @@ class Calibration:
             "ceilings": vars(self.ceilings),
             "fit_shapes": [list(s) for s in self.fit_shapes],
             "gemms": [vars(g) for g in self.gemms],
-            "kernels": [vars(k) for k in self.kernels],
+            "kernels": [k.to_json() for k in self.kernels],
             "steps": [vars(s) for s in self.steps],
             "variants": [_variant_to_dict(v) for v in self.variants],
             "kernel_time": _kernel_time_to_dict(self.kernel_time),
@@ -185,13 +194,7 @@ class Calibration:
                             g.num("time_s", positive=True))
             for g in root.objs("gemms")
         )
-        kernels = tuple(
-            KernelMeasurement(k.str("variant"), *_known_shape(k, shape_set), k.str("key"),
-                              k.str("kernel"), k.str("graph"), k.str("kind"), k.optional_str("role"),
-                              k.int("bytes_read"), k.int("bytes_written"), k.int("workspace_bytes"),
-                              k.num("time_s", positive=True))
-            for k in root.objs("kernels")
-        )
+        kernels = tuple(_kernel_from(k, shape_set) for k in root.objs("kernels"))
         steps = tuple(
             StepMeasurement(s.str("variant"), *_known_shape(s, shape_set), s.num("device_s", positive=True),
                             s.num("gemm_s", positive=True), s.num("wall_s", positive=True),
@@ -324,6 +327,13 @@ def _known_shape(reader: _Reader, shapes: set[Shape]) -> Shape:
     if shape not in shapes:
         raise CalibrationError(f"{reader.source}: field {reader.where}: shape {shape} is not in fit_shapes")
     return shape
+
+
+def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
+    return KernelMeasurement(k.str("variant"), *_known_shape(k, shapes), k.str("key"),
+                             k.str("kernel"), k.str("graph"), k.str("kind"), k.optional_str("role"),
+                             k.int("bytes_read"), k.int("bytes_written"), k.int("workspace_bytes"),
+                             k.num("time_s", positive=True), k.polynomial("bytes_polynomial"))
 
 
 def _poly_to_json(poly: Polynomial) -> dict[str, int | str]:

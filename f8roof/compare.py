@@ -13,13 +13,11 @@ from dataclasses import dataclass
 from f8roof.calibrate import CPU_SHAPES
 from f8roof.models.fit import (
     FIT_SHAPES,
-    KernelSample,
     Polynomial,
     Regime,
     Shape,
     ShapeSample,
     TrafficFit,
-    Unfitted,
     fit_traffic,
     from_sympy,
 )
@@ -55,12 +53,7 @@ class Comparison:
 
 
 def samples_of(captures) -> list[ShapeSample]:
-    return [
-        ShapeSample(c.shape, tuple(KernelSample(k.name, k.graph.value, k.kind.value, k.role,
-                                                k.bytes_total, c.workspace_bytes(k))
-                                   for k in c.overhead_launches))
-        for c in captures
-    ]
+    return [ShapeSample(c.shape, tuple(c.samples())) for c in captures]
 
 
 def compare(recipe: Recipe, shapes: list[Shape], *, device: str, gpu: GPU | None, fit: bool,
@@ -125,9 +118,11 @@ def render_text(c: Comparison) -> str:
 
 def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
     over_worst = regime.total - c.worst
+    solved = (f"; solved independently on {len(regime.shapes) - len(regime.verified)} shapes, "
+              f"exact on {len(regime.verified)} more" if regime.verified else "")
     lines = [
-        f"actual (regime {index + 1}: {len(regime.kernels)} kernels, fitted on "
-        f"{len(regime.shapes)} shapes, verified exactly on {len(regime.verified)} more) = {regime.total}"
+        f"actual (regime {index + 1}: {len(regime.kernels)} kernels, read off the buffers, exact at "
+        f"{len(regime.shapes)} shape{'s' * (len(regime.shapes) > 1)}{solved}) = {regime.total}"
         + (f"  + split-reduction workspace <= {regime.workspace_max:,} B" if regime.workspace_max else ""),
         f"  {_diff_words(regime.total - c.ideal, 'ideal')}  (what torch.compile moves beyond the minimum)",
         f"  {_diff_words(over_worst, 'worst')}",
@@ -138,7 +133,7 @@ def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
                      "the worst-case model undercounts what torch.compile does")
     for k in regime.kernels:
         lines.append(f"    {k.key:6} {k.name[:58]:58} {k.role or '-'!s:20} {k.nbytes}")
-    shapes = regime.shapes + regime.verified
+    shapes = regime.shapes
     lo = [min(s[i] for s in shapes) for i in range(3)]
     hi = [max(s[i] for s in shapes) for i in range(3)]
     lines.append(f"  shapes in this regime: M {lo[0]}..{hi[0]}, K {lo[1]}..{hi[1]}, N {lo[2]}..{hi[2]}")
@@ -190,5 +185,3 @@ def to_json(c: Comparison) -> str:
     }
     return json.dumps(data, indent=1) + "\n"
 
-
-__all__ = ["Comparison", "ShapeComparison", "Unfitted", "compare", "render_text", "to_json"]

@@ -177,7 +177,7 @@ def codegen_columns(frame: pd.DataFrame, config: EstimateConfig, *,
     """Overhead from the exact kernels Inductor generates for each shape (codegen-only, no GPU
     needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
     for the shapes that matter, not sweeps."""
-    from f8roof.models.fit import kernel_keys, kind_family
+    from f8roof.models.fit import ShapeSample, kernel_keys, kind_family
     from f8roof.profiler.capture import capture
 
     calibration = config.calibration
@@ -189,15 +189,16 @@ def codegen_columns(frame: pd.DataFrame, config: EstimateConfig, *,
     owners = nearest_regime(fit.traffic.regimes, *(np.array(c, dtype=np.float64) for c in zip(*shapes)))
     nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
     for i, shape in enumerate(progress(shapes) if progress else shapes):
-        launches = capture(config.recipe, tuple(int(x) for x in shape), device="codegen",
-                           gpu=config.gpu).overhead_launches
+        samples = capture(config.recipe, tuple(int(x) for x in shape), device="codegen",
+                          gpu=config.gpu).samples()
         regime = fit.traffic.regimes[owners[i]]
-        same_set = [(k.graph, kind_family(k.kind)) for k in regime.kernels] == [
-            (k.graph.value, kind_family(k.kind.value)) for k in launches]
-        for key, launch in zip(kernel_keys([k.graph.value for k in launches]), launches):
+        # The nearest calibration shape's per-kernel factors apply where it has this kernel set.
+        same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
+            (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels)
+        for key, sample in zip(kernel_keys(samples), samples):
             kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
-            nbytes[i] += launch.bytes_total
-            time_s[i] += float(calibration.kernel_time.time_s(launch.kind.value, launch.bytes_total,
+            nbytes[i] += sample.nbytes
+            time_s[i] += float(calibration.kernel_time.time_s(sample.kind, sample.nbytes,
                                                               kernel_id=kernel_id))
     fp8_s = (frame["fp8_gemm_s"].to_numpy() * fit.fixed.gemm_factor + time_s
              + fit.fixed.device_extra_s)

@@ -48,14 +48,14 @@ def _samples(m: Measurements, variant: str) -> list[ShapeSample]:
         if k.variant == variant:
             by_shape.setdefault((k.M, k.K, k.N), []).append(
                 KernelSample(k.kernel, k.graph, k.kind, k.role, k.bytes_read + k.bytes_written,
-                             k.workspace_bytes))
+                             k.workspace_bytes, k.polynomial))
     measured = [(s.M, s.K, s.N) for s in m.steps if s.variant == variant]
     return [ShapeSample(shape, tuple(by_shape.get(shape, ()))) for shape in measured]
 
 
 def _regime_of(traffic: TrafficFit, shape: Shape) -> int | None:
     for index, regime in enumerate(traffic.regimes):
-        if shape in regime.shapes or shape in regime.verified:
+        if shape in regime.shapes:
             return index
     return None
 

@@ -12,7 +12,7 @@ from f8roof.calibration import (
     StepMeasurement,
 )
 from f8roof.fitting import Measurements
-from f8roof.models.fit import FIT_SHAPES, kernel_keys
+from f8roof.models.fit import FIT_SHAPES, KernelSample, from_sympy, kernel_keys
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import SYMBOLS, worst_traffic
 
@@ -51,14 +51,17 @@ def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="c
                            for d in ((M, K, N), (M, N, K), (N, M, K)))
             device_s = gemm_s
             traffic = model.kernels if model else ()
-            graphs = ["bwd" if k.role.value == "grad_output" else "fwd" for k in traffic]
-            for k, graph, key in zip(traffic, graphs, kernel_keys(graphs)):
+            samples = [KernelSample(k.name, "bwd" if k.role.value == "grad_output" else "fwd",
+                                    "reduction" if "amax" in k.name else "pointwise", k.role.value,
+                                    int(k.bytes_total.subs(at)), 0, from_sympy(k.bytes_total))
+                       for k in traffic]
+            for k, sample, key in zip(traffic, samples, kernel_keys(samples)):
                 read, written = int(k.bytes_read.subs(at)), int(k.bytes_written.subs(at))
-                kind = "reduction" if "amax" in k.name else "pointwise"
                 t = kernel_time(read + written)
                 device_s += t
-                kernels.append(KernelMeasurement(variant, M, K, N, key, k.name,
-                                                 graph, kind, k.role.value, read, written, 0, t))
+                kernels.append(KernelMeasurement(variant, M, K, N, key, k.name, sample.graph,
+                                                 sample.kind, k.role.value, read, written, 0, t,
+                                                 sample.polynomial))
             device_s += DEVICE_EXTRA_S
             wall = max(device_s + WALL_EXTRA_S, WALL_FLOOR_S)
             steps.append(StepMeasurement(variant, M, K, N, device_s, gemm_s, wall, 10))

@@ -2,9 +2,16 @@
 
 Every buffer a float8 linear's kernels touch has a numel that is a product of at most two of
 M, K, N (a tensor, a transposed copy), one of them (a row of scales) or a constant (a scalar
-amax), so each kernel's bytes are an integer combination of M*K, K*N, M*N, M, K, N and 1. Seven
-unknowns: seven shapes in general position determine them exactly, and every further shape must
-match exactly, or the kernel set is not what we think (a regime change, a size-dependent split).
+amax), so each kernel's bytes are an integer combination of M*K, K*N, M*N, M, K, N and 1.
+
+Two independent ways to the polynomial, which must agree:
+- read off the buffers: at a shape with M, K, N distinct, each buffer dim names its symbol;
+- solve: seven shapes in general position determine the seven coefficients of a step's total,
+  and every further shape must match exactly.
+The first works from one shape, so it covers every kernel set Inductor picks (it reorders and
+fuses differently with the sizes: a regime may hold one shape); the second checks it wherever a
+kernel set was seen at enough shapes. A query shape takes the kernel set of the calibration
+shape nearest to it in log space.
 
 One exception, kept apart: split reductions. Inductor reduces a large tensor in two kernels,
 the first writing one partial result per split to a workspace buffer that the second reads; the
@@ -136,6 +143,7 @@ class KernelSample:
     role: str | None
     nbytes: int
     workspace: int = 0  # split-reduction workspace bytes among nbytes
+    polynomial: Polynomial | None = None  # its other bytes read off its buffers' shapes
 
     @property
     def fitted_bytes(self) -> int:
@@ -146,22 +154,73 @@ def kind_family(kind: str) -> str:
     return "reduction" if kind.endswith("reduction") else kind
 
 
+def buffer_polynomial(shape: Shape, buffers: list[tuple[int, tuple[int, ...]]]) -> Polynomial:
+    """Bytes of buffers (bytes per element, dims) as a polynomial in M, K, N: each dim equal
+    to exactly one of M, K, N becomes that symbol. FitError when a dim is ambiguous (two of
+    M, K, N equal) or none of them: calibration shapes keep M, K, N distinct, and the caller
+    leaves workspace buffers out."""
+    names = {}
+    for symbol, value in zip("MKN", shape):
+        names.setdefault(value, []).append(symbol)
+    terms: dict[str, Fraction] = {}
+    for itemsize, dims in buffers:
+        symbols = []
+        for dim in dims:
+            if dim == 1:
+                continue
+            if len(names.get(dim, ())) != 1:
+                raise FitError(f"buffer dim {dim} at {shape} is {'ambiguous' if dim in names else 'no size'}")
+            symbols.append(names[dim][0])
+        monomial = "*".join(sorted(symbols, key="MKN".index)) or "1"
+        if monomial not in MONOMIALS:
+            raise FitError(f"a buffer of {monomial} elements is not a linear's tensor")
+        terms[monomial] = terms.get(monomial, Fraction(0)) + itemsize
+    return Polynomial.from_map(terms)
+
+
+GRAPH_ORDER = {"fwd": 0, "bwd": 1}
+
+
+def canonical_order(kernels: list[KernelSample]) -> list[int]:
+    """Indices of a step's kernels in an order that does not depend on how Inductor scheduled
+    them: graph, role, kind, bytes polynomial, name. Inductor reorders independent kernels with
+    the sizes; the kernel set, not its launch order, is what a regime shares."""
+    def key(i: int):
+        k = kernels[i]
+        return (GRAPH_ORDER.get(k.graph, 2), k.graph, k.role or "", kind_family(k.kind),
+                str(k.polynomial), k.name)
+
+    return sorted(range(len(kernels)), key=key)
+
+
+def kernel_keys(kernels: list[KernelSample]) -> list[str]:
+    """Stable names of a step's kernels, in launch order: graph and canonical position in it,
+    e.g. 'fwd.0', 'bwd.2'."""
+    keys = [""] * len(kernels)
+    counters: dict[str, int] = {}
+    for i in canonical_order(kernels):
+        graph = kernels[i].graph
+        keys[i] = f"{graph}.{counters.get(graph, 0)}"
+        counters[graph] = counters.get(graph, 0) + 1
+    return keys
+
+
 @dataclass(frozen=True)
 class ShapeSample:
     shape: Shape
     kernels: tuple[KernelSample, ...]
 
     @property
-    def signature(self) -> tuple[tuple[str, str, str | None], ...]:
-        """What identifies the kernel set: graph, kind and role of each kernel, in order.
-        Kernel names carry Inductor's numbering, which is stable within a regime but not a
-        meaning, so they are not part of it."""
-        return tuple((k.graph, kind_family(k.kind), k.role) for k in self.kernels)
+    def signature(self) -> tuple:
+        """What identifies the kernel set: graph, kind family, role and bytes polynomial of
+        each kernel, in canonical order. Kernel names carry Inductor's numbering, not a meaning."""
+        return tuple((self.kernels[i].graph, kind_family(self.kernels[i].kind), self.kernels[i].role,
+                      str(self.kernels[i].polynomial)) for i in canonical_order(list(self.kernels)))
 
 
 @dataclass(frozen=True)
 class FittedKernel:
-    key: str  # graph and position, e.g. "fwd.0"
+    key: str  # graph and canonical position, e.g. "fwd.0"
     name: str  # Inductor's name at the first shape of the regime
     graph: str
     kind: str
@@ -173,10 +232,10 @@ class FittedKernel:
 class Regime:
     """Shapes sharing one kernel set, and the exact polynomials of its bytes."""
 
-    shapes: tuple[Shape, ...]
+    shapes: tuple[Shape, ...]  # every shape of the set: each kernel's bytes matched exactly
     kernels: tuple[FittedKernel, ...]
     total: Polynomial
-    verified: tuple[Shape, ...]  # shapes not used in the fit that matched exactly
+    verified: tuple[Shape, ...]  # held out of the independent linear solve, matched exactly
     workspace_max: int = 0  # largest split-reduction workspace at a shape, bytes, not in total
 
 
@@ -192,54 +251,55 @@ class TrafficFit:
     unfitted: tuple[Unfitted, ...]
 
 
-def kernel_keys(graphs: list[str]) -> list[str]:
-    """Stable names of a step's kernels: graph and position in it, e.g. 'fwd.0', 'bwd.2'."""
-    counters: dict[str, int] = {}
-    keys = []
-    for graph in graphs:
-        keys.append(f"{graph}.{counters.get(graph, 0)}")
-        counters[graph] = counters.get(graph, 0) + 1
-    return keys
-
-
 def _fit_regime(samples: list[ShapeSample], *, verify: int) -> Regime:
-    fit_part, check_part = samples[: len(samples) - verify], samples[len(samples) - verify:]
-    shapes = [s.shape for s in fit_part]
-    kernels = []
-    first_kernels = fit_part[0].kernels
-    for i, (key, first) in enumerate(zip(kernel_keys([k.graph for k in first_kernels]), first_kernels)):
-        poly = fit_polynomial(shapes, [s.kernels[i].fitted_bytes for s in fit_part])
-        kernels.append(FittedKernel(key, first.name, first.graph, first.kind, first.role, poly))
-    total = fit_polynomial(shapes, [sum(k.fitted_bytes for k in s.kernels) for s in fit_part])
-    for sample in check_part:
-        for kernel, seen in zip(kernels, sample.kernels):
-            if kernel.nbytes.exact(sample.shape) != seen.fitted_bytes:
-                raise FitError(
-                    f"kernel {kernel.key} ({kernel.name}) at {sample.shape}: fitted "
-                    f"{kernel.nbytes.exact(sample.shape)} bytes, measured {seen.fitted_bytes}"
-                )
+    """Polynomials from the first shape's buffers, checked against the measured bytes at every
+    shape; where the set has 7 + `verify` shapes, the total is also solved for independently
+    on all but `verify` of them and must equal the buffers' polynomial and match the rest."""
+    first = samples[0]
+    order = canonical_order(list(first.kernels))
+    keys = kernel_keys(list(first.kernels))
+    kernels = tuple(FittedKernel(keys[i], first.kernels[i].name, first.kernels[i].graph,
+                                 first.kernels[i].kind, first.kernels[i].role,
+                                 first.kernels[i].polynomial) for i in order)
+    total = sum((k.nbytes for k in kernels), Polynomial.from_map({}))
+    for sample in samples:
+        for k in sample.kernels:
+            if k.polynomial.exact(sample.shape) != k.fitted_bytes:
+                raise FitError(f"kernel {k.name} at {sample.shape}: its buffers give "
+                               f"{k.polynomial.exact(sample.shape)} bytes, the code {k.fitted_bytes}")
+    verified: tuple[Shape, ...] = ()
+    if len(samples) >= len(MONOMIALS) + verify:
+        fit_part, check_part = samples[: len(samples) - verify], samples[len(samples) - verify:]
+        solved = fit_polynomial([s.shape for s in fit_part],
+                                [sum(k.fitted_bytes for k in s.kernels) for s in fit_part])
+        if solved != total:
+            raise FitError(f"the linear solve gives {solved}, the buffers {total}")
+        for sample in check_part:
+            if solved.exact(sample.shape) != sum(k.fitted_bytes for k in sample.kernels):
+                raise FitError(f"the solved total misses the bytes at {sample.shape}")
+        verified = tuple(s.shape for s in check_part)
     workspace = max(sum(k.workspace for k in s.kernels) for s in samples)
-    return Regime(tuple(shapes), tuple(kernels), total, tuple(s.shape for s in check_part),
-                  workspace)
+    return Regime(tuple(s.shape for s in samples), kernels, total, verified, workspace)
 
 
 def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:
-    """Group shapes by kernel set, fit each group exactly on all but `verify` of its shapes and
-    check the fit on those. Groups too small or inconsistent are reported, not dropped."""
+    """Group shapes by kernel set and fit each group (see `_fit_regime`). A shape whose
+    bytes cannot be read off its buffers, or whose polynomials miss its bytes, is reported,
+    not dropped."""
     groups: dict[tuple, list[ShapeSample]] = {}
+    unfitted = []
     for sample in samples:
-        groups.setdefault(sample.signature, []).append(sample)
-    regimes, unfitted = [], []
-    for group in sorted(groups.values(), key=lambda g: -len(g)):
-        shapes = tuple(s.shape for s in group)
-        if len(group) < len(MONOMIALS) + verify:
-            unfitted.append(Unfitted(shapes, f"{len(group)} shapes share this kernel set; "
-                                             f"an exact fit needs {len(MONOMIALS) + verify}"))
+        if any(k.polynomial is None for k in sample.kernels):
+            unfitted.append(Unfitted((sample.shape,), "a kernel's bytes could not be read off "
+                                                      "its buffers (M, K or N not distinct?)"))
             continue
+        groups.setdefault(sample.signature, []).append(sample)
+    regimes = []
+    for group in sorted(groups.values(), key=lambda g: -len(g)):
         try:
             regimes.append(_fit_regime(group, verify=verify))
         except FitError as e:
-            unfitted.append(Unfitted(shapes, str(e)))
+            unfitted.append(Unfitted(tuple(s.shape for s in group), str(e)))
     return TrafficFit(tuple(regimes), tuple(unfitted))
 
 
@@ -247,7 +307,7 @@ def nearest_regime(regimes: tuple[Regime, ...], M, K, N) -> np.ndarray:
     """Index of the regime whose shapes lie nearest in log2 space, per query shape."""
     points, owners = [], []
     for index, regime in enumerate(regimes):
-        for shape in regime.shapes + regime.verified:
+        for shape in regime.shapes:
             points.append(np.log2(shape))
             owners.append(index)
     query = np.log2(np.stack(np.broadcast_arrays(M, K, N), axis=-1).astype(np.float64))

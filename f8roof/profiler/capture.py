@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ import torch
 from torch import nn
 
 from f8roof.errors import F8RoofError
+from f8roof.models.fit import FitError, KernelSample, buffer_polynomial
 from f8roof.models.hardware import GPU, find_gpu
 from f8roof.models.recipes import ROLES, Recipe, Role
 from f8roof.profiler import codegen_only
@@ -158,9 +160,39 @@ class Capture:
         with a dim that is none of M, K, N or 1 (the split count, e.g. (1024,) or
         (1, 2048, 32)), whose size Inductor's heuristics pick (see models/fit.py). A split count
         equal to M, K or N by chance is counted as data; the exact fit then reports it."""
-        dims = {1, *self.shape}
-        return sum(b.nbytes for b in (*launch.reads, *launch.writes)
-                   if b.name.startswith("buf") and b.shape and not set(b.shape) <= dims)
+        return sum(b.nbytes for b in (*launch.reads, *launch.writes) if self._is_workspace(b))
+
+    def _is_workspace(self, buffer: BufferAccess) -> bool:
+        return (buffer.name.startswith("buf") and bool(buffer.shape)
+                and not set(buffer.shape) <= {1, *self.shape})
+
+    def sample(self, launch: KernelLaunch) -> KernelSample:
+        """The launch as the fits see it: bytes, workspace, and the polynomial of its other
+        bytes read off its buffers' shapes (None where a dim is ambiguous)."""
+        workspace = self.workspace_bytes(launch)
+        sizes = set(self.shape)
+        buffers = []
+        for b in (*launch.reads, *launch.writes):
+            if self._is_workspace(b):
+                continue
+            itemsize = b.nbytes // math.prod(b.shape)
+            if not b.name.startswith("buf"):
+                # Module state such as an amax history (16,): a fixed length, not a size.
+                fixed = [d for d in b.shape if d not in sizes]
+                itemsize *= math.prod(fixed)
+                buffers.append((itemsize, tuple(d for d in b.shape if d in sizes)))
+            else:
+                buffers.append((itemsize, b.shape))
+        try:
+            polynomial = buffer_polynomial(self.shape, buffers)
+        except FitError:
+            polynomial = None
+        return KernelSample(launch.name, launch.graph.value, launch.kind.value, launch.role,
+                            launch.bytes_total, workspace, polynomial)
+
+    def samples(self) -> list[KernelSample]:
+        """Every overhead launch as a fit sample, in launch order."""
+        return [self.sample(k) for k in self.overhead_launches]
 
     def disagreements(self) -> tuple[str, ...]:
         """One line per launch whose byte counts differ, and per scheduler node left over."""
