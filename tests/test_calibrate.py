@@ -131,3 +131,15 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     assert "## Accuracy" in (out / "validation" / "validation.md").read_text()
     assert (out / "artifacts.tar.gz").stat().st_size > 0
     assert "x fitted" in log
+
+
+@pytest.mark.slow
+def test_gpu_check_script_runs_on_cpu():
+    """The GPU session's first short call, on CPU: gemms, a compiled recipe, its trace."""
+    run = subprocess.run([sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--shape",
+                          "48,64,80", "--recipes", "tensorwise"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600, check=False,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "gemm fp8_rowwise  grad_weight  ok" in run.stdout
+    assert "0 problem(s)" in run.stdout

@@ -1,0 +1,90 @@
+"""The first short call on a lent GPU (under 2 minutes): is this machine ready for calibration?
+
+Checks, printing one line each: torch/triton versions and the device; every gemm dtype and role
+`_scaled_mm`/`mm` takes with the layouts calibration uses; for each recipe, the float8 linear
+compiled forward+backward at one shape, its kernels counted three ways without disagreement,
+and every one of them found in the profiler trace. Exit code 1 if anything failed.
+    PYTHONPATH=. python3 scripts/gpu_check.py [--device cuda] [--shape 1024,2048,4096]
+"""
+
+import argparse
+import sys
+import time
+
+import torch
+
+from f8roof.calibrate import DEFAULT_RECIPES, launch_durations
+from f8roof.models.recipes import Recipe
+from f8roof.profiler.capture import capture_and_measure
+from f8roof.profiler.timing import GEMM_NAMES, gemm_fn, measure_step
+
+
+def check_gemms(device: str) -> list[str]:
+    failures = []
+    for dtype in ("bf16", "fp8", "fp8_rowwise"):
+        for gemm in GEMM_NAMES:
+            try:
+                out = gemm_fn(dtype, gemm, 256, 512, 768, device=device)()
+                assert torch.isfinite(out.float()).all(), "non-finite output"
+                print(f"gemm {dtype:12} {gemm:12} ok {tuple(out.shape)}")
+            except Exception as e:  # noqa: BLE001 - report every failure, keep checking
+                failures.append(f"gemm {dtype} {gemm}: {type(e).__name__}: {e}")
+                print(failures[-1])
+    return failures
+
+
+def check_recipe(name: str, shape: tuple[int, int, int], device: str) -> list[str]:
+    recipe = None if name == "bf16" else Recipe.from_name(name)
+    start = time.perf_counter()
+    try:
+        captured, times = capture_and_measure(
+            recipe, shape, device=device,
+            measure=lambda step: measure_step(step, device=device, warmup=2, iters=3))
+    except Exception as e:  # noqa: BLE001
+        return [f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"]
+    overhead = captured.overhead_launches
+    found = launch_durations(times.events, [k.name for k in overhead])
+    missing = [k.name for k, d in zip(overhead, found) if d is None]
+    unreadable = [s.name for s in captured.samples() if s.polynomial is None]
+    print(f"{name:20} {time.perf_counter() - start:5.1f} s: {len(captured.launches)} launches, "
+          f"overhead {captured.overhead_bytes / 2**20:.1f} MiB, device {times.device_s * 1e6:.0f} us "
+          f"(gemms {times.gemm_s * 1e6:.0f}), wall {times.wall_s * 1e6:.0f} us, "
+          f"{len(times.events)} trace events")
+    problems = [f"{name}: bytes disagree: {line}" for line in captured.disagreements()]
+    problems += [f"{name}: not in the trace: {n}" for n in missing]
+    problems += [f"{name}: bytes not readable off buffers: {n}" for n in unreadable]
+    for line in problems:
+        print(line)
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--shape", default="1024,2048,4096")
+    parser.add_argument("--recipes", default=",".join(DEFAULT_RECIPES))
+    args = parser.parse_args()
+    shape = tuple(int(v) for v in args.shape.split(","))
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "none"
+    print(f"torch {torch.__version__}, triton {triton_version}, cuda {torch.version.cuda}")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            print("no CUDA device")
+            return 1
+        props = torch.cuda.get_device_properties(0)
+        print(f"device {props.name}, {props.multi_processor_count} SMs, "
+              f"{props.total_memory / 2**30:.0f} GiB")
+    failures = check_gemms(args.device)
+    for name in ("bf16", *args.recipes.split(",")):
+        failures += check_recipe(name, shape, args.device)
+    print(f"{len(failures)} problem(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
