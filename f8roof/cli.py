@@ -24,6 +24,18 @@ def _fail_on(*errors: type[Exception]):
     return _Guard()
 
 
+def _progress(label: str, describe=str):
+    """A progress bar on stderr (current item and time left) for a long loop: a function that
+    takes the items and yields them."""
+
+    def bar(items):
+        with click.progressbar(items, label=label, show_eta=True, file=sys.stderr,
+                               item_show_func=lambda item: describe(item) if item else "") as shown:
+            yield from shown
+
+    return bar
+
+
 def _roles(text: str | None) -> frozenset:
     from f8roof.models.recipes import Role
 
@@ -94,23 +106,70 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
              gemm_efficiency, calibration, no_calibration, overhead, shape_texts, shapes_file, sweep_name,
              out, model, tokens) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
-    from f8roof.calibrations import choose_calibration
-    from f8roof.estimate import EstimateConfig, codegen_columns, square_breakeven
+    from f8roof.estimate import codegen_columns, square_breakeven
     from f8roof.estimate import estimate as run_estimate
     from f8roof.files import write_text_atomic
+    from f8roof.models.gemm import GemmTableError
+    from f8roof.render import render_table, renderer_for
+    from f8roof.shapes import parse_shape, read_shapes_file, sweep
+
+    config, recipe_values, gemm_time, source = _estimate_setup(
+        gpu_name=gpu_name, recipe=recipe, scaling=scaling, fused=fused,
+        compile_limitations=compile_limitations, gemm_time=gemm_time, gemm_table=gemm_table,
+        gemm_efficiency=gemm_efficiency, calibration=calibration, no_calibration=no_calibration,
+        many_recipes_ok=bool(model))
+    gpu, recipe_value, loaded = config.gpu, config.recipe, config.calibration
+    if model or tokens is not None:
+        names = ", ".join(r.name for r in recipe_values)
+        _estimate_model(model, tokens, config, recipe_values, out=out,
+                        header=f"gpu {gpu.name}, recipe{'s' * (len(recipe_values) > 1)} {names}, "
+                               f"gemm times: {gemm_time}",
+                        source=source, has_shapes=bool(shape_texts or shapes_file or sweep_name))
+        return
+    shapes = [parse_shape(t) for t in shape_texts]
+    if shapes_file:
+        shapes += read_shapes_file(shapes_file)
+    if sweep_name:
+        shapes += sweep(sweep_name)
+    if not shapes:
+        raise F8RoofError("no shapes: give --shape M,K,N, --shapes-file or --sweep")
+    render = renderer_for(out) if out else None
+    with _fail_on(GemmTableError, ValueError):
+        frame = run_estimate(shapes, config)
+        if overhead == "codegen":
+            bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
+            for name, values in codegen_columns(frame, config, progress=bar).items():
+                frame[name] = values
+    click.echo(f"gpu {gpu.name}, recipe {recipe_value.name}, gemm times: {gemm_time}")
+    click.echo(f"using {source}")
+    click.echo(render_table(frame, color=sys.stdout.isatty()))
+    levels = ("speedup_ideal", "speedup", "speedup_worst") if loaded else ("speedup_ideal", "speedup_worst")
+    for column in levels:
+        size = square_breakeven(config, column)
+        level = column.removeprefix("speedup_") if column != "speedup" else "fitted"
+        click.echo(f"breakeven ({level}): " + (f"float8 wins for M = K = N >= {size}"
+                                              if size else "float8 never wins for M = K = N <= 65536"))
+    if out:
+        write_text_atomic(out, render(frame))
+        click.echo(f"wrote {len(frame)} rows to {out}")
+
+
+def _estimate_setup(*, gpu_name, recipe, scaling, fused, compile_limitations, gemm_time,
+                    gemm_table, gemm_efficiency, calibration, no_calibration, many_recipes_ok):
+    """estimate's options -> (config of the first recipe, all recipes, gemm label, source line)."""
+    from f8roof.calibrations import choose_calibration
+    from f8roof.estimate import EstimateConfig
     from f8roof.gemm_table import load_gemm_table
-    from f8roof.models.gemm import GemmTableError, RooflineGemm
+    from f8roof.models.gemm import RooflineGemm
     from f8roof.models.hardware import UnknownGPUError, resolve_gpu
     from f8roof.models.recipes import RecipeError, Role, parse_scaling
     from f8roof.recommend import parse_recipes
-    from f8roof.render import render_table, renderer_for
-    from f8roof.shapes import parse_shape, read_shapes_file, sweep
 
     with _fail_on(UnknownGPUError, RecipeError, ValueError):
         gpu = resolve_gpu(gpu_name or "h100")
         recipe_values = parse_recipes(recipe, parse_scaling(scaling) if scaling else None)
         recipe_value = recipe_values[0]
-        if len(recipe_values) > 1 and not model:
+        if len(recipe_values) > 1 and not many_recipes_ok:
             raise F8RoofError("--recipe all (or a list) compares recipes per layer: use it with "
                               "--model")
         if gemm_time == "benchmarks":
@@ -142,42 +201,7 @@ def estimate(gpu_name, recipe, scaling, fused, compile_limitations, gemm_time, g
         )
         if loaded is not None and len(recipe_values) == 1:
             loaded.variant(recipe_value.name)  # fail now, not after the work
-    if model or tokens is not None:
-        names = ", ".join(r.name for r in recipe_values)
-        _estimate_model(model, tokens, config, recipe_values, out=out,
-                        header=f"gpu {gpu.name}, recipe{'s' * (len(recipe_values) > 1)} {names}, "
-                               f"gemm times: {gemm_time}",
-                        source=source, has_shapes=bool(shape_texts or shapes_file or sweep_name))
-        return
-    shapes = [parse_shape(t) for t in shape_texts]
-    if shapes_file:
-        shapes += read_shapes_file(shapes_file)
-    if sweep_name:
-        shapes += sweep(sweep_name)
-    if not shapes:
-        raise F8RoofError("no shapes: give --shape M,K,N, --shapes-file or --sweep")
-    render = renderer_for(out) if out else None
-    with _fail_on(GemmTableError, ValueError):
-        frame = run_estimate(shapes, config)
-        if overhead == "codegen":
-            def bar(items):
-                with click.progressbar(items, label="generating kernels", file=sys.stderr) as shown:
-                    yield from shown
-
-            for name, values in codegen_columns(frame, config, progress=bar).items():
-                frame[name] = values
-    click.echo(f"gpu {gpu.name}, recipe {recipe_value.name}, gemm times: {gemm_time}")
-    click.echo(f"using {source}")
-    click.echo(render_table(frame, color=sys.stdout.isatty()))
-    levels = ("speedup_ideal", "speedup", "speedup_worst") if loaded else ("speedup_ideal", "speedup_worst")
-    for column in levels:
-        size = square_breakeven(config, column)
-        level = column.removeprefix("speedup_") if column != "speedup" else "fitted"
-        click.echo(f"breakeven ({level}): " + (f"float8 wins for M = K = N >= {size}"
-                                              if size else "float8 never wins for M = K = N <= 65536"))
-    if out:
-        write_text_atomic(out, render(frame))
-        click.echo(f"wrote {len(frame)} rows to {out}")
+    return config, recipe_values, gemm_time, source
 
 
 def _calibrated_gpu(calibration, path: str, gpu_name: str | None):
@@ -325,15 +349,8 @@ def calibrate(out, device, recipes, quick, resume, budget, artifacts) -> None:
                                             budget_s=budget,
                                             artifacts=Path(artifacts) if artifacts else None)
 
-    def progress(todo):
-        return click.progressbar(todo, label="calibrating", show_eta=True, file=sys.stderr,
-                                 item_show_func=lambda t: t.label if t else "")
-
-    def bar(todo):
-        with progress(todo) as items:
-            yield from items
-
-    calibration, warnings = run_calibrate(options, Path(out), resume=resume, progress=bar)
+    calibration, warnings = run_calibrate(options, Path(out), resume=resume,
+                                          progress=_progress("calibrating", lambda t: t.label))
     for line in warnings:
         click.echo(f"warning: bytes disagree: {line}", err=True)
     model = calibration.kernel_time
@@ -377,11 +394,7 @@ def validate(calibration_path, out_dir, device, recipes, shape_texts, resume, tr
         v.CPU_SHAPES if device == "cpu" else v.GPU_SHAPES)
     options = v.ValidateOptions(device, names, shapes, *((1, 3) if device == "cpu" else ()))
 
-    def bar(todo):
-        with click.progressbar(todo, label="validating", show_eta=True, file=sys.stderr,
-                               item_show_func=lambda t: f"{t[0]} {t[1]}" if t else "") as items:
-            yield from items
-
+    bar = _progress("validating", lambda t: f"{t[0]} {t[1]}")
     frame, stats = v.validate(calibration, options, Path(out_dir), resume=resume, progress=bar,
                               trace_dir=Path(traces) if traces else None)
     click.echo(f"wrote {out_dir}/validation.md and validation.csv ({len(frame)} rows)")
@@ -426,11 +439,7 @@ def compare(recipe, scaling, shape_texts, device, gpu_name, fused, compile_limit
 
         require_device("cuda")
 
-    def bar(work):
-        with click.progressbar(work, label=f"compiling {recipe_value.name}", file=sys.stderr,
-                               item_show_func=lambda s: "x".join(map(str, s)) if s else "") as items:
-            yield from items
-
+    bar = _progress(f"compiling {recipe_value.name}", lambda s: "x".join(map(str, s)))
     result = c.compare(recipe_value, shapes, device=device, gpu=gpu, fit=not no_fit,
                        fused=_roles(fused), limited=frozenset(Role) if compile_limitations else frozenset(),
                        progress=bar)
