@@ -375,10 +375,12 @@ def calibrate(out, device, recipes, quick, resume, budget, artifacts) -> None:
 @click.option("--recipes", default=None, help="comma-separated (default: tensorwise,rowwise)")
 @click.option("--shape", "shape_texts", multiple=True, help="M,K,N (repeatable; default: 32 "
               "shapes from 256 to 16384 on cuda, 4 tiny ones on cpu)")
+@click.option("--limit", type=int, default=None,
+              help="only the first N default shapes (squares first), to fit a time budget")
 @click.option("--resume", is_flag=True, help="continue from the checkpoint in --out")
 @click.option("--traces", type=click.Path(file_okay=False), default=None,
               help="directory for the profiler traces of the first shape")
-def validate(calibration_path, out_dir, device, recipes, shape_texts, resume, traces) -> None:
+def validate(calibration_path, out_dir, device, recipes, shape_texts, limit, resume, traces) -> None:
     """Measure real speedups at unseen shapes and report the prediction error."""
     from pathlib import Path
 
@@ -392,6 +394,10 @@ def validate(calibration_path, out_dir, device, recipes, shape_texts, resume, tr
     names = _csv(recipes) or tuple(r for r in v.DEFAULT_RECIPES if r in available)
     shapes = tuple(parse_shape(t) for t in shape_texts) or (
         v.CPU_SHAPES if device == "cpu" else v.GPU_SHAPES)
+    if limit is not None:
+        if limit < 1:
+            raise F8RoofError(f"--limit {limit}: validate needs at least one shape")
+        shapes = shapes[:limit]
     options = v.ValidateOptions(device, names, shapes, *((1, 3) if device == "cpu" else ()))
 
     bar = _progress("validating", lambda t: f"{t[0]} {t[1]}")

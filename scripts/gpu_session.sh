@@ -7,17 +7,18 @@
 #   artifacts.tar.gz   generated code, profiler traces, validation checkpoint if unfinished
 #   log.txt            everything printed
 # Usage (repository root): OUT=/some/dir bash scripts/gpu_session.sh [--device cpu] [--quick]
-#   [--budget SECONDS] [--resume-from calibration.json.partial.jsonl]
+#   [--budget SECONDS] [--validate-limit N] [--resume-from calibration.json.partial.jsonl]
 # --device cpu is the dry run CI exercises (tiny shapes, C++ kernels).
 set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
-device=cuda quick="" budget=300 resume_from=""
+device=cuda quick="" budget=300 resume_from="" limit=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
     --quick) quick=--quick; shift ;;
     --budget) budget=$2; shift 2 ;;
     --resume-from) resume_from=$2; shift 2 ;;
+    --validate-limit) limit="--limit $2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +53,7 @@ PY
   if [ -f "$OUT/calibration.json" ]; then
     echo "== validate"
     "$python" -m f8roof validate --calibration "$OUT/calibration.json" --out "$OUT/validation" \
-      --traces "$work/artifacts/traces" || status=1
+      --traces "$work/artifacts/traces" $limit || status=1
     [ -f "$OUT/validation/validation.partial.jsonl" ] && mv "$OUT/validation/validation.partial.jsonl" "$work/artifacts/"
     echo "== estimate from the new calibration"
     "$python" -m f8roof estimate --calibration "$OUT/calibration.json" --recipe tensorwise \
