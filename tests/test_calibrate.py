@@ -143,3 +143,11 @@ def test_gpu_check_script_runs_on_cpu():
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "gemm fp8_rowwise  grad_weight  ok" in run.stdout
     assert "0 problem(s)" in run.stdout
+
+
+def test_validate_limit_must_leave_a_shape(tmp_path):
+    path = tmp_path / "h200.json"
+    fit_calibration(synthetic.measurements()).save(path)
+    result = CliRunner().invoke(main, ["validate", "--calibration", str(path), "--limit", "0",
+                                       "--out", str(tmp_path / "v")])
+    assert result.exit_code == 2 and "--limit 0" in result.output
