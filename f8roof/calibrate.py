@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -198,7 +199,12 @@ def measure_gemm_grid(dtype: str, role: str, options: CalibrateOptions) -> list[
     import torch
 
     from f8roof.profiler.timing import gemm_fn, time_fn
-    from f8roof.profiler.trace import STEP_ANNOTATION, is_gemm_kernel, parse_chrome_trace
+    from f8roof.profiler.trace import (
+        L2_FLUSH_BYTES,
+        STEP_ANNOTATION,
+        is_gemm_kernel,
+        parse_chrome_trace,
+    )
 
     linear_dims = {"output": lambda m, k, n: (m, k, n), "grad_input": lambda m, k, n: (m, n, k),
                    "grad_weight": lambda m, k, n: (k, n, m)}[role]
@@ -210,7 +216,7 @@ def measure_gemm_grid(dtype: str, role: str, options: CalibrateOptions) -> list[
             timing = time_fn(fn, warmup=1, iters=options.iters, device="cpu")
             records.append(asdict(GemmMeasurement(dtype, role, m, k, n, timing.median_s)))
         return records
-    flush = torch.empty(256 * 2**20, dtype=torch.uint8, device="cuda")
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
                                             torch.profiler.ProfilerActivity.CPU]) as prof:
         for index, (m, k, n) in enumerate(points):
@@ -221,10 +227,10 @@ def measure_gemm_grid(dtype: str, role: str, options: CalibrateOptions) -> list[
                 with torch.profiler.record_function(f"{STEP_ANNOTATION}{index * options.iters + rep}"):
                     fn()
             torch.cuda.synchronize()
-    path = Path(options.artifacts or ".") / f".gemm_trace_{dtype}_{role}.json"
-    prof.export_chrome_trace(str(path))
-    events = parse_chrome_trace(path.read_text())
-    path.unlink()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "gemms.json"
+        prof.export_chrome_trace(str(path))
+        events = parse_chrome_trace(path.read_text())
     per_step: dict[int, float] = {}
     for event in events:
         if event.step is not None and is_gemm_kernel(event.name):

@@ -20,12 +20,11 @@ import torch
 
 from f8roof.models.recipes import Recipe
 from f8roof.profiler.float8_linear import E4M3, E5M2, USE_FAST_ACCUM, make_linear
-from f8roof.profiler.trace import KernelEvent, is_gemm_kernel, profile_step
+from f8roof.profiler.trace import L2_FLUSH_BYTES, KernelEvent, is_gemm_kernel, profile_step
 
 GemmDtype = Literal["bf16", "fp8", "fp8_rowwise"]
 GemmName = Literal["output", "grad_input", "grad_weight"]
 GEMM_NAMES: tuple[GemmName, ...] = ("output", "grad_input", "grad_weight")
-L2_FLUSH_BYTES = 256 * 1024**2
 
 
 @dataclass(frozen=True)
@@ -238,8 +237,11 @@ def measure_step(step: Callable[[], object], *, device: str, warmup: int, iters:
     """Profile `step` (warm-up compiles), then time it on the wall clock."""
     events = profile_step(step, warmup=warmup, iters=iters, device=device, trace_path=trace_path)
     wall = time_fn(step, warmup=1, iters=iters, device=device)
+    annotated = any(e.step is not None for e in events)
     steps: dict[int | None, list[KernelEvent]] = {}
     for event in events:
+        if annotated and event.step is None:
+            continue  # outside the steps: the L2 flush between them
         steps.setdefault(event.step, []).append(event)
     if not steps:
         raise RuntimeError("the profiler recorded no kernel of the step")
