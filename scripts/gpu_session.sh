@@ -6,16 +6,19 @@
 #   validation/        validation.md, validation.csv, environment.json
 #   artifacts.tar.gz   generated code, profiler traces, validation checkpoint if unfinished
 #   log.txt            everything printed
-# Usage (repository root): OUT=/some/dir bash scripts/gpu_session.sh [--device cpu] [--quick]
+# Usage (repository root): OUT=/some/dir bash scripts/gpu_session.sh [--device cpu] [--full]
 #   [--budget SECONDS] [--validate-limit N] [--resume-from calibration.json.partial.jsonl]
-# --device cpu is the dry run CI exercises (tiny shapes, C++ kernels).
+# Sized for one 10-minute call on an H200: calibrate --quick (6 fit shapes, every recipe, the
+# whole gemm grid) within --budget (300 s), then validate the first --validate-limit (30)
+# default shapes. --full calibrates all 12 fit shapes. --device cpu is the dry run CI
+# exercises (tiny shapes, C++ kernels).
 set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
-device=cuda quick="" budget=300 resume_from="" limit=""
+device=cuda quick=--quick budget=300 resume_from="" limit="--limit 30"
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
-    --quick) quick=--quick; shift ;;
+    --full) quick=""; shift ;;
     --budget) budget=$2; shift 2 ;;
     --resume-from) resume_from=$2; shift 2 ;;
     --validate-limit) limit="--limit $2"; shift 2 ;;
@@ -46,7 +49,8 @@ PY
   if [ -n "$resume_from" ]; then
     cp "$resume_from" "$OUT/calibration.json.partial.jsonl" && resume=--resume
   fi
-  echo "== calibrate ($device, budget ${budget}s)"
+  [ "$device" = cpu ] && limit=""
+  echo "== calibrate ($device${quick:+, quick}, budget ${budget}s)"
   "$python" -m f8roof calibrate --device "$device" --out "$OUT/calibration.json" $quick $resume \
     --budget "$budget" --artifacts "$work/artifacts" || status=1
   echo "calibrate: $(( $(date +%s) - start ))s"
