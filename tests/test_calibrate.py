@@ -151,3 +151,15 @@ def test_validate_limit_must_leave_a_shape(tmp_path):
     result = CliRunner().invoke(main, ["validate", "--calibration", str(path), "--limit", "0",
                                        "--out", str(tmp_path / "v")])
     assert result.exit_code == 2 and "--limit 0" in result.output
+
+
+def test_default_validation_shapes_are_unseen_aligned_and_span_the_range():
+    from f8roof.models.fit import FIT_SHAPES
+    from f8roof.validate import GPU_SHAPES
+
+    assert len(set(GPU_SHAPES)) == len(GPU_SHAPES) >= 30
+    assert not set(GPU_SHAPES) & set(FIT_SHAPES)
+    assert all(d % 16 == 0 for shape in GPU_SHAPES for d in shape)
+    dims = [d for shape in GPU_SHAPES for d in shape]
+    assert min(dims) == 256 and max(dims) == 16384
+    assert any(d & (d - 1) for d in dims)  # not all powers of two
