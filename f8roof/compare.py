@@ -185,3 +185,21 @@ def to_json(c: Comparison) -> str:
     }
     return json.dumps(data, indent=1) + "\n"
 
+
+
+def capture_differences(expected, actual) -> list[str]:
+    """How two captures of one recipe and shape differ (e.g. codegen-only vs compiled on the
+    GPU): kernels present in one and not the other, matched as an order-free set by graph,
+    kind, role and bytes; names are ignored (codegen names follow decomposed ops)."""
+    def kernel_set(c):
+        return sorted((s.graph, s.kind, s.role or "-", s.nbytes) for s in c.samples())
+
+    left, right = kernel_set(expected), kernel_set(actual)
+    lines = []
+    for item in left:
+        if item in right:
+            right.remove(item)
+        else:
+            lines.append(f"only in {expected.device.value}: {' '.join(map(str, item))}")
+    lines += [f"only in {actual.device.value}: {' '.join(map(str, item))}" for item in right]
+    return lines

@@ -5,7 +5,7 @@
 #                      while it runs, so a timed-out call still brings measurements back)
 #   validation/        validation.md, validation.csv, environment.json
 #   artifacts.tar.gz   generated code, profiler traces, validation checkpoint if unfinished
-#   log.txt            everything printed
+#   log.txt            everything printed (last: codegen-only vs GPU kernels, then estimates)
 # Usage (repository root): OUT=/some/dir bash scripts/gpu_session.sh [--device cpu] [--full]
 #   [--budget SECONDS] [--validate-limit N] [--resume-from calibration.json.partial.jsonl]
 # Sized for one 10-minute call on an H200: calibrate --quick (6 fit shapes, every recipe, the
@@ -59,6 +59,10 @@ PY
     "$python" -m f8roof validate --calibration "$OUT/calibration.json" --out "$OUT/validation" \
       --traces "$work/artifacts/traces" $limit || status=1
     [ -f "$OUT/validation/validation.partial.jsonl" ] && mv "$OUT/validation/validation.partial.jsonl" "$work/artifacts/"
+    if [ "$device" = cuda ]; then
+      echo "== codegen-only vs the GPU's own compile"
+      "$python" scripts/codegen_vs_gpu.py --gpu h200 || true   # differences are findings, not failures
+    fi
     echo "== estimate from the new calibration"
     "$python" -m f8roof estimate --calibration "$OUT/calibration.json" --recipe tensorwise \
       --shape 4096,4096,4096 --shape 16384,8192,8192 || status=1

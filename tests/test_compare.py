@@ -58,3 +58,18 @@ def test_cuda_shape_not_multiple_of_16_is_refused_before_compiling():
                                        "--no-fit"])
     assert result.exit_code == 2
     assert "not a multiple of 16" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_capture_differences_are_order_free_and_name_free():
+    from f8roof.compare import capture_differences
+    from f8roof.profiler.capture import capture
+
+    recipe, shape = Recipe.from_name("tensorwise"), (256, 512, 768)
+    h100 = capture(recipe, shape, device="codegen", gpu=find_gpu("h100"))
+    again = capture(recipe, shape, device="codegen", gpu=find_gpu("h200"))
+    assert capture_differences(h100, again) == []
+    cpu = capture(recipe, shape, device="cpu")
+    lines = capture_differences(h100, cpu)
+    assert any(line.startswith("only in codegen:") for line in lines)
+    assert any(line.startswith("only in cpu:") for line in lines)
