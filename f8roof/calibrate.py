@@ -45,9 +45,8 @@ CPU_SHAPES: tuple[Shape, ...] = (
     (32, 48, 64), (48, 32, 80), (32, 64, 96), (48, 80, 112), (64, 48, 128),
     (80, 112, 96), (32, 112, 144), (64, 96, 160), (96, 64, 128),
 )
-CPU_GEMM_SIZES = (16, 32, 64, 128)
+CPU_GEMM_SIZES = (32, 64, 128, 256)  # covers every gemm dim of CPU_SHAPES and validation's
 COPY_BYTES = {"cuda": 2**30, "cpu": 2**26}
-TRACED_SHAPES = 2  # raw traces kept per variant (first and middle shape): they are large
 
 
 @dataclass(frozen=True)
@@ -270,7 +269,7 @@ def tasks(options: CalibrateOptions) -> list[Task]:
     out = [Task("copy", "device copy bandwidth", lambda: measure_copy(options))]
     for variant in options.variants:
         for index, shape in enumerate(options.shapes):
-            keep = index in (0, len(options.shapes) // 2)
+            keep = index in (0, len(options.shapes) // 2)  # traces are large: two per variant
             out.append(Task(f"step/{variant}/{_shape_name(shape)}", f"{variant} {_shape_name(shape)}",
                             lambda v=variant, s=shape, keep=keep: measure_variant(v, s, options,
                                                                                   keep_trace=keep)))
