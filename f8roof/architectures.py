@@ -13,7 +13,6 @@ module level: only `from_module` needs it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from f8roof.errors import F8RoofError
+from f8roof.files import read_json
 
 
 class ArchitectureError(F8RoofError):
@@ -224,12 +224,7 @@ def from_hf_config(config: str | Path | Mapping[str, Any], *, name: str | None =
         data, where = config, source or name or "config"
     else:
         path = Path(config)
-        try:
-            data = json.loads(path.read_text())
-        except OSError as e:
-            raise ArchitectureError(f"cannot read {path}: {e.strerror}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ArchitectureError(f"{path} is not valid JSON: {e}") from None
+        data = read_json(path, what="", error=ArchitectureError)
         if not isinstance(data, dict):
             raise ArchitectureError(f"{path}: expected a JSON object (a config.json)")
         where = str(path)

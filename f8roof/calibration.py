@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from f8roof.errors import F8RoofError
-from f8roof.files import write_text_atomic
+from f8roof.files import read_json, write_text_atomic
 from f8roof.models.fit import (
     MONOMIALS,
     FittedKernel,
@@ -160,13 +160,7 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except OSError as e:
-            raise CalibrationError(f"cannot read calibration {path}: {e.strerror}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CalibrationError(f"calibration {path} is not valid JSON (truncated?): {e}") from None
+        data = read_json(path, what="calibration", error=CalibrationError)
         return cls.from_dict(data, source=str(path))
 
     @classmethod

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
+
+
+def read_json(path: str | Path, *, what: str, error: type[Exception]) -> Any:
+    """Parse a JSON file, turning an unreadable or malformed one into `error` naming it."""
+    path = Path(path)
+    name = f"{what} {path}".strip()
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise error(f"cannot read {name}: {e.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{name} is not valid JSON (truncated?): {e}") from None
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
