@@ -24,9 +24,11 @@ def peak_rss_mib() -> float:
 
 def describe(result: Capture, seconds: float) -> str:
     M, K, N = result.shape
-    return (f"  {M:>6} x {K:>6} x {N:>6}: {seconds:6.2f} s, {len(result.launches):2} launches, "
-            f"overhead {result.overhead_bytes / 1e6:10.1f} MB, "
-            f"disagreements {len(result.disagreements())}")
+    return (
+        f"  {M:>6} x {K:>6} x {N:>6}: {seconds:6.2f} s, {len(result.launches):2} launches, "
+        f"overhead {result.overhead_bytes / 1e6:10.1f} MB, "
+        f"disagreements {len(result.disagreements())}"
+    )
 
 
 def main() -> None:
@@ -41,20 +43,26 @@ def main() -> None:
     start = time.perf_counter()
     result = capture(recipe, shape, device="codegen", gpu=gpu)
     one = time.perf_counter() - start
-    print(f"{recipe.name} on {gpu.name}, one shape (cold process): {one:.1f} s "
-          f"(target < 20 s), peak RSS {peak_rss_mib():.0f} MiB")
+    print(
+        f"{recipe.name} on {gpu.name}, one shape (cold process): {one:.1f} s "
+        f"(target < 20 s), peak RSS {peak_rss_mib():.0f} MiB"
+    )
     print(describe(result, one))
 
     start = time.perf_counter()
     comparison = compare(recipe, [], device="codegen", gpu=gpu, fit=True)
     total = time.perf_counter() - start
     for regime in comparison.fit.regimes:
-        print(f"  actual = {regime.total} (+ workspace <= {regime.workspace_max} B), fitted on "
-              f"{len(regime.shapes)} shapes, exact on {len(regime.verified)} more")
+        print(
+            f"  actual = {regime.total} (+ workspace <= {regime.workspace_max} B), fitted on "
+            f"{len(regime.shapes)} shapes, exact on {len(regime.verified)} more"
+        )
     for unfitted in comparison.fit.unfitted:
         print(f"  unfitted {unfitted.shapes}: {unfitted.reason}")
-    print(f"full fit, {len(FIT_SHAPES)} shapes (capture + exact fit + check): {total:.1f} s "
-          f"(target < 180 s), peak RSS {peak_rss_mib():.0f} MiB over both")
+    print(
+        f"full fit, {len(FIT_SHAPES)} shapes (capture + exact fit + check): {total:.1f} s "
+        f"(target < 180 s), peak RSS {peak_rss_mib():.0f} MiB over both"
+    )
 
 
 if __name__ == "__main__":

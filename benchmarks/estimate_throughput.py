@@ -33,8 +33,10 @@ def main() -> None:
             estimate(shapes, config)
             times.append(time.perf_counter() - start)
         best, median = min(times), float(np.median(times))
-        print(f"{name:12} {args.shapes:,} shapes: median {median:.3f} s, best {best:.3f} s, "
-              f"{args.shapes / median / 1e6:.2f} M shapes/s")
+        print(
+            f"{name:12} {args.shapes:,} shapes: median {median:.3f} s, best {best:.3f} s, "
+            f"{args.shapes / median / 1e6:.2f} M shapes/s"
+        )
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory: {peak_mib:.0f} MiB")
 

@@ -3,8 +3,9 @@
 __version__ = "0.1.0"
 
 
-def module_filter(model, tokens: int, *, calibration=None, gpu: str = "h100",
-                  recipe: str = "tensorwise"):
+def module_filter(
+    model, tokens: int, *, calibration=None, gpu: str = "h100", recipe: str = "tensorwise"
+):
     """`(module, fqn) -> bool` for torchao's `convert_to_float8_training(model,
     module_filter_fn=...)`: True for the nn.Linear modules of `model` that train faster in
     float8 at `tokens` tokens per step. `calibration`: a calibration file or a loaded

@@ -40,8 +40,9 @@ class NamedLinear:
         for name in ("K", "N", "count"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ArchitectureError(f"linear {self.fqn}: {name} must be a positive integer "
-                                        f"(got {value!r})")
+                raise ArchitectureError(
+                    f"linear {self.fqn}: {name} must be a positive integer (got {value!r})"
+                )
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ def check_tokens(tokens: Any) -> int:
 
 # --- Hugging Face config.json -------------------------------------------------------------------
 
+
 class _Config:
     """Typed access to a config.json; a missing or bad field is named with the file."""
 
@@ -95,11 +97,17 @@ class _Config:
         if value is None:
             if default is not None:
                 return default
-            raise ArchitectureError(f"{self.source}: config.json lacks {key!r}, needed for the "
-                                    f"linear shapes")
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if allow_zero else 1):
-            raise ArchitectureError(f"{self.source}: {key} must be a positive integer "
-                                    f"(got {value!r})")
+            raise ArchitectureError(
+                f"{self.source}: config.json lacks {key!r}, needed for the linear shapes"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < (0 if allow_zero else 1)
+        ):
+            raise ArchitectureError(
+                f"{self.source}: {key} must be a positive integer (got {value!r})"
+            )
         return value
 
 
@@ -172,8 +180,10 @@ def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
     linears = []
     if cfg.has("q_lora_rank"):  # V3: queries through a low-rank bottleneck
         q_rank = cfg.int("q_lora_rank")
-        linears += [NamedLinear(f"{attn}.q_a_proj", hidden, q_rank, layers),
-                    NamedLinear(f"{attn}.q_b_proj", q_rank, heads * (nope + rope), layers)]
+        linears += [
+            NamedLinear(f"{attn}.q_a_proj", hidden, q_rank, layers),
+            NamedLinear(f"{attn}.q_b_proj", q_rank, heads * (nope + rope), layers),
+        ]
     else:  # V2-Lite: q_lora_rank null, a plain q_proj
         linears.append(NamedLinear(f"{attn}.q_proj", hidden, heads * (nope + rope), layers))
     linears += [
@@ -202,9 +212,11 @@ def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
     linears.append(NamedLinear("lm_head", hidden, vocab, 1))
     note = ""
     if moe_layers and cfg.has("n_routed_experts"):
-        note = (f"routed experts ({cfg.int('n_routed_experts')} per layer in {moe_layers} layers) "
-                f"left out: each sees only its share of the tokens; the router and the "
-                f"multi-token-prediction layer too")
+        note = (
+            f"routed experts ({cfg.int('n_routed_experts')} per layer in {moe_layers} layers) "
+            f"left out: each sees only its share of the tokens; the router and the "
+            f"multi-token-prediction layer too"
+        )
     return linears, note
 
 
@@ -217,8 +229,9 @@ def _parser_for(cfg: _Config) -> Callable[[_Config, str], tuple[list[NamedLinear
     return _llama_style
 
 
-def from_hf_config(config: str | Path | Mapping[str, Any], *, name: str | None = None,
-                   source: str | None = None) -> Architecture:
+def from_hf_config(
+    config: str | Path | Mapping[str, Any], *, name: str | None = None, source: str | None = None
+) -> Architecture:
     """A Hugging Face config.json (a path or the parsed dict) -> its linears."""
     if isinstance(config, Mapping):
         data, where = config, source or name or "config"
@@ -242,58 +255,112 @@ def from_hf_config(config: str | Path | Mapping[str, Any], *, name: str | None =
 BUILTIN_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "llama3-8b": (
         "https://huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json",
-        {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-         "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
-         "vocab_size": 128256},
+        {
+            "model_type": "llama",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_hidden_layers": 32,
+            "vocab_size": 128256,
+        },
     ),
     "llama3-70b": (
         "https://huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json",
-        {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
-         "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 80,
-         "vocab_size": 128256},
+        {
+            "model_type": "llama",
+            "hidden_size": 8192,
+            "intermediate_size": 28672,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "num_hidden_layers": 80,
+            "vocab_size": 128256,
+        },
     ),
     # Llama 3 had no 405B; it came with Llama 3.1 (same architecture, "The Llama 3 Herd of
     # Models", arXiv:2407.21783, table 3).
     "llama3-405b": (
         "https://huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json",
-        {"model_type": "llama", "hidden_size": 16384, "intermediate_size": 53248,
-         "num_attention_heads": 128, "num_key_value_heads": 8, "num_hidden_layers": 126,
-         "vocab_size": 128256},
+        {
+            "model_type": "llama",
+            "hidden_size": 16384,
+            "intermediate_size": 53248,
+            "num_attention_heads": 128,
+            "num_key_value_heads": 8,
+            "num_hidden_layers": 126,
+            "vocab_size": 128256,
+        },
     ),
     "mistral-7b": (
         "https://huggingface.co/mistralai/Mistral-7B-v0.1/blob/main/config.json",
-        {"model_type": "mistral", "hidden_size": 4096, "intermediate_size": 14336,
-         "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32,
-         "vocab_size": 32000},
+        {
+            "model_type": "mistral",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_hidden_layers": 32,
+            "vocab_size": 32000,
+        },
     ),
     "qwen2.5-7b": (
         "https://huggingface.co/Qwen/Qwen2.5-7B/blob/main/config.json",
-        {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
-         "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
-         "vocab_size": 152064},
+        {
+            "model_type": "qwen2",
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "num_hidden_layers": 28,
+            "vocab_size": 152064,
+        },
     ),
     # GPT-2 small (124M); its vocabulary, 50257, is not a multiple of 16.
     "gpt2": (
         "https://huggingface.co/openai-community/gpt2/blob/main/config.json",
-        {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_inner": None,
-         "vocab_size": 50257},
+        {
+            "model_type": "gpt2",
+            "n_embd": 768,
+            "n_head": 12,
+            "n_layer": 12,
+            "n_inner": None,
+            "vocab_size": 50257,
+        },
     ),
     # DeepSeek-V3 (671B, 37B active): MLA attention dims from the config.json and the
     # DeepSeek-V3 technical report (arXiv:2412.19437, section 4.2).
     "deepseek-v3": (
         "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
-        {"model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432,
-         "moe_intermediate_size": 2048, "num_attention_heads": 128, "num_key_value_heads": 128,
-         "num_hidden_layers": 61, "first_k_dense_replace": 3, "n_shared_experts": 1,
-         "n_routed_experts": 256, "q_lora_rank": 1536, "kv_lora_rank": 512,
-         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
-         "vocab_size": 129280},
+        {
+            "model_type": "deepseek_v3",
+            "hidden_size": 7168,
+            "intermediate_size": 18432,
+            "moe_intermediate_size": 2048,
+            "num_attention_heads": 128,
+            "num_key_value_heads": 128,
+            "num_hidden_layers": 61,
+            "first_k_dense_replace": 3,
+            "n_shared_experts": 1,
+            "n_routed_experts": 256,
+            "q_lora_rank": 1536,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "vocab_size": 129280,
+        },
     ),
 }
 
-ALIASES = {"llama3.1-405b": "llama3-405b", "llama-3-8b": "llama3-8b", "llama-3-70b": "llama3-70b",
-           "mistral-7b-v0.1": "mistral-7b", "qwen2.5-7b-instruct": "qwen2.5-7b",
-           "gpt2-small": "gpt2", "deepseek-v3-dense": "deepseek-v3"}
+ALIASES = {
+    "llama3.1-405b": "llama3-405b",
+    "llama-3-8b": "llama3-8b",
+    "llama-3-70b": "llama3-70b",
+    "mistral-7b-v0.1": "mistral-7b",
+    "qwen2.5-7b-instruct": "qwen2.5-7b",
+    "gpt2-small": "gpt2",
+    "deepseek-v3-dense": "deepseek-v3",
+}
 
 BUILTIN_NAMES = tuple(BUILTIN_CONFIGS)
 
@@ -302,8 +369,10 @@ def builtin(name: str) -> Architecture:
     key = name.strip().lower()
     key = ALIASES.get(key, key)
     if key not in BUILTIN_CONFIGS:
-        raise ArchitectureError(f"unknown model {name!r}; known: {', '.join(BUILTIN_NAMES)} "
-                                f"(or the path of a Hugging Face config.json)")
+        raise ArchitectureError(
+            f"unknown model {name!r}; known: {', '.join(BUILTIN_NAMES)} "
+            f"(or the path of a Hugging Face config.json)"
+        )
     url, config = BUILTIN_CONFIGS[key]
     return from_hf_config(config, name=key, source=url)
 
@@ -334,9 +403,11 @@ def module_linears(model) -> dict[str, tuple[int, int]]:
     """Every nn.Linear (and subclass) of a module: fqn -> (K, N) = (in_features, out_features)."""
     import torch
 
-    return {fqn: (module.in_features, module.out_features)
-            for fqn, module in model.named_modules()
-            if isinstance(module, torch.nn.Linear)}
+    return {
+        fqn: (module.in_features, module.out_features)
+        for fqn, module in model.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    }
 
 
 def group_by_layer_type(linears: Mapping[str, tuple[int, int]]) -> dict[str, str]:
@@ -360,8 +431,9 @@ def as_module(model):
     if isinstance(model, torch.nn.Module):
         return model
     if not callable(model):
-        raise ArchitectureError(f"expected an nn.Module or a function building one, "
-                                f"got {type(model).__name__}")
+        raise ArchitectureError(
+            f"expected an nn.Module or a function building one, got {type(model).__name__}"
+        )
     with torch.device("meta"):
         built = model()
     if not isinstance(built, torch.nn.Module):

@@ -42,8 +42,15 @@ GPU_GEMM_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
 # backend fuses the backward differently when M > N, and one kernel set over all nine lets
 # the independent solve (7 shapes + 2 to check) run.
 CPU_SHAPES: tuple[Shape, ...] = (
-    (32, 48, 64), (48, 32, 80), (32, 64, 96), (48, 80, 112), (64, 48, 128),
-    (80, 112, 96), (32, 112, 144), (64, 96, 160), (96, 64, 128),
+    (32, 48, 64),
+    (48, 32, 80),
+    (32, 64, 96),
+    (48, 80, 112),
+    (64, 48, 128),
+    (80, 112, 96),
+    (32, 112, 144),
+    (64, 96, 160),
+    (96, 64, 128),
 )
 CPU_GEMM_SIZES = (32, 64, 128, 256)  # covers every gemm dim of CPU_SHAPES and validation's
 COPY_BYTES = {"cuda": 2**30, "cpu": 2**26}
@@ -61,8 +68,15 @@ class CalibrateOptions:
     artifacts: Path | None = field(default=None, compare=False)  # traces and generated code
 
     @classmethod
-    def defaults(cls, device: str, *, quick: bool = False, recipes: tuple[str, ...] | None = None,
-                 budget_s: float | None = None, artifacts: Path | None = None) -> CalibrateOptions:
+    def defaults(
+        cls,
+        device: str,
+        *,
+        quick: bool = False,
+        recipes: tuple[str, ...] | None = None,
+        budget_s: float | None = None,
+        artifacts: Path | None = None,
+    ) -> CalibrateOptions:
         """Full set on a GPU; `quick` takes every other fit shape (6: bytes are read off the
         buffers at each, but the independent linear solve needs 9 of one kernel set) and fewer
         iterations; the gemm grid stays whole, as interpolating over 4x steps costs accuracy."""
@@ -77,9 +91,14 @@ class CalibrateOptions:
 
     def header(self) -> dict[str, Any]:
         """What identifies the run for --resume."""
-        return {"device": self.device, "recipes": list(self.recipes),
-                "shapes": [list(s) for s in self.shapes], "gemm_sizes": list(self.gemm_sizes),
-                "warmup": self.warmup, "iters": self.iters}
+        return {
+            "device": self.device,
+            "recipes": list(self.recipes),
+            "shapes": [list(s) for s in self.shapes],
+            "gemm_sizes": list(self.gemm_sizes),
+            "warmup": self.warmup,
+            "iters": self.iters,
+        }
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -117,9 +136,16 @@ def environment(device: str) -> Environment:
         name, units = props.name, props.multi_processor_count
     else:
         name, units = platform.processor() or platform.machine() or "cpu", torch.get_num_threads()
-    return Environment(device=device, device_name=name, sm_count=units, torch=torch.__version__,
-                       triton=triton_version, cuda=torch.version.cuda or "none",
-                       date=datetime.date.today().isoformat(), f8roof=f8roof.__version__)
+    return Environment(
+        device=device,
+        device_name=name,
+        sm_count=units,
+        torch=torch.__version__,
+        triton=triton_version,
+        cuda=torch.version.cuda or "none",
+        date=datetime.date.today().isoformat(),
+        f8roof=f8roof.__version__,
+    )
 
 
 def _shape_name(shape: Shape) -> str:
@@ -144,8 +170,9 @@ def launch_durations(events, names: list[str]) -> list[float | None]:
     return [statistics.median(s) if s else None for s in samples]
 
 
-def measure_variant(variant: str, shape: Shape, options: CalibrateOptions, *,
-                    keep_trace: bool) -> dict[str, Any]:
+def measure_variant(
+    variant: str, shape: Shape, options: CalibrateOptions, *, keep_trace: bool
+) -> dict[str, Any]:
     """Capture the kernels of one compiled step and time them: one checkpoint record."""
     from f8roof.profiler.capture import capture_and_measure
     from f8roof.profiler.timing import measure_step
@@ -157,8 +184,13 @@ def measure_variant(variant: str, shape: Shape, options: CalibrateOptions, *,
         trace_path.parent.mkdir(parents=True, exist_ok=True)
 
     def measure(step: Callable[[], object]):
-        return measure_step(step, device=options.device, warmup=options.warmup,
-                            iters=options.iters, trace_path=str(trace_path) if trace_path else None)
+        return measure_step(
+            step,
+            device=options.device,
+            warmup=options.warmup,
+            iters=options.iters,
+            trace_path=str(trace_path) if trace_path else None,
+        )
 
     captured, times = capture_and_measure(recipe, shape, device=options.device, measure=measure)
     if options.artifacts is not None:
@@ -170,21 +202,39 @@ def measure_variant(variant: str, shape: Shape, options: CalibrateOptions, *,
     durations = launch_durations(times.events, [k.name for k in overhead])
     missing = [k.name for k, d in zip(overhead, durations) if d is None]
     if missing:
-        raise F8RoofError(f"{variant} at {shape}: the profiler shows no event of {', '.join(missing)}")
+        raise F8RoofError(
+            f"{variant} at {shape}: the profiler shows no event of {', '.join(missing)}"
+        )
     samples = captured.samples()
     unreadable = [s.name for s in samples if s.polynomial is None]
     if unreadable:
-        raise F8RoofError(f"{variant} at {shape}: bytes of {unreadable[0]} cannot be read off its "
-                          "buffers; calibration shapes need M, K, N distinct")
+        raise F8RoofError(
+            f"{variant} at {shape}: bytes of {unreadable[0]} cannot be read off its "
+            "buffers; calibration shapes need M, K, N distinct"
+        )
     return {
         "kernels": [
-            KernelMeasurement(variant, *shape, key, k.name, k.graph.value, k.kind.value,
-                              k.role, k.bytes_read, k.bytes_written, sample.workspace, duration,
-                              sample.polynomial).to_json()
+            KernelMeasurement(
+                variant,
+                *shape,
+                key,
+                k.name,
+                k.graph.value,
+                k.kind.value,
+                k.role,
+                k.bytes_read,
+                k.bytes_written,
+                sample.workspace,
+                duration,
+                sample.polynomial,
+            ).to_json()
             for k, sample, key, duration in zip(overhead, samples, kernel_keys(samples), durations)
         ],
-        "step": asdict(StepMeasurement(variant, *shape, times.device_s, times.gemm_s,
-                                       times.wall_s, times.launches)),
+        "step": asdict(
+            StepMeasurement(
+                variant, *shape, times.device_s, times.gemm_s, times.wall_s, times.launches
+            )
+        ),
         "disagreements": list(captured.disagreements()),
     }
 
@@ -207,8 +257,11 @@ def measure_gemm_grid(dtype: str, role: str, options: CalibrateOptions) -> list[
         parse_chrome_trace,
     )
 
-    linear_dims = {"output": lambda m, k, n: (m, k, n), "grad_input": lambda m, k, n: (m, n, k),
-                   "grad_weight": lambda m, k, n: (k, n, m)}[role]
+    linear_dims = {
+        "output": lambda m, k, n: (m, k, n),
+        "grad_input": lambda m, k, n: (m, n, k),
+        "grad_weight": lambda m, k, n: (k, n, m),
+    }[role]
     points = gemm_points(options.gemm_sizes)
     records = []
     if options.device == "cpu":
@@ -218,14 +271,17 @@ def measure_gemm_grid(dtype: str, role: str, options: CalibrateOptions) -> list[
             records.append(asdict(GemmMeasurement(dtype, role, m, k, n, timing.median_s)))
         return records
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device="cuda")
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA,
-                                            torch.profiler.ProfilerActivity.CPU]) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CUDA, torch.profiler.ProfilerActivity.CPU]
+    ) as prof:
         for index, (m, k, n) in enumerate(points):
             fn = gemm_fn(dtype, role, *linear_dims(m, k, n), device="cuda")
             fn()
             for rep in range(options.iters):
                 flush.fill_(1)
-                with torch.profiler.record_function(f"{STEP_ANNOTATION}{index * options.iters + rep}"):
+                with torch.profiler.record_function(
+                    f"{STEP_ANNOTATION}{index * options.iters + rep}"
+                ):
                     fn()
             torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
@@ -237,8 +293,11 @@ def measure_gemm_grid(dtype: str, role: str, options: CalibrateOptions) -> list[
         if event.step is not None and is_gemm_kernel(event.name):
             per_step[event.step] = per_step.get(event.step, 0.0) + event.duration_s
     for index, (m, k, n) in enumerate(points):
-        times = [per_step[s] for s in range(index * options.iters, (index + 1) * options.iters)
-                 if s in per_step]
+        times = [
+            per_step[s]
+            for s in range(index * options.iters, (index + 1) * options.iters)
+            if s in per_step
+        ]
         if not times:
             raise F8RoofError(f"no gemm kernel seen for {dtype} {role} {m}x{k}x{n}")
         records.append(asdict(GemmMeasurement(dtype, role, m, k, n, statistics.median(times))))
@@ -270,23 +329,41 @@ def tasks(options: CalibrateOptions) -> list[Task]:
     for variant in options.variants:
         for index, shape in enumerate(options.shapes):
             keep = index in (0, len(options.shapes) // 2)  # traces are large: two per variant
-            out.append(Task(f"step/{variant}/{_shape_name(shape)}", f"{variant} {_shape_name(shape)}",
-                            lambda v=variant, s=shape, keep=keep: measure_variant(v, s, options,
-                                                                                  keep_trace=keep)))
+            out.append(
+                Task(
+                    f"step/{variant}/{_shape_name(shape)}",
+                    f"{variant} {_shape_name(shape)}",
+                    lambda v=variant, s=shape, keep=keep: measure_variant(
+                        v, s, options, keep_trace=keep
+                    ),
+                )
+            )
     for dtype in options.gemm_dtypes:
         for role in GEMM_ROLES:
-            out.append(Task(f"gemms/{dtype}/{role.value}", f"gemms {dtype} {role.value}",
-                            lambda d=dtype, r=role.value: {"gemms": measure_gemm_grid(d, r, options)}))
+            out.append(
+                Task(
+                    f"gemms/{dtype}/{role.value}",
+                    f"gemms {dtype} {role.value}",
+                    lambda d=dtype, r=role.value: {"gemms": measure_gemm_grid(d, r, options)},
+                )
+            )
     return out
 
 
-def measurements_from(records: list[dict[str, Any]], env: Environment,
-                      options: CalibrateOptions) -> Measurements:
+def measurements_from(
+    records: list[dict[str, Any]], env: Environment, options: CalibrateOptions
+) -> Measurements:
     by_key = {r["key"]: r for r in records}
-    gemms = [GemmMeasurement(**g) for r in records if r["key"].startswith("gemms/") for g in r["gemms"]]
+    gemms = [
+        GemmMeasurement(**g) for r in records if r["key"].startswith("gemms/") for g in r["gemms"]
+    ]
     shapes = set(options.shapes)
-    kernels = [KernelMeasurement.from_json(k, source="checkpoint", shapes=shapes)
-               for r in records if r["key"].startswith("step/") for k in r["kernels"]]
+    kernels = [
+        KernelMeasurement.from_json(k, source="checkpoint", shapes=shapes)
+        for r in records
+        if r["key"].startswith("step/")
+        for k in r["kernels"]
+    ]
     steps = [StepMeasurement(**r["step"]) for r in records if r["key"].startswith("step/")]
     best = {}
     for g in gemms:
@@ -294,20 +371,32 @@ def measurements_from(records: list[dict[str, Any]], env: Environment,
         best[g.dtype] = max(best.get(g.dtype, 0.0), flops)
     ceilings = Ceilings(
         bf16_flops=best["bf16"],
-        fp8_flops=max(v for d, v in best.items() if d.startswith("fp8")) if len(best) > 1 else best["bf16"],
+        fp8_flops=max(v for d, v in best.items() if d.startswith("fp8"))
+        if len(best) > 1
+        else best["bf16"],
         copy_bandwidth_bytes_per_s=by_key["copy"]["copy_bandwidth_bytes_per_s"],
         launch_floor_s=min(k.time_s for k in kernels),
     )
-    return Measurements(env, ceilings, tuple(options.shapes), tuple(gemms), tuple(kernels), tuple(steps))
+    return Measurements(
+        env, ceilings, tuple(options.shapes), tuple(gemms), tuple(kernels), tuple(steps)
+    )
 
 
-def calibrate(options: CalibrateOptions, out: Path, *, resume: bool,
-              progress: Callable[[list[Task]], Any] | None = None) -> tuple[Calibration, list[str]]:
+def calibrate(
+    options: CalibrateOptions,
+    out: Path,
+    *,
+    resume: bool,
+    progress: Callable[[list[Task]], Any] | None = None,
+) -> tuple[Calibration, list[str]]:
     """Measure (or resume), fit, save atomically; return the calibration and capture warnings."""
     require_device(options.device)
     env = environment(options.device)
-    checkpoint = Checkpoint(out.with_name(out.name + ".partial.jsonl"),
-                            {**options.header(), "device_name": env.device_name}, resume=resume)
+    checkpoint = Checkpoint(
+        out.with_name(out.name + ".partial.jsonl"),
+        {**options.header(), "device_name": env.device_name},
+        resume=resume,
+    )
     todo = [t for t in tasks(options) if checkpoint.done(t.key) is None]
     start = time.monotonic()
     iterator = progress(todo) if progress else todo
@@ -322,6 +411,8 @@ def calibrate(options: CalibrateOptions, out: Path, *, resume: bool,
     measurements = measurements_from(checkpoint.records, env, options)
     calibration = fit_calibration(measurements)
     calibration.save(out)
-    warnings = [f"{r['key']}: {line}" for r in checkpoint.records for line in r.get("disagreements", [])]
+    warnings = [
+        f"{r['key']}: {line}" for r in checkpoint.records for line in r.get("disagreements", [])
+    ]
     checkpoint.remove()
     return calibration, warnings

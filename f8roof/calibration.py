@@ -173,31 +173,56 @@ class Calibration:
             )
         env = root.obj("environment")
         environment = Environment(
-            **{f: env.str(f) for f in ("device", "device_name", "torch", "triton", "cuda", "date", "f8roof")},
+            **{
+                f: env.str(f)
+                for f in ("device", "device_name", "torch", "triton", "cuda", "date", "f8roof")
+            },
             sm_count=env.int("sm_count"),
         )
         ceil = root.obj("ceilings")
-        ceilings = Ceilings(*(ceil.num(f, positive=True) for f in
-                              ("bf16_flops", "fp8_flops", "copy_bandwidth_bytes_per_s", "launch_floor_s")))
+        ceilings = Ceilings(
+            *(
+                ceil.num(f, positive=True)
+                for f in ("bf16_flops", "fp8_flops", "copy_bandwidth_bytes_per_s", "launch_floor_s")
+            )
+        )
         fit_shapes = tuple(_shape(r, r.where) for r in root.items("fit_shapes"))
         shape_set = set(fit_shapes)
         gemms = tuple(
-            GemmMeasurement(g.choice("dtype", ("bf16", "fp8", "fp8_rowwise")),
-                            g.choice("gemm", tuple(r.value for r in GEMM_ROLES)),
-                            g.int("m", minimum=1), g.int("k", minimum=1), g.int("n", minimum=1),
-                            g.num("time_s", positive=True))
+            GemmMeasurement(
+                g.choice("dtype", ("bf16", "fp8", "fp8_rowwise")),
+                g.choice("gemm", tuple(r.value for r in GEMM_ROLES)),
+                g.int("m", minimum=1),
+                g.int("k", minimum=1),
+                g.int("n", minimum=1),
+                g.num("time_s", positive=True),
+            )
             for g in root.objs("gemms")
         )
         kernels = tuple(_kernel_from(k, shape_set) for k in root.objs("kernels"))
         steps = tuple(
-            StepMeasurement(s.str("variant"), *_known_shape(s, shape_set), s.num("device_s", positive=True),
-                            s.num("gemm_s", positive=True), s.num("wall_s", positive=True),
-                            s.int("launches"))
+            StepMeasurement(
+                s.str("variant"),
+                *_known_shape(s, shape_set),
+                s.num("device_s", positive=True),
+                s.num("gemm_s", positive=True),
+                s.num("wall_s", positive=True),
+                s.int("launches"),
+            )
             for s in root.objs("steps")
         )
         variants = tuple(_variant_from(v, shape_set) for v in root.objs("variants"))
-        calibration = cls(environment, ceilings, gemms, kernels, steps, variants,
-                          _kernel_time_from(root.obj("kernel_time")), fit_shapes, version)
+        calibration = cls(
+            environment,
+            ceilings,
+            gemms,
+            kernels,
+            steps,
+            variants,
+            _kernel_time_from(root.obj("kernel_time")),
+            fit_shapes,
+            version,
+        )
         calibration._check_complete(source)
         return calibration
 
@@ -216,8 +241,9 @@ class Calibration:
             table = self.gemm_model
         except GemmTableError as e:
             raise CalibrationError(f"{source}: gemms: {e}") from None
-        needed = {"bf16"} | {"fp8_rowwise" if n.startswith("rowwise") else "fp8"
-                             for n in names if n != BF16}
+        needed = {"bf16"} | {
+            "fp8_rowwise" if n.startswith("rowwise") else "fp8" for n in names if n != BF16
+        }
         for dtype in needed:
             for role in GEMM_ROLES:
                 if (dtype, role) not in table.tables:
@@ -236,14 +262,20 @@ class _Reader:
 
     def _get(self, key: str, kind: str) -> Any:
         if not isinstance(self.data, dict):
-            raise CalibrationError(f"{self.source}: field {self.where or '<top>'}: expected an object")
+            raise CalibrationError(
+                f"{self.source}: field {self.where or '<top>'}: expected an object"
+            )
         if key not in self.data:
             self._fail(key, f"missing (expected {kind})")
         return self.data[key]
 
     def num(self, key: str, *, positive: bool = False) -> float:
         value = self._get(key, "a number")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
             self._fail(key, f"expected a number, got {type(value).__name__} {str(value)[:40]!r}")
         if positive and value <= 0:
             self._fail(key, f"must be positive, got {value}")
@@ -301,7 +333,12 @@ class _Reader:
         for name, value in terms.data.items():
             if name not in MONOMIALS:
                 terms._fail(name, f"unknown monomial; known: {', '.join(MONOMIALS)}")
-            if isinstance(value, int) and not isinstance(value, bool) or isinstance(value, str) and _RATIONAL.fullmatch(value):
+            if (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                or isinstance(value, str)
+                and _RATIONAL.fullmatch(value)
+            ):
                 coefficients[name] = Fraction(value)
             else:
                 terms._fail(name, f"expected an integer or a 'p/q' string, got {str(value)[:40]!r}")
@@ -310,29 +347,48 @@ class _Reader:
 
 def _shape(reader: _Reader, where: str) -> Shape:
     value = reader.data
-    if (not isinstance(value, list) or len(value) != 3
-            or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in value)):
-        raise CalibrationError(f"{reader.source}: field {where}: expected [M, K, N] positive integers")
+    if (
+        not isinstance(value, list)
+        or len(value) != 3
+        or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in value)
+    ):
+        raise CalibrationError(
+            f"{reader.source}: field {where}: expected [M, K, N] positive integers"
+        )
     return tuple(value)  # type: ignore[return-value]
 
 
 def _known_shape(reader: _Reader, shapes: set[Shape]) -> Shape:
     shape = (reader.int("M", minimum=1), reader.int("K", minimum=1), reader.int("N", minimum=1))
     if shape not in shapes:
-        raise CalibrationError(f"{reader.source}: field {reader.where}: shape {shape} is not in fit_shapes")
+        raise CalibrationError(
+            f"{reader.source}: field {reader.where}: shape {shape} is not in fit_shapes"
+        )
     return shape
 
 
 def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
-    return KernelMeasurement(k.str("variant"), *_known_shape(k, shapes), k.str("key"),
-                             k.str("kernel"), k.str("graph"), k.str("kind"), k.optional_str("role"),
-                             k.int("bytes_read"), k.int("bytes_written"), k.int("workspace_bytes"),
-                             k.num("time_s", positive=True), k.polynomial("bytes_polynomial"))
+    return KernelMeasurement(
+        k.str("variant"),
+        *_known_shape(k, shapes),
+        k.str("key"),
+        k.str("kernel"),
+        k.str("graph"),
+        k.str("kind"),
+        k.optional_str("role"),
+        k.int("bytes_read"),
+        k.int("bytes_written"),
+        k.int("workspace_bytes"),
+        k.num("time_s", positive=True),
+        k.polynomial("bytes_polynomial"),
+    )
 
 
 def _poly_to_json(poly: Polynomial) -> dict[str, int | str]:
-    return {m: (c.numerator if c.denominator == 1 else f"{c.numerator}/{c.denominator}")
-            for m, c in poly.terms}
+    return {
+        m: (c.numerator if c.denominator == 1 else f"{c.numerator}/{c.denominator}")
+        for m, c in poly.terms
+    }
 
 
 def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
@@ -346,15 +402,22 @@ def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
                 "workspace_max_bytes": r.workspace_max,
                 "total": _poly_to_json(r.total),
                 "kernels": [
-                    {"key": k.key, "name": k.name, "graph": k.graph, "kind": k.kind, "role": k.role,
-                     "bytes": _poly_to_json(k.nbytes)}
+                    {
+                        "key": k.key,
+                        "name": k.name,
+                        "graph": k.graph,
+                        "kind": k.kind,
+                        "role": k.role,
+                        "bytes": _poly_to_json(k.nbytes),
+                    }
                     for k in r.kernels
                 ],
             }
             for r in v.traffic.regimes
         ],
-        "unfitted": [{"shapes": [list(s) for s in u.shapes], "reason": u.reason}
-                     for u in v.traffic.unfitted],
+        "unfitted": [
+            {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in v.traffic.unfitted
+        ],
     }
 
 
@@ -365,21 +428,39 @@ def _variant_from(reader: _Reader, shapes: set[Shape]) -> VariantFit:
         verified = tuple(_shape(s, s.where) for s in r.items("verified"))
         for shape in regime_shapes + verified:
             if shape not in shapes:
-                raise CalibrationError(f"{r.source}: field {r.where}: shape {shape} is not in fit_shapes")
+                raise CalibrationError(
+                    f"{r.source}: field {r.where}: shape {shape} is not in fit_shapes"
+                )
         kernels = tuple(
-            FittedKernel(k.str("key"), k.str("name"), k.str("graph"), k.str("kind"),
-                         k.optional_str("role"), k.polynomial("bytes"))
+            FittedKernel(
+                k.str("key"),
+                k.str("name"),
+                k.str("graph"),
+                k.str("kind"),
+                k.optional_str("role"),
+                k.polynomial("bytes"),
+            )
             for k in r.objs("kernels")
         )
         total = r.polynomial("total")
         if sum((k.nbytes for k in kernels), Polynomial.from_map({})) != total:
-            raise CalibrationError(f"{r.source}: field {r.where}.total: is not the sum of its kernels")
-        regimes.append(Regime(regime_shapes, kernels, total, verified, r.int("workspace_max_bytes")))
-    unfitted = tuple(Unfitted(tuple(_shape(s, s.where) for s in u.items("shapes")), u.str("reason"))
-                     for u in reader.objs("unfitted"))
+            raise CalibrationError(
+                f"{r.source}: field {r.where}.total: is not the sum of its kernels"
+            )
+        regimes.append(
+            Regime(regime_shapes, kernels, total, verified, r.int("workspace_max_bytes"))
+        )
+    unfitted = tuple(
+        Unfitted(tuple(_shape(s, s.where) for s in u.items("shapes")), u.str("reason"))
+        for u in reader.objs("unfitted")
+    )
     fixed = reader.obj("fixed")
-    cost = FixedCost(fixed.num("gemm_factor", positive=True), fixed.num("device_extra_s"),
-                     fixed.num("wall_extra_s"), fixed.num("wall_floor_s", positive=True))
+    cost = FixedCost(
+        fixed.num("gemm_factor", positive=True),
+        fixed.num("device_extra_s"),
+        fixed.num("wall_extra_s"),
+        fixed.num("wall_floor_s", positive=True),
+    )
     return VariantFit(reader.str("variant"), TrafficFit(tuple(regimes), unfitted), cost)
 
 

@@ -94,8 +94,12 @@ def fp8_reason(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> n
     table = []
     for c in range(8):  # one message per combination of failing dims, looked up per shape
         bad = [name for bit, name in enumerate(names) if c >> bit & 1]
-        table.append("" if not bad else " and ".join(bad) + (
-            " not a multiple of 16" if len(bad) == 1 else " not multiples of 16"))
+        table.append(
+            ""
+            if not bad
+            else " and ".join(bad)
+            + (" not a multiple of 16" if len(bad) == 1 else " not multiples of 16")
+        )
     return np.array(table, dtype=object)[code]
 
 
@@ -124,8 +128,17 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
         columns[f"fp8_s_{level.value}"] = fp8_gemm_s + overhead_s
         columns[f"speedup_{level.value}"] = bf16_gemm_s / (fp8_gemm_s + overhead_s)
     if config.calibration is not None:
-        columns.update(calibrated_columns(config.calibration, config.recipe, Mf, Kf, Nf,
-                                          bf16_gemm_s=bf16_gemm_s, fp8_gemm_s=fp8_gemm_s))
+        columns.update(
+            calibrated_columns(
+                config.calibration,
+                config.recipe,
+                Mf,
+                Kf,
+                Nf,
+                bf16_gemm_s=bf16_gemm_s,
+                fp8_gemm_s=fp8_gemm_s,
+            )
+        )
     reasons = fp8_reason(config.recipe, M, K, N)
     columns["fp8_ok"] = reasons == ""
     columns["fp8_reason"] = reasons
@@ -147,12 +160,14 @@ def fitted_overhead(calibration: Calibration, fit: VariantFit, M, K, N):
             kb = kernel.nbytes(m, k, n)
             nbytes[mask] += kb
             time_s[mask] += calibration.kernel_time.time_s(
-                kernel.kind, kb, kernel_id=f"{fit.variant}/{index}/{kernel.key}")
+                kernel.kind, kb, kernel_id=f"{fit.variant}/{index}/{kernel.key}"
+            )
     return nbytes, time_s
 
 
-def calibrated_columns(calibration: Calibration, recipe: Recipe, M, K, N, *,
-                       bf16_gemm_s, fp8_gemm_s) -> dict[str, np.ndarray]:
+def calibrated_columns(
+    calibration: Calibration, recipe: Recipe, M, K, N, *, bf16_gemm_s, fp8_gemm_s
+) -> dict[str, np.ndarray]:
     """The calibrated end-to-end prediction on both clocks (device first)."""
     bf16, fp8 = calibration.variant(BF16), calibration.variant(recipe.name)
     _, bf16_kernels_s = fitted_overhead(calibration, bf16, M, K, N)
@@ -172,8 +187,9 @@ def calibrated_columns(calibration: Calibration, recipe: Recipe, M, K, N, *,
     }
 
 
-def codegen_columns(frame: pd.DataFrame, config: EstimateConfig, *,
-                    progress=None) -> dict[str, np.ndarray]:
+def codegen_columns(
+    frame: pd.DataFrame, config: EstimateConfig, *, progress=None
+) -> dict[str, np.ndarray]:
     """Overhead from the exact kernels Inductor generates for each shape (codegen-only, no GPU
     needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
     for the shapes that matter, not sweeps."""
@@ -182,26 +198,34 @@ def codegen_columns(frame: pd.DataFrame, config: EstimateConfig, *,
 
     calibration = config.calibration
     if calibration is None:
-        raise ValueError("--overhead codegen times kernels with a calibration's kernel-time model: "
-                         "give --calibration (or a GPU with a shipped one)")
+        raise ValueError(
+            "--overhead codegen times kernels with a calibration's kernel-time model: "
+            "give --calibration (or a GPU with a shipped one)"
+        )
     fit = calibration.variant(config.recipe.name)
     shapes = list(zip(frame.M, frame.K, frame.N))
-    owners = nearest_regime(fit.traffic.regimes, *(np.array(c, dtype=np.float64) for c in zip(*shapes)))
+    owners = nearest_regime(
+        fit.traffic.regimes, *(np.array(c, dtype=np.float64) for c in zip(*shapes))
+    )
     nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
     for i, shape in enumerate(progress(shapes) if progress else shapes):
-        samples = capture(config.recipe, tuple(int(x) for x in shape), device="codegen",
-                          gpu=config.gpu).samples()
+        samples = capture(
+            config.recipe, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
+        ).samples()
         regime = fit.traffic.regimes[owners[i]]
         # The nearest calibration shape's per-kernel factors apply where it has this kernel set.
         same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
-            (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels)
+            (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels
+        )
         for key, sample in zip(kernel_keys(samples), samples):
             kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
             nbytes[i] += sample.nbytes
-            time_s[i] += float(calibration.kernel_time.time_s(sample.kind, sample.nbytes,
-                                                              kernel_id=kernel_id))
-    fp8_s = (frame["fp8_gemm_s"].to_numpy() * fit.fixed.gemm_factor + time_s
-             + fit.fixed.device_extra_s)
+            time_s[i] += float(
+                calibration.kernel_time.time_s(sample.kind, sample.nbytes, kernel_id=kernel_id)
+            )
+    fp8_s = (
+        frame["fp8_gemm_s"].to_numpy() * fit.fixed.gemm_factor + time_s + fit.fixed.device_extra_s
+    )
     return {
         "overhead_bytes_codegen": nbytes,
         "overhead_s_codegen": time_s,
@@ -210,8 +234,9 @@ def codegen_columns(frame: pd.DataFrame, config: EstimateConfig, *,
     }
 
 
-def square_breakeven(config: EstimateConfig, column: str = "speedup_worst", *,
-                     max_size: int = 65536) -> int | None:
+def square_breakeven(
+    config: EstimateConfig, column: str = "speedup_worst", *, max_size: int = 65536
+) -> int | None:
     """Smallest S (a multiple of 16) where float8 wins at M = K = N = S and keeps winning up to
     `max_size`; None if it never does."""
     sizes = np.arange(FP8_ALIGNMENT, max_size + 1, FP8_ALIGNMENT)

@@ -47,8 +47,16 @@ def _samples(m: Measurements, variant: str) -> list[ShapeSample]:
     for k in m.kernels:
         if k.variant == variant:
             by_shape.setdefault((k.M, k.K, k.N), []).append(
-                KernelSample(k.kernel, k.graph, k.kind, k.role, k.bytes_read + k.bytes_written,
-                             k.workspace_bytes, k.polynomial))
+                KernelSample(
+                    k.kernel,
+                    k.graph,
+                    k.kind,
+                    k.role,
+                    k.bytes_read + k.bytes_written,
+                    k.workspace_bytes,
+                    k.polynomial,
+                )
+            )
     measured = [(s.M, s.K, s.N) for s in m.steps if s.variant == variant]
     return [ShapeSample(shape, tuple(by_shape.get(shape, ()))) for shape in measured]
 
@@ -71,32 +79,58 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
         regime = _regime_of(traffic[k.variant], (k.M, k.K, k.N))
         kernel_ids.append(f"{k.variant}/{regime}/{k.key}" if regime is not None else "unfitted")
     # Keys are recorded as kernel_keys() made them; a mismatch would silently drop factors.
-    assert all(k.key in {f.key for r in traffic[k.variant].regimes for f in r.kernels}
-               for k, kid in zip(m.kernels, kernel_ids) if kid != "unfitted")
+    assert all(
+        k.key in {f.key for r in traffic[k.variant].regimes for f in r.kernels}
+        for k, kid in zip(m.kernels, kernel_ids)
+        if kid != "unfitted"
+    )
     if m.kernels:
-        kernel_time = fit_kernel_time([k.kind for k in m.kernels],
-                                      [k.bytes_read + k.bytes_written for k in m.kernels],
-                                      [k.time_s for k in m.kernels], kernel_ids)
+        kernel_time = fit_kernel_time(
+            [k.kind for k in m.kernels],
+            [k.bytes_read + k.bytes_written for k in m.kernels],
+            [k.time_s for k in m.kernels],
+            kernel_ids,
+        )
     else:
         raise CalibrationError("no overhead kernel was measured: nothing to fit kernel time to")
     zero = FixedCost(1.0, 0.0, 0.0, 1e-9)
-    draft = Calibration(m.environment, m.ceilings, m.gemms, m.kernels, m.steps,
-                        tuple(VariantFit(v, traffic[v], zero) for v in m.variants),
-                        kernel_time, m.fit_shapes)
+    draft = Calibration(
+        m.environment,
+        m.ceilings,
+        m.gemms,
+        m.kernels,
+        m.steps,
+        tuple(VariantFit(v, traffic[v], zero) for v in m.variants),
+        kernel_time,
+        m.fit_shapes,
+    )
     variants = []
     for variant in m.variants:
         steps = [s for s in m.steps if s.variant == variant]
         table_gemm_s, kernels_s = modelled_device_s(draft, variant, steps)
-        fixed = fit_fixed_cost(table_gemm_s=table_gemm_s, gemm_s=[s.gemm_s for s in steps],
-                               kernels_s=kernels_s, device_s=[s.device_s for s in steps],
-                               wall_s=[s.wall_s for s in steps])
+        fixed = fit_fixed_cost(
+            table_gemm_s=table_gemm_s,
+            gemm_s=[s.gemm_s for s in steps],
+            kernels_s=kernels_s,
+            device_s=[s.device_s for s in steps],
+            wall_s=[s.wall_s for s in steps],
+        )
         variants.append(VariantFit(variant, traffic[variant], fixed))
-    return Calibration(m.environment, m.ceilings, m.gemms, m.kernels, m.steps, tuple(variants),
-                       kernel_time, m.fit_shapes)
+    return Calibration(
+        m.environment,
+        m.ceilings,
+        m.gemms,
+        m.kernels,
+        m.steps,
+        tuple(variants),
+        kernel_time,
+        m.fit_shapes,
+    )
 
 
-def modelled_device_s(calibration: Calibration, variant: str,
-                      steps: list[StepMeasurement]) -> tuple[np.ndarray, np.ndarray]:
+def modelled_device_s(
+    calibration: Calibration, variant: str, steps: list[StepMeasurement]
+) -> tuple[np.ndarray, np.ndarray]:
     """Gemm table time and fitted kernel time at the steps' shapes."""
     M, K, N = (np.array([getattr(s, d) for s in steps], dtype=np.float64) for d in "MKN")
     recipe = None if variant == BF16 else Recipe.from_name(variant)

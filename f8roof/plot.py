@@ -22,8 +22,15 @@ FORMATS = (".png", ".svg")
 DPI = 100
 DIMS = ("M", "K", "N")
 LEVEL_COLUMNS = {"worst": "speedup_worst", "ideal": "speedup_ideal", "fitted": "speedup"}
-VALIDATION_COLUMNS = ("M", "K", "N", "recipe", "measured_speedup", "predicted_speedup",
-                      "seed_speedup")
+VALIDATION_COLUMNS = (
+    "M",
+    "K",
+    "N",
+    "recipe",
+    "measured_speedup",
+    "predicted_speedup",
+    "seed_speedup",
+)
 
 
 class PlotError(F8RoofError):
@@ -80,13 +87,14 @@ def sizes(lo: int, hi: int, points: int) -> np.ndarray:
     if not 0 < lo < hi:
         raise PlotError(f"bad size range {lo}..{hi}: need 0 < min < max")
     raw = np.exp2(np.linspace(np.log2(lo), np.log2(hi), points))
-    return np.unique(np.maximum(FP8_ALIGNMENT, np.round(raw / FP8_ALIGNMENT) * FP8_ALIGNMENT)
-                     ).astype(np.int64)
+    return np.unique(
+        np.maximum(FP8_ALIGNMENT, np.round(raw / FP8_ALIGNMENT) * FP8_ALIGNMENT)
+    ).astype(np.int64)
 
 
 def _log2_ticks(ax, axis: str, values: np.ndarray) -> None:
     exps = np.arange(int(np.ceil(np.log2(values.min()))), int(np.floor(np.log2(values.max()))) + 1)
-    ticks = 2.0 ** exps
+    ticks = 2.0**exps
     labels = [f"{int(t) // 1024}k" if t >= 1024 else str(int(t)) for t in ticks]
     setter = ax.set_xticks if axis == "x" else ax.set_yticks
     setter(ticks, labels)
@@ -100,9 +108,19 @@ def _centred_norm(values: np.ndarray):
     return TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 1.0 - 1e-3), vmax=max(hi, 1.0 + 1e-3))
 
 
-def heatmap(config: EstimateConfig, *, out: str | Path, x: str = "M", y: str = "K=N",
-            fixed: int = 8192, lo: int = 256, hi: int = 65536, points: int = 65,
-            level: str | None = None, title: str | None = None) -> Plot:
+def heatmap(
+    config: EstimateConfig,
+    *,
+    out: str | Path,
+    x: str = "M",
+    y: str = "K=N",
+    fixed: int = 8192,
+    lo: int = 256,
+    hi: int = 65536,
+    points: int = 65,
+    level: str | None = None,
+    title: str | None = None,
+) -> Plot:
     """Speedup over two dims (the third fixed), diverging colours centred at 1 and the
     breakeven contour where the speedup crosses 1."""
     path = check_out(out)
@@ -124,8 +142,9 @@ def heatmap(config: EstimateConfig, *, out: str | Path, x: str = "M", y: str = "
 
     fig = _figure(7.0, 5.6)
     ax = fig.add_subplot()
-    mesh = ax.pcolormesh(xs, ys, speedup, cmap="RdBu", norm=_centred_norm(speedup),
-                         shading="nearest")
+    mesh = ax.pcolormesh(
+        xs, ys, speedup, cmap="RdBu", norm=_centred_norm(speedup), shading="nearest"
+    )
     bar = fig.colorbar(mesh, ax=ax)
     bar.set_label(f"speedup = bf16 / float8 ({level}); above 1: float8 faster")
     if np.nanmin(speedup) < 1.0 < np.nanmax(speedup):
@@ -139,16 +158,28 @@ def heatmap(config: EstimateConfig, *, out: str | Path, x: str = "M", y: str = "
     ax.set_ylabel(" = ".join(y_dims))
     fixed_text = f", {' = '.join(rest)} = {fixed}" if rest else ""
     basis = "calibrated" if config.calibration is not None else "roofline presets"
-    ax.set_title(title or f"float8 {config.recipe.name} vs bf16 on {config.gpu.name}"
-                          f"{fixed_text} ({level} overhead, {basis})", fontsize=10)
+    ax.set_title(
+        title
+        or f"float8 {config.recipe.name} vs bf16 on {config.gpu.name}"
+        f"{fixed_text} ({level} overhead, {basis})",
+        fontsize=10,
+    )
     _save(fig, path)
-    data = pd.DataFrame({"M": shapes[:, 0], "K": shapes[:, 1], "N": shapes[:, 2],
-                         column: speedup.ravel()})
+    data = pd.DataFrame(
+        {"M": shapes[:, 0], "K": shapes[:, 1], "N": shapes[:, 2], column: speedup.ravel()}
+    )
     return Plot(path, fig, data)
 
 
-def overhead_share(config: EstimateConfig, *, out: str | Path, lo: int = 128, hi: int = 65536,
-                   points: int = 41, title: str | None = None) -> Plot:
+def overhead_share(
+    config: EstimateConfig,
+    *,
+    out: str | Path,
+    lo: int = 128,
+    hi: int = 65536,
+    points: int = 41,
+    title: str | None = None,
+) -> Plot:
     """Overhead (amax, scale, cast, transpose) as a share of float8 time at M = K = N = S:
     worst, ideal and (with a calibration) fitted."""
     path = check_out(out)
@@ -208,8 +239,13 @@ def _speedup_ticks(ax, lo: float, hi: float) -> None:
         axis.set_ticks(ticks, labels)
 
 
-def validation_scatter(report: str | Path | pd.DataFrame, *, out: str | Path,
-                       band: float = 0.10, title: str | None = None) -> Plot:
+def validation_scatter(
+    report: str | Path | pd.DataFrame,
+    *,
+    out: str | Path,
+    band: float = 0.10,
+    title: str | None = None,
+) -> Plot:
     """Predicted vs measured speedup (ours and the seed's), the y = x line, a +-band error
     band, and the quadrants where a prediction would make the wrong call shaded."""
     path = check_out(out)
@@ -222,28 +258,48 @@ def validation_scatter(report: str | Path | pd.DataFrame, *, out: str | Path,
     fig = _figure(6.4, 6.0)
     ax = fig.add_subplot()
     line = np.geomspace(lo, hi, 100)
-    ax.fill_between(line, line * (1 - band), line * (1 + band), color="0.85",
-                    label=f"+-{band:.0%} error band")
+    ax.fill_between(
+        line, line * (1 - band), line * (1 + band), color="0.85", label=f"+-{band:.0%} error band"
+    )
     ax.plot(line, line, color="black", linewidth=1, label="y = x")
     # the two quadrants where the prediction picks the wrong side of breakeven
     ax.fill_between([lo, 1], 1, hi, color="tab:red", alpha=0.07, linewidth=0)
-    ax.fill_between([1, hi], lo, 1, color="tab:red", alpha=0.07, linewidth=0,
-                    label="wrong call (other side of 1)")
+    ax.fill_between(
+        [1, hi],
+        lo,
+        1,
+        color="tab:red",
+        alpha=0.07,
+        linewidth=0,
+        label="wrong call (other side of 1)",
+    )
     ax.axhline(1, color="0.5", linewidth=0.6)
     ax.axvline(1, color="0.5", linewidth=0.6)
 
     def mape(pred, truth):
         return float(np.median(np.abs(pred - truth) / truth))
 
-    ax.scatter(measured, seed, marker="x", color="tab:gray", s=28,
-               label=f"seed roofline (median |err| {mape(seed, measured):.0%})")
+    ax.scatter(
+        measured,
+        seed,
+        marker="x",
+        color="tab:gray",
+        s=28,
+        label=f"seed roofline (median |err| {mape(seed, measured):.0%})",
+    )
     recipes = list(dict.fromkeys(frame["recipe"].astype(str)))
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
     for index, recipe in enumerate(recipes):
         mask = frame["recipe"].astype(str).to_numpy() == recipe
-        ax.scatter(measured[mask], ours[mask], color=colours[index % len(colours)], s=30,
-                   edgecolor="black", linewidth=0.4,
-                   label=f"f8roof {recipe} (median |err| {mape(ours[mask], measured[mask]):.0%})")
+        ax.scatter(
+            measured[mask],
+            ours[mask],
+            color=colours[index % len(colours)],
+            s=30,
+            edgecolor="black",
+            linewidth=0.4,
+            label=f"f8roof {recipe} (median |err| {mape(ours[mask], measured[mask]):.0%})",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -265,9 +321,11 @@ def layer_speedups(recommendation, *, out: str | Path, title: str | None = None)
     layers = recommendation.layers
     criterion = recommendation.criterion
     recipes = recommendation.recipes
-    columns = ([f"{criterion}_{r}" for r in recipes] if len(recipes) > 1 else [criterion])
-    labels = [f"{f} ({k}x{n}) x{c}" for f, k, n, c in
-              zip(layers["fqn"], layers["K"], layers["N"], layers["count"])]
+    columns = [f"{criterion}_{r}" for r in recipes] if len(recipes) > 1 else [criterion]
+    labels = [
+        f"{f} ({k}x{n}) x{c}"
+        for f, k, n, c in zip(layers["fqn"], layers["K"], layers["N"], layers["count"])
+    ]
     n_layers, n_recipes = len(layers), len(columns)
     fig = _figure(8.0, 1.6 + n_layers * (0.25 + 0.12 * n_recipes))
     ax = fig.add_subplot()
@@ -278,12 +336,24 @@ def layer_speedups(recommendation, *, out: str | Path, title: str | None = None)
     for j, (column, recipe) in enumerate(zip(columns, recipes)):
         values = np.where(ok, layers[column].to_numpy(dtype=np.float64), np.nan)
         # bars grow from breakeven: right is a float8 win, left a loss
-        ax.barh(positions + (n_recipes - 1 - 2 * j) * height / 2, values - 1.0, left=1.0,
-                height=height, color=colours[j % len(colours)], label=recipe)
+        ax.barh(
+            positions + (n_recipes - 1 - 2 * j) * height / 2,
+            values - 1.0,
+            left=1.0,
+            height=height,
+            color=colours[j % len(colours)],
+            label=recipe,
+        )
     for pos, good, reason in zip(positions, ok, layers["fp8_reason"]):
         if not good:
-            ax.text(1.0, pos, f"  bf16 only: {reason}", va="center", fontsize=8,
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+            ax.text(
+                1.0,
+                pos,
+                f"  bf16 only: {reason}",
+                va="center",
+                fontsize=8,
+                bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+            )
     ax.axvline(1.0, color="black", linewidth=1.2)
     ax.set_yticks(positions, labels, fontsize=8)
     ax.set_ylim(-0.6, n_layers - 0.4)
@@ -291,17 +361,29 @@ def layer_speedups(recommendation, *, out: str | Path, title: str | None = None)
     ax.grid(True, axis="x", alpha=0.3)
     fig.legend(loc="outside lower center", ncols=min(n_recipes, 3), fontsize=8)
     arch = recommendation.architecture
-    ax.set_title(title or f"{arch.name}, {recommendation.tokens} tokens per step, "
-                          f"{recommendation.gpu}")
+    ax.set_title(
+        title or f"{arch.name}, {recommendation.tokens} tokens per step, {recommendation.gpu}"
+    )
     _save(fig, path)
     return Plot(path, fig, layers[["fqn", *columns]])
 
 
-def draw(*, kind: str | None, out: str | Path, gpu: str = "h100", recipe: str = "tensorwise",
-         calibration: str | Path | None = None, no_calibration: bool = False,
-         level: str | None = None, x: str = "M", y: str = "K=N", fixed: int = 8192,
-         lo: int = 256, hi: int = 65536, validation: str | Path | None = None
-         ) -> tuple[Plot, str]:
+def draw(
+    *,
+    kind: str | None,
+    out: str | Path,
+    gpu: str = "h100",
+    recipe: str = "tensorwise",
+    calibration: str | Path | None = None,
+    no_calibration: bool = False,
+    level: str | None = None,
+    x: str = "M",
+    y: str = "K=N",
+    fixed: int = 8192,
+    lo: int = 256,
+    hi: int = 65536,
+    validation: str | Path | None = None,
+) -> tuple[Plot, str]:
     """The `f8roof plot` command: one picture, and what its estimate used ('' for validation)."""
     from f8roof.recommend import build_configs
 
@@ -317,8 +399,9 @@ def draw(*, kind: str | None, out: str | Path, gpu: str = "h100", recipe: str = 
         raise PlotError("--calibration and --no-calibration contradict each other")
     if "," in recipe or recipe.strip() == "all":
         raise PlotError("a plot shows one recipe; give one --recipe")
-    configs, source = build_configs(gpu=gpu, recipes=recipe, calibration=calibration,
-                                    use_shipped=not no_calibration)
+    configs, source = build_configs(
+        gpu=gpu, recipes=recipe, calibration=calibration, use_shipped=not no_calibration
+    )
     config = configs[0]
     if config.calibration is not None:
         config.calibration.variant(config.recipe.name)  # the recipe must be in the file

@@ -87,8 +87,11 @@ class Recommendation:
 
 def parse_recipes(text: str, scaling: Mapping[str, str] | None = None) -> list[Recipe]:
     """'all', one recipe name, or a comma list of them."""
-    names = list(RECIPE_NAMES) if text.strip() == "all" else [
-        t.strip() for t in text.split(",") if t.strip()]
+    names = (
+        list(RECIPE_NAMES)
+        if text.strip() == "all"
+        else [t.strip() for t in text.split(",") if t.strip()]
+    )
     if not names:
         raise RecipeError("no recipe given; known: all, " + ", ".join(RECIPE_NAMES))
     if scaling and len(names) > 1:
@@ -111,8 +114,9 @@ def _usable(configs: Sequence[EstimateConfig]) -> tuple[list[EstimateConfig], li
     return usable, [c.recipe.name for c in configs if c.recipe.name not in have]
 
 
-def recommend(architecture: Architecture, *, tokens: int,
-              configs: Sequence[EstimateConfig]) -> Recommendation:
+def recommend(
+    architecture: Architecture, *, tokens: int, configs: Sequence[EstimateConfig]
+) -> Recommendation:
     """Estimate every layer type under every recipe; per layer keep the best recipe and
     convert it if float8 wins on the decision column."""
     tokens = check_tokens(tokens)
@@ -134,8 +138,13 @@ def recommend(architecture: Architecture, *, tokens: int,
     chosen = pd.concat([frames[b].iloc[[i]] for i, b in zip(rows, best)], ignore_index=True)
     chosen["recipe"] = chosen["recipe"].astype(str)
     counts = np.array([linear.count for linear in architecture.linears])
-    layers = pd.concat([pd.DataFrame({"fqn": [linear.fqn for linear in architecture.linears],
-                                      "count": counts}), chosen], axis=1)
+    layers = pd.concat(
+        [
+            pd.DataFrame({"fqn": [linear.fqn for linear in architecture.linears], "count": counts}),
+            chosen,
+        ],
+        axis=1,
+    )
     if len(recipes) > 1:
         for name, frame in zip(recipes, frames):
             layers[f"{criterion}_{name}"] = frame[criterion].to_numpy()
@@ -155,13 +164,23 @@ def recommend(architecture: Architecture, *, tokens: int,
     recipe_totals = {}
     for name, frame in zip(recipes, frames):
         ok = frame["fp8_ok"].to_numpy(dtype=bool) & (frame[criterion].to_numpy() > 1.0)
-        recipe_totals[name] = _totals(counts, frame[bf16_col].to_numpy(dtype=np.float64),
-                                      frame[fp8_col].to_numpy(dtype=np.float64), ok)
+        recipe_totals[name] = _totals(
+            counts,
+            frame[bf16_col].to_numpy(dtype=np.float64),
+            frame[fp8_col].to_numpy(dtype=np.float64),
+            ok,
+        )
     calibration = configs[0].calibration
     return Recommendation(
-        architecture=architecture, tokens=tokens, criterion=criterion, recipes=recipes,
-        skipped_recipes=tuple(skipped), layers=layers, totals=totals,
-        recipe_totals=recipe_totals, gpu=configs[0].gpu.name,
+        architecture=architecture,
+        tokens=tokens,
+        criterion=criterion,
+        recipes=recipes,
+        skipped_recipes=tuple(skipped),
+        layers=layers,
+        totals=totals,
+        recipe_totals=recipe_totals,
+        gpu=configs[0].gpu.name,
         calibrated_on=calibration.environment.device_name if calibration else "",
     )
 
@@ -185,15 +204,20 @@ def _note(row, criterion: str) -> str:
     return ""
 
 
-def recommend_model(model: str, *, tokens: int,
-                    configs: Sequence[EstimateConfig]) -> Recommendation:
+def recommend_model(
+    model: str, *, tokens: int, configs: Sequence[EstimateConfig]
+) -> Recommendation:
     """`recommend` for a built-in name or a config.json path (the CLI's entry)."""
     return recommend(resolve_model(model), tokens=tokens, configs=configs)
 
 
-def build_configs(*, gpu: str = "h100", recipes: str = "tensorwise",
-                  calibration: str | Path | Calibration | None = None,
-                  use_shipped: bool = True) -> tuple[list[EstimateConfig], str]:
+def build_configs(
+    *,
+    gpu: str = "h100",
+    recipes: str = "tensorwise",
+    calibration: str | Path | Calibration | None = None,
+    use_shipped: bool = True,
+) -> tuple[list[EstimateConfig], str]:
     """One EstimateConfig per recipe, and what the estimate uses, in words. Like `f8roof
     estimate`: an explicit calibration, else the shipped one for the GPU if any (unless
     `use_shipped` is false), else the roofline presets."""
@@ -214,8 +238,9 @@ def build_configs(*, gpu: str = "h100", recipes: str = "tensorwise",
 
 # Module names wrappers insert above a model's own (torch.compile, FSDP1, activation
 # checkpointing, DDP): a filter built on the bare model still answers for the wrapped one.
-WRAPPER_NAMES = frozenset({"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module",
-                           "module"})
+WRAPPER_NAMES = frozenset(
+    {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module", "module"}
+)
 
 
 def canonical_fqn(fqn: str) -> str:
@@ -245,8 +270,14 @@ class ModuleFilter:
         return self.by_layer.get((layer_type(name), K, N), False)
 
 
-def module_filter(model, tokens: int, *, calibration: str | Path | Calibration | None = None,
-                  gpu: str = "h100", recipe: str = "tensorwise") -> ModuleFilter:
+def module_filter(
+    model,
+    tokens: int,
+    *,
+    calibration: str | Path | Calibration | None = None,
+    gpu: str = "h100",
+    recipe: str = "tensorwise",
+) -> ModuleFilter:
     """A filter for torchao's `convert_to_float8_training`: True for the nn.Linear modules of
     `model` that train faster in float8 at `tokens` tokens per step (M = tokens).
 
@@ -255,8 +286,9 @@ def module_filter(model, tokens: int, *, calibration: str | Path | Calibration |
     the step's tokens: a routed MoE expert sees fewer.
     """
     if "," in recipe or recipe.strip() == "all":
-        raise F8RoofError("module_filter takes one recipe: torchao converts a model with one "
-                          "Float8LinearConfig")
+        raise F8RoofError(
+            "module_filter takes one recipe: torchao converts a model with one Float8LinearConfig"
+        )
     configs, _ = build_configs(gpu=gpu, recipes=recipe, calibration=calibration, use_shipped=False)
     model = as_module(model)
     architecture = from_module(model)
@@ -265,6 +297,8 @@ def module_filter(model, tokens: int, *, calibration: str | Path | Calibration |
     verdict = dict(zip(recommendation.layers["fqn"], recommendation.layers["convert"].astype(bool)))
     kinds = group_by_layer_type(linears)
     decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}
-    by_layer = {(layer_type(canonical_fqn(fqn)), *linears[fqn]): decisions[canonical_fqn(fqn)]
-                for fqn in linears}
+    by_layer = {
+        (layer_type(canonical_fqn(fqn)), *linears[fqn]): decisions[canonical_fqn(fqn)]
+        for fqn in linears
+    }
     return ModuleFilter(decisions=decisions, by_layer=by_layer, recommendation=recommendation)

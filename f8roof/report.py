@@ -20,8 +20,11 @@ from f8roof.estimate import EstimateConfig
 from f8roof.files import write_text_atomic
 from f8roof.recommend import TIME_COLUMNS, Recommendation, recommend_model
 
-SPEEDUP_COLUMNS = (("speedup_ideal", "x ideal"), ("speedup", "x fitted"),
-                   ("speedup_worst", "x worst"))
+SPEEDUP_COLUMNS = (
+    ("speedup_ideal", "x ideal"),
+    ("speedup", "x fitted"),
+    ("speedup_worst", "x worst"),
+)
 
 
 def _speedup(value: float) -> str:
@@ -47,17 +50,31 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
         speedups = [(f"{rec.criterion}_{r}", f"x {r}") for r in rec.recipes]
     else:
         speedups = [(c, h) for c, h in SPEEDUP_COLUMNS if c in layers.columns]
-    header = (["layer", "count", "K", "N", "recipe", "bf16 us", "fp8 us"]
-              + [h for _, h in speedups]
-              + ["decision", "margin", "bf16 ms/step", "saved ms/step", "note"])
+    header = (
+        ["layer", "count", "K", "N", "recipe", "bf16 us", "fp8 us"]
+        + [h for _, h in speedups]
+        + ["decision", "margin", "bf16 ms/step", "saved ms/step", "note"]
+    )
     rows = []
     for _, r in layers.iterrows():
         rows.append(
-            [str(r["fqn"]), str(r["count"]), str(r["K"]), str(r["N"]), str(r["recipe"]),
-             f"{r[bf16_col] * 1e6:.1f}", f"{r[fp8_col] * 1e6:.1f}"]
+            [
+                str(r["fqn"]),
+                str(r["count"]),
+                str(r["K"]),
+                str(r["N"]),
+                str(r["recipe"]),
+                f"{r[bf16_col] * 1e6:.1f}",
+                f"{r[fp8_col] * 1e6:.1f}",
+            ]
             + [_speedup(float(r[c])) for c, _ in speedups]
-            + [str(r["decision"]), _margin(float(r["margin"])), _ms(r["bf16_step_s"]),
-               _ms(r["saved_step_s"]), str(r["note"])]
+            + [
+                str(r["decision"]),
+                _margin(float(r["margin"])),
+                _ms(r["bf16_step_s"]),
+                _ms(r["saved_step_s"]),
+                str(r["note"]),
+            ]
         )
     return header, rows
 
@@ -83,18 +100,22 @@ def _aligned(header: list[str], rows: list[list[str]], *, color: bool) -> str:
 def totals_lines(rec: Recommendation) -> list[str]:
     t = rec.totals
     level = "calibrated" if rec.criterion == "speedup" else "worst case"
-    lines = [(
-        f"total linear time per step (fwd+bwd, device, {level}): bf16 {_ms(t.bf16_s)} ms -> "
-        f"{_ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears in float8: "
-        f"speedup {t.speedup:.3f}x of the linear part, {_ms(t.saved_s)} ms saved per step"
-    )]
+    lines = [
+        (
+            f"total linear time per step (fwd+bwd, device, {level}): bf16 {_ms(t.bf16_s)} ms -> "
+            f"{_ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears in float8: "
+            f"speedup {t.speedup:.3f}x of the linear part, {_ms(t.saved_s)} ms saved per step"
+        )
+    ]
     if len(rec.recipes) > 1:
         each = ", ".join(f"{name} {tot.speedup:.3f}x" for name, tot in rec.recipe_totals.items())
         best = best_recipe(rec)
         lines.append(f"one recipe for every converted layer: {each}")
-        lines.append(f"best single recipe: {best}; best recipe per layer: {t.speedup:.3f}x "
-                     f"(torchao converts with one config per call: one call per recipe, each "
-                     f"with its own module_filter)")
+        lines.append(
+            f"best single recipe: {best}; best recipe per layer: {t.speedup:.3f}x "
+            f"(torchao converts with one config per call: one call per recipe, each "
+            f"with its own module_filter)"
+        )
     if rec.skipped_recipes:
         lines.append(f"not compared (not in the calibration): {', '.join(rec.skipped_recipes)}")
     if rec.architecture.note:
@@ -109,20 +130,24 @@ def best_recipe(rec: Recommendation) -> str:
 
 def headline(rec: Recommendation) -> str:
     arch = rec.architecture
-    return (f"{arch.name} on {rec.gpu}, M = {rec.tokens} tokens per step: {len(arch.linears)} "
-            f"linear types, {arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B "
-            f"linear weights")
+    return (
+        f"{arch.name} on {rec.gpu}, M = {rec.tokens} tokens per step: {len(arch.linears)} "
+        f"linear types, {arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B "
+        f"linear weights"
+    )
 
 
 def format_recommendation(rec: Recommendation, *, color: bool = False) -> str:
     """The terminal rendering: headline, decision basis, per-layer table, totals."""
     header, rows = layer_rows(rec)
-    return "\n".join([
-        headline(rec),
-        f"decisions by {rec.criterion_label}",
-        _aligned(header, rows, color=color),
-        *totals_lines(rec),
-    ])
+    return "\n".join(
+        [
+            headline(rec),
+            f"decisions by {rec.criterion_label}",
+            _aligned(header, rows, color=color),
+            *totals_lines(rec),
+        ]
+    )
 
 
 def _md_escape(text: str) -> str:
@@ -136,8 +161,9 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(rec: Recommendation, *, source: str, plots: Sequence[tuple[str, str]] = (),
-             plot_note: str = "") -> str:
+def markdown(
+    rec: Recommendation, *, source: str, plots: Sequence[tuple[str, str]] = (), plot_note: str = ""
+) -> str:
     """The markdown report; `plots` are (caption, relative path) pairs."""
     arch = rec.architecture
     header, rows = layer_rows(rec)
@@ -145,12 +171,16 @@ def markdown(rec: Recommendation, *, source: str, plots: Sequence[tuple[str, str
     parts = [
         f"# f8roof report: {arch.name} at {rec.tokens} tokens per step",
         "",
-        (f"- model: {arch.name} ({arch.source}): {len(arch.linears)} linear types, "
-         f"{arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B linear weights"),
+        (
+            f"- model: {arch.name} ({arch.source}): {len(arch.linears)} linear types, "
+            f"{arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B linear weights"
+        ),
         f"- GPU: {rec.gpu}; estimate: {source}",
         f"- recipes compared: {', '.join(rec.recipes)}",
-        (f"- decisions by {rec.criterion_label}; a layer whose K or N is not a multiple of 16 "
-         "is never converted"),
+        (
+            f"- decisions by {rec.criterion_label}; a layer whose K or N is not a multiple of 16 "
+            "is never converted"
+        ),
         f"- f8roof {__version__}",
         "",
         "## Recommendation",
@@ -161,8 +191,10 @@ def markdown(rec: Recommendation, *, source: str, plots: Sequence[tuple[str, str
         "",
         "## Per layer type",
         "",
-        ("Times are one linear's forward + backward (device time); `ms/step` multiplies by the "
-         "count. `+` marks float8 faster."),
+        (
+            "Times are one linear's forward + backward (device time); `ms/step` multiplies by the "
+            "count. `+` marks float8 faster."
+        ),
         "",
         _md_table(header, rows),
         "",
@@ -182,7 +214,8 @@ def markdown(rec: Recommendation, *, source: str, plots: Sequence[tuple[str, str
         "",
         f"keep = f8roof.module_filter(model, tokens={rec.tokens}, gpu={rec.gpu!r}, "
         f"recipe={best_recipe(rec)!r}"
-        + (", calibration='calibration.json'" if rec.criterion == "speedup" else "") + ")",
+        + (", calibration='calibration.json'" if rec.criterion == "speedup" else "")
+        + ")",
         "# with the Float8LinearConfig of the same recipe",
         "convert_to_float8_training(model, module_filter_fn=keep)",
         "```",
@@ -204,8 +237,15 @@ class ReportResult:
         return [headline(self.recommendation), *totals_lines(self.recommendation)]
 
 
-def write_report(model: str, *, tokens: int, configs: Sequence[EstimateConfig], source: str,
-                 out: str | Path, plots: bool = True) -> ReportResult:
+def write_report(
+    model: str,
+    *,
+    tokens: int,
+    configs: Sequence[EstimateConfig],
+    source: str,
+    out: str | Path,
+    plots: bool = True,
+) -> ReportResult:
     """The markdown report for a model, with its plots as PNGs beside it (`<stem>_*.png`).
     Without matplotlib the report is written without plots and says so."""
     from f8roof.plot import PlotError, heatmap, layer_speedups, overhead_share
@@ -218,12 +258,21 @@ def write_report(model: str, *, tokens: int, configs: Sequence[EstimateConfig], 
         config = next(c for c in configs if c.recipe.name == best_recipe(rec))
         stem = path.with_suffix("")
         try:
-            written.append(("Speedup per layer type",
-                            layer_speedups(rec, out=f"{stem}_layers.png").path))
-            written.append((f"Speedup over M and K = N ({config.recipe.name})",
-                            heatmap(config, out=f"{stem}_heatmap.png").path))
-            written.append((f"Overhead share of float8 time ({config.recipe.name})",
-                            overhead_share(config, out=f"{stem}_overhead.png").path))
+            written.append(
+                ("Speedup per layer type", layer_speedups(rec, out=f"{stem}_layers.png").path)
+            )
+            written.append(
+                (
+                    f"Speedup over M and K = N ({config.recipe.name})",
+                    heatmap(config, out=f"{stem}_heatmap.png").path,
+                )
+            )
+            written.append(
+                (
+                    f"Overhead share of float8 time ({config.recipe.name})",
+                    overhead_share(config, out=f"{stem}_overhead.png").path,
+                )
+            )
         except PlotError as e:
             note = f"(plots skipped: {e.message})"
     relative = [(caption, p.name) for caption, p in written]
@@ -231,9 +280,17 @@ def write_report(model: str, *, tokens: int, configs: Sequence[EstimateConfig], 
     return ReportResult(path, tuple(p for _, p in written), rec, note, source)
 
 
-def write_model_report(model: str, *, tokens: int, out: str | Path, gpu: str = "h100",
-                       recipes: str = "tensorwise", calibration: str | Path | None = None,
-                       no_calibration: bool = False, plots: bool = True) -> ReportResult:
+def write_model_report(
+    model: str,
+    *,
+    tokens: int,
+    out: str | Path,
+    gpu: str = "h100",
+    recipes: str = "tensorwise",
+    calibration: str | Path | None = None,
+    no_calibration: bool = False,
+    plots: bool = True,
+) -> ReportResult:
     """The `f8roof report` command: pick the estimate's inputs like `f8roof estimate`, then
     `write_report`."""
     from f8roof.recommend import build_configs
@@ -241,10 +298,10 @@ def write_model_report(model: str, *, tokens: int, out: str | Path, gpu: str = "
     check_report_path(out)
     if calibration and no_calibration:
         raise F8RoofError("--calibration and --no-calibration contradict each other")
-    configs, source = build_configs(gpu=gpu, recipes=recipes, calibration=calibration,
-                                    use_shipped=not no_calibration)
-    return write_report(model, tokens=tokens, configs=configs, source=source, out=out,
-                        plots=plots)
+    configs, source = build_configs(
+        gpu=gpu, recipes=recipes, calibration=calibration, use_shipped=not no_calibration
+    )
+    return write_report(model, tokens=tokens, configs=configs, source=source, out=out, plots=plots)
 
 
 def check_report_path(out: str | Path) -> Path:

@@ -43,39 +43,51 @@ def validation_frame(calibration: Calibration, gpu: GPU, pairs: list[Pair]) -> p
         for p, o, s in zip(mine, ours.itertuples(), seed.itertuples()):
             measured = p.bf16.device_s / p.fp8.device_s
             measured_wall = p.bf16.wall_s / p.fp8.wall_s
-            rows.append({
-                "M": p.fp8.M, "K": p.fp8.K, "N": p.fp8.N, "recipe": recipe_name,
-                "measured_speedup": measured,
-                "predicted_speedup": o.speedup,
-                "seed_speedup": s.speedup_worst,
-                "error_pct": float(percent_error(o.speedup, measured)),
-                "seed_error_pct": float(percent_error(s.speedup_worst, measured)),
-                "measured_bf16_s": p.bf16.device_s, "predicted_bf16_s": o.bf16_s,
-                "measured_fp8_s": p.fp8.device_s, "predicted_fp8_s": o.fp8_s,
-                # where an error comes from: gemms, overhead kernels, the rest (fixed costs)
-                "measured_fp8_gemm_s": p.fp8.gemm_s, "predicted_fp8_gemm_s": o.fp8_gemm_s,
-                "measured_fp8_other_s": p.fp8.device_s - p.fp8.gemm_s,
-                "predicted_overhead_s": o.overhead_s_fitted,
-                "measured_bf16_gemm_s": p.bf16.gemm_s, "predicted_bf16_gemm_s": o.bf16_gemm_s,
-                "measured_wall_speedup": measured_wall,
-                "predicted_wall_speedup": o.speedup_wall,
-                "wall_error_pct": float(percent_error(o.speedup_wall, measured_wall)),
-            })
+            rows.append(
+                {
+                    "M": p.fp8.M,
+                    "K": p.fp8.K,
+                    "N": p.fp8.N,
+                    "recipe": recipe_name,
+                    "measured_speedup": measured,
+                    "predicted_speedup": o.speedup,
+                    "seed_speedup": s.speedup_worst,
+                    "error_pct": float(percent_error(o.speedup, measured)),
+                    "seed_error_pct": float(percent_error(s.speedup_worst, measured)),
+                    "measured_bf16_s": p.bf16.device_s,
+                    "predicted_bf16_s": o.bf16_s,
+                    "measured_fp8_s": p.fp8.device_s,
+                    "predicted_fp8_s": o.fp8_s,
+                    # where an error comes from: gemms, overhead kernels, the rest (fixed costs)
+                    "measured_fp8_gemm_s": p.fp8.gemm_s,
+                    "predicted_fp8_gemm_s": o.fp8_gemm_s,
+                    "measured_fp8_other_s": p.fp8.device_s - p.fp8.gemm_s,
+                    "predicted_overhead_s": o.overhead_s_fitted,
+                    "measured_bf16_gemm_s": p.bf16.gemm_s,
+                    "predicted_bf16_gemm_s": o.bf16_gemm_s,
+                    "measured_wall_speedup": measured_wall,
+                    "predicted_wall_speedup": o.speedup_wall,
+                    "wall_error_pct": float(percent_error(o.speedup_wall, measured_wall)),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Per recipe: median and max absolute error of ours and the seed's, on both clocks."""
+
     def stats(group: pd.DataFrame) -> pd.Series:
-        return pd.Series({
-            "shapes": len(group),
-            "median_abs_error_pct": group["error_pct"].abs().median(),
-            "max_abs_error_pct": group["error_pct"].abs().max(),
-            "seed_median_abs_error_pct": group["seed_error_pct"].abs().median(),
-            "seed_max_abs_error_pct": group["seed_error_pct"].abs().max(),
-            "wall_median_abs_error_pct": group["wall_error_pct"].abs().median(),
-            "wall_max_abs_error_pct": group["wall_error_pct"].abs().max(),
-        })
+        return pd.Series(
+            {
+                "shapes": len(group),
+                "median_abs_error_pct": group["error_pct"].abs().median(),
+                "max_abs_error_pct": group["error_pct"].abs().max(),
+                "seed_median_abs_error_pct": group["seed_error_pct"].abs().median(),
+                "seed_max_abs_error_pct": group["seed_error_pct"].abs().max(),
+                "wall_median_abs_error_pct": group["wall_error_pct"].abs().median(),
+                "wall_max_abs_error_pct": group["wall_error_pct"].abs().max(),
+            }
+        )
 
     return pd.DataFrame({name: stats(g) for name, g in frame.groupby("recipe", sort=False)}).T
 
@@ -96,10 +108,14 @@ def markdown_report(frame: pd.DataFrame, calibration: Calibration) -> str:
     lines = [
         "# f8roof validation",
         "",
-        (f"Device {env.device_name} ({env.device}), torch {env.torch}, triton {env.triton}, "
-         f"CUDA {env.cuda}; calibration of {env.date}."),
-        ("Speedup = bf16 / float8 time of a compiled forward+backward. Device clock: summed "
-         "kernel durations from the profiler. Errors: (predicted - measured) / measured."),
+        (
+            f"Device {env.device_name} ({env.device}), torch {env.torch}, triton {env.triton}, "
+            f"CUDA {env.cuda}; calibration of {env.date}."
+        ),
+        (
+            "Speedup = bf16 / float8 time of a compiled forward+backward. Device clock: summed "
+            "kernel durations from the profiler. Errors: (predicted - measured) / measured."
+        ),
         "Seed: worst-case bytes at 92% of datasheet bandwidth, gemms at 60% of datasheet FLOP/s.",
         "",
         "## Accuracy",
@@ -116,11 +132,21 @@ def markdown_report(frame: pd.DataFrame, calibration: Calibration) -> str:
     lines += ["", "## Square breakeven (measured)", ""]
     for recipe in frame.recipe.unique():
         size = measured_square_breakeven(frame, recipe)
-        lines.append(f"- {recipe}: " + (f"float8 wins from M = K = N = {size}" if size
-                                          else "float8 does not win on the measured squares"))
-    lines += ["", "## Worst shapes", "",
-              "| recipe | M | K | N | measured | predicted | error | fp8 gemm meas/pred us | overhead meas/pred us |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"- {recipe}: "
+            + (
+                f"float8 wins from M = K = N = {size}"
+                if size
+                else "float8 does not win on the measured squares"
+            )
+        )
+    lines += [
+        "",
+        "## Worst shapes",
+        "",
+        "| recipe | M | K | N | measured | predicted | error | fp8 gemm meas/pred us | overhead meas/pred us |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     worst = frame.reindex(frame["error_pct"].abs().sort_values(ascending=False).index).head(10)
     for r in worst.itertuples():
         lines.append(

@@ -35,10 +35,12 @@ def main() -> int:
             compiled = capture(recipe, shape, device=args.device)
             lines = capture_differences(generated, compiled)
             differing += bool(lines)
-            print(f"{name} {shape}: {len(generated.overhead_launches)} vs "
-                  f"{len(compiled.overhead_launches)} overhead kernels, overhead bytes "
-                  f"{generated.overhead_bytes} vs {compiled.overhead_bytes}: "
-                  + ("same kernels" if not lines else f"{len(lines)} differences"))
+            print(
+                f"{name} {shape}: {len(generated.overhead_launches)} vs "
+                f"{len(compiled.overhead_launches)} overhead kernels, overhead bytes "
+                f"{generated.overhead_bytes} vs {compiled.overhead_bytes}: "
+                + ("same kernels" if not lines else f"{len(lines)} differences")
+            )
             for line in lines:
                 print("   ", line)
     print(f"{differing} recipe/shape pair(s) differ")

@@ -38,18 +38,23 @@ def check_recipe(name: str, shape: tuple[int, int, int], device: str) -> list[st
     start = time.perf_counter()
     try:
         captured, times = capture_and_measure(
-            recipe, shape, device=device,
-            measure=lambda step: measure_step(step, device=device, warmup=2, iters=3))
+            recipe,
+            shape,
+            device=device,
+            measure=lambda step: measure_step(step, device=device, warmup=2, iters=3),
+        )
     except Exception as e:  # noqa: BLE001
         return [f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"]
     overhead = captured.overhead_launches
     found = launch_durations(times.events, [k.name for k in overhead])
     missing = [k.name for k, d in zip(overhead, found) if d is None]
     unreadable = [s.name for s in captured.samples() if s.polynomial is None]
-    print(f"{name:20} {time.perf_counter() - start:5.1f} s: {len(captured.launches)} launches, "
-          f"overhead {captured.overhead_bytes / 2**20:.1f} MiB, device {times.device_s * 1e6:.0f} us "
-          f"(gemms {times.gemm_s * 1e6:.0f}), wall {times.wall_s * 1e6:.0f} us, "
-          f"{len(times.events)} trace events")
+    print(
+        f"{name:20} {time.perf_counter() - start:5.1f} s: {len(captured.launches)} launches, "
+        f"overhead {captured.overhead_bytes / 2**20:.1f} MiB, device {times.device_s * 1e6:.0f} us "
+        f"(gemms {times.gemm_s * 1e6:.0f}), wall {times.wall_s * 1e6:.0f} us, "
+        f"{len(times.events)} trace events"
+    )
     problems = [f"{name}: bytes disagree: {line}" for line in captured.disagreements()]
     problems += [f"{name}: not in the trace: {n}" for n in missing]
     problems += [f"{name}: bytes not readable off buffers: {n}" for n in unreadable]
@@ -77,8 +82,10 @@ def main() -> int:
             print("no CUDA device")
             return 1
         props = torch.cuda.get_device_properties(0)
-        print(f"device {props.name}, {props.multi_processor_count} SMs, "
-              f"{props.total_memory / 2**30:.0f} GiB")
+        print(
+            f"device {props.name}, {props.multi_processor_count} SMs, "
+            f"{props.total_memory / 2**30:.0f} GiB"
+        )
     failures = check_gemms(args.device)
     for name in ("bf16", *args.recipes.split(",")):
         failures += check_recipe(name, shape, args.device)

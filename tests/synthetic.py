@@ -30,8 +30,16 @@ def kernel_time(nbytes):
 
 
 def environment(device="cuda", name="NVIDIA H200"):
-    return Environment(device=device, device_name=name, sm_count=132, torch="2.11.0",
-                       triton="3.6.0", cuda="12.8", date="2026-11-29", f8roof="0.1.0")
+    return Environment(
+        device=device,
+        device_name=name,
+        sm_count=132,
+        torch="2.11.0",
+        triton="3.6.0",
+        cuda="12.8",
+        date="2026-11-29",
+        f8roof="0.1.0",
+    )
 
 
 def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="cuda"):
@@ -46,29 +54,61 @@ def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="c
         model = None if variant == "bf16" else worst_traffic(Recipe.from_name(variant))
         for M, K, N in shapes:
             at = dict(zip(SYMBOLS, (M, K, N)))
-            gemm_s = sum(gemm_time(*d, "bf16" if variant == "bf16" else
-                                     ("fp8_rowwise" if variant.startswith("row") else "fp8"))
-                           for d in ((M, K, N), (M, N, K), (N, M, K)))
+            gemm_s = sum(
+                gemm_time(
+                    *d,
+                    "bf16"
+                    if variant == "bf16"
+                    else ("fp8_rowwise" if variant.startswith("row") else "fp8"),
+                )
+                for d in ((M, K, N), (M, N, K), (N, M, K))
+            )
             device_s = gemm_s
             traffic = model.kernels if model else ()
-            samples = [KernelSample(k.name, "bwd" if k.role.value == "grad_output" else "fwd",
-                                    "reduction" if "amax" in k.name else "pointwise", k.role.value,
-                                    int(k.bytes_total.subs(at)), 0, from_sympy(k.bytes_total))
-                       for k in traffic]
+            samples = [
+                KernelSample(
+                    k.name,
+                    "bwd" if k.role.value == "grad_output" else "fwd",
+                    "reduction" if "amax" in k.name else "pointwise",
+                    k.role.value,
+                    int(k.bytes_total.subs(at)),
+                    0,
+                    from_sympy(k.bytes_total),
+                )
+                for k in traffic
+            ]
             for k, sample, key in zip(traffic, samples, kernel_keys(samples)):
                 read, written = int(k.bytes_read.subs(at)), int(k.bytes_written.subs(at))
                 t = kernel_time(read + written)
                 device_s += t
-                kernels.append(KernelMeasurement(variant, M, K, N, key, k.name, sample.graph,
-                                                 sample.kind, k.role.value, read, written, 0, t,
-                                                 sample.polynomial))
+                kernels.append(
+                    KernelMeasurement(
+                        variant,
+                        M,
+                        K,
+                        N,
+                        key,
+                        k.name,
+                        sample.graph,
+                        sample.kind,
+                        k.role.value,
+                        read,
+                        written,
+                        0,
+                        t,
+                        sample.polynomial,
+                    )
+                )
             device_s += DEVICE_EXTRA_S
             wall = max(device_s + WALL_EXTRA_S, WALL_FLOOR_S)
             steps.append(StepMeasurement(variant, M, K, N, device_s, gemm_s, wall, 10))
     ceilings = Ceilings(800e12, 1500e12, 4.3e12, 2e-6)
-    return Measurements(environment(device), ceilings, tuple(shapes), gemms, tuple(kernels),
-                        tuple(steps))
+    return Measurements(
+        environment(device), ceilings, tuple(shapes), gemms, tuple(kernels), tuple(steps)
+    )
 
 
 def total_bytes(recipe, shape):
-    return int(sp.sympify(worst_traffic(Recipe.from_name(recipe)).total).subs(dict(zip(SYMBOLS, shape))))
+    return int(
+        sp.sympify(worst_traffic(Recipe.from_name(recipe)).total).subs(dict(zip(SYMBOLS, shape)))
+    )

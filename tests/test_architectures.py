@@ -35,12 +35,15 @@ def test_llama3_8b_published_dims():
     assert builtin("llama3-8b").parameter_count == pytest.approx(7.50e9, rel=1e-3)
 
 
-@pytest.mark.parametrize("name, hidden, kv_n, inter, layers, vocab, params", [
-    ("llama3-70b", 8192, 1024, 28672, 80, 128256, 69.50e9),
-    ("llama3-405b", 16384, 1024, 53248, 126, 128256, 403.7e9),
-    ("mistral-7b", 4096, 1024, 14336, 32, 32000, 7.11e9),
-    ("qwen2.5-7b", 3584, 512, 18944, 28, 152064, 7.07e9),
-])
+@pytest.mark.parametrize(
+    "name, hidden, kv_n, inter, layers, vocab, params",
+    [
+        ("llama3-70b", 8192, 1024, 28672, 80, 128256, 69.50e9),
+        ("llama3-405b", 16384, 1024, 53248, 126, 128256, 403.7e9),
+        ("mistral-7b", 4096, 1024, 14336, 32, 32000, 7.11e9),
+        ("qwen2.5-7b", 3584, 512, 18944, 28, 152064, 7.07e9),
+    ],
+)
 def test_llama_style_builtins(name, hidden, kv_n, inter, layers, vocab, params):
     arch = builtin(name)
     named = by_name(arch)
@@ -81,7 +84,9 @@ def test_deepseek_v3_dense_linears():
 def test_every_builtin_is_cited_and_shapes_use_tokens():
     for name in BUILTIN_NAMES:
         arch = builtin(name)
-        assert arch.source.startswith("https://huggingface.co/") and arch.source.endswith("config.json")
+        assert arch.source.startswith("https://huggingface.co/") and arch.source.endswith(
+            "config.json"
+        )
         shapes = arch.shapes(4096)
         assert [s[1:] for s in shapes] == [(l.K, l.N) for l in arch.linears]
         assert {s[0] for s in shapes} == {4096}
@@ -100,14 +105,23 @@ def test_config_json_round_trip(tmp_path):
         path = tmp_path / name / "config.json"
         path.parent.mkdir()
         path.write_text(json.dumps(config | {"rope_theta": 5e5, "torch_dtype": "bfloat16"}))
-        for arch in (from_hf_config(path), resolve_model(str(path)), resolve_model(str(path.parent))):
+        for arch in (
+            from_hf_config(path),
+            resolve_model(str(path)),
+            resolve_model(str(path.parent)),
+        ):
             assert arch.linears == builtin(name).linears
             assert arch.name == name  # the folder's name when the file has no _name_or_path
 
 
 def test_config_defaults_follow_hugging_face():
-    base = {"hidden_size": 2048, "intermediate_size": 8192, "num_attention_heads": 16,
-            "num_hidden_layers": 4, "vocab_size": 32000}
+    base = {
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 4,
+        "vocab_size": 32000,
+    }
     mha = by_name(from_hf_config(base, name="mha"))  # no num_key_value_heads: as many as q heads
     assert mha["model.layers.*.self_attn.k_proj"].N == 2048
     wide = by_name(from_hf_config(base | {"head_dim": 256, "num_key_value_heads": 4}, name="w"))
@@ -118,8 +132,10 @@ def test_config_defaults_follow_hugging_face():
     assert not any("mlp" in l.fqn for l in moe.linears) and "8 routed experts" in moe.note
 
 
-@pytest.mark.parametrize("field", ["hidden_size", "intermediate_size", "num_attention_heads",
-                                   "num_hidden_layers", "vocab_size"])
+@pytest.mark.parametrize(
+    "field",
+    ["hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers", "vocab_size"],
+)
 def test_config_missing_field_is_named(tmp_path, field):
     config = dict(BUILTIN_CONFIGS["llama3-8b"][1])
     del config[field]
@@ -188,7 +204,10 @@ def test_module_walk_groups_linears_by_layer_type():
 
 def test_unequal_layers_get_the_shape_in_their_name():
     model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 16))
-    assert {(l.fqn, l.count) for l in from_module(model).linears} == {("*[32x64]", 1), ("*[64x16]", 1)}
+    assert {(l.fqn, l.count) for l in from_module(model).linears} == {
+        ("*[32x64]", 1),
+        ("*[64x16]", 1),
+    }
 
 
 def test_builder_runs_on_the_meta_device():

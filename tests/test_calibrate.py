@@ -29,7 +29,10 @@ def fake_run(monkeypatch):
     calls = []
 
     def fake_tasks(options):
-        return [Task(f"t{i}", f"task {i}", lambda i=i: calls.append(i) or {"value": i}) for i in range(5)]
+        return [
+            Task(f"t{i}", f"task {i}", lambda i=i: calls.append(i) or {"value": i})
+            for i in range(5)
+        ]
 
     monkeypatch.setattr(calibrate_module, "tasks", fake_tasks)
     monkeypatch.setattr(calibrate_module, "measurements_from", lambda *a: synthetic.measurements())
@@ -69,8 +72,11 @@ def test_interrupt_keeps_every_finished_measurement(tmp_path, fake_run, monkeypa
 
 def test_launch_durations_match_in_order_within_each_step():
     # fwd and bwd both call a kernel named k0: order, not name alone, tells them apart
-    events = [KernelEvent(n, d, EventKind.DEVICE_KERNEL, step) for step in (0, 1) for n, d in
-              (("k0", 1.0), ("gemm_a", 5.0), ("k0", 3.0 + step), ("k1", 2.0))]
+    events = [
+        KernelEvent(n, d, EventKind.DEVICE_KERNEL, step)
+        for step in (0, 1)
+        for n, d in (("k0", 1.0), ("gemm_a", 5.0), ("k0", 3.0 + step), ("k1", 2.0))
+    ]
     assert launch_durations(events, ["k0", "k0", "k1", "missing"]) == [1.0, 3.5, 2.0, None]
 
 
@@ -78,22 +84,40 @@ def test_launch_durations_match_in_order_within_each_step():
 def test_calibrate_cuda_without_gpu_is_one_line(tmp_path):
     result = CliRunner().invoke(main, ["calibrate", "--out", str(tmp_path / "c.json")])
     assert result.exit_code == 2
-    assert result.output.strip() == "Error: no CUDA GPU here: calibrate --device cuda needs one (try --device cpu)"
+    assert (
+        result.output.strip()
+        == "Error: no CUDA GPU here: calibrate --device cuda needs one (try --device cpu)"
+    )
 
 
 def test_unknown_recipe_is_refused_before_measuring(tmp_path):
-    result = CliRunner().invoke(main, ["calibrate", "--device", "cpu", "--recipes", "tensorwise,fp4",
-                                       "--out", str(tmp_path / "c.json")])
+    result = CliRunner().invoke(
+        main,
+        [
+            "calibrate",
+            "--device",
+            "cpu",
+            "--recipes",
+            "tensorwise,fp4",
+            "--out",
+            str(tmp_path / "c.json"),
+        ],
+    )
     assert result.exit_code == 2 and "unknown recipe 'fp4'" in result.output
 
 
 def test_validate_refuses_a_calibration_of_another_device(tmp_path):
     path = tmp_path / "h200.json"
     fit_calibration(synthetic.measurements()).save(path)
-    result = CliRunner().invoke(main, ["validate", "--calibration", str(path), "--device", "cpu",
-                                       "--out", str(tmp_path / "v")])
+    result = CliRunner().invoke(
+        main,
+        ["validate", "--calibration", str(path), "--device", "cpu", "--out", str(tmp_path / "v")],
+    )
     assert result.exit_code == 2
-    assert "was made on NVIDIA H200 (cuda)" in result.output and "validate on the device" in result.output
+    assert (
+        "was made on NVIDIA H200 (cuda)" in result.output
+        and "validate on the device" in result.output
+    )
 
 
 def test_estimate_refuses_a_gpu_the_calibration_did_not_measure(tmp_path):
@@ -101,8 +125,9 @@ def test_estimate_refuses_a_gpu_the_calibration_did_not_measure(tmp_path):
     fit_calibration(synthetic.measurements()).save(path)
     ok = CliRunner().invoke(main, ["estimate", "--calibration", str(path), "--shape", "64,64,64"])
     assert ok.exit_code == 0 and "gpu h200" in ok.output
-    bad = CliRunner().invoke(main, ["estimate", "--calibration", str(path), "--gpu", "h100",
-                                    "--shape", "64,64,64"])
+    bad = CliRunner().invoke(
+        main, ["estimate", "--calibration", str(path), "--gpu", "h100", "--shape", "64,64,64"]
+    )
     assert bad.exit_code == 2 and "measured on NVIDIA H200, not h100" in bad.output
 
 
@@ -111,8 +136,15 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     """The GPU session script's dry run: real compiles, profiles and fits on CPU."""
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
-    run = subprocess.run(["bash", "scripts/gpu_session.sh", "--device", "cpu"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900, check=False)
+    run = subprocess.run(
+        ["bash", "scripts/gpu_session.sh", "--device", "cpu"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     log = (out / "log.txt").read_text()
     assert run.returncode == 0, log[-3000:]
     calibration = Calibration.load(out / "calibration.json")
@@ -123,7 +155,10 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     for k in calibration.kernels:  # every measured kernel matches its fitted bytes exactly
         if k.variant == "tensorwise" and (k.M, k.K, k.N) in regime.shapes + regime.verified:
             fitted = next(f for f in regime.kernels if f.key == k.key)
-            assert fitted.nbytes.exact((k.M, k.K, k.N)) == k.bytes_read + k.bytes_written - k.workspace_bytes
+            assert (
+                fitted.nbytes.exact((k.M, k.K, k.N))
+                == k.bytes_read + k.bytes_written - k.workspace_bytes
+            )
     assert calibration.kernel_time.residuals.count == len(calibration.kernels)
     frame = pd.read_csv(out / "validation" / "validation.csv")
     assert len(frame) == 4 and set(frame.recipe) == {"tensorwise"}
@@ -136,10 +171,24 @@ def test_cpu_pipeline_end_to_end(tmp_path):
 @pytest.mark.slow
 def test_gpu_check_script_runs_on_cpu():
     """The GPU session's first short call, on CPU: gemms, a compiled recipe, its trace."""
-    run = subprocess.run([sys.executable, "scripts/gpu_check.py", "--device", "cpu", "--shape",
-                          "48,64,80", "--recipes", "tensorwise"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=600, check=False,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    run = subprocess.run(
+        [
+            sys.executable,
+            "scripts/gpu_check.py",
+            "--device",
+            "cpu",
+            "--shape",
+            "48,64,80",
+            "--recipes",
+            "tensorwise",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "gemm fp8_rowwise  grad_weight  ok" in run.stdout
     assert "0 problem(s)" in run.stdout
@@ -148,8 +197,9 @@ def test_gpu_check_script_runs_on_cpu():
 def test_validate_limit_must_leave_a_shape(tmp_path):
     path = tmp_path / "h200.json"
     fit_calibration(synthetic.measurements()).save(path)
-    result = CliRunner().invoke(main, ["validate", "--calibration", str(path), "--limit", "0",
-                                       "--out", str(tmp_path / "v")])
+    result = CliRunner().invoke(
+        main, ["validate", "--calibration", str(path), "--limit", "0", "--out", str(tmp_path / "v")]
+    )
     assert result.exit_code == 2 and "--limit 0" in result.output
 
 

@@ -45,17 +45,37 @@ def test_save_is_atomic(saved, tmp_path, monkeypatch):
 
 BAD = [
     ("schema", lambda d: d.update(schema_version=2), "schema_version 2 is not supported"),
-    ("negative time", lambda d: d["gemms"][5].update(time_s=-1.0), "field gemms[5].time_s: must be positive"),
-    ("code for a number", lambda d: d["steps"][0].update(wall_s="__import__('os').system('echo hi')"),
-     "field steps[0].wall_s: expected a number, got str"),
-    ("code for a coefficient", lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K": "__import__('os')"}),
-     "expected an integer or a 'p/q' string"),
-    ("unknown monomial", lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K*N": 1}),
-     "unknown monomial"),
-    ("inconsistent total", lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K": 99}),
-     "is not the sum of its kernels"),
+    (
+        "negative time",
+        lambda d: d["gemms"][5].update(time_s=-1.0),
+        "field gemms[5].time_s: must be positive",
+    ),
+    (
+        "code for a number",
+        lambda d: d["steps"][0].update(wall_s="__import__('os').system('echo hi')"),
+        "field steps[0].wall_s: expected a number, got str",
+    ),
+    (
+        "code for a coefficient",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K": "__import__('os')"}),
+        "expected an integer or a 'p/q' string",
+    ),
+    (
+        "unknown monomial",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K*N": 1}),
+        "unknown monomial",
+    ),
+    (
+        "inconsistent total",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K": 99}),
+        "is not the sum of its kernels",
+    ),
     ("missing shape", lambda d: d["fit_shapes"].pop(0), "is not in fit_shapes"),
-    ("missing field", lambda d: d["ceilings"].pop("fp8_flops"), "field ceilings.fp8_flops: missing"),
+    (
+        "missing field",
+        lambda d: d["ceilings"].pop("fp8_flops"),
+        "field ceilings.fp8_flops: missing",
+    ),
     ("missing gemm point", lambda d: d["gemms"].pop(7), "not a full grid"),
     ("no bf16", lambda d: d["variants"].pop(0), "bf16 baseline is missing"),
     ("bool for int", lambda d: d["steps"][0].update(launches=True), "expected an integer"),
@@ -98,26 +118,53 @@ def test_loading_never_evaluates(saved, tmp_path, monkeypatch):
 
 
 def test_cli_estimate_with_calibration(saved):
-    result = CliRunner().invoke(main, ["estimate", "--gpu", "h200", "--calibration", str(saved),
-                                       "--recipe", "rowwise", "--shape", "4096,4096,4096"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "estimate",
+            "--gpu",
+            "h200",
+            "--calibration",
+            str(saved),
+            "--recipe",
+            "rowwise",
+            "--shape",
+            "4096,4096,4096",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert f"using calibration {saved}" in result.output
     assert "x fitted" in result.output and "breakeven (fitted)" in result.output
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d["steps"][0].update(wall_s=-1), "must be positive"),
-    (lambda d: d.update(schema_version=0), "schema_version 0"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["steps"][0].update(wall_s=-1), "must be positive"),
+        (lambda d: d.update(schema_version=0), "schema_version 0"),
+    ],
+)
 def test_cli_refuses_bad_calibration_in_one_line(saved, tmp_path, edit, message):
     path = edited(saved, tmp_path, edit)
-    result = CliRunner().invoke(main, ["estimate", "--calibration", str(path), "--shape", "64,64,64"])
+    result = CliRunner().invoke(
+        main, ["estimate", "--calibration", str(path), "--shape", "64,64,64"]
+    )
     assert result.exit_code == 2 and message in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
 def test_cli_refuses_recipe_the_calibration_lacks(saved):
-    result = CliRunner().invoke(main, ["estimate", "--calibration", str(saved),
-                                       "--recipe", "tensorwise_delayed", "--shape", "64,64,64"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "estimate",
+            "--calibration",
+            str(saved),
+            "--recipe",
+            "tensorwise_delayed",
+            "--shape",
+            "64,64,64",
+        ],
+    )
     assert result.exit_code == 2
     assert "has no recipe 'tensorwise_delayed'; it has: tensorwise, rowwise" in result.output

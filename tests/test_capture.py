@@ -57,15 +57,27 @@ class _GraphBreak(nn.Module):
 @pytest.mark.slow
 def test_compile_failure_names_recipe_shape_and_cause(monkeypatch):
     monkeypatch.setattr(capture_module, "make_linear", lambda *a, **k: _GraphBreak())
-    with pytest.raises(CaptureError, match=r"compiling tensorwise at M,K,N=40,72,104 on cpu "
-                                           r"failed: \w+: .*graph_break"):
+    with pytest.raises(
+        CaptureError,
+        match=r"compiling tensorwise at M,K,N=40,72,104 on cpu "
+        r"failed: \w+: .*graph_break",
+    ):
         capture(Recipe.from_name("tensorwise"), SHAPE, device="cpu")
 
 
 def launch(name, kind, *, reads=(), writes=(), scheduler=None, inductor=None, role=None):
     total = sum(b.nbytes for b in (*reads, *writes))
-    return KernelLaunch(name, GraphKind.FWD, kind, tuple(reads), tuple(writes), total,
-                        total if scheduler is None else scheduler, inductor, role)
+    return KernelLaunch(
+        name,
+        GraphKind.FWD,
+        kind,
+        tuple(reads),
+        tuple(writes),
+        total,
+        total if scheduler is None else scheduler,
+        inductor,
+        role,
+    )
 
 
 X = BufferAccess("primals_1", "bfloat16", (4, 8), 64)
@@ -73,13 +85,26 @@ X8 = BufferAccess("buf0", "float8_e4m3fn", (4, 8), 32)
 
 
 def test_overhead_is_everything_but_gemms_and_disagreements_are_listed():
-    cast = launch("triton_poi_fused_0", KernelKind.POINTWISE, reads=[X], writes=[X8],
-                  inductor=96, role="input")
-    off = launch("triton_red_fused_1", KernelKind.REDUCTION, reads=[X], scheduler=60,
-                 inductor=64, role="input")
+    cast = launch(
+        "triton_poi_fused_0",
+        KernelKind.POINTWISE,
+        reads=[X],
+        writes=[X8],
+        inductor=96,
+        role="input",
+    )
+    off = launch(
+        "triton_red_fused_1",
+        KernelKind.REDUCTION,
+        reads=[X],
+        scheduler=60,
+        inductor=64,
+        role="input",
+    )
     gemm = launch("extern_kernels._scaled_mm", KernelKind.EXTERN_GEMM, reads=[X8, X8])
-    result = Capture("tensorwise", (4, 8, 8), CaptureDevice.CODEGEN, {}, (cast, off, gemm),
-                     ("bwd:op3",))
+    result = Capture(
+        "tensorwise", (4, 8, 8), CaptureDevice.CODEGEN, {}, (cast, off, gemm), ("bwd:op3",)
+    )
     assert result.overhead_launches == (cast, off)
     assert result.overhead_bytes == 96 + 64
     assert result.disagreements() == (
@@ -94,8 +119,9 @@ def test_launch_bytes_must_add_up():
 
 
 def node(name, *, reads=None, writes=None, fused_away=None, views=None):
-    return capture_module._SchedulerNode(name, reads or {}, writes or {}, fused_away or {},
-                                         views or {}, tuple(reads or ()))
+    return capture_module._SchedulerNode(
+        name, reads or {}, writes or {}, fused_away or {}, views or {}, tuple(reads or ())
+    )
 
 
 def test_scheduler_bytes_of_a_kernel_group():

@@ -24,7 +24,9 @@ def test_seed_sweep_writes_343_rows(tmp_path):
 @pytest.mark.parametrize("suffix", [".json", ".md", ".csv"])
 def test_output_formats(tmp_path, suffix):
     out = tmp_path / f"x{suffix}"
-    result = run("estimate", "--shape", "1024,2048,4096", "--shape", "4096,4096,4096", "--out", str(out))
+    result = run(
+        "estimate", "--shape", "1024,2048,4096", "--shape", "4096,4096,4096", "--out", str(out)
+    )
     assert result.exit_code == 0, result.output
     text = out.read_text()
     if suffix == ".json":
@@ -48,8 +50,14 @@ def test_table_marks_speedups():
 
 def test_seed_switches_change_the_worst_case():
     plain = run("estimate", "--shape", "4096,4096,4096")
-    seed = run("estimate", "--shape", "4096,4096,4096", "--fused", "input,grad_output",
-               "--compile-limitations")
+    seed = run(
+        "estimate",
+        "--shape",
+        "4096,4096,4096",
+        "--fused",
+        "input,grad_output",
+        "--compile-limitations",
+    )
     assert seed.exit_code == 0
     assert plain.output != seed.output
 
@@ -62,13 +70,34 @@ def test_scaling_per_role_is_in_the_recipe_name():
 
 def test_gemm_table_interpolates(tmp_path):
     sizes = [512, 2048, 8192]
-    rows = [{"M": m, "K": k, "N": n, "bf16_time_s": 2 * m * k * n / 600e12, "fp8_time_s": 2 * m * k * n / 1100e12}
-            for m in sizes for k in sizes for n in sizes]
+    rows = [
+        {
+            "M": m,
+            "K": k,
+            "N": n,
+            "bf16_time_s": 2 * m * k * n / 600e12,
+            "fp8_time_s": 2 * m * k * n / 1100e12,
+        }
+        for m in sizes
+        for k in sizes
+        for n in sizes
+    ]
     table = tmp_path / "gemms.csv"
     pd.DataFrame(rows).to_csv(table, index=False)
     out = tmp_path / "o.csv"
-    result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table),
-                 "--shape", "1000,3000,5000", "--shape", "16384,512,512", "--out", str(out))
+    result = run(
+        "estimate",
+        "--gemm-time",
+        "benchmarks",
+        "--gemm-table",
+        str(table),
+        "--shape",
+        "1000,3000,5000",
+        "--shape",
+        "16384,512,512",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     assert frame["bf16_gemm_s"][0] == pytest.approx(3 * 2 * 1000 * 3000 * 5000 / 600e12)
@@ -76,22 +105,31 @@ def test_gemm_table_interpolates(tmp_path):
     assert "gemm time extrapolated" in result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--shape", "1,2"], "bad shape '1,2'"),
-    (["--shape", "0,16,16"], "bad shape '0,16,16'"),
-    (["--shape", "a,b,c"], "bad shape 'a,b,c'"),
-    (["--gpu", "a100", "--shape", "16,16,16"], "unknown GPU 'a100'; known: h100"),
-    (["--gpu", "custom:bf16=1e15", "--shape", "16,16,16"], "custom GPU needs bandwidth, fp8"),
-    (["--recipe", "rowwise", "--scaling", "weight=delayed", "--shape", "16,16,16"], "dynamic only"),
-    (["--scaling", "grad_output=static", "--shape", "16,16,16"], "grad_output cannot use static"),
-    (["--scaling", "bias=dynamic", "--shape", "16,16,16"], "unknown role 'bias'"),
-    (["--recipe", "mxfp8", "--shape", "16,16,16"], "unknown recipe 'mxfp8'"),
-    (["--fused", "inputs", "--shape", "16,16,16"], "bad role list"),
-    (["--sweep", "huge"], "unknown sweep 'huge'"),
-    ([], "no shapes"),
-    (["--shape", "16,16,16", "--out", "x.txt"], "use a .csv, .json or .md"),
-    (["--gemm-time", "benchmarks", "--shape", "16,16,16"], "needs --gemm-table"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shape", "1,2"], "bad shape '1,2'"),
+        (["--shape", "0,16,16"], "bad shape '0,16,16'"),
+        (["--shape", "a,b,c"], "bad shape 'a,b,c'"),
+        (["--gpu", "a100", "--shape", "16,16,16"], "unknown GPU 'a100'; known: h100"),
+        (["--gpu", "custom:bf16=1e15", "--shape", "16,16,16"], "custom GPU needs bandwidth, fp8"),
+        (
+            ["--recipe", "rowwise", "--scaling", "weight=delayed", "--shape", "16,16,16"],
+            "dynamic only",
+        ),
+        (
+            ["--scaling", "grad_output=static", "--shape", "16,16,16"],
+            "grad_output cannot use static",
+        ),
+        (["--scaling", "bias=dynamic", "--shape", "16,16,16"], "unknown role 'bias'"),
+        (["--recipe", "mxfp8", "--shape", "16,16,16"], "unknown recipe 'mxfp8'"),
+        (["--fused", "inputs", "--shape", "16,16,16"], "bad role list"),
+        (["--sweep", "huge"], "unknown sweep 'huge'"),
+        ([], "no shapes"),
+        (["--shape", "16,16,16", "--out", "x.txt"], "use a .csv, .json or .md"),
+        (["--gemm-time", "benchmarks", "--shape", "16,16,16"], "needs --gemm-table"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, message):
     result = run("estimate", *args)
     assert result.exit_code == 2
@@ -103,12 +141,18 @@ def test_bad_input_is_one_line_exit_2(args, message):
 def test_gemm_table_missing_column_or_shape(tmp_path):
     table = tmp_path / "t.csv"
     pd.DataFrame([{"M": 512, "K": 512, "N": 512, "bf16_time_s": 1e-5}]).to_csv(table, index=False)
-    result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16")
+    result = run(
+        "estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16"
+    )
     assert result.exit_code == 2 and "lacks a time column" in result.output
-    rows = [{"M": m, "K": 512, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5} for m in (512, 1024)]
+    rows = [
+        {"M": m, "K": 512, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5} for m in (512, 1024)
+    ]
     rows.append({"M": 512, "K": 1024, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5})
     pd.DataFrame(rows).to_csv(table, index=False)
-    result = run("estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16")
+    result = run(
+        "estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16"
+    )
     assert result.exit_code == 2 and "not a full grid: missing" in result.output
 
 

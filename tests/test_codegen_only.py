@@ -20,13 +20,21 @@ def patched_state():
     from torch._inductor import compile_fx, scheduler
     from torch._inductor.runtime.hints import DeviceProperties
 
-    functions = (torch.utils._triton.has_triton, torch.utils._triton.triton_hash_with_backend,
-                 scheduler.has_triton, DeviceProperties.__dict__["create"],
-                 compile_fx._check_triton_bf16_support, torch.cuda.get_device_properties,
-                 torch.cuda.get_device_capability, torch.cuda.current_device,
-                 torch.cuda.device_count)
-    caches = (dict(device_interface.caching_worker_device_properties),
-              dict(device_interface.caching_worker_current_devices))
+    functions = (
+        torch.utils._triton.has_triton,
+        torch.utils._triton.triton_hash_with_backend,
+        scheduler.has_triton,
+        DeviceProperties.__dict__["create"],
+        compile_fx._check_triton_bf16_support,
+        torch.cuda.get_device_properties,
+        torch.cuda.get_device_capability,
+        torch.cuda.current_device,
+        torch.cuda.device_count,
+    )
+    caches = (
+        dict(device_interface.caching_worker_device_properties),
+        dict(device_interface.caching_worker_current_devices),
+    )
     return functions, caches
 
 

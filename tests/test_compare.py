@@ -13,8 +13,19 @@ from f8roof.models.recipes import Recipe
 
 @pytest.mark.slow
 def test_text_report_shows_levels_kernels_and_the_verdict():
-    result = CliRunner().invoke(main, ["compare", "--recipe", "tensorwise", "--shape", "1024,2048,512",
-                                       "--device", "codegen", "--no-fit"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--recipe",
+            "tensorwise",
+            "--shape",
+            "1024,2048,512",
+            "--device",
+            "codegen",
+            "--no-fit",
+        ],
+    )
     assert result.exit_code == 0, result.output
     text = result.output
     for label in ("worst", "ideal", "actual"):
@@ -25,8 +36,20 @@ def test_text_report_shows_levels_kernels_and_the_verdict():
 
 @pytest.mark.slow
 def test_json_report_counts_bytes_three_ways():
-    result = CliRunner().invoke(main, ["compare", "--recipe", "rowwise", "--shape", "512,1024,768",
-                                       "--device", "codegen", "--no-fit", "--json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--recipe",
+            "rowwise",
+            "--shape",
+            "512,1024,768",
+            "--device",
+            "codegen",
+            "--no-fit",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     shape = data["shapes"][0]
@@ -43,8 +66,9 @@ def test_json_report_counts_bytes_three_ways():
 @pytest.mark.slow
 def test_fit_reproduces_actual_bytes_at_the_asked_shape():
     shape = (3000 // 16 * 16, 1000 // 16 * 16, 2000 // 16 * 16)
-    result = compare(Recipe.from_name("tensorwise"), [shape], device="codegen", gpu=find_gpu("h100"),
-                     fit=True)
+    result = compare(
+        Recipe.from_name("tensorwise"), [shape], device="codegen", gpu=find_gpu("h100"), fit=True
+    )
     assert result.fit.regimes, [u.reason for u in result.fit.unfitted]
     regime = result.fit.regimes[0]
     row = result.shapes[0]
@@ -54,8 +78,9 @@ def test_fit_reproduces_actual_bytes_at_the_asked_shape():
 
 
 def test_cuda_shape_not_multiple_of_16_is_refused_before_compiling():
-    result = CliRunner().invoke(main, ["compare", "--shape", "1000,1000,1000", "--device", "codegen",
-                                       "--no-fit"])
+    result = CliRunner().invoke(
+        main, ["compare", "--shape", "1000,1000,1000", "--device", "codegen", "--no-fit"]
+    )
     assert result.exit_code == 2
     assert "not a multiple of 16" in result.output and "Traceback" not in result.output
 

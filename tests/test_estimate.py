@@ -5,9 +5,23 @@ from f8roof.estimate import EstimateConfig, estimate, square_breakeven
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import Recipe, Role
 
-CONTRACT = ["M", "K", "N", "recipe", "bf16_gemm_s", "fp8_gemm_s", "overhead_bytes_worst",
-            "overhead_bytes_ideal", "overhead_s_worst", "overhead_s_ideal", "fp8_s_worst",
-            "fp8_s_ideal", "speedup_worst", "speedup_ideal", "fp8_ok"]
+CONTRACT = [
+    "M",
+    "K",
+    "N",
+    "recipe",
+    "bf16_gemm_s",
+    "fp8_gemm_s",
+    "overhead_bytes_worst",
+    "overhead_bytes_ideal",
+    "overhead_s_worst",
+    "overhead_s_ideal",
+    "fp8_s_worst",
+    "fp8_s_ideal",
+    "speedup_worst",
+    "speedup_ideal",
+    "fp8_ok",
+]
 
 
 def config(name="tensorwise", **kw):
@@ -28,14 +42,20 @@ def test_seed_configuration_by_hand():
     nbytes = 5 * 4096 * 2048 + 7 * 2048 * 1024 + 5 * 4096 * 1024
     assert row["overhead_bytes_worst"] == nbytes
     assert row["overhead_s_worst"] == pytest.approx(nbytes / (3.35e12 * 0.92) + 3 * 2e-6)
-    assert row["speedup_worst"] == pytest.approx(row["bf16_gemm_s"] / (row["fp8_gemm_s"] + row["overhead_s_worst"]))
+    assert row["speedup_worst"] == pytest.approx(
+        row["bf16_gemm_s"] / (row["fp8_gemm_s"] + row["overhead_s_worst"])
+    )
 
 
 def test_fp8_ok_names_the_dimension():
     frame = estimate([(64, 100, 64), (64, 64, 100), (64, 64, 64), (100, 64, 100)], config())
     assert list(frame["fp8_ok"]) == [False, False, True, False]
-    assert list(frame["fp8_reason"]) == ["K not a multiple of 16", "N not a multiple of 16", "",
-                                         "M and N not multiples of 16"]
+    assert list(frame["fp8_reason"]) == [
+        "K not a multiple of 16",
+        "N not a multiple of 16",
+        "",
+        "M and N not multiples of 16",
+    ]
 
 
 def test_m_is_free_when_grad_weight_stays_bf16():

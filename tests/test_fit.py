@@ -59,13 +59,26 @@ def _sample(shape, split, *, reverse=False):
     m, k, _ = shape
     amax = Polynomial.from_map({"M*K": 2, "1": 4})
     cast = Polynomial.from_map({"M*K": 4, "1": 8})
-    kernels = [KernelSample("triton_red_fused_abs_amax_0", "fwd", "reduction", "input",
-                            2 * m * k + 4, 0, amax),
-               KernelSample("triton_poi_fused_1", "fwd", "pointwise", "input", 4 * m * k + 8, 0, cast)]
+    kernels = [
+        KernelSample(
+            "triton_red_fused_abs_amax_0", "fwd", "reduction", "input", 2 * m * k + 4, 0, amax
+        ),
+        KernelSample("triton_poi_fused_1", "fwd", "pointwise", "input", 4 * m * k + 8, 0, cast),
+    ]
     if split:  # a split reduction appears: a second small kernel and a workspace of partials
         second = Polynomial.from_map({"M": 8, "1": 4})
-        kernels.insert(1, KernelSample("triton_per_fused_2", "fwd", "persistent_reduction", "input",
-                                       8 * m + 4 + 4096, 4096, second))
+        kernels.insert(
+            1,
+            KernelSample(
+                "triton_per_fused_2",
+                "fwd",
+                "persistent_reduction",
+                "input",
+                8 * m + 4 + 4096,
+                4096,
+                second,
+            ),
+        )
     return ShapeSample(shape, tuple(reversed(kernels) if reverse else kernels))
 
 
@@ -79,8 +92,12 @@ def test_regimes_are_found_read_off_buffers_and_solved_independently():
     assert len(split.shapes) == 9 and len(split.verified) == 2
     assert split.workspace_max == 4096
     assert sorted(k.key for k in split.kernels) == ["fwd.0", "fwd.1", "fwd.2"]
-    owner = nearest_regime(fit.regimes, np.array([300.0, 30000.0]), np.array([700.0, 30000.0]),
-                           np.array([500.0, 30000.0]))
+    owner = nearest_regime(
+        fit.regimes,
+        np.array([300.0, 30000.0]),
+        np.array([700.0, 30000.0]),
+        np.array([500.0, 30000.0]),
+    )
     assert [len(fit.regimes[i].kernels) for i in owner] == [2, 3]
 
 

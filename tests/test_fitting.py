@@ -27,7 +27,9 @@ def test_bytes_fit_recovers_the_generating_model(calibration):
 def test_kernel_time_model_recovers_floor_and_bandwidth(calibration):
     model = calibration.kernel_time
     assert model.kind("pointwise").floor_s == pytest.approx(synthetic.FLOOR_S, rel=1e-6)
-    assert model.kind("reduction").bandwidth_bytes_per_s == pytest.approx(synthetic.BANDWIDTH, rel=1e-6)
+    assert model.kind("reduction").bandwidth_bytes_per_s == pytest.approx(
+        synthetic.BANDWIDTH, rel=1e-6
+    )
     assert model.residuals.max < 1e-9
 
 
@@ -42,7 +44,9 @@ def test_fixed_costs(calibration):
 
 def test_prediction_at_unseen_shapes_matches_the_truth(calibration):
     shapes = [(3000, 5000, 7000), (700, 900, 1100)]
-    config = EstimateConfig(Recipe.from_name("tensorwise"), find_gpu("h200"), calibration=calibration)
+    config = EstimateConfig(
+        Recipe.from_name("tensorwise"), find_gpu("h200"), calibration=calibration
+    )
     frame = estimate(shapes, config)
     for (M, K, N), row in zip(shapes, frame.itertuples()):
         nbytes = synthetic.total_bytes("tensorwise", (M, K, N))

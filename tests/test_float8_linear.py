@@ -66,12 +66,16 @@ def _check_numerics(name: str | None, *, compiled: bool) -> None:
     w64 = module.weight.detach().double().requires_grad_()
     ref = x64 @ w64.t()
     ref.backward(grad_output.double())
-    errors = (_relative_error(output, ref), _relative_error(x.grad, x64.grad),
-              _relative_error(module.weight.grad, w64.grad))
+    errors = (
+        _relative_error(output, ref),
+        _relative_error(x.grad, x64.grad),
+        _relative_error(module.weight.grad, w64.grad),
+    )
     assert output.dtype == torch.bfloat16
     assert x.grad.dtype == module.weight.grad.dtype == torch.bfloat16
-    for what, error, bound in zip(("output", "grad_input", "grad_weight"), errors, _bounds(name),
-                                  strict=True):
+    for what, error, bound in zip(
+        ("output", "grad_input", "grad_weight"), errors, _bounds(name), strict=True
+    ):
         assert error < bound, f"{name} {what}: relative error {error:.4f} >= {bound}"
 
 
@@ -99,15 +103,27 @@ def test_scaled_mm_calls_follow_cuda_rules(name: str, monkeypatch: pytest.Monkey
     calls: list[tuple[int, int, int]] = []
 
     def checked(a, b, *, scale_a, scale_b, out_dtype, use_fast_accum):
-        real(_meta(a), _meta(b), scale_a=_meta(scale_a), scale_b=_meta(scale_b),
-             out_dtype=out_dtype, use_fast_accum=use_fast_accum)
+        real(
+            _meta(a),
+            _meta(b),
+            scale_a=_meta(scale_a),
+            scale_b=_meta(scale_b),
+            out_dtype=out_dtype,
+            use_fast_accum=use_fast_accum,
+        )
         # CUTLASS rowwise (and cuBLAS) take e5m2 only as the first operand.
         assert b.dtype == torch.float8_e4m3fn
         assert a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
         assert out_dtype == torch.bfloat16  # the only rowwise output dtype on CUDA
         calls.append((a.size(0), a.size(1), b.size(1)))
-        return real(a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype,
-                    use_fast_accum=use_fast_accum)
+        return real(
+            a,
+            b,
+            scale_a=scale_a,
+            scale_b=scale_b,
+            out_dtype=out_dtype,
+            use_fast_accum=use_fast_accum,
+        )
 
     monkeypatch.setattr(torch, "_scaled_mm", checked)
     module = make_linear(Recipe.from_name(name), in_features=K, out_features=N)
@@ -129,17 +145,22 @@ def _delayed_step_checks(*, compiled: bool) -> None:
     module = make_linear(Recipe.from_name("tensorwise_delayed"), in_features=K, out_features=N)
     fn = torch.compile(module, fullgraph=True) if compiled else module
     buffers = dict(module.named_buffers())
-    assert set(buffers) == {f"{r}_{b}" for r in ("input", "weight", "grad_output")
-                            for b in ("amax_history", "scale")}
+    assert set(buffers) == {
+        f"{r}_{b}" for r in ("input", "weight", "grad_output") for b in ("amax_history", "scale")
+    }
     pointers = {k: v.data_ptr() for k, v in buffers.items()}
     assert all(v.item() == 1.0 for k, v in buffers.items() if k.endswith("_scale"))
 
     amaxes = []
     for seed in (1, 2):
         x, grad_output, _ = _step(fn, seed=seed)
-        amaxes.append({"input": x.detach().abs().amax(),
-                       "weight": module.weight.detach().abs().amax(),
-                       "grad_output": grad_output.abs().amax()})
+        amaxes.append(
+            {
+                "input": x.detach().abs().amax(),
+                "weight": module.weight.detach().abs().amax(),
+                "grad_output": grad_output.abs().amax(),
+            }
+        )
 
     for role, e_max in (("input", 448.0), ("weight", 448.0), ("grad_output", 57344.0)):
         history = buffers[f"{role}_amax_history"]
@@ -162,8 +183,9 @@ def test_delayed_buffers_update_in_place_compiled() -> None:
 
 
 def test_static_weight_scale_is_fixed() -> None:
-    module = make_linear(Recipe.from_name("tensorwise_static_weight"), in_features=K,
-                         out_features=N)
+    module = make_linear(
+        Recipe.from_name("tensorwise_static_weight"), in_features=K, out_features=N
+    )
     assert dict(module.named_buffers()).keys() == {"weight_scale"}
     scale = module.weight_scale.item()
     assert scale == pytest.approx(448.0 / module.weight.detach().abs().amax().float().item())
@@ -174,8 +196,9 @@ def test_static_weight_scale_is_fixed() -> None:
 def test_make_linear_modules() -> None:
     baseline = make_linear(None, in_features=K, out_features=N)
     assert isinstance(baseline, torch.nn.Linear) and baseline.bias is None
-    modules = [make_linear(Recipe.from_name(name), in_features=K, out_features=N)
-               for name in RECIPE_NAMES]
+    modules = [
+        make_linear(Recipe.from_name(name), in_features=K, out_features=N) for name in RECIPE_NAMES
+    ]
     for name, module in zip(RECIPE_NAMES, modules, strict=True):
         assert isinstance(module, Float8Linear) and name in repr(module)
     for module in (baseline, *modules):

@@ -36,7 +36,9 @@ def test_roofline_memory_bound_and_floor():
 
 def test_linear_sums_three_gemms_with_transposed_dims():
     gemm = RooflineGemm(find_gpu("h100"), launch_floor_s=0.0)
-    total, _ = linear_gemm_times(gemm, None, np.array([1024.0]), np.array([2048.0]), np.array([512.0]))
+    total, _ = linear_gemm_times(
+        gemm, None, np.array([1024.0]), np.array([2048.0]), np.array([512.0])
+    )
     # all three gemms have the same 2MKN FLOPs; memory terms differ but compute dominates here
     parts = [gemm.time_s("bf16", r, 1024, 2048, 512)[0] for r in GemmRole]
     assert total[0] == pytest.approx(sum(parts))

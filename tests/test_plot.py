@@ -109,11 +109,17 @@ def test_overhead_share_levels(tmp_path, config, calibrated):
 def validation_frame(n=24, seed=0):
     rng = np.random.default_rng(seed)
     measured = np.exp(rng.uniform(np.log(0.4), np.log(1.8), n))
-    return pd.DataFrame({"M": 4096, "K": 4096, "N": 4096,
-                         "recipe": ["tensorwise", "rowwise"] * (n // 2),
-                         "measured_speedup": measured,
-                         "predicted_speedup": measured * np.exp(rng.normal(0, 0.04, n)),
-                         "seed_speedup": measured * 1.3})
+    return pd.DataFrame(
+        {
+            "M": 4096,
+            "K": 4096,
+            "N": 4096,
+            "recipe": ["tensorwise", "rowwise"] * (n // 2),
+            "measured_speedup": measured,
+            "predicted_speedup": measured * np.exp(rng.normal(0, 0.04, n)),
+            "seed_speedup": measured * 1.3,
+        }
+    )
 
 
 def test_validation_scatter(tmp_path):
@@ -122,7 +128,9 @@ def test_validation_scatter(tmp_path):
     plot = validation_scatter(csv, out=tmp_path / "val.png")
     assert png_size(plot.path) == (640, 600)
     ax = plot.figure.axes[0]
-    points = sum(len(c.get_offsets()) for c in ax.collections if c.get_label().startswith(("f8roof", "seed")))
+    points = sum(
+        len(c.get_offsets()) for c in ax.collections if c.get_label().startswith(("f8roof", "seed"))
+    )
     assert points == 2 * 24  # ours and the seed's
     identity = [line for line in ax.lines if line.get_label() == "y = x"]
     assert identity and np.allclose(identity[0].get_xdata(), identity[0].get_ydata())
@@ -189,16 +197,19 @@ def test_cli_kinds(tmp_path):
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--out", "x.gif"], "use a .png or .svg"),
-    (["--kind", "validation", "--out", "x.png"], "needs --validation"),
-    (["--x", "M", "--y", "M=N", "--out", "x.png"], "share a dimension"),
-    (["--x", "Q", "--out", "x.png"], "bad axis 'Q'"),
-    (["--level", "fitted", "--no-calibration", "--out", "x.png"], "needs a calibration"),
-    (["--recipe", "all", "--out", "x.png"], "one --recipe"),
-    (["--gpu", "z80", "--out", "x.png"], "unknown GPU 'z80'"),
-    (["--min", "4096", "--max", "512", "--out", "x.png"], "bad size range"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--out", "x.gif"], "use a .png or .svg"),
+        (["--kind", "validation", "--out", "x.png"], "needs --validation"),
+        (["--x", "M", "--y", "M=N", "--out", "x.png"], "share a dimension"),
+        (["--x", "Q", "--out", "x.png"], "bad axis 'Q'"),
+        (["--level", "fitted", "--no-calibration", "--out", "x.png"], "needs a calibration"),
+        (["--recipe", "all", "--out", "x.png"], "one --recipe"),
+        (["--gpu", "z80", "--out", "x.png"], "unknown GPU 'z80'"),
+        (["--min", "4096", "--max", "512", "--out", "x.png"], "bad size range"),
+    ],
+)
 def test_cli_bad_input(tmp_path, args, message):
     result = run("plot", *args)
     assert result.exit_code == 2, result.output

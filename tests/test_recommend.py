@@ -45,7 +45,9 @@ def test_decisions_follow_speedup_worst_without_calibration():
     arch = builtin("gpt2")
     rec = recommend(arch, tokens=8192, configs=roofline())
     assert rec.criterion == "speedup_worst" and "conservative" in rec.criterion_label
-    frame = estimate(arch.shapes(8192), EstimateConfig(Recipe.from_name("tensorwise"), find_gpu("h100")))
+    frame = estimate(
+        arch.shapes(8192), EstimateConfig(Recipe.from_name("tensorwise"), find_gpu("h100"))
+    )
     layers = rec.layers.set_index("fqn")
     expected = (frame["speedup_worst"] > 1).to_numpy() & frame["fp8_ok"].to_numpy()
     assert list(layers["convert"]) == list(expected)
@@ -57,15 +59,17 @@ def test_decisions_follow_speedup_worst_without_calibration():
     assert np.isnan(layers.loc["lm_head", "margin"])
     assert layers.loc["transformer.h.*.attn.c_proj", "decision"] == "keep bf16"  # 768 x 768 loses
     assert layers.loc["transformer.h.*.mlp.c_fc", "margin"] == pytest.approx(
-        layers.loc["transformer.h.*.mlp.c_fc", "speedup_worst"] - 1)
+        layers.loc["transformer.h.*.mlp.c_fc", "speedup_worst"] - 1
+    )
 
 
 def test_totals_weight_by_count():
     rec = recommend(builtin("llama3-8b"), tokens=4096, configs=roofline())
     layers = rec.layers
     bf16 = (layers["count"] * layers["bf16_gemm_s"]).sum()
-    mixed = (layers["count"] * np.where(layers["convert"], layers["fp8_s_worst"],
-                                        layers["bf16_gemm_s"])).sum()
+    mixed = (
+        layers["count"] * np.where(layers["convert"], layers["fp8_s_worst"], layers["bf16_gemm_s"])
+    ).sum()
     assert rec.totals.bf16_s == pytest.approx(bf16)
     assert rec.totals.recommended_s == pytest.approx(mixed)
     assert rec.totals.speedup == pytest.approx(bf16 / mixed)
@@ -98,8 +102,11 @@ def test_calibration_decides_on_the_calibrated_speedup(calibration):
     rec = recommend(builtin("llama3-8b"), tokens=2048, configs=configs)
     assert rec.criterion == "speedup" and "calibrated" in rec.criterion_label
     assert rec.recipes == ("tensorwise", "rowwise")  # what the synthetic file measured
-    assert set(rec.skipped_recipes) == {"tensorwise_delayed", "tensorwise_static_weight",
-                                       "rowwise_gw_hp"}
+    assert set(rec.skipped_recipes) == {
+        "tensorwise_delayed",
+        "tensorwise_static_weight",
+        "rowwise_gw_hp",
+    }
     layers = rec.layers
     assert list(layers["convert"]) == list((layers["speedup"] > 1) & layers["fp8_ok"])
     assert rec.totals.bf16_s == pytest.approx((layers["count"] * layers["bf16_s"]).sum())
@@ -132,8 +139,11 @@ class Net(nn.Module):
 def swapped(model, module_filter_fn):
     """What torchao's convert_to_float8_training would convert: the nn.Linear modules that
     pass the filter (torchao calls the filter on each Linear with its fqn)."""
-    return {fqn for fqn, m in model.named_modules()
-            if isinstance(m, nn.Linear) and module_filter_fn(m, fqn)}
+    return {
+        fqn
+        for fqn, m in model.named_modules()
+        if isinstance(m, nn.Linear) and module_filter_fn(m, fqn)
+    }
 
 
 def test_module_filter_on_a_real_module():
@@ -142,8 +152,11 @@ def test_module_filter_on_a_real_module():
     rec = keep.recommendation
     kinds = {"layers.*.attn", "layers.*.up", "layers.*.down", "layers.*.odd", "head"}
     assert set(rec.layers["fqn"]) == kinds
-    expected = {fqn for fqn, m in model.named_modules()
-                if isinstance(m, nn.Linear) and layer_type(fqn) in rec.converted_fqns}
+    expected = {
+        fqn
+        for fqn, m in model.named_modules()
+        if isinstance(m, nn.Linear) and layer_type(fqn) in rec.converted_fqns
+    }
     assert swapped(model, keep) == expected == keep.converted
     assert expected == {"layers.0.up", "layers.0.down", "layers.1.up", "layers.1.down", "head"}
     odd = rec.layers.set_index("fqn").loc["layers.*.odd"]
@@ -191,6 +204,7 @@ def test_module_filter_bad_input():
 
 # --- the estimate --model command ----------------------------------------------------------------
 
+
 def test_estimate_model_prints_layers_and_total():
     result = run("estimate", "--model", "llama3-70b", "--tokens", "8192", "--no-calibration")
     assert result.exit_code == 0, result.output
@@ -199,7 +213,9 @@ def test_estimate_model_prints_layers_and_total():
     assert "decisions by speedup_worst" in out
     for fqn in ("model.layers.*.self_attn.q_proj", "model.layers.*.mlp.down_proj", "lm_head"):
         assert fqn in out
-    q = next(line for line in out.splitlines() if line.startswith("model.layers.*.self_attn.k_proj"))
+    q = next(
+        line for line in out.splitlines() if line.startswith("model.layers.*.self_attn.k_proj")
+    )
     assert q.split()[1:4] == ["80", "8192", "1024"] and "convert" in q
     total = next(line for line in out.splitlines() if line.startswith("total linear time per step"))
     assert "561 of 561 linears in float8" in total and "x of the linear part" in total
@@ -207,8 +223,18 @@ def test_estimate_model_prints_layers_and_total():
 
 def test_estimate_model_recipe_all_and_out(tmp_path):
     out = tmp_path / "layers.csv"
-    result = run("estimate", "--model", "gpt2", "--tokens", "8192", "--recipe", "all",
-                 "--no-calibration", "--out", str(out))
+    result = run(
+        "estimate",
+        "--model",
+        "gpt2",
+        "--tokens",
+        "8192",
+        "--recipe",
+        "all",
+        "--no-calibration",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     assert "one recipe for every converted layer: tensorwise" in result.output
     assert "best single recipe:" in result.output
@@ -219,8 +245,10 @@ def test_estimate_model_recipe_all_and_out(tmp_path):
 
 def test_estimate_model_from_config_json(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text('{"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,'
-                    ' "num_key_value_heads": 4, "num_hidden_layers": 22, "vocab_size": 32000}')
+    path.write_text(
+        '{"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,'
+        ' "num_key_value_heads": 4, "num_hidden_layers": 22, "vocab_size": 32000}'
+    )
     result = run("estimate", "--model", str(path), "--tokens", "4096", "--no-calibration")
     assert result.exit_code == 0, result.output
     k = next(line for line in result.output.splitlines() if "k_proj" in line)
@@ -228,25 +256,48 @@ def test_estimate_model_from_config_json(tmp_path):
 
 
 def test_estimate_model_with_a_calibration(calibration_file):
-    result = run("estimate", "--model", "llama3-8b", "--tokens", "2048", "--gpu", "h200",
-                 "--calibration", str(calibration_file), "--recipe", "all")
+    result = run(
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--tokens",
+        "2048",
+        "--gpu",
+        "h200",
+        "--calibration",
+        str(calibration_file),
+        "--recipe",
+        "all",
+    )
     assert result.exit_code == 0, result.output
     assert "decisions by calibrated speedup" in result.output
     assert "x fitted" not in result.output.splitlines()[4]  # recipes side by side instead
     assert "not compared (not in the calibration): tensorwise_delayed" in result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "llama5-1t", "--tokens", "8"], "unknown model 'llama5-1t'; known: llama3-8b, llama3-70b"),
-    (["--model", "llama3-8b", "--tokens", "0"], "tokens per step must be a positive integer (got 0)"),
-    (["--model", "llama3-8b", "--tokens", "-5"], "tokens per step must be a positive integer"),
-    (["--model", "llama3-8b"], "--model needs --tokens"),
-    (["--tokens", "8192"], "--tokens goes with --model"),
-    (["--model", "gpt2", "--tokens", "8", "--shape", "16,16,16"], "--model replaces --shape"),
-    (["--recipe", "all", "--shape", "16,16,16"], "use it with --model"),
-    (["--model", "gpt2", "--tokens", "8", "--recipe", "tensorwise,fp4"], "unknown recipe 'fp4'"),
-    (["--model", "missing/config.json", "--tokens", "8"], "cannot read missing/config.json"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--model", "llama5-1t", "--tokens", "8"],
+            "unknown model 'llama5-1t'; known: llama3-8b, llama3-70b",
+        ),
+        (
+            ["--model", "llama3-8b", "--tokens", "0"],
+            "tokens per step must be a positive integer (got 0)",
+        ),
+        (["--model", "llama3-8b", "--tokens", "-5"], "tokens per step must be a positive integer"),
+        (["--model", "llama3-8b"], "--model needs --tokens"),
+        (["--tokens", "8192"], "--tokens goes with --model"),
+        (["--model", "gpt2", "--tokens", "8", "--shape", "16,16,16"], "--model replaces --shape"),
+        (["--recipe", "all", "--shape", "16,16,16"], "use it with --model"),
+        (
+            ["--model", "gpt2", "--tokens", "8", "--recipe", "tensorwise,fp4"],
+            "unknown recipe 'fp4'",
+        ),
+        (["--model", "missing/config.json", "--tokens", "8"], "cannot read missing/config.json"),
+    ],
+)
 def test_estimate_model_bad_input(args, message):
     result = run("estimate", *args)
     assert result.exit_code == 2, result.output
@@ -257,16 +308,28 @@ def test_estimate_model_bad_input(args, message):
 
 def test_estimate_model_config_missing_field(tmp_path):
     path = tmp_path / "config.json"
-    path.write_text('{"hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 22,'
-                    ' "vocab_size": 32000}')
+    path.write_text(
+        '{"hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 22,'
+        ' "vocab_size": 32000}'
+    )
     result = run("estimate", "--model", str(path), "--tokens", "4096")
     assert result.exit_code == 2
-    assert result.output.strip() == f"Error: {path}: config.json lacks 'intermediate_size', needed for the linear shapes"
+    assert (
+        result.output.strip()
+        == f"Error: {path}: config.json lacks 'intermediate_size', needed for the linear shapes"
+    )
 
 
 def test_models_lists_the_builtins():
     result = run("models")
     assert result.exit_code == 0
-    for name in ("llama3-8b", "llama3-70b", "llama3-405b", "mistral-7b", "qwen2.5-7b", "gpt2",
-                 "deepseek-v3"):
+    for name in (
+        "llama3-8b",
+        "llama3-70b",
+        "llama3-405b",
+        "mistral-7b",
+        "qwen2.5-7b",
+        "gpt2",
+        "deepseek-v3",
+    ):
         assert name in result.output

@@ -53,8 +53,9 @@ def test_terminal_rendering_marks_decisions():
 
 def test_write_report_with_plots(tmp_path):
     cfgs, source = configs("all")
-    result = write_report("llama3-8b", tokens=8192, configs=cfgs, source=source,
-                          out=tmp_path / "r" / "report.md")
+    result = write_report(
+        "llama3-8b", tokens=8192, configs=cfgs, source=source, out=tmp_path / "r" / "report.md"
+    )
     pytest.importorskip("matplotlib")
     text = result.path.read_text()
     assert len(result.plots) == 3 and not result.plot_note
@@ -68,8 +69,9 @@ def test_report_without_matplotlib_still_has_the_tables(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     out = tmp_path / "report.md"
-    result = run("report", "--model", "mistral-7b", "--tokens", "4096", "--no-calibration",
-                 "--out", str(out))
+    result = run(
+        "report", "--model", "mistral-7b", "--tokens", "4096", "--no-calibration", "--out", str(out)
+    )
     assert result.exit_code == 0, result.output
     assert "plots skipped: plotting needs matplotlib" in result.output
     text = out.read_text()
@@ -79,8 +81,17 @@ def test_report_without_matplotlib_still_has_the_tables(tmp_path, monkeypatch):
 
 def test_cli_report(tmp_path):
     out = tmp_path / "report.md"
-    result = run("report", "--model", "llama3-70b", "--tokens", "8192", "--no-calibration",
-                 "--no-plots", "--out", str(out))
+    result = run(
+        "report",
+        "--model",
+        "llama3-70b",
+        "--tokens",
+        "8192",
+        "--no-calibration",
+        "--no-plots",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     assert "llama3-70b on h100, M = 8192 tokens per step" in result.output
     assert f"wrote {out}" in result.output
@@ -89,13 +100,31 @@ def test_cli_report(tmp_path):
     assert "## Plots" not in text
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "gpt2", "--tokens", "0", "--out", "r.md"], "tokens per step must be a positive integer"),
-    (["--model", "gpt-5", "--tokens", "8", "--out", "r.md"], "unknown model 'gpt-5'; known:"),
-    (["--model", "gpt2", "--tokens", "8", "--out", "r.html"], "use a .md file name"),
-    (["--model", "gpt2", "--tokens", "8", "--calibration", "c.json", "--no-calibration",
-      "--out", "r.md"], "contradict"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--model", "gpt2", "--tokens", "0", "--out", "r.md"],
+            "tokens per step must be a positive integer",
+        ),
+        (["--model", "gpt-5", "--tokens", "8", "--out", "r.md"], "unknown model 'gpt-5'; known:"),
+        (["--model", "gpt2", "--tokens", "8", "--out", "r.html"], "use a .md file name"),
+        (
+            [
+                "--model",
+                "gpt2",
+                "--tokens",
+                "8",
+                "--calibration",
+                "c.json",
+                "--no-calibration",
+                "--out",
+                "r.md",
+            ],
+            "contradict",
+        ),
+    ],
+)
 def test_cli_report_bad_input(args, message):
     result = run("report", *args)
     assert result.exit_code == 2, result.output

@@ -35,8 +35,9 @@ def _fake_clock(durations_ns: list[int]) -> Iterator[int]:
 def test_time_fn_fake_clock_exact() -> None:
     calls = []
     clock = _fake_clock([5_000, 1_000, 3_000, 2_000, 4_000])
-    result = time_fn(lambda: calls.append(1), warmup=2, iters=5, device="cpu",
-                     clock=lambda: next(clock))
+    result = time_fn(
+        lambda: calls.append(1), warmup=2, iters=5, device="cpu", clock=lambda: next(clock)
+    )
     assert len(calls) == 7  # warm-up calls are untimed but made
     # sorted 1..5 us: median 3, p10 = 1 + 0.4 * 1, p90 = 4 + 0.6 * 1 (linear interpolation)
     assert (result.median_s, result.p10_s, result.p90_s) == pytest.approx((3e-6, 1.4e-6, 4.6e-6))
@@ -70,8 +71,9 @@ def test_derived_tflop_per_s() -> None:
     timing = TimingResult(median_s=1e-3, p10_s=1e-3, p90_s=1e-3, n=1)
     gemm = GemmTiming(dtype="fp8", gemm="output", M=4096, K=4096, N=4096, timing=timing)
     assert gemm.tflop_per_s == pytest.approx(2 * 4096**3 / 1e-3 / 1e12)
-    step = LinearStepTiming(recipe="tensorwise", M=4096, K=4096, N=4096, compiled=True,
-                            timing=timing)
+    step = LinearStepTiming(
+        recipe="tensorwise", M=4096, K=4096, N=4096, compiled=True, timing=timing
+    )
     assert step.tflop_per_s == pytest.approx(3 * gemm.tflop_per_s)
 
 
@@ -102,8 +104,13 @@ def test_gemm_operands(gemm: str) -> None:
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_time_gemm_cpu(dtype: str) -> None:
     result = time_gemm(dtype, "grad_weight", M, K, N, device="cpu", warmup=1, iters=3)
-    assert (result.dtype, result.gemm, result.M, result.K, result.N) == (dtype, "grad_weight",
-                                                                         M, K, N)
+    assert (result.dtype, result.gemm, result.M, result.K, result.N) == (
+        dtype,
+        "grad_weight",
+        M,
+        K,
+        N,
+    )
     assert result.timing.n == 3 and result.timing.median_s > 0 and result.tflop_per_s > 0
 
 
@@ -115,7 +122,8 @@ def test_time_linear_step_eager_cpu() -> None:
 
 @pytest.mark.slow
 def test_time_linear_step_compiled_cpu() -> None:
-    result = time_linear_step(Recipe.from_name("tensorwise"), M, K, N, device="cpu",
-                              warmup=2, iters=3)
+    result = time_linear_step(
+        Recipe.from_name("tensorwise"), M, K, N, device="cpu", warmup=2, iters=3
+    )
     assert result.recipe == "tensorwise" and result.compiled
     assert result.timing.n == 3 and 0 < result.timing.p10_s <= result.timing.p90_s

@@ -42,8 +42,15 @@ def test_parse_cpu_trace() -> None:
         names = [e.name for e in events if e.step == step]
         # Forward: cast kernel, output gemm, kernel saving copies for backward; backward:
         # grad_output cast, grad_input gemm, transposed copy, grad_weight gemm.
-        assert names == [CPU_KERNELS[0], "aten::_scaled_mm", CPU_KERNELS[1],
-                         CPU_KERNELS[2], "aten::_scaled_mm", CPU_KERNELS[3], "aten::_scaled_mm"]
+        assert names == [
+            CPU_KERNELS[0],
+            "aten::_scaled_mm",
+            CPU_KERNELS[1],
+            CPU_KERNELS[2],
+            "aten::_scaled_mm",
+            CPU_KERNELS[3],
+            "aten::_scaled_mm",
+        ]
     # Nested ops (aten::mm, aten::copy_ inside the CPU _scaled_mm emulation) are not kernels.
     assert len(events) == 14
 
@@ -63,38 +70,55 @@ def test_kernel_durations_cpu_trace() -> None:
     for name in CPU_KERNELS:  # two steps: median = mean of the two
         per_step = [e.duration_s for e in events if e.name == name]
         assert durations[name] == pytest.approx(sum(per_step) / 2)
-    gemm_per_step = [sum(e.duration_s for e in events if e.step == s and e.name.startswith("aten"))
-                     for s in (0, 1)]
+    gemm_per_step = [
+        sum(e.duration_s for e in events if e.step == s and e.name.startswith("aten"))
+        for s in (0, 1)
+    ]
     assert durations[GEMM] == pytest.approx(sum(gemm_per_step) / 2)
     # Without names every C++ kernel is "other".
     assert set(kernel_durations(events, [])) == {GEMM, OTHER}
 
 
 def _x(name: str, cat: str, ts: float, dur: float, **args: object) -> dict[str, object]:
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 2, "ts": ts, "dur": dur,
-            "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 1,
+        "tid": 2,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 # Hand-written in the format kineto writes for CUDA (event categories, `correlation` args).
 # Step 0's second kernel starts after the step's CPU range ends (the CPU ran ahead); a
 # gpu_user_annotation for step 1 overlaps step 0's launches on the CPU timeline's clock.
-CUDA_TRACE = {"traceEvents": [
-    _x(f"{STEP_ANNOTATION}0", "user_annotation", 100.0, 50.0),
-    _x("cudaLaunchKernel", "cuda_runtime", 110.0, 2.0, correlation=1),
-    _x("cuLaunchKernelEx", "cuda_driver", 120.0, 2.0, correlation=2),
-    _x("cudaMemsetAsync", "cuda_runtime", 125.0, 1.0, correlation=3),
-    _x(f"{STEP_ANNOTATION}1", "user_annotation", 200.0, 50.0),
-    _x("cuLaunchKernelEx", "cuda_driver", 210.0, 2.0, correlation=4),
-    _x("cudaLaunchKernel", "cuda_runtime", 220.0, 2.0, correlation=5),
-    _x(f"{STEP_ANNOTATION}1", "gpu_user_annotation", 90.0, 200.0),
-    _x("nvjet_qqtst_128x256_64x4_2x1_v_bz_coopA_TNN", "kernel", 140.0, 30.0, correlation=1),
-    _x("triton_poi_fused_abs_amax_0", "kernel", 170.0, 4.0, correlation=2),
-    _x("Memset (Device)", "gpu_memset", 175.0, 1.0, correlation=3),
-    _x("triton_poi_fused_abs_amax_0", "kernel", 230.0, 6.0, correlation=4),
-    _x("void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16>(Params)", "kernel", 240.0,
-       40.0, correlation=5),
-    _x("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 10.0, 3.0, correlation=99),
-]}
+CUDA_TRACE = {
+    "traceEvents": [
+        _x(f"{STEP_ANNOTATION}0", "user_annotation", 100.0, 50.0),
+        _x("cudaLaunchKernel", "cuda_runtime", 110.0, 2.0, correlation=1),
+        _x("cuLaunchKernelEx", "cuda_driver", 120.0, 2.0, correlation=2),
+        _x("cudaMemsetAsync", "cuda_runtime", 125.0, 1.0, correlation=3),
+        _x(f"{STEP_ANNOTATION}1", "user_annotation", 200.0, 50.0),
+        _x("cuLaunchKernelEx", "cuda_driver", 210.0, 2.0, correlation=4),
+        _x("cudaLaunchKernel", "cuda_runtime", 220.0, 2.0, correlation=5),
+        _x(f"{STEP_ANNOTATION}1", "gpu_user_annotation", 90.0, 200.0),
+        _x("nvjet_qqtst_128x256_64x4_2x1_v_bz_coopA_TNN", "kernel", 140.0, 30.0, correlation=1),
+        _x("triton_poi_fused_abs_amax_0", "kernel", 170.0, 4.0, correlation=2),
+        _x("Memset (Device)", "gpu_memset", 175.0, 1.0, correlation=3),
+        _x("triton_poi_fused_abs_amax_0", "kernel", 230.0, 6.0, correlation=4),
+        _x(
+            "void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16>(Params)",
+            "kernel",
+            240.0,
+            40.0,
+            correlation=5,
+        ),
+        _x("Memcpy HtoD (Pageable -> Device)", "gpu_memcpy", 10.0, 3.0, correlation=99),
+    ]
+}
 
 
 def test_parse_cuda_trace_assigns_steps_by_launch() -> None:
@@ -114,43 +138,57 @@ def test_parse_cuda_trace_assigns_steps_by_launch() -> None:
 def test_kernel_durations_cuda_trace() -> None:
     events = parse_chrome_trace(json.dumps(CUDA_TRACE))
     durations = kernel_durations(events, ["triton_poi_fused_abs_amax_0", "triton_never_ran_9"])
-    assert durations == pytest.approx({
-        "triton_poi_fused_abs_amax_0": 5e-6,  # median of 4 and 6 us
-        GEMM: 35e-6,  # median of 30 and 40 us
-        OTHER: 0.5e-6,  # the memset of step 0, nothing in step 1; the memcpy is outside steps
-    })
+    assert durations == pytest.approx(
+        {
+            "triton_poi_fused_abs_amax_0": 5e-6,  # median of 4 and 6 us
+            GEMM: 35e-6,  # median of 30 and 40 us
+            OTHER: 0.5e-6,  # the memset of step 0, nothing in step 1; the memcpy is outside steps
+        }
+    )
 
 
 def test_kernel_durations_without_steps() -> None:
-    trace = {"traceEvents": [e for e in CUDA_TRACE["traceEvents"]
-                             if e["cat"] not in ("user_annotation", "gpu_user_annotation")]}
+    trace = {
+        "traceEvents": [
+            e
+            for e in CUDA_TRACE["traceEvents"]
+            if e["cat"] not in ("user_annotation", "gpu_user_annotation")
+        ]
+    }
     events = parse_chrome_trace(json.dumps(trace))
     assert {e.step for e in events} == {None}
     durations = kernel_durations(events, ["triton_poi_fused_abs_amax_0"])
-    assert durations == pytest.approx({"triton_poi_fused_abs_amax_0": 10e-6, GEMM: 70e-6,
-                                       OTHER: 4e-6})
+    assert durations == pytest.approx(
+        {"triton_poi_fused_abs_amax_0": 10e-6, GEMM: 70e-6, OTHER: 4e-6}
+    )
 
 
-@pytest.mark.parametrize("name", [
-    "sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x128_warpgroupsize1x1x1",
-    "nvjet_qqtst_128x256_64x4_2x1_v_bz_coopA_TNN",
-    "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>",
-    "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<...>>(Params)",
-    "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(...)",
-    "aten::_scaled_mm",
-    "aten::mm",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n_tilesize128x128x128_warpgroupsize1x1x1",
+        "nvjet_qqtst_128x256_64x4_2x1_v_bz_coopA_TNN",
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>",
+        "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<...>>(Params)",
+        "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(...)",
+        "aten::_scaled_mm",
+        "aten::mm",
+    ],
+)
 def test_gemm_kernels(name: str) -> None:
     assert is_gemm_kernel(name)
 
 
-@pytest.mark.parametrize("name", [
-    "triton_poi_fused__to_copy_abs_amax_clamp_0",
-    "triton_red_fused_abs_amax_1",
-    "cpp_fused__scaled_mm__to_copy_abs_amax_clamp_mul_reciprocal_t_0",
-    "Memset (Device)",
-    "aten::copy_",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "triton_poi_fused__to_copy_abs_amax_clamp_0",
+        "triton_red_fused_abs_amax_1",
+        "cpp_fused__scaled_mm__to_copy_abs_amax_clamp_mul_reciprocal_t_0",
+        "Memset (Device)",
+        "aten::copy_",
+    ],
+)
 def test_not_gemm_kernels(name: str) -> None:
     assert not is_gemm_kernel(name)
 
@@ -163,14 +201,20 @@ def test_profile_step_cpu(tmp_path: Path) -> None:
 
     # Dynamo would reuse a graph compiled by an earlier test without C++ kernel profiling.
     torch._dynamo.reset()
-    module = torch.compile(make_linear(Recipe.from_name("tensorwise"), in_features=48,
-                                       out_features=64), fullgraph=True)
+    module = torch.compile(
+        make_linear(Recipe.from_name("tensorwise"), in_features=48, out_features=64), fullgraph=True
+    )
     x = torch.randn(32, 48, dtype=torch.bfloat16, requires_grad=True)
     grad_output = torch.randn(32, 64, dtype=torch.bfloat16)
     path = tmp_path / "trace.json"
     with torch._inductor.config.patch(force_disable_caches=True):
-        events = profile_step(lambda: module(x).backward(grad_output), warmup=2, iters=3,
-                              device="cpu", trace_path=str(path))
+        events = profile_step(
+            lambda: module(x).backward(grad_output),
+            warmup=2,
+            iters=3,
+            device="cpu",
+            trace_path=str(path),
+        )
     assert path.exists() and parse_chrome_trace(path.read_text()) == events
     assert {e.step for e in events} == {0, 1, 2}
     for step in (0, 1, 2):

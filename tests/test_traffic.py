@@ -9,21 +9,35 @@ from f8roof.models.traffic import K, M, N, ideal_traffic, worst_traffic
 
 SEED_FUSED = frozenset({Role.INPUT, Role.GRAD_OUTPUT})
 ALL = frozenset(Role)
-RECIPES = [Recipe.from_name(n) for n in
-           ("tensorwise", "tensorwise_delayed", "tensorwise_static_weight", "rowwise", "rowwise_gw_hp")]
+RECIPES = [
+    Recipe.from_name(n)
+    for n in (
+        "tensorwise",
+        "tensorwise_delayed",
+        "tensorwise_static_weight",
+        "rowwise",
+        "rowwise_gw_hp",
+    )
+]
 RECIPES.append(Recipe.from_name("tensorwise", {"weight": "delayed"}))
 
 
 def test_seed_totals_all_dynamic():
     recipe = Recipe.from_name("tensorwise")
     assert worst_traffic(recipe, fused=SEED_FUSED).total == 4 * M * K + 6 * K * N + 4 * M * N
-    assert worst_traffic(recipe, fused=SEED_FUSED, limited=ALL).total == 5 * M * K + 7 * K * N + 5 * M * N
+    assert (
+        worst_traffic(recipe, fused=SEED_FUSED, limited=ALL).total
+        == 5 * M * K + 7 * K * N + 5 * M * N
+    )
 
 
 def test_seed_totals_all_delayed():
     recipe = Recipe.from_name("tensorwise_delayed")
     assert worst_traffic(recipe, fused=SEED_FUSED).total == 2 * M * K + 4 * K * N + 2 * M * N
-    assert worst_traffic(recipe, fused=SEED_FUSED, limited=ALL).total == 5 * M * K + 7 * K * N + 5 * M * N
+    assert (
+        worst_traffic(recipe, fused=SEED_FUSED, limited=ALL).total
+        == 5 * M * K + 7 * K * N + 5 * M * N
+    )
 
 
 def test_standalone_linear_reads_every_tensor_for_amax():
@@ -73,6 +87,9 @@ def test_ideal_never_exceeds_worst(recipe, fused, limited, m, k, n):
 
 def test_limitations_never_reduce_traffic():
     for recipe, fused in itertools.product(RECIPES, (frozenset(), SEED_FUSED)):
-        diff = worst_traffic(recipe, fused=fused, limited=ALL).total - worst_traffic(recipe, fused=fused).total
+        diff = (
+            worst_traffic(recipe, fused=fused, limited=ALL).total
+            - worst_traffic(recipe, fused=fused).total
+        )
         coefficients = sp.Poly(diff, M, K, N).coeffs()
         assert all(c >= 0 for c in coefficients)

@@ -43,13 +43,21 @@ def test_tensorwise_forward_launches():
     code = parse("codegen_h100_tensorwise_fwd.py.txt")
     assert code.graph_inputs == ("arg0_1", "arg1_1")  # input (M,K), weight (N,K)
     kinds = [launch.kind for launch in code.launches]
-    assert kinds == [KernelKind.REDUCTION, KernelKind.REDUCTION, KernelKind.PERSISTENT_REDUCTION,
-                     KernelKind.POINTWISE, KernelKind.EXTERN_GEMM]
+    assert kinds == [
+        KernelKind.REDUCTION,
+        KernelKind.REDUCTION,
+        KernelKind.PERSISTENT_REDUCTION,
+        KernelKind.POINTWISE,
+        KernelKind.EXTERN_GEMM,
+    ]
     # One pass over input: amax, then row-major and column-major float8 copies.
     first = code.launches[0]
     assert first.reads == (BufferAccess("arg0_1", "bfloat16", (M, K), 2 * M * K),)
     assert [(w.dtype, w.shape) for w in first.writes] == [
-        ("float8_e4m3fn", (M, K)), ("float32", ()), ("float8_e4m3fn", (K, M))]
+        ("float8_e4m3fn", (M, K)),
+        ("float32", ()),
+        ("float8_e4m3fn", (K, M)),
+    ]
     gemm = code.launches[-1]
     assert gemm.name == "extern_kernels._scaled_mm"
     assert gemm.bytes_total == M * K + N * K + 2 * 4 + 2 * M * N
@@ -82,7 +90,10 @@ def test_delayed_history_slice_and_mutation():
 def test_cpu_kernel_group_and_reuse():
     code = parse("cpu_tensorwise_fwd.py.txt")
     assert [launch.kind for launch in code.launches] == [
-        KernelKind.CPP, KernelKind.EXTERN_GEMM, KernelKind.CPP]
+        KernelKind.CPP,
+        KernelKind.EXTERN_GEMM,
+        KernelKind.CPP,
+    ]
     first = code.launches[0]
     # One C++ function: amax, scale and cast of input and weight; bf16 read once each.
     assert [r.name for r in first.reads] == ["primals_1", "primals_2"]
@@ -142,8 +153,11 @@ def test_in_place_and_self_reads_on_a_small_wrapper():
 
 
 def test_cpp_signature():
-    kernel = parse_cpp_kernel("k", 'extern "C" void kernel(const at::BFloat16* in_ptr0,\n'
-                                   ' at::Float8_e5m2* out_ptr0, const int64_t ks0)')
+    kernel = parse_cpp_kernel(
+        "k",
+        'extern "C" void kernel(const at::BFloat16* in_ptr0,\n'
+        " at::Float8_e5m2* out_ptr0, const int64_t ks0)",
+    )
     assert [(p.name, p.dtype, p.read, p.written) for p in kernel.params] == [
         ("in_ptr0", "bfloat16", True, False),
         ("out_ptr0", "float8_e5m2", False, True),
@@ -151,10 +165,17 @@ def test_cpp_signature():
     ]
 
 
-@pytest.mark.parametrize("spelling, name", [
-    ("fp8e4nv", "float8_e4m3fn"), ("fp8e5", "float8_e5m2"), ("bf16", "bfloat16"),
-    ("torch.float8_e4m3fn", "float8_e4m3fn"), ("at::BFloat16", "bfloat16"), ("float", "float32"),
-])
+@pytest.mark.parametrize(
+    "spelling, name",
+    [
+        ("fp8e4nv", "float8_e4m3fn"),
+        ("fp8e5", "float8_e5m2"),
+        ("bf16", "bfloat16"),
+        ("torch.float8_e4m3fn", "float8_e4m3fn"),
+        ("at::BFloat16", "bfloat16"),
+        ("float", "float32"),
+    ],
+)
 def test_dtype_spellings(spelling, name):
     assert dtype_name(spelling) == name
 

@@ -31,22 +31,39 @@ def test_percent_error_is_signed_relative_to_measured():
 
 
 def test_frame_has_the_contract_columns_and_both_predictions(calibration):
-    pairs = [Pair("tensorwise", step("bf16", (2048, 2048, 2048), 300e-6),
-                  step("tensorwise", (2048, 2048, 2048), 200e-6))]
+    pairs = [
+        Pair(
+            "tensorwise",
+            step("bf16", (2048, 2048, 2048), 300e-6),
+            step("tensorwise", (2048, 2048, 2048), 200e-6),
+        )
+    ]
     frame = validation_frame(calibration, find_gpu("h200"), pairs)
     row = frame.iloc[0]
     assert row.measured_speedup == pytest.approx(1.5)
     assert row.error_pct == pytest.approx(100 * (row.predicted_speedup - 1.5) / 1.5)
     assert row.seed_error_pct == pytest.approx(100 * (row.seed_speedup - 1.5) / 1.5)
-    for column in ("M", "K", "N", "recipe", "measured_speedup", "predicted_speedup", "seed_speedup",
-                   "measured_fp8_s", "predicted_fp8_s", "measured_wall_speedup"):
+    for column in (
+        "M",
+        "K",
+        "N",
+        "recipe",
+        "measured_speedup",
+        "predicted_speedup",
+        "seed_speedup",
+        "measured_fp8_s",
+        "predicted_fp8_s",
+        "measured_wall_speedup",
+    ):
         assert column in frame.columns
 
 
 def test_summary_and_breakeven(calibration):
     speedups = {512: 0.8, 1024: 0.95, 2048: 1.1, 4096: 1.3}
-    pairs = [Pair("tensorwise", step("bf16", (s,) * 3, 100e-6 * x), step("tensorwise", (s,) * 3, 100e-6))
-             for s, x in speedups.items()]
+    pairs = [
+        Pair("tensorwise", step("bf16", (s,) * 3, 100e-6 * x), step("tensorwise", (s,) * 3, 100e-6))
+        for s, x in speedups.items()
+    ]
     frame = validation_frame(calibration, find_gpu("h200"), pairs)
     stats = summary(frame).loc["tensorwise"]
     assert stats.shapes == 4

@@ -12,16 +12,22 @@ from f8roof.models.hardware import GPU
 # clocks; its HBM3 is slower (3.35 vs 4.8 TB/s), so overhead there is underestimated.
 NEAREST = {
     "h200": ("h200.json", None),
-    "h100": ("h200.json", ("no measured H100 calibration yet: using the H200's, the nearest "
-                           "(same SMs and clocks, 43% more memory bandwidth)")),
+    "h100": (
+        "h200.json",
+        (
+            "no measured H100 calibration yet: using the H200's, the nearest "
+            "(same SMs and clocks, 43% more memory bandwidth)"
+        ),
+    ),
 }
 
 
 ROOFLINE = "roofline presets (datasheet x seed efficiencies)"
 
 
-def choose_calibration(gpu: GPU, given: str | Path | Calibration | None, *,
-                       use_shipped: bool) -> tuple[Calibration | None, str]:
+def choose_calibration(
+    gpu: GPU, given: str | Path | Calibration | None, *, use_shipped: bool
+) -> tuple[Calibration | None, str]:
     """The calibration to estimate with (given, else shipped for `gpu` when allowed, else none)
     and a line saying which, for the output."""
     if isinstance(given, Calibration):

@@ -64,16 +64,25 @@ class Polynomial:
     def from_map(cls, coefficients: dict[str, Fraction | int]) -> Polynomial:
         unknown = set(coefficients) - set(MONOMIALS)
         if unknown:
-            raise FitError(f"unknown monomial(s) {', '.join(sorted(unknown))}; known: {', '.join(MONOMIALS)}")
-        return cls(tuple((m, Fraction(coefficients[m])) for m in MONOMIALS
-                         if Fraction(coefficients.get(m, 0)) != 0))
+            raise FitError(
+                f"unknown monomial(s) {', '.join(sorted(unknown))}; known: {', '.join(MONOMIALS)}"
+            )
+        return cls(
+            tuple(
+                (m, Fraction(coefficients[m]))
+                for m in MONOMIALS
+                if Fraction(coefficients.get(m, 0)) != 0
+            )
+        )
 
     def as_map(self) -> dict[str, Fraction]:
         return dict(self.terms)
 
     def to_sympy(self) -> sp.Expr:
-        return sum((sp.Rational(c.numerator, c.denominator) * _TERMS[m] for m, c in self.terms),
-                   sp.Integer(0))
+        return sum(
+            (sp.Rational(c.numerator, c.denominator) * _TERMS[m] for m, c in self.terms),
+            sp.Integer(0),
+        )
 
     def __call__(self, M, K, N):
         """Evaluate on numbers or numpy arrays (float64)."""
@@ -103,8 +112,15 @@ def from_sympy(expr: sp.Expr) -> Polynomial:
     """A sympy polynomial in M, K, N of the fitted form -> Polynomial (models' worst/ideal)."""
     poly = sp.Poly(sp.expand(expr), *_SYMBOLS)
     coefficients: dict[str, Fraction] = {}
-    names = {(1, 1, 0): "M*K", (0, 1, 1): "K*N", (1, 0, 1): "M*N", (1, 0, 0): "M",
-             (0, 1, 0): "K", (0, 0, 1): "N", (0, 0, 0): "1"}
+    names = {
+        (1, 1, 0): "M*K",
+        (0, 1, 1): "K*N",
+        (1, 0, 1): "M*N",
+        (1, 0, 0): "M",
+        (0, 1, 0): "K",
+        (0, 0, 1): "N",
+        (0, 0, 0): "1",
+    }
     for powers, c in poly.terms():
         if powers not in names:
             raise FitError(f"{expr} has a term outside {', '.join(MONOMIALS)}")
@@ -129,8 +145,9 @@ def fit_polynomial(shapes: list[Shape], values: list[int]) -> Polynomial:
     except ValueError:
         raise FitError("no polynomial in M*K, K*N, M*N, M, K, N, 1 matches every shape") from None
     assert not params, "full rank leaves no free parameters"
-    return Polynomial.from_map({m: Fraction(int(sp.numer(c)), int(sp.denom(c)))
-                                for m, c in zip(MONOMIALS, solution)})
+    return Polynomial.from_map(
+        {m: Fraction(int(sp.numer(c)), int(sp.denom(c))) for m, c in zip(MONOMIALS, solution)}
+    )
 
 
 @dataclass(frozen=True)
@@ -169,7 +186,9 @@ def buffer_polynomial(shape: Shape, buffers: list[tuple[int, tuple[int, ...]]]) 
             if dim == 1:
                 continue
             if len(names.get(dim, ())) != 1:
-                raise FitError(f"buffer dim {dim} at {shape} is {'ambiguous' if dim in names else 'no size'}")
+                raise FitError(
+                    f"buffer dim {dim} at {shape} is {'ambiguous' if dim in names else 'no size'}"
+                )
             symbols.append(names[dim][0])
         monomial = "*".join(sorted(symbols, key="MKN".index)) or "1"
         if monomial not in MONOMIALS:
@@ -185,10 +204,17 @@ def canonical_order(kernels: list[KernelSample]) -> list[int]:
     """Indices of a step's kernels in an order that does not depend on how Inductor scheduled
     them: graph, role, kind, bytes polynomial, name. Inductor reorders independent kernels with
     the sizes; the kernel set, not its launch order, is what a regime shares."""
+
     def key(i: int):
         k = kernels[i]
-        return (GRAPH_ORDER.get(k.graph, 2), k.graph, k.role or "", kind_family(k.kind),
-                str(k.polynomial), k.name)
+        return (
+            GRAPH_ORDER.get(k.graph, 2),
+            k.graph,
+            k.role or "",
+            kind_family(k.kind),
+            str(k.polynomial),
+            k.name,
+        )
 
     return sorted(range(len(kernels)), key=key)
 
@@ -214,8 +240,15 @@ class ShapeSample:
     def signature(self) -> tuple:
         """What identifies the kernel set: graph, kind family, role and bytes polynomial of
         each kernel, in canonical order. Kernel names carry Inductor's numbering, not a meaning."""
-        return tuple((self.kernels[i].graph, kind_family(self.kernels[i].kind), self.kernels[i].role,
-                      str(self.kernels[i].polynomial)) for i in canonical_order(list(self.kernels)))
+        return tuple(
+            (
+                self.kernels[i].graph,
+                kind_family(self.kernels[i].kind),
+                self.kernels[i].role,
+                str(self.kernels[i].polynomial),
+            )
+            for i in canonical_order(list(self.kernels))
+        )
 
 
 @dataclass(frozen=True)
@@ -258,20 +291,31 @@ def _fit_regime(samples: list[ShapeSample], *, verify: int) -> Regime:
     first = samples[0]
     order = canonical_order(list(first.kernels))
     keys = kernel_keys(list(first.kernels))
-    kernels = tuple(FittedKernel(keys[i], first.kernels[i].name, first.kernels[i].graph,
-                                 first.kernels[i].kind, first.kernels[i].role,
-                                 first.kernels[i].polynomial) for i in order)
+    kernels = tuple(
+        FittedKernel(
+            keys[i],
+            first.kernels[i].name,
+            first.kernels[i].graph,
+            first.kernels[i].kind,
+            first.kernels[i].role,
+            first.kernels[i].polynomial,
+        )
+        for i in order
+    )
     total = sum((k.nbytes for k in kernels), Polynomial.from_map({}))
     for sample in samples:
         for k in sample.kernels:
             if k.polynomial.exact(sample.shape) != k.fitted_bytes:
-                raise FitError(f"kernel {k.name} at {sample.shape}: its buffers give "
-                               f"{k.polynomial.exact(sample.shape)} bytes, the code {k.fitted_bytes}")
+                raise FitError(
+                    f"kernel {k.name} at {sample.shape}: its buffers give "
+                    f"{k.polynomial.exact(sample.shape)} bytes, the code {k.fitted_bytes}"
+                )
     verified: tuple[Shape, ...] = ()
     if len(samples) >= len(MONOMIALS) + verify:
-        fit_part, check_part = samples[: len(samples) - verify], samples[len(samples) - verify:]
-        solved = fit_polynomial([s.shape for s in fit_part],
-                                [sum(k.fitted_bytes for k in s.kernels) for s in fit_part])
+        fit_part, check_part = samples[: len(samples) - verify], samples[len(samples) - verify :]
+        solved = fit_polynomial(
+            [s.shape for s in fit_part], [sum(k.fitted_bytes for k in s.kernels) for s in fit_part]
+        )
         if solved != total:
             raise FitError(f"the linear solve gives {solved}, the buffers {total}")
         for sample in check_part:
@@ -290,8 +334,12 @@ def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:
     unfitted = []
     for sample in samples:
         if any(k.polynomial is None for k in sample.kernels):
-            unfitted.append(Unfitted((sample.shape,), "a kernel's bytes could not be read off "
-                                                      "its buffers (M, K or N not distinct?)"))
+            unfitted.append(
+                Unfitted(
+                    (sample.shape,),
+                    "a kernel's bytes could not be read off its buffers (M, K or N not distinct?)",
+                )
+            )
             continue
         groups.setdefault(sample.signature, []).append(sample)
     regimes = []
@@ -318,7 +366,16 @@ def nearest_regime(regimes: tuple[Regime, ...], M, K, N) -> np.ndarray:
 # Fit and check shapes in general position: distinct, not all powers of two, spanning 256 to
 # 16384 per dimension so every regime Inductor picks on a GPU has members.
 FIT_SHAPES: tuple[Shape, ...] = (
-    (256, 768, 512), (384, 512, 1280), (640, 1024, 768), (1024, 384, 2048),
-    (1536, 2560, 1024), (2048, 1280, 3072), (3072, 4096, 1536), (4096, 2048, 5120),
-    (6144, 8192, 3072), (8192, 5120, 12288), (12288, 16384, 8192), (16384, 10240, 14336),
+    (256, 768, 512),
+    (384, 512, 1280),
+    (640, 1024, 768),
+    (1024, 384, 2048),
+    (1536, 2560, 1024),
+    (2048, 1280, 3072),
+    (3072, 4096, 1536),
+    (4096, 2048, 5120),
+    (6144, 8192, 3072),
+    (8192, 5120, 12288),
+    (12288, 16384, 8192),
+    (16384, 10240, 14336),
 )

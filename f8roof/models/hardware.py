@@ -39,20 +39,76 @@ class GPU:
 PRESETS: dict[str, GPU] = {
     g.name: g
     for g in (
-        GPU("h100", 989.4 * TERA, 1978.9 * TERA, 3.35 * TERA,
-            ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", "NVIDIA H100"), 132, (9, 0), 80 * 2**30),
-        GPU("h100-pcie", 756.0 * TERA, 1513.0 * TERA, 2.0 * TERA,
-            ("NVIDIA H100 PCIe",), 114, (9, 0), 80 * 2**30),
-        GPU("h100-nvl", 835.0 * TERA, 1671.0 * TERA, 3.9 * TERA,
-            ("NVIDIA H100 NVL",), 132, (9, 0), 94 * 2**30),
-        GPU("h200", 989.4 * TERA, 1978.9 * TERA, 4.8 * TERA,
-            ("NVIDIA H200",), 132, (9, 0), 141 * 2**30),
-        GPU("h200-nvl", 835.0 * TERA, 1671.0 * TERA, 4.8 * TERA,
-            ("NVIDIA H200 NVL",), 132, (9, 0), 141 * 2**30),
-        GPU("b200", 2250.0 * TERA, 4500.0 * TERA, 8.0 * TERA,
-            ("NVIDIA B200",), 148, (10, 0), 180 * 2**30),
-        GPU("mi300x", 1307.4 * TERA, 2614.9 * TERA, 5.3 * TERA,
-            ("AMD Instinct MI300X",), 304, (9, 4), 192 * 2**30),
+        GPU(
+            "h100",
+            989.4 * TERA,
+            1978.9 * TERA,
+            3.35 * TERA,
+            ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", "NVIDIA H100"),
+            132,
+            (9, 0),
+            80 * 2**30,
+        ),
+        GPU(
+            "h100-pcie",
+            756.0 * TERA,
+            1513.0 * TERA,
+            2.0 * TERA,
+            ("NVIDIA H100 PCIe",),
+            114,
+            (9, 0),
+            80 * 2**30,
+        ),
+        GPU(
+            "h100-nvl",
+            835.0 * TERA,
+            1671.0 * TERA,
+            3.9 * TERA,
+            ("NVIDIA H100 NVL",),
+            132,
+            (9, 0),
+            94 * 2**30,
+        ),
+        GPU(
+            "h200",
+            989.4 * TERA,
+            1978.9 * TERA,
+            4.8 * TERA,
+            ("NVIDIA H200",),
+            132,
+            (9, 0),
+            141 * 2**30,
+        ),
+        GPU(
+            "h200-nvl",
+            835.0 * TERA,
+            1671.0 * TERA,
+            4.8 * TERA,
+            ("NVIDIA H200 NVL",),
+            132,
+            (9, 0),
+            141 * 2**30,
+        ),
+        GPU(
+            "b200",
+            2250.0 * TERA,
+            4500.0 * TERA,
+            8.0 * TERA,
+            ("NVIDIA B200",),
+            148,
+            (10, 0),
+            180 * 2**30,
+        ),
+        GPU(
+            "mi300x",
+            1307.4 * TERA,
+            2614.9 * TERA,
+            5.3 * TERA,
+            ("AMD Instinct MI300X",),
+            304,
+            (9, 4),
+            192 * 2**30,
+        ),
     )
 }
 
@@ -73,7 +129,9 @@ def find_gpu(name: str) -> GPU:
     ]
     if matches:
         return max(matches, key=lambda m: m[0])[1]
-    raise UnknownGPUError(f"unknown GPU {name!r}; known: {', '.join(PRESETS)} (or custom:bf16=..,fp8=..,bandwidth=..)")
+    raise UnknownGPUError(
+        f"unknown GPU {name!r}; known: {', '.join(PRESETS)} (or custom:bf16=..,fp8=..,bandwidth=..)"
+    )
 
 
 def custom_gpu(spec: str) -> GPU:

@@ -97,11 +97,13 @@ def fit_kernel_time(kinds: list[str], nbytes, time_s, kernel_ids: list[str]) -> 
     }
     base = np.array([by_kind.get(k, pooled).time_s(b) for k, b in zip(kinds, nbytes)])
     factors = {
-        kid: float(np.median(time_s[ids == kid] / base[ids == kid])) for kid in sorted(set(kernel_ids))
+        kid: float(np.median(time_s[ids == kid] / base[ids == kid]))
+        for kid in sorted(set(kernel_ids))
     }
     predicted = base * np.array([factors[k] for k in kernel_ids])
-    return KernelTimeModel(tuple(by_kind.items()), pooled, tuple(factors.items()),
-                           residuals(predicted, time_s))
+    return KernelTimeModel(
+        tuple(by_kind.items()), pooled, tuple(factors.items()), residuals(predicted, time_s)
+    )
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,8 @@ def fit_fixed_cost(*, table_gemm_s, gemm_s, kernels_s, device_s, wall_s) -> Fixe
     model runs high). wall_floor: the smallest wall time. wall_extra: median wall - device over
     device-bound steps (device time at least twice the floor), else 0."""
     table_gemm_s, gemm_s, kernels_s, device_s, wall_s = (
-        np.asarray(x, np.float64) for x in (table_gemm_s, gemm_s, kernels_s, device_s, wall_s))
+        np.asarray(x, np.float64) for x in (table_gemm_s, gemm_s, kernels_s, device_s, wall_s)
+    )
     factor = float(np.median(gemm_s / table_gemm_s))
     extra_device = float(np.median(device_s - factor * table_gemm_s - kernels_s))
     floor = float(wall_s.min())

@@ -37,8 +37,13 @@ class RecipeError(ValueError):
     """A recipe or scaling combination that makes no sense."""
 
 
-RECIPE_NAMES = ("tensorwise", "tensorwise_delayed", "tensorwise_static_weight", "rowwise",
-                "rowwise_gw_hp")
+RECIPE_NAMES = (
+    "tensorwise",
+    "tensorwise_delayed",
+    "tensorwise_static_weight",
+    "rowwise",
+    "rowwise_gw_hp",
+)
 
 
 @dataclass(frozen=True)
@@ -59,7 +64,9 @@ class Recipe:
             raise RecipeError("a bf16 grad_weight gemm exists only for rowwise (rowwise_gw_hp)")
         if self.grad_output is ScalingType.STATIC:
             # Gradients change scale by orders of magnitude during training.
-            raise RecipeError("grad_output cannot use static scaling: gradients have no fixed range")
+            raise RecipeError(
+                "grad_output cannot use static scaling: gradients have no fixed range"
+            )
 
     def scaling(self, role: Role) -> ScalingType:
         return getattr(self, role.value)
@@ -106,7 +113,9 @@ class Recipe:
             types["weight"] = ScalingType.STATIC
         for role, value in (scaling or {}).items():
             if role not in types:
-                raise RecipeError(f"unknown role {role!r} in scaling; roles: input, weight, grad_output")
+                raise RecipeError(
+                    f"unknown role {role!r} in scaling; roles: input, weight, grad_output"
+                )
             try:
                 types[role] = ScalingType(value)
             except ValueError:

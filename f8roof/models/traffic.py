@@ -87,7 +87,9 @@ class TrafficModel:
         return sp.expand(sum((k.bytes_total for k in self.kernels), sp.Integer(0)))
 
     def role_total(self, role: Role) -> sp.Expr:
-        return sp.expand(sum((k.bytes_total for k in self.kernels if k.role is role), sp.Integer(0)))
+        return sp.expand(
+            sum((k.bytes_total for k in self.kernels if k.role is role), sp.Integer(0))
+        )
 
 
 def numel(role: Role) -> sp.Expr:

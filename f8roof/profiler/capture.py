@@ -109,8 +109,9 @@ class KernelLaunch:
 
     def __post_init__(self) -> None:
         if self.bytes_code != self.bytes_read + self.bytes_written:
-            raise ValueError(f"{self.name}: bytes_code {self.bytes_code} is not the sum of "
-                             "its reads and writes")
+            raise ValueError(
+                f"{self.name}: bytes_code {self.bytes_code} is not the sum of its reads and writes"
+            )
 
     @property
     def bytes_read(self) -> int:
@@ -163,8 +164,11 @@ class Capture:
         return sum(b.nbytes for b in (*launch.reads, *launch.writes) if self._is_workspace(b))
 
     def _is_workspace(self, buffer: BufferAccess) -> bool:
-        return (buffer.name.startswith("buf") and bool(buffer.shape)
-                and not set(buffer.shape) <= {1, *self.shape})
+        return (
+            buffer.name.startswith("buf")
+            and bool(buffer.shape)
+            and not set(buffer.shape) <= {1, *self.shape}
+        )
 
     def sample(self, launch: KernelLaunch) -> KernelSample:
         """The launch as the fits see it: bytes, workspace, and the polynomial of its other
@@ -187,8 +191,15 @@ class Capture:
             polynomial = buffer_polynomial(self.shape, buffers)
         except FitError:
             polynomial = None
-        return KernelSample(launch.name, launch.graph.value, launch.kind.value, launch.role,
-                            launch.bytes_total, workspace, polynomial)
+        return KernelSample(
+            launch.name,
+            launch.graph.value,
+            launch.kind.value,
+            launch.role,
+            launch.bytes_total,
+            workspace,
+            polynomial,
+        )
 
     def samples(self) -> list[KernelSample]:
         """Every overhead launch as a fit sample, in launch order."""
@@ -196,14 +207,19 @@ class Capture:
 
     def disagreements(self) -> tuple[str, ...]:
         """One line per launch whose byte counts differ, and per scheduler node left over."""
-        lines = [f"{k.graph.value} {k.name}: code {k.bytes_code}, scheduler {k.bytes_scheduler}, "
-                 f"inductor {k.bytes_inductor}" for k in self.launches if not k.bytes_agree]
+        lines = [
+            f"{k.graph.value} {k.name}: code {k.bytes_code}, scheduler {k.bytes_scheduler}, "
+            f"inductor {k.bytes_inductor}"
+            for k in self.launches
+            if not k.bytes_agree
+        ]
         lines += [f"scheduler node {n} matches no launch" for n in self.unmatched_scheduler_nodes]
         return tuple(lines)
 
 
-def capture(recipe: Recipe | None, shape: tuple[int, int, int], *, device: str,
-            gpu: GPU | None = None) -> Capture:
+def capture(
+    recipe: Recipe | None, shape: tuple[int, int, int], *, device: str, gpu: GPU | None = None
+) -> Capture:
     """Compile `y = linear(x); y.backward(grad_output)` and account for every kernel launch.
 
     device: "cpu" or "cuda" compile and run there; "codegen" generates the CUDA code for `gpu`
@@ -212,9 +228,14 @@ def capture(recipe: Recipe | None, shape: tuple[int, int, int], *, device: str,
     return capture_and_measure(recipe, shape, device=device, gpu=gpu, measure=None)[0]
 
 
-def capture_and_measure(recipe: Recipe | None, shape: tuple[int, int, int], *, device: str,
-                        measure: Callable[[Callable[[], None]], T] | None,
-                        gpu: GPU | None = None) -> tuple[Capture, T | None]:
+def capture_and_measure(
+    recipe: Recipe | None,
+    shape: tuple[int, int, int],
+    *,
+    device: str,
+    measure: Callable[[Callable[[], None]], T] | None,
+    gpu: GPU | None = None,
+) -> tuple[Capture, T | None]:
     """`capture`, then `measure(step)` on the very step it compiled (cpu or cuda), so the
     kernels timed are the kernels counted, at the cost of one compile."""
     target = CaptureDevice(device)
@@ -236,11 +257,17 @@ def capture_and_measure(recipe: Recipe | None, shape: tuple[int, int, int], *, d
         # C++ kernels show in profiler traces only when compiled with kernel profiling on.
         # benchmark_kernel makes every compiled module print its path: keep the terminal clean.
         noise = io.StringIO()
-        with contextlib.redirect_stdout(noise), contextlib.redirect_stderr(noise), \
-                warnings.catch_warnings(), \
-                torch._inductor.config.patch(force_disable_caches=True, benchmark_kernel=True,
-                                          _post_fusion_custom_pass=recorder.post_fusion,
-                                          **{"cpp.enable_kernel_profile": True}):
+        with (
+            contextlib.redirect_stdout(noise),
+            contextlib.redirect_stderr(noise),
+            warnings.catch_warnings(),
+            torch._inductor.config.patch(
+                force_disable_caches=True,
+                benchmark_kernel=True,
+                _post_fusion_custom_pass=recorder.post_fusion,
+                **{"cpp.enable_kernel_profile": True},
+            ),
+        ):
             warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
             if target is CaptureDevice.CODEGEN:
                 _run_codegen(recipe, shape, recorder, gpu=gpu or find_gpu("h100"))
@@ -261,8 +288,9 @@ def capture_and_measure(recipe: Recipe | None, shape: tuple[int, int, int], *, d
 # ---- running the step -----------------------------------------------------------------------
 
 
-def _step_inputs(recipe: Recipe | None, shape: tuple[int, int, int], *, device: str,
-                 random: bool) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+def _step_inputs(
+    recipe: Recipe | None, shape: tuple[int, int, int], *, device: str, random: bool
+) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
     """The linear, input and grad_output; uninitialized (no init cost) unless `random`."""
     M, K, N = shape
     if random:
@@ -276,15 +304,17 @@ def _step_inputs(recipe: Recipe | None, shape: tuple[int, int, int], *, device: 
     return module, x, grad_output
 
 
-def _run_compiled(recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *,
-                  device: str) -> Callable[[], None]:
+def _run_compiled(
+    recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *, device: str
+) -> Callable[[], None]:
     """Compile and run the step once, recording its code; return the compiled step."""
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.utils import run_and_get_code
 
     module, x, grad_output = _step_inputs(recipe, shape, device=device, random=True)
-    compiled = torch.compile(module, fullgraph=True, dynamic=False,
-                             backend=recorder.backend(module, x, compile_fx_inner))
+    compiled = torch.compile(
+        module, fullgraph=True, dynamic=False, backend=recorder.backend(module, x, compile_fx_inner)
+    )
 
     def step() -> None:
         x.grad = None
@@ -300,17 +330,23 @@ def _run_compiled(recipe: Recipe | None, shape: tuple[int, int, int], recorder: 
     return step
 
 
-def _run_codegen(recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *,
-                 gpu: GPU) -> None:
+def _run_codegen(
+    recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *, gpu: GPU
+) -> None:
     # Capture both AOTAutograd graphs on CPU without computing, then generate CUDA code.
     module, x, grad_output = _step_inputs(recipe, shape, device="cpu", random=False)
-    compiled = torch.compile(module, fullgraph=True, dynamic=False,
-                             backend=recorder.backend(module, x, codegen_only.no_compute_inner))
+    compiled = torch.compile(
+        module,
+        fullgraph=True,
+        dynamic=False,
+        backend=recorder.backend(module, x, codegen_only.no_compute_inner),
+    )
     compiled(x).backward(grad_output)
     for graph in recorder.graphs:
         with recorder.compiling(graph):
             recorder.code[graph.kind] = codegen_only.generate_cuda_code(
-                graph.module, graph.example_inputs, graph.compile_kwargs, gpu=gpu)
+                graph.module, graph.example_inputs, graph.compile_kwargs, gpu=gpu
+            )
 
 
 # ---- recording graphs and scheduler nodes ---------------------------------------------------
@@ -357,23 +393,26 @@ class _Recorder:
         # string; the recording (fake tensors, graphs) must be shared, not copied.
         return self
 
-    def backend(self, module: nn.Module, x: torch.Tensor,
-                inner: Callable[..., Any]) -> Callable[..., Any]:
+    def backend(
+        self, module: nn.Module, x: torch.Tensor, inner: Callable[..., Any]
+    ) -> Callable[..., Any]:
         """A dynamo backend: Inductor's compile_fx with `inner` recording each graph first."""
         from torch._inductor.compile_fx import compile_fx
 
         by_tensor = {id(x): Role.INPUT}
         for name, tensor in (*module.named_parameters(), *module.named_buffers()):
             # Float8Linear's scaling state is named after its role: input_amax_history, ...
-            role = Role.WEIGHT if name == "weight" else next(
-                (r for r in ROLES if name.startswith(r.value + "_")), None)
+            role = (
+                Role.WEIGHT
+                if name == "weight"
+                else next((r for r in ROLES if name.startswith(r.value + "_")), None)
+            )
             if role is not None:
                 by_tensor[id(tensor)] = role
 
         dynamo_roles: list[Roles] = []  # per dynamo graph input, filled by dynamo_backend
 
-        def record(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                   **kwargs: Any) -> Any:
+        def record(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
             kind = GraphKind.BWD if kwargs.get("is_backward") else GraphKind.FWD
             roles = self._input_roles(kind, gm, dynamo_roles)
             if kind is GraphKind.FWD:
@@ -384,22 +423,31 @@ class _Recorder:
                 return inner(gm, example_inputs, **kwargs)
 
         def dynamo_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-            dynamo_roles[:] = [frozenset({by_tensor[id(t)]}) if id(t) in by_tensor
-                               else frozenset() for t in example_inputs]
+            dynamo_roles[:] = [
+                frozenset({by_tensor[id(t)]}) if id(t) in by_tensor else frozenset()
+                for t in example_inputs
+            ]
             return compile_fx(gm, example_inputs, inner_compile=record)
 
         return dynamo_backend
 
-    def _input_roles(self, kind: GraphKind, gm: torch.fx.GraphModule,
-                     dynamo_roles: Sequence[Roles]) -> tuple[Roles, ...]:
+    def _input_roles(
+        self, kind: GraphKind, gm: torch.fx.GraphModule, dynamo_roles: Sequence[Roles]
+    ) -> tuple[Roles, ...]:
         placeholders = gm.graph.find_nodes(op="placeholder")
         if kind is GraphKind.FWD:
             # AOTAutograd's forward takes dynamo's graph inputs in dynamo's order.
-            return tuple(dynamo_roles[i] if i < len(dynamo_roles) else frozenset()
-                         for i in range(len(placeholders)))
+            return tuple(
+                dynamo_roles[i] if i < len(dynamo_roles) else frozenset()
+                for i in range(len(placeholders))
+            )
         # Backward placeholders are named after the forward nodes they save, or tangents_i.
-        return tuple(frozenset({Role.GRAD_OUTPUT}) if p.name.startswith("tangents")
-                     else self.forward_roles.get(p.name, frozenset()) for p in placeholders)
+        return tuple(
+            frozenset({Role.GRAD_OUTPUT})
+            if p.name.startswith("tangents")
+            else self.forward_roles.get(p.name, frozenset())
+            for p in placeholders
+        )
 
     @contextlib.contextmanager
     def compiling(self, graph: _Graph) -> Iterator[None]:
@@ -432,14 +480,15 @@ class _Recorder:
             roles = _data_roles(nodes, self.input_roles.get(graph.kind, {}))
             groups, left = _match(parsed, nodes)
             removed = self.removed.get(graph.kind, set())
-            launches += [_launch(graph.kind, p, group, removed, roles)
-                         for p, group in zip(parsed.launches, groups)]
+            launches += [
+                _launch(graph.kind, p, group, removed, roles)
+                for p, group in zip(parsed.launches, groups)
+            ]
             unmatched += [f"{graph.kind.value}:{n.name}" for n in left]
         return Capture(label, shape, device, dict(self.code), tuple(launches), tuple(unmatched))
 
 
-def _propagate(graph: torch.fx.Graph,
-               input_roles: Sequence[Roles]) -> dict[torch.fx.Node, Roles]:
+def _propagate(graph: torch.fx.Graph, input_roles: Sequence[Roles]) -> dict[torch.fx.Node, Roles]:
     """Roles of every node: the union of its inputs' roles, placeholders given."""
     roles: dict[torch.fx.Node, Roles] = dict(zip(graph.find_nodes(op="placeholder"), input_roles))
     for node in graph.nodes:
@@ -461,17 +510,25 @@ def _summarize(snode: Any) -> _SchedulerNode | None:
     reads = {
         d.name: max(accessed[d.name], _buffer_bytes(d.name))  # rule 4
         for d in snode.read_writes.reads
-        if d.name in accessed and d.name not in write_deps
+        if d.name in accessed
+        and d.name not in write_deps
         and not isinstance(d, dependencies.WeakDep)  # rule 3
         and not (isinstance(d, dependencies.StarDep) and d.name in mutated.values())
     }
     writes = {mutated.get(name, name): accessed[name] for name in write_deps if name in accessed}
-    fused_away = {b.get_name(): _buffer_bytes(b.get_name()) for b in outputs
-                  if b.get_name() not in accessed and b.get_name() not in mutated}
-    views = {b.get_name(): b.node.layout.view.get_name() for b in outputs
-             if isinstance(b.node.layout, ir.NonOwningLayout)}
-    sources = tuple(d.name for d in snode.read_writes.reads
-                    if not isinstance(d, dependencies.WeakDep))
+    fused_away = {
+        b.get_name(): _buffer_bytes(b.get_name())
+        for b in outputs
+        if b.get_name() not in accessed and b.get_name() not in mutated
+    }
+    views = {
+        b.get_name(): b.node.layout.view.get_name()
+        for b in outputs
+        if isinstance(b.node.layout, ir.NonOwningLayout)
+    }
+    sources = tuple(
+        d.name for d in snode.read_writes.reads if not isinstance(d, dependencies.WeakDep)
+    )
     return _SchedulerNode(snode.get_name(), reads, writes, fused_away, views, sources)
 
 
@@ -483,8 +540,9 @@ def _buffer_bytes(name: str) -> int:
     return int(buf.get_numel()) * get_dtype_size(buf.get_dtype())  # static shapes: an Integer
 
 
-def _match(parsed: OutputCode, nodes: Sequence[_SchedulerNode]
-           ) -> tuple[list[list[_SchedulerNode]], list[_SchedulerNode]]:
+def _match(
+    parsed: OutputCode, nodes: Sequence[_SchedulerNode]
+) -> tuple[list[list[_SchedulerNode]], list[_SchedulerNode]]:
     """Scheduler nodes per launch, by the buffers they write.
 
     Not by position: Inductor may reorder nodes after the pass (a C++ kernel group took a node
@@ -496,8 +554,9 @@ def _match(parsed: OutputCode, nodes: Sequence[_SchedulerNode]
     previous = 0
     for node in nodes:
         names = set(node.writes) | set(node.fused_away)
-        hits = [i for i, launch in enumerate(parsed.launches)
-                if names & {w.name for w in launch.writes}]
+        hits = [
+            i for i, launch in enumerate(parsed.launches) if names & {w.name for w in launch.writes}
+        ]
         if not hits:
             left.append(node)
             continue
@@ -522,8 +581,9 @@ def _scheduler_bytes(group: Sequence[_SchedulerNode], removed: set[str]) -> int:
     return sum(reads.values()) + sum(writes.values())
 
 
-def _data_roles(nodes: Sequence[_SchedulerNode],
-                input_roles: Mapping[str, Roles]) -> dict[str, Roles]:
+def _data_roles(
+    nodes: Sequence[_SchedulerNode], input_roles: Mapping[str, Roles]
+) -> dict[str, Roles]:
     """Roles of each node's data, by name: the union of the roles of the buffers it reads.
 
     Data flow, not fx origins: a layout copy made for a gemm has the gemm among its origins,
@@ -540,17 +600,25 @@ def _data_roles(nodes: Sequence[_SchedulerNode],
     return roles_of_node
 
 
-def _launch(kind: GraphKind, parsed: ParsedLaunch, group: Sequence[_SchedulerNode],
-            removed: set[str], node_roles: Mapping[str, Roles]) -> KernelLaunch:
+def _launch(
+    kind: GraphKind,
+    parsed: ParsedLaunch,
+    group: Sequence[_SchedulerNode],
+    removed: set[str],
+    node_roles: Mapping[str, Roles],
+) -> KernelLaunch:
     roles = frozenset().union(*(node_roles[n.name] for n in group))
     bytes_inductor = None
     if parsed.num_gb is not None:  # rules 6 and 7
         bytes_inductor = round(parsed.num_gb * GB) + parsed.bytes_not_iterated
     return KernelLaunch(
-        name=parsed.name, graph=kind, kind=parsed.kind, reads=parsed.reads,
-        writes=parsed.writes, bytes_code=parsed.bytes_total,
+        name=parsed.name,
+        graph=kind,
+        kind=parsed.kind,
+        reads=parsed.reads,
+        writes=parsed.writes,
+        bytes_code=parsed.bytes_total,
         bytes_scheduler=_scheduler_bytes(group, removed) if group else None,
         bytes_inductor=bytes_inductor,
         role=",".join(r.value for r in ROLES if r in roles) or None,
     )
-

@@ -46,17 +46,24 @@ class InductorInternalsMoved(F8RoofError):
 def _moved(what: str) -> InductorInternalsMoved:
     return InductorInternalsMoved(
         f"codegen-only CUDA needs {what}, which torch {torch.__version__} does not have "
-        "(Inductor internals moved); use device='cuda' on a GPU or a torch between 2.11 and 2.13")
+        "(Inductor internals moved); use device='cuda' on a GPU or a torch between 2.11 and 2.13"
+    )
 
 
 def device_properties(gpu: GPU) -> types.SimpleNamespace:
     """What `torch.cuda.get_device_properties` would report on `gpu`."""
     major, minor = gpu.compute_capability
     return types.SimpleNamespace(
-        name=f"{gpu.name} (f8roof codegen-only)", major=major, minor=minor,
-        multi_processor_count=gpu.sm_count, total_memory=gpu.memory_bytes,
-        regs_per_multiprocessor=_REGS_PER_SM, max_threads_per_multi_processor=_THREADS_PER_SM,
-        max_threads_per_block=_THREADS_PER_BLOCK, warp_size=_WARP_SIZE, gcnArchName="",
+        name=f"{gpu.name} (f8roof codegen-only)",
+        major=major,
+        minor=minor,
+        multi_processor_count=gpu.sm_count,
+        total_memory=gpu.memory_bytes,
+        regs_per_multiprocessor=_REGS_PER_SM,
+        max_threads_per_multi_processor=_THREADS_PER_SM,
+        max_threads_per_block=_THREADS_PER_BLOCK,
+        warp_size=_WARP_SIZE,
+        gcnArchName="",
     )
 
 
@@ -73,11 +80,17 @@ def cuda_stand_ins(gpu: GPU) -> Iterator[None]:
     def create(cls: type, device: torch.device) -> Any:
         if device.type != "cuda":
             return original_create(device)
-        return cls(type="cuda", index=device.index or 0, multi_processor_count=gpu.sm_count,
-                   cc=props.major * 10 + props.minor, major=props.major,
-                   regs_per_multiprocessor=_REGS_PER_SM,
-                   max_threads_per_multi_processor=_THREADS_PER_SM,
-                   max_threads_per_block=_THREADS_PER_BLOCK, warp_size=_WARP_SIZE)
+        return cls(
+            type="cuda",
+            index=device.index or 0,
+            multi_processor_count=gpu.sm_count,
+            cc=props.major * 10 + props.minor,
+            major=props.major,
+            regs_per_multiprocessor=_REGS_PER_SM,
+            max_threads_per_multi_processor=_THREADS_PER_SM,
+            max_threads_per_block=_THREADS_PER_BLOCK,
+            warp_size=_WARP_SIZE,
+        )
 
     patches: list[tuple[object, str, object]] = [
         (torch.utils._triton, "has_triton", lambda: True),
@@ -107,27 +120,35 @@ def _lookup(target: object, name: str) -> Any:
     return getattr(target, name)
 
 
-def no_compute_inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                     **kwargs: Any) -> Callable[[list[Any]], list[Any]]:
+def no_compute_inner(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any
+) -> Callable[[list[Any]], list[Any]]:
     """An inner compiler whose graph only allocates its outputs: the step runs, nothing computes.
 
     Lets AOTAutograd run forward and backward on CPU at any shape, so that both graphs get
     captured without doing the arithmetic (uninitialized outputs are never looked at).
     """
-    outputs = [n.meta.get("val") if isinstance(n, torch.fx.Node) else n
-               for n in gm.graph.find_nodes(op="output")[0].args[0]]
+    outputs = [
+        n.meta.get("val") if isinstance(n, torch.fx.Node) else n
+        for n in gm.graph.find_nodes(op="output")[0].args[0]
+    ]
 
     def run(args: list[Any]) -> list[Any]:
         args.clear()
-        return [torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
-                if isinstance(v, torch.Tensor) else v for v in outputs]
+        return [
+            torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
+            if isinstance(v, torch.Tensor)
+            else v
+            for v in outputs
+        ]
 
     run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd's calling convention
     return run
 
 
-def to_fake_cuda(gm: torch.fx.GraphModule,
-                 example_inputs: Sequence[Any]) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
+def to_fake_cuda(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
     """Re-trace a CPU graph (changed in place: devices) on fake CUDA tensors.
 
     Node metadata is carried over, so kernels keep descriptive names; they can still differ
@@ -136,15 +157,20 @@ def to_fake_cuda(gm: torch.fx.GraphModule,
     """
     for node in gm.graph.nodes:
         if node.op == "get_attr":
-            raise F8RoofError(f"graph holds a constant tensor ({node.target}); "
-                              "codegen-only cannot move it to CUDA")
+            raise F8RoofError(
+                f"graph holds a constant tensor ({node.target}); "
+                "codegen-only cannot move it to CUDA"
+            )
         # Factory ops (zeros, full, ...) name their device; everything else follows its inputs.
-        node.kwargs = {k: CUDA if isinstance(v, torch.device) else v
-                       for k, v in node.kwargs.items()}
+        node.kwargs = {
+            k: CUDA if isinstance(v, torch.device) else v for k, v in node.kwargs.items()
+        }
     gm.recompile()
     with FakeTensorMode():
-        fake = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=CUDA)
-                for t in example_inputs]
+        fake = [
+            torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=CUDA)
+            for t in example_inputs
+        ]
     with fx_traceback.preserve_node_meta():
         cuda_gm = make_fx(torch.fx.Interpreter(gm).run)(*fake)
     # compile_fx sets the output strides contract on the graph it hands to inner_compile.
@@ -154,8 +180,13 @@ def to_fake_cuda(gm: torch.fx.GraphModule,
     return cuda_gm, fake
 
 
-def generate_cuda_code(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                       compile_kwargs: dict[str, Any], *, gpu: GPU | None = None) -> str:
+def generate_cuda_code(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    compile_kwargs: dict[str, Any],
+    *,
+    gpu: GPU | None = None,
+) -> str:
     """Inductor's CUDA output code (wrapper + Triton kernels) for one AOTAutograd graph.
 
     Compile with the caller's `torch._inductor.config` (e.g. `benchmark_kernel`); run inside
@@ -171,10 +202,12 @@ def generate_cuda_code(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     # give it a directory of ours, removed on exit, and silence that one logger meanwhile.
     utils_log = logging.getLogger("torch._inductor.utils")
     level = utils_log.level
-    with tempfile.TemporaryDirectory(prefix="f8roof-codegen-") as scratch, \
-            mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": scratch}), \
-            cuda_stand_ins(gpu or find_gpu("h100")), \
-            mock.patch.object(GraphLowering, "save_output_code", sources.append):
+    with (
+        tempfile.TemporaryDirectory(prefix="f8roof-codegen-") as scratch,
+        mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": scratch}),
+        cuda_stand_ins(gpu or find_gpu("h100")),
+        mock.patch.object(GraphLowering, "save_output_code", sources.append),
+    ):
         utils_log.setLevel(logging.ERROR)
         try:
             compile_fx_inner(cuda_gm, fake, **compile_kwargs)

@@ -81,25 +81,41 @@ def check_fp8_shape(M: int, K: int, N: int) -> str | None:
     Over the three gemms that is K and N (output, grad_input) and M as well: grad_weight
     contracts over M (`grad_output.T @ input`, (N,M) @ (M,K)).
     """
-    bad = [f"{name}={value}" for name, value in (("M", M), ("K", K), ("N", N))
-           if value % FLOAT8_DIM_MULTIPLE]
+    bad = [
+        f"{name}={value}"
+        for name, value in (("M", M), ("K", K), ("N", N))
+        if value % FLOAT8_DIM_MULTIPLE
+    ]
     if not bad:
         return None
-    return (f"{', '.join(bad)} not a multiple of {FLOAT8_DIM_MULTIPLE}: "
-            "CUDA float8 gemms (torch._scaled_mm) need M, K and N divisible by 16")
+    return (
+        f"{', '.join(bad)} not a multiple of {FLOAT8_DIM_MULTIPLE}: "
+        "CUDA float8 gemms (torch._scaled_mm) need M, K and N divisible by 16"
+    )
 
 
 def _scaled_mm(
-    a: torch.Tensor, b: torch.Tensor, inv_scale_a: torch.Tensor, inv_scale_b: torch.Tensor,
-    *, gemm: str,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    inv_scale_a: torch.Tensor,
+    inv_scale_b: torch.Tensor,
+    *,
+    gemm: str,
 ) -> torch.Tensor:
     # bf16 out for every gemm: CUDA rowwise `_scaled_mm` supports no other output dtype.
-    return torch._scaled_mm(a, b, scale_a=inv_scale_a, scale_b=inv_scale_b,
-                            out_dtype=OUTPUT_DTYPE, use_fast_accum=USE_FAST_ACCUM[gemm])
+    return torch._scaled_mm(
+        a,
+        b,
+        scale_a=inv_scale_a,
+        scale_b=inv_scale_b,
+        out_dtype=OUTPUT_DTYPE,
+        use_fast_accum=USE_FAST_ACCUM[gemm],
+    )
 
 
-def _record_amax(history: torch.Tensor, scale: torch.Tensor, amax: torch.Tensor,
-                 float8_dtype: torch.dtype) -> None:
+def _record_amax(
+    history: torch.Tensor, scale: torch.Tensor, amax: torch.Tensor, float8_dtype: torch.dtype
+) -> None:
     """Delayed scaling bookkeeping, in place: push this step's amax, refresh the next scale."""
     history.copy_(torch.cat([amax.float().reshape(1), history[:-1]]))
     scale.copy_(amax_to_scale(history.amax(), float8_dtype))
@@ -114,9 +130,15 @@ class _TensorwiseFloat8Matmul(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, input: torch.Tensor, weight: torch.Tensor, input_scale: torch.Tensor,
-                weight_scale: torch.Tensor, grad_output_scale: torch.Tensor | None,
-                grad_output_amax_history: torch.Tensor | None) -> torch.Tensor:
+    def forward(
+        ctx,
+        input: torch.Tensor,
+        weight: torch.Tensor,
+        input_scale: torch.Tensor,
+        weight_scale: torch.Tensor,
+        grad_output_scale: torch.Tensor | None,
+        grad_output_amax_history: torch.Tensor | None,
+    ) -> torch.Tensor:
         input_fp8 = cast_to_float8(input, input_scale, E4M3)
         weight_fp8 = cast_to_float8(weight, weight_scale, E4M3)
         # Inverse scales are new tensors: the caller may update a delayed scale buffer in
@@ -124,18 +146,30 @@ class _TensorwiseFloat8Matmul(torch.autograd.Function):
         input_inv_scale = input_scale.reciprocal()
         weight_inv_scale = weight_scale.reciprocal()
         # (M,K) row-major @ (K,N) column-major: weight_fp8 (N,K) row-major transposed.
-        output = _scaled_mm(input_fp8, weight_fp8.t(), input_inv_scale, weight_inv_scale,
-                            gemm="output")
-        ctx.save_for_backward(column_major(input_fp8), column_major(weight_fp8),
-                              input_inv_scale, weight_inv_scale,
-                              grad_output_scale, grad_output_amax_history)
+        output = _scaled_mm(
+            input_fp8, weight_fp8.t(), input_inv_scale, weight_inv_scale, gemm="output"
+        )
+        ctx.save_for_backward(
+            column_major(input_fp8),
+            column_major(weight_fp8),
+            input_inv_scale,
+            weight_inv_scale,
+            grad_output_scale,
+            grad_output_amax_history,
+        )
         ctx.dtypes = (input.dtype, weight.dtype)
         return output
 
     @staticmethod
     def backward(ctx, grad_output: torch.Tensor):
-        (input_col, weight_col, input_inv_scale, weight_inv_scale,
-         grad_output_scale, grad_output_amax_history) = ctx.saved_tensors
+        (
+            input_col,
+            weight_col,
+            input_inv_scale,
+            weight_inv_scale,
+            grad_output_scale,
+            grad_output_amax_history,
+        ) = ctx.saved_tensors
         input_dtype, weight_dtype = ctx.dtypes
         grad_output_amax = grad_output.abs().amax()
         delayed = grad_output_amax_history is not None
@@ -143,12 +177,18 @@ class _TensorwiseFloat8Matmul(torch.autograd.Function):
         grad_output_fp8 = cast_to_float8(grad_output, scale, E5M2)
         grad_output_inv_scale = scale.reciprocal()
         # grad_input: (M,N) row-major @ (N,K) column-major.
-        grad_input = _scaled_mm(grad_output_fp8, weight_col, grad_output_inv_scale,
-                                weight_inv_scale, gemm="grad_input")
+        grad_input = _scaled_mm(
+            grad_output_fp8, weight_col, grad_output_inv_scale, weight_inv_scale, gemm="grad_input"
+        )
         # grad_weight: grad_output.T (N,M) row-major, i.e. grad_output column-major, @ (M,K)
         # column-major input.
-        grad_weight = _scaled_mm(column_major(grad_output_fp8).t(), input_col,
-                                 grad_output_inv_scale, input_inv_scale, gemm="grad_weight")
+        grad_weight = _scaled_mm(
+            column_major(grad_output_fp8).t(),
+            input_col,
+            grad_output_inv_scale,
+            input_inv_scale,
+            gemm="grad_weight",
+        )
         if delayed:
             # After the cast: this step used the scale from earlier steps (that is what lets
             # the amax and the cast share one pass over grad_output).
@@ -168,20 +208,30 @@ class _RowwiseFloat8Matmul(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, input: torch.Tensor, weight: torch.Tensor,
-                grad_weight_in_bf16: bool) -> torch.Tensor:
+    def forward(
+        ctx, input: torch.Tensor, weight: torch.Tensor, grad_weight_in_bf16: bool
+    ) -> torch.Tensor:
         input_fp8, input_inv_scale = cast_axiswise(input, E4M3, dim=1)  # (M,1)
         weight_fp8, weight_inv_scale = cast_axiswise(weight, E4M3, dim=1)  # (N,1)
-        output = _scaled_mm(input_fp8, weight_fp8.t(), input_inv_scale,
-                            weight_inv_scale.reshape(1, -1), gemm="output")
+        output = _scaled_mm(
+            input_fp8,
+            weight_fp8.t(),
+            input_inv_scale,
+            weight_inv_scale.reshape(1, -1),
+            gemm="output",
+        )
         weight_colwise_fp8, weight_colwise_inv_scale = cast_axiswise(weight, E4M3, dim=0)  # (1,K)
         if grad_weight_in_bf16:
             input_saved, input_saved_inv_scale = input, None
         else:
             input_colwise_fp8, input_saved_inv_scale = cast_axiswise(input, E4M3, dim=0)  # (1,K)
             input_saved = column_major(input_colwise_fp8)
-        ctx.save_for_backward(column_major(weight_colwise_fp8), weight_colwise_inv_scale,
-                              input_saved, input_saved_inv_scale)
+        ctx.save_for_backward(
+            column_major(weight_colwise_fp8),
+            weight_colwise_inv_scale,
+            input_saved,
+            input_saved_inv_scale,
+        )
         ctx.grad_weight_in_bf16 = grad_weight_in_bf16
         ctx.dtypes = (input.dtype, weight.dtype)
         return output
@@ -191,16 +241,22 @@ class _RowwiseFloat8Matmul(torch.autograd.Function):
         weight_col, weight_inv_scale, input_saved, input_inv_scale = ctx.saved_tensors
         input_dtype, weight_dtype = ctx.dtypes
         grad_output_fp8, grad_output_inv_scale = cast_axiswise(grad_output, E5M2, dim=1)  # (M,1)
-        grad_input = _scaled_mm(grad_output_fp8, weight_col, grad_output_inv_scale,
-                                weight_inv_scale, gemm="grad_input")
+        grad_input = _scaled_mm(
+            grad_output_fp8, weight_col, grad_output_inv_scale, weight_inv_scale, gemm="grad_input"
+        )
         if ctx.grad_weight_in_bf16:
             grad_weight = grad_output.t().to(OUTPUT_DTYPE) @ input_saved.to(OUTPUT_DTYPE)
         else:
             grad_output_colwise_fp8, grad_output_colwise_inv_scale = cast_axiswise(
-                grad_output, E5M2, dim=0)  # (1,N)
-            grad_weight = _scaled_mm(column_major(grad_output_colwise_fp8).t(), input_saved,
-                                     grad_output_colwise_inv_scale.reshape(-1, 1),
-                                     input_inv_scale, gemm="grad_weight")
+                grad_output, E5M2, dim=0
+            )  # (1,N)
+            grad_weight = _scaled_mm(
+                column_major(grad_output_colwise_fp8).t(),
+                input_saved,
+                grad_output_colwise_inv_scale.reshape(-1, 1),
+                input_inv_scale,
+                gemm="grad_weight",
+            )
         return grad_input.to(input_dtype), grad_weight.to(weight_dtype), None
 
 
@@ -212,9 +268,16 @@ class Float8Linear(nn.Module):
     per static role a fixed `{role}_scale`.
     """
 
-    def __init__(self, recipe: Recipe, *, in_features: int, out_features: int,
-                 device: str | torch.device = "cpu", dtype: torch.dtype = torch.bfloat16,
-                 amax_history_len: int = DEFAULT_AMAX_HISTORY_LEN) -> None:
+    def __init__(
+        self,
+        recipe: Recipe,
+        *,
+        in_features: int,
+        out_features: int,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.bfloat16,
+        amax_history_len: int = DEFAULT_AMAX_HISTORY_LEN,
+    ) -> None:
         super().__init__()
         self.recipe = recipe
         self.in_features = in_features
@@ -225,11 +288,14 @@ class Float8Linear(nn.Module):
             return
         for role, scaling in ((r, recipe.scaling(r)) for r in ROLE_FLOAT8_DTYPES):
             if scaling is ScalingType.DELAYED:
-                self.register_buffer(f"{role.value}_amax_history", torch.zeros(
-                    amax_history_len, device=device, dtype=torch.float32))
+                self.register_buffer(
+                    f"{role.value}_amax_history",
+                    torch.zeros(amax_history_len, device=device, dtype=torch.float32),
+                )
             if scaling is not ScalingType.DYNAMIC:
-                self.register_buffer(f"{role.value}_scale",
-                                     self._initial_scale(role, device=device))
+                self.register_buffer(
+                    f"{role.value}_scale", self._initial_scale(role, device=device)
+                )
 
     def _initial_scale(self, role: Role, *, device: str | torch.device) -> torch.Tensor:
         # A static weight is calibrated once from the weight itself. Otherwise there is no data
@@ -251,8 +317,10 @@ class Float8Linear(nn.Module):
             return _RowwiseFloat8Matmul.apply(input, self.weight, self.recipe.grad_weight_in_bf16)
         go_delayed = self.recipe.grad_output is ScalingType.DELAYED
         output = _TensorwiseFloat8Matmul.apply(
-            input, self.weight,
-            self._forward_scale(Role.INPUT, input), self._forward_scale(Role.WEIGHT, self.weight),
+            input,
+            self.weight,
+            self._forward_scale(Role.INPUT, input),
+            self._forward_scale(Role.WEIGHT, self.weight),
             self.grad_output_scale if go_delayed else None,
             self.grad_output_amax_history if go_delayed else None,
         )
@@ -262,22 +330,33 @@ class Float8Linear(nn.Module):
         with torch.no_grad():
             for role, tensor in ((Role.INPUT, input), (Role.WEIGHT, self.weight)):
                 if self.recipe.scaling(role) is ScalingType.DELAYED:
-                    _record_amax(getattr(self, f"{role.value}_amax_history"),
-                                 getattr(self, f"{role.value}_scale"),
-                                 tensor.abs().amax(), ROLE_FLOAT8_DTYPES[role])
+                    _record_amax(
+                        getattr(self, f"{role.value}_amax_history"),
+                        getattr(self, f"{role.value}_scale"),
+                        tensor.abs().amax(),
+                        ROLE_FLOAT8_DTYPES[role],
+                    )
         return output
 
     def extra_repr(self) -> str:
-        return (f"recipe={self.recipe.name}, in_features={self.in_features}, "
-                f"out_features={self.out_features}")
+        return (
+            f"recipe={self.recipe.name}, in_features={self.in_features}, "
+            f"out_features={self.out_features}"
+        )
 
 
-def make_linear(recipe: Recipe | None, *, in_features: int, out_features: int,
-                device: str | torch.device = "cpu",
-                dtype: torch.dtype = torch.bfloat16) -> nn.Module:
+def make_linear(
+    recipe: Recipe | None,
+    *,
+    in_features: int,
+    out_features: int,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.bfloat16,
+) -> nn.Module:
     """The linear to profile: `Float8Linear` for a recipe, a plain bf16 `nn.Linear` for None."""
     if recipe is None:
         # nn.Linear's kaiming-uniform init: random, never zeros.
         return nn.Linear(in_features, out_features, bias=False, device=device, dtype=dtype)
-    return Float8Linear(recipe, in_features=in_features, out_features=out_features,
-                        device=device, dtype=dtype)
+    return Float8Linear(
+        recipe, in_features=in_features, out_features=out_features, device=device, dtype=dtype
+    )

@@ -85,12 +85,22 @@ def _percentile(sorted_samples: list[float], q: float) -> float:
 
 def summarize(samples_s: list[float]) -> TimingResult:
     ordered = sorted(samples_s)
-    return TimingResult(median_s=_percentile(ordered, 0.5), p10_s=_percentile(ordered, 0.1),
-                        p90_s=_percentile(ordered, 0.9), n=len(ordered))
+    return TimingResult(
+        median_s=_percentile(ordered, 0.5),
+        p10_s=_percentile(ordered, 0.1),
+        p90_s=_percentile(ordered, 0.9),
+        n=len(ordered),
+    )
 
 
-def time_fn(fn: Callable[[], object], *, warmup: int, iters: int, device: str,
-            clock: Callable[[], int] | None = None) -> TimingResult:
+def time_fn(
+    fn: Callable[[], object],
+    *,
+    warmup: int,
+    iters: int,
+    device: str,
+    clock: Callable[[], int] | None = None,
+) -> TimingResult:
     """Time `fn` per iteration after `warmup` untimed calls.
 
     `clock` returns nanoseconds (default `time.perf_counter_ns`); it is used on CPU and on
@@ -110,8 +120,10 @@ def time_fn(fn: Callable[[], object], *, warmup: int, iters: int, device: str,
         fn()
     synchronize()
     if is_cuda and clock is None:
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(iters)]
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(iters)
+        ]
         for start, end in events:
             flush.fill_(1)
             start.record()
@@ -132,8 +144,9 @@ def time_fn(fn: Callable[[], object], *, warmup: int, iters: int, device: str,
     return summarize(samples_s)
 
 
-def gemm_operands(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
-                  device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def gemm_operands(
+    dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *, device: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random operands (a, b) of one linear gemm, `a @ b`, in the layouts training uses.
 
     float8: `a` row-major, `b` column-major (what `_scaled_mm` requires), grad_output in
@@ -150,16 +163,18 @@ def gemm_operands(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
 
     if dtype != "bf16":
         a_dtype = E4M3 if gemm == "output" else E5M2
-        return (rand(m, k, column_major=False).to(a_dtype),
-                rand(k, n, column_major=True).to(E4M3))
+        return (rand(m, k, column_major=False).to(a_dtype), rand(k, n, column_major=True).to(E4M3))
     layouts = {"output": (False, True), "grad_input": (False, False), "grad_weight": (True, False)}
     a_col, b_col = layouts[gemm]
-    return (rand(m, k, column_major=a_col).to(torch.bfloat16),
-            rand(k, n, column_major=b_col).to(torch.bfloat16))
+    return (
+        rand(m, k, column_major=a_col).to(torch.bfloat16),
+        rand(k, n, column_major=b_col).to(torch.bfloat16),
+    )
 
 
-def gemm_fn(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
-            device: str) -> Callable[[], torch.Tensor]:
+def gemm_fn(
+    dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *, device: str
+) -> Callable[[], torch.Tensor]:
     """One gemm of a (M, K, N) linear, ready to call: bf16 `torch.mm`, or float8 `_scaled_mm`
     with one scale per tensor (fp8) or per row of `a` and column of `b` (fp8_rowwise)."""
     a, b = gemm_operands(dtype, gemm, M, K, N, device=device)
@@ -171,21 +186,37 @@ def gemm_fn(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *,
     else:
         scale_a = torch.ones((), device=device)
         scale_b = torch.ones((), device=device)
-    return lambda: torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b,
-                                    out_dtype=torch.bfloat16, use_fast_accum=USE_FAST_ACCUM[gemm])
+    return lambda: torch._scaled_mm(
+        a,
+        b,
+        scale_a=scale_a,
+        scale_b=scale_b,
+        out_dtype=torch.bfloat16,
+        use_fast_accum=USE_FAST_ACCUM[gemm],
+    )
 
 
-def time_gemm(dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *, device: str,
-              warmup: int = 10, iters: int = 50,
-              clock: Callable[[], int] | None = None) -> GemmTiming:
+def time_gemm(
+    dtype: GemmDtype,
+    gemm: GemmName,
+    M: int,
+    K: int,
+    N: int,
+    *,
+    device: str,
+    warmup: int = 10,
+    iters: int = 50,
+    clock: Callable[[], int] | None = None,
+) -> GemmTiming:
     """One gemm of a (M, K, N) linear, timed by `time_fn`."""
     fn = gemm_fn(dtype, gemm, M, K, N, device=device)
     timing = time_fn(fn, warmup=warmup, iters=iters, device=device, clock=clock)
     return GemmTiming(dtype=dtype, gemm=gemm, M=M, K=K, N=N, timing=timing)
 
 
-def linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: str,
-                compiled: bool = True) -> Callable[[], None]:
+def linear_step(
+    recipe: Recipe | None, M: int, K: int, N: int, *, device: str, compiled: bool = True
+) -> Callable[[], None]:
     """Forward + backward of one (M, K, N) linear on random data; compiles on its first call.
 
     Compiled with static shapes, as a training step with fixed shapes runs, after
@@ -210,15 +241,25 @@ def linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: str,
     return step
 
 
-def time_linear_step(recipe: Recipe | None, M: int, K: int, N: int, *, device: str,
-                     compiled: bool = True, warmup: int = 3, iters: int = 20,
-                     clock: Callable[[], int] | None = None) -> LinearStepTiming:
+def time_linear_step(
+    recipe: Recipe | None,
+    M: int,
+    K: int,
+    N: int,
+    *,
+    device: str,
+    compiled: bool = True,
+    warmup: int = 3,
+    iters: int = 20,
+    clock: Callable[[], int] | None = None,
+) -> LinearStepTiming:
     """Wall clock of `linear_step`; the default warm-up of 3 covers the first call (compiles
     forward and backward) and the steady state after it."""
     step = linear_step(recipe, M, K, N, device=device, compiled=compiled)
     timing = time_fn(step, warmup=warmup, iters=iters, device=device, clock=clock)
-    return LinearStepTiming(recipe=recipe.name if recipe else "bf16", M=M, K=K, N=N,
-                            compiled=compiled, timing=timing)
+    return LinearStepTiming(
+        recipe=recipe.name if recipe else "bf16", M=M, K=K, N=N, compiled=compiled, timing=timing
+    )
 
 
 @dataclass(frozen=True)
@@ -232,8 +273,14 @@ class StepTimes:
     events: tuple[KernelEvent, ...]
 
 
-def measure_step(step: Callable[[], object], *, device: str, warmup: int, iters: int,
-                 trace_path: str | None = None) -> StepTimes:
+def measure_step(
+    step: Callable[[], object],
+    *,
+    device: str,
+    warmup: int,
+    iters: int,
+    trace_path: str | None = None,
+) -> StepTimes:
     """Profile `step` (warm-up compiles), then time it on the wall clock."""
     events = profile_step(step, warmup=warmup, iters=iters, device=device, trace_path=trace_path)
     wall = time_fn(step, warmup=1, iters=iters, device=device)
@@ -248,8 +295,9 @@ def measure_step(step: Callable[[], object], *, device: str, warmup: int, iters:
     per_step = list(steps.values())
     return StepTimes(
         device_s=statistics.median(sum(e.duration_s for e in s) for s in per_step),
-        gemm_s=statistics.median(sum(e.duration_s for e in s if is_gemm_kernel(e.name))
-                                 for s in per_step),
+        gemm_s=statistics.median(
+            sum(e.duration_s for e in s if is_gemm_kernel(e.name)) for s in per_step
+        ),
         wall_s=wall.median_s,
         launches=round(statistics.median(len(s) for s in per_step)),
         events=tuple(events),

@@ -34,8 +34,11 @@ L2_FLUSH_BYTES = 256 * 2**20
 
 _STEP_RE = re.compile(r"^(?:f8roof_step|ProfilerStep)#(\d+)$")
 _COMPILED_GRAPH_CALL = "## Call CompiledFxGraph"
-_DEVICE_CATEGORIES = {"kernel": "device_kernel", "gpu_memcpy": "device_memory",
-                      "gpu_memset": "device_memory"}
+_DEVICE_CATEGORIES = {
+    "kernel": "device_kernel",
+    "gpu_memcpy": "device_memory",
+    "gpu_memset": "device_memory",
+}
 _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 # `cpp.enable_kernel_profile` names the event of C++ kernel `cpp_fused_x` `graph_<n>_cpp_fused_x`.
 _CPP_KERNEL_PREFIX_RE = re.compile(r"^graph_\d+_(?=cpp_)")
@@ -91,10 +94,14 @@ def _step_at(ranges: list[tuple[int, int, int]], t_ns: int) -> int | None:
     return next((step for start, end, step in ranges if start <= t_ns <= end), None)
 
 
-def _device_events(events: list[dict[str, Any]],
-                   ranges: list[tuple[int, int, int]]) -> list[tuple[int, KernelEvent]]:
-    launches = {e["args"]["correlation"]: e for e in events
-                if e.get("cat") in _LAUNCH_CATEGORIES and "correlation" in e.get("args", {})}
+def _device_events(
+    events: list[dict[str, Any]], ranges: list[tuple[int, int, int]]
+) -> list[tuple[int, KernelEvent]]:
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in _LAUNCH_CATEGORIES and "correlation" in e.get("args", {})
+    }
     out = []
     for event in events:
         kind = _DEVICE_CATEGORIES.get(event.get("cat", ""))
@@ -102,14 +109,23 @@ def _device_events(events: list[dict[str, Any]],
             continue
         launch = launches.get(event.get("args", {}).get("correlation"), event)
         start, end = _span(event)
-        out.append((start, KernelEvent(name=event["name"], duration_s=(end - start) * 1e-9,
-                                       kind=EventKind(kind),
-                                       step=_step_at(ranges, _span(launch)[0]))))
+        out.append(
+            (
+                start,
+                KernelEvent(
+                    name=event["name"],
+                    duration_s=(end - start) * 1e-9,
+                    kind=EventKind(kind),
+                    step=_step_at(ranges, _span(launch)[0]),
+                ),
+            )
+        )
     return out
 
 
-def _cpu_events(events: list[dict[str, Any]],
-                ranges: list[tuple[int, int, int]]) -> list[tuple[int, KernelEvent]]:
+def _cpu_events(
+    events: list[dict[str, Any]], ranges: list[tuple[int, int, int]]
+) -> list[tuple[int, KernelEvent]]:
     by_thread: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for event in events:
         if event.get("cat") == "cpu_op":
@@ -125,9 +141,17 @@ def _cpu_events(events: list[dict[str, Any]],
                 stack.pop()
             if stack and stack[-1]["name"].startswith(_COMPILED_GRAPH_CALL):
                 name = _CPP_KERNEL_PREFIX_RE.sub("", event["name"])
-                out.append((start, KernelEvent(name=name, duration_s=(end - start) * 1e-9,
-                                               kind=EventKind.CPU_KERNEL,
-                                               step=_step_at(ranges, start))))
+                out.append(
+                    (
+                        start,
+                        KernelEvent(
+                            name=name,
+                            duration_s=(end - start) * 1e-9,
+                            kind=EventKind.CPU_KERNEL,
+                            step=_step_at(ranges, start),
+                        ),
+                    )
+                )
             stack.append(event)
     return out
 
@@ -142,8 +166,9 @@ def parse_chrome_trace(text: str) -> list[KernelEvent]:
     return [event for _, event in sorted(found, key=lambda pair: pair[0])]
 
 
-def kernel_durations(events: Iterable[KernelEvent],
-                     kernel_names: Iterable[str]) -> dict[str, float]:
+def kernel_durations(
+    events: Iterable[KernelEvent], kernel_names: Iterable[str]
+) -> dict[str, float]:
     """Median over steps of each kernel's summed duration per step, in seconds.
 
     Keys: every name of `kernel_names` seen in the trace (Inductor's Triton or C++ kernel
@@ -165,8 +190,14 @@ def kernel_durations(events: Iterable[KernelEvent],
     return {key: statistics.median(totals[key] for totals in per_step.values()) for key in keys}
 
 
-def profile_step(step_fn: Callable[[], object], *, warmup: int, iters: int, device: str,
-                 trace_path: str | None = None) -> list[KernelEvent]:
+def profile_step(
+    step_fn: Callable[[], object],
+    *,
+    warmup: int,
+    iters: int,
+    device: str,
+    trace_path: str | None = None,
+) -> list[KernelEvent]:
     """Run `step_fn` `warmup` times, then profile `iters` annotated runs and parse the trace.
 
     Compilation must happen in the warm-up: C++ kernels appear in CPU traces only when

@@ -178,8 +178,11 @@ def _kernel_sources(module: ast.Module) -> list[KernelSource]:
         if not (isinstance(func, ast.Attribute) and ast.unparse(func.value) == "async_compile"):
             continue
         name = _name_of(stmt.targets[0])
-        strings = [a.value for a in stmt.value.args if isinstance(a, ast.Constant)
-                   and isinstance(a.value, str)]
+        strings = [
+            a.value
+            for a in stmt.value.args
+            if isinstance(a, ast.Constant) and isinstance(a.value, str)
+        ]
         if func.attr == "triton":
             out.append(parse_triton_kernel(name, strings[-1]))
         elif func.attr in ("cpp_pybinding", "cpp"):
@@ -194,8 +197,14 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
     if fn is None:
         raise CodeParseError(f"no @triton.jit def {name} in its kernel source")
     # @triton_heuristics.pointwise(size_hints=..., triton_meta=..., inductor_meta=...)
-    deco = next((d for d in fn.decorator_list if isinstance(d, ast.Call)
-                 and ast.unparse(d.func).startswith("triton_heuristics.")), None)
+    deco = next(
+        (
+            d
+            for d in fn.decorator_list
+            if isinstance(d, ast.Call) and ast.unparse(d.func).startswith("triton_heuristics.")
+        ),
+        None,
+    )
     heuristic = ast.unparse(deco.func).split(".")[-1] if deco else None
     if deco is None or heuristic not in _TRITON_KINDS:
         raise CodeParseError(f"{name}: unknown Triton heuristics decorator {heuristic!r}")
@@ -208,17 +217,20 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
     for arg in fn.args.args:
         sig = signature.get(arg.arg, "")
         is_pointer = sig.startswith("*")
-        params.append(Param(
-            name=arg.arg,
-            dtype=dtype_name(sig[1:]) if is_pointer else None,
-            read=is_pointer and arg.arg.startswith(("in_ptr", "in_out_ptr")),
-            written=is_pointer and (arg.arg.startswith(("out_ptr", "in_out_ptr"))
-                                    or arg.arg in mutated),
-        ))
+        params.append(
+            Param(
+                name=arg.arg,
+                dtype=dtype_name(sig[1:]) if is_pointer else None,
+                read=is_pointer and arg.arg.startswith(("in_ptr", "in_out_ptr")),
+                written=is_pointer
+                and (arg.arg.startswith(("out_ptr", "in_out_ptr")) or arg.arg in mutated),
+            )
+        )
     gb_node = _dict_entry(inductor_meta, "kernel_num_gb")
     num_gb = None if gb_node is None else float(ast.literal_eval(gb_node))
-    return KernelSource(name, kind, tuple(params), num_gb, _iterated_numel(fn),
-                        _distinct_indices(fn))
+    return KernelSource(
+        name, kind, tuple(params), num_gb, _iterated_numel(fn), _distinct_indices(fn)
+    )
 
 
 _NUMEL = re.compile(r"^([xyz]|r\d_)numel$")
@@ -226,9 +238,14 @@ _NUMEL = re.compile(r"^([xyz]|r\d_)numel$")
 
 def _iterated_numel(fn: ast.FunctionDef) -> int | None:
     """Product of the static `xnumel = 15`, `r0_numel = 6144`, ... at the top of the body."""
-    sizes = [stmt.value.value for stmt in fn.body
-             if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name)
-             and _NUMEL.match(stmt.targets[0].id) and isinstance(stmt.value, ast.Constant)]
+    sizes = [
+        stmt.value.value
+        for stmt in fn.body
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.targets[0], ast.Name)
+        and _NUMEL.match(stmt.targets[0].id)
+        and isinstance(stmt.value, ast.Constant)
+    ]
     return math.prod(sizes) if sizes else None
 
 
@@ -236,9 +253,13 @@ def _distinct_indices(fn: ast.FunctionDef) -> dict[str, int]:
     """Per pointer, the distinct index expressions of its `tl.load`/`tl.store` calls."""
     seen: dict[str, set[str]] = {}
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in ("tl.load", "tl.store") \
-                and node.args and isinstance(node.args[0], ast.BinOp) \
-                and isinstance(node.args[0].left, ast.Name):
+        if (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("tl.load", "tl.store")
+            and node.args
+            and isinstance(node.args[0], ast.BinOp)
+            and isinstance(node.args[0].left, ast.Name)
+        ):
             seen.setdefault(node.args[0].left.id, set()).add(ast.unparse(node.args[0].right))
     return {name: len(found) for name, found in seen.items()}
 
@@ -251,19 +272,21 @@ def parse_cpp_kernel(name: str, source: str) -> KernelSource:
     """A C++ kernel's parameters from its `extern "C" void kernel(const bfloat16* in_ptr0, ...)`."""
     match = _CPP_SIGNATURE.search(source)
     if match is None:
-        raise CodeParseError(f"{name}: no extern \"C\" kernel signature")
+        raise CodeParseError(f'{name}: no extern "C" kernel signature')
     params = []
     for text in filter(None, (p.strip() for p in match.group(1).split(","))):
         m = _CPP_PARAM.match(" ".join(text.split()))
         if m is None:
             raise CodeParseError(f"{name}: cannot read C++ parameter {text!r}")
         _, ctype, star, pname = m.groups()
-        params.append(Param(
-            name=pname,
-            dtype=dtype_name(ctype) if star else None,
-            read=bool(star) and pname.startswith(("in_ptr", "in_out_ptr")),
-            written=bool(star) and pname.startswith(("out_ptr", "in_out_ptr")),
-        ))
+        params.append(
+            Param(
+                name=pname,
+                dtype=dtype_name(ctype) if star else None,
+                read=bool(star) and pname.startswith(("in_ptr", "in_out_ptr")),
+                written=bool(star) and pname.startswith(("out_ptr", "in_out_ptr")),
+            )
+        )
     return KernelSource(name, KernelKind.CPP, tuple(params))
 
 
@@ -299,15 +322,17 @@ def _find_call(module: ast.Module) -> ast.FunctionDef:
 
 def _graph_input_layouts(module: ast.Module) -> dict[str, _Layout]:
     """Graph inputs' shapes and dtypes from the benchmark harness `get_args()`."""
-    fn = next((n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "get_args"),
-              None)
+    fn = next(
+        (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "get_args"), None
+    )
     layouts: dict[str, _Layout] = {}
     for stmt in fn.body if fn else ():
         if isinstance(stmt, ast.Assign) and _call_name(stmt.value) == "rand_strided":
             call = stmt.value
             dtype = next(k.value for k in call.keywords if k.arg == "dtype")  # type: ignore[attr-defined]
             layouts[_name_of(stmt.targets[0])] = _Layout(
-                dtype_name(ast.unparse(dtype)), _int_tuple(call.args[0]))  # type: ignore[attr-defined]
+                dtype_name(ast.unparse(dtype)), _int_tuple(call.args[0])
+            )  # type: ignore[attr-defined]
     return layouts
 
 
@@ -348,16 +373,21 @@ class _CallWalker:
         elif isinstance(value, ast.Call):
             fname = _call_name(value)
             if fname.startswith("empty_strided"):
-                self._bind(name, _Layout(dtype_name(ast.unparse(value.args[2])),
-                                         _int_tuple(value.args[0])), base=None)
+                self._bind(
+                    name,
+                    _Layout(dtype_name(ast.unparse(value.args[2])), _int_tuple(value.args[0])),
+                    base=None,
+                )
             elif fname == "reinterpret_tensor":
                 self._bind(name, self._view(value), base=_name_of(value.args[0]))
             elif fname == "copy_if_misaligned":
                 base = _name_of(value.args[0])
                 self._bind(name, self.layouts[base], base=base)
             elif self._is_extern(value):
-                raise CodeParseError(f"{ast.unparse(value.func)} returns a new buffer; only "
-                                     "extern calls with out= are understood")
+                raise CodeParseError(
+                    f"{ast.unparse(value.func)} returns a new buffer; only "
+                    "extern calls with out= are understood"
+                )
 
     def _bind(self, name: str, layout: _Layout, *, base: str | None) -> None:
         self.layouts[name] = layout
@@ -365,8 +395,11 @@ class _CallWalker:
 
     def _call(self, call: ast.Call) -> None:
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "run" and \
-                ast.unparse(func.value) in self.kernels:
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "run"
+            and ast.unparse(func.value) in self.kernels
+        ):
             self._launch(self.kernels[ast.unparse(func.value)], call.args)
         elif isinstance(func, ast.Name) and func.id in self.kernels:
             self._launch(self.kernels[func.id], call.args)
@@ -389,8 +422,14 @@ class _CallWalker:
                     reads.append(access)
                 if param.written:
                     writes.append(access)
-        self._record(kernel.name, kernel.kind, reads, writes, kernel.num_gb,
-                     _not_iterated(kernel, zip(kernel.params, args), self._access))
+        self._record(
+            kernel.name,
+            kernel.kind,
+            reads,
+            writes,
+            kernel.num_gb,
+            _not_iterated(kernel, zip(kernel.params, args), self._access),
+        )
 
     def _extern(self, call: ast.Call) -> None:
         callee = ast.unparse(call.func)
@@ -398,25 +437,42 @@ class _CallWalker:
         parts = callee.split(".")
         op = parts[1] if parts[0] == "extern_kernels" else parts[-2]
         out = [k.value for k in call.keywords if k.arg == "out"]
-        inputs = [a for a in (*call.args, *(k.value for k in call.keywords if k.arg != "out"))
-                  if self._is_buffer(a)]
+        inputs = [
+            a
+            for a in (*call.args, *(k.value for k in call.keywords if k.arg != "out"))
+            if self._is_buffer(a)
+        ]
         kind = KernelKind.EXTERN_GEMM if op in GEMM_OPS else KernelKind.EXTERN
-        self._record(callee, kind, [self._access(a, None) for a in inputs],
-                     [self._access(a, None) for a in out], None, 0)
+        self._record(
+            callee,
+            kind,
+            [self._access(a, None) for a in inputs],
+            [self._access(a, None) for a in out],
+            None,
+            0,
+        )
 
-    def _record(self, name: str, kind: KernelKind, reads: list[BufferAccess],
-                writes: list[BufferAccess], num_gb: float | None,
-                not_iterated: int) -> None:
+    def _record(
+        self,
+        name: str,
+        kind: KernelKind,
+        reads: list[BufferAccess],
+        writes: list[BufferAccess],
+        num_gb: float | None,
+        not_iterated: int,
+    ) -> None:
         # A read of storage nothing has written yet is the kernel reading back its own output:
         # no memory traffic beyond the write (see ParsedLaunch).
         external = [a for a in reads if self.storage[a.name] in self.holds_data]
         self.holds_data.update(self.storage[a.name] for a in writes)
-        self.launches.append(ParsedLaunch(name, kind, _unique(external), _unique(writes),
-                                          num_gb, not_iterated))
+        self.launches.append(
+            ParsedLaunch(name, kind, _unique(external), _unique(writes), num_gb, not_iterated)
+        )
 
     def _is_buffer(self, node: ast.expr) -> bool:
         return (isinstance(node, ast.Name) and node.id in self.layouts) or (
-            isinstance(node, ast.Call) and _call_name(node) == "reinterpret_tensor")
+            isinstance(node, ast.Call) and _call_name(node) == "reinterpret_tensor"
+        )
 
     def _view(self, call: ast.Call) -> _Layout:
         base = self.layouts[_name_of(call.args[0])]
@@ -433,8 +489,11 @@ class _CallWalker:
         return BufferAccess(name, dtype, layout.shape, math.prod(layout.shape) * dtype_bytes(dtype))
 
 
-def _not_iterated(kernel: KernelSource, bound: Iterable[tuple[Param, ast.expr]],
-                  access: Callable[[ast.expr, str | None], BufferAccess]) -> int:
+def _not_iterated(
+    kernel: KernelSource,
+    bound: Iterable[tuple[Param, ast.expr]],
+    access: Callable[[ast.expr, str | None], BufferAccess],
+) -> int:
     """Bytes of the views a Triton kernel receives beyond its iteration space.
 
     Inductor's `estimate_kernel_num_bytes` counts a buffer bigger than the kernel's iteration
