@@ -25,9 +25,8 @@ from f8roof.models.gemm import (
 from f8roof.models.hardware import GPU
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import SYMBOLS, Level, ideal_traffic, worst_traffic
+from f8roof.models.variant import FP8_DIM_MULTIPLE, fp8_reasons
 from f8roof.shapes import as_array
-
-FP8_ALIGNMENT = 16  # float8 gemms on CUDA need K and N multiples of 16
 
 
 @dataclass(frozen=True)
@@ -81,28 +80,6 @@ def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.nd
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
 
 
-def fp8_reason(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> np.ndarray:
-    """Why float8 gemms cannot run this shape ('' where they can). `_scaled_mm` needs its
-    contraction dim and its second operand's dims divisible by 16: K and N for output and
-    grad_input, and M too where grad_weight (contracting over M) runs in float8."""
-    names = ("M", "K", "N")
-    checked = (not recipe.grad_weight_in_bf16, True, True)
-    code = np.zeros(K.shape, dtype=np.intp)
-    for bit, (values, check) in enumerate(zip((M, K, N), checked)):
-        if check:
-            code |= (values % FP8_ALIGNMENT != 0).astype(np.intp) << bit
-    table = []
-    for c in range(8):  # one message per combination of failing dims, looked up per shape
-        bad = [name for bit, name in enumerate(names) if c >> bit & 1]
-        table.append(
-            ""
-            if not bad
-            else " and ".join(bad)
-            + (" not a multiple of 16" if len(bad) == 1 else " not multiples of 16")
-        )
-    return np.array(table, dtype=object)[code]
-
-
 def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
     """The roofline-mode estimate: worst and ideal overhead beside the gemm times."""
     array = as_array(shapes)
@@ -139,7 +116,7 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
                 fp8_gemm_s=fp8_gemm_s,
             )
         )
-    reasons = fp8_reason(config.recipe, M, K, N)
+    reasons = fp8_reasons(config.recipe, M, K, N)
     columns["fp8_ok"] = reasons == ""
     columns["fp8_reason"] = reasons
     columns["gemm_extrapolated"] = bf16_extra | fp8_extra
@@ -239,7 +216,7 @@ def square_breakeven(
 ) -> int | None:
     """Smallest S (a multiple of 16) where float8 wins at M = K = N = S and keeps winning up to
     `max_size`; None if it never does."""
-    sizes = np.arange(FP8_ALIGNMENT, max_size + 1, FP8_ALIGNMENT)
+    sizes = np.arange(FP8_DIM_MULTIPLE, max_size + 1, FP8_DIM_MULTIPLE)
     speedup = estimate(np.repeat(sizes[:, None], 3, axis=1), config)[column].to_numpy()
     losing = np.flatnonzero(speedup <= 1.0)
     if len(losing) == len(sizes):

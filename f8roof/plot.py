@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from f8roof.errors import F8RoofError
-from f8roof.estimate import FP8_ALIGNMENT, EstimateConfig, estimate
+from f8roof.estimate import EstimateConfig, estimate
+from f8roof.models.variant import FP8_DIM_MULTIPLE
 
 FORMATS = (".png", ".svg")
 DPI = 100
@@ -88,7 +89,7 @@ def sizes(lo: int, hi: int, points: int) -> np.ndarray:
         raise PlotError(f"bad size range {lo}..{hi}: need 0 < min < max")
     raw = np.exp2(np.linspace(np.log2(lo), np.log2(hi), points))
     return np.unique(
-        np.maximum(FP8_ALIGNMENT, np.round(raw / FP8_ALIGNMENT) * FP8_ALIGNMENT)
+        np.maximum(FP8_DIM_MULTIPLE, np.round(raw / FP8_DIM_MULTIPLE) * FP8_DIM_MULTIPLE)
     ).astype(np.int64)
 
 

@@ -52,8 +52,9 @@ from f8roof.errors import F8RoofError
 from f8roof.models.fit import FitError, KernelSample, buffer_polynomial
 from f8roof.models.hardware import GPU, find_gpu
 from f8roof.models.recipes import ROLES, Recipe, Role
+from f8roof.models.variant import fp8_shape_reason
 from f8roof.profiler import codegen_only
-from f8roof.profiler.float8_linear import check_fp8_shape, make_linear
+from f8roof.profiler.float8_linear import make_linear
 from f8roof.profiler.triton_code import (
     GB,
     BufferAccess,
@@ -243,7 +244,7 @@ def capture_and_measure(
     label = recipe.name if recipe is not None else BF16_BASELINE
     where = f"{label} at M,K,N={M},{K},{N} on {target.value}"
     if recipe is not None and target is not CaptureDevice.CPU:
-        reason = check_fp8_shape(M, K, N)
+        reason = fp8_shape_reason(recipe, M, K, N)
         if reason is not None:
             raise CaptureError(f"cannot capture {where}: {reason}")
     if measure is not None and target is CaptureDevice.CODEGEN:

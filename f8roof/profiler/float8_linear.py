@@ -34,7 +34,6 @@ ROLE_FLOAT8_DTYPES: dict[Role, torch.dtype] = {
 OUTPUT_DTYPE = torch.bfloat16
 AMAX_EPS = 1e-12  # keeps the scale finite for an all-zero tensor
 DEFAULT_AMAX_HISTORY_LEN = 16
-FLOAT8_DIM_MULTIPLE = 16  # cuBLASLt float8 gemms need these dims divisible by 16
 
 # Fast accumulation (periodic promotion of the fp8 tensor-core accumulator skipped) for the
 # forward gemm only, as torchao does: gradients are kept on the more accurate path.
@@ -72,26 +71,6 @@ def cast_axiswise(
     """
     scale = amax_to_scale(x.abs().amax(dim=dim, keepdim=True), float8_dtype)
     return cast_to_float8(x, scale, float8_dtype), scale.reciprocal()
-
-
-def check_fp8_shape(M: int, K: int, N: int) -> str | None:
-    """Why CUDA float8 gemms cannot run this shape, or None when they can.
-
-    `_scaled_mm` needs its contraction dim and both dims of its second operand divisible by 16.
-    Over the three gemms that is K and N (output, grad_input) and M as well: grad_weight
-    contracts over M (`grad_output.T @ input`, (N,M) @ (M,K)).
-    """
-    bad = [
-        f"{name}={value}"
-        for name, value in (("M", M), ("K", K), ("N", N))
-        if value % FLOAT8_DIM_MULTIPLE
-    ]
-    if not bad:
-        return None
-    return (
-        f"{', '.join(bad)} not a multiple of {FLOAT8_DIM_MULTIPLE}: "
-        "CUDA float8 gemms (torch._scaled_mm) need M, K and N divisible by 16"
-    )
 
 
 def _scaled_mm(
