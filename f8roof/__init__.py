@@ -4,13 +4,26 @@ __version__ = "0.1.0"
 
 
 def module_filter(
-    model, tokens: int, *, calibration=None, gpu: str = "h100", recipe: str = "tensorwise"
+    model,
+    tokens: int,
+    *,
+    calibration=None,
+    gpu: str | None = None,
+    recipe: str = "tensorwise",
+    implementation: str | None = None,
 ):
     """`(module, fqn) -> bool` for torchao's `convert_to_float8_training(model,
     module_filter_fn=...)`: True for the nn.Linear modules of `model` that train faster in
     float8 at `tokens` tokens per step. `calibration`: a calibration file or a loaded
-    `Calibration` (decides on the calibrated speedup); None decides on the worst-case roofline.
-    See `f8roof.recommend.module_filter`; imported here lazily so `import f8roof` stays light."""
+    `Calibration`; None decides on the shipped one for `gpu` (h100 by default). See
+    `f8roof.recommend.module_filter`; imported here lazily so `import f8roof` stays light."""
     from f8roof.recommend import module_filter as _module_filter
 
-    return _module_filter(model, tokens, calibration=calibration, gpu=gpu, recipe=recipe)
+    return _module_filter(
+        model,
+        tokens,
+        calibration=calibration,
+        gpu=gpu,
+        recipe=recipe,
+        implementation=implementation,
+    )

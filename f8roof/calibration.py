@@ -1,4 +1,15 @@
-"""The calibration file: what one device measured, and the fits made from it.
+"""The calibration file: what one device (or one target's generated code) showed, and the fits.
+
+Two kinds, one format:
+- `measured`: a GPU (or CPU) run: every kernel's bytes and device time, steps on both clocks,
+  gemm grids; the fits made from them (exact bytes per regime, kernel-time model, fixed costs).
+- `traffic`: no device: the exact bytes of the code Inductor generates for a target GPU
+  (codegen-only), timed with the datasheet model (bytes / (bandwidth x efficiency) + a floor per
+  kernel; gemms by the roofline or a given table). Nothing in it claims to be measured.
+
+Variants are keyed by `Variant.key` (`bf16`, `torchao:rowwise@layernorm>sigmoid`, ...); every
+float8 variant has the bf16 baseline of its context beside it, because overhead is what the
+float8 graph runs beyond the bf16 graph of the same context.
 
 JSON with a `schema_version`. Times are seconds in fields ending `_s`, sizes bytes in fields
 ending `_bytes`. Files get shared, so loading never evaluates text: polynomials are maps from a
@@ -12,6 +23,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, fields
+from enum import Enum
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
@@ -19,45 +31,74 @@ from typing import Any
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_json, write_text_atomic
+from f8roof.models.errors import ModelError
 from f8roof.models.fit import (
     MONOMIALS,
     FittedKernel,
+    KernelSample,
     Polynomial,
     Regime,
     Shape,
     TrafficFit,
     Unfitted,
 )
-from f8roof.models.gemm import GEMM_ROLES, GemmTableError, TableGemm
+from f8roof.models.gemm import (
+    GEMM_DTYPES,
+    GEMM_ROLES,
+    GemmTableError,
+    RooflineGemm,
+    TableGemm,
+    fp8_gemm_dtype,
+)
+from f8roof.models.hardware import PRESETS
 from f8roof.models.overhead import FixedCost, KernelTimeModel, KindTime, Residuals
+from f8roof.models.variant import Variant
 
-SCHEMA_VERSION = 1
-BF16 = "bf16"  # the baseline variant's name beside the recipe names
-_RATIONAL = re.compile(r"-?\d+(/\d+)?")
+SCHEMA_VERSION = 2
+BF16 = Variant(None, None).key  # the baseline's key when the linear stands alone
+_RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
 
 
 class CalibrationError(F8RoofError):
     pass
 
 
+class CalibrationKind(str, Enum):
+    MEASURED = "measured"  # kernels and gemms timed on a device
+    TRAFFIC = "traffic"  # bytes from generated code, times from the datasheet model
+
+
 @dataclass(frozen=True)
 class Environment:
-    device: str  # "cuda" or "cpu"
-    device_name: str
+    device: str  # "cuda", "cpu", or "codegen" (traffic: code generated for `gpu`)
+    device_name: str  # as the device reports itself; the preset's name for codegen
+    gpu: str | None  # the GPU preset it matches; None for a CPU or a GPU without a preset
     sm_count: int
     torch: str
     triton: str
+    torchao: str  # "none" when not installed
     cuda: str
-    date: str
+    date: str | None  # None in traffic calibrations, so a rebuild is byte-identical
     f8roof: str
+
+    @property
+    def label(self) -> str:
+        """How outputs name where the numbers come from."""
+        if self.device == "codegen":
+            return f"codegen for {self.gpu}"
+        return f"{self.device_name} ({self.device})"
+
+    @property
+    def versions(self) -> str:
+        return f"torch {self.torch}, triton {self.triton}, torchao {self.torchao}"
 
 
 @dataclass(frozen=True)
 class Ceilings:
     bf16_flops: float
     fp8_flops: float
-    copy_bandwidth_bytes_per_s: float  # read + write
-    launch_floor_s: float  # the shortest kernel the device shows
+    copy_bandwidth_bytes_per_s: float  # read + write; datasheet x efficiency for traffic
+    launch_floor_s: float  # the shortest kernel the device shows (traffic: the model's floor)
 
 
 @dataclass(frozen=True)
@@ -96,6 +137,35 @@ class KernelMeasurement:
         return _kernel_from(_Reader(data, source, "kernel"), shapes)
 
 
+def sample_to_json(sample: KernelSample) -> dict[str, Any]:
+    """A generated kernel's bytes as a traffic calibration's checkpoint keeps them."""
+    return {
+        "kernel": sample.name,
+        "graph": sample.graph,
+        "kind": sample.kind,
+        "role": sample.role,
+        "bytes": sample.nbytes,
+        "workspace_bytes": sample.workspace,
+        "bytes_polynomial": None if sample.polynomial is None else _poly_to_json(sample.polynomial),
+    }
+
+
+def sample_from_json(data: Any, *, source: str) -> KernelSample:
+    r = _Reader(data, source, "sample")
+    polynomial = (
+        None if r.optional_obj("bytes_polynomial") is None else r.polynomial("bytes_polynomial")
+    )
+    return KernelSample(
+        r.str("kernel"),
+        r.str("graph"),
+        r.str("kind"),
+        r.optional_str("role"),
+        r.int("bytes"),
+        r.int("workspace_bytes"),
+        polynomial,
+    )
+
+
 @dataclass(frozen=True)
 class StepMeasurement:
     """One compiled forward+backward of a variant at a shape: both clocks."""
@@ -112,16 +182,18 @@ class StepMeasurement:
 
 @dataclass(frozen=True)
 class VariantFit:
-    variant: str
+    variant: str  # Variant.key
     traffic: TrafficFit
-    fixed: FixedCost
+    fixed: FixedCost | None  # None in traffic calibrations: nothing measured beyond the kernels
 
 
 @dataclass(frozen=True)
 class Calibration:
+    kind: CalibrationKind
     environment: Environment
     ceilings: Ceilings
     gemms: tuple[GemmMeasurement, ...]
+    gemm_roofline: RooflineGemm | None  # traffic calibrations without a gemm table
     kernels: tuple[KernelMeasurement, ...]
     steps: tuple[StepMeasurement, ...]
     variants: tuple[VariantFit, ...]
@@ -129,24 +201,61 @@ class Calibration:
     fit_shapes: tuple[Shape, ...]
     schema_version: int = SCHEMA_VERSION
 
-    def variant(self, name: str) -> VariantFit:
+    @property
+    def is_measured(self) -> bool:
+        return self.kind is CalibrationKind.MEASURED
+
+    def has(self, key: str) -> bool:
+        return any(v.variant == key for v in self.variants)
+
+    def variant(self, key: str) -> VariantFit:
         for fit in self.variants:
-            if fit.variant == name:
+            if fit.variant == key:
                 return fit
-        known = ", ".join(v.variant for v in self.variants if v.variant != BF16)
-        raise CalibrationError(f"the calibration has no recipe {name!r}; it has: {known}")
+        known = ", ".join(v.variant for v in self.variants)
+        raise CalibrationError(f"the calibration has no variant {key!r}; it has: {known}")
 
     @cached_property
-    def gemm_model(self) -> TableGemm:
+    def gemm_model(self) -> TableGemm | RooflineGemm:
+        if self.gemm_roofline is not None:
+            return self.gemm_roofline
         return TableGemm.from_records(
-            [(g.dtype, g.gemm, g.m, g.k, g.n, g.time_s) for g in self.gemms], label="calibration"
+            [(g.dtype, g.gemm, g.m, g.k, g.n, g.time_s) for g in self.gemms],
+            label="calibration",
+            full_grid=self.is_measured,
+        )
+
+    @property
+    def source(self) -> str:
+        """What an estimate from this file rests on, in words."""
+        env = self.environment
+        if self.is_measured:
+            return f"calibration measured on {env.label}, {env.date} ({env.versions})"
+        gemm = (
+            f"gemms: roofline at {self.gemm_roofline.gemm_efficiency:.0%} of peak"
+            if self.gemm_roofline
+            else "gemms: a measured table"
+        )
+        return (
+            f"traffic from generated code ({env.versions}, codegen for {env.gpu}); "
+            f"times from the datasheet ({gemm})"
         )
 
     def to_dict(self) -> dict[str, Any]:
+        roofline = self.gemm_roofline
         return {
             "schema_version": self.schema_version,
+            "kind": self.kind.value,
             "environment": vars(self.environment),
             "ceilings": vars(self.ceilings),
+            "gemm_roofline": None
+            if roofline is None
+            else {
+                "gpu": roofline.gpu.name,
+                "gemm_efficiency": roofline.gemm_efficiency,
+                "memory_efficiency": roofline.memory_efficiency,
+                "launch_floor_s": roofline.launch_floor_s,
+            },
             "fit_shapes": [list(s) for s in self.fit_shapes],
             "gemms": [vars(g) for g in self.gemms],
             "kernels": [k.to_json() for k in self.kernels],
@@ -169,16 +278,25 @@ class Calibration:
         version = root.int("schema_version")
         if version != SCHEMA_VERSION:
             raise CalibrationError(
-                f"{source}: schema_version {version} is not supported (this f8roof reads {SCHEMA_VERSION})"
+                f"{source}: schema_version {version} is not supported (this f8roof reads "
+                f"{SCHEMA_VERSION}); make it again with this version's `f8roof calibrate`"
             )
+        kind = CalibrationKind(root.choice("kind", tuple(k.value for k in CalibrationKind)))
         env = root.obj("environment")
         environment = Environment(
-            **{
-                f: env.str(f)
-                for f in ("device", "device_name", "torch", "triton", "cuda", "date", "f8roof")
-            },
+            device=env.choice("device", ("cuda", "cpu", "codegen")),
+            device_name=env.str("device_name"),
+            gpu=env.optional_str("gpu"),
             sm_count=env.int("sm_count"),
+            torch=env.str("torch"),
+            triton=env.str("triton"),
+            torchao=env.str("torchao"),
+            cuda=env.str("cuda"),
+            date=env.optional_str("date"),
+            f8roof=env.str("f8roof"),
         )
+        if environment.gpu is not None and environment.gpu not in PRESETS:
+            env.fail("gpu", f"{environment.gpu!r} is not a GPU preset ({', '.join(PRESETS)})")
         ceil = root.obj("ceilings")
         ceilings = Ceilings(
             *(
@@ -190,7 +308,7 @@ class Calibration:
         shape_set = set(fit_shapes)
         gemms = tuple(
             GemmMeasurement(
-                g.choice("dtype", ("bf16", "fp8", "fp8_rowwise")),
+                g.choice("dtype", GEMM_DTYPES),
                 g.choice("gemm", tuple(r.value for r in GEMM_ROLES)),
                 g.int("m", minimum=1),
                 g.int("k", minimum=1),
@@ -211,11 +329,16 @@ class Calibration:
             )
             for s in root.objs("steps")
         )
-        variants = tuple(_variant_from(v, shape_set) for v in root.objs("variants"))
+        measured = kind is CalibrationKind.MEASURED
+        variants = tuple(
+            _variant_from(v, shape_set, measured=measured) for v in root.objs("variants")
+        )
         calibration = cls(
+            kind,
             environment,
             ceilings,
             gemms,
+            _roofline_from(root),
             kernels,
             steps,
             variants,
@@ -227,25 +350,34 @@ class Calibration:
         return calibration
 
     def _check_complete(self, source: str) -> None:
-        names = [v.variant for v in self.variants]
-        if BF16 not in names:
-            raise CalibrationError(f"{source}: variants: the bf16 baseline is missing")
-        if len(set(names)) != len(names):
+        keys = [v.variant for v in self.variants]
+        if len(set(keys)) != len(keys):
             raise CalibrationError(f"{source}: variants: a variant appears twice")
+        variants = [Variant.from_key(k) for k in keys]
+        for variant in variants:
+            if variant.baseline.key not in keys:
+                what = "the bf16 baseline" + (
+                    "" if variant.context.is_standalone else f" of context {variant.context.name}"
+                )
+                raise CalibrationError(f"{source}: variants: {what} is missing")
         for v in self.variants:
             if not v.traffic.regimes:
                 raise CalibrationError(f"{source}: variants.{v.variant}: no fitted regime")
-            if not any(s.variant == v.variant for s in self.steps):
+            if self.is_measured and not any(s.variant == v.variant for s in self.steps):
                 raise CalibrationError(f"{source}: steps: no measurement of {v.variant}")
+        if self.is_measured and self.gemm_roofline is not None:
+            raise CalibrationError(f"{source}: gemm_roofline: a measured calibration times gemms")
+        if self.gemm_roofline is not None and self.gemms:
+            raise CalibrationError(f"{source}: gemms and gemm_roofline: give one or the other")
+        if self.gemm_roofline is not None:
+            return
         try:
             table = self.gemm_model
         except GemmTableError as e:
             raise CalibrationError(f"{source}: gemms: {e}") from None
-        needed = {"bf16"} | {
-            "fp8_rowwise" if n.startswith("rowwise") else "fp8" for n in names if n != BF16
-        }
-        for dtype in needed:
+        for variant in variants:
             for role in GEMM_ROLES:
+                dtype = fp8_gemm_dtype(variant.recipe, role, variant.implementation)
                 if (dtype, role) not in table.tables:
                     raise CalibrationError(f"{source}: gemms: no {dtype} {role.value} times")
 
@@ -256,7 +388,7 @@ class _Reader:
     def __init__(self, data: Any, source: str, where: str) -> None:
         self.data, self.source, self.where = data, source, where
 
-    def _fail(self, key: str, problem: str):
+    def fail(self, key: str, problem: str):
         field = f"{self.where}.{key}" if self.where else key
         raise CalibrationError(f"{self.source}: field {field}: {problem}")
 
@@ -266,7 +398,7 @@ class _Reader:
                 f"{self.source}: field {self.where or '<top>'}: expected an object"
             )
         if key not in self.data:
-            self._fail(key, f"missing (expected {kind})")
+            self.fail(key, f"missing (expected {kind})")
         return self.data[key]
 
     def num(self, key: str, *, positive: bool = False) -> float:
@@ -276,47 +408,52 @@ class _Reader:
             or not isinstance(value, (int, float))
             or not math.isfinite(value)
         ):
-            self._fail(key, f"expected a number, got {type(value).__name__} {str(value)[:40]!r}")
-        if positive and value <= 0:
-            self._fail(key, f"must be positive, got {value}")
+            self.fail(
+                key, f"expected a finite number, got {type(value).__name__} {str(value)[:40]!r}"
+            )
+        if value < 0 or (positive and value == 0):
+            self.fail(key, f"must be {'positive' if positive else 'non-negative'}, got {value}")
         return float(value)
 
     def int(self, key: str, *, minimum: int = 0) -> int:
         value = self._get(key, "an integer")
         if isinstance(value, bool) or not isinstance(value, int):
-            self._fail(key, f"expected an integer, got {type(value).__name__} {str(value)[:40]!r}")
+            self.fail(key, f"expected an integer, got {type(value).__name__} {str(value)[:40]!r}")
         if value < minimum:
-            self._fail(key, f"must be at least {minimum}, got {value}")
+            self.fail(key, f"must be at least {minimum}, got {value}")
         return value
 
     def str(self, key: str) -> str:
         value = self._get(key, "a string")
         if not isinstance(value, str):
-            self._fail(key, f"expected a string, got {type(value).__name__}")
+            self.fail(key, f"expected a string, got {type(value).__name__}")
         return value
 
     def optional_str(self, key: str) -> str | None:
         value = self._get(key, "a string or null")
         if value is not None and not isinstance(value, str):
-            self._fail(key, f"expected a string or null, got {type(value).__name__}")
+            self.fail(key, f"expected a string or null, got {type(value).__name__}")
         return value
 
     def choice(self, key: str, options: tuple[str, ...]) -> str:
         value = self.str(key)
         if value not in options:
-            self._fail(key, f"{value!r} is not one of {', '.join(options)}")
+            self.fail(key, f"{value!r} is not one of {', '.join(options)}")
         return value
 
     def obj(self, key: str) -> _Reader:
         value = self._get(key, "an object")
         if not isinstance(value, dict):
-            self._fail(key, "expected an object")
+            self.fail(key, "expected an object")
         return _Reader(value, self.source, f"{self.where}.{key}" if self.where else key)
+
+    def optional_obj(self, key: str) -> _Reader | None:
+        return None if self._get(key, "an object or null") is None else self.obj(key)
 
     def items(self, key: str) -> list[_Reader]:
         value = self._get(key, "a list")
         if not isinstance(value, list):
-            self._fail(key, "expected a list")
+            self.fail(key, "expected a list")
         base = f"{self.where}.{key}" if self.where else key
         return [_Reader(item, self.source, f"{base}[{i}]") for i, item in enumerate(value)]
 
@@ -332,16 +469,16 @@ class _Reader:
         coefficients: dict[str, Fraction] = {}
         for name, value in terms.data.items():
             if name not in MONOMIALS:
-                terms._fail(name, f"unknown monomial; known: {', '.join(MONOMIALS)}")
-            if (
-                isinstance(value, int)
-                and not isinstance(value, bool)
-                or isinstance(value, str)
-                and _RATIONAL.fullmatch(value)
-            ):
-                coefficients[name] = Fraction(value)
-            else:
-                terms._fail(name, f"expected an integer or a 'p/q' string, got {str(value)[:40]!r}")
+                terms.fail(name, f"unknown monomial; known: {', '.join(MONOMIALS)}")
+            exact = isinstance(value, int) and not isinstance(value, bool)
+            if not exact and not (isinstance(value, str) and _RATIONAL.fullmatch(value)):
+                terms.fail(name, f"expected an integer or a 'p/q' string, got {str(value)[:40]!r}")
+            numerator, _, denominator = str(value).partition("/")
+            if denominator and int(denominator) == 0:
+                terms.fail(name, f"zero denominator in {value!r}")
+            if abs(int(numerator)) >= 2**63:
+                terms.fail(name, f"coefficient {str(value)[:40]} is beyond 64 bits")
+            coefficients[name] = Fraction(value)
         return Polynomial.from_map(coefficients)
 
 
@@ -394,7 +531,7 @@ def _poly_to_json(poly: Polynomial) -> dict[str, int | str]:
 def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
     return {
         "variant": v.variant,
-        "fixed": vars(v.fixed),
+        "fixed": None if v.fixed is None else vars(v.fixed),
         "regimes": [
             {
                 "shapes": [list(s) for s in r.shapes],
@@ -421,7 +558,12 @@ def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
     }
 
 
-def _variant_from(reader: _Reader, shapes: set[Shape]) -> VariantFit:
+def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> VariantFit:
+    key = reader.str("variant")
+    try:
+        Variant.from_key(key)
+    except ModelError as e:
+        reader.fail("variant", str(e))
     regimes = []
     for r in reader.objs("regimes"):
         regime_shapes = tuple(_shape(s, s.where) for s in r.items("shapes"))
@@ -454,14 +596,34 @@ def _variant_from(reader: _Reader, shapes: set[Shape]) -> VariantFit:
         Unfitted(tuple(_shape(s, s.where) for s in u.items("shapes")), u.str("reason"))
         for u in reader.objs("unfitted")
     )
-    fixed = reader.obj("fixed")
-    cost = FixedCost(
-        fixed.num("gemm_factor", positive=True),
-        fixed.num("device_extra_s"),
-        fixed.num("wall_extra_s"),
-        fixed.num("wall_floor_s", positive=True),
-    )
-    return VariantFit(reader.str("variant"), TrafficFit(tuple(regimes), unfitted), cost)
+    fixed = reader.optional_obj("fixed")
+    if measured and fixed is None:
+        reader.fail("fixed", "missing: a measured calibration fits fixed costs per variant")
+    cost = None
+    if fixed is not None:
+        cost = FixedCost(
+            fixed.num("gemm_factor", positive=True),
+            fixed.num("device_extra_s"),
+            fixed.num("wall_extra_s"),
+            fixed.num("wall_floor_s", positive=True),
+        )
+    return VariantFit(key, TrafficFit(tuple(regimes), unfitted), cost)
+
+
+def _roofline_from(root: _Reader) -> RooflineGemm | None:
+    reader = root.optional_obj("gemm_roofline")
+    if reader is None:
+        return None
+    gpu = reader.choice("gpu", tuple(PRESETS))
+    try:
+        return RooflineGemm(
+            PRESETS[gpu],
+            gemm_efficiency=reader.num("gemm_efficiency", positive=True),
+            memory_efficiency=reader.num("memory_efficiency", positive=True),
+            launch_floor_s=reader.num("launch_floor_s"),
+        )
+    except ModelError as e:
+        reader.fail("gemm_efficiency", str(e))
 
 
 def _kind_to_dict(kind: KindTime) -> dict[str, float]:
@@ -478,10 +640,7 @@ def _kernel_time_to_dict(model: KernelTimeModel) -> dict[str, Any]:
 
 
 def _kind_from(reader: _Reader) -> KindTime:
-    floor = reader.num("floor_s")
-    if floor < 0:
-        reader._fail("floor_s", f"must not be negative, got {floor}")
-    return KindTime(floor, reader.num("bandwidth_bytes_per_s", positive=True))
+    return KindTime(reader.num("floor_s"), reader.num("bandwidth_bytes_per_s", positive=True))
 
 
 def _kernel_time_from(reader: _Reader) -> KernelTimeModel:

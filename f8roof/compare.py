@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from f8roof.calibrate import CPU_SHAPES
 from f8roof.models.fit import (
+    CPU_FIT_SHAPES,
     FIT_SHAPES,
     Polynomial,
     Regime,
@@ -71,7 +71,7 @@ def compare(
 
     worst = from_sympy(worst_traffic(recipe, fused=fused, limited=limited).total)
     ideal = from_sympy(ideal_traffic(recipe, fused=fused).total)
-    fit_shapes = (CPU_SHAPES if device == "cpu" else FIT_SHAPES) if fit else ()
+    fit_shapes = (CPU_FIT_SHAPES if device == "cpu" else FIT_SHAPES) if fit else ()
     work = list(dict.fromkeys([*shapes, *fit_shapes]))
     captured = {}
     for shape in progress(work) if progress else work:

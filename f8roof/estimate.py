@@ -1,7 +1,15 @@
-"""Shapes x recipe x GPU -> a pandas DataFrame of bf16 vs float8 times and speedups.
+"""Shapes x variant x GPU -> a pandas DataFrame of bf16 vs float8 times and speedups.
 
 The sympy traffic models are compiled once per configuration (lambdify) and every shape is then
 a numpy array operation: a million shapes take well under a second.
+
+Levels of overhead, side by side: `worst` and `ideal` (sympy models), `fitted` (a calibration:
+the exact bytes of the generated code per regime, timed by its kernel-time model) and `codegen`
+(the kernels Inductor generates for this very shape). With a context (the norm before the
+linear, the activation after it), fitted overhead is what the float8 graph runs beyond the bf16
+graph of the same context; `speedup` is the linear's (the context's kernels run in both
+precisions and cancel from the saving) and `speedup_context` the whole graph's, context kernels
+included in both times, as torchao's float8 benchmark measures.
 """
 
 from __future__ import annotations
@@ -13,8 +21,8 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from f8roof.calibration import BF16, Calibration, VariantFit
-from f8roof.models.fit import nearest_regime
+from f8roof.calibration import Calibration
+from f8roof.errors import F8RoofError
 from f8roof.models.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
@@ -23,9 +31,16 @@ from f8roof.models.gemm import (
     linear_gemm_times,
 )
 from f8roof.models.hardware import GPU
+from f8roof.models.overhead import fitted_kernels, nearest_regime
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import SYMBOLS, Level, ideal_traffic, worst_traffic
-from f8roof.models.variant import FP8_DIM_MULTIPLE, fp8_reasons
+from f8roof.models.variant import (
+    FP8_DIM_MULTIPLE,
+    Context,
+    Implementation,
+    Variant,
+    fp8_reasons,
+)
 from f8roof.shapes import as_array
 
 
@@ -33,12 +48,22 @@ from f8roof.shapes import as_array
 class EstimateConfig:
     recipe: Recipe
     gpu: GPU
+    implementation: Implementation = Implementation.TORCHAO
+    context: Context = field(default_factory=Context)
     fused: frozenset[Role] = frozenset()  # the seed's F per role
     limited: frozenset[Role] = frozenset()  # the seed's L ("compile limitations") per role
-    gemm: RooflineGemm | TableGemm | None = None  # None: the calibration's table, or roofline
+    gemm: RooflineGemm | TableGemm | None = None  # None: the calibration's gemms, or roofline
     memory_efficiency: float = SEED_MEMORY_EFFICIENCY
     launch_floor_s: float = SEED_LAUNCH_FLOOR_S
     calibration: Calibration | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        # A recipe the implementation lacks (torchao has no delayed scaling) is refused here.
+        Variant(self.recipe, self.implementation, self.context)
+
+    @property
+    def variant(self) -> Variant:
+        return Variant(self.recipe, self.implementation, self.context)
 
     @property
     def gemm_model(self) -> RooflineGemm | TableGemm:
@@ -50,7 +75,7 @@ class EstimateConfig:
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
-        """What worst and ideal bytes are timed at: measured when calibrated, else the seed's
+        """What worst and ideal bytes are timed at: the calibration's, else the seed's
         fraction of the datasheet."""
         if self.calibration is not None:
             return self.calibration.ceilings.copy_bandwidth_bytes_per_s
@@ -80,20 +105,28 @@ def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.nd
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
 
 
+def _label(value: str, n: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [value])
+
+
 def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
-    """The roofline-mode estimate: worst and ideal overhead beside the gemm times."""
+    """Worst and ideal overhead beside the gemm times; the fitted level with a calibration."""
     array = as_array(shapes)
     M, K, N = array[:, 0], array[:, 1], array[:, 2]
     Mf, Kf, Nf = (x.astype(np.float64) for x in (M, K, N))  # converted once, used by every model
     gemm = config.gemm_model
     bf16_gemm_s, bf16_extra = linear_gemm_times(gemm, None, Mf, Kf, Nf)
-    fp8_gemm_s, fp8_extra = linear_gemm_times(gemm, config.recipe, Mf, Kf, Nf)
+    fp8_gemm_s, fp8_extra = linear_gemm_times(
+        gemm, config.recipe, Mf, Kf, Nf, implementation=config.implementation
+    )
     bandwidth = config.bandwidth_bytes_per_s
     columns: dict[str, object] = {
         "M": M,
         "K": K,
         "N": N,
-        "recipe": pd.Categorical.from_codes(np.zeros(len(M), dtype=np.int8), [config.recipe.name]),
+        "recipe": _label(config.recipe.name, len(M)),
+        "implementation": _label(config.implementation.value, len(M)),
+        "context": _label(config.context.name, len(M)),
         "bf16_gemm_s": bf16_gemm_s,
         "fp8_gemm_s": fp8_gemm_s,
     }
@@ -108,7 +141,7 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
         columns.update(
             calibrated_columns(
                 config.calibration,
-                config.recipe,
+                config.variant,
                 Mf,
                 Kf,
                 Nf,
@@ -123,45 +156,41 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-def fitted_overhead(calibration: Calibration, fit: VariantFit, M, K, N):
-    """Bytes and time of the fitted kernel set of a variant, each shape in its nearest regime."""
-    regimes = fit.traffic.regimes
-    owner = nearest_regime(regimes, M, K, N)
-    nbytes, time_s = np.zeros(M.shape), np.zeros(M.shape)
-    for index, regime in enumerate(regimes):
-        mask = owner == index
-        if not mask.any():
-            continue
-        m, k, n = M[mask], K[mask], N[mask]
-        for kernel in regime.kernels:
-            kb = kernel.nbytes(m, k, n)
-            nbytes[mask] += kb
-            time_s[mask] += calibration.kernel_time.time_s(
-                kernel.kind, kb, kernel_id=f"{fit.variant}/{index}/{kernel.key}"
-            )
-    return nbytes, time_s
-
-
 def calibrated_columns(
-    calibration: Calibration, recipe: Recipe, M, K, N, *, bf16_gemm_s, fp8_gemm_s
+    calibration: Calibration, variant: Variant, M, K, N, *, bf16_gemm_s, fp8_gemm_s
 ) -> dict[str, np.ndarray]:
-    """The calibrated end-to-end prediction on both clocks (device first)."""
-    bf16, fp8 = calibration.variant(BF16), calibration.variant(recipe.name)
-    _, bf16_kernels_s = fitted_overhead(calibration, bf16, M, K, N)
-    nbytes, overhead_s = fitted_overhead(calibration, fp8, M, K, N)
-    bf16_s = bf16_gemm_s * bf16.fixed.gemm_factor + bf16_kernels_s + bf16.fixed.device_extra_s
-    fp8_s = fp8_gemm_s * fp8.fixed.gemm_factor + overhead_s + fp8.fixed.device_extra_s
-    bf16_wall_s, fp8_wall_s = bf16.fixed.wall_s(bf16_s), fp8.fixed.wall_s(fp8_s)
-    return {
-        "overhead_bytes_fitted": nbytes,
+    """The calibrated prediction: device clock first, the wall clock where it was measured."""
+    bf16 = calibration.variant(variant.baseline.key)
+    fp8 = calibration.variant(variant.key)
+    bf16_bytes, context_s = fitted_kernels(
+        bf16.traffic.regimes, calibration.kernel_time, bf16.variant, M, K, N
+    )
+    fp8_bytes, fp8_kernels_s = fitted_kernels(
+        fp8.traffic.regimes, calibration.kernel_time, fp8.variant, M, K, N
+    )
+    overhead_s = fp8_kernels_s - context_s
+    bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
+    if bf16.fixed is not None:
+        bf16_s = bf16_gemm_s * bf16.fixed.gemm_factor + bf16.fixed.device_extra_s
+        fp8_s = fp8_gemm_s * fp8.fixed.gemm_factor + overhead_s + fp8.fixed.device_extra_s
+    columns = {
+        "overhead_bytes_fitted": fp8_bytes - bf16_bytes,
         "overhead_s_fitted": overhead_s,
         "bf16_s": bf16_s,
         "fp8_s": fp8_s,
         "speedup": bf16_s / fp8_s,
-        "bf16_wall_s": bf16_wall_s,
-        "fp8_wall_s": fp8_wall_s,
-        "speedup_wall": bf16_wall_s / fp8_wall_s,
+        "context_s": context_s,
+        "speedup_context": (bf16_s + context_s) / (fp8_s + context_s),
     }
+    if calibration.is_measured:
+        bf16_wall_s = bf16.fixed.wall_s(bf16_s + context_s)
+        fp8_wall_s = fp8.fixed.wall_s(fp8_s + context_s)
+        columns |= {
+            "bf16_wall_s": bf16_wall_s,
+            "fp8_wall_s": fp8_wall_s,
+            "speedup_wall": bf16_wall_s / fp8_wall_s,
+        }
+    return columns
 
 
 def codegen_columns(
@@ -175,34 +204,35 @@ def codegen_columns(
 
     calibration = config.calibration
     if calibration is None:
-        raise ValueError(
+        raise F8RoofError(
             "--overhead codegen times kernels with a calibration's kernel-time model: "
             "give --calibration (or a GPU with a shipped one)"
         )
-    fit = calibration.variant(config.recipe.name)
+    variants = [config.variant]
+    if not config.context.is_standalone:
+        variants.append(config.variant.baseline)  # the context's own kernels, subtracted
     shapes = list(zip(frame.M, frame.K, frame.N))
-    owners = nearest_regime(
-        fit.traffic.regimes, *(np.array(c, dtype=np.float64) for c in zip(*shapes))
-    )
+    M, K, N = (np.array(c, dtype=np.float64) for c in zip(*shapes))
     nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
-    for i, shape in enumerate(progress(shapes) if progress else shapes):
-        samples = capture(
-            config.recipe, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
-        ).samples()
-        regime = fit.traffic.regimes[owners[i]]
-        # The nearest calibration shape's per-kernel factors apply where it has this kernel set.
-        same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
-            (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels
-        )
-        for key, sample in zip(kernel_keys(samples), samples):
-            kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
-            nbytes[i] += sample.nbytes
-            time_s[i] += float(
-                calibration.kernel_time.time_s(sample.kind, sample.nbytes, kernel_id=kernel_id)
+    for sign, variant in zip((1, -1), variants):
+        fit = calibration.variant(variant.key)
+        owners = nearest_regime(fit.traffic.regimes, M, K, N)
+        for i, shape in enumerate(progress(shapes) if progress else shapes):
+            samples = capture(
+                variant, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
+            ).samples()
+            regime = fit.traffic.regimes[owners[i]]
+            # The nearest calibration shape's per-kernel factors apply where it has this set.
+            same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
+                (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels
             )
-    fp8_s = (
-        frame["fp8_gemm_s"].to_numpy() * fit.fixed.gemm_factor + time_s + fit.fixed.device_extra_s
-    )
+            for key, sample in zip(kernel_keys(samples), samples):
+                kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
+                nbytes[i] += sign * sample.nbytes
+                time_s[i] += sign * float(
+                    calibration.kernel_time.time_s(sample.kind, sample.nbytes, kernel_id=kernel_id)
+                )
+    fp8_s = frame["fp8_s"].to_numpy() - frame["overhead_s_fitted"].to_numpy() + time_s
     return {
         "overhead_bytes_codegen": nbytes,
         "overhead_s_codegen": time_s,
@@ -226,3 +256,18 @@ def square_breakeven(
     if losing[-1] == len(sizes) - 1:
         return None
     return int(sizes[losing[-1] + 1])
+
+
+def breakeven_lines(config: EstimateConfig) -> list[str]:
+    """The square breakeven at each overhead level the configuration has, in words."""
+    levels = {"ideal": "speedup_ideal", "worst": "speedup_worst"}
+    if config.calibration is not None:
+        levels = {"ideal": "speedup_ideal", "fitted": "speedup", "worst": "speedup_worst"}
+        if not config.context.is_standalone:
+            levels["fitted, with the context's kernels"] = "speedup_context"
+    lines = []
+    for level, column in levels.items():
+        size = square_breakeven(config, column)
+        won = f"float8 wins for M = K = N >= {size}" if size else "float8 never wins up to 65536"
+        lines.append(f"breakeven ({level}): {won}")
+    return lines

@@ -1,7 +1,9 @@
 """Measurements -> calibration: the exact byte fits, the kernel-time model, the fixed costs.
 
-Pure: no device, no compile. `calibrate.py` measures; this module only fits, so it is tested
-on synthetic measurements in milliseconds.
+Pure: no device, no compile. `calibrate.py` measures; this module only assembles the fits of
+`models/fit.py`, so it is tested on synthetic measurements in milliseconds. Two builders, one
+per calibration kind: `fit_calibration` (a device run) and `traffic_calibration` (generated code
+only, timed by the datasheet model).
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from f8roof.calibration import (
-    BF16,
     Calibration,
     CalibrationError,
+    CalibrationKind,
     Ceilings,
     Environment,
     GemmMeasurement,
@@ -21,11 +23,24 @@ from f8roof.calibration import (
     StepMeasurement,
     VariantFit,
 )
-from f8roof.estimate import fitted_overhead
-from f8roof.models.fit import KernelSample, Shape, ShapeSample, TrafficFit, fit_traffic
-from f8roof.models.gemm import linear_gemm_times
-from f8roof.models.overhead import FixedCost, fit_fixed_cost, fit_kernel_time
-from f8roof.models.recipes import Recipe
+from f8roof.models.fit import (
+    KernelSample,
+    Shape,
+    ShapeSample,
+    TrafficFit,
+    fit_fixed_cost,
+    fit_kernel_time,
+    fit_traffic,
+)
+from f8roof.models.gemm import (
+    SEED_LAUNCH_FLOOR_S,
+    SEED_MEMORY_EFFICIENCY,
+    RooflineGemm,
+    linear_gemm_times,
+)
+from f8roof.models.hardware import GPU
+from f8roof.models.overhead import KernelTimeModel, KindTime, Residuals, fitted_kernels
+from f8roof.models.variant import Variant
 
 
 @dataclass(frozen=True)
@@ -34,7 +49,7 @@ class Measurements:
     ceilings: Ceilings
     fit_shapes: tuple[Shape, ...]
     gemms: tuple[GemmMeasurement, ...]
-    kernels: tuple[KernelMeasurement, ...]  # overhead kernels, in launch order per step
+    kernels: tuple[KernelMeasurement, ...]  # non-gemm kernels, in launch order per step
     steps: tuple[StepMeasurement, ...]
 
     @property
@@ -61,6 +76,18 @@ def _samples(m: Measurements, variant: str) -> list[ShapeSample]:
     return [ShapeSample(shape, tuple(by_shape.get(shape, ()))) for shape in measured]
 
 
+def fit_variants(
+    samples: dict[str, list[ShapeSample]], *, verify: int = 2
+) -> dict[str, TrafficFit]:
+    """Exact byte fits per variant; a variant with no fitted regime is an error naming why."""
+    traffic = {key: fit_traffic(s, verify=verify) for key, s in samples.items()}
+    for key, fit in traffic.items():
+        if not fit.regimes:
+            reasons = "; ".join(u.reason for u in fit.unfitted) or "no shapes"
+            raise CalibrationError(f"cannot fit the bytes of {key}: {reasons}")
+    return traffic
+
+
 def _regime_of(traffic: TrafficFit, shape: Shape) -> int | None:
     for index, regime in enumerate(traffic.regimes):
         if shape in regime.shapes:
@@ -69,11 +96,8 @@ def _regime_of(traffic: TrafficFit, shape: Shape) -> int | None:
 
 
 def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
-    traffic = {v: fit_traffic(_samples(m, v), verify=verify) for v in m.variants}
-    for variant, fit in traffic.items():
-        if not fit.regimes:
-            reasons = "; ".join(u.reason for u in fit.unfitted) or "no shapes"
-            raise CalibrationError(f"cannot fit the bytes of {variant}: {reasons}")
+    """A measured calibration from a device run."""
+    traffic = fit_variants({v: _samples(m, v) for v in m.variants}, verify=verify)
     kernel_ids = []
     for k in m.kernels:
         regime = _regime_of(traffic[k.variant], (k.M, k.K, k.N))
@@ -84,30 +108,35 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
         for k, kid in zip(m.kernels, kernel_ids)
         if kid != "unfitted"
     )
-    if m.kernels:
-        kernel_time = fit_kernel_time(
-            [k.kind for k in m.kernels],
-            [k.bytes_read + k.bytes_written for k in m.kernels],
-            [k.time_s for k in m.kernels],
-            kernel_ids,
-        )
-    else:
-        raise CalibrationError("no overhead kernel was measured: nothing to fit kernel time to")
-    zero = FixedCost(1.0, 0.0, 0.0, 1e-9)
-    draft = Calibration(
+    if not m.kernels:
+        raise CalibrationError("no non-gemm kernel was measured: nothing to fit kernel time to")
+    kernel_time = fit_kernel_time(
+        [k.kind for k in m.kernels],
+        [k.bytes_read + k.bytes_written for k in m.kernels],
+        [k.time_s for k in m.kernels],
+        kernel_ids,
+    )
+    gemm_model = Calibration(
+        CalibrationKind.MEASURED,
         m.environment,
         m.ceilings,
         m.gemms,
-        m.kernels,
-        m.steps,
-        tuple(VariantFit(v, traffic[v], zero) for v in m.variants),
+        None,
+        (),
+        (),
+        (),
         kernel_time,
         m.fit_shapes,
-    )
+    ).gemm_model
     variants = []
-    for variant in m.variants:
-        steps = [s for s in m.steps if s.variant == variant]
-        table_gemm_s, kernels_s = modelled_device_s(draft, variant, steps)
+    for key in m.variants:
+        steps = [s for s in m.steps if s.variant == key]
+        M, K, N = (np.array([getattr(s, d) for s in steps], dtype=np.float64) for d in "MKN")
+        variant = Variant.from_key(key)
+        table_gemm_s, _ = linear_gemm_times(
+            gemm_model, variant.recipe, M, K, N, implementation=variant.implementation
+        )
+        _, kernels_s = fitted_kernels(traffic[key].regimes, kernel_time, key, M, K, N)
         fixed = fit_fixed_cost(
             table_gemm_s=table_gemm_s,
             gemm_s=[s.gemm_s for s in steps],
@@ -115,11 +144,13 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
             device_s=[s.device_s for s in steps],
             wall_s=[s.wall_s for s in steps],
         )
-        variants.append(VariantFit(variant, traffic[variant], fixed))
+        variants.append(VariantFit(key, traffic[key], fixed))
     return Calibration(
+        CalibrationKind.MEASURED,
         m.environment,
         m.ceilings,
         m.gemms,
+        None,
         m.kernels,
         m.steps,
         tuple(variants),
@@ -128,12 +159,34 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
     )
 
 
-def modelled_device_s(
-    calibration: Calibration, variant: str, steps: list[StepMeasurement]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Gemm table time and fitted kernel time at the steps' shapes."""
-    M, K, N = (np.array([getattr(s, d) for s in steps], dtype=np.float64) for d in "MKN")
-    recipe = None if variant == BF16 else Recipe.from_name(variant)
-    gemm_s, _ = linear_gemm_times(calibration.gemm_model, recipe, M, K, N)
-    _, kernels_s = fitted_overhead(calibration, calibration.variant(variant), M, K, N)
-    return gemm_s, kernels_s
+def traffic_calibration(
+    samples: dict[str, list[ShapeSample]],
+    *,
+    environment: Environment,
+    fit_shapes: tuple[Shape, ...],
+    gpu: GPU,
+    roofline: RooflineGemm | None,
+    gemms: tuple[GemmMeasurement, ...] = (),
+    memory_efficiency: float = SEED_MEMORY_EFFICIENCY,
+    kernel_floor_s: float = SEED_LAUNCH_FLOOR_S,
+    verify: int = 2,
+) -> Calibration:
+    """A traffic calibration: the exact bytes of the generated code per variant, every kernel
+    timed at `kernel_floor_s` + bytes / (datasheet bandwidth x `memory_efficiency`) (the seed's
+    constants by default), gemms by `roofline` or, when it is None, a measured `gemms` table."""
+    if (roofline is None) == (not gemms):
+        raise CalibrationError("a traffic calibration times gemms by a roofline or a table")
+    traffic = fit_variants(samples, verify=verify)
+    kernel = KindTime(kernel_floor_s, gpu.memory_bandwidth_bytes_per_s * memory_efficiency)
+    return Calibration(
+        CalibrationKind.TRAFFIC,
+        environment,
+        Ceilings(gpu.bf16_flops, gpu.fp8_flops, kernel.bandwidth_bytes_per_s, kernel.floor_s),
+        gemms,
+        roofline,
+        (),
+        (),
+        tuple(VariantFit(key, fit, None) for key, fit in traffic.items()),
+        KernelTimeModel((), kernel, (), Residuals(0.0, 0.0, 0)),
+        fit_shapes,
+    )

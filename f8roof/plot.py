@@ -18,6 +18,7 @@ import pandas as pd
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate
 from f8roof.models.variant import FP8_DIM_MULTIPLE
+from f8roof.resolve import Request
 
 FORMATS = (".png", ".svg")
 DPI = 100
@@ -373,10 +374,7 @@ def draw(
     *,
     kind: str | None,
     out: str | Path,
-    gpu: str = "h100",
-    recipe: str = "tensorwise",
-    calibration: str | Path | None = None,
-    no_calibration: bool = False,
+    request: Request,
     level: str | None = None,
     x: str = "M",
     y: str = "K=N",
@@ -386,7 +384,7 @@ def draw(
     validation: str | Path | None = None,
 ) -> tuple[Plot, str]:
     """The `f8roof plot` command: one picture, and what its estimate used ('' for validation)."""
-    from f8roof.recommend import build_configs
+    from f8roof.resolve import resolve
 
     check_out(out)
     kind = kind or ("validation" if validation else "heatmap")
@@ -396,18 +394,11 @@ def draw(
         return validation_scatter(validation, out=out), ""
     if validation:
         raise PlotError(f"--validation goes with --kind validation, not {kind}")
-    if calibration and no_calibration:
-        raise PlotError("--calibration and --no-calibration contradict each other")
-    if "," in recipe or recipe.strip() == "all":
-        raise PlotError("a plot shows one recipe; give one --recipe")
-    configs, source = build_configs(
-        gpu=gpu, recipes=recipe, calibration=calibration, use_shipped=not no_calibration
-    )
-    config = configs[0]
-    if config.calibration is not None:
-        config.calibration.variant(config.recipe.name)  # the recipe must be in the file
+    resolved = resolve(request, many_recipes=False)
+    config = resolved.config
     if kind == "heatmap":
-        return heatmap(config, out=out, x=x, y=y, fixed=fixed, lo=lo, hi=hi, level=level), source
+        plot = heatmap(config, out=out, x=x, y=y, fixed=fixed, lo=lo, hi=hi, level=level)
+        return plot, resolved.source
     if level is not None:
         raise PlotError("--level is for the heatmap; the overhead plot shows every level")
-    return overhead_share(config, out=out, lo=lo, hi=hi), source
+    return overhead_share(config, out=out, lo=lo, hi=hi), resolved.source

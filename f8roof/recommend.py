@@ -3,15 +3,16 @@
 Layers x recipes -> one row per layer type: the estimate of the best recipe, the decision
 (convert or keep bf16) and its margin, and totals weighted by each layer type's count.
 
-The decision column: the calibrated `speedup` (fitted overhead, device time) when a calibration
-is present, else `speedup_worst` (the seed's worst-case overhead): without measurements the
-conservative side is the honest one. A layer whose K or N is not a multiple of 16 is never
-converted (float8 gemms cannot run it).
+The decision column: `speedup` when a calibration is present (the shipped ones by default: the
+exact bytes of the code torch.compile generates, datasheet times; or a measured one), else
+`speedup_worst` (the seed's worst-case bytes at datasheet rooflines, which is no bound: for
+tensorwise torch.compile moves more). A layer float8 gemms cannot run (a dim not a multiple of
+16) is never converted, whichever recipe would otherwise look best.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,8 +31,8 @@ from f8roof.architectures import (
 )
 from f8roof.calibration import Calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.recipes import RECIPE_NAMES, Recipe, RecipeError
+from f8roof.estimate import estimate
+from f8roof.resolve import Request, Resolved, resolve
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
@@ -39,10 +40,17 @@ TIME_COLUMNS = {
     "speedup_worst": ("bf16_gemm_s", "fp8_s_worst"),
     "speedup_ideal": ("bf16_gemm_s", "fp8_s_ideal"),
 }
-CRITERION_LABELS = {
-    "speedup": "calibrated speedup (fitted overhead, device time)",
-    "speedup_worst": "speedup_worst (worst-case overhead; conservative, no calibration)",
-}
+
+
+def criterion_label(criterion: str, calibration: Calibration | None) -> str:
+    if criterion == "speedup_worst":
+        return (
+            "speedup_worst (the seed's worst-case bytes at datasheet rooflines; not a bound: "
+            "torch.compile moves more than it for tensorwise)"
+        )
+    if calibration is not None and not calibration.is_measured:
+        return "speedup (exact bytes of the generated code, datasheet times)"
+    return "calibrated speedup (measured; fitted overhead, device time)"
 
 
 @dataclass(frozen=True)
@@ -74,7 +82,7 @@ class Recommendation:
     totals: Totals  # best recipe per layer
     recipe_totals: Mapping[str, Totals] = field(default_factory=dict)  # one recipe for all
     gpu: str = ""
-    calibrated_on: str = ""  # the calibration's device name, "" for roofline presets
+    calibration: Calibration | None = None
 
     @property
     def converted_fqns(self) -> tuple[str, ...]:
@@ -82,61 +90,33 @@ class Recommendation:
 
     @property
     def criterion_label(self) -> str:
-        return CRITERION_LABELS[self.criterion]
+        return criterion_label(self.criterion, self.calibration)
 
 
-def parse_recipes(text: str, scaling: Mapping[str, str] | None = None) -> list[Recipe]:
-    """'all', one recipe name, or a comma list of them."""
-    names = (
-        list(RECIPE_NAMES)
-        if text.strip() == "all"
-        else [t.strip() for t in text.split(",") if t.strip()]
-    )
-    if not names:
-        raise RecipeError("no recipe given; known: all, " + ", ".join(RECIPE_NAMES))
-    if scaling and len(names) > 1:
-        raise RecipeError("--scaling sets one tensorwise recipe; give a single --recipe with it")
-    recipes = [Recipe.from_name(n, scaling) for n in names]
-    return list(dict.fromkeys(recipes))
-
-
-def _usable(configs: Sequence[EstimateConfig]) -> tuple[list[EstimateConfig], list[str]]:
-    """Drop recipes the calibration did not measure (an error if that leaves none, or if the
-    one recipe asked for is missing)."""
-    calibration = configs[0].calibration
-    if calibration is None:
-        return list(configs), []
-    have = {v.variant for v in calibration.variants}
-    usable = [c for c in configs if c.recipe.name in have]
-    if len(configs) == 1 or not usable:
-        for c in configs:
-            calibration.variant(c.recipe.name)  # raises, naming what the file has
-    return usable, [c.recipe.name for c in configs if c.recipe.name not in have]
-
-
-def recommend(
-    architecture: Architecture, *, tokens: int, configs: Sequence[EstimateConfig]
-) -> Recommendation:
-    """Estimate every layer type under every recipe; per layer keep the best recipe and
-    convert it if float8 wins on the decision column."""
+def recommend(architecture: Architecture, *, tokens: int, resolved: Resolved) -> Recommendation:
+    """Estimate every layer type under every recipe; per layer keep the best recipe float8 can
+    run and convert it if float8 wins on the decision column."""
     tokens = check_tokens(tokens)
-    if not configs:
-        raise F8RoofError("no recipe to compare")
-    if len({c.calibration is None for c in configs}) != 1:
-        raise F8RoofError("compare recipes under one calibration (or none), not a mix")
-    configs, skipped = _usable(configs)
-    criterion = "speedup" if configs[0].calibration is not None else "speedup_worst"
+    configs = resolved.configs
+    calibration = resolved.calibration
+    criterion = "speedup" if calibration is not None else "speedup_worst"
     bf16_col, fp8_col = TIME_COLUMNS[criterion]
     shapes = architecture.shapes(tokens)
     frames = [estimate(shapes, c) for c in configs]
     recipes = tuple(c.recipe.name for c in configs)
-    # layers x recipes; a recipe float8 cannot run (K, N misaligned) never wins
-    scores = np.stack([f[criterion].to_numpy(dtype=np.float64) for f in frames], axis=1)
-    scores = np.where(np.isnan(scores), -np.inf, scores)
+    # layers x recipes; a recipe float8 cannot run at a layer's shape never wins there
+    scores = np.stack(
+        [
+            np.where(f["fp8_ok"].to_numpy(dtype=bool), f[criterion].to_numpy(np.float64), -np.inf)
+            for f in frames
+        ],
+        axis=1,
+    )
     best = scores.argmax(axis=1)
     rows = np.arange(len(shapes))
     chosen = pd.concat([frames[b].iloc[[i]] for i, b in zip(rows, best)], ignore_index=True)
-    chosen["recipe"] = chosen["recipe"].astype(str)
+    for column in ("recipe", "implementation", "context"):
+        chosen[column] = chosen[column].astype(str)
     counts = np.array([linear.count for linear in architecture.linears])
     layers = pd.concat(
         [
@@ -170,18 +150,17 @@ def recommend(
             frame[fp8_col].to_numpy(dtype=np.float64),
             ok,
         )
-    calibration = configs[0].calibration
     return Recommendation(
         architecture=architecture,
         tokens=tokens,
         criterion=criterion,
         recipes=recipes,
-        skipped_recipes=tuple(skipped),
+        skipped_recipes=resolved.skipped,
         layers=layers,
         totals=totals,
         recipe_totals=recipe_totals,
-        gpu=configs[0].gpu.name,
-        calibrated_on=calibration.environment.device_name if calibration else "",
+        gpu=resolved.gpu.name,
+        calibration=calibration,
     )
 
 
@@ -204,34 +183,9 @@ def _note(row, criterion: str) -> str:
     return ""
 
 
-def recommend_model(
-    model: str, *, tokens: int, configs: Sequence[EstimateConfig]
-) -> Recommendation:
+def recommend_model(model: str, *, tokens: int, resolved: Resolved) -> Recommendation:
     """`recommend` for a built-in name or a config.json path (the CLI's entry)."""
-    return recommend(resolve_model(model), tokens=tokens, configs=configs)
-
-
-def build_configs(
-    *,
-    gpu: str = "h100",
-    recipes: str = "tensorwise",
-    calibration: str | Path | Calibration | None = None,
-    use_shipped: bool = True,
-) -> tuple[list[EstimateConfig], str]:
-    """One EstimateConfig per recipe, and what the estimate uses, in words. Like `f8roof
-    estimate`: an explicit calibration, else the shipped one for the GPU if any (unless
-    `use_shipped` is false), else the roofline presets."""
-    from f8roof.calibrations import choose_calibration
-    from f8roof.models.hardware import UnknownGPUError, resolve_gpu
-
-    try:
-        gpu_value = resolve_gpu(gpu)
-        recipe_values = parse_recipes(recipes)
-    except (UnknownGPUError, RecipeError) as e:
-        raise F8RoofError(str(e)) from None
-    loaded, source = choose_calibration(gpu_value, calibration, use_shipped=use_shipped)
-    configs = [EstimateConfig(recipe=r, gpu=gpu_value, calibration=loaded) for r in recipe_values]
-    return configs, source
+    return recommend(resolve_model(model), tokens=tokens, resolved=resolved)
 
 
 # --- the torchao module filter ------------------------------------------------------------------
@@ -275,25 +229,29 @@ def module_filter(
     tokens: int,
     *,
     calibration: str | Path | Calibration | None = None,
-    gpu: str = "h100",
+    gpu: str | None = None,
     recipe: str = "tensorwise",
+    implementation: str | None = None,
 ) -> ModuleFilter:
     """A filter for torchao's `convert_to_float8_training`: True for the nn.Linear modules of
     `model` that train faster in float8 at `tokens` tokens per step (M = tokens).
 
-    Without a calibration the decision uses the worst-case overhead (conservative); with one
-    (a path or a loaded `Calibration`), the calibrated speedup. Assumes every linear sees all
-    the step's tokens: a routed MoE expert sees fewer.
+    Decides as `f8roof estimate` does: on the given calibration (a path or a loaded
+    `Calibration`), else the shipped one for the GPU (the exact bytes of the code torch.compile
+    generates, datasheet times). Assumes every linear sees all the step's tokens: a routed MoE
+    expert sees fewer.
     """
     if "," in recipe or recipe.strip() == "all":
         raise F8RoofError(
             "module_filter takes one recipe: torchao converts a model with one Float8LinearConfig"
         )
-    configs, _ = build_configs(gpu=gpu, recipes=recipe, calibration=calibration, use_shipped=False)
+    resolved = resolve(
+        Request(gpu=gpu, recipes=recipe, calibration=calibration, implementation=implementation)
+    )
     model = as_module(model)
     architecture = from_module(model)
     linears = module_linears(model)
-    recommendation = recommend(architecture, tokens=tokens, configs=configs)
+    recommendation = recommend(architecture, tokens=tokens, resolved=resolved)
     verdict = dict(zip(recommendation.layers["fqn"], recommendation.layers["convert"].astype(bool)))
     kinds = group_by_layer_type(linears)
     decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}

@@ -16,9 +16,9 @@ import click
 
 from f8roof import __version__
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig
 from f8roof.files import write_text_atomic
 from f8roof.recommend import TIME_COLUMNS, Recommendation, recommend_model
+from f8roof.resolve import Resolved
 
 SPEEDUP_COLUMNS = (
     ("speedup_ideal", "x ideal"),
@@ -99,7 +99,13 @@ def _aligned(header: list[str], rows: list[list[str]], *, color: bool) -> str:
 
 def totals_lines(rec: Recommendation) -> list[str]:
     t = rec.totals
-    level = "calibrated" if rec.criterion == "speedup" else "worst case"
+    level = (
+        "worst case"
+        if rec.criterion == "speedup_worst"
+        else (
+            "measured calibration" if rec.calibration.is_measured else "generated code, datasheet"
+        )
+    )
     lines = [
         (
             f"total linear time per step (fwd+bwd, device, {level}): bf16 {_ms(t.bf16_s)} ms -> "
@@ -214,7 +220,11 @@ def markdown(
         "",
         f"keep = f8roof.module_filter(model, tokens={rec.tokens}, gpu={rec.gpu!r}, "
         f"recipe={best_recipe(rec)!r}"
-        + (", calibration='calibration.json'" if rec.criterion == "speedup" else "")
+        + (
+            ", calibration='calibration.json'"
+            if rec.calibration is not None and rec.calibration.is_measured
+            else ""
+        )
         + ")",
         "# with the Float8LinearConfig of the same recipe",
         "convert_to_float8_training(model, module_filter_fn=keep)",
@@ -238,24 +248,19 @@ class ReportResult:
 
 
 def write_report(
-    model: str,
-    *,
-    tokens: int,
-    configs: Sequence[EstimateConfig],
-    source: str,
-    out: str | Path,
-    plots: bool = True,
+    model: str, *, tokens: int, resolved: Resolved, out: str | Path, plots: bool = True
 ) -> ReportResult:
     """The markdown report for a model, with its plots as PNGs beside it (`<stem>_*.png`).
     Without matplotlib the report is written without plots and says so."""
     from f8roof.plot import PlotError, heatmap, layer_speedups, overhead_share
 
     path = check_report_path(out)
-    rec = recommend_model(model, tokens=tokens, configs=configs)
+    rec = recommend_model(model, tokens=tokens, resolved=resolved)
+    source = resolved.source
     written: list[tuple[str, Path]] = []
     note = ""
     if plots:
-        config = next(c for c in configs if c.recipe.name == best_recipe(rec))
+        config = next(c for c in resolved.configs if c.recipe.name == best_recipe(rec))
         stem = path.with_suffix("")
         try:
             written.append(
@@ -278,30 +283,6 @@ def write_report(
     relative = [(caption, p.name) for caption, p in written]
     write_text_atomic(path, markdown(rec, source=source, plots=relative, plot_note=note))
     return ReportResult(path, tuple(p for _, p in written), rec, note, source)
-
-
-def write_model_report(
-    model: str,
-    *,
-    tokens: int,
-    out: str | Path,
-    gpu: str = "h100",
-    recipes: str = "tensorwise",
-    calibration: str | Path | None = None,
-    no_calibration: bool = False,
-    plots: bool = True,
-) -> ReportResult:
-    """The `f8roof report` command: pick the estimate's inputs like `f8roof estimate`, then
-    `write_report`."""
-    from f8roof.recommend import build_configs
-
-    check_report_path(out)
-    if calibration and no_calibration:
-        raise F8RoofError("--calibration and --no-calibration contradict each other")
-    configs, source = build_configs(
-        gpu=gpu, recipes=recipes, calibration=calibration, use_shipped=not no_calibration
-    )
-    return write_report(model, tokens=tokens, configs=configs, source=source, out=out, plots=plots)
 
 
 def check_report_path(out: str | Path) -> Path:

@@ -61,3 +61,15 @@ def as_array(shapes) -> np.ndarray:
     if (array <= 0).any():
         raise F8RoofError("shapes must be positive integers")
     return array
+
+
+def collect_shapes(texts, shapes_file, sweep_name) -> list[tuple[int, int, int]]:
+    """Every shape the user gave: --shape texts, a shapes file, a named sweep."""
+    shapes = [parse_shape(t) for t in texts]
+    if shapes_file:
+        shapes += read_shapes_file(shapes_file)
+    if sweep_name:
+        shapes += sweep(sweep_name)
+    if not shapes:
+        raise F8RoofError("no shapes: give --shape M,K,N, --shapes-file or --sweep")
+    return shapes

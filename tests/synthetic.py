@@ -29,13 +29,15 @@ def kernel_time(nbytes):
     return FLOOR_S + nbytes / BANDWIDTH
 
 
-def environment(device="cuda", name="NVIDIA H200"):
+def environment(device="cuda", name="NVIDIA H200", gpu="h200"):
     return Environment(
         device=device,
         device_name=name,
+        gpu=gpu,
         sm_count=132,
         torch="2.11.0",
         triton="3.6.0",
+        torchao="0.18.0",
         cuda="12.8",
         date="2026-11-29",
         f8roof="0.1.0",
@@ -43,6 +45,8 @@ def environment(device="cuda", name="NVIDIA H200"):
 
 
 def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="cuda"):
+    """bf16 and the reference implementation of `recipes` (its worst-case model is the truth):
+    variant keys `bf16`, `reference:tensorwise`, ..."""
     gemms = tuple(
         GemmMeasurement(dtype, role, m, k, n, gemm_time(m, k, n, dtype))
         for dtype in ("bf16", "fp8", "fp8_rowwise")
@@ -50,8 +54,9 @@ def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="c
         for m, k, n in itertools.product(GRID, repeat=3)
     )
     kernels, steps = [], []
-    for variant in ("bf16", *recipes):
-        model = None if variant == "bf16" else worst_traffic(Recipe.from_name(variant))
+    for variant in ("bf16", *(f"reference:{r}" for r in recipes)):
+        recipe = None if variant == "bf16" else variant.partition(":")[2]
+        model = None if recipe is None else worst_traffic(Recipe.from_name(recipe))
         for M, K, N in shapes:
             at = dict(zip(SYMBOLS, (M, K, N)))
             gemm_s = sum(
@@ -59,7 +64,7 @@ def measurements(recipes=("tensorwise", "rowwise"), shapes=FIT_SHAPES, device="c
                     *d,
                     "bf16"
                     if variant == "bf16"
-                    else ("fp8_rowwise" if variant.startswith("row") else "fp8"),
+                    else ("fp8_rowwise" if recipe.startswith("row") else "fp8"),
                 )
                 for d in ((M, K, N), (M, N, K), (N, M, K))
             )

@@ -12,15 +12,23 @@ import synthetic
 from click.testing import CliRunner
 
 import f8roof.calibrate as calibrate_module
-from f8roof.calibrate import CalibrateOptions, Task, calibrate, launch_durations
+from f8roof.calibrate import CalibrateOptions, Task, calibrate
 from f8roof.calibration import Calibration
 from f8roof.cli import main
 from f8roof.errors import F8RoofError
 from f8roof.fitting import fit_calibration
+from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Implementation, Variant
+from f8roof.profiler.measure import launch_durations
 from f8roof.profiler.trace import EventKind, KernelEvent
 
 ROOT = Path(__file__).parent.parent
 HAS_CUDA = __import__("torch").cuda.is_available()
+
+
+def cpu_options(**kw):
+    variants = (Variant(Recipe(), Implementation.REFERENCE),)
+    return CalibrateOptions.defaults("cpu", variants=variants, **kw)
 
 
 @pytest.fixture
@@ -41,14 +49,14 @@ def fake_run(monkeypatch):
 
 def test_budget_stops_and_resume_measures_only_the_rest(tmp_path, fake_run, monkeypatch):
     out = tmp_path / "cal.json"
-    options = CalibrateOptions.defaults("cpu", budget_s=0.0)
+    options = cpu_options(budget_s=0.0)
     clock = iter([0.0, 0.0, 1.0, 2.0])  # start, before task 0 (in budget), before task 1 (over)
     monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: next(clock))
     with pytest.raises(F8RoofError, match="budget of 0 s spent with 4 measurements left"):
         calibrate(options, out, resume=False)
     assert fake_run == [0] and not out.exists()
     monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: 0.0)
-    calibrate(CalibrateOptions.defaults("cpu"), out, resume=True)
+    calibrate(cpu_options(), out, resume=True)
     assert fake_run == [0, 1, 2, 3, 4]  # task 0 was not measured again
     assert Calibration.load(out).environment.device_name == "NVIDIA H200"
     assert not (tmp_path / "cal.json.partial.jsonl").exists()
@@ -65,7 +73,7 @@ def test_interrupt_keeps_every_finished_measurement(tmp_path, fake_run, monkeypa
 
     monkeypatch.setattr(calibrate_module, "tasks", tasks_with_crash)
     with pytest.raises(KeyboardInterrupt):
-        calibrate(CalibrateOptions.defaults("cpu"), out, resume=False)
+        calibrate(cpu_options(), out, resume=False)
     lines = (tmp_path / "cal.json.partial.jsonl").read_text().splitlines()
     assert [json.loads(line).get("key") for line in lines] == [None, "a"]
 
@@ -86,7 +94,7 @@ def test_calibrate_cuda_without_gpu_is_one_line(tmp_path):
     assert result.exit_code == 2
     assert (
         result.output.strip()
-        == "Error: no CUDA GPU here: calibrate --device cuda needs one (try --device cpu)"
+        == "Error: no CUDA GPU here: --device cuda needs one (without a GPU: --device cpu)"
     )
 
 
@@ -128,7 +136,7 @@ def test_estimate_refuses_a_gpu_the_calibration_did_not_measure(tmp_path):
     bad = CliRunner().invoke(
         main, ["estimate", "--calibration", str(path), "--gpu", "h100", "--shape", "64,64,64"]
     )
-    assert bad.exit_code == 2 and "measured on NVIDIA H200, not h100" in bad.output
+    assert bad.exit_code == 2 and "describes NVIDIA H200 (cuda), not h100" in bad.output
 
 
 @pytest.mark.slow
@@ -205,11 +213,11 @@ def test_validate_limit_must_leave_a_shape(tmp_path):
 
 def test_default_validation_shapes_are_unseen_aligned_and_span_the_range():
     from f8roof.models.fit import FIT_SHAPES
-    from f8roof.validate import GPU_SHAPES
+    from f8roof.validate import VALIDATION_SHAPES
 
-    assert len(set(GPU_SHAPES)) == len(GPU_SHAPES) >= 30
-    assert not set(GPU_SHAPES) & set(FIT_SHAPES)
-    assert all(d % 16 == 0 for shape in GPU_SHAPES for d in shape)
-    dims = [d for shape in GPU_SHAPES for d in shape]
+    assert len(set(VALIDATION_SHAPES)) == len(VALIDATION_SHAPES) >= 30
+    assert not set(VALIDATION_SHAPES) & set(FIT_SHAPES)
+    assert all(d % 16 == 0 for shape in VALIDATION_SHAPES for d in shape)
+    dims = [d for shape in VALIDATION_SHAPES for d in shape]
     assert min(dims) == 256 and max(dims) == 16384
     assert any(d & (d - 1) for d in dims)  # not all powers of two

@@ -44,7 +44,30 @@ def test_save_is_atomic(saved, tmp_path, monkeypatch):
 
 
 BAD = [
-    ("schema", lambda d: d.update(schema_version=2), "schema_version 2 is not supported"),
+    ("schema", lambda d: d.update(schema_version=1), "schema_version 1 is not supported"),
+    ("kind", lambda d: d.update(kind="guessed"), "field kind: 'guessed' is not one of"),
+    (
+        "negative extra",
+        lambda d: d["variants"][1]["fixed"].update(device_extra_s=-1e-6),
+        "device_extra_s: must be non-negative",
+    ),
+    (
+        "zero denominator",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": "1/0"}),
+        "zero denominator",
+    ),
+    (
+        "huge coefficient",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": 2**70}),
+        "beyond 64 bits",
+    ),
+    (
+        "unknown variant",
+        lambda d: d["variants"][1].update(variant="torchao:fp4"),
+        "unknown recipe 'fp4'",
+    ),
+    ("unknown preset", lambda d: d["environment"].update(gpu="a100"), "is not a GPU preset"),
+    ("infinite", lambda d: d["ceilings"].update(fp8_flops=float("inf")), "finite number"),
     (
         "negative time",
         lambda d: d["gemms"][5].update(time_s=-1.0),
@@ -53,7 +76,7 @@ BAD = [
     (
         "code for a number",
         lambda d: d["steps"][0].update(wall_s="__import__('os').system('echo hi')"),
-        "field steps[0].wall_s: expected a number, got str",
+        "field steps[0].wall_s: expected a finite number, got str",
     ),
     (
         "code for a coefficient",
@@ -79,7 +102,7 @@ BAD = [
     ("missing gemm point", lambda d: d["gemms"].pop(7), "not a full grid"),
     ("no bf16", lambda d: d["variants"].pop(0), "bf16 baseline is missing"),
     ("bool for int", lambda d: d["steps"][0].update(launches=True), "expected an integer"),
-    ("nan", lambda d: d["kernels"][0].update(time_s=float("nan")), "expected a number"),
+    ("nan", lambda d: d["kernels"][0].update(time_s=float("nan")), "expected a finite number"),
     ("bad dtype", lambda d: d["gemms"][0].update(dtype="fp4"), "'fp4' is not one of"),
 ]
 
@@ -114,7 +137,7 @@ def test_loading_never_evaluates(saved, tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "eval", refuse)
     monkeypatch.setattr(sympy, "sympify", refuse)
     monkeypatch.setattr(sympy, "parse_expr", refuse, raising=False)
-    assert Calibration.load(saved).schema_version == 1
+    assert Calibration.load(saved).schema_version == 2
 
 
 def test_cli_estimate_with_calibration(saved):
@@ -128,12 +151,14 @@ def test_cli_estimate_with_calibration(saved):
             str(saved),
             "--recipe",
             "rowwise",
+            "--impl",
+            "reference",
             "--shape",
             "4096,4096,4096",
         ],
     )
     assert result.exit_code == 0, result.output
-    assert f"using calibration {saved}" in result.output
+    assert f"using {saved}: calibration measured on NVIDIA H200 (cuda)" in result.output
     assert "x fitted" in result.output and "breakeven (fitted)" in result.output
 
 
@@ -142,6 +167,7 @@ def test_cli_estimate_with_calibration(saved):
     [
         (lambda d: d["steps"][0].update(wall_s=-1), "must be positive"),
         (lambda d: d.update(schema_version=0), "schema_version 0"),
+        (lambda d: d.update(variants=[[[[]]]] * 3), "expected an object"),
     ],
 )
 def test_cli_refuses_bad_calibration_in_one_line(saved, tmp_path, edit, message):
@@ -167,4 +193,18 @@ def test_cli_refuses_recipe_the_calibration_lacks(saved):
         ],
     )
     assert result.exit_code == 2
-    assert "has no recipe 'tensorwise_delayed'; it has: tensorwise, rowwise" in result.output
+    assert (
+        "has no variant 'reference:tensorwise_delayed'; it has: bf16, reference:tensorwise, "
+        "reference:rowwise" in result.output
+    )
+
+
+def test_deep_nesting_is_one_line(tmp_path):
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(CalibrationError, match="nests deeper"):
+        Calibration.load(path)
+
+
+def test_saved_files_are_readable_by_others(saved):
+    assert saved.stat().st_mode & 0o777 == 0o644

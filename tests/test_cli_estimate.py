@@ -87,8 +87,6 @@ def test_gemm_table_interpolates(tmp_path):
     out = tmp_path / "o.csv"
     result = run(
         "estimate",
-        "--gemm-time",
-        "benchmarks",
         "--gemm-table",
         str(table),
         "--shape",
@@ -127,7 +125,7 @@ def test_gemm_table_interpolates(tmp_path):
         (["--sweep", "huge"], "unknown sweep 'huge'"),
         ([], "no shapes"),
         (["--shape", "16,16,16", "--out", "x.txt"], "use a .csv, .json or .md"),
-        (["--gemm-time", "benchmarks", "--shape", "16,16,16"], "needs --gemm-table"),
+        (["--gemm-table", "nope.csv", "--shape", "16,16,16"], "cannot read gemm table nope.csv"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, message):
@@ -138,22 +136,65 @@ def test_bad_input_is_one_line_exit_2(args, message):
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_gemm_table_missing_column_or_shape(tmp_path):
+def test_gemm_table_missing_column(tmp_path):
     table = tmp_path / "t.csv"
     pd.DataFrame([{"M": 512, "K": 512, "N": 512, "bf16_time_s": 1e-5}]).to_csv(table, index=False)
-    result = run(
-        "estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16"
-    )
+    result = run("estimate", "--gemm-table", str(table), "--shape", "16,16,16")
     assert result.exit_code == 2 and "lacks a time column" in result.output
+
+
+def test_gemm_table_at_a_model_s_own_shapes(tmp_path):
+    """Measured shapes are used as measured; others come from the nearest and are flagged."""
+    shapes = [(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096)]
     rows = [
-        {"M": m, "K": 512, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5} for m in (512, 1024)
+        {
+            "M": m,
+            "K": k,
+            "N": n,
+            "bf16_time_s": 2 * m * k * n / 600e12,
+            "fp8_time_s": 2 * m * k * n / (900e12 + m),
+        }
+        for m, k, n in shapes
     ]
-    rows.append({"M": 512, "K": 1024, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5})
+    table = tmp_path / "t.csv"
     pd.DataFrame(rows).to_csv(table, index=False)
+    out = tmp_path / "o.csv"
     result = run(
-        "estimate", "--gemm-time", "benchmarks", "--gemm-table", str(table), "--shape", "16,16,16"
+        "estimate",
+        "--gemm-table",
+        str(table),
+        "--shape",
+        "8192,4096,4096",
+        "--shape",
+        "8192,6144,6144",
+        "--out",
+        str(out),
     )
-    assert result.exit_code == 2 and "not a full grid: missing" in result.output
+    assert result.exit_code == 0, result.output
+    frame = pd.read_csv(out)
+    # the wide table's one gemm stands for all three roles: output at (M, K, N) is measured
+    assert list(frame["gemm_extrapolated"]) == [True, True]
+    assert frame["bf16_gemm_s"][0] == pytest.approx(3 * 2 * 8192 * 4096 * 4096 / 600e12)
+    # between measured points, the measured throughput (all points: 900e12 + 8192 FLOP/s)
+    flops = 3 * 2 * 8192 * 6144 * 6144 / frame["fp8_gemm_s"][1]
+    assert flops == pytest.approx(900e12 + 8192, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"M": 0}, "must be positive integers"),
+        ({"bf16_time_s": float("inf")}, "positive finite"),
+        ({"fp8_time_s": -1.0}, "positive finite"),
+    ],
+)
+def test_gemm_table_bad_values(tmp_path, bad, message):
+    row = {"M": 512, "K": 512, "N": 512, "bf16_time_s": 1e-5, "fp8_time_s": 1e-5} | bad
+    table = tmp_path / "t.csv"
+    pd.DataFrame([row]).to_csv(table, index=False)
+    result = run("estimate", "--gemm-table", str(table), "--shape", "16,16,16")
+    assert result.exit_code == 2 and message in result.output
+    assert len(result.output.strip().splitlines()) == 1
 
 
 def test_shapes_file(tmp_path):

@@ -15,8 +15,8 @@ from f8roof.models.fit import (
     fit_traffic,
     from_sympy,
     kernel_keys,
-    nearest_regime,
 )
+from f8roof.models.overhead import nearest_regime
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import worst_traffic
 

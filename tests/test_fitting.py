@@ -8,6 +8,9 @@ from f8roof.models.fit import Polynomial, from_sympy
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import worst_traffic
+from f8roof.models.variant import Implementation
+
+REFERENCE = Implementation.REFERENCE
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +20,7 @@ def calibration():
 
 def test_bytes_fit_recovers_the_generating_model(calibration):
     for recipe in ("tensorwise", "rowwise"):
-        fit = calibration.variant(recipe).traffic
+        fit = calibration.variant(f"reference:{recipe}").traffic
         assert len(fit.regimes) == 1 and not fit.unfitted
         assert fit.regimes[0].total == from_sympy(worst_traffic(Recipe.from_name(recipe)).total)
         assert len(fit.regimes[0].verified) == 2
@@ -34,7 +37,7 @@ def test_kernel_time_model_recovers_floor_and_bandwidth(calibration):
 
 
 def test_fixed_costs(calibration):
-    fixed = calibration.variant("tensorwise").fixed
+    fixed = calibration.variant("reference:tensorwise").fixed
     assert fixed.gemm_factor == pytest.approx(1.0, rel=0.05)  # synthetic steps ran table gemms
     assert fixed.wall_extra_s == pytest.approx(synthetic.WALL_EXTRA_S, rel=1e-6)
     assert fixed.wall_floor_s == pytest.approx(synthetic.WALL_FLOOR_S)
@@ -45,7 +48,7 @@ def test_fixed_costs(calibration):
 def test_prediction_at_unseen_shapes_matches_the_truth(calibration):
     shapes = [(3000, 5000, 7000), (700, 900, 1100)]
     config = EstimateConfig(
-        Recipe.from_name("tensorwise"), find_gpu("h200"), calibration=calibration
+        Recipe.from_name("tensorwise"), find_gpu("h200"), REFERENCE, calibration=calibration
     )
     frame = estimate(shapes, config)
     for (M, K, N), row in zip(shapes, frame.itertuples()):
@@ -60,7 +63,9 @@ def test_prediction_at_unseen_shapes_matches_the_truth(calibration):
 
 
 def test_calibrated_levels_use_measured_bandwidth(calibration):
-    config = EstimateConfig(Recipe.from_name("rowwise"), find_gpu("h200"), calibration=calibration)
+    config = EstimateConfig(
+        Recipe.from_name("rowwise"), find_gpu("h200"), REFERENCE, calibration=calibration
+    )
     row = estimate([(4096, 4096, 4096)], config).iloc[0]
     assert row["overhead_s_worst"] == pytest.approx(row["overhead_bytes_worst"] / 4.3e12)
     assert np.isfinite(row["speedup"])

@@ -26,20 +26,21 @@ from f8roof.plot import (
     sizes,
     validation_scatter,
 )
-from f8roof.recommend import build_configs, recommend
+from f8roof.recommend import recommend
+from f8roof.resolve import Request, resolve
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 def config():
-    return build_configs(gpu="h100", use_shipped=False)[0][0]
+    return resolve(Request(gpu="h100", no_calibration=True)).config
 
 
 @pytest.fixture(scope="module")
 def calibrated():
     calibration = fit_calibration(synthetic.measurements())
-    return build_configs(gpu="h200", calibration=calibration)[0][0]
+    return resolve(Request(gpu="h200", calibration=calibration)).config
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -145,8 +146,8 @@ def test_validation_report_missing_column(tmp_path):
 
 
 def test_layer_speedups(tmp_path):
-    configs = build_configs(gpu="h100", recipes="tensorwise,rowwise", use_shipped=False)[0]
-    rec = recommend(builtin("gpt2"), tokens=8192, configs=configs)
+    resolved = resolve(Request(gpu="h100", recipes="tensorwise,rowwise", no_calibration=True))
+    rec = recommend(builtin("gpt2"), tokens=8192, resolved=resolved)
     plot = layer_speedups(rec, out=tmp_path / "layers.png")
     ax = plot.figure.axes[0]
     assert len(ax.patches) == 2 * 5  # a bar per layer and recipe (lm_head: NaN, so empty)

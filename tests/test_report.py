@@ -6,22 +6,23 @@ from click.testing import CliRunner
 
 from f8roof.architectures import builtin
 from f8roof.cli import main
-from f8roof.recommend import build_configs, recommend
+from f8roof.recommend import recommend
 from f8roof.report import format_recommendation, markdown, write_report
+from f8roof.resolve import Request, resolve
 
 
 def run(*args):
     return CliRunner().invoke(main, list(args))
 
 
-def configs(recipes="tensorwise"):
-    return build_configs(gpu="h100", recipes=recipes, use_shipped=False)
+def roofline(recipes="tensorwise"):
+    return resolve(Request(gpu="h100", recipes=recipes, no_calibration=True))
 
 
 def test_markdown_has_the_tables_and_totals():
-    cfgs, source = configs("tensorwise,rowwise")
-    rec = recommend(builtin("gpt2"), tokens=8192, configs=cfgs)
-    text = markdown(rec, source=source)
+    resolved = roofline("tensorwise,rowwise")
+    rec = recommend(builtin("gpt2"), tokens=8192, resolved=resolved)
+    text = markdown(rec, source=resolved.source)
     assert text.startswith("# f8roof report: gpt2 at 8192 tokens per step")
     assert "## Recommendation" in text and "## Per layer type" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
@@ -36,7 +37,7 @@ def test_markdown_has_the_tables_and_totals():
 
 
 def test_terminal_rendering_marks_decisions():
-    rec = recommend(builtin("gpt2"), tokens=8192, configs=configs()[0])
+    rec = recommend(builtin("gpt2"), tokens=8192, resolved=roofline())
     text = format_recommendation(rec)
     lines = text.splitlines()
     assert lines[0].startswith("gpt2 on h100, M = 8192 tokens per step: 5 linear types, 49 linears")
@@ -52,9 +53,8 @@ def test_terminal_rendering_marks_decisions():
 
 
 def test_write_report_with_plots(tmp_path):
-    cfgs, source = configs("all")
     result = write_report(
-        "llama3-8b", tokens=8192, configs=cfgs, source=source, out=tmp_path / "r" / "report.md"
+        "llama3-8b", tokens=8192, resolved=roofline("all"), out=tmp_path / "r" / "report.md"
     )
     pytest.importorskip("matplotlib")
     text = result.path.read_text()

@@ -5,7 +5,7 @@ import synthetic
 
 from f8roof.calibration import StepMeasurement
 from f8roof.fitting import fit_calibration
-from f8roof.models.hardware import find_gpu
+from f8roof.models.variant import Variant
 from f8roof.validation import (
     Pair,
     markdown_report,
@@ -18,6 +18,9 @@ from f8roof.validation import (
 
 def step(variant, shape, device_s, wall_s=None):
     return StepMeasurement(variant, *shape, device_s, device_s / 2, wall_s or device_s * 1.1, 10)
+
+
+TENSORWISE = Variant.from_key("reference:tensorwise")
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +36,12 @@ def test_percent_error_is_signed_relative_to_measured():
 def test_frame_has_the_contract_columns_and_both_predictions(calibration):
     pairs = [
         Pair(
-            "tensorwise",
+            TENSORWISE,
             step("bf16", (2048, 2048, 2048), 300e-6),
-            step("tensorwise", (2048, 2048, 2048), 200e-6),
+            step(TENSORWISE.key, (2048, 2048, 2048), 200e-6),
         )
     ]
-    frame = validation_frame(calibration, find_gpu("h200"), pairs)
+    frame = validation_frame(calibration, pairs)
     row = frame.iloc[0]
     assert row.measured_speedup == pytest.approx(1.5)
     assert row.error_pct == pytest.approx(100 * (row.predicted_speedup - 1.5) / 1.5)
@@ -48,6 +51,8 @@ def test_frame_has_the_contract_columns_and_both_predictions(calibration):
         "K",
         "N",
         "recipe",
+        "implementation",
+        "context",
         "measured_speedup",
         "predicted_speedup",
         "seed_speedup",
@@ -61,14 +66,15 @@ def test_frame_has_the_contract_columns_and_both_predictions(calibration):
 def test_summary_and_breakeven(calibration):
     speedups = {512: 0.8, 1024: 0.95, 2048: 1.1, 4096: 1.3}
     pairs = [
-        Pair("tensorwise", step("bf16", (s,) * 3, 100e-6 * x), step("tensorwise", (s,) * 3, 100e-6))
+        Pair(TENSORWISE, step("bf16", (s,) * 3, 100e-6 * x), step(TENSORWISE.key, (s,) * 3, 100e-6))
         for s, x in speedups.items()
     ]
-    frame = validation_frame(calibration, find_gpu("h200"), pairs)
-    stats = summary(frame).loc["tensorwise"]
+    frame = validation_frame(calibration, pairs)
+    stats = summary(frame).loc["reference:tensorwise"]
     assert stats.shapes == 4
     assert stats.median_abs_error_pct == pytest.approx(frame.error_pct.abs().median())
     assert stats.max_abs_error_pct == pytest.approx(frame.error_pct.abs().max())
-    assert measured_square_breakeven(frame, "tensorwise") == 2048
+    assert measured_square_breakeven(frame) == 2048
     text = markdown_report(frame, calibration)
-    assert "| tensorwise | 4 |" in text and "float8 wins from M = K = N = 2048" in text
+    assert "| reference:tensorwise | 4 |" in text
+    assert "float8 wins from M = K = N = 2048" in text

@@ -30,6 +30,9 @@ from fractions import Fraction
 import numpy as np
 import sympy as sp
 
+from f8roof.models.errors import ModelError
+from f8roof.models.overhead import FixedCost, KernelTimeModel, KindTime, Residuals
+
 MONOMIALS: tuple[str, ...] = ("M*K", "K*N", "M*N", "M", "K", "N", "1")
 _SYMBOLS = sp.symbols("M K N", positive=True, integer=True)
 _TERMS = {
@@ -45,7 +48,12 @@ _TERMS = {
 Shape = tuple[int, int, int]
 
 
-class FitError(ValueError):
+def shape_text(shape: Shape) -> str:
+    """'4096x1024x512': how shapes are named in keys, file names and progress bars."""
+    return "x".join(map(str, shape))
+
+
+class FitError(ModelError):
     pass
 
 
@@ -351,18 +359,6 @@ def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:
     return TrafficFit(tuple(regimes), tuple(unfitted))
 
 
-def nearest_regime(regimes: tuple[Regime, ...], M, K, N) -> np.ndarray:
-    """Index of the regime whose shapes lie nearest in log2 space, per query shape."""
-    points, owners = [], []
-    for index, regime in enumerate(regimes):
-        for shape in regime.shapes:
-            points.append(np.log2(shape))
-            owners.append(index)
-    query = np.log2(np.stack(np.broadcast_arrays(M, K, N), axis=-1).astype(np.float64))
-    distance = ((query[:, None, :] - np.asarray(points)[None, :, :]) ** 2).sum(axis=-1)
-    return np.asarray(owners)[distance.argmin(axis=1)]
-
-
 # Fit and check shapes in general position: distinct, not all powers of two, spanning 256 to
 # 16384 per dimension so every regime Inductor picks on a GPU has members.
 FIT_SHAPES: tuple[Shape, ...] = (
@@ -379,3 +375,80 @@ FIT_SHAPES: tuple[Shape, ...] = (
     (12288, 16384, 8192),
     (16384, 10240, 14336),
 )
+
+# CPU: tiny shapes in general position, M, K, N distinct and never 16 (an amax history's
+# length), so CI runs the whole pipeline for real in minutes. All have M < N: Inductor's C++
+# backend fuses the backward differently when M > N, and one kernel set over all nine lets
+# the independent solve (7 shapes + 2 to check) run.
+CPU_FIT_SHAPES: tuple[Shape, ...] = (
+    (32, 48, 64),
+    (48, 32, 80),
+    (32, 64, 96),
+    (48, 80, 112),
+    (64, 48, 128),
+    (80, 112, 96),
+    (32, 112, 144),
+    (64, 96, 160),
+    (96, 64, 128),
+)
+
+
+# --- kernel time and fixed costs (see models/overhead.py for the models) ---------------------
+
+
+def fit_kind(nbytes: np.ndarray, time_s: np.ndarray) -> KindTime:
+    """Least squares on relative error: rows (1/t, bytes/t) . (floor, 1/bandwidth) = 1."""
+    nbytes, time_s = np.asarray(nbytes, np.float64), np.asarray(time_s, np.float64)
+    if len(time_s) == 0 or (time_s <= 0).any():
+        raise FitError("kernel times must be positive")
+    A = np.stack([1 / time_s, nbytes / time_s], axis=1)
+    floor, inverse_bw = np.linalg.lstsq(A, np.ones(len(time_s)), rcond=None)[0]
+    if floor < 0 or inverse_bw <= 0 or len(time_s) == 1:
+        # A negative floor or bandwidth means the points don't span sizes enough for two
+        # parameters: fall back to one, the bandwidth through the origin (or a pure floor).
+        floor = 0.0
+        inverse_bw = float(np.median(time_s / np.maximum(nbytes, 1)))
+    return KindTime(float(floor), float(1 / inverse_bw))
+
+
+def residuals(predicted, measured) -> Residuals:
+    error = np.abs(np.asarray(predicted) - np.asarray(measured)) / np.asarray(measured)
+    return Residuals(float(np.median(error)), float(error.max()), len(error))
+
+
+def fit_kernel_time(kinds: list[str], nbytes, time_s, kernel_ids: list[str]) -> KernelTimeModel:
+    """Fit per kind (pooled where a kind has under 3 points), then per-kernel factors."""
+    nbytes, time_s = np.asarray(nbytes, np.float64), np.asarray(time_s, np.float64)
+    kinds_arr, ids = np.asarray(kinds), np.asarray(kernel_ids)
+    pooled = fit_kind(nbytes, time_s)
+    by_kind = {
+        kind: fit_kind(nbytes[kinds_arr == kind], time_s[kinds_arr == kind])
+        for kind in sorted(set(kinds))
+        if (kinds_arr == kind).sum() >= 3
+    }
+    base = np.array([by_kind.get(k, pooled).time_s(b) for k, b in zip(kinds, nbytes)])
+    factors = {
+        kid: float(np.median(time_s[ids == kid] / base[ids == kid]))
+        for kid in sorted(set(kernel_ids))
+    }
+    predicted = base * np.array([factors[k] for k in kernel_ids])
+    return KernelTimeModel(
+        tuple(by_kind.items()), pooled, tuple(factors.items()), residuals(predicted, time_s)
+    )
+
+
+def fit_fixed_cost(*, table_gemm_s, gemm_s, kernels_s, device_s, wall_s) -> FixedCost:
+    """gemm_factor: median in-step / table gemm time. device_extra: median of what the device
+    time shows beyond the corrected gemms and the modelled kernels, at least 0. wall_floor: the smallest wall time. wall_extra: median wall - device over
+    device-bound steps (device time at least twice the floor), else 0."""
+    table_gemm_s, gemm_s, kernels_s, device_s, wall_s = (
+        np.asarray(x, np.float64) for x in (table_gemm_s, gemm_s, kernels_s, device_s, wall_s)
+    )
+    factor = float(np.median(gemm_s / table_gemm_s))
+    # Negative when the kernel model runs high: the per-kernel factors absorb that, and a
+    # negative constant would make small steps take negative time, so it stops at 0.
+    extra_device = max(0.0, float(np.median(device_s - factor * table_gemm_s - kernels_s)))
+    floor = float(wall_s.min())
+    bound = device_s >= 2 * floor
+    extra = float(np.median(wall_s[bound] - device_s[bound])) if bound.any() else 0.0
+    return FixedCost(factor, extra_device, max(extra, 0.0), floor)

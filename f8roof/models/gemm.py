@@ -11,8 +11,10 @@ from enum import Enum
 
 import numpy as np
 
+from f8roof.models.errors import ModelError
 from f8roof.models.hardware import GPU
 from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Implementation
 
 
 class GemmRole(str, Enum):
@@ -32,10 +34,11 @@ SEED_LAUNCH_FLOOR_S = 2e-6
 # Gemm dtypes: bf16, fp8 with one scale per tensor, fp8 with a scale per row and column
 # (a different cuBLAS/CUTLASS kernel, so measured tables keep it apart).
 OPERAND_BYTES = {"bf16": 2, "fp8": 1, "fp8_rowwise": 1}
+GEMM_DTYPES = tuple(OPERAND_BYTES)
 OUTPUT_BYTES = 2  # every gemm of the linear writes bf16
 
 
-class GemmTableError(ValueError):
+class GemmTableError(ModelError):
     pass
 
 
@@ -48,11 +51,30 @@ def gemm_dims(role: GemmRole, M, K, N):
     return N, M, K
 
 
-def fp8_gemm_dtype(recipe: Recipe, role: GemmRole) -> str:
-    """rowwise_gw_hp runs its grad_weight gemm in bf16."""
-    if role is GemmRole.GRAD_WEIGHT and recipe.grad_weight_in_bf16:
+def linear_shape(role: GemmRole, m: int, k: int, n: int) -> tuple[int, int, int]:
+    """The linear (M, K, N) whose `role` gemm is (m, k, n): the inverse of `gemm_dims`."""
+    if role is GemmRole.OUTPUT:
+        return m, k, n
+    if role is GemmRole.GRAD_INPUT:
+        return m, n, k
+    return k, n, m
+
+
+def fp8_gemm_dtype(
+    recipe: Recipe | None, role: GemmRole, implementation: Implementation | None = None
+) -> str:
+    """The gemm kernel a recipe's gemm runs: bf16 (the baseline, rowwise_gw_hp's grad_weight),
+    fp8 with one scale per tensor, or fp8 with row/column scales. torchao (0.18) runs its
+    rowwise backward gemms as tensorwise `_scaled_mm` with unit scales and rescales the bf16
+    result in a kernel of its own: without fast accumulation the rowwise CUTLASS kernel is
+    slower than cuBLAS (torchao/float8/float8_ops.py, `addmm_float8_unwrapped`)."""
+    if recipe is None or (role is GemmRole.GRAD_WEIGHT and recipe.grad_weight_in_bf16):
         return "bf16"
-    return "fp8_rowwise" if recipe.is_rowwise else "fp8"
+    if not recipe.is_rowwise:
+        return "fp8"
+    if implementation is Implementation.TORCHAO and role is not GemmRole.OUTPUT:
+        return "fp8"
+    return "fp8_rowwise"
 
 
 @dataclass(frozen=True)
@@ -67,7 +89,7 @@ class RooflineGemm:
     def __post_init__(self) -> None:
         for name in ("gemm_efficiency", "memory_efficiency"):
             if not 0 < getattr(self, name) <= 1:
-                raise ValueError(f"{name} must be in (0, 1]")
+                raise ModelError(f"{name} must be in (0, 1], got {getattr(self, name)}")
 
     def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
         """(time, extrapolated flags); the roofline never extrapolates."""
@@ -95,9 +117,7 @@ class GridTable:
 
     @classmethod
     def from_points(cls, m, k, n, time_s, *, label: str) -> GridTable:
-        m, k, n, t = (np.asarray(x, dtype=np.float64) for x in (m, k, n, time_s))
-        if np.any(t <= 0) or np.any(~np.isfinite(t)):
-            raise GemmTableError(f"gemm table {label}: times must be positive numbers")
+        m, k, n, t = _checked(m, k, n, time_s, label=label)
         axes = [np.unique(a) for a in (m, k, n)]
         grid = np.full(tuple(len(a) for a in axes), np.nan)
         idx = [np.searchsorted(a, v) for a, v in zip(axes, (m, k, n))]
@@ -139,10 +159,56 @@ def _bracket(axis: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 @dataclass(frozen=True)
-class TableGemm:
-    """Measured gemm times keyed by (dtype, gemm role), interpolated between grid points."""
+class PointsTable:
+    """Measured times of one (dtype, gemm role) at any set of shapes (most users benchmark
+    exactly their model's gemms). A measured shape is used as measured; any other takes the
+    log2 FLOP/s of its nearest measured shapes in log2(m, k, n) space, weighted by inverse
+    squared distance, and is flagged (`gemm_extrapolated`): it was not measured."""
 
-    tables: dict[tuple[str, GemmRole], GridTable] = field(default_factory=dict)
+    log_dims: np.ndarray  # (points, 3): log2 of m, k, n
+    log_flops: np.ndarray  # (points,)
+
+    NEAREST = 4
+
+    @classmethod
+    def from_points(cls, m, k, n, time_s, *, label: str) -> PointsTable:
+        m, k, n, t = _checked(m, k, n, time_s, label=label)
+        return cls(np.log2(np.stack([m, k, n], axis=1)), np.log2(2 * m * k * n / t))
+
+    def time_s(self, m, k, n) -> tuple[np.ndarray, np.ndarray]:
+        m, k, n = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, k, n)))
+        query = np.log2(np.stack([m.ravel(), k.ravel(), n.ravel()], axis=1))
+        nearest = min(self.NEAREST, len(self.log_flops))
+        distance2 = ((query[:, None, :] - self.log_dims[None, :, :]) ** 2).sum(axis=-1)
+        index = np.argpartition(distance2, nearest - 1, axis=1)[:, :nearest]
+        d2 = np.take_along_axis(distance2, index, axis=1)
+        exact = d2.min(axis=1) == 0
+        weight = 1 / np.maximum(d2, 1e-12)  # an exact hit outweighs everything else
+        log_flops = (weight * self.log_flops[index]).sum(axis=1) / weight.sum(axis=1)
+        time = 2 * m * k * n / np.exp2(log_flops.reshape(m.shape))
+        return time, ~exact.reshape(m.shape)
+
+
+def _checked(m, k, n, time_s, *, label: str):
+    m, k, n, t = (np.asarray(x, dtype=np.float64) for x in (m, k, n, time_s))
+    if not len(t):
+        raise GemmTableError(f"gemm table {label} has no times")
+    if np.any(~np.isfinite(t)) or np.any(t <= 0):
+        raise GemmTableError(f"gemm table {label}: times must be positive finite numbers")
+    dims = np.stack([m, k, n])
+    if np.any(~np.isfinite(dims)) or np.any(dims < 1) or np.any(dims % 1):
+        raise GemmTableError(f"gemm table {label}: M, K, N must be positive integers")
+    if len(np.unique(dims, axis=1).T) != len(t):
+        raise GemmTableError(f"gemm table {label}: a shape appears twice")
+    return m, k, n, t
+
+
+@dataclass(frozen=True)
+class TableGemm:
+    """Measured gemm times keyed by (dtype, gemm role): a full grid is interpolated between its
+    points (GridTable), any other set of shapes from its nearest ones (PointsTable)."""
+
+    tables: dict[tuple[str, GemmRole], GridTable | PointsTable] = field(default_factory=dict)
 
     def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
         table = self.tables.get((dtype, role))
@@ -151,25 +217,39 @@ class TableGemm:
         return table.time_s(*gemm_dims(role, M, K, N))
 
     @classmethod
-    def from_records(cls, records, *, label: str) -> TableGemm:
-        """records: iterable of (dtype, gemm role, m, k, n, time_s) in gemm dims."""
+    def from_records(cls, records, *, label: str, full_grid: bool = False) -> TableGemm:
+        """records: iterable of (dtype, gemm role, m, k, n, time_s) in gemm dims. With
+        `full_grid` (a calibration's protocol) a missing grid point is an error."""
         rows: dict[tuple[str, GemmRole], list[tuple[float, ...]]] = {}
         for dtype, role, m, k, n, t in records:
-            rows.setdefault((dtype, GemmRole(role)), []).append((m, k, n, t))
-        tables = {}
+            if dtype not in OPERAND_BYTES:
+                raise GemmTableError(f"gemm table {label}: unknown dtype {dtype!r}")
+            try:
+                key = (dtype, GemmRole(role))
+            except ValueError:
+                raise GemmTableError(f"gemm table {label}: unknown gemm {role!r}") from None
+            rows.setdefault(key, []).append((m, k, n, t))
+        tables: dict[tuple[str, GemmRole], GridTable | PointsTable] = {}
         for key, values in rows.items():
             cols = np.array(values, dtype=np.float64).T
-            tables[key] = GridTable.from_points(*cols, label=f"{label} ({key[0]} {key[1].value})")
+            where = f"{label} ({key[0]} {key[1].value})"
+            try:
+                tables[key] = GridTable.from_points(*cols, label=where)
+            except GemmTableError:
+                if full_grid:
+                    raise
+                tables[key] = PointsTable.from_points(*cols, label=where)
         return cls(tables)
 
 
-def linear_gemm_times(model, recipe: Recipe | None, M, K, N):
+def linear_gemm_times(
+    model, recipe: Recipe | None, M, K, N, *, implementation: Implementation | None = None
+):
     """Summed time of the three gemms, and whether any was extrapolated. None = bf16."""
     total = 0.0
     extrapolated = False
     for role in GEMM_ROLES:
-        dtype = "bf16" if recipe is None else fp8_gemm_dtype(recipe, role)
-        time, extra = model.time_s(dtype, role, M, K, N)
+        time, extra = model.time_s(fp8_gemm_dtype(recipe, role, implementation), role, M, K, N)
         total = total + time
         extrapolated = extrapolated | extra
     return total, extrapolated

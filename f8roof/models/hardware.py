@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from f8roof.models.errors import ModelError
+
 TERA = 1e12
 
 
-class UnknownGPUError(ValueError):
+class UnknownGPUError(ModelError):
     pass
 
 

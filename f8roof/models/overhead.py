@@ -20,12 +20,14 @@ wall = max(device + extra, floor).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from f8roof.models.errors import ModelError
 
-class OverheadFitError(ValueError):
-    pass
+if TYPE_CHECKING:
+    from f8roof.models.fit import Regime
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,7 @@ class KindTime:
 
     def __post_init__(self) -> None:
         if self.floor_s < 0 or not self.bandwidth_bytes_per_s > 0:
-            raise OverheadFitError("kernel time model needs floor_s >= 0 and a positive bandwidth")
+            raise ModelError("kernel time model needs floor_s >= 0 and a positive bandwidth")
 
     def time_s(self, nbytes):
         return self.floor_s + np.asarray(nbytes, dtype=np.float64) / self.bandwidth_bytes_per_s
@@ -65,47 +67,6 @@ class KernelTimeModel:
         return self.kind(kind).time_s(nbytes) * factor
 
 
-def fit_kind(nbytes: np.ndarray, time_s: np.ndarray) -> KindTime:
-    """Least squares on relative error: rows (1/t, bytes/t) . (floor, 1/bandwidth) = 1."""
-    nbytes, time_s = np.asarray(nbytes, np.float64), np.asarray(time_s, np.float64)
-    if len(time_s) == 0 or (time_s <= 0).any():
-        raise OverheadFitError("kernel times must be positive")
-    A = np.stack([1 / time_s, nbytes / time_s], axis=1)
-    floor, inverse_bw = np.linalg.lstsq(A, np.ones(len(time_s)), rcond=None)[0]
-    if floor < 0 or inverse_bw <= 0 or len(time_s) == 1:
-        # A negative floor or bandwidth means the points don't span sizes enough for two
-        # parameters: fall back to one, the bandwidth through the origin (or a pure floor).
-        floor = 0.0
-        inverse_bw = float(np.median(time_s / np.maximum(nbytes, 1)))
-    return KindTime(float(floor), float(1 / inverse_bw))
-
-
-def residuals(predicted, measured) -> Residuals:
-    error = np.abs(np.asarray(predicted) - np.asarray(measured)) / np.asarray(measured)
-    return Residuals(float(np.median(error)), float(error.max()), len(error))
-
-
-def fit_kernel_time(kinds: list[str], nbytes, time_s, kernel_ids: list[str]) -> KernelTimeModel:
-    """Fit per kind (pooled where a kind has under 3 points), then per-kernel factors."""
-    nbytes, time_s = np.asarray(nbytes, np.float64), np.asarray(time_s, np.float64)
-    kinds_arr, ids = np.asarray(kinds), np.asarray(kernel_ids)
-    pooled = fit_kind(nbytes, time_s)
-    by_kind = {
-        kind: fit_kind(nbytes[kinds_arr == kind], time_s[kinds_arr == kind])
-        for kind in sorted(set(kinds))
-        if (kinds_arr == kind).sum() >= 3
-    }
-    base = np.array([by_kind.get(k, pooled).time_s(b) for k, b in zip(kinds, nbytes)])
-    factors = {
-        kid: float(np.median(time_s[ids == kid] / base[ids == kid]))
-        for kid in sorted(set(kernel_ids))
-    }
-    predicted = base * np.array([factors[k] for k in kernel_ids])
-    return KernelTimeModel(
-        tuple(by_kind.items()), pooled, tuple(factors.items()), residuals(predicted, time_s)
-    )
-
-
 @dataclass(frozen=True)
 class FixedCost:
     """What a variant's (bf16, or a recipe's) step costs beyond its modelled kernels."""
@@ -119,17 +80,34 @@ class FixedCost:
         return np.maximum(np.asarray(device_s) + self.wall_extra_s, self.wall_floor_s)
 
 
-def fit_fixed_cost(*, table_gemm_s, gemm_s, kernels_s, device_s, wall_s) -> FixedCost:
-    """gemm_factor: median in-step / table gemm time. device_extra: median of what the device
-    time shows beyond the corrected gemms and the modelled kernels (negative when the kernel
-    model runs high). wall_floor: the smallest wall time. wall_extra: median wall - device over
-    device-bound steps (device time at least twice the floor), else 0."""
-    table_gemm_s, gemm_s, kernels_s, device_s, wall_s = (
-        np.asarray(x, np.float64) for x in (table_gemm_s, gemm_s, kernels_s, device_s, wall_s)
-    )
-    factor = float(np.median(gemm_s / table_gemm_s))
-    extra_device = float(np.median(device_s - factor * table_gemm_s - kernels_s))
-    floor = float(wall_s.min())
-    bound = device_s >= 2 * floor
-    extra = float(np.median(wall_s[bound] - device_s[bound])) if bound.any() else 0.0
-    return FixedCost(factor, extra_device, max(extra, 0.0), floor)
+def fitted_kernels(
+    regimes: tuple[Regime, ...], kernel_time: KernelTimeModel, variant: str, M, K, N
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and time of a variant's fitted kernel set at float64 arrays M, K, N, each shape in
+    the regime of its nearest calibration shape (kernel ids: "variant/regime/key")."""
+    owner = nearest_regime(regimes, M, K, N)
+    nbytes, time_s = np.zeros(M.shape), np.zeros(M.shape)
+    for index, regime in enumerate(regimes):
+        mask = owner == index
+        if not mask.any():
+            continue
+        m, k, n = M[mask], K[mask], N[mask]
+        for kernel in regime.kernels:
+            kb = kernel.nbytes(m, k, n)
+            nbytes[mask] += kb
+            time_s[mask] += kernel_time.time_s(
+                kernel.kind, kb, kernel_id=f"{variant}/{index}/{kernel.key}"
+            )
+    return nbytes, time_s
+
+
+def nearest_regime(regimes: tuple[Regime, ...], M, K, N) -> np.ndarray:
+    """Index of the regime whose shapes lie nearest in log2 space, per query shape."""
+    points, owners = [], []
+    for index, regime in enumerate(regimes):
+        for shape in regime.shapes:
+            points.append(np.log2(shape))
+            owners.append(index)
+    query = np.log2(np.stack(np.broadcast_arrays(M, K, N), axis=-1).astype(np.float64))
+    distance = ((query[:, None, :] - np.asarray(points)[None, :, :]) ** 2).sum(axis=-1)
+    return np.asarray(owners)[distance.argmin(axis=1)]

@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
+from f8roof.models.errors import ModelError
+
 
 class Role(str, Enum):
     """The three tensors a float8 linear casts."""
@@ -33,7 +35,7 @@ class Granularity(str, Enum):
     ROWWISE = "rowwise"
 
 
-class RecipeError(ValueError):
+class RecipeError(ModelError):
     """A recipe or scaling combination that makes no sense."""
 
 

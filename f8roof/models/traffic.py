@@ -40,6 +40,7 @@ from functools import cached_property
 import sympy as sp
 
 from f8roof.models.recipes import ROLES, Recipe, Role, ScalingType
+from f8roof.models.variant import After, Before, Context
 
 M, K, N = sp.symbols("M K N", positive=True, integer=True)
 SYMBOLS = (M, K, N)
@@ -182,3 +183,15 @@ def ideal_traffic(recipe: Recipe, *, fused: frozenset[Role] = frozenset()) -> Tr
             written = 2 * FP8_BYTES * n
         kernels.append(_kernel(role, "cast", read, written))
     return TrafficModel(Level.IDEAL, recipe, tuple(kernels), seed_small_kernels(recipe))
+
+
+def context_fused_roles(context: Context) -> frozenset[Role]:
+    """The seed's F flags a context implies: input is produced by the op before the linear,
+    grad_output by the backward of the op after it; each could take the amax or cast as an
+    epilogue. The seed's guess, not a measurement: the compiled context graph is that."""
+    roles = set()
+    if context.before is not Before.NONE:
+        roles.add(Role.INPUT)
+    if context.after is not After.NONE:
+        roles.add(Role.GRAD_OUTPUT)
+    return frozenset(roles)

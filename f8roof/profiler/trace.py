@@ -205,30 +205,53 @@ def profile_step(
     code Dynamo compiled before this call (guards do not include Inductor settings, so an
     equal module compiled earlier counts) shows only its extern ops; `torch._dynamo.reset()`
     first when that matters. CUDA traces always show every kernel.
-
-    On CUDA each iteration starts after a 256 MB write that evicts L2 (50-60 MB on H100/H200),
-    outside the annotation: its kernel belongs to no step and is left out of durations.
     """
     import torch  # the parsing above needs no torch
+
+    with torch._inductor.config.patch({"cpp.enable_kernel_profile": True}):
+        for _ in range(warmup):
+            step_fn()
+        return profile_steps([step_fn], iters=iters, device=device, trace_path=trace_path)
+
+
+def profile_steps(
+    step_fns: Iterable[Callable[[], object]],
+    *,
+    iters: int,
+    device: str,
+    trace_path: str | None = None,
+    warmup_each: int = 0,
+) -> list[KernelEvent]:
+    """Profile `iters` annotated runs of each function in turn (steps numbered on across
+    them: function i's runs are steps i*iters .. i*iters+iters-1) and parse the trace.
+    `step_fns` may be a generator, so each function's tensors exist only while it runs;
+    `warmup_each` untimed calls precede each function's runs, outside any annotation.
+
+    On CUDA each run starts after a 256 MB write that evicts L2 (50-60 MB on H100/H200),
+    outside the annotation: its kernel belongs to no step and is left out of durations. No
+    synchronization between runs: the CPU runs ahead as in training.
+    """
+    import torch
 
     is_cuda = torch.device(device).type == "cuda"
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.uint8, device=device) if is_cuda else None
     activities = [torch.profiler.ProfilerActivity.CPU]
     if is_cuda:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch._inductor.config.patch({"cpp.enable_kernel_profile": True}):
-        for _ in range(warmup):
-            step_fn()
-        if is_cuda:
-            torch.cuda.synchronize(device)
-        with torch.profiler.profile(activities=activities) as prof:
-            for i in range(iters):
+        torch.cuda.synchronize(device)
+    step = 0
+    with torch.profiler.profile(activities=activities) as prof:
+        for step_fn in step_fns:
+            for _ in range(warmup_each):
+                step_fn()
+            for _ in range(iters):
                 if flush is not None:
                     flush.fill_(1)
-                with torch.profiler.record_function(f"{STEP_ANNOTATION}{i}"):
+                with torch.profiler.record_function(f"{STEP_ANNOTATION}{step}"):
                     step_fn()
-            if is_cuda:  # no per-step sync: the CPU runs ahead as in training
-                torch.cuda.synchronize(device)
+                step += 1
+        if is_cuda:
+            torch.cuda.synchronize(device)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(trace_path or Path(tmp) / "trace.json")
         prof.export_chrome_trace(str(path))

@@ -1,0 +1,238 @@
+"""From what a user asked for to estimate configurations: the one place that decides.
+
+Every front end (`estimate`, `report`, `plot`, `module_filter`) names a GPU, a calibration (or
+none), recipes, an implementation, a context and the seed's knobs in its own way; `resolve`
+turns them into one `EstimateConfig` per recipe and a line saying what the numbers rest on. The
+rules, once:
+- calibration: the file given; else the shipped one for the GPU (traffic from generated code,
+  or a measured one where it exists) unless `no_calibration`; else datasheet rooflines;
+- GPU: the one asked for, which must be the one the calibration describes; else the
+  calibration's; else h100. A calibration of a device without a preset (a CPU) is labelled
+  with its device name and its measured ceilings stand in for a datasheet;
+- implementation: the one asked for; else torchao where it has the recipe (what users train
+  with) and the calibration has its graphs, else the reference;
+- the seed's F flags: the roles given, else what the context implies;
+- gemms: a given table or efficiency overrides the calibration's gemm times, never its bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from f8roof.calibration import Calibration
+from f8roof.calibrations import ROOFLINE, shipped_calibration
+from f8roof.errors import F8RoofError
+from f8roof.estimate import EstimateConfig
+from f8roof.gemm_table import load_gemm_table
+from f8roof.models.errors import ModelError
+from f8roof.models.gemm import RooflineGemm, TableGemm
+from f8roof.models.hardware import GPU, resolve_gpu
+from f8roof.models.recipes import RECIPE_NAMES, ROLES, Recipe, RecipeError, Role, parse_scaling
+from f8roof.models.traffic import context_fused_roles
+from f8roof.models.variant import TORCHAO_RECIPES, Context, Implementation, Variant
+
+DEFAULT_GPU = "h100"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a user asked for, in the words of the CLI (every field optional)."""
+
+    gpu: str | None = None
+    recipes: str = "tensorwise"  # one name, a comma list, or "all"
+    scaling: str | None = None  # tensorwise scaling per role: "weight=delayed"
+    implementation: str | None = None  # torchao | reference
+    before: str | None = None
+    after: str | None = None
+    fused: str | None = None  # the seed's F: "input,grad_output" or "all"
+    compile_limitations: bool = False  # the seed's L for every role
+    gemm_table: str | Path | None = None
+    gemm_efficiency: float | None = None
+    calibration: str | Path | Calibration | None = None
+    no_calibration: bool = False
+
+
+@dataclass(frozen=True)
+class Resolved:
+    configs: tuple[EstimateConfig, ...]  # one per recipe, in the order asked
+    skipped: tuple[str, ...]  # recipes asked for that the calibration lacks (several asked)
+    source: str  # what the estimate rests on, in words
+    gemm_label: str  # how gemms are timed, in words
+
+    @property
+    def config(self) -> EstimateConfig:
+        return self.configs[0]
+
+    @property
+    def gpu(self) -> GPU:
+        return self.configs[0].gpu
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return self.configs[0].calibration
+
+    @property
+    def header(self) -> str:
+        names = ", ".join(f"{c.implementation.value}:{c.recipe.name}" for c in self.configs)
+        context = self.config.context
+        where = "" if context.is_standalone else f", context {context.name}"
+        return f"gpu {self.gpu.name}, {names}{where}, gemm times: {self.gemm_label}"
+
+
+def parse_recipes(text: str, scaling: str | None = None) -> list[Recipe]:
+    """'all', one recipe name, or a comma list of them."""
+    names = (
+        list(RECIPE_NAMES)
+        if text.strip() == "all"
+        else [t.strip() for t in text.split(",") if t.strip()]
+    )
+    if not names:
+        raise RecipeError("no recipe given; known: all, " + ", ".join(RECIPE_NAMES))
+    if scaling and len(names) > 1:
+        raise RecipeError("--scaling sets one tensorwise recipe; give a single --recipe with it")
+    per_role = parse_scaling(scaling) if scaling else None
+    return list(dict.fromkeys(Recipe.from_name(n, per_role) for n in names))
+
+
+def parse_roles(text: str | None) -> frozenset[Role]:
+    if not text:
+        return frozenset()
+    if text.strip() == "all":
+        return frozenset(Role)
+    try:
+        return frozenset(Role(p.strip()) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise F8RoofError(f"bad role list {text!r}; roles: input, weight, grad_output") from None
+
+
+def _implementation(
+    text: str | None, recipe: Recipe, context: Context, calibration: Calibration | None
+) -> Implementation:
+    """The one asked for; else torchao where it has the recipe, unless the calibration has
+    only the reference's graphs of it."""
+    if text is not None:
+        try:
+            return Implementation(text.strip().lower())
+        except ValueError:
+            known = ", ".join(i.value for i in Implementation)
+            raise F8RoofError(f"unknown implementation {text!r}; known: {known}") from None
+    candidates = [Implementation.REFERENCE]
+    if recipe.name in TORCHAO_RECIPES:
+        candidates.insert(0, Implementation.TORCHAO)
+    if calibration is not None:
+        for impl in candidates:
+            if calibration.has(Variant(recipe, impl, context).key):
+                return impl
+    return candidates[0]
+
+
+def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str]:
+    given = request.calibration
+    if given is not None and request.no_calibration:
+        raise F8RoofError("--calibration and --no-calibration contradict each other")
+    if isinstance(given, Calibration):
+        return given, given.source
+    if given is not None:
+        loaded = Calibration.load(given)
+        return loaded, f"{given}: {loaded.source}"
+    if request.no_calibration:
+        return None, ROOFLINE
+    path = shipped_calibration(gpu or resolve_gpu(DEFAULT_GPU))
+    if path is None:
+        return None, ROOFLINE
+    loaded = Calibration.load(path)
+    return loaded, f"shipped {path.name}: {loaded.source}"
+
+
+def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
+    """The GPU a calibration describes; a --gpu naming another one is refused."""
+    env = calibration.environment
+    if env.gpu is not None:
+        preset = resolve_gpu(env.gpu)
+        if asked is not None and asked.name != preset.name:
+            raise F8RoofError(
+                f"the calibration describes {env.label}, not {asked.name}: drop --gpu or give "
+                "a calibration of that GPU"
+            )
+        return preset
+    if asked is not None:
+        raise F8RoofError(
+            f"the calibration was measured on {env.label}, which is no GPU preset: drop --gpu"
+        )
+    ceilings = calibration.ceilings
+    return GPU(
+        env.device_name,
+        ceilings.bf16_flops,
+        ceilings.fp8_flops,
+        ceilings.copy_bandwidth_bytes_per_s,
+        sm_count=env.sm_count,
+    )
+
+
+def resolve(request: Request, *, many_recipes: bool = True) -> Resolved:
+    """One EstimateConfig per recipe asked for; see the module docstring for the rules. Bad
+    values (an unknown GPU, recipe or context) raise F8RoofError, for Python callers too."""
+    try:
+        return _resolve(request, many_recipes=many_recipes)
+    except ModelError as e:
+        raise F8RoofError(str(e)) from None
+
+
+def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
+    asked = resolve_gpu(request.gpu) if request.gpu else None
+    recipes = parse_recipes(request.recipes, request.scaling)
+    if len(recipes) > 1 and not many_recipes:
+        raise F8RoofError(
+            "several recipes are compared per layer: use them with --model, or give one --recipe"
+        )
+    calibration, source = _calibration(request, asked)
+    gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
+    gemm, gemm_label = _gemm(request, gpu, calibration)
+    context = Context.from_names(request.before, request.after)
+    fused = parse_roles(request.fused) if request.fused else context_fused_roles(context)
+    base = EstimateConfig(
+        recipe=recipes[0],
+        gpu=gpu,
+        implementation=_implementation(request.implementation, recipes[0], context, calibration),
+        context=context,
+        fused=fused,
+        limited=frozenset(ROLES) if request.compile_limitations else frozenset(),
+        gemm=gemm,
+        calibration=calibration,
+    )
+    configs = [
+        replace(
+            base,
+            recipe=r,
+            implementation=_implementation(request.implementation, r, context, calibration),
+        )
+        for r in recipes
+    ]
+    if calibration is None:
+        return Resolved(tuple(configs), (), source, gemm_label)
+    usable = [c for c in configs if calibration.has(c.variant.key)]
+    if len(configs) == 1 or not usable:
+        for c in configs:
+            calibration.variant(c.variant.key)  # refuses, naming what the file has
+    skipped = tuple(c.variant.key for c in configs if c not in usable)
+    return Resolved(tuple(usable), skipped, source, gemm_label)
+
+
+def _gemm(
+    request: Request, gpu: GPU, calibration: Calibration | None
+) -> tuple[RooflineGemm | TableGemm | None, str]:
+    """A gemm model that overrides the calibration's (None: the calibration's, or the
+    datasheet roofline at the seed's efficiency), and its label."""
+    if request.gemm_table is not None and request.gemm_efficiency is not None:
+        raise F8RoofError("--gemm-table and --gemm-efficiency contradict each other")
+    if request.gemm_table is not None:
+        return load_gemm_table(request.gemm_table), f"table {request.gemm_table}"
+    if request.gemm_efficiency is not None:
+        roofline = RooflineGemm(gpu, gemm_efficiency=request.gemm_efficiency)
+        return roofline, f"roofline at {request.gemm_efficiency:.0%} of peak"
+    if calibration is None:
+        return None, "roofline at the seed's 60% of peak"
+    if calibration.gemm_roofline is not None:
+        return None, f"roofline at {calibration.gemm_roofline.gemm_efficiency:.0%} of peak"
+    return None, "measured (calibration)"
