@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from f8roof.models.recipes import ROLES, Recipe, Role
-from f8roof.models.traffic import K, M, N, ideal_traffic, worst_traffic
-from f8roof.models.variant import TORCHAO_RECIPES, ContextError, Implementation
+from f8roof.models.traffic import K, M, N, ideal_traffic, seed_fused, worst_traffic
+from f8roof.models.variant import TORCHAO_RECIPES, Context, ContextError, Implementation
 
 SEED_FUSED = frozenset({Role.INPUT, Role.GRAD_OUTPUT})
 ALL = frozenset(Role)
@@ -193,6 +193,13 @@ def test_torchao_models_bracket_what_inductor_generates(name, shape, actual):
     # The reference's models miss torchao's rescales: its worst case is no bound here.
     reference_ideal = ideal_traffic(recipe).total.subs(at)
     assert reference_ideal < ideal
+
+
+def test_seed_fused_from_context():
+    assert seed_fused(Context()) == frozenset()
+    assert seed_fused(Context.from_names("layernorm", "sigmoid")) == SEED_FUSED
+    assert seed_fused(Context.from_names("silu_mul")) == frozenset({Role.INPUT})
+    assert seed_fused(Context.from_names(after="gelu")) == frozenset({Role.GRAD_OUTPUT})
 
 
 def test_models_import_no_torch():

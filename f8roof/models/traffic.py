@@ -86,7 +86,7 @@ import sympy as sp
 
 from f8roof.models.gemm import GemmRole
 from f8roof.models.recipes import ROLES, Recipe, Role, ScalingType
-from f8roof.models.variant import Implementation, torchao_recipe_name
+from f8roof.models.variant import After, Before, Context, Implementation, torchao_recipe_name
 
 M, K, N = sp.symbols("M K N", positive=True, integer=True)
 SYMBOLS = (M, K, N)
@@ -313,3 +313,17 @@ def ideal_traffic(
         small_kernels(recipe, implementation),
         implementation,
     )
+
+
+def seed_fused(context: Context) -> frozenset[Role]:
+    """The roles whose producer a context puts in the compiled graph, i.e. the seed's F:
+    input when an op comes before (its output is the input), grad_output when one comes
+    after (its backward, elementwise, produces grad_output). The weight's producer (the
+    optimizer) is never in the graph. This is the seed's guess at what fuses; the compiled
+    graph of the context (`codegen`, `fitted`) is the measurement."""
+    roles = set()
+    if context.before is not Before.NONE:
+        roles.add(Role.INPUT)
+    if context.after is not After.NONE:
+        roles.add(Role.GRAD_OUTPUT)
+    return frozenset(roles)
