@@ -89,18 +89,26 @@ class EstimateConfig:
 
 
 @lru_cache(maxsize=64)
-def _compiled_bytes(recipe: Recipe, fused: frozenset, limited: frozenset, level: Level):
+def _compiled_bytes(
+    recipe: Recipe,
+    implementation: Implementation,
+    fused: frozenset,
+    limited: frozenset,
+    level: Level,
+):
     """numpy function (M, K, N) -> overhead bytes, built once per model."""
     if level is Level.WORST:
-        model = worst_traffic(recipe, fused=fused, limited=limited)
+        model = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
     else:
-        model = ideal_traffic(recipe, fused=fused)
+        model = ideal_traffic(recipe, implementation=implementation, fused=fused)
     return sp.lambdify(SYMBOLS, model.total, modules="numpy"), model.small_kernels
 
 
 def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.ndarray, int]:
     """Overhead bytes at float64 arrays M, K, N, and the model's small-kernel count."""
-    fn, small_kernels = _compiled_bytes(config.recipe, config.fused, config.limited, level)
+    fn, small_kernels = _compiled_bytes(
+        config.recipe, config.implementation, config.fused, config.limited, level
+    )
     values = fn(M, K, N)
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
 

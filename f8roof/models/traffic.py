@@ -29,6 +29,51 @@ cast: an amax pass reading 2n and writing the scales, then a cast pass reading 2
 and writing n; F frees the first amax read only (a column amax needs every row, which an
 epilogue of the previous op does not have). With L, Inductor first writes a bf16 transposed copy
 for the column cast (reads 2n, writes 2n), which the column amax and cast then read.
+
+The models above are the reference implementation's (f8roof's autograd.Function per recipe, the
+seed's algorithm). torchao's (torchao 0.18 `Float8Linear`, derived from its code) differs for
+rowwise. `matmul_with_hp_or_float8_args` saves the bf16 input and weight and casts every gemm
+operand with that operand's `CastConfig` (`Float8LinearConfig.from_recipe_name`); torch.compile
+merges identical casts of a tensor (CSE), so each role is cast once per distinct scaling, and
+Inductor picks each cast's output layout, so the `.t().contiguous()` that `preprocess_addmm`
+asks of a second operand is written by the cast, as the seed's cast writes its column-major copy.
+    tensorwise:     one scale per role in all three gemms: the seed's casts, both levels equal
+                    the reference's.
+    rowwise:        axiswise scales along each gemm's non-contracted dims: the reference's six
+                    casts (grad_output in e4m3, not e5m2, and power-of-2 scales: no bytes).
+                    The difference is `addmm_float8_unwrapped`: a gemm with rowwise scales and
+                    `use_fast_accum=False` (grad_input and grad_weight) runs `_scaled_mm` with
+                    unit scalar scales, then `output *= a_inverse_scale * b_inverse_scale`, a
+                    rescale pass over the gemm's bf16 output reading it and both operands'
+                    scale vectors and writing it back:
+                        grad_input.rescale   reads 2MK + 4M + 4K, writes 2MK
+                        grad_weight.rescale  reads 2NK + 4N + 4K, writes 2NK
+    rowwise_gw_hp:  (torchao's rowwise_with_gw_hp) input and grad_output cast per row only
+                    (grad_weight is a bf16 mm of the saved bf16 input and of grad_output); the
+                    weight per row for output and with one tensorwise scale for grad_input
+                    (`cast_config_weight_for_grad_input`), written in the transposed layout
+                    grad_input needs; grad_input is rescaled as above (the weight's tensorwise
+                    scale, repeated along K, is a scalar: left out), grad_weight is not.
+worst: per role and scaling the seed's passes: an amax pass (reads 2n, writes the scales; F frees
+the read for what an epilogue can reduce: a row or the whole tensor, not a column) and a cast
+pass (reads 2n and the scales, writes n), with the seed's L (columns: the bf16 transposed copy
+above; the tensorwise weight cast of rowwise_gw_hp: the transposed copy made from the float8
+tensor by its own pass, reads n, writes n), plus the rescale passes, which F and L do not touch.
+ideal: as the seed's: each bf16 tensor read once (one read serves every cast of a role once its
+scales are known: Inductor's own kernel for torchao rowwise reads the input once and writes its
+row- and column-scaled copies), each float8 copy written once with its scale vector, plus each
+rescale reading and writing its gemm output once. So for rowwise both levels are the reference's
+plus 4MK + 4KN + the rescales' scale reads.
+Scale arithmetic (fp64 division, power-of-2 rounding, reciprocals, the outer product of inverse
+scales, torchao's unit scales) works on scale vectors and is inlined into the pass that uses it;
+it costs launches, counted as small kernels, not bytes.
+
+Known gaps against Inductor's code (torch 2.13, h100 codegen). Tensorwise moves 6MK + 8KN + 6MN
++ 26 in both implementations, 2KN above the worst case: the min-cut partitioner saves the bf16
+weight (alive anyway) and recasts it in backward (torchao's backward asks for that recast; the
+reference saves float8 copies, the partitioner recomputes them), a pass no level models.
+Inductor keeps bf16 amaxes (2 bytes a row or column) and recomputes scales inline, and splits
+long reductions through a partial-amax workspace: scale-vector terms, O(M + K + N), differ.
 """
 
 from __future__ import annotations
@@ -39,8 +84,9 @@ from functools import cached_property
 
 import sympy as sp
 
+from f8roof.models.gemm import GemmRole
 from f8roof.models.recipes import ROLES, Recipe, Role, ScalingType
-from f8roof.models.variant import After, Before, Context
+from f8roof.models.variant import After, Before, Context, Implementation, torchao_recipe_name
 
 M, K, N = sp.symbols("M K N", positive=True, integer=True)
 SYMBOLS = (M, K, N)
@@ -64,10 +110,13 @@ class Level(str, Enum):
 
 @dataclass(frozen=True)
 class KernelTraffic:
-    """One pass over memory the model expects, e.g. `weight.amax` or `input.cast_cols`."""
+    """One pass over memory the model expects, e.g. `weight.amax` or `input.cast_cols`.
+
+    `role` is the role whose tensor the pass moves; None for a pass over a gemm's bf16 output
+    (torchao's `grad_input.rescale`), named after the gemm."""
 
     name: str
-    role: Role
+    role: Role | None
     bytes_read: sp.Expr
     bytes_written: sp.Expr
 
@@ -82,12 +131,14 @@ class TrafficModel:
     recipe: Recipe
     kernels: tuple[KernelTraffic, ...]
     small_kernels: int  # the seed's count of scale kernels, each costing a launch floor
+    implementation: Implementation = Implementation.REFERENCE
 
     @cached_property
     def total(self) -> sp.Expr:
         return sp.expand(sum((k.bytes_total for k in self.kernels), sp.Integer(0)))
 
-    def role_total(self, role: Role) -> sp.Expr:
+    def role_total(self, role: Role | None) -> sp.Expr:
+        """Bytes of one role's passes; None: of the passes over gemm outputs (rescales)."""
         return sp.expand(
             sum((k.bytes_total for k in self.kernels if k.role is role), sp.Integer(0))
         )
@@ -98,20 +149,53 @@ def numel(role: Role) -> sp.Expr:
     return rows * cols
 
 
-def rowwise_casts(recipe: Recipe, role: Role) -> tuple[str, ...]:
-    """Which rowwise casts ('rows', 'cols') a role needs, see the module docstring."""
-    if role is Role.WEIGHT or not recipe.grad_weight_in_bf16:
-        return ("rows", "cols")
-    return ("rows",)
+def rowwise_casts(
+    recipe: Recipe, role: Role, *, implementation: Implementation = Implementation.REFERENCE
+) -> tuple[str, ...]:
+    """Which rowwise casts ('rows', 'cols', 'tensorwise') a role needs, see the module
+    docstring: torchao's rowwise_gw_hp casts the weight for grad_input with one scale."""
+    if role is Role.WEIGHT:
+        torchao = implementation is Implementation.TORCHAO
+        return ("rows", "tensorwise" if torchao and recipe.grad_weight_in_bf16 else "cols")
+    return ("rows",) if recipe.grad_weight_in_bf16 else ("rows", "cols")
 
 
 def _scales(role: Role, cast: str) -> sp.Expr:
+    """fp32 scale bytes of one cast; a tensorwise scale is a scalar, left out as the seed did."""
+    if cast == "tensorwise":
+        return sp.Integer(0)
     rows, cols = DIMS[role]
     return SCALE_BYTES * (rows if cast == "rows" else cols)
 
 
 def _kernel(role: Role, what: str, read: sp.Expr, written: sp.Expr) -> KernelTraffic:
     return KernelTraffic(f"{role.value}.{what}", role, sp.expand(read), sp.expand(written))
+
+
+def _check(recipe: Recipe, implementation: Implementation) -> None:
+    if implementation is Implementation.TORCHAO:
+        torchao_recipe_name(recipe)  # raises for the recipes torchao lacks (delayed, static)
+
+
+def _rescales(recipe: Recipe, implementation: Implementation) -> tuple[KernelTraffic, ...]:
+    """torchao's bf16 rescale after each backward gemm with rowwise scales (see the module
+    docstring); none for the reference (its `_scaled_mm` takes the rowwise scales) or for
+    tensorwise. A pass reads the output, the inverse scales of both operands (the first's per
+    row, the second's per column of the product), and writes the output."""
+    if implementation is not Implementation.TORCHAO or not recipe.is_rowwise:
+        return ()
+    weight_cast = rowwise_casts(recipe, Role.WEIGHT, implementation=implementation)[1]
+    gemms = [(GemmRole.GRAD_INPUT, M * K, ((Role.GRAD_OUTPUT, "rows"), (Role.WEIGHT, weight_cast)))]
+    if not recipe.grad_weight_in_bf16:
+        gemms.append(
+            (GemmRole.GRAD_WEIGHT, N * K, ((Role.GRAD_OUTPUT, "cols"), (Role.INPUT, "cols")))
+        )
+    kernels = []
+    for gemm, out, operands in gemms:
+        scales = sum((_scales(role, cast) for role, cast in operands), sp.Integer(0))
+        read, written = sp.expand(BF16_BYTES * out + scales), sp.expand(BF16_BYTES * out)
+        kernels.append(KernelTraffic(f"{gemm.value}.rescale", None, read, written))
+    return tuple(kernels)
 
 
 def _worst_tensorwise(scaling: ScalingType, role: Role, *, fused: bool, limited: bool):
@@ -129,16 +213,29 @@ def _worst_tensorwise(scaling: ScalingType, role: Role, *, fused: bool, limited:
     return (_kernel(role, "cast", first_read + extra, copies),)
 
 
-def _worst_rowwise(recipe: Recipe, role: Role, *, fused: bool, limited: bool):
+def _worst_rowwise(
+    recipe: Recipe,
+    role: Role,
+    *,
+    implementation: Implementation,
+    fused: bool,
+    limited: bool,
+):
     n = numel(role)
     kernels = []
-    for cast in rowwise_casts(recipe, role):
+    for cast in rowwise_casts(recipe, role, implementation=implementation):
         scales = _scales(role, cast)
-        amax_read = 0 if (fused and cast == "rows") else BF16_BYTES * n
+        # An epilogue of the previous op can reduce a row or (like the seed's tensorwise F) the
+        # whole tensor, never a column.
+        amax_read = 0 if (fused and cast != "cols") else BF16_BYTES * n
         if cast == "cols" and limited:
             kernels.append(_kernel(role, "transpose", BF16_BYTES * n, BF16_BYTES * n))
         kernels.append(_kernel(role, f"amax_{cast}", amax_read, scales))
         kernels.append(_kernel(role, f"cast_{cast}", BF16_BYTES * n + scales, FP8_BYTES * n))
+        if cast == "tensorwise" and limited:
+            # pytorch/pytorch#130015, the seed's L: the transposed copy is made from the float8
+            # one (which the cast wrote row-major) by its own pass.
+            kernels.append(_kernel(role, "transpose_tensorwise", FP8_BYTES * n, FP8_BYTES * n))
     return tuple(kernels)
 
 
@@ -151,44 +248,79 @@ def seed_small_kernels(recipe: Recipe) -> int:
     return sum(per[recipe.scaling(r)] for r in ROLES)
 
 
+def small_kernels(recipe: Recipe, implementation: Implementation) -> int:
+    """The seed's count, extended to torchao's rowwise algorithm: a scale kernel per dynamic
+    tensorwise scaling (rowwise_gw_hp's weight for grad_input) and one that fills the unit
+    scales its unscaled backward gemms take (`new_ones(())`, shared after CSE)."""
+    if implementation is Implementation.REFERENCE or not recipe.is_rowwise:
+        return seed_small_kernels(recipe)
+    casts = [c for r in ROLES for c in rowwise_casts(recipe, r, implementation=implementation)]
+    return casts.count("tensorwise") + 1
+
+
 def worst_traffic(
     recipe: Recipe,
     *,
+    implementation: Implementation = Implementation.REFERENCE,
     fused: frozenset[Role] = frozenset(),
     limited: frozenset[Role] = frozenset(),
 ) -> TrafficModel:
-    """The seed's worst case; `fused` and `limited` are the roles with F and L set."""
+    """The worst case of `implementation`'s algorithm (the seed's for the reference);
+    `fused` and `limited` are the roles with F and L set."""
+    _check(recipe, implementation)
     kernels: list[KernelTraffic] = []
     for role in ROLES:
         flags = {"fused": role in fused, "limited": role in limited}
         if recipe.is_rowwise:
-            kernels += _worst_rowwise(recipe, role, **flags)
+            kernels += _worst_rowwise(recipe, role, implementation=implementation, **flags)
         else:
             kernels += _worst_tensorwise(recipe.scaling(role), role, **flags)
-    return TrafficModel(Level.WORST, recipe, tuple(kernels), seed_small_kernels(recipe))
+    kernels += _rescales(recipe, implementation)
+    return TrafficModel(
+        Level.WORST,
+        recipe,
+        tuple(kernels),
+        small_kernels(recipe, implementation),
+        implementation,
+    )
 
 
-def ideal_traffic(recipe: Recipe, *, fused: frozenset[Role] = frozenset()) -> TrafficModel:
+def ideal_traffic(
+    recipe: Recipe,
+    *,
+    implementation: Implementation = Implementation.REFERENCE,
+    fused: frozenset[Role] = frozenset(),
+) -> TrafficModel:
     """The minimum: one bf16 read (free when fused and the scale is known up front), one
-    write per float8 copy, the rowwise scales."""
+    write per float8 copy, the rowwise scales, and torchao's rescales."""
+    _check(recipe, implementation)
     kernels = []
     for role in ROLES:
         n = numel(role)
         scale_known = recipe.scaling(role) is not ScalingType.DYNAMIC and not recipe.is_rowwise
         read = 0 if (role in fused and scale_known) else BF16_BYTES * n
         if recipe.is_rowwise:
-            casts = rowwise_casts(recipe, role)
+            casts = rowwise_casts(recipe, role, implementation=implementation)
             written = sum((FP8_BYTES * n + _scales(role, c) for c in casts), sp.Integer(0))
         else:
             written = 2 * FP8_BYTES * n
         kernels.append(_kernel(role, "cast", read, written))
-    return TrafficModel(Level.IDEAL, recipe, tuple(kernels), seed_small_kernels(recipe))
+    kernels += _rescales(recipe, implementation)
+    return TrafficModel(
+        Level.IDEAL,
+        recipe,
+        tuple(kernels),
+        small_kernels(recipe, implementation),
+        implementation,
+    )
 
 
 def context_fused_roles(context: Context) -> frozenset[Role]:
-    """The seed's F flags a context implies: input is produced by the op before the linear,
-    grad_output by the backward of the op after it; each could take the amax or cast as an
-    epilogue. The seed's guess, not a measurement: the compiled context graph is that."""
+    """The roles whose producer a context puts in the compiled graph, i.e. the seed's F:
+    input when an op comes before (its output is the input), grad_output when one comes
+    after (its backward, elementwise, produces grad_output). The weight's producer (the
+    optimizer) is never in the graph. This is the seed's guess at what fuses; the compiled
+    graph of the context (`codegen`, `fitted`) is the measurement."""
     roles = set()
     if context.before is not Before.NONE:
         roles.add(Role.INPUT)
