@@ -94,6 +94,14 @@ SEED = _options(
 )
 
 
+def _need_torch(what: str) -> None:
+    """The commands that compile need the `profile` extra; say so in one line."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise F8RoofError(f"{what} compiles with torch: pip install 'f8roof[profile]'") from None
+
+
 def _request(**options):
     from f8roof.resolve import Request
 
@@ -198,6 +206,8 @@ def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead
 
     shapes = collect_shapes(shape_texts, shapes_file, sweep)
     config = resolved.config
+    if overhead == "codegen":
+        _need_torch("estimate --overhead codegen")
     frame = estimate(shapes, config)
     if overhead == "codegen":
         bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
@@ -409,6 +419,7 @@ def calibrate(
     from f8roof.models.hardware import resolve_gpu
 
     check_output_path(out)
+    _need_torch("calibrate")
     default = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
     options = CalibrateOptions.defaults(
         device,
@@ -498,6 +509,7 @@ def validate(
     from f8roof.shapes import parse_shape
 
     check_output_dir(out_dir)
+    _need_torch("validate")
     calibration = Calibration.load(calibration_path)
     device = device or calibration.environment.device
     variants = _variants(
@@ -560,6 +572,7 @@ def compare(
 
     if out:
         check_output_path(out)
+    _need_torch("compare")
     recipe_value = Recipe.from_name(recipe, parse_scaling(scaling) if scaling else None)
     target = resolve_gpu(gpu)
     shapes = [parse_shape(t) for t in shape_texts] or [(4096, 4096, 4096)]
