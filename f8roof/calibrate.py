@@ -122,9 +122,8 @@ def parse_variants(
     variants = []
     for context in contexts:
         for name in recipes:
-            impl, sep, recipe = name.partition(":")
-            if sep:
-                variants.append(Variant(Recipe.from_name(recipe), Implementation(impl), context))
+            if ":" in name:  # impl:recipe, as a variant key names it
+                variants.append(Variant.from_key(f"{name}@{context.name}"))
             else:
                 variants.append(Variant(Recipe.from_name(name), implementation, context))
     return tuple(dict.fromkeys(variants))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from f8roof.errors import F8RoofError
+from f8roof.files import write_text_atomic
 
 
 class Checkpoint:
@@ -42,10 +43,7 @@ class Checkpoint:
             self._rewrite([{"header": header}])
 
     def _rewrite(self, records: list[dict[str, Any]]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(self.path.suffix + ".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in records))
-        os.replace(tmp, self.path)
+        write_text_atomic(self.path, "".join(json.dumps(r) + "\n" for r in records))
 
     def done(self, key: str) -> dict[str, Any] | None:
         for record in self.records:

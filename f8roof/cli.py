@@ -199,7 +199,7 @@ def estimate(
 
 
 def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead) -> None:
-    from f8roof.estimate import breakeven_lines, codegen_columns, estimate
+    from f8roof.estimate import breakeven_lines, breakevens, codegen_columns, estimate, implausible
     from f8roof.files import write_frame
     from f8roof.render import render_table
     from f8roof.shapes import collect_shapes
@@ -216,8 +216,11 @@ def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead
     click.echo(resolved.header)
     click.echo(f"using {resolved.source}")
     click.echo(render_table(frame, color=sys.stdout.isatty()))
-    for line in breakeven_lines(config):
+    found = breakevens(config)
+    for line in breakeven_lines(config, found):
         click.echo(line)
+    for line in implausible(frame, config, found):
+        click.echo(f"warning: {line}", err=True)
     if out:
         write_frame(frame, out)
         click.echo(f"wrote {len(frame)} rows to {out}")
@@ -348,10 +351,10 @@ def _variants(
 ):
     """Recipes x contexts -> variants for calibrate and validate ('impl:recipe' allowed)."""
     from f8roof.calibrate import parse_variants
-    from f8roof.models.variant import Context, Implementation
+    from f8roof.models.variant import Context, parse_implementation
     from f8roof.profiler.device import default_implementation
 
-    impl = Implementation(implementation) if implementation else default_implementation()
+    impl = parse_implementation(implementation) if implementation else default_implementation()
     names = _csv(recipes) or default
     return parse_variants(
         names, implementation=impl, contexts=tuple(Context.from_name(c) for c in contexts)
@@ -391,7 +394,12 @@ def _contexts(before: str | None, after: str | None, contexts: str | None) -> tu
 @click.option("--contexts", default=None, help="several contexts: none,layernorm>sigmoid,...")
 @click.option("--quick", is_flag=True, help="fewer shapes, gemm sizes and iterations")
 @click.option("--resume", is_flag=True, help="continue from the checkpoint beside --out")
-@click.option("--budget", type=float, default=None, help="stop measuring after this many seconds")
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    default=None,
+    help="stop measuring after this many seconds",
+)
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False),
@@ -479,7 +487,10 @@ def calibrate(
     help="M,K,N (repeatable; default: 32 shapes from 256 to 16384 on cuda, 4 tiny ones on cpu)",
 )
 @click.option(
-    "--limit", type=int, default=None, help="only the first N shapes (squares first), for a budget"
+    "--limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="only the first N shapes (squares first), for a budget",
 )
 @click.option("--resume", is_flag=True, help="continue from the checkpoint in --out")
 @click.option(
@@ -519,8 +530,6 @@ def validate(
         device, variants=variants, shapes=tuple(parse_shape(t) for t in shape_texts)
     )
     if limit is not None:
-        if limit < 1:
-            raise F8RoofError(f"--limit {limit}: validate needs at least one shape")
         options = v.ValidateOptions(
             device, variants, options.shapes[:limit], options.warmup, options.iters
         )

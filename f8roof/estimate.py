@@ -266,16 +266,46 @@ def square_breakeven(
     return int(sizes[losing[-1] + 1])
 
 
-def breakeven_lines(config: EstimateConfig) -> list[str]:
-    """The square breakeven at each overhead level the configuration has, in words."""
+def breakevens(config: EstimateConfig) -> dict[str, int | None]:
+    """The square breakeven at each overhead level the configuration has."""
     levels = {"ideal": "speedup_ideal", "worst": "speedup_worst"}
     if config.calibration is not None:
         levels = {"ideal": "speedup_ideal", "fitted": "speedup", "worst": "speedup_worst"}
         if not config.context.is_standalone:
             levels["fitted, with the context's kernels"] = "speedup_context"
+    return {level: square_breakeven(config, column) for level, column in levels.items()}
+
+
+def breakeven_lines(config: EstimateConfig, found: dict[str, int | None]) -> list[str]:
     lines = []
-    for level, column in levels.items():
-        size = square_breakeven(config, column)
+    for level, size in found.items():
         won = f"float8 wins for M = K = N >= {size}" if size else "float8 never wins up to 65536"
         lines.append(f"breakeven ({level}): {won}")
     return lines
+
+
+def implausible(
+    frame: pd.DataFrame, config: EstimateConfig, found: dict[str, int | None]
+) -> list[str]:
+    """Warnings for results no GPU can produce: a speedup above the fp8/bf16 peak ratio (float8
+    saves gemm time only), or a breakeven below the smallest shape the calibration saw."""
+    bound = max(2.0, config.gpu.fp8_flops / config.gpu.bf16_flops)
+    warnings = []
+    for column in [c for c in frame.columns if c.startswith("speedup")]:
+        peak = frame[column].max()
+        if peak > bound:
+            row = frame.loc[frame[column].idxmax()]
+            warnings.append(
+                f"{column} {peak:.2f} at {row.M}x{row.K}x{row.N} exceeds {bound:.1f}, the fp8/bf16 "
+                f"peak ratio: the times behind it are not a GPU's ({config.gpu.name})"
+            )
+    calibration = config.calibration
+    if calibration is not None:
+        smallest = min(min(shape) for shape in calibration.fit_shapes)
+        size = found.get("fitted")
+        if size is not None and size < smallest:
+            warnings.append(
+                f"fitted breakeven {size} lies below the smallest calibrated dimension "
+                f"({smallest}): extrapolated, not measured"
+            )
+    return warnings

@@ -30,7 +30,13 @@ from f8roof.models.gemm import RooflineGemm, TableGemm
 from f8roof.models.hardware import GPU, resolve_gpu
 from f8roof.models.recipes import RECIPE_NAMES, ROLES, Recipe, RecipeError, Role, parse_scaling
 from f8roof.models.traffic import context_fused_roles
-from f8roof.models.variant import TORCHAO_RECIPES, Context, Implementation, Variant
+from f8roof.models.variant import (
+    TORCHAO_RECIPES,
+    Context,
+    Implementation,
+    Variant,
+    parse_implementation,
+)
 
 DEFAULT_GPU = "h100"
 
@@ -112,11 +118,7 @@ def _implementation(
     """The one asked for; else torchao where it has the recipe, unless the calibration has
     only the reference's graphs of it."""
     if text is not None:
-        try:
-            return Implementation(text.strip().lower())
-        except ValueError:
-            known = ", ".join(i.value for i in Implementation)
-            raise F8RoofError(f"unknown implementation {text!r}; known: {known}") from None
+        return parse_implementation(text)
     candidates = [Implementation.REFERENCE]
     if recipe.name in TORCHAO_RECIPES:
         candidates.insert(0, Implementation.TORCHAO)

@@ -7,6 +7,7 @@ spec page (per GPU, dense = half the sparse figure), and AMD's Instinct MI300X d
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from f8roof.models.errors import ModelError
@@ -31,8 +32,11 @@ class GPU:
 
     def __post_init__(self) -> None:
         for field in ("bf16_flops", "fp8_flops", "memory_bandwidth_bytes_per_s"):
-            if not getattr(self, field) > 0:
-                raise UnknownGPUError(f"GPU {self.name!r}: {field} must be positive")
+            value = getattr(self, field)
+            if not (0 < value < math.inf):
+                raise UnknownGPUError(
+                    f"GPU {self.name!r}: {field} must be a positive finite number, got {value}"
+                )
 
     def peak_flops(self, dtype: str) -> float:
         return self.fp8_flops if dtype.startswith("fp8") else self.bf16_flops

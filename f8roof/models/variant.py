@@ -27,6 +27,10 @@ class Implementation(str, Enum):
     REFERENCE = "reference"  # f8roof's own autograd.Function per recipe (the seed's recipes)
 
 
+def parse_implementation(text: str) -> Implementation:
+    return _member(Implementation, text, "--impl")
+
+
 class Before(str, Enum):
     """The op producing the linear's input inside the compiled graph."""
 
@@ -68,8 +72,8 @@ class Context:
     @classmethod
     def from_names(cls, before: str | None = None, after: str | None = None) -> Context:
         return cls(
-            _member(Before, before or "none", "--before"),
-            _member(After, after or "none", "--after"),
+            _member(Before, before or "none", "--before op"),
+            _member(After, after or "none", "--after op"),
         )
 
     @classmethod
@@ -88,7 +92,7 @@ def _member(enum: type[Enum], value: str, what: str):
         return enum(value.strip().lower())
     except ValueError:
         known = ", ".join(m.value for m in enum)
-        raise ContextError(f"unknown {what} op {value!r}; known: {known}") from None
+        raise ContextError(f"unknown {what} {value!r}; known: {known}") from None
 
 
 # f8roof recipe name -> torchao's Float8LinearRecipeName value (torchao 0.18).
