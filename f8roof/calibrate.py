@@ -29,8 +29,9 @@ from f8roof.calibration import (
 from f8roof.checkpoint import Checkpoint
 from f8roof.errors import F8RoofError
 from f8roof.fitting import Measurements, fit_calibration, traffic_calibration
+from f8roof.models.datasheet import datasheet_timing
 from f8roof.models.fit import CPU_FIT_SHAPES, FIT_SHAPES, Shape, ShapeSample, shape_text
-from f8roof.models.gemm import GEMM_ROLES, RooflineGemm, fp8_gemm_dtype
+from f8roof.models.gemm import GEMM_ROLES, fp8_gemm_dtype
 from f8roof.models.hardware import GPU
 from f8roof.models.recipes import Recipe
 from f8roof.models.variant import Context, Implementation, Variant
@@ -278,8 +279,7 @@ def calibrate(
             _code_samples(checkpoint.records, options),
             environment=env,
             fit_shapes=options.shapes,
-            gpu=options.gpu,
-            roofline=RooflineGemm(options.gpu),
+            timing=datasheet_timing(options.gpu),
         )
     else:
         calibration = fit_calibration(measurements_from(checkpoint.records, env, options))

@@ -45,9 +45,10 @@ from f8roof.models.fit import (
 from f8roof.models.gemm import (
     GEMM_DTYPES,
     GEMM_ROLES,
+    GemmEfficiency,
     GemmTableError,
-    RooflineGemm,
     TableGemm,
+    TiledGemm,
     fp8_gemm_dtype,
 )
 from f8roof.models.hardware import PRESETS
@@ -193,7 +194,7 @@ class Calibration:
     environment: Environment
     ceilings: Ceilings
     gemms: tuple[GemmMeasurement, ...]
-    gemm_roofline: RooflineGemm | None  # traffic calibrations without a gemm table
+    datasheet_gemm: TiledGemm | None  # traffic calibrations without a gemm table
     kernels: tuple[KernelMeasurement, ...]
     steps: tuple[StepMeasurement, ...]
     variants: tuple[VariantFit, ...]
@@ -216,9 +217,9 @@ class Calibration:
         raise CalibrationError(f"the calibration has no variant {key!r}; it has: {known}")
 
     @cached_property
-    def gemm_model(self) -> TableGemm | RooflineGemm:
-        if self.gemm_roofline is not None:
-            return self.gemm_roofline
+    def gemm_model(self) -> TableGemm | TiledGemm:
+        if self.datasheet_gemm is not None:
+            return self.datasheet_gemm
         return TableGemm.from_records(
             [(g.dtype, g.gemm, g.m, g.k, g.n, g.time_s) for g in self.gemms],
             label="calibration",
@@ -231,30 +232,33 @@ class Calibration:
         env = self.environment
         if self.is_measured:
             return f"calibration measured on {env.label}, {env.date} ({env.versions})"
-        gemm = (
-            f"gemms: roofline at {self.gemm_roofline.gemm_efficiency:.0%} of peak"
-            if self.gemm_roofline
-            else "gemms: a measured table"
-        )
+        gemm = "tiled roofline" if self.datasheet_gemm else "a measured table"
         return (
             f"traffic from generated code ({env.versions}, codegen for {env.gpu}); "
-            f"times from the datasheet ({gemm})"
+            f"times from the datasheet (gemms: {gemm})"
         )
 
     def to_dict(self) -> dict[str, Any]:
-        roofline = self.gemm_roofline
+        gemm = self.datasheet_gemm
         return {
             "schema_version": self.schema_version,
             "kind": self.kind.value,
             "environment": vars(self.environment),
             "ceilings": vars(self.ceilings),
-            "gemm_roofline": None
-            if roofline is None
+            "datasheet_gemm": None
+            if gemm is None
             else {
-                "gpu": roofline.gpu.name,
-                "gemm_efficiency": roofline.gemm_efficiency,
-                "memory_efficiency": roofline.memory_efficiency,
-                "launch_floor_s": roofline.launch_floor_s,
+                "gpu": gemm.gpu.name,
+                "memory_efficiency": gemm.memory_efficiency,
+                "dtypes": {
+                    dtype: {
+                        "peak_fraction": e.peak_fraction,
+                        "k_overhead": e.k_overhead,
+                        "latency_s": e.latency_s,
+                        "tiles": [list(t) for t in e.tiles],
+                    }
+                    for dtype, e in gemm.efficiencies
+                },
             },
             "fit_shapes": [list(s) for s in self.fit_shapes],
             "gemms": [vars(g) for g in self.gemms],
@@ -338,7 +342,7 @@ class Calibration:
             environment,
             ceilings,
             gemms,
-            _roofline_from(root),
+            _datasheet_gemm_from(root),
             kernels,
             steps,
             variants,
@@ -365,11 +369,11 @@ class Calibration:
                 raise CalibrationError(f"{source}: variants.{v.variant}: no fitted regime")
             if self.is_measured and not any(s.variant == v.variant for s in self.steps):
                 raise CalibrationError(f"{source}: steps: no measurement of {v.variant}")
-        if self.is_measured and self.gemm_roofline is not None:
-            raise CalibrationError(f"{source}: gemm_roofline: a measured calibration times gemms")
-        if self.gemm_roofline is not None and self.gemms:
-            raise CalibrationError(f"{source}: gemms and gemm_roofline: give one or the other")
-        if self.gemm_roofline is not None:
+        if self.is_measured and self.datasheet_gemm is not None:
+            raise CalibrationError(f"{source}: datasheet_gemm: a measured calibration times gemms")
+        if self.datasheet_gemm is not None and self.gemms:
+            raise CalibrationError(f"{source}: gemms and datasheet_gemm: give one or the other")
+        if self.datasheet_gemm is not None:
             return
         try:
             table = self.gemm_model
@@ -610,20 +614,46 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
     return VariantFit(key, TrafficFit(tuple(regimes), unfitted), cost)
 
 
-def _roofline_from(root: _Reader) -> RooflineGemm | None:
-    reader = root.optional_obj("gemm_roofline")
+def _datasheet_gemm_from(root: _Reader) -> TiledGemm | None:
+    reader = root.optional_obj("datasheet_gemm")
     if reader is None:
         return None
-    gpu = reader.choice("gpu", tuple(PRESETS))
-    try:
-        return RooflineGemm(
-            PRESETS[gpu],
-            gemm_efficiency=reader.num("gemm_efficiency", positive=True),
-            memory_efficiency=reader.num("memory_efficiency", positive=True),
-            launch_floor_s=reader.num("launch_floor_s"),
-        )
-    except ModelError as e:
-        reader.fail("gemm_efficiency", str(e))
+    gpu = PRESETS[reader.choice("gpu", tuple(PRESETS))]
+    dtypes = reader.obj("dtypes")
+    families = []
+    for dtype in dtypes.data:
+        if dtype not in GEMM_DTYPES:
+            dtypes.fail(dtype, f"unknown gemm dtype; known: {', '.join(GEMM_DTYPES)}")
+        e = dtypes.obj(dtype)
+        tiles = tuple(_tile(t) for t in e.items("tiles"))
+        try:
+            family = GemmEfficiency(
+                e.num("peak_fraction", positive=True),
+                e.int("k_overhead"),
+                e.num("latency_s"),
+                tiles,
+            )
+        except ModelError as error:
+            e.fail("peak_fraction", str(error))
+        families.append((dtype, family))
+    missing = set(GEMM_DTYPES) - {d for d, _ in families}
+    if missing:
+        dtypes.fail(min(missing), "missing")
+    efficiency = reader.num("memory_efficiency", positive=True)
+    if efficiency > 1:
+        reader.fail("memory_efficiency", f"must be at most 1, got {efficiency}")
+    return TiledGemm(gpu, tuple(families), efficiency)
+
+
+def _tile(reader: _Reader) -> tuple[int, int]:
+    value = reader.data
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1024 for x in value)
+    ):
+        raise CalibrationError(f"{reader.source}: field {reader.where}: expected [rows, cols]")
+    return tuple(value)  # type: ignore[return-value]
 
 
 def _kind_to_dict(kind: KindTime) -> dict[str, float]:

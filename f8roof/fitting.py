@@ -23,6 +23,7 @@ from f8roof.calibration import (
     StepMeasurement,
     VariantFit,
 )
+from f8roof.models.datasheet import DatasheetTiming
 from f8roof.models.fit import (
     KernelSample,
     Shape,
@@ -32,13 +33,7 @@ from f8roof.models.fit import (
     fit_kernel_time,
     fit_traffic,
 )
-from f8roof.models.gemm import (
-    SEED_LAUNCH_FLOOR_S,
-    SEED_MEMORY_EFFICIENCY,
-    RooflineGemm,
-    linear_gemm_times,
-)
-from f8roof.models.hardware import GPU
+from f8roof.models.gemm import linear_gemm_times
 from f8roof.models.overhead import KernelTimeModel, KindTime, Residuals, fitted_kernels
 from f8roof.models.variant import Variant
 
@@ -164,26 +159,22 @@ def traffic_calibration(
     *,
     environment: Environment,
     fit_shapes: tuple[Shape, ...],
-    gpu: GPU,
-    roofline: RooflineGemm | None,
+    timing: DatasheetTiming,
     gemms: tuple[GemmMeasurement, ...] = (),
-    memory_efficiency: float = SEED_MEMORY_EFFICIENCY,
-    kernel_floor_s: float = SEED_LAUNCH_FLOOR_S,
     verify: int = 2,
 ) -> Calibration:
     """A traffic calibration: the exact bytes of the generated code per variant, every kernel
-    timed at `kernel_floor_s` + bytes / (datasheet bandwidth x `memory_efficiency`) (the seed's
-    constants by default), gemms by `roofline` or, when it is None, a measured `gemms` table."""
-    if (roofline is None) == (not gemms):
-        raise CalibrationError("a traffic calibration times gemms by a roofline or a table")
+    timed at floor + bytes / (datasheet bandwidth x efficiency), gemms by the datasheet's
+    tiled roofline or, when given, a measured table."""
     traffic = fit_variants(samples, verify=verify)
-    kernel = KindTime(kernel_floor_s, gpu.memory_bandwidth_bytes_per_s * memory_efficiency)
+    gpu = timing.gpu
+    kernel = KindTime(timing.kernel_floor_s, timing.kernel_bandwidth_bytes_per_s)
     return Calibration(
         CalibrationKind.TRAFFIC,
         environment,
         Ceilings(gpu.bf16_flops, gpu.fp8_flops, kernel.bandwidth_bytes_per_s, kernel.floor_s),
         gemms,
-        roofline,
+        None if gemms else timing.gemm,
         (),
         (),
         tuple(VariantFit(key, fit, None) for key, fit in traffic.items()),

@@ -235,6 +235,6 @@ def _gemm(
         return roofline, f"roofline at {request.gemm_efficiency:.0%} of peak"
     if calibration is None:
         return None, "roofline at the seed's 60% of peak"
-    if calibration.gemm_roofline is not None:
-        return None, f"roofline at {calibration.gemm_roofline.gemm_efficiency:.0%} of peak"
+    if calibration.datasheet_gemm is not None:
+        return None, "tiled roofline (datasheet, public sweeps)"
     return None, "measured (calibration)"

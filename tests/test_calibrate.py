@@ -208,7 +208,10 @@ def test_validate_limit_must_leave_a_shape(tmp_path):
     result = CliRunner().invoke(
         main, ["validate", "--calibration", str(path), "--limit", "0", "--out", str(tmp_path / "v")]
     )
-    assert result.exit_code == 2 and "Invalid value for '--limit': 0 is not in the range x>=1" in result.output
+    assert (
+        result.exit_code == 2
+        and "Invalid value for '--limit': 0 is not in the range x>=1" in result.output
+    )
 
 
 def test_default_validation_shapes_are_unseen_aligned_and_span_the_range():

@@ -102,6 +102,56 @@ class RooflineGemm:
 
 
 @dataclass(frozen=True)
+class GemmEfficiency:
+    """How one gemm kernel family approaches peak on a GPU: `peak_fraction` of its peak FLOP/s
+    per SM once the tiles fill the SMs, `k_overhead` K-steps of prologue/epilogue per tile, a
+    fixed `latency_s`, and the output tiles (rows, cols) its library picks from."""
+
+    peak_fraction: float
+    k_overhead: int
+    latency_s: float
+    tiles: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        if not 0 < self.peak_fraction <= 1 or self.k_overhead < 0 or self.latency_s < 0:
+            raise ModelError(f"bad gemm efficiency {self}")
+
+
+@dataclass(frozen=True)
+class TiledGemm:
+    """A roofline that knows gemms run in waves of output tiles over the SMs.
+
+    compute = latency + waves x (2 x tile_rows x tile_cols x (k + k_overhead)) / (per-SM peak x
+    peak_fraction), waves = ceil(tiles / SMs), the best of the library's tile shapes; time =
+    max(compute, bytes / (bandwidth x memory_efficiency)). Small and ragged gemms lose to wave
+    quantization and latency, large ones approach `peak_fraction` of peak: what measured
+    cuBLAS/CUTLASS sweeps show and a flat efficiency cannot (see models/datasheet.py for the
+    numbers and their sources).
+    """
+
+    gpu: GPU
+    efficiencies: tuple[tuple[str, GemmEfficiency], ...]  # by dtype: bf16, fp8, fp8_rowwise
+    memory_efficiency: float
+
+    def efficiency(self, dtype: str) -> GemmEfficiency:
+        return dict(self.efficiencies)[dtype]
+
+    def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
+        """(time, extrapolated flags); a model never extrapolates."""
+        m, k, n = (np.asarray(x, dtype=np.float64) for x in gemm_dims(role, M, K, N))
+        eff = self.efficiency(dtype)
+        per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / self.gpu.sm_count
+        compute = np.full(np.broadcast(m, k, n).shape, np.inf)
+        for rows, cols in eff.tiles:
+            waves = np.ceil(np.ceil(m / rows) * np.ceil(n / cols) / self.gpu.sm_count)
+            compute = np.minimum(compute, waves * 2 * rows * cols * (k + eff.k_overhead) / per_sm)
+        traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
+        memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
+        time = np.maximum(compute + eff.latency_s, memory)
+        return time, np.zeros(time.shape, dtype=bool)
+
+
+@dataclass(frozen=True)
 class GridTable:
     """Measured times of one (dtype, gemm role) on a full m x k x n grid.
 

@@ -55,6 +55,10 @@ PRESETS: dict[str, GPU] = {
             (9, 0),
             80 * 2**30,
         ),
+        # The H100 torchao's float8 roofline script models: "2.4 TB per second, custom to Meta's
+        # H100 variant" (torchao/testing/training/roofline_utils.py). No device name is known
+        # for it, so it is chosen by name only.
+        GPU("h100-meta", 989.4 * TERA, 1978.9 * TERA, 2.4 * TERA, (), 132, (9, 0), 80 * 2**30),
         GPU(
             "h100-pcie",
             756.0 * TERA,
