@@ -10,8 +10,10 @@ the datasheet model (a traffic calibration). The measuring itself lives in profi
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,7 @@ class CalibrateOptions:
     budget_s: float | None = None
     gpu: GPU | None = None  # the codegen target
     artifacts: Path | None = field(default=None, compare=False)  # traces and generated code
+    jobs: int = field(default=1, compare=False)  # worker processes (codegen only)
 
     @classmethod
     def defaults(
@@ -70,20 +73,27 @@ class CalibrateOptions:
         budget_s: float | None = None,
         gpu: GPU | None = None,
         artifacts: Path | None = None,
+        jobs: int = 1,
     ) -> CalibrateOptions:
         """Full set on a GPU; `quick` takes every other fit shape (6: bytes are read off the
         buffers at each, but the independent linear solve needs 9 of one kernel set) and fewer
-        iterations; the gemm grid stays whole, as interpolating over 4x steps costs accuracy."""
-        if device == "cpu":
-            return cls(
-                device, variants, CPU_FIT_SHAPES, CPU_GEMM_SIZES, 1, 3, budget_s, None, artifacts
-            )
+        iterations; the gemm grid stays whole, as interpolating over 4x steps costs accuracy.
+        codegen (a traffic calibration for `gpu`) runs nothing: no gemms, no iterations."""
+        run = {
+            "device": device,
+            "variants": variants,
+            "budget_s": budget_s,
+            "artifacts": artifacts,
+            "jobs": jobs if device == "codegen" else 1,
+        }
         shapes = FIT_SHAPES[::2] if quick else FIT_SHAPES
+        if device == "cpu":
+            return cls(**run, shapes=CPU_FIT_SHAPES, gemm_sizes=CPU_GEMM_SIZES, warmup=1, iters=3)
         if device == "codegen":
-            return cls(device, variants, shapes, (), 0, 0, budget_s, gpu, artifacts)
+            return cls(**run, shapes=shapes, gemm_sizes=(), warmup=0, iters=0, gpu=gpu)
         if quick:
-            return cls(device, variants, shapes, GPU_GEMM_SIZES, 2, 5, budget_s, None, artifacts)
-        return cls(device, variants, shapes, GPU_GEMM_SIZES, 3, 10, budget_s, None, artifacts)
+            return cls(**run, shapes=shapes, gemm_sizes=GPU_GEMM_SIZES, warmup=2, iters=5)
+        return cls(**run, shapes=shapes, gemm_sizes=GPU_GEMM_SIZES, warmup=3, iters=10)
 
     def header(self) -> dict[str, Any]:
         """What identifies the run for --resume."""
@@ -130,85 +140,104 @@ def parse_variants(
     return tuple(dict.fromkeys(variants))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Task:
+    """One measurement: `fn(**kwargs)` returns its checkpoint record. A module-level function
+    and plain arguments, so a task can run in a worker process."""
+
     key: str
     label: str
-    run: Callable[[], dict[str, Any]]
+    fn: Callable[..., dict[str, Any]]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def run(self) -> dict[str, Any]:
+        return self.fn(**self.kwargs)
 
 
 def tasks(options: CalibrateOptions) -> list[Task]:
     """Every measurement of a device run, each one checkpoint record."""
     from f8roof.profiler import measure
 
+    device, iters, artifacts = options.device, options.iters, options.artifacts
     out = [
         Task(
             "copy",
             "device copy bandwidth",
-            lambda: measure.copy_bandwidth(device=options.device, iters=options.iters),
+            measure.copy_bandwidth,
+            {"device": device, "iters": iters},
         )
     ]
     for variant in options.all_variants:
         for index, shape in enumerate(options.shapes):
-            keep = options.artifacts is not None and index in (0, len(options.shapes) // 2)
-
-            def run(v=variant, s=shape, keep=keep):
-                artifacts = options.artifacts
-                return measure.variant_kernels(
-                    v,
-                    s,
-                    device=options.device,
-                    warmup=options.warmup,
-                    iters=options.iters,
-                    trace_path=artifacts / "traces" / f"{v.key}_{shape_text(s)}.json"
-                    if keep
-                    else None,
-                    code_dir=artifacts / "code" if artifacts is not None else None,
-                )
-
             name = shape_text(shape)
-            out.append(Task(f"step/{variant.key}/{name}", f"{variant.key} {name}", run))
-    points = [
-        (m, k, n)
-        for m in options.gemm_sizes
-        for k in options.gemm_sizes
-        for n in options.gemm_sizes
-    ]
+            keep = artifacts is not None and index in (0, len(options.shapes) // 2)
+            trace = artifacts / "traces" / f"{variant.key}_{name}.json" if keep else None
+            code = artifacts / "code" if artifacts is not None else None
+            out.append(
+                Task(
+                    f"step/{variant.key}/{name}",
+                    f"{variant.key} {name}",
+                    measure.variant_kernels,
+                    {
+                        "variant": variant,
+                        "shape": shape,
+                        "device": device,
+                        "warmup": options.warmup,
+                        "iters": iters,
+                        "trace_path": trace,
+                        "code_dir": code,
+                    },
+                )
+            )
+    sizes = options.gemm_sizes
+    points = [(m, k, n) for m in sizes for k in sizes for n in sizes]
     for dtype in options.gemm_dtypes:
         for role in GEMM_ROLES:
             out.append(
                 Task(
                     f"gemms/{dtype}/{role.value}",
                     f"gemms {dtype} {role.value}",
-                    lambda d=dtype, r=role: {
-                        "gemms": measure.gemm_grid(
-                            d, r, points, device=options.device, iters=options.iters
-                        )
+                    _gemm_grid,
+                    {
+                        "dtype": dtype,
+                        "role": role,
+                        "points": points,
+                        "device": device,
+                        "iters": iters,
                     },
                 )
             )
     return out
 
 
+def _gemm_grid(**kwargs) -> dict[str, Any]:
+    from f8roof.profiler.measure import gemm_grid
+
+    return {"gemms": gemm_grid(**kwargs)}
+
+
 def codegen_tasks(options: CalibrateOptions) -> list[Task]:
     """A traffic calibration's captures: each variant's generated code at each fit shape."""
-
-    def run(variant: Variant, shape: Shape) -> dict[str, Any]:
-        from f8roof.profiler.capture import capture
-
-        captured = capture(variant.recipe, shape, device="codegen", gpu=options.gpu)
-        return {
-            "samples": [sample_to_json(s) for s in captured.samples()],
-            "disagreements": list(captured.disagreements()),
-        }
-
     return [
         Task(
-            f"code/{v.key}/{shape_text(s)}", f"{v.key} {shape_text(s)}", lambda v=v, s=s: run(v, s)
+            f"code/{v.key}/{shape_text(s)}",
+            f"{v.key} {shape_text(s)}",
+            _generated_kernels,
+            {"variant": v, "shape": s, "gpu": options.gpu},
         )
         for v in options.all_variants
         for s in options.shapes
     ]
+
+
+def _generated_kernels(*, variant: Variant, shape: Shape, gpu: GPU) -> dict[str, Any]:
+    from f8roof.profiler.capture import capture
+
+    captured = capture(variant, shape, device="codegen", gpu=gpu)
+    return {
+        "samples": [sample_to_json(s) for s in captured.samples()],
+        "disagreements": list(captured.disagreements()),
+    }
 
 
 def measurements_from(
@@ -242,15 +271,42 @@ def measurements_from(
 
 
 def _run(todo: list[Task], checkpoint: Checkpoint, options: CalibrateOptions, progress) -> None:
+    """Run the tasks (in `options.jobs` worker processes for codegen: compiles are CPU-bound
+    Python), checkpointing each record as it arrives; stop at the budget."""
     start = time.monotonic()
-    for task in progress(todo) if progress else todo:
-        if options.budget_s is not None and time.monotonic() - start > options.budget_s:
-            left = len(todo) - sum(1 for t in todo if checkpoint.done(t.key))
-            raise F8RoofError(
-                f"budget of {options.budget_s:.0f} s spent with {left} measurements left; "
-                f"checkpoint kept at {checkpoint.path}: run again with --resume"
-            )
-        checkpoint.add(task.key, task.run())
+    bar = iter(progress(todo)) if progress else None
+
+    def over_budget() -> bool:
+        return options.budget_s is not None and time.monotonic() - start > options.budget_s
+
+    def stop() -> None:
+        left = len(todo) - sum(1 for t in todo if checkpoint.done(t.key))
+        raise F8RoofError(
+            f"budget of {options.budget_s:.0f} s spent with {left} measurements left; "
+            f"checkpoint kept at {checkpoint.path}: run again with --resume"
+        )
+
+    if options.jobs <= 1:
+        for task in todo:
+            if bar:
+                next(bar, None)
+            if over_budget():
+                stop()
+            checkpoint.add(task.key, task.run())
+        return
+    context = multiprocessing.get_context("spawn")  # no fork of a process that imported torch
+    with ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
+        futures = {pool.submit(task.fn, **task.kwargs): task for task in todo}
+        try:
+            for future in as_completed(futures):
+                if bar:
+                    next(bar, None)
+                checkpoint.add(futures[future].key, future.result())
+                if over_budget():
+                    stop()
+        finally:
+            for future in futures:
+                future.cancel()
 
 
 def calibrate(

@@ -393,6 +393,13 @@ def _contexts(before: str | None, after: str | None, contexts: str | None) -> tu
 @CONTEXT
 @click.option("--contexts", default=None, help="several contexts: none,layernorm>sigmoid,...")
 @click.option("--quick", is_flag=True, help="fewer shapes, gemm sizes and iterations")
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="worker processes for --device codegen",
+)
 @click.option("--resume", is_flag=True, help="continue from the checkpoint beside --out")
 @click.option(
     "--budget",
@@ -416,6 +423,7 @@ def calibrate(
     after,
     contexts,
     quick,
+    jobs,
     resume,
     budget,
     artifacts,
@@ -438,6 +446,7 @@ def calibrate(
         budget_s=budget,
         gpu=resolve_gpu(gpu) if device == "codegen" else None,
         artifacts=Path(artifacts) if artifacts else None,
+        jobs=jobs,
     )
     calibration, warnings = run_calibrate(
         options, Path(out), resume=resume, progress=_progress("calibrating", lambda t: t.label)
