@@ -7,8 +7,11 @@ Three ways in, all giving an `Architecture` (a tuple of `NamedLinear`, M = token
 - `from_module`: any `torch.nn.Module`, by walking its `nn.Linear` modules.
 
 A layer type stands for all its repeats: its fqn has `*` where the layer index goes
-(`model.layers.*.self_attn.q_proj`) and `count` says how many there are. No torch import at
-module level: only `from_module` needs it.
+(`model.layers.*.self_attn.q_proj`) and `count` says how many there are. Each linear also says
+how tensor parallelism shards it (`tp`, torchtitan's plans: see `TPStyle`) and, for the routed
+experts of an MoE layer, how many experts share the layer's tokens (`routed`): one row stands
+for the grouped gemm of all of them, `count` for the MoE layers. `f8roof.scale` turns both into
+the local (M, K, N) each GPU runs. No torch import at module level: only `from_module` needs it.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +31,56 @@ class ArchitectureError(F8RoofError):
     """An unknown model, a config.json that lacks a field, a module without linears."""
 
 
+class TPStyle(str, Enum):
+    """How tensor parallelism splits a linear's weight (N, K) over the TP ranks.
+
+    torchtitan's plans (and Megatron's): a column-parallel linear shards the weight's rows, so
+    each rank computes N / tp of the outputs from the whole input (q/k/v, gate/up, GPT-2's
+    c_attn and c_fc, DeepSeek's q_b_proj and kv_b_proj, and lm_head: torchtitan's `output` is
+    ColwiseParallel, the vocabulary sharded, with loss parallel); a row-parallel linear shards
+    the weight's columns, so each rank reduces over K / tp and the partial outputs are summed
+    (o_proj, down_proj, GPT-2's c_proj). Replicated linears run whole on every rank (DeepSeek's
+    low-rank q_a_proj and kv_a_proj_with_mqa: torchtitan's NoParallel). Under sequence
+    parallelism every rank still sees all the step's tokens (the sequence is all-gathered
+    before a column-parallel linear), so M is not divided.
+    """
+
+    COLUMN = "column"
+    ROW = "row"
+    REPLICATED = "replicated"
+
+
+@dataclass(frozen=True)
+class RoutedExperts:
+    """The routed experts of an MoE layer: `experts` of them, each token goes to `top_k`."""
+
+    experts: int
+    top_k: int
+
+    def __post_init__(self) -> None:
+        for name in ("experts", "top_k"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ArchitectureError(f"{name} must be a positive integer (got {value!r})")
+        if self.top_k > self.experts:
+            raise ArchitectureError(
+                f"top_k {self.top_k} exceeds the {self.experts} experts it chooses from"
+            )
+
+
 @dataclass(frozen=True)
 class NamedLinear:
-    """One linear layer type: input (M, K) @ weight (N, K).T, repeated `count` times per step."""
+    """One linear layer type: input (M, K) @ weight (N, K).T, repeated `count` times per step.
+
+    `routed` set: the routed experts of an MoE layer, one grouped gemm per layer whose every
+    expert has this (K, N); `count` is then the number of MoE layers."""
 
     fqn: str
     K: int
     N: int
     count: int = 1
+    tp: TPStyle = TPStyle.REPLICATED
+    routed: RoutedExperts | None = None
 
     def __post_init__(self) -> None:
         for name in ("K", "N", "count"):
@@ -43,6 +89,12 @@ class NamedLinear:
                 raise ArchitectureError(
                     f"linear {self.fqn}: {name} must be a positive integer (got {value!r})"
                 )
+        if not isinstance(self.tp, TPStyle):
+            raise ArchitectureError(f"linear {self.fqn}: tp must be a TPStyle (got {self.tp!r})")
+
+    @property
+    def grouped(self) -> bool:
+        return self.routed is not None
 
 
 @dataclass(frozen=True)
@@ -50,7 +102,7 @@ class Architecture:
     name: str
     linears: tuple[NamedLinear, ...]
     source: str = ""  # where the dimensions come from
-    note: str = ""  # what is left out (routed experts, ...)
+    note: str = ""  # what is left out (routers, ...)
 
     def __post_init__(self) -> None:
         if not self.linears:
@@ -60,18 +112,28 @@ class Architecture:
             raise ArchitectureError(f"{self.name}: a linear fqn appears twice")
 
     def shapes(self, tokens: int) -> list[tuple[int, int, int]]:
-        """(M, K, N) per layer type, M = tokens per step."""
+        """(M, K, N) per layer type, M = tokens per step, on one GPU without parallelism and
+        without routing (a routed expert's M is its share: see `f8roof.scale.local_layers`)."""
         M = check_tokens(tokens)
         return [(M, linear.K, linear.N) for linear in self.linears]
 
     @property
     def linear_count(self) -> int:
-        return sum(linear.count for linear in self.linears)
+        """Linear modules, each routed expert counted once per layer."""
+        return sum(linear.count * _experts(linear) for linear in self.linears)
 
     @property
     def parameter_count(self) -> int:
-        """Weights of the linears only (no embeddings, norms or biases)."""
-        return sum(linear.K * linear.N * linear.count for linear in self.linears)
+        """Weights of the linears only (no embeddings, norms or biases), every expert included."""
+        return sum(linear.K * linear.N * linear.count * _experts(linear) for linear in self.linears)
+
+    @property
+    def is_moe(self) -> bool:
+        return any(linear.grouped for linear in self.linears)
+
+
+def _experts(linear: NamedLinear) -> int:
+    return linear.routed.experts if linear.routed else 1
 
 
 def check_tokens(tokens: Any) -> int:
@@ -110,39 +172,148 @@ class _Config:
             )
         return value
 
+    def int_list(self, key: str) -> list[int] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value
+        ):
+            raise ArchitectureError(
+                f"{self.source}: {key} must be a list of layer indices (got {value!r})"
+            )
+        return value
 
-def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
-    """Llama, Mistral, Qwen2 and friends: q/k/v/o, gate/up/down per layer, then lm_head."""
+    def routed(self, experts_key: str) -> RoutedExperts:
+        experts, top_k = self.int(experts_key), self.int("num_experts_per_tok")
+        try:
+            return RoutedExperts(experts, top_k)
+        except ArchitectureError as e:
+            raise ArchitectureError(f"{self.source}: {e.message}") from None
+
+
+COLUMN, ROW, REPLICATED = TPStyle.COLUMN, TPStyle.ROW, TPStyle.REPLICATED
+
+
+def _attention(cfg: _Config, prefix: str, layers: int) -> list[NamedLinear]:
+    """q/k/v (column-parallel) and o (row-parallel) of grouped-query attention."""
     hidden = cfg.int("hidden_size")
-    layers = cfg.int("num_hidden_layers")
     heads = cfg.int("num_attention_heads")
     # HF's convention: no num_key_value_heads means multi-head attention (as many kv as q heads);
     # no head_dim means hidden_size / num_attention_heads.
     kv_heads = cfg.int("num_key_value_heads", heads)
     head_dim = cfg.int("head_dim", hidden // heads)
-    vocab = cfg.int("vocab_size")
-    attn = "model.layers.*.self_attn"
-    linears = [
-        NamedLinear(f"{attn}.q_proj", hidden, heads * head_dim, layers),
-        NamedLinear(f"{attn}.k_proj", hidden, kv_heads * head_dim, layers),
-        NamedLinear(f"{attn}.v_proj", hidden, kv_heads * head_dim, layers),
-        NamedLinear(f"{attn}.o_proj", heads * head_dim, hidden, layers),
+    return [
+        NamedLinear(f"{prefix}.q_proj", hidden, heads * head_dim, layers, COLUMN),
+        NamedLinear(f"{prefix}.k_proj", hidden, kv_heads * head_dim, layers, COLUMN),
+        NamedLinear(f"{prefix}.v_proj", hidden, kv_heads * head_dim, layers, COLUMN),
+        NamedLinear(f"{prefix}.o_proj", heads * head_dim, hidden, layers, ROW),
     ]
+
+
+def _mlp(
+    prefix: str,
+    hidden: int,
+    width: int,
+    count: int,
+    routed: RoutedExperts | None = None,
+    names: tuple[str, str, str] = ("gate_proj", "up_proj", "down_proj"),
+) -> list[NamedLinear]:
+    """A SwiGLU MLP (gate and up column-parallel, down row-parallel); with `routed`, the
+    routed experts of `count` MoE layers (each expert one such MLP, all of them one grouped
+    gemm per projection)."""
+    gate, up, down = names
+    return [
+        NamedLinear(f"{prefix}.{gate}", hidden, width, count, COLUMN, routed),
+        NamedLinear(f"{prefix}.{up}", hidden, width, count, COLUMN, routed),
+        NamedLinear(f"{prefix}.{down}", width, hidden, count, ROW, routed),
+    ]
+
+
+def _moe_layer_count(cfg: _Config, layers: int, *, step_key: str, only_dense_key: str) -> int:
+    """Qwen-MoE's rule (transformers' Qwen2/3-MoE): layer i is sparse unless listed in
+    `mlp_only_layers`, and only when (i + 1) is a multiple of `decoder_sparse_step`."""
+    step = cfg.int(step_key, 1)
+    dense = set(cfg.int_list(only_dense_key) or [])
+    return sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
+
+
+def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
+    """Llama, Mistral, Qwen2 and friends: q/k/v/o, gate/up/down per layer, then lm_head.
+    Mixtral (`num_local_experts`) and Qwen2/3-MoE (`num_experts`) route their MLPs."""
+    hidden = cfg.int("hidden_size")
+    layers = cfg.int("num_hidden_layers")
+    vocab = cfg.int("vocab_size")
+    linears = _attention(cfg, "model.layers.*.self_attn", layers)
     note = ""
-    experts = cfg.int("num_local_experts", 1)
-    if experts > 1:
-        # A routed expert sees about tokens * top_k / experts rows, not the step's tokens.
-        note = f"{experts} routed experts per layer left out: only the dense linears are modelled"
+    if cfg.int("num_local_experts", 1) > 1:
+        # Mixtral: every layer's MLP is routed; experts are w1 (gate), w3 (up), w2 (down).
+        routed = cfg.routed("num_local_experts")
+        linears += _mlp(
+            "model.layers.*.block_sparse_moe.experts.*",
+            hidden,
+            cfg.int("intermediate_size"),
+            layers,
+            routed,
+            names=("w1", "w3", "w2"),
+        )
+        note = "the routers (block_sparse_moe.gate) are left out"
+    elif cfg.int("num_experts", 0, allow_zero=True) > 1:
+        routed = cfg.routed("num_experts")
+        moe_layers = _moe_layer_count(
+            cfg, layers, step_key="decoder_sparse_step", only_dense_key="mlp_only_layers"
+        )
+        if moe_layers < layers:
+            linears += _mlp(
+                "model.layers.*.mlp", hidden, cfg.int("intermediate_size"), layers - moe_layers
+            )
+        if moe_layers:
+            width = cfg.int("moe_intermediate_size")
+            linears += _mlp("model.layers.*.mlp.experts.*", hidden, width, moe_layers, routed)
+            shared = cfg.int("shared_expert_intermediate_size", 0, allow_zero=True)
+            if shared:  # Qwen2-MoE: a shared expert every token passes through (dense)
+                linears += _mlp("model.layers.*.mlp.shared_expert", hidden, shared, moe_layers)
+        note = "the routers (mlp.gate) are left out"
     else:
-        intermediate = cfg.int("intermediate_size")
-        mlp = "model.layers.*.mlp"
-        linears += [
-            NamedLinear(f"{mlp}.gate_proj", hidden, intermediate, layers),
-            NamedLinear(f"{mlp}.up_proj", hidden, intermediate, layers),
-            NamedLinear(f"{mlp}.down_proj", intermediate, hidden, layers),
-        ]
-    linears.append(NamedLinear("lm_head", hidden, vocab, 1))
+        linears += _mlp("model.layers.*.mlp", hidden, cfg.int("intermediate_size"), layers)
+    linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
     return linears, note
+
+
+def _llama4(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
+    """Llama 4 (the text model): grouped-query attention in every layer; MoE layers (every
+    `interleave_moe_layer_step`-th, or those listed in `moe_layers`) hold routed experts of
+    width `intermediate_size`, stored fused as gate_up_proj (E, hidden, 2 x width) and
+    down_proj, plus one shared expert of the same width every token passes through; the other
+    layers a dense MLP of width `intermediate_size_mlp` (transformers' Llama4TextConfig)."""
+    hidden = cfg.int("hidden_size")
+    layers = cfg.int("num_hidden_layers")
+    vocab = cfg.int("vocab_size")
+    linears = _attention(cfg, "model.layers.*.self_attn", layers)
+    routed = cfg.routed("num_local_experts")
+    listed = cfg.int_list("moe_layers")
+    if listed is not None:
+        moe_layers = len({i for i in listed if i < layers})
+    else:
+        step = cfg.int("interleave_moe_layer_step", 1)
+        moe_layers = len(range(step - 1, layers, step))
+    if moe_layers < layers:
+        linears += _mlp(
+            "model.layers.*.feed_forward",
+            hidden,
+            cfg.int("intermediate_size_mlp"),
+            layers - moe_layers,
+        )
+    if moe_layers:
+        width = cfg.int("intermediate_size")
+        experts = "model.layers.*.feed_forward.experts"
+        linears += [
+            NamedLinear(f"{experts}.gate_up_proj", hidden, 2 * width, moe_layers, COLUMN, routed),
+            NamedLinear(f"{experts}.down_proj", width, hidden, moe_layers, ROW, routed),
+        ]
+        linears += _mlp("model.layers.*.feed_forward.shared_expert", hidden, width, moe_layers)
+    linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
+    return linears, "the routers (feed_forward.router) are left out"
 
 
 def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
@@ -156,67 +327,64 @@ def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
     # HF's GPT2 implements these as Conv1D (weight stored (K, N)), which torchao does not
     # convert; nanoGPT and most training code use nn.Linear with the same names and shapes.
     return [
-        NamedLinear(f"{block}.attn.c_attn", hidden, 3 * hidden, layers),
-        NamedLinear(f"{block}.attn.c_proj", hidden, hidden, layers),
-        NamedLinear(f"{block}.mlp.c_fc", hidden, inner, layers),
-        NamedLinear(f"{block}.mlp.c_proj", inner, hidden, layers),
-        NamedLinear("lm_head", hidden, vocab, 1),
+        NamedLinear(f"{block}.attn.c_attn", hidden, 3 * hidden, layers, COLUMN),
+        NamedLinear(f"{block}.attn.c_proj", hidden, hidden, layers, ROW),
+        NamedLinear(f"{block}.mlp.c_fc", hidden, inner, layers, COLUMN),
+        NamedLinear(f"{block}.mlp.c_proj", inner, hidden, layers, ROW),
+        NamedLinear("lm_head", hidden, vocab, 1, COLUMN),
     ], ""
 
 
 def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
-    """DeepSeek-V2/V3: multi-head latent attention in every layer, dense MLP in the first
-    `first_k_dense_replace` layers, one shared expert in the rest (every token passes through it,
-    so it is dense too). Routed experts are left out: each sees only its share of the tokens."""
+    """DeepSeek-V2/V3: multi-head latent attention in every layer; a dense MLP in the first
+    `first_k_dense_replace` layers (and any layer `moe_layer_freq` skips), in the rest routed
+    experts of width `moe_intermediate_size` plus `n_shared_experts` shared ones every token
+    passes through (one dense MLP of n_shared x that width). TP as torchtitan's DeepSeek-V3
+    plan: the low-rank down-projections q_a_proj and kv_a_proj_with_mqa replicated, the
+    up-projections column-parallel, o_proj row-parallel."""
     hidden = cfg.int("hidden_size")
     layers = cfg.int("num_hidden_layers")
     heads = cfg.int("num_attention_heads")
     kv_rank = cfg.int("kv_lora_rank")
     nope, rope = cfg.int("qk_nope_head_dim"), cfg.int("qk_rope_head_dim")
     v_dim = cfg.int("v_head_dim")
-    dense_layers = min(cfg.int("first_k_dense_replace", 0, allow_zero=True), layers)
+    first_dense = min(cfg.int("first_k_dense_replace", 0, allow_zero=True), layers)
     vocab = cfg.int("vocab_size")
     attn = "model.layers.*.self_attn"
     linears = []
     if cfg.has("q_lora_rank"):  # V3: queries through a low-rank bottleneck
         q_rank = cfg.int("q_lora_rank")
         linears += [
-            NamedLinear(f"{attn}.q_a_proj", hidden, q_rank, layers),
-            NamedLinear(f"{attn}.q_b_proj", q_rank, heads * (nope + rope), layers),
+            NamedLinear(f"{attn}.q_a_proj", hidden, q_rank, layers, REPLICATED),
+            NamedLinear(f"{attn}.q_b_proj", q_rank, heads * (nope + rope), layers, COLUMN),
         ]
     else:  # V2-Lite: q_lora_rank null, a plain q_proj
-        linears.append(NamedLinear(f"{attn}.q_proj", hidden, heads * (nope + rope), layers))
+        linears.append(NamedLinear(f"{attn}.q_proj", hidden, heads * (nope + rope), layers, COLUMN))
     linears += [
         # the compressed kv latent and the shared rope key come out of one projection
-        NamedLinear(f"{attn}.kv_a_proj_with_mqa", hidden, kv_rank + rope, layers),
-        NamedLinear(f"{attn}.kv_b_proj", kv_rank, heads * (nope + v_dim), layers),
-        NamedLinear(f"{attn}.o_proj", heads * v_dim, hidden, layers),
+        NamedLinear(f"{attn}.kv_a_proj_with_mqa", hidden, kv_rank + rope, layers, REPLICATED),
+        NamedLinear(f"{attn}.kv_b_proj", kv_rank, heads * (nope + v_dim), layers, COLUMN),
+        NamedLinear(f"{attn}.o_proj", heads * v_dim, hidden, layers, ROW),
     ]
-    if dense_layers:
-        intermediate = cfg.int("intermediate_size")
-        linears += [
-            NamedLinear("model.layers.*.mlp.gate_proj", hidden, intermediate, dense_layers),
-            NamedLinear("model.layers.*.mlp.up_proj", hidden, intermediate, dense_layers),
-            NamedLinear("model.layers.*.mlp.down_proj", intermediate, hidden, dense_layers),
-        ]
-    moe_layers = layers - dense_layers
-    shared = cfg.int("n_shared_experts", 0, allow_zero=True)
-    if moe_layers and shared:
-        width = shared * cfg.int("moe_intermediate_size")
-        expert = "model.layers.*.mlp.shared_experts"
-        linears += [
-            NamedLinear(f"{expert}.gate_proj", hidden, width, moe_layers),
-            NamedLinear(f"{expert}.up_proj", hidden, width, moe_layers),
-            NamedLinear(f"{expert}.down_proj", width, hidden, moe_layers),
-        ]
-    linears.append(NamedLinear("lm_head", hidden, vocab, 1))
-    note = ""
-    if moe_layers and cfg.has("n_routed_experts"):
-        note = (
-            f"routed experts ({cfg.int('n_routed_experts')} per layer in {moe_layers} layers) "
-            f"left out: each sees only its share of the tokens; the router and the "
-            f"multi-token-prediction layer too"
+    # transformers' DeepseekV3: layer i is MoE when i >= first_k_dense_replace and
+    # i % moe_layer_freq == 0 (and the config has routed experts at all).
+    has_experts = cfg.int("n_routed_experts", 0, allow_zero=True) > 0
+    freq = cfg.int("moe_layer_freq", 1)
+    moe_layers = sum(1 for i in range(first_dense, layers) if i % freq == 0) if has_experts else 0
+    if layers - moe_layers:
+        linears += _mlp(
+            "model.layers.*.mlp", hidden, cfg.int("intermediate_size"), layers - moe_layers
         )
+    note = ""
+    if moe_layers:
+        width = cfg.int("moe_intermediate_size")
+        routed = cfg.routed("n_routed_experts")
+        linears += _mlp("model.layers.*.mlp.experts.*", hidden, width, moe_layers, routed)
+        shared = cfg.int("n_shared_experts", 0, allow_zero=True)
+        if shared:
+            linears += _mlp("model.layers.*.mlp.shared_experts", hidden, shared * width, moe_layers)
+        note = "the routers (mlp.gate) and the multi-token-prediction layer are left out"
+    linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
     return linears, note
 
 
@@ -226,7 +394,17 @@ def _parser_for(cfg: _Config) -> Callable[[_Config, str], tuple[list[NamedLinear
         return _gpt2
     if model_type.startswith("deepseek") or cfg.has("kv_lora_rank"):
         return _deepseek_v3
+    if model_type.startswith("llama4") or cfg.has("intermediate_size_mlp"):
+        return _llama4
     return _llama_style
+
+
+def _text_config(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Multimodal configs (Llama 4) keep the language model's fields under `text_config`."""
+    text = data.get("text_config")
+    if isinstance(text, Mapping) and not data.get("hidden_size"):
+        return text
+    return data
 
 
 def from_hf_config(
@@ -243,7 +421,7 @@ def from_hf_config(
         where = str(path)
         name = name or data.get("_name_or_path") or path.parent.name or path.stem
         source = source or str(path)
-    cfg = _Config(data, where)
+    cfg = _Config(_text_config(data), where)
     linears, note = _parser_for(cfg)(cfg, name or where)
     return Architecture(str(name or where), tuple(linears), source or where, note)
 
@@ -328,7 +506,8 @@ BUILTIN_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
         },
     ),
     # DeepSeek-V3 (671B, 37B active): MLA attention dims from the config.json and the
-    # DeepSeek-V3 technical report (arXiv:2412.19437, section 4.2).
+    # DeepSeek-V3 technical report (arXiv:2412.19437, section 4.2); 256 routed experts, 8 per
+    # token, in layers 3..60.
     "deepseek-v3": (
         "https://huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json",
         {
@@ -342,12 +521,132 @@ BUILTIN_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
             "first_k_dense_replace": 3,
             "n_shared_experts": 1,
             "n_routed_experts": 256,
+            "num_experts_per_tok": 8,
+            "moe_layer_freq": 1,
             "q_lora_rank": 1536,
             "kv_lora_rank": 512,
             "qk_nope_head_dim": 128,
             "qk_rope_head_dim": 64,
             "v_head_dim": 128,
             "vocab_size": 129280,
+        },
+    ),
+    # DeepSeek-V2-Lite (15.7B, 2.4B active): the dimensions of torchtitan's "16B" DeepSeek-V3
+    # flavor (the model of torchtitan#2086's 0.95x MoE layer on B200).
+    "deepseek-v2-lite": (
+        "https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite/blob/main/config.json",
+        {
+            "model_type": "deepseek_v2",
+            "hidden_size": 2048,
+            "intermediate_size": 10944,
+            "moe_intermediate_size": 1408,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "num_hidden_layers": 27,
+            "first_k_dense_replace": 1,
+            "moe_layer_freq": 1,
+            "n_shared_experts": 2,
+            "n_routed_experts": 64,
+            "num_experts_per_tok": 6,
+            "q_lora_rank": None,
+            "kv_lora_rank": 512,
+            "qk_nope_head_dim": 128,
+            "qk_rope_head_dim": 64,
+            "v_head_dim": 128,
+            "vocab_size": 102400,
+        },
+    ),
+    "mixtral-8x7b": (
+        "https://huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json",
+        {
+            "model_type": "mixtral",
+            "hidden_size": 4096,
+            "intermediate_size": 14336,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "num_hidden_layers": 32,
+            "num_local_experts": 8,
+            "num_experts_per_tok": 2,
+            "vocab_size": 32000,
+        },
+    ),
+    "qwen3-30b-a3b": (
+        "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json",
+        {
+            "model_type": "qwen3_moe",
+            "hidden_size": 2048,
+            "intermediate_size": 6144,
+            "moe_intermediate_size": 768,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "num_hidden_layers": 48,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "vocab_size": 151936,
+        },
+    ),
+    "qwen3-235b-a22b": (
+        "https://huggingface.co/Qwen/Qwen3-235B-A22B/blob/main/config.json",
+        {
+            "model_type": "qwen3_moe",
+            "hidden_size": 4096,
+            "intermediate_size": 12288,
+            "moe_intermediate_size": 1536,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 4,
+            "head_dim": 128,
+            "num_hidden_layers": 94,
+            "num_experts": 128,
+            "num_experts_per_tok": 8,
+            "decoder_sparse_step": 1,
+            "mlp_only_layers": [],
+            "vocab_size": 151936,
+        },
+    ),
+    # Llama 4 configs nest the language model under text_config (the vision tower is not
+    # modelled). Scout: every layer MoE (16 experts, top 1) with a shared expert.
+    "llama4-scout": (
+        "https://huggingface.co/meta-llama/Llama-4-Scout-17B-16E/blob/main/config.json",
+        {
+            "model_type": "llama4",
+            "text_config": {
+                "model_type": "llama4_text",
+                "hidden_size": 5120,
+                "intermediate_size": 8192,
+                "intermediate_size_mlp": 16384,
+                "num_attention_heads": 40,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "num_hidden_layers": 48,
+                "num_local_experts": 16,
+                "num_experts_per_tok": 1,
+                "interleave_moe_layer_step": 1,
+                "vocab_size": 202048,
+            },
+        },
+    ),
+    # Maverick: MoE every second layer (128 experts, top 1), dense MLPs in between.
+    "llama4-maverick": (
+        "https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E/blob/main/config.json",
+        {
+            "model_type": "llama4",
+            "text_config": {
+                "model_type": "llama4_text",
+                "hidden_size": 5120,
+                "intermediate_size": 8192,
+                "intermediate_size_mlp": 16384,
+                "num_attention_heads": 40,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "num_hidden_layers": 48,
+                "num_local_experts": 128,
+                "num_experts_per_tok": 1,
+                "interleave_moe_layer_step": 2,
+                "vocab_size": 202048,
+            },
         },
     ),
 }
@@ -360,6 +659,10 @@ ALIASES = {
     "qwen2.5-7b-instruct": "qwen2.5-7b",
     "gpt2-small": "gpt2",
     "deepseek-v3-dense": "deepseek-v3",
+    "deepseek-v3-16b": "deepseek-v2-lite",
+    "mixtral-8x7b-v0.1": "mixtral-8x7b",
+    "llama-4-scout": "llama4-scout",
+    "llama-4-maverick": "llama4-maverick",
 }
 
 BUILTIN_NAMES = tuple(BUILTIN_CONFIGS)
@@ -441,17 +744,101 @@ def as_module(model):
     return built
 
 
-def from_module(model, *, name: str | None = None) -> Architecture:
+# Module names -> how torchtitan's and Megatron's TP plans (and Hugging Face's `base_model_tp_plan`
+# for the same names) shard them: llama/Mistral/Qwen (q/k/v/o, gate/up/down), torchtitan's
+# own (wq/wk/wv/wo, w1/w3/w2, output), GPT-2 (c_attn, c_fc, c_proj), DeepSeek MLA (q_a/kv_a
+# replicated, q_b/kv_b column), Llama 4 (gate_up_proj), nn.TransformerEncoderLayer (linear1,
+# linear2, out_proj) and fc1/fc2 MLPs.
+TP_PLAN: dict[str, TPStyle] = {
+    **dict.fromkeys(
+        [
+            "q_proj",
+            "k_proj",
+            "v_proj",
+            "qkv_proj",
+            "gate_proj",
+            "up_proj",
+            "gate_up_proj",
+            "c_attn",
+            "c_fc",
+            "w1",
+            "w3",
+            "wq",
+            "wk",
+            "wv",
+            "q_b_proj",
+            "kv_b_proj",
+            "wq_b",
+            "wkv_b",
+            "lm_head",
+            "output",
+            "linear1",
+            "fc1",
+            "query_key_value",
+            "dense_h_to_4h",
+        ],
+        TPStyle.COLUMN,
+    ),
+    **dict.fromkeys(
+        [
+            "o_proj",
+            "down_proj",
+            "c_proj",
+            "w2",
+            "wo",
+            "out_proj",
+            "linear2",
+            "fc2",
+            "dense_4h_to_h",
+        ],
+        TPStyle.ROW,
+    ),
+    **dict.fromkeys(
+        ["q_a_proj", "kv_a_proj_with_mqa", "wq_a", "wkv_a", "gate", "router"], TPStyle.REPLICATED
+    ),
+}
+
+
+def tp_style(fqn: str, plan: Mapping[str, TPStyle | str] | None = None) -> TPStyle | None:
+    """How TP shards the linear `fqn`: `plan` first (its keys are fqn suffixes, e.g.
+    'attn.proj' or 'proj'), then `TP_PLAN` by the last name; None when neither knows it."""
+    for table in (plan or {}, TP_PLAN):
+        for suffix, style in table.items():
+            if fqn == suffix or fqn.endswith("." + suffix):
+                try:
+                    return TPStyle(style)
+                except ValueError:
+                    raise ArchitectureError(
+                        f"tp_plan {suffix!r}: {style!r} is not one of column, row, replicated"
+                    ) from None
+    return None
+
+
+def from_module(
+    model, *, name: str | None = None, tp_plan: Mapping[str, TPStyle | str] | None = None
+) -> Architecture:
     """An `nn.Module`, or a zero-argument function that builds one (called on the meta device,
-    so a 405B model costs no memory), -> its linears grouped by layer type."""
+    so a 405B model costs no memory), -> its linears grouped by layer type, each with the TP
+    style `tp_style` gives its name (replicated, and listed in the note, where none does)."""
     model = as_module(model)
     label = name or type(model).__name__
     linears = module_linears(model)
     if not linears:
         raise ArchitectureError(f"{label} has no nn.Linear modules: nothing to convert to float8")
     grouped: dict[str, NamedLinear] = {}
+    unknown: list[str] = []
     for fqn, kind in group_by_layer_type(linears).items():
         K, N = linears[fqn]
         count = grouped[kind].count + 1 if kind in grouped else 1
-        grouped[kind] = NamedLinear(kind, K, N, count)
-    return Architecture(label, tuple(grouped.values()), source=f"nn.Module {type(model).__name__}")
+        style = tp_style(layer_type(fqn), tp_plan)
+        if style is None and kind not in grouped:
+            unknown.append(kind)
+        grouped[kind] = NamedLinear(kind, K, N, count, style or TPStyle.REPLICATED)
+    note = (
+        f"not in the TP plan, replicated under --tp (pass tp_plan to say): {', '.join(unknown)}"
+        if unknown
+        else ""
+    )
+    return Architecture(
+        label, tuple(grouped.values()), source=f"nn.Module {type(model).__name__}", note=note
+    )

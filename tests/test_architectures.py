@@ -9,12 +9,17 @@ from f8roof.architectures import (
     BUILTIN_NAMES,
     ArchitectureError,
     NamedLinear,
+    RoutedExperts,
+    TPStyle,
     builtin,
     from_hf_config,
     from_module,
     layer_type,
     resolve_model,
+    tp_style,
 )
+
+REPLICATED = TPStyle.REPLICATED
 
 
 def by_name(arch):
@@ -78,7 +83,17 @@ def test_deepseek_v3_dense_linears():
     assert named["model.layers.*.mlp.down_proj"].count == 3  # first_k_dense_replace
     assert named["model.layers.*.mlp.shared_experts.up_proj"].count == 58
     assert named["lm_head"].N == 129280
-    assert "routed experts" in arch.note and not any("experts.*" in f for f in named)
+    assert "routers" in arch.note
+    # routed experts: 256 per layer, 8 per token, in the 58 MoE layers, width 2048
+    experts = named["model.layers.*.mlp.experts.*.gate_proj"]
+    assert (experts.K, experts.N, experts.count) == (7168, 2048, 58)
+    assert experts.routed == RoutedExperts(256, 8)
+    assert named["model.layers.*.mlp.experts.*.down_proj"].tp is TPStyle.ROW
+    assert named["model.layers.*.mlp.shared_experts.up_proj"].routed is None
+    # TP plan of torchtitan's DeepSeek-V3: low-rank down-projections replicated
+    assert named[f"{attn}.q_a_proj"].tp is named[f"{attn}.kv_a_proj_with_mqa"].tp is REPLICATED
+    assert named[f"{attn}.q_b_proj"].tp is named[f"{attn}.kv_b_proj"].tp is TPStyle.COLUMN
+    assert named[f"{attn}.o_proj"].tp is TPStyle.ROW and named["lm_head"].tp is TPStyle.COLUMN
 
 
 def test_every_builtin_is_cited_and_shapes_use_tokens():
@@ -128,8 +143,93 @@ def test_config_defaults_follow_hugging_face():
     assert wide["model.layers.*.self_attn.q_proj"].N == 16 * 256
     assert wide["model.layers.*.self_attn.o_proj"].K == 16 * 256
     assert wide["model.layers.*.self_attn.v_proj"].N == 4 * 256
-    moe = from_hf_config(base | {"num_local_experts": 8}, name="mixtral-like")
-    assert not any("mlp" in l.fqn for l in moe.linears) and "8 routed experts" in moe.note
+    moe = by_name(
+        from_hf_config(base | {"num_local_experts": 8, "num_experts_per_tok": 2}, name="mixtral")
+    )
+    assert not any(".mlp." in fqn for fqn in moe)
+    w1 = moe["model.layers.*.block_sparse_moe.experts.*.w1"]
+    assert (w1.K, w1.N, w1.count, w1.routed) == (2048, 8192, 4, RoutedExperts(8, 2))
+    with pytest.raises(ArchitectureError, match="lacks 'num_experts_per_tok'"):
+        from_hf_config(base | {"num_local_experts": 8}, name="mixtral-like")
+
+
+def test_llama_style_tp_plan():
+    named = by_name(builtin("llama3-8b"))
+    styles = {fqn.rsplit(".", 1)[-1]: linear.tp for fqn, linear in named.items()}
+    assert styles == {
+        "q_proj": TPStyle.COLUMN,
+        "k_proj": TPStyle.COLUMN,
+        "v_proj": TPStyle.COLUMN,
+        "o_proj": TPStyle.ROW,
+        "gate_proj": TPStyle.COLUMN,
+        "up_proj": TPStyle.COLUMN,
+        "down_proj": TPStyle.ROW,
+        "lm_head": TPStyle.COLUMN,  # torchtitan: vocab-sharded output (loss parallel)
+    }
+    gpt2 = by_name(builtin("gpt2"))
+    assert gpt2["transformer.h.*.attn.c_attn"].tp is gpt2["transformer.h.*.mlp.c_fc"].tp
+    assert gpt2["transformer.h.*.attn.c_attn"].tp is TPStyle.COLUMN
+    assert gpt2["transformer.h.*.attn.c_proj"].tp is gpt2["transformer.h.*.mlp.c_proj"].tp
+    assert gpt2["transformer.h.*.mlp.c_proj"].tp is TPStyle.ROW
+
+
+@pytest.mark.parametrize(
+    "name, experts, top_k, width, moe_layers, params",
+    [
+        # total parameters published with each model, less embeddings and norms
+        ("deepseek-v3", 256, 8, 2048, 58, 670.0e9),
+        ("deepseek-v2-lite", 64, 6, 1408, 26, 15.49e9),
+        ("mixtral-8x7b", 8, 2, 14336, 32, 46.57e9),
+        ("qwen3-30b-a3b", 128, 8, 768, 48, 30.21e9),
+        ("qwen3-235b-a22b", 128, 8, 1536, 94, 234.4e9),
+        ("llama4-scout", 16, 1, 8192, 48, 106.7e9),
+        ("llama4-maverick", 128, 1, 8192, 24, 399.7e9),
+    ],
+)
+def test_moe_builtins(name, experts, top_k, width, moe_layers, params):
+    arch = builtin(name)
+    routed = [linear for linear in arch.linears if linear.grouped]
+    assert routed and {linear.routed for linear in routed} == {RoutedExperts(experts, top_k)}
+    assert {linear.count for linear in routed} == {moe_layers}
+    # the up/gate projections' N is the expert width (Llama 4's fused gate_up: twice it)
+    assert {linear.N for linear in routed if linear.tp is TPStyle.COLUMN} <= {width, 2 * width}
+    assert {linear.K for linear in routed if linear.tp is TPStyle.ROW} == {width}
+    assert arch.is_moe and "routers" in arch.note
+    assert arch.parameter_count == pytest.approx(params, rel=3e-3)
+
+
+def test_llama4_layers():
+    named = by_name(builtin("llama4-maverick"))
+    ff = "model.layers.*.feed_forward"
+    assert named[f"{ff}.gate_proj"].N == 16384 and named[f"{ff}.gate_proj"].count == 24
+    assert named[f"{ff}.experts.gate_up_proj"].N == 2 * 8192
+    assert named[f"{ff}.experts.down_proj"].K == 8192
+    assert named[f"{ff}.shared_expert.up_proj"].count == 24
+    assert named[f"{ff}.shared_expert.up_proj"].routed is None
+    assert named["model.layers.*.self_attn.k_proj"].N == 8 * 128
+    # an explicit moe_layers list wins over the interleave step
+    text = dict(BUILTIN_CONFIGS["llama4-maverick"][1]["text_config"]) | {"moe_layers": [0, 47]}
+    listed = by_name(from_hf_config(text, name="listed"))
+    assert listed[f"{ff}.experts.down_proj"].count == 2 and listed[f"{ff}.up_proj"].count == 46
+
+
+def test_qwen_moe_dense_layers_and_shared_expert():
+    base = dict(BUILTIN_CONFIGS["qwen3-30b-a3b"][1])
+    sparse_every_2 = by_name(from_hf_config(base | {"decoder_sparse_step": 2}, name="q"))
+    assert sparse_every_2["model.layers.*.mlp.experts.*.up_proj"].count == 24
+    assert sparse_every_2["model.layers.*.mlp.up_proj"].count == 24
+    only = by_name(from_hf_config(base | {"mlp_only_layers": [0, 1, 2]}, name="q"))
+    assert only["model.layers.*.mlp.experts.*.up_proj"].count == 45
+    qwen2 = by_name(from_hf_config(base | {"shared_expert_intermediate_size": 5632}, name="q2"))
+    assert qwen2["model.layers.*.mlp.shared_expert.down_proj"].K == 5632
+
+
+def test_routed_experts_validated():
+    with pytest.raises(ArchitectureError, match="top_k 9 exceeds the 8 experts"):
+        RoutedExperts(8, 9)
+    config = dict(BUILTIN_CONFIGS["mixtral-8x7b"][1]) | {"num_experts_per_tok": 0}
+    with pytest.raises(ArchitectureError, match="num_experts_per_tok must be a positive integer"):
+        from_hf_config(config, name="bad")
 
 
 @pytest.mark.parametrize(
@@ -200,6 +300,21 @@ def test_module_walk_groups_linears_by_layer_type():
         NamedLinear("head", 64, 1000, 1),
     )
     assert arch.name == "Tiny"
+    # none of these names is in the TP plan: replicated, and said so
+    assert "blocks.*.qkv, blocks.*.proj, head" in arch.note
+
+
+def test_module_walk_tp_styles():
+    plan = {"qkv": "column", "blocks.*.proj": "row"}
+    arch = from_module(Tiny(), tp_plan=plan)
+    assert [linear.tp for linear in arch.linears] == [TPStyle.COLUMN, TPStyle.ROW, REPLICATED]
+    assert arch.note.endswith(": head")
+    assert tp_style("model.layers.*.self_attn.o_proj") is TPStyle.ROW
+    assert tp_style("layers.*.attention.wk") is TPStyle.COLUMN  # torchtitan's names
+    assert tp_style("output") is TPStyle.COLUMN and tp_style("blocks.*.mystery") is None
+    assert tp_style("x.proj", {"proj": "row"}) is TPStyle.ROW
+    with pytest.raises(ArchitectureError, match="'diagonal' is not one of column, row"):
+        tp_style("x.proj", {"proj": "diagonal"})
 
 
 def test_unequal_layers_get_the_shape_in_their_name():
