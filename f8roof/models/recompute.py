@@ -1,0 +1,44 @@
+"""Which part of a float8 linear's overhead runs in the forward: what full activation
+checkpointing runs twice.
+
+The worst-case traffic model (`traffic.worst_traffic`) lists its kernels per role; this module
+splits them into forward and backward:
+- tensorwise: the input's and the weight's amax and cast run in the forward (the cast writes
+  both float8 copies; the backward reuses them), grad_output's in the backward;
+- rowwise: the row casts of input and weight (scales per row of the output gemm's operands)
+  run in the forward; their column casts (for grad_weight and grad_input), the transposed
+  copies L adds for them, and everything of grad_output run in the backward.
+`forward_share` is the forward kernels' bytes over all the model's bytes, a sympy expression in
+M, K, N; estimates apply it to the overhead time at every level (worst, ideal, fitted).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from f8roof.models.recipes import Recipe, Role
+from f8roof.models.traffic import KernelTraffic, TrafficModel, worst_traffic
+
+
+def is_forward(kernel: KernelTraffic) -> bool:
+    """Whether a worst-model kernel runs in the forward (see the module docstring)."""
+    if kernel.role is Role.GRAD_OUTPUT:
+        return False
+    what = kernel.name.partition(".")[2]
+    # rowwise column casts (and L's transposed copies for them) feed the backward gemms
+    return not (what.endswith("_cols") or what == "transpose")
+
+
+def forward_bytes(model: TrafficModel) -> sp.Expr:
+    return sp.expand(sum((k.bytes_total for k in model.kernels if is_forward(k)), sp.Integer(0)))
+
+
+def forward_share(
+    recipe: Recipe,
+    *,
+    fused: frozenset[Role] = frozenset(),
+    limited: frozenset[Role] = frozenset(),
+) -> sp.Expr:
+    """Forward kernels' bytes / all overhead bytes of the worst-case model, in M, K, N."""
+    model = worst_traffic(recipe, fused=fused, limited=limited)
+    return sp.simplify(forward_bytes(model) / model.total)
