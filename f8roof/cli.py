@@ -102,6 +102,58 @@ def _need_torch(what: str) -> None:
         raise F8RoofError(f"{what} compiles with torch: pip install 'f8roof[profile]'") from None
 
 
+def _scale_options(command):
+    """--tp, --ep, --fsdp, --recompute and --step-ms (how the model trains, f8roof.scale),
+    handed to the command as one `setup` argument (a TrainingSetup)."""
+    import functools
+
+    @functools.wraps(command)
+    def wrapper(*args, tp, ep, fsdp, recompute, step_ms, **kwargs):
+        from f8roof.scale import TrainingSetup
+
+        setup = TrainingSetup.from_options(
+            tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms
+        )
+        return command(*args, setup=setup, **kwargs)
+
+    return _options(
+        click.option(
+            "--tp",
+            type=int,
+            default=1,
+            show_default=True,
+            help="tensor parallel degree: column-parallel linears (q/k/v, gate/up, lm_head) run "
+            "N / tp, row-parallel ones (o, down) K / tp",
+        ),
+        *_PARALLEL_OPTIONS,
+    )(wrapper)
+
+
+_PARALLEL_OPTIONS = (
+    click.option(
+        "--ep",
+        type=int,
+        default=1,
+        show_default=True,
+        help="expert parallel degree: each GPU runs experts / ep of an MoE layer's experts",
+    ),
+    click.option("--fsdp", is_flag=True, help="FSDP (noted: it changes no gemm shape)"),
+    click.option(
+        "--recompute",
+        type=click.Choice(["none", "full", "selective"]),
+        default="none",
+        show_default=True,
+        help="activation checkpointing: full reruns every linear's forward in the backward",
+    ),
+    click.option(
+        "--step-ms",
+        type=float,
+        default=None,
+        help="measured bf16 step time (ms): also report the end-to-end speedup",
+    ),
+)
+
+
 def _request(**options):
     from f8roof.resolve import Request
 
@@ -178,8 +230,9 @@ def gpus() -> None:
     "layer type, a recommendation and the step's total",
 )
 @click.option("--tokens", type=int, default=None, help="tokens per step (M), with --model")
+@_scale_options
 def estimate(
-    shape_texts, shapes_file, sweep, out, overhead, model, tokens, recipe, **request
+    shape_texts, shapes_file, sweep, out, overhead, model, tokens, recipe, setup, **request
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
     from f8roof.files import check_output_path
@@ -193,8 +246,10 @@ def estimate(
     if model or tokens is not None:
         if shape_texts or shapes_file or sweep:
             raise F8RoofError("--model replaces --shape, --shapes-file and --sweep: give one")
-        _estimate_model(model, tokens, resolved, out=out)
+        _estimate_model(model, tokens, resolved, out=out, setup=setup)
         return
+    if not setup.is_default:
+        raise F8RoofError("--tp, --ep, --fsdp, --recompute and --step-ms go with --model")
     _estimate_shapes(resolved, shape_texts, shapes_file, sweep, out=out, overhead=overhead)
 
 
@@ -226,7 +281,7 @@ def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead
         click.echo(f"wrote {len(frame)} rows to {out}")
 
 
-def _estimate_model(model, tokens, resolved, *, out) -> None:
+def _estimate_model(model, tokens, resolved, *, out, setup) -> None:
     """`estimate --model`: per layer type estimate and decision, and the step's total."""
     from f8roof.files import write_frame
     from f8roof.recommend import recommend_model
@@ -236,7 +291,7 @@ def _estimate_model(model, tokens, resolved, *, out) -> None:
         raise F8RoofError("--tokens goes with --model NAME|config.json")
     if tokens is None:
         raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
-    result = recommend_model(model, tokens=tokens, resolved=resolved)
+    result = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup)
     click.echo(resolved.header)
     click.echo(f"using {resolved.source}")
     click.echo(format_recommendation(result, color=sys.stdout.isatty()))
@@ -253,7 +308,7 @@ def models() -> None:
     for name in BUILTIN_NAMES:
         arch = builtin(name)
         click.echo(
-            f"{name:12} {len(arch.linears):2} linear types, {arch.linear_count:4} linears, "
+            f"{name:16} {len(arch.linears):2} linear types, {arch.linear_count:5} linears, "
             f"{arch.parameter_count / 1e9:7.2f}B linear weights  {arch.source}"
         )
 
@@ -325,21 +380,77 @@ def plot(
 @CALIBRATION
 @click.option("--no-plots", is_flag=True, help="tables only")
 @click.option("--out", required=True, help="FILE.md; plots go beside it as FILE_*.png")
-def report(model, tokens, no_plots, out, recipe, **request) -> None:
-    """One markdown report for a model: per layer table, totals and plots."""
+@_scale_options
+def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
+    """One markdown report for a model: per layer table, totals, torchao's filter, plots."""
     from f8roof.files import check_output_path
     from f8roof.report import write_report
     from f8roof.resolve import resolve
 
     check_output_path(out)
     resolved = resolve(_request(recipes=recipe, **request))
-    result = write_report(model, tokens=tokens, resolved=resolved, out=out, plots=not no_plots)
+    result = write_report(
+        model, tokens=tokens, resolved=resolved, out=out, plots=not no_plots, setup=setup
+    )
     click.echo(f"using {resolved.source}")
     for line in result.summary:
         click.echo(line)
     click.echo(f"wrote {result.path}" + (f" and {len(result.plots)} plots" if result.plots else ""))
     if result.plot_note:
         click.echo(result.plot_note)
+
+
+@main.command("filter-compare")
+@click.option("--model", required=True, help="a built-in model or a Hugging Face config.json")
+@click.option(
+    "--tokens", required=True, help="tokens per GPU per step (M); a comma list compares several"
+)
+@click.option("--tp", "tps", default="1", show_default=True, help="TP degree, or a comma list")
+@_options(*_PARALLEL_OPTIONS)
+@click.option("--gpu", default=None, help="GPU preset (default: the calibration's, else h100)")
+@click.option(
+    "--recipe",
+    default="tensorwise",
+    show_default=True,
+    help="tensorwise or rowwise (torchao's auto filter has no rule for rowwise_gw_hp)",
+)
+@IMPL
+@CALIBRATION
+@click.option(
+    "--filter-fqns",
+    default="",
+    help="comma list: torchao also skips linears whose fqn contains one (torchtitan's "
+    "filter_fqns, e.g. output)",
+)
+def filter_compare(
+    model, tokens, tps, ep, fsdp, recompute, step_ms, recipe, filter_fqns, **request
+) -> None:
+    """torchao's auto filter (fixed K/N thresholds) vs f8roof, layer by layer, and the step
+    time each choice predicts."""
+    from f8roof.autofilter import filter_compare_text
+
+    text = filter_compare_text(
+        model,
+        tokens=_ints(tokens, "--tokens"),
+        tps=_ints(tps, "--tp"),
+        ep=ep,
+        fsdp=fsdp,
+        recompute=recompute,
+        step_ms=step_ms,
+        request=_request(recipes=recipe, **request),
+        filter_fqns=_csv(filter_fqns),
+    )
+    click.echo(text)
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise F8RoofError(f"{option} {text!r}: expected integers, e.g. 2048,8192") from None
+    if not values:
+        raise F8RoofError(f"{option}: give at least one value")
+    return values
 
 
 def _variants(

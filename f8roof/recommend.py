@@ -1,19 +1,31 @@
 """Which linears of a model should train in float8, and what the step gains.
 
-Layers x recipes -> one row per layer type: the estimate of the best recipe, the decision
-(convert or keep bf16) and its margin, and totals weighted by each layer type's count.
+Layers x recipes -> one row per layer type: the estimate of the best recipe at the local shape
+each GPU runs (`f8roof.scale`: tensor parallel shards, routed experts' share of the tokens),
+the decision (convert or keep bf16) and its margin, and totals weighted by each layer type's
+count.
 
 The decision column: `speedup` when a calibration is present (the shipped ones by default: the
 exact bytes of the code torch.compile generates, datasheet times; or a measured one), else
 `speedup_worst` (the seed's worst-case bytes at datasheet rooflines, which is no bound: for
 tensorwise torch.compile moves more). A layer float8 gemms cannot run (a dim not a multiple of
 16) is never converted, whichever recipe would otherwise look best.
+
+Routed experts are one row per projection: a grouped gemm over the GPU's experts, timed as
+experts-per-device single gemms at M = tokens per expert (padded). torchao trains them with
+its float8 MoE path (torchao.prototype.moe_training: rowwise scales in all three gemms of
+`_scaled_grouped_mm`, hand-written Triton casts), which cannot be compiled on a machine without
+a GPU, so their overhead comes from the sympy models (worst and ideal) whatever the
+calibration, and their recipe is always rowwise. One grouped gemm is one kernel launch: summing
+per-expert gemms counts a launch floor per expert, which overstates small experts' times (in
+both precisions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +43,17 @@ from f8roof.architectures import (
 )
 from f8roof.calibration import Calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import estimate
+from f8roof.estimate import EstimateConfig, estimate
+from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
+from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Context, Implementation
 from f8roof.resolve import Request, Resolved, resolve
+from f8roof.scale import ONE_GPU, LocalLayer, Recompute, TrainingSetup, local_layers
+
+# torchao's float8 grouped gemm (torchao 0.18 prototype/moe_training/fp8_grouped_mm.py,
+# `_to_fp8_rowwise_then_scaled_grouped_mm`) scales rowwise only.
+GROUPED_RECIPE = Recipe.from_name("rowwise")
+GROUPED_NOTE = "grouped gemm, rowwise; overhead: sympy model (torchao MoE path not compiled here)"
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
@@ -71,6 +92,29 @@ class Totals:
         return self.bf16_s - self.recommended_s
 
 
+@dataclass(frozen=True)
+class StepShare:
+    """What the linears' saving means for a measured bf16 step (both device time)."""
+
+    step_s: float  # measured bf16 step
+    linear_bf16_s: float  # the linears' predicted bf16 time in it
+    saved_s: float  # what converting the recommended linears saves
+
+    @property
+    def linear_fraction(self) -> float:
+        return self.linear_bf16_s / self.step_s
+
+    @property
+    def consistent(self) -> bool:
+        """False when the prediction says the linears alone take longer than the step."""
+        return self.linear_bf16_s <= self.step_s
+
+    @property
+    def speedup(self) -> float:
+        """End-to-end: the step with everything but the linears unchanged."""
+        return self.step_s / (self.step_s - self.saved_s)
+
+
 @dataclass(frozen=True, eq=False)
 class Recommendation:
     architecture: Architecture
@@ -83,26 +127,44 @@ class Recommendation:
     recipe_totals: Mapping[str, Totals] = field(default_factory=dict)  # one recipe for all
     gpu: str = ""
     calibration: Calibration | None = None
+    setup: TrainingSetup = ONE_GPU
 
     @property
     def converted_fqns(self) -> tuple[str, ...]:
         return tuple(self.layers.loc[self.layers["convert"], "fqn"])
 
     @property
+    def has_grouped(self) -> bool:
+        return bool(self.layers["grouped"].any())
+
+    @property
+    def step_share(self) -> StepShare | None:
+        """The end-to-end view, when the setup has a measured bf16 step time."""
+        if self.setup.step_s is None:
+            return None
+        return StepShare(self.setup.step_s, self.totals.bf16_s, self.totals.saved_s)
+
+    @property
     def criterion_label(self) -> str:
         return criterion_label(self.criterion, self.calibration)
 
 
-def recommend(architecture: Architecture, *, tokens: int, resolved: Resolved) -> Recommendation:
-    """Estimate every layer type under every recipe; per layer keep the best recipe float8 can
-    run and convert it if float8 wins on the decision column."""
+def recommend(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    resolved: Resolved,
+    setup: TrainingSetup = ONE_GPU,
+) -> Recommendation:
+    """Estimate every layer type under every recipe at its local shape; per layer keep the
+    best recipe float8 can run and convert it if float8 wins on the decision column."""
     tokens = check_tokens(tokens)
     configs = resolved.configs
     calibration = resolved.calibration
     criterion = "speedup" if calibration is not None else "speedup_worst"
     bf16_col, fp8_col = TIME_COLUMNS[criterion]
-    shapes = architecture.shapes(tokens)
-    frames = [estimate(shapes, c) for c in configs]
+    local = local_layers(architecture, tokens, setup)
+    frames = [_layer_frame(local, c, setup.recompute) for c in configs]
     recipes = tuple(c.recipe.name for c in configs)
     # layers x recipes; a recipe float8 cannot run at a layer's shape never wins there
     scores = np.stack(
@@ -113,18 +175,12 @@ def recommend(architecture: Architecture, *, tokens: int, resolved: Resolved) ->
         axis=1,
     )
     best = scores.argmax(axis=1)
-    rows = np.arange(len(shapes))
+    rows = np.arange(len(local))
     chosen = pd.concat([frames[b].iloc[[i]] for i, b in zip(rows, best)], ignore_index=True)
     for column in ("recipe", "implementation", "context"):
         chosen[column] = chosen[column].astype(str)
-    counts = np.array([linear.count for linear in architecture.linears])
-    layers = pd.concat(
-        [
-            pd.DataFrame({"fqn": [linear.fqn for linear in architecture.linears], "count": counts}),
-            chosen,
-        ],
-        axis=1,
-    )
+    counts = np.array([layer.linear.count for layer in local])
+    layers = pd.concat([_layer_columns(local), chosen], axis=1)
     if len(recipes) > 1:
         for name, frame in zip(recipes, frames):
             layers[f"{criterion}_{name}"] = frame[criterion].to_numpy()
@@ -140,7 +196,8 @@ def recommend(architecture: Architecture, *, tokens: int, resolved: Resolved) ->
     layers["bf16_step_s"] = counts * bf16_s
     layers["recommended_step_s"] = counts * np.where(convert, fp8_s, bf16_s)
     layers["saved_step_s"] = layers["bf16_step_s"] - layers["recommended_step_s"]
-    totals = _totals(counts, bf16_s, fp8_s, convert)
+    modules = counts * np.maximum(1, layers["experts_per_device"].to_numpy())
+    totals = _totals(counts, bf16_s, fp8_s, convert, modules)
     recipe_totals = {}
     for name, frame in zip(recipes, frames):
         ok = frame["fp8_ok"].to_numpy(dtype=bool) & (frame[criterion].to_numpy() > 1.0)
@@ -149,6 +206,7 @@ def recommend(architecture: Architecture, *, tokens: int, resolved: Resolved) ->
             frame[bf16_col].to_numpy(dtype=np.float64),
             frame[fp8_col].to_numpy(dtype=np.float64),
             ok,
+            modules,
         )
     return Recommendation(
         architecture=architecture,
@@ -161,31 +219,198 @@ def recommend(architecture: Architecture, *, tokens: int, resolved: Resolved) ->
         recipe_totals=recipe_totals,
         gpu=resolved.gpu.name,
         calibration=calibration,
+        setup=setup,
     )
 
 
-def _totals(counts, bf16_s, fp8_s, convert) -> Totals:
+def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
+    """What each row is before any estimate: name, count, TP style, expert routing, the full
+    (unsharded) weight dims. M, K, N (local) come with the estimate."""
+    return pd.DataFrame(
+        {
+            "fqn": [layer.linear.fqn for layer in local],
+            "count": np.array([layer.linear.count for layer in local]),
+            "tp": [layer.linear.tp.value for layer in local],
+            "grouped": np.array([layer.grouped for layer in local], dtype=bool),
+            "experts_per_device": np.array([layer.experts_per_device for layer in local]),
+            "tokens_per_expert": np.array([layer.tokens_per_expert for layer in local]),
+            "full_K": np.array([layer.linear.K for layer in local]),
+            "full_N": np.array([layer.linear.N for layer in local]),
+            "shape_note": ["; ".join(layer.notes) for layer in local],
+        }
+    )
+
+
+def _layer_frame(
+    local: Sequence[LocalLayer], config: EstimateConfig, recompute: Recompute
+) -> pd.DataFrame:
+    """The estimate of every row under one config. Dense rows as `estimate` gives them; routed
+    experts' rows replaced by a grouped gemm: experts-per-device gemms at M = tokens per
+    expert, rowwise, sympy overhead (see the module docstring)."""
+    frame = _timed([layer.shape for layer in local], config, recompute)
+    for column in _LABELS:
+        frame[column] = frame[column].astype(str)
+    grouped = np.array([layer.grouped for layer in local], dtype=bool)
+    if not grouped.any():
+        return frame
+    index = np.flatnonzero(grouped)
+    per_device = np.array([local[i].experts_per_device for i in index], dtype=np.float64)
+    gconfig = grouped_config(config)
+    part = _timed([local[i].shape for i in index], gconfig, recompute)
+    for column in part.columns:
+        values = part[column].to_numpy()
+        if _is_per_gemm_amount(column):
+            values = values * per_device  # one grouped gemm = the GPU's experts, one each
+        frame.loc[index, column] = values
+    # torchao's MoE training path, whatever implementation the dense linears use
+    frame.loc[index, "implementation"] = Implementation.TORCHAO.value
+    if config.calibration is not None:
+        # no fitted model of torchao's grouped path: its rows decide on the sympy worst case
+        frame.loc[index, "bf16_s"] = frame.loc[index, "bf16_gemm_s"]
+        frame.loc[index, "fp8_s"] = frame.loc[index, "fp8_s_worst"]
+        frame.loc[index, "speedup"] = frame.loc[index, "speedup_worst"]
+        if "context_s" in frame.columns:
+            frame.loc[index, "context_s"] = 0.0
+            frame.loc[index, "speedup_context"] = frame.loc[index, "speedup_worst"]
+        for column in ("overhead_bytes_fitted", "overhead_s_fitted", *_WALL_COLUMNS):
+            if column in frame.columns:
+                frame.loc[index, column] = np.nan
+    return frame
+
+
+_LABELS = ("recipe", "implementation", "context")
+_WALL_COLUMNS = ("bf16_wall_s", "fp8_wall_s", "speedup_wall")
+
+
+def _is_per_gemm_amount(column: str) -> bool:
+    """Times and bytes (`bf16_gemm_s`, `fp8_s_worst`, `overhead_bytes_ideal`, ...): what a
+    grouped gemm has experts-per-device times of; speedups, shapes and flags are not."""
+    return column.endswith("_s") or "_s_" in column or column.startswith("overhead_bytes_")
+
+
+def grouped_config(config: EstimateConfig) -> EstimateConfig:
+    """The config routed experts are estimated with: rowwise, no calibration's fitted overhead
+    (it models Float8Linear, not torchao's grouped path), but the calibration's gemm model
+    (when it has rowwise and bf16 gemms) and its bandwidth and launch floor. No context: the
+    experts' input comes from the token permutation, nothing fuses into torchao's casts. The
+    implementation is the reference's because `_scaled_grouped_mm` takes row/column scales in
+    all three gemms (Float8Linear's unit-scale backward gemms do not apply); the sympy
+    overhead models are the reference's anyway."""
+    gemm = config.gemm_model
+    if isinstance(gemm, TableGemm) and not all(
+        (dtype, role) in gemm.tables for dtype in ("bf16", "fp8_rowwise") for role in GEMM_ROLES
+    ):
+        gemm = RooflineGemm(config.gpu)
+    return replace(
+        config,
+        recipe=GROUPED_RECIPE,
+        implementation=Implementation.REFERENCE,
+        context=Context(),
+        fused=frozenset(),
+        calibration=None,
+        gemm=gemm,
+        memory_efficiency=config.bandwidth_bytes_per_s / config.gpu.memory_bandwidth_bytes_per_s,
+        launch_floor_s=config.small_kernel_s,
+    )
+
+
+def _timed(shapes, config: EstimateConfig, recompute: Recompute) -> pd.DataFrame:
+    """`estimate`, plus the recomputed forward under full activation checkpointing."""
+    frame = estimate(shapes, config)
+    if recompute is Recompute.FULL:
+        _add_recompute(frame, config)
+    return frame
+
+
+@lru_cache(maxsize=32)
+def _forward_share_fn(
+    recipe: Recipe, implementation: Implementation, fused: frozenset, limited: frozenset
+):
+    import sympy as sp
+
+    from f8roof.models.recompute import forward_share
+    from f8roof.models.traffic import SYMBOLS
+
+    share = forward_share(recipe, fused=fused, limited=limited)
+    return sp.lambdify(SYMBOLS, share, modules="numpy")
+
+
+def _add_recompute(frame: pd.DataFrame, config: EstimateConfig) -> None:
+    """Full activation checkpointing runs each linear's forward again in the backward: its
+    output gemm in both precisions, and the forward share of the float8 overhead (input and
+    weight casts, `models.recompute.forward_share` of the worst-case model, applied to every
+    overhead level). Times and speedups are updated in place; the recomputed parts are kept
+    in their own columns. Wall-clock columns are left out (NaN): the fitted fixed costs are
+    per compiled step, not per recomputed forward."""
+    M, K, N = (frame[c].to_numpy(dtype=np.float64) for c in ("M", "K", "N"))
+    gemm = config.gemm_model
+    bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N)
+    output_dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
+    fp8_fwd, _ = gemm.time_s(output_dtype, GemmRole.OUTPUT, M, K, N)
+    share_fn = _forward_share_fn(config.recipe, config.implementation, config.fused, config.limited)
+    share = np.broadcast_to(np.asarray(share_fn(M, K, N), dtype=np.float64), M.shape)
+    frame["forward_share"] = share
+    levels = [lvl for lvl in ("worst", "ideal", "fitted") if f"overhead_s_{lvl}" in frame]
+    # the recomputed float8 forward at the decision level (fitted when calibrated)
+    decision_level = "fitted" if "fp8_s" in frame else "worst"
+    frame["recompute_bf16_s"] = bf16_fwd
+    frame["recompute_fp8_s"] = fp8_fwd + share * frame[f"overhead_s_{decision_level}"]
+    frame["bf16_gemm_s"] = frame["bf16_gemm_s"] + bf16_fwd
+    frame["fp8_gemm_s"] = frame["fp8_gemm_s"] + fp8_fwd
+    for level in levels:
+        frame[f"overhead_bytes_{level}"] = frame[f"overhead_bytes_{level}"] * (1 + share)
+        frame[f"overhead_s_{level}"] = frame[f"overhead_s_{level}"] * (1 + share)
+    for level in ("worst", "ideal"):
+        frame[f"fp8_s_{level}"] = frame["fp8_gemm_s"] + frame[f"overhead_s_{level}"]
+        frame[f"speedup_{level}"] = frame["bf16_gemm_s"] / frame[f"fp8_s_{level}"]
+    if "fp8_s" in frame:
+        frame["bf16_s"] = frame["bf16_s"] + bf16_fwd
+        frame["fp8_s"] = frame["fp8_s"] + frame["recompute_fp8_s"]
+        frame["speedup"] = frame["bf16_s"] / frame["fp8_s"]
+        if "context_s" in frame:  # the context's own kernels, once per step (not recomputed)
+            frame["speedup_context"] = (frame["bf16_s"] + frame["context_s"]) / (
+                frame["fp8_s"] + frame["context_s"]
+            )
+        for column in _WALL_COLUMNS:
+            if column in frame:
+                frame[column] = np.nan
+
+
+def _totals(counts, bf16_s, fp8_s, convert, modules=None) -> Totals:
+    modules = counts if modules is None else modules
     return Totals(
         bf16_s=float((counts * bf16_s).sum()),
         recommended_s=float((counts * np.where(convert, fp8_s, bf16_s)).sum()),
-        converted_linears=int(counts[convert].sum()),
-        linears=int(counts.sum()),
+        converted_linears=int(modules[convert].sum()),
+        linears=int(modules.sum()),
     )
 
 
 def _note(row, criterion: str) -> str:
-    """Why a decision needs a second look: float8 cannot run it, or only a calibration can tell."""
+    """Why a decision needs a second look: float8 cannot run it, or only a calibration can
+    tell; how a routed expert's row is estimated; a padded or unsharded shape."""
+    notes = []
+    if row.grouped:
+        notes.append(GROUPED_NOTE)
+    if row.shape_note:
+        notes.append(row.shape_note)
     if not row.fp8_ok:
-        return str(row.fp8_reason)
-    value, ideal = getattr(row, criterion), row.speedup_ideal
-    if criterion == "speedup_worst" and value <= 1.0 < ideal:
-        return f"wins with ideal overhead (x{ideal:.2f}): calibrate to decide"
-    return ""
+        notes.append(str(row.fp8_reason))
+    else:
+        value, ideal = getattr(row, criterion), row.speedup_ideal
+        if (criterion == "speedup_worst" or row.grouped) and value <= 1.0 < ideal:
+            notes.append(
+                f"wins with ideal overhead (x{ideal:.2f}): "
+                + ("decided on the worst case" if row.grouped else "calibrate to decide")
+            )
+    return "; ".join(notes)
 
 
-def recommend_model(model: str, *, tokens: int, resolved: Resolved) -> Recommendation:
+def recommend_model(
+    model: str, *, tokens: int, resolved: Resolved, setup: TrainingSetup = ONE_GPU
+) -> Recommendation:
     """`recommend` for a built-in name or a config.json path (the CLI's entry)."""
-    return recommend(resolve_model(model), tokens=tokens, resolved=resolved)
+    return recommend(resolve_model(model), tokens=tokens, resolved=resolved, setup=setup)
 
 
 # --- the torchao module filter ------------------------------------------------------------------
@@ -232,26 +457,37 @@ def module_filter(
     gpu: str | None = None,
     recipe: str = "tensorwise",
     implementation: str | None = None,
+    tp: int = 1,
+    ep: int = 1,
+    fsdp: bool = False,
+    recompute: str = "none",
+    tp_plan: Mapping[str, str] | None = None,
 ) -> ModuleFilter:
     """A filter for torchao's `convert_to_float8_training`: True for the nn.Linear modules of
-    `model` that train faster in float8 at `tokens` tokens per step (M = tokens).
+    `model` that train faster in float8 at `tokens` tokens per GPU per step.
 
     Decides as `f8roof estimate` does: on the given calibration (a path or a loaded
     `Calibration`), else the shipped one for the GPU (the exact bytes of the code torch.compile
-    generates, datasheet times). Assumes every linear sees all the step's tokens: a routed MoE
-    expert sees fewer.
+    generates, datasheet times). `tp`: each linear is decided at the shard one GPU runs
+    (column-parallel N / tp, row-parallel K / tp, by name: see `architectures.TP_PLAN`;
+    `tp_plan` maps other fqn suffixes to 'column', 'row' or 'replicated'). Build the filter on
+    the unsharded model, as torchtitan converts before it parallelizes. `ep`, `fsdp` and
+    `recompute` as for `f8roof estimate`. Routed MoE experts stored as 3D parameters are not
+    nn.Linear and not this filter's business (torchao converts them with its MoE training
+    config); a model with one nn.Linear per expert is treated as if each saw all the tokens.
     """
     if "," in recipe or recipe.strip() == "all":
         raise F8RoofError(
             "module_filter takes one recipe: torchao converts a model with one Float8LinearConfig"
         )
+    setup = TrainingSetup.from_options(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute)
     resolved = resolve(
         Request(gpu=gpu, recipes=recipe, calibration=calibration, implementation=implementation)
     )
     model = as_module(model)
-    architecture = from_module(model)
+    architecture = from_module(model, tp_plan=tp_plan)
     linears = module_linears(model)
-    recommendation = recommend(architecture, tokens=tokens, resolved=resolved)
+    recommendation = recommend(architecture, tokens=tokens, resolved=resolved, setup=setup)
     verdict = dict(zip(recommendation.layers["fqn"], recommendation.layers["convert"].astype(bool)))
     kinds = group_by_layer_type(linears)
     decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}

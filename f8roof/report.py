@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from f8roof import __version__
 from f8roof.errors import F8RoofError
 from f8roof.files import write_text_atomic
-from f8roof.recommend import TIME_COLUMNS, Recommendation, recommend_model
+from f8roof.recommend import TIME_COLUMNS, Recommendation, StepShare, recommend_model
 from f8roof.resolve import Resolved
+from f8roof.scale import ONE_GPU, TrainingSetup
+
+if TYPE_CHECKING:
+    from f8roof.autofilter import FilterComparison
 
 SPEEDUP_COLUMNS = (
     ("speedup_ideal", "x ideal"),
@@ -41,28 +46,54 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g}"
 
 
+TP_LABELS = {"column": "col", "row": "row", "replicated": "rep"}
+
+
+def _shape_columns(rec: Recommendation) -> list[tuple[str, object]]:
+    """(header, cell function) of the columns that say what each GPU runs: always M, K, N
+    (local); the TP style under --tp; experts per GPU and tokens per expert with routed
+    experts."""
+    columns: list[tuple[str, object]] = [
+        ("M", lambda r: str(r["M"])),
+        ("K", lambda r: str(r["K"])),
+        ("N", lambda r: str(r["N"])),
+    ]
+    if rec.setup.tp > 1:
+        # routed experts under EP are not TP-sharded (see f8roof.scale): "-"
+        unsharded = rec.setup.ep > 1
+        columns.append(("tp", lambda r: "-" if unsharded and r["grouped"] else TP_LABELS[r["tp"]]))
+    if rec.has_grouped:
+        columns += [
+            ("experts/GPU", lambda r: str(r["experts_per_device"]) if r["grouped"] else "-"),
+            ("tokens/expert", lambda r: f"{r['tokens_per_expert']:.4g}" if r["grouped"] else "-"),
+        ]
+    return columns
+
+
 def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
     """Header and cells of the per-layer table (shared by terminal and markdown). One recipe:
-    its speedup at every overhead level; several: each recipe's speedup on the decision column."""
+    its speedup at every overhead level; several: each recipe's speedup on the decision column.
+    M, K, N are the local shape one GPU's gemms run."""
     layers = rec.layers
     bf16_col, fp8_col = TIME_COLUMNS[rec.criterion]
     if len(rec.recipes) > 1:
         speedups = [(f"{rec.criterion}_{r}", f"x {r}") for r in rec.recipes]
     else:
         speedups = [(c, h) for c, h in SPEEDUP_COLUMNS if c in layers.columns]
+    shape = _shape_columns(rec)
     header = (
-        ["layer", "count", "K", "N", "recipe", "bf16 us", "fp8 us"]
+        ["layer", "count"]
+        + [h for h, _ in shape]
+        + ["recipe", "bf16 us", "fp8 us"]
         + [h for _, h in speedups]
         + ["decision", "margin", "bf16 ms/step", "saved ms/step", "note"]
     )
     rows = []
     for _, r in layers.iterrows():
         rows.append(
-            [
-                str(r["fqn"]),
-                str(r["count"]),
-                str(r["K"]),
-                str(r["N"]),
+            [str(r["fqn"]), str(r["count"])]
+            + [cell(r) for _, cell in shape]
+            + [
                 str(r["recipe"]),
                 f"{r[bf16_col] * 1e6:.1f}",
                 f"{r[fp8_col] * 1e6:.1f}",
@@ -81,7 +112,9 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
 
 def _aligned(header: list[str], rows: list[list[str]], *, color: bool) -> str:
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
-    text_cols = {0, header.index("recipe"), header.index("decision"), len(header) - 1}
+    text_cols = {0, len(header) - 1} | {
+        header.index(h) for h in ("recipe", "decision", "tp", "torchao", "f8roof") if h in header
+    }
 
     def line(cells: list[str]) -> str:
         out = []
@@ -124,8 +157,46 @@ def totals_lines(rec: Recommendation) -> list[str]:
         )
     if rec.skipped_recipes:
         lines.append(f"not compared (not in the calibration): {', '.join(rec.skipped_recipes)}")
+    share = rec.step_share
+    if share is not None:
+        lines.append(step_share_line(share, linear_speedup=t.speedup))
+    lines += [f"note: {line}" for line in scale_notes(rec)]
     if rec.architecture.note:
         lines.append(f"note: {rec.architecture.note}")
+    return lines
+
+
+def step_share_line(share: StepShare, *, linear_speedup: float, label: str = "") -> str:
+    """The end-to-end speedup a measured bf16 step implies, beside the linear part's."""
+    head = f"end to end{f' ({label})' if label else ''}: measured bf16 step {_ms(share.step_s)} ms"
+    if not share.consistent:
+        return (
+            f"{head}, but the linears alone are predicted at {_ms(share.linear_bf16_s)} ms: no "
+            f"end-to-end figure (is --tokens the tokens per GPU? the roofline's gemm efficiency?)"
+        )
+    return (
+        f"{head}, linears {_ms(share.linear_bf16_s)} ms of it ({share.linear_fraction:.0%}, "
+        f"predicted); saving {_ms(share.saved_s)} ms: step speedup {share.speedup:.3f}x "
+        f"(linear part {linear_speedup:.3f}x)"
+    )
+
+
+def scale_notes(rec: Recommendation) -> list[str]:
+    """What the training setup and routed experts change, and what is not modelled."""
+    lines = list(rec.setup.notes())
+    grouped = rec.layers[rec.layers["grouped"]]
+    if len(grouped):
+        first = grouped.iloc[0]
+        experts = rec.architecture.linears[int(grouped.index[0])].routed
+        assert experts is not None
+        lines.append(
+            f"routed experts: {first['experts_per_device']} of {experts.experts} experts per GPU "
+            f"(EP {rec.setup.ep}), top {experts.top_k}, {first['tokens_per_expert']:.4g} tokens "
+            f"per expert (balanced routing), M padded to a multiple of 16 (torchao's float8 "
+            f"grouped gemm); each row is one grouped gemm per layer, its times the sum of "
+            f"{first['experts_per_device']} per-expert gemms: a grouped gemm is one launch, so "
+            f"per-gemm launch floors are overcounted, in both precisions"
+        )
     return lines
 
 
@@ -143,12 +214,28 @@ def headline(rec: Recommendation) -> str:
     )
 
 
+def setup_line(rec: Recommendation) -> str:
+    """How the model trains, when that is more than one GPU running it all ('' otherwise)."""
+    if rec.setup.replace_step(None).is_default:
+        return ""
+    if not rec.setup.is_parallel:
+        return f"setup: {rec.setup.describe()}"
+    local = rec.layers["K"] * rec.layers["N"] * rec.layers["count"]
+    local = local * rec.layers["experts_per_device"].clip(lower=1)
+    return (
+        f"setup: {rec.setup.describe()}; per GPU {local.sum() / 1e9:.2f}B linear weights; "
+        f"M, K, N below are the local shapes each GPU runs"
+    )
+
+
 def format_recommendation(rec: Recommendation, *, color: bool = False) -> str:
     """The terminal rendering: headline, decision basis, per-layer table, totals."""
     header, rows = layer_rows(rec)
+    setup = setup_line(rec)
     return "\n".join(
         [
             headline(rec),
+            *([setup] if setup else []),
             f"decisions by {rec.criterion_label}",
             _aligned(header, rows, color=color),
             *totals_lines(rec),
@@ -168,12 +255,21 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def markdown(
-    rec: Recommendation, *, source: str, plots: Sequence[tuple[str, str]] = (), plot_note: str = ""
+    rec: Recommendation,
+    *,
+    source: str,
+    plots: Sequence[tuple[str, str]] = (),
+    plot_note: str = "",
+    comparison: FilterComparison | None = None,
 ) -> str:
-    """The markdown report; `plots` are (caption, relative path) pairs."""
+    """The markdown report; `plots` are (caption, relative path) pairs; `comparison` adds the
+    section on torchao's auto filter."""
+    from f8roof.autofilter import markdown_section
+
     arch = rec.architecture
     header, rows = layer_rows(rec)
     converted = rec.converted_fqns
+    setup = setup_line(rec)
     parts = [
         f"# f8roof report: {arch.name} at {rec.tokens} tokens per step",
         "",
@@ -181,6 +277,7 @@ def markdown(
             f"- model: {arch.name} ({arch.source}): {len(arch.linears)} linear types, "
             f"{arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B linear weights"
         ),
+        *([f"- {setup}"] if setup else []),
         f"- GPU: {rec.gpu}; estimate: {source}",
         f"- recipes compared: {', '.join(rec.recipes)}",
         (
@@ -205,6 +302,8 @@ def markdown(
         _md_table(header, rows),
         "",
     ]
+    if comparison is not None:
+        parts += [markdown_section(comparison)]
     if plots or plot_note:
         parts += ["## Plots", ""]
         for caption, path in plots:
@@ -225,6 +324,7 @@ def markdown(
             if rec.calibration is not None and rec.calibration.is_measured
             else ""
         )
+        + _setup_arguments(rec)
         + ")",
         "# with the Float8LinearConfig of the same recipe",
         "convert_to_float8_training(model, module_filter_fn=keep)",
@@ -232,6 +332,20 @@ def markdown(
         "",
     ]
     return "\n".join(parts)
+
+
+def _setup_arguments(rec: Recommendation) -> str:
+    """module_filter's keyword arguments for a non-default setup (", tp=2, ...")."""
+    setup, out = rec.setup, ""
+    if setup.tp > 1:
+        out += f", tp={setup.tp}"
+    if setup.ep > 1:
+        out += f", ep={setup.ep}"
+    if setup.fsdp:
+        out += ", fsdp=True"
+    if setup.recompute.value != "none":
+        out += f", recompute={setup.recompute.value!r}"
+    return out
 
 
 @dataclass(frozen=True)
@@ -248,19 +362,32 @@ class ReportResult:
 
 
 def write_report(
-    model: str, *, tokens: int, resolved: Resolved, out: str | Path, plots: bool = True
+    model: str,
+    *,
+    tokens: int,
+    resolved: Resolved,
+    out: str | Path,
+    plots: bool = True,
+    setup: TrainingSetup = ONE_GPU,
 ) -> ReportResult:
     """The markdown report for a model, with its plots as PNGs beside it (`<stem>_*.png`).
-    Without matplotlib the report is written without plots and says so."""
+    Without matplotlib the report is written without plots and says so. With the best
+    recipe, torchao's auto filter beside f8roof's choice (where torchao has a rule)."""
+    from f8roof.autofilter import AUTO_FILTER_RECIPES, compare_filters
     from f8roof.plot import PlotError, heatmap, layer_speedups, overhead_share
 
     path = check_report_path(out)
-    rec = recommend_model(model, tokens=tokens, resolved=resolved)
+    rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup)
     source = resolved.source
+    best = next(c for c in resolved.configs if c.recipe.name == best_recipe(rec))
+    comparison = None
+    if best.recipe.name in AUTO_FILTER_RECIPES:
+        one = replace(resolved, configs=(best,), skipped=())
+        comparison = compare_filters(rec.architecture, tokens=tokens, resolved=one, setup=setup)
     written: list[tuple[str, Path]] = []
     note = ""
     if plots:
-        config = next(c for c in resolved.configs if c.recipe.name == best_recipe(rec))
+        config = best
         stem = path.with_suffix("")
         try:
             written.append(
@@ -281,7 +408,10 @@ def write_report(
         except PlotError as e:
             note = f"(plots skipped: {e.message})"
     relative = [(caption, p.name) for caption, p in written]
-    write_text_atomic(path, markdown(rec, source=source, plots=relative, plot_note=note))
+    write_text_atomic(
+        path,
+        markdown(rec, source=source, plots=relative, plot_note=note, comparison=comparison),
+    )
     return ReportResult(path, tuple(p for _, p in written), rec, note, source)
 
 

@@ -16,10 +16,13 @@ from f8roof.cli import main
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate
 from f8roof.fitting import fit_calibration
+from f8roof.models.gemm import GemmRole
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import RECIPE_NAMES, Recipe
-from f8roof.recommend import canonical_fqn, module_filter, recommend
+from f8roof.models.variant import Implementation
+from f8roof.recommend import StepShare, canonical_fqn, module_filter, recommend
 from f8roof.resolve import Request, resolve
+from f8roof.scale import Recompute, TrainingSetup
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +221,7 @@ def test_estimate_model_prints_layers_and_total():
     q = next(
         line for line in out.splitlines() if line.startswith("model.layers.*.self_attn.k_proj")
     )
-    assert q.split()[1:4] == ["80", "8192", "1024"] and "convert" in q
+    assert q.split()[1:5] == ["80", "8192", "8192", "1024"] and "convert" in q  # count M K N
     total = next(line for line in out.splitlines() if line.startswith("total linear time per step"))
     assert "561 of 561 linears in float8" in total and "x of the linear part" in total
 
@@ -254,7 +257,7 @@ def test_estimate_model_from_config_json(tmp_path):
     result = run("estimate", "--model", str(path), "--tokens", "4096", "--no-calibration")
     assert result.exit_code == 0, result.output
     k = next(line for line in result.output.splitlines() if "k_proj" in line)
-    assert k.split()[1:4] == ["22", "2048", "256"]
+    assert k.split()[1:5] == ["22", "4096", "2048", "256"]
 
 
 def test_estimate_model_with_a_calibration(calibration_file):
@@ -335,3 +338,251 @@ def test_models_lists_the_builtins():
         "deepseek-v3",
     ):
         assert name in result.output
+
+
+# --- at scale: parallelism, routed experts, recompute, step share --------------------------------
+
+
+def test_tp_decides_on_the_local_shape():
+    arch = builtin("llama3-8b")
+    whole = recommend(arch, tokens=8192, resolved=roofline("rowwise")).layers.set_index("fqn")
+    tp2 = recommend(
+        arch, tokens=8192, resolved=roofline("rowwise"), setup=TrainingSetup(tp=2)
+    ).layers.set_index("fqn")
+    k = "model.layers.*.self_attn.k_proj"
+    assert tuple(tp2.loc[k, ["M", "K", "N"]]) == (8192, 4096, 512)
+    assert tuple(tp2.loc[k, ["full_K", "full_N"]]) == (4096, 1024)
+    assert tp2.loc[k, "tp"] == "column" and tp2.loc["model.layers.*.mlp.down_proj", "tp"] == "row"
+    # the same estimate as a standalone linear of the sharded shape
+    frame = estimate([(8192, 4096, 512)], roofline("rowwise").config)
+    assert tp2.loc[k, "speedup_worst"] == pytest.approx(frame["speedup_worst"].iloc[0])
+    # torchtitan#1207: rowwise wins on the whole k_proj, loses on its TP2 shard
+    assert whole.loc[k, "convert"] and not tp2.loc[k, "convert"]
+
+
+def test_routed_experts_are_grouped_rows():
+    resolved = roofline("tensorwise")
+    rec = recommend(
+        builtin("deepseek-v3"), tokens=8192, resolved=resolved, setup=TrainingSetup(ep=8)
+    )
+    layers = rec.layers.set_index("fqn")
+    row = layers.loc["model.layers.*.mlp.experts.*.gate_proj"]
+    assert row["grouped"] and row["experts_per_device"] == 32 and row["tokens_per_expert"] == 2048
+    assert row["recipe"] == "rowwise"  # torchao's float8 grouped gemm is rowwise only
+    assert "grouped gemm, rowwise; overhead: sympy model" in row["note"]
+    # one grouped gemm = 32 gemms of one expert at M = 2048, rowwise worst case
+    # _scaled_grouped_mm: rowwise scales in all three gemms, i.e. the reference's gemm kinds
+    rowwise = EstimateConfig(
+        Recipe.from_name("rowwise"), find_gpu("h100"), implementation=Implementation.REFERENCE
+    )
+    one = estimate([(2048, 7168, 2048)], rowwise)
+    for column in ("bf16_gemm_s", "fp8_s_worst", "overhead_bytes_worst"):
+        assert row[column] == pytest.approx(32 * one[column].iloc[0])
+    assert row["speedup_worst"] == pytest.approx(one["speedup_worst"].iloc[0])
+    assert row["bf16_step_s"] == pytest.approx(58 * row["bf16_gemm_s"])
+    dense = layers.loc["model.layers.*.mlp.shared_experts.gate_proj"]
+    assert not dense["grouped"] and dense["recipe"] == "tensorwise" and dense["M"] == 8192
+    # linears per GPU: each of the 32 local experts counts
+    assert rec.totals.linears == 61 * 5 + 3 * 3 + 58 * 3 * 32 + 58 * 3 + 1
+
+
+def test_routed_experts_with_a_calibration_decide_on_the_sympy_model(calibration):
+    resolved = resolve(Request(gpu="h200", recipes="tensorwise", calibration=calibration))
+    rec = recommend(builtin("mixtral-8x7b"), tokens=4096, resolved=resolved)
+    assert rec.criterion == "speedup"
+    layers = rec.layers
+    grouped = layers[layers["grouped"]]
+    assert len(grouped) == 3
+    assert list(grouped["speedup"]) == pytest.approx(list(grouped["speedup_worst"]))
+    assert list(grouped["fp8_s"]) == pytest.approx(list(grouped["fp8_s_worst"]))
+    assert grouped["overhead_s_fitted"].isna().all()
+    assert not layers.loc[~layers["grouped"], "overhead_s_fitted"].isna().any()
+
+
+def test_more_experts_per_gpu_shrink_the_gain():
+    # ao#2864's trend: the same rows split into more, smaller groups lose float8's advantage
+    arch = builtin("llama4-maverick")
+    speedups = []
+    for ep in (64, 8, 1):  # 2, 16, 128 experts per GPU
+        rec = recommend(arch, tokens=8192, resolved=roofline("rowwise"), setup=TrainingSetup(ep=ep))
+        row = rec.layers.set_index("fqn").loc["model.layers.*.feed_forward.experts.down_proj"]
+        speedups.append(row["speedup_worst"])
+    assert speedups[0] > speedups[1] > speedups[2]
+
+
+def test_recompute_full_adds_the_forward_in_both_precisions():
+    arch = builtin("llama3-8b")
+    base = recommend(arch, tokens=4096, resolved=roofline()).layers.set_index("fqn")
+    full = recommend(
+        arch,
+        tokens=4096,
+        resolved=roofline(),
+        setup=TrainingSetup(recompute=Recompute.FULL),
+    ).layers.set_index("fqn")
+    q = "model.layers.*.self_attn.q_proj"
+    config = roofline().config
+    fwd_bf16, _ = config.gemm_model.time_s("bf16", GemmRole.OUTPUT, 4096, 4096, 4096)
+    fwd_fp8, _ = config.gemm_model.time_s("fp8", GemmRole.OUTPUT, 4096, 4096, 4096)
+    assert full.loc[q, "bf16_gemm_s"] == pytest.approx(base.loc[q, "bf16_gemm_s"] + fwd_bf16)
+    # square: input and weight casts are 2 of the 3 roles' overhead
+    assert full.loc[q, "forward_share"] == pytest.approx(2 / 3)
+    extra = fwd_fp8 + 2 / 3 * base.loc[q, "overhead_s_worst"]
+    assert full.loc[q, "fp8_s_worst"] == pytest.approx(base.loc[q, "fp8_s_worst"] + extra)
+    assert full.loc[q, "recompute_fp8_s"] == pytest.approx(extra)
+    selective = recommend(
+        arch, tokens=4096, resolved=roofline(), setup=TrainingSetup(recompute=Recompute.SELECTIVE)
+    ).layers.set_index("fqn")
+    assert selective.loc[q, "fp8_s_worst"] == pytest.approx(base.loc[q, "fp8_s_worst"])
+
+
+def test_recompute_full_with_a_calibration(calibration):
+    resolved = resolve(Request(gpu="h200", recipes="rowwise", calibration=calibration))
+    setup = TrainingSetup(recompute=Recompute.FULL)
+    base = recommend(builtin("gpt2"), tokens=4096, resolved=resolved).layers
+    full = recommend(builtin("gpt2"), tokens=4096, resolved=resolved, setup=setup).layers
+    added = full["fp8_s"] - base["fp8_s"]
+    assert list(added) == pytest.approx(list(full["recompute_fp8_s"]))
+    assert list(full["bf16_s"] - base["bf16_s"]) == pytest.approx(list(full["recompute_bf16_s"]))
+    assert full["speedup_wall"].isna().all()
+
+
+def test_step_share():
+    rec = recommend(
+        builtin("llama3-8b"), tokens=8192, resolved=roofline(), setup=TrainingSetup(step_s=1.0)
+    )
+    share = rec.step_share
+    assert share.linear_bf16_s == pytest.approx(rec.totals.bf16_s)
+    assert share.speedup == pytest.approx(1.0 / (1.0 - rec.totals.saved_s))
+    assert 1 < share.speedup < rec.totals.speedup  # the rest of the step does not speed up
+    assert share.consistent
+    assert not recommend(builtin("llama3-8b"), tokens=8192, resolved=roofline()).step_share
+    tiny = StepShare(step_s=0.1, linear_bf16_s=0.5, saved_s=0.2)
+    assert not tiny.consistent
+
+
+def test_module_filter_with_tp():
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj = nn.Linear(4096, 4096, bias=False)
+            self.k_proj = nn.Linear(4096, 1024, bias=False)
+            self.o_proj = nn.Linear(4096, 4096, bias=False)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Attn() for _ in range(2)])
+
+    whole = module_filter(Model, 8192, recipe="rowwise")
+    sharded = module_filter(Model, 8192, recipe="rowwise", tp=2)
+    assert "layers.0.k_proj" in whole.converted and "layers.0.k_proj" not in sharded.converted
+    layers = sharded.recommendation.layers.set_index("fqn")
+    assert tuple(layers.loc["layers.*.k_proj", ["K", "N"]]) == (4096, 512)
+    assert tuple(layers.loc["layers.*.o_proj", ["K", "N"]]) == (2048, 4096)
+    assert sharded.recommendation.setup.tp == 2
+    assert f8roof.module_filter(Model, 8192, recipe="rowwise", tp=2).converted == sharded.converted
+    with pytest.raises(ArchitectureError, match="--tp 3 does not divide"):
+        module_filter(Model, 8192, tp=3)
+    with pytest.raises(ArchitectureError, match="--tp must be a positive integer"):
+        module_filter(Model, 8192, tp=0)
+    # a name outside the plan: whole under TP, unless tp_plan says otherwise
+    net = module_filter(Net(), 16384, tp=2)
+    assert net.recommendation.layers["N"].tolist() == [64, 4096, 1024, 1024, 4096]
+    planned = module_filter(Net(), 16384, tp=2, tp_plan={"up": "column", "down": "row"})
+    assert planned.recommendation.layers["N"].tolist() == [64, 2048, 1024, 1024, 4096]
+    assert planned.recommendation.layers["K"].tolist() == [64, 1024, 2048, 1000, 1024]
+
+
+def row_of(output: str, fqn: str) -> list[str]:
+    return next(line for line in output.splitlines() if line.startswith(fqn + " ")).split()
+
+
+def test_estimate_model_tp_shows_the_sharded_shapes():
+    result = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--recipe", "rowwise"
+    )
+    assert result.exit_code == 0, result.output
+    assert "setup: TP 2 (column-parallel linears shard N, row-parallel shard K)" in result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("layer "))
+    assert header.split()[:6] == ["layer", "count", "M", "K", "N", "tp"]
+    for name in ("k_proj", "v_proj"):
+        cells = row_of(result.output, f"model.layers.*.self_attn.{name}")
+        assert cells[1:6] == ["32", "8192", "4096", "512", "col"] and "keep" in cells
+    assert row_of(result.output, "model.layers.*.self_attn.o_proj")[1:6] == [
+        "32",
+        "8192",
+        "2048",
+        "4096",
+        "row",
+    ]
+    assert "note: TP 2: each GPU runs its shard" in result.output
+
+
+def test_estimate_model_ep_shows_grouped_experts(tmp_path):
+    out = tmp_path / "layers.csv"
+    result = run(
+        "estimate", "--model", "deepseek-v3", "--tokens", "8192", "--ep", "8", "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("layer "))
+    assert "experts/GPU  tokens/expert" in header
+    cells = row_of(result.output, "model.layers.*.mlp.experts.*.gate_proj")
+    assert cells[1:7] == ["58", "2048", "7168", "2048", "32", "2048"]
+    assert "grouped gemm, rowwise" in result.output
+    assert "per-gemm launch floors are overcounted" in result.output
+    frame = pd.read_csv(out)
+    experts = frame[frame["grouped"]]
+    assert len(experts) == 3 and set(experts["experts_per_device"]) == {32}
+    assert set(frame.loc[~frame["grouped"], "experts_per_device"]) == {0}
+
+
+def test_estimate_model_recompute_and_step():
+    result = run(
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--tokens",
+        "8192",
+        "--recompute",
+        "full",
+        "--step-ms",
+        "1200",
+        "--fsdp",
+    )
+    assert result.exit_code == 0, result.output
+    assert "setup: FSDP, recompute full" in result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("end to end"))
+    assert "measured bf16 step 1200 ms" in line and "step speedup" in line
+    assert "(linear part " in line
+    assert "note: recompute full" in result.output and "note: FSDP" in result.output
+    short = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--step-ms", "10")
+    assert short.exit_code == 0 and "no end-to-end figure" in short.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--tp", "3"],
+            "Error: --tp 3 does not divide N = 4096 of model.layers.*.self_attn.q_proj",
+        ),
+        (["--tp", "0"], "Error: --tp must be a positive integer (got 0)"),
+        (["--ep", "2"], "Error: --ep 2: llama3-8b has no routed experts"),
+        (["--step-ms", "-1"], "Error: --step-ms must be a positive number (got -0.001)"),
+        (["--recompute", "half"], "Invalid value for '--recompute'"),
+    ],
+)
+def test_estimate_model_bad_parallel_input(args, message):
+    result = run("estimate", "--model", "llama3-8b", "--tokens", "8192", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+    if "Invalid value" not in message:
+        assert len(result.output.strip().splitlines()) == 1
+
+
+def test_parallel_options_need_a_model():
+    result = run("estimate", "--shape", "4096,4096,4096", "--tp", "2")
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "Error: --tp, --ep, --fsdp, --recompute and --step-ms go with --model"
+    )

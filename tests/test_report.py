@@ -9,6 +9,7 @@ from f8roof.cli import main
 from f8roof.recommend import recommend
 from f8roof.report import format_recommendation, markdown, write_report
 from f8roof.resolve import Request, resolve
+from f8roof.scale import TrainingSetup
 
 
 def run(*args):
@@ -26,10 +27,10 @@ def test_markdown_has_the_tables_and_totals():
     assert text.startswith("# f8roof report: gpt2 at 8192 tokens per step")
     assert "## Recommendation" in text and "## Per layer type" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| layer | count | K | N | recipe |")
+    assert table[0].startswith("| layer | count | M | K | N | recipe |")
     assert "x tensorwise" in table[0] and "x rowwise" in table[0]
     assert len(table) == 1 + len(rec.layers)
-    assert "| lm\\_head |" not in text and "| lm_head | 1 | 768 | 50257 |" in text
+    assert "| lm\\_head |" not in text and "| lm_head | 1 | 8192 | 768 | 50257 |" in text
     assert "model.layers" not in text and "transformer.h.\\*.attn.c\\_attn" not in text
     assert "| transformer.h.\\*.attn.c_attn |" in text  # '*' escaped, not italics
     assert f"{rec.totals.speedup:.3f}x of the linear part" in text
@@ -96,7 +97,7 @@ def test_cli_report(tmp_path):
     assert "llama3-70b on h100, M = 8192 tokens per step" in result.output
     assert f"wrote {out}" in result.output
     text = out.read_text()
-    assert "| model.layers.\\*.mlp.down_proj | 80 | 28672 | 8192 | tensorwise |" in text
+    assert "| model.layers.\\*.mlp.down_proj | 80 | 8192 | 28672 | 8192 | tensorwise |" in text
     assert "## Plots" not in text
 
 
@@ -129,3 +130,62 @@ def test_cli_report_bad_input(args, message):
     result = run("report", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_cli_report_at_scale(tmp_path):
+    out = tmp_path / "report.md"
+    result = run(
+        "report",
+        "--model",
+        "llama3-8b",
+        "--tokens",
+        "8192",
+        "--tp",
+        "2",
+        "--recipe",
+        "rowwise",
+        "--step-ms",
+        "900",
+        "--no-calibration",
+        "--no-plots",
+        "--out",
+        str(out),
+    )
+    assert result.exit_code == 0, result.output
+    assert "end to end: measured bf16 step 900 ms" in result.output
+    text = out.read_text()
+    assert "- setup: TP 2 (column-parallel linears shard N, row-parallel shard K)" in text
+    assert "| layer | count | M | K | N | tp | recipe |" in text
+    assert "| model.layers.\\*.self\\_attn.k\\_proj |" not in text
+    assert "| model.layers.\\*.self_attn.k_proj | 32 | 8192 | 4096 | 512 | col | rowwise |" in text
+    assert "## torchao's auto filter vs f8roof" in text
+    assert "| torchao sees K x N |" in text
+    assert "recipe='rowwise', tp=2)" in text  # the module_filter call to paste
+    bad = run("report", "--model", "llama3-8b", "--tokens", "8", "--tp", "5", "--out", "r.md")
+    assert bad.exit_code == 2 and len(bad.output.strip().splitlines()) == 1
+    assert "--tp 5 does not divide" in bad.output
+
+
+def test_terminal_rendering_of_routed_experts():
+    rec = recommend(
+        builtin("qwen3-30b-a3b"),
+        tokens=4096,
+        resolved=roofline("rowwise"),
+        setup=TrainingSetup(ep=4, tp=2),
+    )
+    text = format_recommendation(rec)
+    header = next(line for line in text.splitlines() if line.startswith("layer "))
+    assert header.split()[:8] == [
+        "layer",
+        "count",
+        "M",
+        "K",
+        "N",
+        "tp",
+        "experts/GPU",
+        "tokens/expert",
+    ]
+    row = next(line for line in text.splitlines() if "experts.*.down_proj" in line).split()
+    # EP 4 with TP 2: 32 experts per GPU, 4096 / 2 x 8 / 32 = 512 tokens each; experts unsharded
+    assert row[1:8] == ["48", "512", "768", "2048", "-", "32", "512"]
+    assert "note: routed experts: 32 of 128 experts per GPU (EP 4), top 8, 512 tokens" in text

@@ -6,8 +6,10 @@ splits them into forward and backward:
 - tensorwise: the input's and the weight's amax and cast run in the forward (the cast writes
   both float8 copies; the backward reuses them), grad_output's in the backward;
 - rowwise: the row casts of input and weight (scales per row of the output gemm's operands)
-  run in the forward; their column casts (for grad_weight and grad_input), the transposed
-  copies L adds for them, and everything of grad_output run in the backward.
+  run in the forward; their column casts (for grad_weight and grad_input), torchao's
+  tensorwise weight cast for grad_input (rowwise_gw_hp), the transposed copies L adds for
+  them, torchao's rescales of the backward gemms' outputs, and everything of grad_output run
+  in the backward.
 `forward_share` is the forward kernels' bytes over all the model's bytes, a sympy expression in
 M, K, N; estimates apply it to the overhead time at every level (worst, ideal, fitted).
 """
@@ -19,14 +21,18 @@ import sympy as sp
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import KernelTraffic, TrafficModel, worst_traffic
 
+# the forward passes of a tensorwise role (`traffic._worst_tensorwise`)
+TENSORWISE_PASSES = frozenset({"amax", "cast", "amax_cast"})
+
 
 def is_forward(kernel: KernelTraffic) -> bool:
     """Whether a worst-model kernel runs in the forward (see the module docstring)."""
-    if kernel.role is Role.GRAD_OUTPUT:
+    if kernel.role not in (Role.INPUT, Role.WEIGHT):  # grad_output, or a gemm output's rescale
         return False
     what = kernel.name.partition(".")[2]
-    # rowwise column casts (and L's transposed copies for them) feed the backward gemms
-    return not (what.endswith("_cols") or what == "transpose")
+    # rowwise: only the row casts feed the output gemm; column and tensorwise casts (and L's
+    # transposed copies) feed the backward gemms
+    return what in TENSORWISE_PASSES or what.endswith("_rows")
 
 
 def forward_bytes(model: TrafficModel) -> sp.Expr:

@@ -1,0 +1,181 @@
+import itertools
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from f8roof.architectures import builtin
+from f8roof.autofilter import (
+    NoAutoFilter,
+    compare_filters,
+    comparison_grid,
+    format_comparison,
+    markdown_section,
+    torchao_auto_filter,
+)
+from f8roof.cli import main
+from f8roof.resolve import Request, resolve
+from f8roof.scale import TrainingSetup
+
+
+def roofline(recipe="tensorwise"):
+    return resolve(Request(gpu="h100", recipes=recipe, no_calibration=True))
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+# K and N around every threshold of both rules, multiples of 16 or not
+GRID = sorted(
+    {
+        v
+        for t in (16, 512, 1024, 2048, 4096, 8192)
+        for v in (t - 16, t - 1, t, t + 1, t + 16, 2 * t)
+        if v > 0
+    }
+)
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_reproduction_matches_torchao(recipe):
+    """Our thresholds against torchao's own `_auto_filter_for_recipe` on a grid of K and N."""
+    pytest.importorskip("torchao")
+    import torch
+    from torchao.float8 import _auto_filter_for_recipe
+
+    theirs = _auto_filter_for_recipe(recipe, filter_fqns=[])
+    pairs = list(itertools.product(GRID, GRID))
+    with torch.device("meta"):
+        expected = [theirs(torch.nn.Linear(K, N, bias=False), "layer") for K, N in pairs]
+    K, N = (np.array(x) for x in zip(*pairs))
+    assert list(torchao_auto_filter(recipe, K, N)) == expected
+
+
+def test_reproduction_no_rule_like_torchao():
+    with pytest.raises(NoAutoFilter, match="raises NotImplementedError for rowwise_with_gw_hp"):
+        torchao_auto_filter("rowwise_gw_hp", 4096, 4096)
+    with pytest.raises(NoAutoFilter, match="no recipe 'tensorwise_delayed'"):
+        torchao_auto_filter("tensorwise_delayed", 4096, 4096)
+    torchao = pytest.importorskip("torchao.float8")
+    with pytest.raises(NotImplementedError):
+        torchao._auto_filter_for_recipe("rowwise_with_gw_hp", filter_fqns=[])
+
+
+def test_thresholds_by_hand():
+    # tensorwise: small only when K <= 4096 and N <= 1024 (llama3-8b's k_proj: 4096 x 1024)
+    assert list(torchao_auto_filter("tensorwise", [4096, 4112, 4096], [1024, 1024, 1040])) == [
+        False,
+        True,
+        True,
+    ]
+    # rowwise: N <= 2048, or K <= 1024, or N <= 4096 and K <= 2048
+    assert list(
+        torchao_auto_filter(
+            "rowwise", [8192, 1024, 2048, 2064, 4096], [2048, 8192, 4096, 4096, 4112]
+        )
+    ) == [False, False, False, True, True]
+    assert not torchao_auto_filter("tensorwise", 8192, 50257)  # not a multiple of 16
+
+
+def test_torchao_sees_the_unsharded_weight():
+    cmp = compare_filters(
+        builtin("llama3-70b"), tokens=2048, resolved=roofline(), setup=TrainingSetup(tp=8)
+    )
+    layers = cmp.layers.set_index("fqn")
+    k = "model.layers.*.self_attn.k_proj"
+    # full 8192 x 1024 passes torchao's tensorwise rule; the TP8 shard (N = 128) does not win
+    assert tuple(layers.loc[k, ["full_K", "full_N", "K", "N"]]) == (8192, 1024, 8192, 128)
+    assert layers.loc[k, "torchao_convert"] and not layers.loc[k, "convert"]
+    choices = {c.name: c for c in cmp.choices}
+    assert set(choices) == {"bf16", "torchao auto filter", "f8roof", "all convertible"}
+    assert choices["f8roof"].step_s < choices["torchao auto filter"].step_s
+    assert choices["f8roof"].step_s <= choices["all convertible"].step_s
+    assert choices["bf16"].step_s == pytest.approx(cmp.recommendation.totals.bf16_s)
+    assert choices["f8roof"].step_s == pytest.approx(cmp.recommendation.totals.recommended_s)
+    text = format_comparison(cmp)
+    assert "torchao sees K x N" in text and "8192 x 1024" in text
+    assert "f8roof vs torchao's filter:" in text
+    assert "torchao's filter sees the unsharded K x N" in text
+
+
+def test_filter_fqns_and_routed_experts():
+    cmp = compare_filters(
+        builtin("mixtral-8x7b"),
+        tokens=8192,
+        resolved=roofline("rowwise"),
+        setup=TrainingSetup(ep=8),
+        filter_fqns=["lm_head"],
+    )
+    layers = cmp.layers.set_index("fqn")
+    assert not layers.loc["lm_head", "torchao_convert"]
+    experts = layers.loc["model.layers.*.block_sparse_moe.experts.*.w1"]
+    assert experts["torchao_convert"] is None  # a grouped gemm, not an nn.Linear
+    assert experts["torchao_step_s"] == pytest.approx(experts["f8roof_step_s"])
+    assert "outside torchao's filter" in format_comparison(cmp)
+
+
+def test_no_rule_for_rowwise_gw_hp():
+    cmp = compare_filters(builtin("llama3-8b"), tokens=8192, resolved=roofline("rowwise_gw_hp"))
+    assert cmp.torchao is None and "NotImplementedError" in cmp.no_rule
+    assert [c.name for c in cmp.choices] == ["bf16", "f8roof", "all convertible"]
+    text = format_comparison(cmp)
+    assert "torchao: torchao's _auto_filter_for_recipe raises NotImplementedError" in text
+    assert "## torchao's auto filter vs f8roof" in markdown_section(cmp)
+
+
+def test_grid():
+    comparisons, grid = comparison_grid(
+        builtin("llama3-8b"), tokens=[2048, 8192], tps=[1, 8], resolved=roofline("rowwise")
+    )
+    assert len(comparisons) == 4
+    assert list(zip(grid["tokens"], grid["tp"])) == [(2048, 1), (2048, 8), (8192, 1), (8192, 8)]
+    # torchao's choice does not depend on the tokens or the TP degree; f8roof's does
+    assert grid["torchao_linears"].nunique() == 1
+    assert grid["f8roof_linears"].nunique() > 1
+    assert (grid["f8roof_ms"] <= grid["torchao_ms"] * (1 + 1e-9)).all()
+
+
+def test_cli_filter_compare():
+    result = run(
+        "filter-compare",
+        "--model",
+        "llama3-8b",
+        "--tokens",
+        "2048,8192",
+        "--tp",
+        "1,8",
+        "--recipe",
+        "rowwise",
+        "--no-calibration",
+        "--step-ms",
+        "2000",
+    )
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.count("torchao's auto filter (torchao/float8/float8_linear_utils.py") == 4
+    assert "llama3-8b, recipe rowwise: linear time per step per GPU" in out
+    grid = out[out.index("llama3-8b, recipe rowwise: linear time") :].splitlines()
+    assert grid[1].split()[:4] == ["tokens", "tp", "bf16", "ms"]
+    assert [line.split()[:2] for line in grid[2:6]] == [
+        ["2048", "1"],
+        ["2048", "8"],
+        ["8192", "1"],
+        ["8192", "8"],
+    ]
+    assert "end to end (torchao auto filter): step speedup" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tokens", "8192", "--tp", "3"], "--tp 3 does not divide"),
+        (["--tokens", "8192", "--tp", "0"], "--tp must be a positive integer"),
+        (["--tokens", "lots"], "--tokens 'lots': expected integers"),
+        (["--tokens", "8192", "--recipe", "all"], "filter-compare takes one recipe"),
+    ],
+)
+def test_cli_filter_compare_bad_input(args, message):
+    result = run("filter-compare", "--model", "llama3-8b", "--no-calibration", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
