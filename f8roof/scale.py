@@ -130,7 +130,12 @@ class TrainingSetup:
     ) -> TrainingSetup:
         """From user-facing values (the CLI's and module_filter's): recompute by name, the
         step in milliseconds."""
-        if step_ms is not None and not isinstance(step_ms, (int, float)):
+        if step_ms is not None and not (
+            isinstance(step_ms, (int, float))
+            and not isinstance(step_ms, bool)
+            and math.isfinite(step_ms)
+            and step_ms > 0
+        ):
             raise ParallelismError(f"--step-ms must be a positive number (got {step_ms!r})")
         return cls(
             tp=tp,

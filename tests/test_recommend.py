@@ -568,7 +568,7 @@ def test_estimate_model_recompute_and_step():
         ),
         (["--tp", "0"], "Error: --tp must be a positive integer (got 0)"),
         (["--ep", "2"], "Error: --ep 2: llama3-8b has no routed experts"),
-        (["--step-ms", "-1"], "Error: --step-ms must be a positive number (got -0.001)"),
+        (["--step-ms", "-1"], "Error: --step-ms must be a positive number (got -1.0)"),
         (["--recompute", "half"], "Invalid value for '--recompute'"),
     ],
 )
