@@ -294,8 +294,8 @@ def grouped_config(config: EstimateConfig) -> EstimateConfig:
     (when it has rowwise and bf16 gemms) and its bandwidth and launch floor. No context: the
     experts' input comes from the token permutation, nothing fuses into torchao's casts. The
     implementation is the reference's because `_scaled_grouped_mm` takes row/column scales in
-    all three gemms (Float8Linear's unit-scale backward gemms do not apply); the sympy
-    overhead models are the reference's anyway."""
+    all three gemms: Float8Linear's unit-scale backward gemms and their rescale passes (in
+    torchao's worst and ideal models) do not apply."""
     gemm = config.gemm_model
     if isinstance(gemm, TableGemm) and not all(
         (dtype, role) in gemm.tables for dtype in ("bf16", "fp8_rowwise") for role in GEMM_ROLES
@@ -331,7 +331,7 @@ def _forward_share_fn(
     from f8roof.models.recompute import forward_share
     from f8roof.models.traffic import SYMBOLS
 
-    share = forward_share(recipe, fused=fused, limited=limited)
+    share = forward_share(recipe, implementation=implementation, fused=fused, limited=limited)
     return sp.lambdify(SYMBOLS, share, modules="numpy")
 
 
@@ -457,6 +457,7 @@ def module_filter(
     gpu: str | None = None,
     recipe: str = "tensorwise",
     implementation: str | None = None,
+    no_calibration: bool = False,
     tp: int = 1,
     ep: int = 1,
     fsdp: bool = False,
@@ -468,13 +469,14 @@ def module_filter(
 
     Decides as `f8roof estimate` does: on the given calibration (a path or a loaded
     `Calibration`), else the shipped one for the GPU (the exact bytes of the code torch.compile
-    generates, datasheet times). `tp`: each linear is decided at the shard one GPU runs
-    (column-parallel N / tp, row-parallel K / tp, by name: see `architectures.TP_PLAN`;
-    `tp_plan` maps other fqn suffixes to 'column', 'row' or 'replicated'). Build the filter on
-    the unsharded model, as torchtitan converts before it parallelizes. `ep`, `fsdp` and
-    `recompute` as for `f8roof estimate`. Routed MoE experts stored as 3D parameters are not
-    nn.Linear and not this filter's business (torchao converts them with its MoE training
-    config); a model with one nn.Linear per expert is treated as if each saw all the tokens.
+    generates, datasheet times), or datasheet rooflines with `no_calibration`. `tp`: each
+    linear is decided at the shard one GPU runs (column-parallel N / tp, row-parallel K / tp,
+    by name: see `architectures.TP_PLAN`; `tp_plan` maps other fqn suffixes to 'column', 'row'
+    or 'replicated'). Build the filter on the unsharded model, as torchtitan converts before it
+    parallelizes. `ep`, `fsdp` and `recompute` as for `f8roof estimate`. Routed MoE experts
+    stored as 3D parameters are not nn.Linear and not this filter's business (torchao converts
+    them with its MoE training config); a model with one nn.Linear per expert is treated as if
+    each saw all the tokens.
     """
     if "," in recipe or recipe.strip() == "all":
         raise F8RoofError(
@@ -482,7 +484,13 @@ def module_filter(
         )
     setup = TrainingSetup.from_options(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute)
     resolved = resolve(
-        Request(gpu=gpu, recipes=recipe, calibration=calibration, implementation=implementation)
+        Request(
+            gpu=gpu,
+            recipes=recipe,
+            calibration=calibration,
+            implementation=implementation,
+            no_calibration=no_calibration,
+        )
     )
     model = as_module(model)
     architecture = from_module(model, tp_plan=tp_plan)

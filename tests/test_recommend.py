@@ -356,8 +356,17 @@ def test_tp_decides_on_the_local_shape():
     # the same estimate as a standalone linear of the sharded shape
     frame = estimate([(8192, 4096, 512)], roofline("rowwise").config)
     assert tp2.loc[k, "speedup_worst"] == pytest.approx(frame["speedup_worst"].iloc[0])
-    # torchtitan#1207: rowwise wins on the whole k_proj, loses on its TP2 shard
-    assert whole.loc[k, "convert"] and not tp2.loc[k, "convert"]
+    # torchtitan#1207: the TP2 shard of k_proj loses in rowwise (at the worst case and ideal)
+    assert not tp2.loc[k, "convert"] and tp2.loc[k, "speedup_ideal"] < 1
+    assert tp2.loc[k, "speedup_worst"] < whole.loc[k, "speedup_worst"]
+    # a layer that wins whole and loses sharded: llama3-70b's k_proj, tensorwise, TP 8
+    arch = builtin("llama3-70b")
+    whole = recommend(arch, tokens=2048, resolved=roofline()).layers.set_index("fqn")
+    tp8 = recommend(
+        arch, tokens=2048, resolved=roofline(), setup=TrainingSetup(tp=8)
+    ).layers.set_index("fqn")
+    assert whole.loc[k, "convert"] and not tp8.loc[k, "convert"]
+    assert tp8.loc[k, "N"] == 128
 
 
 def test_routed_experts_are_grouped_rows():
@@ -464,23 +473,24 @@ def test_module_filter_with_tp():
     class Attn(nn.Module):
         def __init__(self):
             super().__init__()
-            self.q_proj = nn.Linear(4096, 4096, bias=False)
-            self.k_proj = nn.Linear(4096, 1024, bias=False)
-            self.o_proj = nn.Linear(4096, 4096, bias=False)
+            self.q_proj = nn.Linear(8192, 8192, bias=False)
+            self.k_proj = nn.Linear(8192, 1024, bias=False)
+            self.o_proj = nn.Linear(8192, 8192, bias=False)
 
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
             self.layers = nn.ModuleList([Attn() for _ in range(2)])
 
-    whole = module_filter(Model, 8192, recipe="rowwise")
-    sharded = module_filter(Model, 8192, recipe="rowwise", tp=2)
+    whole = module_filter(Model, 2048, no_calibration=True)
+    sharded = module_filter(Model, 2048, no_calibration=True, tp=8)
     assert "layers.0.k_proj" in whole.converted and "layers.0.k_proj" not in sharded.converted
     layers = sharded.recommendation.layers.set_index("fqn")
-    assert tuple(layers.loc["layers.*.k_proj", ["K", "N"]]) == (4096, 512)
-    assert tuple(layers.loc["layers.*.o_proj", ["K", "N"]]) == (2048, 4096)
-    assert sharded.recommendation.setup.tp == 2
-    assert f8roof.module_filter(Model, 8192, recipe="rowwise", tp=2).converted == sharded.converted
+    assert tuple(layers.loc["layers.*.k_proj", ["K", "N"]]) == (8192, 128)
+    assert tuple(layers.loc["layers.*.o_proj", ["K", "N"]]) == (1024, 8192)
+    assert sharded.recommendation.setup.tp == 8
+    again = f8roof.module_filter(Model, 2048, no_calibration=True, tp=8)
+    assert again.converted == sharded.converted
     with pytest.raises(ArchitectureError, match="--tp 3 does not divide"):
         module_filter(Model, 8192, tp=3)
     with pytest.raises(ArchitectureError, match="--tp must be a positive integer"):

@@ -20,6 +20,7 @@ import sympy as sp
 
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import KernelTraffic, TrafficModel, worst_traffic
+from f8roof.models.variant import Implementation
 
 # the forward passes of a tensorwise role (`traffic._worst_tensorwise`)
 TENSORWISE_PASSES = frozenset({"amax", "cast", "amax_cast"})
@@ -42,9 +43,10 @@ def forward_bytes(model: TrafficModel) -> sp.Expr:
 def forward_share(
     recipe: Recipe,
     *,
+    implementation: Implementation = Implementation.REFERENCE,
     fused: frozenset[Role] = frozenset(),
     limited: frozenset[Role] = frozenset(),
 ) -> sp.Expr:
     """Forward kernels' bytes / all overhead bytes of the worst-case model, in M, K, N."""
-    model = worst_traffic(recipe, fused=fused, limited=limited)
+    model = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
     return sp.simplify(forward_bytes(model) / model.total)
