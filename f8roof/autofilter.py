@@ -268,9 +268,9 @@ def format_comparison(cmp: FilterComparison) -> str:
         [
             (
                 f"{rec.architecture.name} on {rec.gpu}, {rec.tokens} tokens per GPU, "
-                f"{rec.setup.describe()}, recipe {cmp.recipe}: torchao's auto filter "
-                f"({TORCHAO_SOURCE}{fqns}) vs f8roof (decisions by {rec.criterion_label})"
+                f"{rec.setup.describe()}, recipe {cmp.recipe}: torchao's auto filter vs f8roof"
             ),
+            f"torchao: {TORCHAO_SOURCE}{fqns}; f8roof: decisions by {rec.criterion_label}",
             _aligned(header, rows, color=False),
             *summary_lines(cmp),
         ]

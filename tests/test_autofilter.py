@@ -153,7 +153,7 @@ def test_cli_filter_compare():
     )
     assert result.exit_code == 0, result.output
     out = result.output
-    assert out.count("torchao's auto filter (torchao/float8/float8_linear_utils.py") == 4
+    assert out.count("torchao: torchao/float8/float8_linear_utils.py _auto_filter_for_recipe") == 4
     assert "llama3-8b, recipe rowwise: linear time per step per GPU" in out
     grid = out[out.index("llama3-8b, recipe rowwise: linear time") :].splitlines()
     assert grid[1].split()[:4] == ["tokens", "tp", "bf16", "ms"]
