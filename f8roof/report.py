@@ -65,7 +65,7 @@ def _shape_columns(rec: Recommendation) -> list[tuple[str, object]]:
     if rec.has_grouped:
         columns += [
             ("experts/GPU", lambda r: str(r["experts_per_device"]) if r["grouped"] else "-"),
-            ("tokens/expert", lambda r: f"{r['tokens_per_expert']:.4g}" if r["grouped"] else "-"),
+            ("tokens/expert", lambda r: f"{r['tokens_per_expert']:.6g}" if r["grouped"] else "-"),
         ]
     return columns
 
@@ -191,7 +191,7 @@ def scale_notes(rec: Recommendation) -> list[str]:
         assert experts is not None
         lines.append(
             f"routed experts: {first['experts_per_device']} of {experts.experts} experts per GPU "
-            f"(EP {rec.setup.ep}), top {experts.top_k}, {first['tokens_per_expert']:.4g} tokens "
+            f"(EP {rec.setup.ep}), top {experts.top_k}, {first['tokens_per_expert']:.6g} tokens "
             f"per expert (balanced routing), M padded to a multiple of 16 (torchao's float8 "
             f"grouped gemm); each row is one grouped gemm per layer, its times the sum of "
             f"{first['experts_per_device']} per-expert gemms: a grouped gemm is one launch, so "
