@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_json
+from f8roof.models.variant import Before, Context
 
 
 class ArchitectureError(F8RoofError):
@@ -81,6 +82,7 @@ class NamedLinear:
     count: int = 1
     tp: TPStyle = TPStyle.REPLICATED
     routed: RoutedExperts | None = None
+    context: Context = field(default_factory=Context)  # its input's op (see input_context)
 
     def __post_init__(self) -> None:
         for name in ("K", "N", "count"):
@@ -422,8 +424,56 @@ def from_hf_config(
         name = name or data.get("_name_or_path") or path.parent.name or path.stem
         source = source or str(path)
     cfg = _Config(_text_config(data), where)
-    linears, note = _parser_for(cfg)(cfg, name or where)
+    parser = _parser_for(cfg)
+    linears, note = parser(cfg, name or where)
+    norm = Before.LAYERNORM if parser is _gpt2 else Before.RMSNORM
+    linears = [
+        replace(lin, context=input_context(lin.fqn, norm=norm, routed=lin.grouped))
+        for lin in linears
+    ]
     return Architecture(str(name or where), tuple(linears), source or where, note)
+
+
+# The op producing a linear's input in the pre-norm transformers f8roof knows, by the linear's
+# name: the block's norm (RMSNorm in llama-style models, LayerNorm in GPT-2) before attention's
+# input projections, the MLP's up projections and lm_head (the final norm); the latent's own
+# RMSNorm before DeepSeek's q_b/kv_b; silu(gate) * up before a SwiGLU down projection; GELU
+# before GPT-2's MLP c_proj. Attention outputs come from the attention kernel and routed
+# experts' inputs from the token permutation: nothing there a cast could fuse into.
+_FROM_NORM = {
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "gate_proj",
+    "up_proj",
+    "w1",
+    "w3",
+    "gate_up_proj",
+    "q_a_proj",
+    "kv_a_proj_with_mqa",
+    "c_attn",
+    "c_fc",
+    "lm_head",
+}
+_FROM_LATENT_NORM = {"q_b_proj", "kv_b_proj"}
+_FROM_SILU_MUL = {"down_proj", "w2"}
+
+
+def input_context(fqn: str, *, norm: Before, routed: bool = False) -> Context:
+    """The context of a linear named `fqn` (see above); `Context()` for names it does not know."""
+    parts = fqn.split(".")
+    name, parent = parts[-1], parts[-2] if len(parts) > 1 else ""
+    if routed:
+        return Context()
+    if name in _FROM_NORM:
+        return Context(norm)
+    if name in _FROM_LATENT_NORM:
+        return Context(Before.RMSNORM)
+    if name in _FROM_SILU_MUL:
+        return Context(Before.SILU_MUL)
+    if name == "c_proj" and parent == "mlp":
+        return Context(Before.GELU)
+    return Context()
 
 
 # --- built-in architectures ---------------------------------------------------------------------
@@ -814,6 +864,19 @@ def tp_style(fqn: str, plan: Mapping[str, TPStyle | str] | None = None) -> TPSty
     return None
 
 
+def _norm_of(model) -> Before:
+    """The norm a module's blocks use, by its layers' types: LayerNorm, or RMSNorm (any class
+    so named, e.g. LlamaRMSNorm); none when it has neither (nothing to fuse a cast into)."""
+    import torch
+
+    modules = list(model.modules())
+    if any(isinstance(m, torch.nn.LayerNorm) for m in modules):
+        return Before.LAYERNORM
+    if any("RMSNorm" in type(m).__name__ for m in modules):
+        return Before.RMSNORM
+    return Before.NONE
+
+
 def from_module(
     model, *, name: str | None = None, tp_plan: Mapping[str, TPStyle | str] | None = None
 ) -> Architecture:
@@ -827,13 +890,15 @@ def from_module(
         raise ArchitectureError(f"{label} has no nn.Linear modules: nothing to convert to float8")
     grouped: dict[str, NamedLinear] = {}
     unknown: list[str] = []
+    norm = _norm_of(model)
     for fqn, kind in group_by_layer_type(linears).items():
         K, N = linears[fqn]
         count = grouped[kind].count + 1 if kind in grouped else 1
         style = tp_style(layer_type(fqn), tp_plan)
         if style is None and kind not in grouped:
             unknown.append(kind)
-        grouped[kind] = NamedLinear(kind, K, N, count, style or TPStyle.REPLICATED)
+        context = input_context(kind, norm=norm)
+        grouped[kind] = NamedLinear(kind, K, N, count, style or TPStyle.REPLICATED, None, context)
     note = (
         f"not in the TP plan, replicated under --tp (pass tp_plan to say): {', '.join(unknown)}"
         if unknown

@@ -246,6 +246,10 @@ def estimate(
     if model or tokens is not None:
         if shape_texts or shapes_file or sweep:
             raise F8RoofError("--model replaces --shape, --shapes-file and --sweep: give one")
+        if request["before"] or request["after"]:
+            raise F8RoofError(
+                "--model takes each linear's context from the architecture: drop --before/--after"
+            )
         _estimate_model(model, tokens, resolved, out=out, setup=setup)
         return
     if not setup.is_default:

@@ -46,6 +46,7 @@ from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.models.recipes import Recipe
+from f8roof.models.traffic import context_fused_roles
 from f8roof.models.variant import Context, Implementation
 from f8roof.resolve import Request, Resolved, resolve
 from f8roof.scale import ONE_GPU, LocalLayer, Recompute, TrainingSetup, local_layers
@@ -247,7 +248,7 @@ def _layer_frame(
     """The estimate of every row under one config. Dense rows as `estimate` gives them; routed
     experts' rows replaced by a grouped gemm: experts-per-device gemms at M = tokens per
     expert, rowwise, sympy overhead (see the module docstring)."""
-    frame = _timed([layer.shape for layer in local], config, recompute)
+    frame = _by_context(local, config, recompute)
     for column in _LABELS:
         frame[column] = frame[column].astype(str)
     grouped = np.array([layer.grouped for layer in local], dtype=bool)
@@ -279,6 +280,36 @@ def _layer_frame(
 
 
 _LABELS = ("recipe", "implementation", "context")
+
+
+def _by_context(
+    local: Sequence[LocalLayer], config: EstimateConfig, recompute: Recompute
+) -> pd.DataFrame:
+    """Each row estimated in its own context (the op producing its input), with the seed's F
+    flags that context implies; a context the calibration lacks falls back to the standalone
+    linear, and `context_note` says so."""
+    contexts = [layer.linear.context for layer in local]
+    parts = []
+    for context in dict.fromkeys(contexts):
+        rows = [i for i, c in enumerate(contexts) if c == context]
+        used = context
+        if config.calibration is not None and not config.calibration.has(
+            replace(config, context=context).variant.key
+        ):
+            used = Context()
+        part = _timed(
+            [local[i].shape for i in rows],
+            replace(config, context=used, fused=context_fused_roles(used)),
+            recompute,
+        )
+        part.index = rows
+        part["context_note"] = (
+            "" if used == context else f"{context.name} not in the calibration: standalone"
+        )
+        parts.append(part)
+    return pd.concat(parts).sort_index()
+
+
 _WALL_COLUMNS = ("bf16_wall_s", "fp8_wall_s", "speedup_wall")
 
 
@@ -394,6 +425,8 @@ def _note(row, criterion: str) -> str:
         notes.append(GROUPED_NOTE)
     if row.shape_note:
         notes.append(row.shape_note)
+    if row.context_note:
+        notes.append(row.context_note)
     if not row.fp8_ok:
         notes.append(str(row.fp8_reason))
     else:

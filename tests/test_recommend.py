@@ -1,4 +1,5 @@
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/synthetic.py
@@ -18,8 +19,8 @@ from f8roof.estimate import EstimateConfig, estimate
 from f8roof.fitting import fit_calibration
 from f8roof.models.gemm import GemmRole
 from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import RECIPE_NAMES, Recipe
-from f8roof.models.variant import Implementation
+from f8roof.models.recipes import RECIPE_NAMES, Recipe, Role
+from f8roof.models.variant import Before, Context, Implementation
 from f8roof.recommend import StepShare, canonical_fqn, module_filter, recommend
 from f8roof.resolve import Request, resolve
 from f8roof.scale import Recompute, TrainingSetup
@@ -353,8 +354,12 @@ def test_tp_decides_on_the_local_shape():
     assert tuple(tp2.loc[k, ["M", "K", "N"]]) == (8192, 4096, 512)
     assert tuple(tp2.loc[k, ["full_K", "full_N"]]) == (4096, 1024)
     assert tp2.loc[k, "tp"] == "column" and tp2.loc["model.layers.*.mlp.down_proj", "tp"] == "row"
-    # the same estimate as a standalone linear of the sharded shape
-    frame = estimate([(8192, 4096, 512)], roofline("rowwise").config)
+    # the same estimate as a linear of the sharded shape after RMSNorm (k_proj's context)
+    config = replace(
+        roofline("rowwise").config, context=Context(Before.RMSNORM), fused=frozenset({Role.INPUT})
+    )
+    assert tp2.loc[k, "context"] == "rmsnorm>none"
+    frame = estimate([(8192, 4096, 512)], config)
     assert tp2.loc[k, "speedup_worst"] == pytest.approx(frame["speedup_worst"].iloc[0])
     # torchtitan#1207: the TP2 shard of k_proj loses in rowwise (at the worst case and ideal)
     assert not tp2.loc[k, "convert"] and tp2.loc[k, "speedup_ideal"] < 1
@@ -428,7 +433,7 @@ def test_recompute_full_adds_the_forward_in_both_precisions():
         resolved=roofline(),
         setup=TrainingSetup(recompute=Recompute.FULL),
     ).layers.set_index("fqn")
-    q = "model.layers.*.self_attn.q_proj"
+    q = "model.layers.*.self_attn.o_proj"  # standalone: attention's output feeds it
     config = roofline().config
     fwd_bf16, _ = config.gemm_model.time_s("bf16", GemmRole.OUTPUT, 4096, 4096, 4096)
     fwd_fp8, _ = config.gemm_model.time_s("fp8", GemmRole.OUTPUT, 4096, 4096, 4096)

@@ -38,6 +38,7 @@ class Before(str, Enum):
     LAYERNORM = "layernorm"  # torchao's float8 benchmark: LayerNorm without affine weights
     RMSNORM = "rmsnorm"  # llama-style q/k/v and gate/up inputs
     SILU_MUL = "silu_mul"  # llama-style down_proj input: silu(gate) * up
+    GELU = "gelu"  # GPT-2's MLP c_proj input
 
 
 class After(str, Enum):
