@@ -38,6 +38,7 @@ CPU_KERNELS = (
 def test_parse_cpu_trace() -> None:
     events = parse_chrome_trace(CPU_TRACE.read_text())
     assert all(e.kind is EventKind.CPU_KERNEL and e.duration_s > 0 for e in events)
+    assert all(e.launch_s is not None for e in events)  # a CPU kernel launches at its start
     for step in (0, 1):
         names = [e.name for e in events if e.step == step]
         # Forward: cast kernel, output gemm, kernel saving copies for backward; backward:
@@ -133,6 +134,9 @@ def test_parse_cuda_trace_assigns_steps_by_launch() -> None:
     ]
     # CPU ops are launches on a CUDA trace, never kernels.
     assert all(not e.name.startswith("cu") for e in events)
+    assert [e.launch_s for e in events] == pytest.approx(
+        [None, 110e-6, 120e-6, 125e-6, 210e-6, 220e-6]
+    )
 
 
 def test_kernel_durations_cuda_trace() -> None:

@@ -292,4 +292,4 @@ def profile_steps(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(trace_path or Path(tmp) / "trace.json")
         prof.export_chrome_trace(str(path))
-        return parse_chrome_trace(path.read_text())
+        return parse_chrome_trace(path)  # a ".gz" trace_path is exported gzip-compressed
