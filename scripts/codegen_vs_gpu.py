@@ -12,21 +12,24 @@ recipes and shapes still run; a summary ends the output. Exit code 1 only if a c
 import argparse
 import sys
 
-from f8roof.calibrate import DEFAULT_RECIPES
+from f8roof.calibrate import CALIBRATION_VARIANTS
 from f8roof.compare import capture_differences
 from f8roof.errors import reason
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Variant
 from f8roof.profiler.capture import Capture, capture
 
 SHAPES = ((1024, 2048, 4096), (4096, 1536, 768))
+# The recipes calibration measures by default.
+RECIPES = tuple(dict.fromkeys(Variant.from_key(k).recipe_name for k in CALIBRATION_VARIANTS))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--recipes", default=",".join(DEFAULT_RECIPES))
+    parser.add_argument("--recipes", default=",".join(RECIPES))
     parser.add_argument("--shape", action="append", default=None, help="M,K,N (repeatable)")
     args = parser.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape] if args.shape else SHAPES

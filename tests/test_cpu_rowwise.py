@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from click.testing import CliRunner
 
 from f8roof import validate as validate_module
-from f8roof.calibrate import CalibrateOptions, calibrate
+from f8roof.calibrate import CalibrateOptions, calibrate, parse_variants
 from f8roof.cli import main
 from f8roof.errors import F8RoofError
 from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Context, Implementation
 from f8roof.profiler import cpu_rowwise
 from f8roof.profiler.cpu_rowwise import cpu_rowwise_refusal, require_cpu_rowwise
 from f8roof.profiler.timing import gemm_fn
 
 TORCH = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
 REFUSAL = "CPU torch._scaled_mm refuses row-wise scales on torch 2.11.0: RuntimeError: no"
+VARIANTS = parse_variants(
+    ("tensorwise", "rowwise"), implementation=Implementation.REFERENCE, contexts=(Context(),)
+)
 
 
 def test_probe_passes_from_torch_2_13() -> None:
@@ -74,15 +80,16 @@ def refused(monkeypatch) -> None:
 
 def test_require_refuses_only_rowwise_on_cpu(refused) -> None:
     tensorwise, rowwise = Recipe.from_name("tensorwise"), Recipe.from_name("rowwise_gw_hp")
-    require_cpu_rowwise([tensorwise], device="cpu")
+    require_cpu_rowwise([None, tensorwise], device="cpu")  # None: the bf16 baseline
     require_cpu_rowwise([tensorwise, rowwise], device="cuda")
+    require_cpu_rowwise([tensorwise, rowwise], device="codegen")  # nothing runs
     with pytest.raises(F8RoofError, match=r"^rowwise_gw_hp cannot run on cpu here .*RuntimeError"):
-        require_cpu_rowwise([tensorwise, rowwise], device="cpu")
+        require_cpu_rowwise([tensorwise, rowwise, rowwise], device="cpu")
 
 
 def test_calibrate_cpu_rowwise_refused_before_measuring(refused, tmp_path, monkeypatch) -> None:
     monkeypatch.setattr("f8roof.calibrate.tasks", pytest.fail)  # nothing may be measured
-    options = CalibrateOptions.defaults("cpu", recipes=("tensorwise", "rowwise"))
+    options = CalibrateOptions.defaults("cpu", variants=VARIANTS)
     with pytest.raises(F8RoofError, match="rowwise cannot run on cpu here"):
         calibrate(options, tmp_path / "c.json", resume=False)
     result = CliRunner().invoke(
@@ -97,10 +104,11 @@ def test_calibrate_cpu_rowwise_refused_before_measuring(refused, tmp_path, monke
 
 
 def test_validate_cpu_rowwise_refused(refused, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(validate_module, "check_same_device", lambda calibration, device: None)
-    options = validate_module.ValidateOptions("cpu", ("tensorwise", "rowwise"), ((32, 80, 112),))
+    monkeypatch.setattr("f8roof.profiler.device.check_same_device", lambda made, device: None)
+    calibration = SimpleNamespace(is_measured=True, environment=None)  # read no further
+    options = validate_module.ValidateOptions.defaults("cpu", variants=VARIANTS)
     with pytest.raises(F8RoofError, match="rowwise cannot run on cpu here"):
-        validate_module.validate(None, options, tmp_path, resume=False)
+        validate_module.validate(calibration, options, tmp_path, resume=False)
 
 
 def test_compare_cpu_rowwise_refused(refused) -> None:
