@@ -317,11 +317,13 @@ def calibrate(
     progress: Callable[[list[Task]], Any] | None = None,
 ) -> tuple[Calibration, list[str]]:
     """Measure (or resume), fit, save atomically; return the calibration and capture warnings."""
+    from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
     from f8roof.profiler.device import environment, require_device
 
     codegen = options.device == "codegen"
     if not codegen:
         require_device(options.device)
+    require_cpu_rowwise([v.recipe for v in options.variants], device=options.device)
     env = environment(options.device, gpu=options.gpu)
     checkpoint = Checkpoint(
         out.with_name(out.name + ".partial.jsonl"),

@@ -68,7 +68,9 @@ def compare(
     progress=None,
 ) -> Comparison:
     from f8roof.profiler.capture import capture
+    from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
 
+    require_cpu_rowwise([recipe], device=device)
     worst = from_sympy(worst_traffic(recipe, fused=fused, limited=limited).total)
     ideal = from_sympy(ideal_traffic(recipe, fused=fused).total)
     fit_shapes = (CPU_FIT_SHAPES if device == "cpu" else FIT_SHAPES) if fit else ()

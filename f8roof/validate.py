@@ -102,6 +102,7 @@ def validate(
     progress: Callable | None = None,
     trace_dir: Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
     from f8roof.profiler.device import check_same_device, environment, require_device
 
     if not calibration.is_measured:
@@ -111,6 +112,7 @@ def validate(
         )
     require_device(options.device)
     check_same_device(calibration.environment, options.device)
+    require_cpu_rowwise([v.recipe for v in options.variants], device=options.device)
     fitted = set(calibration.fit_shapes)
     overlap = [s for s in options.shapes if s in fitted]
     if overlap:

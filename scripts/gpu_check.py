@@ -3,7 +3,9 @@
 Checks, printing one line each: torch/triton versions and the device; every gemm dtype and role
 `_scaled_mm`/`mm` takes with the layouts calibration uses; for each recipe, the float8 linear
 compiled forward+backward at one shape, its kernels counted three ways without disagreement,
-and every one of them found in the profiler trace. Exit code 1 if anything failed.
+and every one of them found in the profiler trace. A problem line says what failed and why
+(exception type and the first line of its message); one failing gemm or recipe never stops the
+others. The problems are listed again at the end; exit code 1 if there was any.
     PYTHONPATH=. python3 scripts/gpu_check.py [--device cuda] [--shape 1024,2048,4096]
 """
 
@@ -13,10 +15,22 @@ import time
 
 import torch
 
-from f8roof.calibrate import DEFAULT_RECIPES, launch_durations
+from f8roof.calibrate import CALIBRATION_VARIANTS
+from f8roof.errors import reason
 from f8roof.models.recipes import Recipe
-from f8roof.profiler.capture import capture_and_measure
-from f8roof.profiler.timing import GEMM_NAMES, gemm_fn, measure_step
+from f8roof.models.variant import Variant
+from f8roof.profiler.capture import Capture, capture_and_measure
+from f8roof.profiler.measure import launch_durations
+from f8roof.profiler.timing import GEMM_NAMES, StepTimes, gemm_fn, measure_step
+
+# The recipes calibration measures by default (their capture compiles the reference linear).
+RECIPES = tuple(dict.fromkeys(Variant.from_key(k).recipe_name for k in CALIBRATION_VARIANTS))
+
+
+def report(problems: list[str]) -> list[str]:
+    for line in problems:
+        print(line)
+    return problems
 
 
 def check_gemms(device: str) -> list[str]:
@@ -25,32 +39,39 @@ def check_gemms(device: str) -> list[str]:
         for gemm in GEMM_NAMES:
             try:
                 out = gemm_fn(dtype, gemm, 256, 512, 768, device=device)()
-                assert torch.isfinite(out.float()).all(), "non-finite output"
+                if not torch.isfinite(out.float()).all():
+                    raise ValueError("non-finite output")
                 print(f"gemm {dtype:12} {gemm:12} ok {tuple(out.shape)}")
             except Exception as e:  # noqa: BLE001 - report every failure, keep checking
-                failures.append(f"gemm {dtype} {gemm}: {type(e).__name__}: {e}")
-                print(failures[-1])
+                failures += report([f"gemm {dtype} {gemm}: failed: {reason(e)}"])
     return failures
 
 
 def check_recipe(name: str, shape: tuple[int, int, int], device: str) -> list[str]:
-    recipe = None if name == "bf16" else Recipe.from_name(name)
     start = time.perf_counter()
     try:
+        recipe = None if name == "bf16" else Recipe.from_name(name)
         captured, times = capture_and_measure(
             recipe,
             shape,
             device=device,
             measure=lambda step: measure_step(step, device=device, warmup=2, iters=3),
         )
+    except Exception as e:  # noqa: BLE001 - report every failure, keep checking
+        return report([f"{name}: compile and measure failed: {reason(e)}"])
+    try:
+        return report(_recipe_problems(name, captured, times, time.perf_counter() - start))
     except Exception as e:  # noqa: BLE001
-        return [f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"]
+        return report([f"{name}: reading its kernels and trace failed: {reason(e)}"])
+
+
+def _recipe_problems(name: str, captured: Capture, times: StepTimes, elapsed_s: float) -> list[str]:
     overhead = captured.overhead_launches
     found = launch_durations(times.events, [k.name for k in overhead])
     missing = [k.name for k, d in zip(overhead, found) if d is None]
     unreadable = [s.name for s in captured.samples() if s.polynomial is None]
     print(
-        f"{name:20} {time.perf_counter() - start:5.1f} s: {len(captured.launches)} launches, "
+        f"{name:20} {elapsed_s:5.1f} s: {len(captured.launches)} launches, "
         f"overhead {captured.overhead_bytes / 2**20:.1f} MiB, device {times.device_s * 1e6:.0f} us "
         f"(gemms {times.gemm_s * 1e6:.0f}), wall {times.wall_s * 1e6:.0f} us, "
         f"{len(times.events)} trace events"
@@ -58,17 +79,15 @@ def check_recipe(name: str, shape: tuple[int, int, int], device: str) -> list[st
     problems = [f"{name}: bytes disagree: {line}" for line in captured.disagreements()]
     problems += [f"{name}: not in the trace: {n}" for n in missing]
     problems += [f"{name}: bytes not readable off buffers: {n}" for n in unreadable]
-    for line in problems:
-        print(line)
     return problems
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shape", default="1024,2048,4096")
-    parser.add_argument("--recipes", default=",".join(DEFAULT_RECIPES))
-    args = parser.parse_args()
+    parser.add_argument("--recipes", default=",".join(RECIPES))
+    args = parser.parse_args(argv)
     shape = tuple(int(v) for v in args.shape.split(","))
     try:
         import triton
@@ -89,7 +108,9 @@ def main() -> int:
     failures = check_gemms(args.device)
     for name in ("bf16", *args.recipes.split(",")):
         failures += check_recipe(name, shape, args.device)
-    print(f"{len(failures)} problem(s)")
+    print(f"{len(failures)} problem(s)" + (":" if failures else ""))
+    for line in failures:
+        print("   ", line)
     return 1 if failures else 0
 
 

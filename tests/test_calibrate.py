@@ -177,6 +177,7 @@ def test_cpu_pipeline_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_rowwise  # it checks the fp8_rowwise gemms too
 def test_gpu_check_script_runs_on_cpu():
     """The GPU session's first short call, on CPU: gemms, a compiled recipe, its trace."""
     run = subprocess.run(

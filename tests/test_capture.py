@@ -20,7 +20,14 @@ from f8roof.profiler.capture import (
 SHAPE = (40, 72, 104)  # M, K, N: CPU takes any shape; not multiples of 16 on purpose
 
 
-@pytest.fixture(scope="module", params=["tensorwise", "tensorwise_delayed", "rowwise"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "tensorwise",
+        "tensorwise_delayed",
+        pytest.param("rowwise", marks=pytest.mark.cpu_rowwise),  # capture runs the step
+    ],
+)
 def captured(request):
     return capture(Recipe.from_name(request.param), SHAPE, device="cpu")
 

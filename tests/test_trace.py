@@ -38,6 +38,7 @@ CPU_KERNELS = (
 def test_parse_cpu_trace() -> None:
     events = parse_chrome_trace(CPU_TRACE.read_text())
     assert all(e.kind is EventKind.CPU_KERNEL and e.duration_s > 0 for e in events)
+    assert all(e.launch_s is not None for e in events)  # a CPU kernel launches at its start
     for step in (0, 1):
         names = [e.name for e in events if e.step == step]
         # Forward: cast kernel, output gemm, kernel saving copies for backward; backward:
@@ -133,6 +134,9 @@ def test_parse_cuda_trace_assigns_steps_by_launch() -> None:
     ]
     # CPU ops are launches on a CUDA trace, never kernels.
     assert all(not e.name.startswith("cu") for e in events)
+    assert [e.launch_s for e in events] == pytest.approx(
+        [None, 110e-6, 120e-6, 125e-6, 210e-6, 220e-6]
+    )
 
 
 def test_kernel_durations_cuda_trace() -> None:
@@ -163,6 +167,37 @@ def test_kernel_durations_without_steps() -> None:
     )
 
 
+def test_many_steps_each_kernel_in_the_step_of_its_launch() -> None:
+    """A calibration's gemm grid profiles thousands of annotated steps in one trace (343 gemm
+    shapes x iterations): each launch is looked up among them (bisect, not a scan). Steps of
+    9 us, 1 us apart, then two that touch; launches inside, in the gaps and on the edges."""
+    events: list[dict[str, object]] = []
+    expected: list[int | None] = []
+    steps = 3430
+    for i in range(steps):
+        start = 100.0 + 10.0 * i
+        events.append(_x(f"{STEP_ANNOTATION}{i}", "user_annotation", start, 9.0))
+        for offset, step in ((0.0, i), (4.5, i), (9.0, i), (9.5, None)):
+            correlation = len(expected)
+            events.append(
+                _x("cudaLaunchKernel", "cuda_runtime", start + offset, 0.1, correlation=correlation)
+            )
+            events.append(_x("k", "kernel", 1e6 + correlation, 1.0, correlation=correlation))
+            expected.append(step)
+    touching = 100.0 + 10.0 * steps
+    events.append(_x(f"{STEP_ANNOTATION}{steps}", "user_annotation", touching, 5.0))
+    events.append(_x(f"{STEP_ANNOTATION}{steps + 1}", "user_annotation", touching + 5.0, 5.0))
+    for offset, step in ((5.0, steps), (5.5, steps + 1), (10.5, None)):
+        correlation = len(expected)
+        events.append(
+            _x("cudaLaunchKernel", "cuda_runtime", touching + offset, 0.1, correlation=correlation)
+        )
+        events.append(_x("k", "kernel", 1e6 + correlation, 1.0, correlation=correlation))
+        expected.append(step)
+    parsed = parse_chrome_trace(json.dumps({"traceEvents": events[::-1]}))  # any order
+    assert [e.step for e in parsed] == expected
+
+
 @pytest.mark.parametrize(
     "name",
     [
@@ -171,6 +206,8 @@ def test_kernel_durations_without_steps() -> None:
         "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8>",
         "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<...>>(Params)",
         "void cublasLt::splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(...)",
+        "void gemv2T_kernel_val<int, int, float, 128, 16, cublasGemvParams<...> >(...)",
+        "void epilogue::impl::globalKernel<float, true>(int, float*, cublasLtEpilogue_t, int*)",
         "aten::_scaled_mm",
         "aten::mm",
     ],
@@ -187,6 +224,9 @@ def test_gemm_kernels(name: str) -> None:
         "cpp_fused__scaled_mm__to_copy_abs_amax_clamp_mul_reciprocal_t_0",
         "Memset (Device)",
         "aten::copy_",
+        # FBGEMM's sparse and embedding kernels (a real training trace, test_trace_cuda.py)
+        "void fbgemm_gpu::permute_2D_lengths_kernel<int>(int, int, int const*, int const*, int*)",
+        "void bounds_check_indices_kernel<long, false>(..., fbgemm_gpu::BoundsCheckMode, ...)",
     ],
 )
 def test_not_gemm_kernels(name: str) -> None:

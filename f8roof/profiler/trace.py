@@ -8,6 +8,9 @@ What counts as a kernel depends on where the step ran:
 - CUDA: device events (`cat` kernel, gpu_memcpy, gpu_memset). Each is assigned to the step
   whose annotation contains its launch (matched through the `correlation` id), not its own
   start: the CPU runs ahead, so a kernel may start after its step's annotation has closed.
+  A device event whose launch is not in the trace (launched before the profiler started, still
+  queued on the GPU when it did) belongs to no step: its own start would put it in the first
+  step, which did not launch it.
 - CPU (no device events in the trace): the ops the compiled graph's wrapper calls directly,
   i.e. the children of the `## Call CompiledFxGraph ... ##` ranges: Inductor C++ kernels (seen
   only when compiled with `cpp.enable_kernel_profile`) and extern ops such as
@@ -16,7 +19,10 @@ What counts as a kernel depends on where the step ran:
 
 from __future__ import annotations
 
+import bisect
+import gzip
 import json
+import os
 import re
 import statistics
 import tempfile
@@ -43,11 +49,13 @@ _LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 # `cpp.enable_kernel_profile` names the event of C++ kernel `cpp_fused_x` `graph_<n>_cpp_fused_x`.
 _CPP_KERNEL_PREFIX_RE = re.compile(r"^graph_\d+_(?=cpp_)")
 # Vendor gemm kernels have no name in Inductor's code (extern `_scaled_mm` / `mm` calls):
-# cuBLAS(Lt) `sm90_xmma_gemm_*`, `nvjet_*`, `cublasLt::splitKreduce_kernel`; CUTLASS
-# `void cutlass::Kernel2<...>` and the rowwise `_scaled_mm` `cutlass::device_kernel<...>`;
-# on CPU the aten ops themselves.
+# cuBLAS(Lt) `sm90_xmma_gemm_*`, `nvjet_*`, `cublasLt::splitKreduce_kernel` (and any kernel
+# taking cuBLAS parameters: gemv, the Lt epilogue); CUTLASS `void cutlass::Kernel2<...>` and
+# the rowwise `_scaled_mm` `cutlass::device_kernel<...>`; on CPU the aten ops themselves.
+# Not `fbgemm_gpu::...`: FBGEMM's embedding, permute and bucketize kernels are no gemms (seen
+# in a real training trace, tests/data/README.md).
 _GEMM_RE = re.compile(
-    r"gemm|nvjet|cutlass|xmma|cublas|^aten::(?:_scaled_mm|mm|addmm|bmm|baddbmm|matmul)$",
+    r"(?<!fb)gemm|nvjet|cutlass|xmma|cublas|^aten::(?:_scaled_mm|mm|addmm|bmm|baddbmm|matmul)$",
     re.IGNORECASE,
 )
 
@@ -64,6 +72,9 @@ class KernelEvent:
     duration_s: float
     kind: EventKind
     step: int | None  # index of the profiled iteration; None when the trace has no annotations
+    # When the CPU launched it (trace clock, seconds): a device event's launch, a CPU kernel's
+    # own start; None for a device event whose launch is not in the trace.
+    launch_s: float | None = None
 
 
 def is_gemm_kernel(name: str) -> bool:
@@ -80,23 +91,37 @@ def _span(event: dict[str, Any]) -> tuple[int, int]:
     return start, start + _ns(event.get("dur", 0))
 
 
-def _step_ranges(events: list[dict[str, Any]]) -> list[tuple[int, int, int]]:
-    ranges = []
-    for event in events:
-        match = _STEP_RE.match(event["name"])
-        # gpu_user_annotation repeats the range on the GPU timeline, which lags the CPU's.
-        if match and event.get("cat") != "gpu_user_annotation":
-            ranges.append((*_span(event), int(match.group(1))))
-    return ranges
+@dataclass(frozen=True)
+class _Steps:
+    """The annotated steps' CPU time ranges, sorted by start, for lookups in O(log n): a
+    calibration's gemm grid has thousands of steps and as many kernels."""
+
+    starts: list[int]
+    ranges: list[tuple[int, int, int]]  # (start_ns, end_ns, step), sorted
+
+    @classmethod
+    def of(cls, events: list[dict[str, Any]]) -> _Steps:
+        ranges = []
+        for event in events:
+            match = _STEP_RE.match(event.get("name", ""))
+            # gpu_user_annotation repeats the range on the GPU timeline, which lags the CPU's.
+            if match and event.get("cat") != "gpu_user_annotation":
+                ranges.append((*_span(event), int(match.group(1))))
+        ranges.sort()
+        return cls([start for start, _, _ in ranges], ranges)
+
+    def at(self, t_ns: int) -> int | None:
+        """The step whose range contains `t_ns` (the earlier one where two ranges touch)."""
+        # Steps follow each other, so only the last two ranges starting at or before t_ns
+        # can contain it.
+        index = bisect.bisect_right(self.starts, t_ns)
+        for start, end, step in self.ranges[max(index - 2, 0) : index]:
+            if start <= t_ns <= end:
+                return step
+        return None
 
 
-def _step_at(ranges: list[tuple[int, int, int]], t_ns: int) -> int | None:
-    return next((step for start, end, step in ranges if start <= t_ns <= end), None)
-
-
-def _device_events(
-    events: list[dict[str, Any]], ranges: list[tuple[int, int, int]]
-) -> list[tuple[int, KernelEvent]]:
+def _device_events(events: list[dict[str, Any]], steps: _Steps) -> list[tuple[int, KernelEvent]]:
     launches = {
         e["args"]["correlation"]: e
         for e in events
@@ -107,7 +132,8 @@ def _device_events(
         kind = _DEVICE_CATEGORIES.get(event.get("cat", ""))
         if kind is None:
             continue
-        launch = launches.get(event.get("args", {}).get("correlation"), event)
+        launch = launches.get(event.get("args", {}).get("correlation"))
+        launch_ns = None if launch is None else _span(launch)[0]
         start, end = _span(event)
         out.append(
             (
@@ -116,16 +142,15 @@ def _device_events(
                     name=event["name"],
                     duration_s=(end - start) * 1e-9,
                     kind=EventKind(kind),
-                    step=_step_at(ranges, _span(launch)[0]),
+                    step=None if launch_ns is None else steps.at(launch_ns),
+                    launch_s=None if launch_ns is None else launch_ns * 1e-9,
                 ),
             )
         )
     return out
 
 
-def _cpu_events(
-    events: list[dict[str, Any]], ranges: list[tuple[int, int, int]]
-) -> list[tuple[int, KernelEvent]]:
+def _cpu_events(events: list[dict[str, Any]], steps: _Steps) -> list[tuple[int, KernelEvent]]:
     by_thread: dict[tuple[Any, Any], list[dict[str, Any]]] = defaultdict(list)
     for event in events:
         if event.get("cat") == "cpu_op":
@@ -148,7 +173,8 @@ def _cpu_events(
                             name=name,
                             duration_s=(end - start) * 1e-9,
                             kind=EventKind.CPU_KERNEL,
-                            step=_step_at(ranges, start),
+                            step=steps.at(start),
+                            launch_s=start * 1e-9,
                         ),
                     )
                 )
@@ -156,13 +182,24 @@ def _cpu_events(
     return out
 
 
-def parse_chrome_trace(text: str) -> list[KernelEvent]:
-    """The kernels of a `torch.profiler` chrome trace, in start order (see module docstring)."""
-    trace = json.loads(text)
-    raw = trace["traceEvents"] if isinstance(trace, dict) else trace
+def _trace_json(trace: str | bytes | os.PathLike[str]) -> Any:
+    if isinstance(trace, os.PathLike):
+        trace = Path(trace).read_bytes()
+    if isinstance(trace, bytes) and trace[:2] == b"\x1f\x8b":  # gzip magic
+        trace = gzip.decompress(trace)
+    return json.loads(trace)
+
+
+def parse_chrome_trace(trace: str | bytes | os.PathLike[str]) -> list[KernelEvent]:
+    """The kernels of a `torch.profiler` chrome trace, in start order (see module docstring).
+
+    `trace`: the JSON text (str), its bytes, gzip-compressed or not, or a path to either
+    (a `Path`; a str is always the text itself)."""
+    parsed = _trace_json(trace)
+    raw = parsed["traceEvents"] if isinstance(parsed, dict) else parsed
     events = [e for e in raw if e.get("ph") == "X"]
-    ranges = _step_ranges(events)
-    found = _device_events(events, ranges) or _cpu_events(events, ranges)
+    steps = _Steps.of(events)
+    found = _device_events(events, steps) or _cpu_events(events, steps)
     return [event for _, event in sorted(found, key=lambda pair: pair[0])]
 
 
@@ -255,4 +292,4 @@ def profile_steps(
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(trace_path or Path(tmp) / "trace.json")
         prof.export_chrome_trace(str(path))
-        return parse_chrome_trace(path.read_text())
+        return parse_chrome_trace(path)  # a ".gz" trace_path is exported gzip-compressed
