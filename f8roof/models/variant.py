@@ -155,6 +155,11 @@ class Variant:
         head = "bf16" if self.recipe is None else f"{self.implementation.value}:{self.recipe.name}"
         return head if self.context.is_standalone else f"{head}@{self.context.name}"
 
+    @property
+    def slug(self) -> str:
+        """The key in file-name characters: `torchao-rowwise.layernorm-sigmoid`."""
+        return self.key.replace(":", "-").replace("@", ".").replace(">", "-")
+
     @classmethod
     def from_key(cls, key: str) -> Variant:
         """Inverse of `key`."""
