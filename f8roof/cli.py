@@ -222,7 +222,7 @@ def gpus() -> None:
 @click.option(
     "--sweep", default=None, help="seed (M, K, N in 2^9..2^15, 343 shapes) or pow2 (2^7..2^16)"
 )
-@click.option("--out", default=None, help="write every row to FILE (.csv, .json or .md)")
+@click.option("--out", default=None, help="write every row to FILE (.csv, .parquet, .json or .md)")
 @click.option(
     "--model",
     default=None,

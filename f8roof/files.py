@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,33 +57,63 @@ def check_output_dir(directory: str | Path, *, what: str | None = None) -> Path:
     return directory
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write through a temporary file in the same directory, fsync, rename: readers see the
-    old file or the new one, never half of one. Mode 0644: calibration files are meant to be
-    shared."""
+def _new_file_mode() -> int:
+    """The permissions open() gives a new file: 0o666 less the umask."""
+    try:  # Linux shows the umask without changing it
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere the one way to read it is to set it, and set it back
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary file name beside `path` for a writer that wants a name (pyarrow's CSV and
+    Parquet writers): when the block ends the file is synced to disk and renamed over `path`
+    (one rename, so atomic within a file system); if the block raises, it is removed. An
+    OSError on the way (no permission, disk full; pyarrow's ArrowIOError is one) becomes an
+    OutputError naming the file."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror}") from None
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+    os.close(fd)
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600
+        # mkstemp makes the file private (0o600); the result gets the permissions of the file
+        # it replaces, or those of any new file (0o644 under the usual umask 022: calibration
+        # files are meant to be shared), as if written in place.
+        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode())
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {e.strerror}") from None
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write through a temporary file in the same directory, fsync, rename: readers see the
+    old file or the new one, never half of one."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
 def write_frame(frame, path: str | Path) -> None:
-    """A DataFrame in the format the file name asks for."""
+    """A DataFrame in the format the file name asks for (render.RENDERERS), atomically."""
     from f8roof.render import renderer_for
 
-    write_text_atomic(path, renderer_for(str(path))(frame))
+    renderer_for(path)(frame, path)

@@ -94,12 +94,35 @@ def sizes(lo: int, hi: int, points: int) -> np.ndarray:
     ).astype(np.int64)
 
 
+MAX_TICKS = 9  # labelled speedup ticks per axis (up to 5 characters each)
+MAX_POW2_TICKS = 12  # labelled powers of 2 per axis ('512', '16k': narrower labels)
+
+
 def _log2_ticks(ax, axis: str, values: np.ndarray) -> None:
     exps = np.arange(int(np.ceil(np.log2(values.min()))), int(np.floor(np.log2(values.max()))) + 1)
+    exps = exps[:: max(1, -(-len(exps) // MAX_POW2_TICKS))]  # every other power of 2 if wide
     ticks = 2.0**exps
-    labels = [f"{int(t) // 1024}k" if t >= 1024 else str(int(t)) for t in ticks]
+    labels = [
+        f"{int(t) >> 20}M" if t >= 2**20 else f"{int(t) >> 10}k" if t >= 1024 else str(int(t))
+        for t in ticks
+    ]
     setter = ax.set_xticks if axis == "x" else ax.set_yticks
     setter(ticks, labels)
+
+
+BREAKEVEN_WIDTH = 1.6
+
+
+def _breakeven_handle():
+    from matplotlib.lines import Line2D
+
+    return Line2D(
+        [],
+        [],
+        color="black",
+        linewidth=BREAKEVEN_WIDTH,
+        label="breakeven: speedup 1 (float8 as fast as bf16)",
+    )
 
 
 def _centred_norm(values: np.ndarray):
@@ -150,8 +173,13 @@ def heatmap(
     bar = fig.colorbar(mesh, ax=ax)
     bar.set_label(f"speedup = bf16 / float8 ({level}); above 1: float8 faster")
     if np.nanmin(speedup) < 1.0 < np.nanmax(speedup):
-        contour = ax.contour(xs, ys, speedup, levels=[1.0], colors="black", linewidths=1.6)
-        ax.clabel(contour, fmt={1.0: "breakeven 1.0"}, fontsize=8)
+        # The contour is drawn whole and named in a legend below the axes: an inline label
+        # (clabel) cuts a gap in the line as long as its text, most of a short contour.
+        ax.contour(xs, ys, speedup, levels=[1.0], colors="black", linewidths=BREAKEVEN_WIDTH)
+        bar.ax.axhline(1.0, color="black", linewidth=BREAKEVEN_WIDTH)  # the same line, on the scale
+        fig.legend(
+            handles=[_breakeven_handle()], loc="outside lower right", fontsize=8, frameon=False
+        )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     _log2_ticks(ax, "x", xs)
@@ -227,18 +255,48 @@ def read_validation(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-SPEEDUP_TICKS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0)
+# A log axis when the speedups span more than this ratio; a linear one below it, where a log
+# axis has almost no decades to put ticks on and its ticks crowd or vanish.
+LOG_RANGE = 10.0
+# Tick candidates per decade on a log axis, densest first: the densest that fits MAX_TICKS wins.
+LOG_SUBS = ((1, 2, 5), (1, 3), (1,))
 
 
-def _speedup_ticks(ax, lo: float, hi: float) -> None:
-    """Plain speedup numbers on log axes (not 2 x 10^0)."""
-    from matplotlib.ticker import NullFormatter
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    first, last = int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi)))
+    for subs in LOG_SUBS:
+        ticks = [
+            s * 10.0**e for e in range(first, last + 1) for s in subs if lo <= s * 10.0**e <= hi
+        ]
+        if len(ticks) <= MAX_TICKS:
+            return ticks
+    decades = [10.0**e for e in range(first, last + 1) if lo <= 10.0**e <= hi]
+    return decades[:: -(-len(decades) // MAX_TICKS)]
 
-    ticks = [t for t in SPEEDUP_TICKS if lo <= t <= hi]
-    labels = [f"{t:g}" for t in ticks]
+
+def _speedup_axes(ax, lo: float, hi: float) -> None:
+    """Both axes lo..hi with a few plain-number ticks: log (1, 2, 5 per decade, thinned) over a
+    wide range, else linear at round steps (matplotlib's MaxNLocator)."""
+    from matplotlib.ticker import FixedLocator, MaxNLocator, NullFormatter, NullLocator
+
+    wide = hi / lo > LOG_RANGE
+    if wide:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     for axis in (ax.xaxis, ax.yaxis):
-        axis.set_minor_formatter(NullFormatter())
-        axis.set_ticks(ticks, labels)
+        if wide:
+            axis.set_major_locator(FixedLocator(_log_ticks(lo, hi)))
+            axis.set_major_formatter(lambda value, _: f"{value:g}")
+            axis.set_minor_formatter(NullFormatter())
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+            axis.set_minor_locator(NullLocator())
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+
+
+def _percent(share: float) -> str:
+    return f"{share:.1%}" if share < 0.1 else f"{share:.0%}"
 
 
 def validation_scatter(
@@ -249,14 +307,20 @@ def validation_scatter(
     title: str | None = None,
 ) -> Plot:
     """Predicted vs measured speedup (ours and the seed's), the y = x line, a +-band error
-    band, and the quadrants where a prediction would make the wrong call shaded."""
+    band, and the quadrants where a prediction would make the wrong call shaded. The legend
+    sits below the axes, so it never hides a point."""
     path = check_out(out)
     frame = report if isinstance(report, pd.DataFrame) else read_validation(report)
     measured = frame["measured_speedup"].to_numpy(dtype=np.float64)
     ours = frame["predicted_speedup"].to_numpy(dtype=np.float64)
     seed = frame["seed_speedup"].to_numpy(dtype=np.float64)
     every = np.concatenate([measured, ours, seed])
-    lo, hi = every.min() / 1.15, every.max() * 1.15
+    wide = every.max() / every.min() > LOG_RANGE
+    if wide:
+        lo, hi = every.min() / 1.15, every.max() * 1.15
+    else:  # linear: a margin of 5% of the range each side (at least 0.01)
+        margin = max(0.05 * (every.max() - every.min()), 0.01)
+        lo, hi = max(every.min() - margin, every.min() / 2), every.max() + margin
     fig = _figure(6.4, 6.0)
     ax = fig.add_subplot()
     line = np.geomspace(lo, hi, 100)
@@ -265,18 +329,19 @@ def validation_scatter(
     )
     ax.plot(line, line, color="black", linewidth=1, label="y = x")
     # the two quadrants where the prediction picks the wrong side of breakeven
-    ax.fill_between([lo, 1], 1, hi, color="tab:red", alpha=0.07, linewidth=0)
-    ax.fill_between(
-        [1, hi],
-        lo,
-        1,
-        color="tab:red",
-        alpha=0.07,
-        linewidth=0,
-        label="wrong call (other side of 1)",
-    )
-    ax.axhline(1, color="0.5", linewidth=0.6)
-    ax.axvline(1, color="0.5", linewidth=0.6)
+    if lo < 1 < hi:
+        ax.fill_between([lo, 1], 1, hi, color="tab:red", alpha=0.07, linewidth=0)
+        ax.fill_between(
+            [1, hi],
+            lo,
+            1,
+            color="tab:red",
+            alpha=0.07,
+            linewidth=0,
+            label="wrong call (other side of 1)",
+        )
+        ax.axhline(1, color="0.5", linewidth=0.6)
+        ax.axvline(1, color="0.5", linewidth=0.6)
 
     def mape(pred, truth):
         return float(np.median(np.abs(pred - truth) / truth))
@@ -287,7 +352,7 @@ def validation_scatter(
         marker="x",
         color="tab:gray",
         s=28,
-        label=f"seed roofline (median |err| {mape(seed, measured):.0%})",
+        label=f"seed roofline (median |err| {_percent(mape(seed, measured))})",
     )
     recipes = list(dict.fromkeys(frame["recipe"].astype(str)))
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
@@ -300,17 +365,14 @@ def validation_scatter(
             s=30,
             edgecolor="black",
             linewidth=0.4,
-            label=f"f8roof {recipe} (median |err| {mape(ours[mask], measured[mask]):.0%})",
+            label=f"f8roof {recipe} (median |err| {_percent(mape(ours[mask], measured[mask]))})",
         )
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_ylim(lo, hi)
-    _speedup_ticks(ax, lo, hi)
+    _speedup_axes(ax, lo, hi)
     ax.set_aspect("equal")
     ax.set_xlabel("measured speedup (bf16 / float8)")
     ax.set_ylabel("predicted speedup")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, alpha=0.25)
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8)
     ax.set_title(title or f"predicted vs measured, {len(frame)} shapes")
     _save(fig, path)
     return Plot(path, fig, frame)

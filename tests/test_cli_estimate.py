@@ -124,7 +124,7 @@ def test_gemm_table_interpolates(tmp_path):
         (["--fused", "inputs", "--shape", "16,16,16"], "bad role list"),
         (["--sweep", "huge"], "unknown sweep 'huge'"),
         ([], "no shapes"),
-        (["--shape", "16,16,16", "--out", "x.txt"], "use a .csv, .json or .md"),
+        (["--shape", "16,16,16", "--out", "x.txt"], "use a .csv, .parquet, .json or .md"),
         (["--gemm-table", "nope.csv", "--shape", "16,16,16"], "cannot read gemm table nope.csv"),
     ],
 )

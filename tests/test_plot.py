@@ -75,6 +75,57 @@ def test_heatmap_png_colours_and_breakeven(tmp_path, config):
     assert ax.get_xlabel() == "M" and ax.get_ylabel() == "K = N"
 
 
+def draw(figure):
+    """Lay the figure out as it is saved and return its renderer, for text extents."""
+    figure.draw_without_rendering()
+    return figure._get_renderer()
+
+
+def path_length(paths) -> tuple[int, float]:
+    vertices = [p.vertices for p in paths if len(p.vertices)]
+    return sum(len(v) for v in vertices), sum(
+        float(np.hypot(*np.diff(np.log2(v), axis=0).T).sum()) for v in vertices
+    )
+
+
+def test_heatmap_breakeven_drawn_whole_and_labelled_off_the_line(tmp_path, config):
+    from matplotlib.figure import Figure
+
+    plot = heatmap(config, out=tmp_path / "heat.png")
+    ax, renderer = plot.figure.axes[0], draw(plot.figure)
+    (contour,) = [c for c in ax.collections if isinstance(c, ContourSet)]
+    # the uncut contour of the same speedups, drawn on a bare axes
+    xs, ys = np.unique(plot.data["M"]), np.unique(plot.data["K"])
+    speedup = plot.data["speedup_worst"].to_numpy().reshape(len(ys), len(xs))
+    bare = Figure().add_subplot().contour(xs, ys, speedup, levels=[1.0])
+    count, length = path_length(contour.get_paths())
+    bare_count, bare_length = path_length(bare.get_paths())
+    assert count == bare_count > 20 and length == pytest.approx(bare_length, rel=1e-9)
+    assert not ax.texts  # no inline label on the line
+    (legend,) = plot.figure.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "breakeven: speedup 1 (float8 as fast as bf16)"
+    ]
+    assert not legend.get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+
+
+def labels_overlap(axis, renderer) -> bool:
+    lo, hi = sorted(axis.get_view_interval())
+    boxes = [
+        label.get_window_extent(renderer)
+        for loc, label in zip(axis.get_majorticklocs(), axis.get_majorticklabels())
+        if lo <= loc <= hi and label.get_visible() and label.get_text()
+    ]
+    assert len(boxes) >= 2, "an axis without two labelled ticks"
+    return any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+
+
+def test_heatmap_wide_range_ticks_do_not_collide(tmp_path, config):
+    plot = heatmap(config, out=tmp_path / "wide.png", lo=16, hi=2**20, points=17)
+    ax, renderer = plot.figure.axes[0], draw(plot.figure)
+    assert not labels_overlap(ax.xaxis, renderer) and not labels_overlap(ax.yaxis, renderer)
+
+
 def test_heatmap_where_float8_always_wins_has_no_contour(tmp_path, config):
     plot = heatmap(config, out=tmp_path / "big.png", lo=16384, hi=65536, points=9)
     assert (plot.data["speedup_worst"] > 1).all()
@@ -107,9 +158,9 @@ def test_overhead_share_levels(tmp_path, config, calibrated):
     assert [line.get_label() for line in fitted.figure.axes[0].lines][-1] == "fitted (calibrated)"
 
 
-def validation_frame(n=24, seed=0):
+def validation_frame(n=24, seed=0, lo=0.4, hi=1.8, noise=0.04):
     rng = np.random.default_rng(seed)
-    measured = np.exp(rng.uniform(np.log(0.4), np.log(1.8), n))
+    measured = np.exp(rng.uniform(np.log(lo), np.log(hi), n))
     return pd.DataFrame(
         {
             "M": 4096,
@@ -117,7 +168,7 @@ def validation_frame(n=24, seed=0):
             "N": 4096,
             "recipe": ["tensorwise", "rowwise"] * (n // 2),
             "measured_speedup": measured,
-            "predicted_speedup": measured * np.exp(rng.normal(0, 0.04, n)),
+            "predicted_speedup": measured * np.exp(rng.normal(0, noise, n)),
             "seed_speedup": measured * 1.3,
         }
     )
@@ -135,7 +186,36 @@ def test_validation_scatter(tmp_path):
     assert points == 2 * 24  # ours and the seed's
     identity = [line for line in ax.lines if line.get_label() == "y = x"]
     assert identity and np.allclose(identity[0].get_xdata(), identity[0].get_ydata())
-    assert any("error band" in t.get_text() for t in ax.get_legend().get_texts())
+    (legend,) = plot.figure.legends
+    assert any("error band" in t.get_text() for t in legend.get_texts())
+
+
+@pytest.mark.parametrize(
+    "lo, hi, scale",
+    [(0.4, 1.8, "linear"), (0.05, 3.0, "log"), (0.002, 40.0, "log"), (0.97, 1.08, "linear")],
+)
+def test_validation_scatter_readable_at_any_range(tmp_path, lo, hi, scale):
+    frame = validation_frame(lo=lo, hi=hi, noise=0.01 if hi / lo < 1.5 else 0.04)
+    plot = validation_scatter(frame, out=tmp_path / "val.png")
+    ax, renderer = plot.figure.axes[0], draw(plot.figure)
+    assert ax.get_xscale() == ax.get_yscale() == scale
+    for axis in (ax.xaxis, ax.yaxis):
+        assert not labels_overlap(axis, renderer)
+        shown = [t for t in axis.get_majorticklocs() if lo / 2 <= t <= hi * 2]
+        assert len(shown) <= 9
+    # no point under the legend: every marker's box lies apart from the legend's
+    (legend,) = plot.figure.legends
+    box = legend.get_window_extent(renderer)
+    for c in ax.collections:
+        if c.get_label().startswith(("f8roof", "seed")):
+            xy = ax.transData.transform(c.get_offsets())
+            inside = (
+                (xy[:, 0] > box.x0 - 4)
+                & (xy[:, 0] < box.x1 + 4)
+                & (xy[:, 1] > box.y0 - 4)
+                & (xy[:, 1] < box.y1 + 4)
+            )
+            assert not inside.any()
 
 
 def test_validation_report_missing_column(tmp_path):

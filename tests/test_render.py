@@ -1,0 +1,174 @@
+"""Output files: one writer per format, (frame, path) -> None, atomic; CSV and Parquet through
+pyarrow keep every value (floats read back to the same double) and the string columns."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pytest
+from click.testing import CliRunner
+
+from f8roof import render
+from f8roof.cli import main
+from f8roof.errors import F8RoofError
+from f8roof.estimate import estimate
+from f8roof.render import RENDERERS, renderer_for, write_csv, write_parquet
+from f8roof.resolve import Request, resolve
+
+
+@pytest.fixture(scope="module")
+def frame():
+    config = resolve(Request(gpu="h100", no_calibration=True)).config
+    # aligned and misaligned shapes: fp8_reason is '' for some rows, a sentence for others
+    shapes = [(4096, 4096, 4096), (1000, 4096, 4096), (4096, 100, 10), (16, 16, 16)]
+    frame = estimate(shapes, config)
+    assert frame["recipe"].dtype == "category" and set(frame["fp8_reason"]) > {""}
+    return frame
+
+
+def test_one_signature_for_every_format(tmp_path, frame):
+    assert set(RENDERERS) == {".csv", ".parquet", ".json", ".md"}
+    for suffix, writer in RENDERERS.items():
+        out = tmp_path / f"x{suffix}"
+        assert renderer_for(str(out)) is writer and writer(frame, out) is None
+        assert out.stat().st_size > 0
+    assert [r["M"] for r in json.loads((tmp_path / "x.json").read_text())] == [4096, 1000, 4096, 16]
+    with pytest.raises(F8RoofError, match=r"use a \.csv, \.parquet, \.json or \.md file name"):
+        renderer_for("x.xlsx")
+
+
+def test_csv_round_trip_is_exact(tmp_path, frame):
+    out = tmp_path / "x.csv"
+    write_csv(frame, out)
+    back = pd.read_csv(out, keep_default_na=False)
+    assert list(back.columns) == list(frame.columns)
+    for column in frame.columns:
+        ours = frame[column]
+        if ours.dtype == np.float64:
+            # shortest round-trip text: the very same doubles come back (an identity, not a
+            # computed value, so no tolerance)
+            assert (back[column].to_numpy(np.float64) == ours.to_numpy()).all(), column
+        else:
+            assert back[column].astype(str).tolist() == ours.astype(str).tolist(), column
+    assert back["fp8_reason"].tolist()[1] == "M not a multiple of 16"
+
+
+def test_csv_text_nan_bool_and_header(tmp_path):
+    frame = pd.DataFrame(
+        {
+            "M": [1, 2],
+            "x": [0.1, np.nan],
+            "ok": [True, False],
+            "reason": ["", "K, N"],
+            "recipe": pd.Categorical(["rowwise", "rowwise"]),
+        }
+    )
+    out = tmp_path / "x.csv"
+    write_csv(frame, out)
+    assert out.read_text().splitlines() == [
+        '"M","x","ok","reason","recipe"',
+        '1,0.1,true,"","rowwise"',
+        '2,,false,"K, N","rowwise"',  # NaN: an empty field; a comma in a string: quoted
+    ]
+
+
+def test_parquet_keeps_types(tmp_path, frame):
+    out = tmp_path / "x.parquet"
+    write_parquet(frame, out)
+    back = pd.read_parquet(out)
+    assert back["recipe"].dtype == "category" and back["recipe"].tolist() == ["tensorwise"] * 4
+    assert back["fp8_reason"].tolist() == frame["fp8_reason"].tolist()
+    assert back["fp8_ok"].dtype == bool
+    pd.testing.assert_frame_equal(
+        back.drop(columns=["fp8_reason"]), frame.drop(columns=["fp8_reason"]), check_exact=True
+    )
+
+
+def test_object_columns_of_mixed_values_become_strings(tmp_path):
+    frame = pd.DataFrame({"M": [1, 2, 3], "note": pd.Series(["a", 7, None], dtype=object)})
+    for writer, out in ((write_csv, tmp_path / "m.csv"), (write_parquet, tmp_path / "m.parquet")):
+        writer(frame, out)
+    assert pd.read_parquet(tmp_path / "m.parquet")["note"].tolist()[:2] == ["a", "7"]
+    assert pd.read_csv(tmp_path / "m.csv")["note"].tolist()[:2] == ["a", "7"]
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, frame, monkeypatch):
+    out = tmp_path / "x.csv"
+    out.write_text("old\n")
+    real, calls = pcsv.write_csv, []
+
+    def second_slice_fails(table, sink, options=None):
+        calls.append(table.num_rows)
+        if len(calls) == 2:
+            raise pa.ArrowIOError("disk full")
+        real(table, sink, options)
+
+    monkeypatch.setattr(render, "CSV_BATCH_ROWS", 2)  # 4 rows: two slices
+    monkeypatch.setattr(render, "CSV_MAX_THREADS", 1)
+    monkeypatch.setattr(pcsv, "write_csv", second_slice_fails)
+    with pytest.raises(F8RoofError, match=f"cannot write {out}: disk full"):
+        write_csv(frame, out)
+    assert calls == [2, 2] and out.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]
+
+
+def test_an_unwritable_place_is_a_user_error(tmp_path, frame):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    for suffix, writer in RENDERERS.items():
+        with pytest.raises(F8RoofError, match="cannot write .*file/x"):
+            writer(frame, blocker / f"x{suffix}")  # a directory that is a file
+
+
+def test_written_files_get_ordinary_permissions(tmp_path, frame):
+    plain = tmp_path / "plain"
+    plain.write_text("")  # what open() gives a new file here (0o666 less the umask)
+    for writer, name in ((write_csv, "x.csv"), (write_parquet, "x.parquet")):
+        writer(frame, tmp_path / name)
+        assert (tmp_path / name).stat().st_mode == plain.stat().st_mode
+    (tmp_path / "x.csv").chmod(0o640)
+    write_csv(frame, tmp_path / "x.csv")  # a replaced file keeps its permissions
+    assert (tmp_path / "x.csv").stat().st_mode & 0o777 == 0o640
+
+
+def test_csv_slices_on_threads_are_one_file(tmp_path, frame, monkeypatch):
+    whole = tmp_path / "whole.csv"
+    write_csv(frame, whole)
+    monkeypatch.setattr(render, "CSV_BATCH_ROWS", 1)
+    monkeypatch.setattr(render, "CSV_MAX_THREADS", 3)
+    sliced = tmp_path / "sliced.csv"
+    write_csv(frame, sliced)
+    assert sliced.read_bytes() == whole.read_bytes()
+    assert len(whole.read_text().splitlines()) == 1 + len(frame)
+    write_csv(frame.iloc[:0], tmp_path / "empty.csv")
+    assert (tmp_path / "empty.csv").read_text().startswith('"M","K","N","recipe"')
+
+
+def test_cli_writes_parquet_and_csv(tmp_path):
+    shapes = tmp_path / "s.csv"
+    shapes.write_text("M,K,N\n" + "\n".join(f"{m},4096,1024" for m in range(16, 16 * 41, 16)))
+    for name in ("x.parquet", "x.csv"):
+        result = CliRunner().invoke(
+            main, ["estimate", "--shapes-file", str(shapes), "--out", str(tmp_path / name)]
+        )
+        assert result.exit_code == 0, result.output
+        assert f"wrote 40 rows to {tmp_path / name}" in result.output
+    parquet, csv = pd.read_parquet(tmp_path / "x.parquet"), pd.read_csv(tmp_path / "x.csv")
+    assert parquet["M"].tolist() == csv["M"].tolist() == list(range(16, 16 * 41, 16))
+    assert parquet["speedup_worst"].tolist() == csv["speedup_worst"].tolist()
+
+
+def test_cli_shapes_file_error_is_one_line(tmp_path):
+    shapes = tmp_path / "s.csv"
+    shapes.write_text("M,K,N\n4096,4096,4096\n4096,4096,4096,5\n")
+    result = CliRunner().invoke(main, ["estimate", "--shapes-file", str(shapes)])
+    assert result.exit_code == 2
+    expected = (
+        f"Error: shapes file {shapes}, row 3 has 4 fields, the header 3 (M, K, N): "
+        "a value too many, or a comma inside a value?"
+    )
+    assert result.output.strip().splitlines() == [expected]
+    result = CliRunner().invoke(main, ["estimate", "--shape", "1,2," + "9" * 400])
+    assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1
