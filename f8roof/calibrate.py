@@ -171,7 +171,7 @@ def tasks(options: CalibrateOptions) -> list[Task]:
         for index, shape in enumerate(options.shapes):
             name = shape_text(shape)
             keep = artifacts is not None and index in (0, len(options.shapes) // 2)
-            trace = artifacts / "traces" / f"{variant.key}_{name}.json" if keep else None
+            trace = artifacts / "traces" / f"{variant.slug}_{name}.json" if keep else None
             code = artifacts / "code" if artifacts is not None else None
             out.append(
                 Task(

@@ -125,7 +125,7 @@ def validate(
     for variant, shape in progress(todo) if progress else todo:
         trace = None
         if trace_dir is not None and shape == options.shapes[0]:
-            trace = trace_dir / f"validate_{variant.key}_{shape_text(shape)}.json"
+            trace = trace_dir / f"validate_{variant.slug}_{shape_text(shape)}.json"
             trace.parent.mkdir(parents=True, exist_ok=True)
         checkpoint.add(
             f"{variant.key}/{shape_text(shape)}", measure(variant, shape, options, trace)

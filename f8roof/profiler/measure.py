@@ -18,7 +18,7 @@ from typing import Any
 
 from f8roof.calibration import GemmMeasurement, KernelMeasurement, StepMeasurement
 from f8roof.errors import F8RoofError
-from f8roof.models.fit import Shape, kernel_keys
+from f8roof.models.fit import Shape, kernel_keys, shape_text
 from f8roof.models.gemm import GemmRole, linear_shape
 from f8roof.models.variant import Variant
 from f8roof.profiler.trace import KernelEvent, is_gemm_kernel, profile_steps
@@ -59,6 +59,9 @@ def variant_kernels(
     from f8roof.profiler.capture import capture_and_measure
     from f8roof.profiler.timing import measure_step
 
+    if trace_path is not None:
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+
     def measure(step: Callable[[], object]):
         return measure_step(
             step,
@@ -72,13 +75,11 @@ def variant_kernels(
     if code_dir is not None:
         code_dir.mkdir(parents=True, exist_ok=True)
         for graph, source in captured.code.items():
-            (code_dir / f"{variant.key}_{'x'.join(map(str, shape))}_{graph.value}.py").write_text(
-                source
-            )
+            (code_dir / f"{variant.slug}_{shape_text(shape)}_{graph.value}.py").write_text(source)
     launches = list(captured.overhead_launches)
     durations = launch_durations(times.events, [k.name for k in launches])
     missing = [k.name for k, d in zip(launches, durations) if d is None]
-    where = f"{variant.key} at {'x'.join(map(str, shape))}"
+    where = f"{variant.key} at {shape_text(shape)}"
     if missing:
         raise F8RoofError(f"{where}: the profiler shows no event of {', '.join(missing)}")
     samples = captured.samples()
