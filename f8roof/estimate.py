@@ -31,9 +31,10 @@ from f8roof.models.gemm import (
     linear_gemm_times,
 )
 from f8roof.models.hardware import GPU
+from f8roof.models.monomials import SYMBOLS
 from f8roof.models.overhead import fitted_kernels, nearest_regime
 from f8roof.models.recipes import Recipe, Role
-from f8roof.models.traffic import SYMBOLS, Level, ideal_traffic, worst_traffic
+from f8roof.models.traffic import Level, ideal_traffic, worst_traffic
 from f8roof.models.variant import (
     FP8_DIM_MULTIPLE,
     Context,

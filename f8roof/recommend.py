@@ -359,8 +359,8 @@ def _forward_share_fn(
 ):
     import sympy as sp
 
+    from f8roof.models.monomials import SYMBOLS
     from f8roof.models.recompute import forward_share
-    from f8roof.models.traffic import SYMBOLS
 
     share = forward_share(recipe, implementation=implementation, fused=fused, limited=limited)
     return sp.lambdify(SYMBOLS, share, modules="numpy")

@@ -13,8 +13,9 @@ from f8roof.calibration import (
 )
 from f8roof.fitting import Measurements
 from f8roof.models.fit import FIT_SHAPES, KernelSample, from_sympy, kernel_keys
+from f8roof.models.monomials import SYMBOLS
 from f8roof.models.recipes import Recipe
-from f8roof.models.traffic import SYMBOLS, worst_traffic
+from f8roof.models.traffic import worst_traffic
 
 GRID = [2**i for i in range(8, 15)]
 FLOOR_S, BANDWIDTH = 3e-6, 3e12

@@ -5,9 +5,10 @@ import pytest
 import sympy as sp
 
 from f8roof.architectures import Architecture, NamedLinear, TPStyle, builtin
+from f8roof.models.monomials import SYMBOLS
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.recompute import forward_share, is_forward
-from f8roof.models.traffic import SYMBOLS, worst_traffic
+from f8roof.models.traffic import worst_traffic
 from f8roof.scale import (
     GROUPED_M_ALIGNMENT,
     ParallelismError,

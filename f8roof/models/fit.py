@@ -31,19 +31,8 @@ import numpy as np
 import sympy as sp
 
 from f8roof.models.errors import ModelError
+from f8roof.models.monomials import MONOMIALS, SYMBOLS, TERMS, monomial_row
 from f8roof.models.overhead import FixedCost, KernelTimeModel, KindTime, Residuals
-
-MONOMIALS: tuple[str, ...] = ("M*K", "K*N", "M*N", "M", "K", "N", "1")
-_SYMBOLS = sp.symbols("M K N", positive=True, integer=True)
-_TERMS = {
-    "M*K": _SYMBOLS[0] * _SYMBOLS[1],
-    "K*N": _SYMBOLS[1] * _SYMBOLS[2],
-    "M*N": _SYMBOLS[0] * _SYMBOLS[2],
-    "M": _SYMBOLS[0],
-    "K": _SYMBOLS[1],
-    "N": _SYMBOLS[2],
-    "1": sp.Integer(1),
-}
 
 Shape = tuple[int, int, int]
 
@@ -55,11 +44,6 @@ def shape_text(shape: Shape) -> str:
 
 class FitError(ModelError):
     pass
-
-
-def monomial_row(shape: Shape) -> list[int]:
-    m, k, n = shape
-    return [m * k, k * n, m * n, m, k, n, 1]
 
 
 @dataclass(frozen=True)
@@ -86,9 +70,14 @@ class Polynomial:
     def as_map(self) -> dict[str, Fraction]:
         return dict(self.terms)
 
+    def coefficients(self) -> tuple[Fraction, ...]:
+        """One coefficient per monomial, in MONOMIALS order (zeros included)."""
+        terms = dict(self.terms)
+        return tuple(terms.get(m, Fraction(0)) for m in MONOMIALS)
+
     def to_sympy(self) -> sp.Expr:
         return sum(
-            (sp.Rational(c.numerator, c.denominator) * _TERMS[m] for m, c in self.terms),
+            (sp.Rational(c.numerator, c.denominator) * TERMS[m] for m, c in self.terms),
             sp.Integer(0),
         )
 
@@ -118,7 +107,7 @@ class Polynomial:
 
 def from_sympy(expr: sp.Expr) -> Polynomial:
     """A sympy polynomial in M, K, N of the fitted form -> Polynomial (models' worst/ideal)."""
-    poly = sp.Poly(sp.expand(expr), *_SYMBOLS)
+    poly = sp.Poly(sp.expand(expr), *SYMBOLS)
     coefficients: dict[str, Fraction] = {}
     names = {
         (1, 1, 0): "M*K",

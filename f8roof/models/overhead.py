@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from f8roof.models.errors import ModelError
+from f8roof.models.monomials import MONOMIALS, monomials
 
 if TYPE_CHECKING:
     from f8roof.models.fit import Regime
@@ -62,9 +63,11 @@ class KernelTimeModel:
     def kind(self, kind: str) -> KindTime:
         return dict(self.kinds).get(kind, self.pooled)
 
+    def factor(self, kernel_id: str | None) -> float:
+        return dict(self.factors).get(kernel_id, 1.0) if kernel_id else 1.0
+
     def time_s(self, kind: str, nbytes, *, kernel_id: str | None = None):
-        factor = dict(self.factors).get(kernel_id, 1.0) if kernel_id else 1.0
-        return self.kind(kind).time_s(nbytes) * factor
+        return self.kind(kind).time_s(nbytes) * self.factor(kernel_id)
 
 
 @dataclass(frozen=True)
@@ -84,30 +87,42 @@ def fitted_kernels(
     regimes: tuple[Regime, ...], kernel_time: KernelTimeModel, variant: str, M, K, N
 ) -> tuple[np.ndarray, np.ndarray]:
     """Bytes and time of a variant's fitted kernel set at float64 arrays M, K, N, each shape in
-    the regime of its nearest calibration shape (kernel ids: "variant/regime/key")."""
+    the regime of its nearest calibration shape (kernel ids: "variant/regime/key").
+
+    Each kernel's time is linear in its bytes (floor + bytes / bandwidth, times its factor),
+    so a regime's bytes and time are each one polynomial in the monomials of M, K, N: seven
+    columns evaluated once per shape, not once per kernel."""
     owner = nearest_regime(regimes, M, K, N)
     nbytes, time_s = np.zeros(M.shape), np.zeros(M.shape)
     for index, regime in enumerate(regimes):
         mask = owner == index
         if not mask.any():
             continue
-        m, k, n = M[mask], K[mask], N[mask]
+        bytes_coef, time_coef = np.zeros(len(MONOMIALS)), np.zeros(len(MONOMIALS))
+        time_const = 0.0
         for kernel in regime.kernels:
-            kb = kernel.nbytes(m, k, n)
-            nbytes[mask] += kb
-            time_s[mask] += kernel_time.time_s(
-                kernel.kind, kb, kernel_id=f"{variant}/{index}/{kernel.key}"
-            )
+            model = kernel_time.kind(kernel.kind)
+            factor = kernel_time.factor(f"{variant}/{index}/{kernel.key}")
+            coef = np.array([float(c) for c in kernel.nbytes.coefficients()])
+            bytes_coef += coef
+            time_coef += coef * factor / model.bandwidth_bytes_per_s
+            time_const += model.floor_s * factor
+        columns = monomials(M[mask], K[mask], N[mask])
+        nbytes[mask] = columns @ bytes_coef
+        time_s[mask] = columns @ time_coef + time_const
     return nbytes, time_s
 
 
 def nearest_regime(regimes: tuple[Regime, ...], M, K, N) -> np.ndarray:
-    """Index of the regime whose shapes lie nearest in log2 space, per query shape."""
-    points, owners = [], []
+    """Index of the regime whose shapes lie nearest in log2 space, per query shape. One pass
+    per calibration shape keeping the running nearest: memory stays O(shapes)."""
+    query = [np.log2(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(M, K, N)]
+    best = np.full(query[0].shape, np.inf)
+    owner = np.zeros(query[0].shape, dtype=np.intp)
     for index, regime in enumerate(regimes):
         for shape in regime.shapes:
-            points.append(np.log2(shape))
-            owners.append(index)
-    query = np.log2(np.stack(np.broadcast_arrays(M, K, N), axis=-1).astype(np.float64))
-    distance = ((query[:, None, :] - np.asarray(points)[None, :, :]) ** 2).sum(axis=-1)
-    return np.asarray(owners)[distance.argmin(axis=1)]
+            distance = sum((q - np.log2(d)) ** 2 for q, d in zip(query, shape))
+            closer = distance < best
+            best = np.where(closer, distance, best)
+            owner[closer] = index
+    return owner

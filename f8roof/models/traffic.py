@@ -85,11 +85,9 @@ from functools import cached_property
 import sympy as sp
 
 from f8roof.models.gemm import GemmRole
+from f8roof.models.monomials import K, M, N
 from f8roof.models.recipes import ROLES, Recipe, Role, ScalingType
 from f8roof.models.variant import After, Before, Context, Implementation, torchao_recipe_name
-
-M, K, N = sp.symbols("M K N", positive=True, integer=True)
-SYMBOLS = (M, K, N)
 
 BF16_BYTES = 2
 FP8_BYTES = 1
