@@ -600,7 +600,11 @@ def calibrate(
     default=None,
     help="default: the device the calibration was made on",
 )
-@click.option("--recipes", default=None, help="comma-separated (default: tensorwise,rowwise)")
+@click.option(
+    "--recipes",
+    default=None,
+    help="comma-separated (default: the calibration's tensorwise and rowwise variants)",
+)
 @IMPL
 @CONTEXT
 @click.option("--contexts", default=None, help="several contexts: none,layernorm>sigmoid,...")
@@ -647,9 +651,15 @@ def validate(
     _need_torch("validate")
     calibration = Calibration.load(calibration_path)
     device = device or calibration.environment.device
-    variants = _variants(
-        recipes, implementation, _contexts(before, after, contexts), default=v.VALIDATION_RECIPES
-    )
+    if recipes or implementation or before or after or contexts:
+        variants = _variants(
+            recipes,
+            implementation,
+            _contexts(before, after, contexts),
+            default=v.VALIDATION_RECIPES,
+        )
+    else:
+        variants = v.calibrated_variants(calibration)
     options = v.ValidateOptions.defaults(
         device, variants=variants, shapes=tuple(parse_shape(t) for t in shape_texts)
     )

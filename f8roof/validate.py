@@ -43,6 +43,21 @@ VALIDATION_CPU_SHAPES: tuple[Shape, ...] = (
 VALIDATION_RECIPES = ("tensorwise", "rowwise")
 
 
+def calibrated_variants(calibration: Calibration) -> tuple[Variant, ...]:
+    """What validate measures by default: every float8 variant of the calibration whose
+    recipe is one of VALIDATION_RECIPES, in each context it was calibrated in."""
+    variants = tuple(
+        variant
+        for variant in (Variant.from_key(v.variant) for v in calibration.variants)
+        if not variant.is_bf16 and variant.recipe.name in VALIDATION_RECIPES
+    )
+    if not variants:
+        raise F8RoofError(
+            f"the calibration has none of {', '.join(VALIDATION_RECIPES)}: give --recipes"
+        )
+    return variants
+
+
 @dataclass(frozen=True)
 class ValidateOptions:
     device: str
