@@ -14,7 +14,7 @@ import multiprocessing
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -167,28 +167,6 @@ def tasks(options: CalibrateOptions) -> list[Task]:
             {"device": device, "iters": iters},
         )
     ]
-    for variant in options.all_variants:
-        for index, shape in enumerate(options.shapes):
-            name = shape_text(shape)
-            keep = artifacts is not None and index in (0, len(options.shapes) // 2)
-            trace = artifacts / "traces" / f"{variant.slug}_{name}.json" if keep else None
-            code = artifacts / "code" if artifacts is not None else None
-            out.append(
-                Task(
-                    f"step/{variant.key}/{name}",
-                    f"{variant.key} {name}",
-                    measure.variant_kernels,
-                    {
-                        "variant": variant,
-                        "shape": shape,
-                        "device": device,
-                        "warmup": options.warmup,
-                        "iters": iters,
-                        "trace_path": trace,
-                        "code_dir": code,
-                    },
-                )
-            )
     sizes = options.gemm_sizes
     points = [(m, k, n) for m in sizes for k in sizes for n in sizes]
     for dtype in options.gemm_dtypes:
@@ -207,6 +185,29 @@ def tasks(options: CalibrateOptions) -> list[Task]:
                     },
                 )
             )
+    # Shape by shape, every variant at each: a run the budget stops early covers them all.
+    for index, shape in enumerate(options.shapes):
+        name = shape_text(shape)
+        keep = artifacts is not None and index in (0, len(options.shapes) // 2)
+        for variant in options.all_variants:
+            trace = artifacts / "traces" / f"{variant.slug}_{name}.json" if keep else None
+            code = artifacts / "code" if artifacts is not None else None
+            out.append(
+                Task(
+                    f"step/{variant.key}/{name}",
+                    f"{variant.key} {name}",
+                    measure.variant_kernels,
+                    {
+                        "variant": variant,
+                        "shape": shape,
+                        "device": device,
+                        "warmup": options.warmup,
+                        "iters": iters,
+                        "trace_path": trace,
+                        "code_dir": code,
+                    },
+                )
+            )
     return out
 
 
@@ -217,7 +218,8 @@ def _gemm_grid(**kwargs) -> dict[str, Any]:
 
 
 def codegen_tasks(options: CalibrateOptions) -> list[Task]:
-    """A traffic calibration's captures: each variant's generated code at each fit shape."""
+    """A traffic calibration's captures: each variant's generated code at each fit shape
+    (shape by shape, as for a device run)."""
     return [
         Task(
             f"code/{v.key}/{shape_text(s)}",
@@ -225,8 +227,8 @@ def codegen_tasks(options: CalibrateOptions) -> list[Task]:
             _generated_kernels,
             {"variant": v, "shape": s, "gpu": options.gpu},
         )
-        for v in options.all_variants
         for s in options.shapes
+        for v in options.all_variants
     ]
 
 
@@ -248,13 +250,18 @@ def measurements_from(
         GemmMeasurement(**g) for r in records if r["key"].startswith("gemms/") for g in r["gemms"]
     ]
     shapes = set(options.shapes)
-    kernels = [
-        KernelMeasurement.from_json(k, source="checkpoint", shapes=shapes)
+    measured = [
+        r
         for r in records
         if r["key"].startswith("step/")
+        and (r["step"]["M"], r["step"]["K"], r["step"]["N"]) in shapes
+    ]  # a budget-cut run leaves out shapes not every variant reached
+    kernels = [
+        KernelMeasurement.from_json(k, source="checkpoint", shapes=shapes)
+        for r in measured
         for k in r["kernels"]
     ]
-    steps = [StepMeasurement(**r["step"]) for r in records if r["key"].startswith("step/")]
+    steps = [StepMeasurement(**r["step"]) for r in measured]
     best: dict[str, float] = {}
     for g in gemms:
         best[g.dtype] = max(best.get(g.dtype, 0.0), 2 * g.m * g.k * g.n / g.time_s)
@@ -270,30 +277,23 @@ def measurements_from(
     )
 
 
-def _run(todo: list[Task], checkpoint: Checkpoint, options: CalibrateOptions, progress) -> None:
+def _run(todo: list[Task], checkpoint: Checkpoint, options: CalibrateOptions, progress) -> bool:
     """Run the tasks (in `options.jobs` worker processes for codegen: compiles are CPU-bound
-    Python), checkpointing each record as it arrives; stop at the budget."""
+    Python), checkpointing each record as it arrives. False when the budget stopped it."""
     start = time.monotonic()
     bar = iter(progress(todo)) if progress else None
 
     def over_budget() -> bool:
         return options.budget_s is not None and time.monotonic() - start > options.budget_s
 
-    def stop() -> None:
-        left = len(todo) - sum(1 for t in todo if checkpoint.done(t.key))
-        raise F8RoofError(
-            f"budget of {options.budget_s:.0f} s spent with {left} measurements left; "
-            f"checkpoint kept at {checkpoint.path}: run again with --resume"
-        )
-
     if options.jobs <= 1:
         for task in todo:
             if bar:
                 next(bar, None)
             if over_budget():
-                stop()
+                return False
             checkpoint.add(task.key, task.run())
-        return
+        return True
     context = multiprocessing.get_context("spawn")  # no fork of a process that imported torch
     with ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
         futures = {pool.submit(task.fn, **task.kwargs): task for task in todo}
@@ -303,10 +303,25 @@ def _run(todo: list[Task], checkpoint: Checkpoint, options: CalibrateOptions, pr
                     next(bar, None)
                 checkpoint.add(futures[future].key, future.result())
                 if over_budget():
-                    stop()
+                    return False
         finally:
             for future in futures:
                 future.cancel()
+    return True
+
+
+MIN_PARTIAL_SHAPES = 2  # a budget-cut run is fitted when every variant has this many shapes
+
+
+def measured_shapes(records: list[dict[str, Any]], options: CalibrateOptions) -> tuple[Shape, ...]:
+    """Fit shapes at which every variant was measured (or its code generated)."""
+    done = {r["key"] for r in records}
+    prefix = "code" if options.device == "codegen" else "step"
+    return tuple(
+        s
+        for s in options.shapes
+        if all(f"{prefix}/{v.key}/{shape_text(s)}" in done for v in options.all_variants)
+    )
 
 
 def calibrate(
@@ -331,21 +346,41 @@ def calibrate(
         resume=resume,
     )
     work = codegen_tasks(options) if codegen else tasks(options)
-    _run([t for t in work if checkpoint.done(t.key) is None], checkpoint, options, progress)
+    finished = _run(
+        [t for t in work if checkpoint.done(t.key) is None], checkpoint, options, progress
+    )
+    warnings = [
+        f"bytes disagree: {r['key']}: {line}"
+        for r in checkpoint.records
+        for line in r.get("disagreements", [])
+    ]
+    fitted = options
+    if not finished:
+        shapes = measured_shapes(checkpoint.records, options)
+        gemms = all(checkpoint.done(t.key) for t in work if t.key.startswith(("gemms/", "copy")))
+        if len(shapes) < MIN_PARTIAL_SHAPES or not gemms:
+            raise F8RoofError(
+                f"budget of {options.budget_s:.0f} s spent before every variant was measured at "
+                f"{MIN_PARTIAL_SHAPES} shapes; checkpoint kept at {checkpoint.path}: run again "
+                "with --resume"
+            )
+        fitted = replace(options, shapes=shapes)
+        warnings.append(
+            f"budget of {options.budget_s:.0f} s spent: fitted on {len(shapes)} of "
+            f"{len(options.shapes)} shapes; checkpoint kept at {checkpoint.path} (--resume)"
+        )
     if codegen:
         calibration = traffic_calibration(
-            _code_samples(checkpoint.records, options),
+            _code_samples(checkpoint.records, fitted),
             environment=env,
-            fit_shapes=options.shapes,
+            fit_shapes=fitted.shapes,
             timing=datasheet_timing(options.gpu),
         )
     else:
-        calibration = fit_calibration(measurements_from(checkpoint.records, env, options))
+        calibration = fit_calibration(measurements_from(checkpoint.records, env, fitted))
     calibration.save(out)
-    warnings = [
-        f"{r['key']}: {line}" for r in checkpoint.records for line in r.get("disagreements", [])
-    ]
-    checkpoint.remove()
+    if finished:
+        checkpoint.remove()
     return calibration, warnings
 
 

@@ -567,7 +567,7 @@ def calibrate(
         options, Path(out), resume=resume, progress=_progress("calibrating", lambda t: t.label)
     )
     for line in warnings:
-        click.echo(f"warning: bytes disagree: {line}", err=True)
+        click.echo(f"warning: {line}", err=True)
     click.echo(f"wrote {out}: {calibration.source}")
     if calibration.is_measured:
         residuals = calibration.kernel_time.residuals
@@ -620,6 +620,12 @@ def calibrate(
     default=None,
     help="only the first N shapes (squares first), for a budget",
 )
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    default=None,
+    help="stop measuring after this many seconds and report on the shapes done",
+)
 @click.option("--resume", is_flag=True, help="continue from the checkpoint in --out")
 @click.option(
     "--traces",
@@ -638,10 +644,13 @@ def validate(
     contexts,
     shape_texts,
     limit,
+    budget,
     resume,
     traces,
 ) -> None:
     """Measure real speedups at unseen shapes and report the prediction error."""
+    from dataclasses import replace
+
     from f8roof import validate as v
     from f8roof.calibration import Calibration
     from f8roof.files import check_output_dir
@@ -663,10 +672,7 @@ def validate(
     options = v.ValidateOptions.defaults(
         device, variants=variants, shapes=tuple(parse_shape(t) for t in shape_texts)
     )
-    if limit is not None:
-        options = v.ValidateOptions(
-            device, variants, options.shapes[:limit], options.warmup, options.iters
-        )
+    options = replace(options, shapes=options.shapes[:limit], budget_s=budget)
     frame, stats = v.validate(
         calibration,
         options,

@@ -6,6 +6,7 @@ machinery), profiled for the device clock and timed for the wall clock, and chec
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,6 +66,7 @@ class ValidateOptions:
     shapes: tuple[Shape, ...]
     warmup: int = 3
     iters: int = 10
+    budget_s: float | None = None  # stop measuring then; report on the shapes done
 
     @classmethod
     def defaults(
@@ -75,6 +77,7 @@ class ValidateOptions:
         return cls(device, variants, shapes or VALIDATION_SHAPES)
 
     def header(self) -> dict[str, Any]:
+        """What identifies the run for --resume (the budget does not)."""
         return {
             "validate": self.device,
             "variants": [v.key for v in self.variants],
@@ -137,7 +140,10 @@ def validate(
     checkpoint = Checkpoint(out_dir / "validation.partial.jsonl", options.header(), resume=resume)
     work = [(v, s) for s in options.shapes for v in options.measured]
     todo = [(v, s) for v, s in work if checkpoint.done(f"{v.key}/{shape_text(s)}") is None]
+    start = time.monotonic()
     for variant, shape in progress(todo) if progress else todo:
+        if options.budget_s is not None and time.monotonic() - start > options.budget_s:
+            break
         trace = None
         if trace_dir is not None and shape == options.shapes[0]:
             trace = trace_dir / f"validate_{variant.slug}_{shape_text(shape)}.json"
@@ -155,7 +161,13 @@ def validate(
         Pair(v, steps[(v.baseline.key, s)], steps[(v.key, s)])
         for s in options.shapes
         for v in options.variants
+        if (v.baseline.key, s) in steps and (v.key, s) in steps
     ]
+    if not pairs:
+        raise F8RoofError(
+            f"budget of {options.budget_s:.0f} s spent before one shape was measured; "
+            f"checkpoint kept in {out_dir}: run again with --resume"
+        )
     frame = validation_frame(calibration, pairs)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "validation.csv", frame.to_csv(index=False))
@@ -164,5 +176,6 @@ def validate(
         out_dir / "environment.json",
         pd.Series(asdict(environment(options.device))).to_json(indent=1) + "\n",
     )
-    checkpoint.remove()
+    if len(pairs) == len(options.shapes) * len(options.variants):
+        checkpoint.remove()
     return frame, summary(frame)

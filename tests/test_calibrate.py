@@ -52,7 +52,7 @@ def test_budget_stops_and_resume_measures_only_the_rest(tmp_path, fake_run, monk
     options = cpu_options(budget_s=0.0)
     clock = iter([0.0, 0.0, 1.0, 2.0])  # start, before task 0 (in budget), before task 1 (over)
     monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: next(clock))
-    with pytest.raises(F8RoofError, match="budget of 0 s spent with 4 measurements left"):
+    with pytest.raises(F8RoofError, match="budget of 0 s spent before every variant was measured"):
         calibrate(options, out, resume=False)
     assert fake_run == [0] and not out.exists()
     monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: 0.0)
@@ -60,6 +60,29 @@ def test_budget_stops_and_resume_measures_only_the_rest(tmp_path, fake_run, monk
     assert fake_run == [0, 1, 2, 3, 4]  # task 0 was not measured again
     assert Calibration.load(out).environment.device_name == "NVIDIA H200"
     assert not (tmp_path / "cal.json.partial.jsonl").exists()
+
+
+def test_budget_cut_run_is_fitted_on_the_shapes_every_variant_reached(tmp_path, monkeypatch):
+    options = cpu_options(budget_s=10.0)
+    keys = [t.key for t in calibrate_module.tasks(options)]
+    # gemm grids and copy first, then shape by shape: stop after 2 shapes and a half
+    steps = [k for k in keys if k.startswith("step/")]
+    done = len(keys) - len(steps) + 2 * len(options.all_variants) + 1
+    monkeypatch.setattr(
+        calibrate_module,
+        "tasks",
+        lambda o: [Task(k, k, lambda: {"value": 1}) for k in keys],
+    )
+    monkeypatch.setattr(calibrate_module, "measurements_from", lambda *a: synthetic.measurements())
+    clock = iter([0.0] * (done + 1) + [100.0] * 10)
+    monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: next(clock))
+    out = tmp_path / "cal.json"
+    calibration, warnings = calibrate(options, out, resume=False)
+    assert Calibration.load(out).variants
+    assert any("fitted on 2 of 9 shapes" in w for w in warnings)
+    assert (tmp_path / "cal.json.partial.jsonl").exists()  # --resume can finish the run
+    shapes = calibrate_module.measured_shapes([{"key": k} for k in keys[:done]], options)
+    assert shapes == options.shapes[:2]
 
 
 def test_interrupt_keeps_every_finished_measurement(tmp_path, fake_run, monkeypatch):
