@@ -384,6 +384,24 @@ def calibrate(
     return calibration, warnings
 
 
+def generated_samples(
+    options: CalibrateOptions,
+    *,
+    shape_subset: tuple[Shape, ...] | None = None,
+    progress: Callable[[list[Task]], Any] | None = None,
+) -> dict[str, list[ShapeSample]]:
+    """Every variant's generated kernels at the fit shapes (or `shape_subset`), no checkpoint
+    kept: for building shipped files, where a failure means starting over anyway."""
+    import tempfile
+
+    if shape_subset is not None:
+        options = replace(options, shapes=shape_subset)
+    with tempfile.TemporaryDirectory(prefix="f8roof-build-") as scratch:
+        checkpoint = Checkpoint(Path(scratch) / "build.jsonl", options.header(), resume=False)
+        _run(codegen_tasks(options), checkpoint, options, progress)
+        return _code_samples(checkpoint.records, options)
+
+
 def _code_samples(records, options: CalibrateOptions) -> dict[str, list[ShapeSample]]:
     by_key = {r["key"]: r for r in records}
     samples: dict[str, list[ShapeSample]] = {}

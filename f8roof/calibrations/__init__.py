@@ -1,6 +1,6 @@
 """Shipped calibration files (package data): the default estimate for the GPUs they describe.
 
-Each preset names its file. Today both are traffic calibrations (the exact bytes of the code
+Each preset names its file. Today all are traffic calibrations (the exact bytes of the code
 torch.compile generates for that GPU, timed by the datasheet model), built by
 `scripts/build_traffic_calibrations.py`; a measured calibration of the same GPU, once one
 exists, replaces its file and the estimate says so.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from f8roof.models.hardware import GPU
 
-SHIPPED = {"h100": "h100.json", "h200": "h200.json"}
+SHIPPED = {"h100": "h100.json", "h200": "h200.json", "h100-meta": "h100-meta.json"}
 
 ROOFLINE = "roofline presets (datasheet x the seed's efficiencies), no calibration"
 
