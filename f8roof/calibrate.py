@@ -174,6 +174,7 @@ def measure_variant(
     variant: str, shape: Shape, options: CalibrateOptions, *, keep_trace: bool
 ) -> dict[str, Any]:
     """Capture the kernels of one compiled step and time them: one checkpoint record."""
+    from f8roof.models.variant import Implementation, Variant
     from f8roof.profiler.capture import capture_and_measure
     from f8roof.profiler.timing import measure_step
 
@@ -192,7 +193,9 @@ def measure_variant(
             trace_path=str(trace_path) if trace_path else None,
         )
 
-    captured, times = capture_and_measure(recipe, shape, device=options.device, measure=measure)
+    captured, times = capture_and_measure(
+        Variant.of(recipe, Implementation.REFERENCE), shape, device=options.device, measure=measure
+    )
     if options.artifacts is not None:
         for graph, source in captured.code.items():
             path = options.artifacts / "code" / f"{variant}_{_shape_name(shape)}_{graph.value}.py"

@@ -171,6 +171,7 @@ def codegen_columns(
     needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
     for the shapes that matter, not sweeps."""
     from f8roof.models.fit import ShapeSample, kernel_keys, kind_family
+    from f8roof.models.variant import Implementation, Variant
     from f8roof.profiler.capture import capture
 
     calibration = config.calibration
@@ -187,7 +188,10 @@ def codegen_columns(
     nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
     for i, shape in enumerate(progress(shapes) if progress else shapes):
         samples = capture(
-            config.recipe, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
+            Variant.of(config.recipe, Implementation.REFERENCE),
+            tuple(int(x) for x in shape),
+            device="codegen",
+            gpu=config.gpu,
         ).samples()
         regime = fit.traffic.regimes[owners[i]]
         # The nearest calibration shape's per-kernel factors apply where it has this kernel set.

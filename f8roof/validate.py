@@ -102,10 +102,11 @@ def check_same_device(calibration: Calibration, device: str) -> None:
 def measure(
     variant: str, shape: Shape, options: ValidateOptions, trace_path: Path | None
 ) -> dict[str, Any]:
+    from f8roof.models.variant import Implementation, Variant
     from f8roof.profiler.timing import linear_step, measure_step
 
     recipe = None if variant == BF16 else Recipe.from_name(variant)
-    step = linear_step(recipe, *shape, device=options.device)
+    step = linear_step(Variant.of(recipe, Implementation.REFERENCE), *shape, device=options.device)
     times = measure_step(
         step,
         device=options.device,

@@ -14,6 +14,7 @@ from f8roof.calibrate import DEFAULT_RECIPES
 from f8roof.compare import capture_differences
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Implementation, Variant
 from f8roof.profiler.capture import capture
 
 SHAPES = ((1024, 2048, 4096), (4096, 1536, 768))
@@ -30,9 +31,9 @@ def main() -> int:
     differing = 0
     for name in args.recipes.split(","):
         for shape in shapes:
-            recipe = Recipe.from_name(name)
-            generated = capture(recipe, shape, device="codegen", gpu=find_gpu(args.gpu))
-            compiled = capture(recipe, shape, device=args.device)
+            variant = Variant.of(Recipe.from_name(name), Implementation.REFERENCE)
+            generated = capture(variant, shape, device="codegen", gpu=find_gpu(args.gpu))
+            compiled = capture(variant, shape, device=args.device)
             lines = capture_differences(generated, compiled)
             differing += bool(lines)
             print(

@@ -15,6 +15,7 @@ import torch
 
 from f8roof.calibrate import DEFAULT_RECIPES, launch_durations
 from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Implementation, Variant
 from f8roof.profiler.capture import capture_and_measure
 from f8roof.profiler.timing import GEMM_NAMES, gemm_fn, measure_step
 
@@ -38,7 +39,7 @@ def check_recipe(name: str, shape: tuple[int, int, int], device: str) -> list[st
     start = time.perf_counter()
     try:
         captured, times = capture_and_measure(
-            recipe,
+            Variant.of(recipe, Implementation.REFERENCE),
             shape,
             device=device,
             measure=lambda step: measure_step(step, device=device, warmup=2, iters=3),
