@@ -639,6 +639,13 @@ def validate(
 @click.option("--recipe", default="tensorwise", show_default=True)
 @click.option("--scaling", default=None, help="tensorwise scaling per role, as for estimate")
 @click.option(
+    "--impl",
+    default=None,
+    help="whose float8 linear: torchao or reference (default: torchao when installed)",
+)
+@click.option("--before", default="none", show_default=True, help="none|layernorm|rmsnorm|silu_mul")
+@click.option("--after", default="none", show_default=True, help="none|sigmoid|silu|gelu")
+@click.option(
     "--shape", "shape_texts", multiple=True, help="M,K,N (repeatable; default 4096,4096,4096)"
 )
 @click.option(
@@ -660,18 +667,36 @@ def validate(
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable report")
 @click.option("--out", default=None, help="also write the report to FILE")
 def compare(
-    recipe, scaling, shape_texts, device, gpu_name, fused, compile_limitations, no_fit, as_json, out
+    recipe,
+    scaling,
+    impl,
+    before,
+    after,
+    shape_texts,
+    device,
+    gpu_name,
+    fused,
+    compile_limitations,
+    no_fit,
+    as_json,
+    out,
 ) -> None:
     """Worst-case and ideal models beside the kernels torch.compile generates."""
     from f8roof import compare as c
     from f8roof.files import write_text_atomic
     from f8roof.models.hardware import UnknownGPUError, resolve_gpu
     from f8roof.models.recipes import Recipe, RecipeError, Role, parse_scaling
+    from f8roof.models.variant import Context, Variant
+    from f8roof.profiler.graphs import resolve_implementation
     from f8roof.shapes import parse_shape
 
     with _fail_on(UnknownGPUError, RecipeError):
         recipe_value = Recipe.from_name(recipe, parse_scaling(scaling) if scaling else None)
+        implementation = resolve_implementation(impl)
+        variant = Variant.of(recipe_value, implementation, Context.from_names(before, after))
         gpu = resolve_gpu(gpu_name)
+    if impl is None:
+        click.echo(f"implementation: {implementation.value} (the default here; --impl)", err=True)
     shapes = [parse_shape(t) for t in shape_texts] or [(4096, 4096, 4096)]
     if device is None:
         import torch
@@ -682,9 +707,11 @@ def compare(
 
         require_device("cuda")
 
-    bar = _progress(f"compiling {recipe_value.name}", lambda s: "x".join(map(str, s)))
+    bar = _progress(
+        f"compiling {variant.key}", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}"
+    )
     result = c.compare(
-        recipe_value,
+        variant,
         shapes,
         device=device,
         gpu=gpu,
