@@ -466,10 +466,10 @@ def _variants(
 ):
     """Recipes x contexts -> variants for calibrate and validate ('impl:recipe' allowed)."""
     from f8roof.calibrate import parse_variants
-    from f8roof.models.variant import Context, parse_implementation
-    from f8roof.profiler.device import default_implementation
+    from f8roof.models.variant import Context
+    from f8roof.profiler.graphs import resolve_implementation
 
-    impl = parse_implementation(implementation) if implementation else default_implementation()
+    impl = resolve_implementation(implementation)
     names = _csv(recipes) or default
     return parse_variants(
         names, implementation=impl, contexts=tuple(Context.from_name(c) for c in contexts)
@@ -694,6 +694,8 @@ def validate(
 @main.command()
 @click.option("--recipe", default="tensorwise", show_default=True)
 @click.option("--scaling", default=None, help="tensorwise scaling per role, as for estimate")
+@IMPL
+@CONTEXT
 @click.option(
     "--shape", "shape_texts", multiple=True, help="M,K,N (repeatable; default 4096,4096,4096)"
 )
@@ -709,21 +711,40 @@ def validate(
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable report")
 @click.option("--out", default=None, help="also write the report to FILE")
 def compare(
-    recipe, scaling, shape_texts, device, gpu, fused, compile_limitations, no_fit, as_json, out
+    recipe,
+    scaling,
+    implementation,
+    before,
+    after,
+    shape_texts,
+    device,
+    gpu,
+    fused,
+    compile_limitations,
+    no_fit,
+    as_json,
+    out,
 ) -> None:
     """Worst-case and ideal models beside the kernels torch.compile generates."""
     from f8roof import compare as c
     from f8roof.files import check_output_path, write_text_atomic
     from f8roof.models.hardware import resolve_gpu
     from f8roof.models.recipes import Recipe, Role, parse_scaling
+    from f8roof.models.variant import Context, Variant
     from f8roof.resolve import parse_roles
     from f8roof.shapes import parse_shape
 
     if out:
         check_output_path(out)
     _need_torch("compare")
+    from f8roof.profiler.graphs import resolve_implementation
+
     recipe_value = Recipe.from_name(recipe, parse_scaling(scaling) if scaling else None)
+    impl = resolve_implementation(implementation)
+    variant = Variant.of(recipe_value, impl, Context.from_names(before, after))
     target = resolve_gpu(gpu)
+    if implementation is None:
+        click.echo(f"implementation: {impl.value} (the default here; --impl)", err=True)
     shapes = [parse_shape(t) for t in shape_texts] or [(4096, 4096, 4096)]
     if device is None:
         import torch
@@ -734,9 +755,11 @@ def compare(
 
         require_device("cuda")
 
-    bar = _progress(f"compiling {recipe_value.name}", lambda s: "x".join(map(str, s)))
+    bar = _progress(
+        f"compiling {variant.key}", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}"
+    )
     result = c.compare(
-        recipe_value,
+        variant,
         shapes,
         device=device,
         gpu=target,

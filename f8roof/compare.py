@@ -1,13 +1,21 @@
 """The worst-case and ideal models beside what torch.compile actually generates.
 
-Per shape: overhead bytes at the three levels and each actual kernel; then the exact fit of
-the actual bytes in M, K, N (per regime of kernel sets) beside the model expressions, and
-their differences. Actual above the seed's "worst" case means the seed's model is wrong there.
+Per shape: overhead bytes at the three levels and each actual kernel, with what it computes
+(the linear's float8 work, its neighbours', or both fused); then the exact fit of the actual
+bytes in M, K, N (per regime of kernel sets) beside the model expressions, and their
+differences. Actual above the seed's "worst" case means the seed's model is wrong there.
+
+With a context (a norm before the linear, an activation after it) the float8 graph holds the
+neighbours' kernels too, so the bf16 graph of the same context is compiled beside it at every
+shape: actual overhead = the float8 graph's non-gemm bytes minus the bf16 graph's. Where
+Inductor fused a cast or an amax into a neighbour's kernel, that difference is smaller than
+the standalone linear's overhead, and the report names those kernels.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from f8roof.models.fit import (
@@ -22,8 +30,9 @@ from f8roof.models.fit import (
     from_sympy,
 )
 from f8roof.models.hardware import GPU
-from f8roof.models.recipes import Recipe, Role
+from f8roof.models.recipes import Role
 from f8roof.models.traffic import ideal_traffic, worst_traffic
+from f8roof.models.variant import Variant
 
 
 @dataclass(frozen=True)
@@ -31,25 +40,44 @@ class ShapeComparison:
     shape: Shape
     bytes_worst: int
     bytes_ideal: int
-    capture: object  # profiler.capture.Capture (kept untyped: models stay torch-free here)
+    capture: object  # profiler.capture.Capture of the float8 graph (untyped: torch-free here)
+    baseline: object | None  # Capture of the bf16 graph of the same context; None: standalone
 
     @property
     def bytes_actual(self) -> int:
-        return self.capture.overhead_bytes
+        """The float8 graph's non-gemm bytes, less the bf16 graph's (its context kernels)."""
+        base = 0 if self.baseline is None else self.baseline.overhead_bytes
+        return self.capture.overhead_bytes - base
+
+    def fused_into_neighbours(self) -> list:
+        """Launches of the float8 graph computing float8 work inside a neighbour's kernel."""
+        return [k for k in self.capture.launches if k.work.value == "fused"]
 
 
 @dataclass(frozen=True)
 class Comparison:
-    recipe: Recipe
+    variant: Variant
     device: str
     gpu: str | None
+    versions: Mapping[str, str | None]
     worst: Polynomial
     ideal: Polynomial
     shapes: tuple[ShapeComparison, ...]
     fit: TrafficFit | None  # None when not asked for
+    baseline_fit: TrafficFit | None  # the bf16 graph's, with a context and a fit
 
     def exceeds_worst(self) -> list[ShapeComparison]:
         return [s for s in self.shapes if s.bytes_actual > s.bytes_worst]
+
+    def baseline_total(self, regime: Regime) -> Polynomial | None:
+        """The bf16 graph's exact bytes over the regime's shapes: its regime holding them all.
+        None without a context (nothing to subtract) or where no bf16 regime holds them."""
+        if self.baseline_fit is None:
+            return None
+        return next(
+            (b.total for b in self.baseline_fit.regimes if set(regime.shapes) <= set(b.shapes)),
+            None,
+        )
 
 
 def samples_of(captures) -> list[ShapeSample]:
@@ -57,7 +85,7 @@ def samples_of(captures) -> list[ShapeSample]:
 
 
 def compare(
-    recipe: Recipe,
+    variant: Variant,
     shapes: list[Shape],
     *,
     device: str,
@@ -69,28 +97,53 @@ def compare(
 ) -> Comparison:
     from f8roof.profiler.capture import capture
     from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
+    from f8roof.profiler.graphs import versions
 
-    require_cpu_rowwise([recipe], device=device)
-    worst = from_sympy(worst_traffic(recipe, fused=fused, limited=limited).total)
-    ideal = from_sympy(ideal_traffic(recipe, fused=fused).total)
+    if variant.recipe is None:
+        raise ValueError("compare needs a float8 variant; bf16 is its baseline")
+    require_cpu_rowwise([variant.recipe], device=device)
+    recipe, implementation = variant.recipe, variant.implementation
+    worst = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
+    ideal = ideal_traffic(recipe, implementation=implementation, fused=fused)
+    worst, ideal = from_sympy(worst.total), from_sympy(ideal.total)
     fit_shapes = (CPU_FIT_SHAPES if device == "cpu" else FIT_SHAPES) if fit else ()
     work = list(dict.fromkeys([*shapes, *fit_shapes]))
+    graphs = [variant] if variant.context.is_standalone else [variant, variant.baseline]
     captured = {}
-    for shape in progress(work) if progress else work:
-        captured[shape] = capture(recipe, shape, device=device, gpu=gpu)
+    for shape, graph in progress(_pairs(work, graphs)) if progress else _pairs(work, graphs):
+        captured[graph, shape] = capture(graph, shape, device=device, gpu=gpu)
+    baseline = variant.baseline if len(graphs) == 2 else None
     rows = tuple(
-        ShapeComparison(s, int(worst.exact(s)), int(ideal.exact(s)), captured[s]) for s in shapes
+        ShapeComparison(
+            s,
+            int(worst.exact(s)),
+            int(ideal.exact(s)),
+            captured[variant, s],
+            None if baseline is None else captured[baseline, s],
+        )
+        for s in shapes
     )
-    traffic = fit_traffic(samples_of([captured[s] for s in fit_shapes])) if fit else None
+
+    def fitted(graph: Variant | None) -> TrafficFit | None:
+        if not fit or graph is None:
+            return None
+        return fit_traffic(samples_of([captured[graph, s] for s in fit_shapes]))
+
     return Comparison(
-        recipe,
+        variant,
         device,
         gpu.name if gpu and device == "codegen" else None,
+        versions(),
         worst,
         ideal,
         rows,
-        traffic,
+        fitted(variant),
+        fitted(baseline),
     )
+
+
+def _pairs(shapes: list[Shape], graphs: list[Variant]) -> list[tuple[Shape, Variant]]:
+    return [(s, g) for s in shapes for g in graphs]
 
 
 def _mib(n: int) -> str:
@@ -103,9 +156,44 @@ def _diff_words(diff: Polynomial, against: str) -> str:
     return f"actual - {against} = {diff}"
 
 
+def versions_text(versions: Mapping[str, str | None]) -> str:
+    return ", ".join(f"{name} {value or 'not installed'}" for name, value in versions.items())
+
+
+def computes(launch) -> str:
+    """What a launch computes, in words: 'gemm', its float8 steps, its neighbours, or both."""
+    if launch.work.value == "gemm":
+        return "gemm"
+    steps = ", ".join(launch.float8_steps)
+    neighbours = "+".join(launch.context_modules)
+    if launch.work.value == "fused":
+        return f"{neighbours} + {steps}"
+    return neighbours if launch.work.value == "context" else steps
+
+
+def _kernel_lines(capture) -> list[str]:
+    header = (
+        f"  {'graph':5} {'kernel':50} {'kind':20} {'work':7} {'role':20} {'read B':>14} "
+        f"{'written B':>14}  computes"
+    )
+    lines = [header]
+    for k in capture.launches:
+        lines.append(
+            f"  {k.graph.value:5} {k.name[:50]:50} {k.kind.value:20} {k.work.value:7} "
+            f"{k.role or '-'!s:20} {k.bytes_read:>14,} {k.bytes_written:>14,}  {computes(k)}"
+        )
+    lines += [f"  byte counts disagree: {line}" for line in capture.disagreements()]
+    return lines
+
+
 def render_text(c: Comparison) -> str:
     where = f"{c.device}" + (f" ({c.gpu})" if c.gpu else "")
-    lines = [f"recipe {c.recipe.name}, kernels compiled on {where}", ""]
+    title = (
+        f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
+        f"{c.variant.implementation.value}, context {c.variant.context.name}; "
+        f"kernels compiled on {where}"
+    )
+    lines = [title, f"versions: {versions_text(c.versions)}", ""]
     for s in c.shapes:
         M, K, N = s.shape
         lines.append(f"shape M={M} K={K} N={N}: overhead bytes")
@@ -116,22 +204,31 @@ def render_text(c: Comparison) -> str:
         ):
             ratio = f"  actual/{label} {s.bytes_actual / value:.3f}" if label != "actual" else ""
             lines.append(f"  {label:7} {value:>16,} B  {_mib(value):>14}{ratio}")
+        if s.baseline is not None:
+            lines.append(
+                f"  actual = float8 graph's non-gemm {s.capture.overhead_bytes:,} B - bf16 "
+                f"graph's {s.baseline.overhead_bytes:,} B (the context's kernels in bf16)"
+            )
         if s.bytes_actual > s.bytes_worst:
             lines.append(
                 f"  !!! ACTUAL EXCEEDS THE SEED'S WORST CASE by {s.bytes_actual - s.bytes_worst:,} B "
                 f"({s.bytes_actual / s.bytes_worst - 1:+.1%}): the worst-case model is wrong here"
             )
-        lines.append(
-            f"  {'graph':5} {'kernel':58} {'kind':20} {'role':20} {'read B':>14} {'written B':>14}"
-        )
-        for k in s.capture.launches:
-            tag = "  (gemm)" if k.is_gemm else ""
+        lines.append(f"  float8 graph ({s.capture.variant}): {len(s.capture.launches)} kernels")
+        lines += _kernel_lines(s.capture)
+        if s.baseline is not None:
+            lines.append(f"  bf16 graph ({s.baseline.variant}): {len(s.baseline.launches)} kernels")
+            lines += _kernel_lines(s.baseline)
+            fused = s.fused_into_neighbours()
             lines.append(
-                f"  {k.graph.value:5} {k.name[:58]:58} {k.kind.value:20} {k.role or '-'!s:20} "
-                f"{k.bytes_read:>14,} {k.bytes_written:>14,}{tag}"
+                "  fused into the neighbours: "
+                + ("nothing" if not fused else f"{len(fused)} kernels")
             )
-        for line in s.capture.disagreements():
-            lines.append(f"  byte counts disagree: {line}")
+            for k in fused:
+                lines.append(
+                    f"    {k.graph.value} {k.name}: {', '.join(k.float8_steps)} "
+                    f"({k.role or 'no role'}) in {'+'.join(k.context_modules)}'s kernel"
+                )
         lines.append("")
     lines.append(f"worst = {c.worst}")
     lines.append(f"ideal = {c.ideal}")
@@ -144,7 +241,9 @@ def render_text(c: Comparison) -> str:
 
 
 def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
-    over_worst = regime.total - c.worst
+    base = c.baseline_total(regime)
+    total = regime.total if base is None else regime.total - base
+    over_worst = total - c.worst
     solved = (
         f"; solved independently on {len(regime.shapes) - len(regime.verified)} shapes, "
         f"exact on {len(regime.verified)} more"
@@ -153,13 +252,21 @@ def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
     )
     lines = [
         f"actual (regime {index + 1}: {len(regime.kernels)} kernels, read off the buffers, exact at "
-        f"{len(regime.shapes)} shape{'s' * (len(regime.shapes) > 1)}{solved}) = {regime.total}"
+        f"{len(regime.shapes)} shape{'s' * (len(regime.shapes) > 1)}{solved}) = {total}"
         + (
             f"  + split-reduction workspace <= {regime.workspace_max:,} B"
             if regime.workspace_max
             else ""
         ),
-        f"  {_diff_words(regime.total - c.ideal, 'ideal')}  (what torch.compile moves beyond the minimum)",
+    ]
+    if base is not None:
+        lines.append(f"  = float8 graph {regime.total} - bf16 graph {base}")
+    elif c.baseline_fit is not None:
+        lines.append(
+            "  (no bf16 regime holds these shapes: the float8 graph's bytes, unsubtracted)"
+        )
+    lines += [
+        f"  {_diff_words(total - c.ideal, 'ideal')}  (what torch.compile moves beyond the minimum)",
         f"  {_diff_words(over_worst, 'worst')}",
     ]
     worse = [f"{c}*{m}" if m != "1" else f"{c} (constant)" for m, c in over_worst.terms if c > 0]
@@ -183,66 +290,102 @@ def _poly_json(p: Polynomial) -> dict:
     return {"expression": str(p), "coefficients": {m: str(c) for m, c in p.terms}}
 
 
+def _kernels_json(capture) -> list[dict]:
+    return [
+        {
+            "name": k.name,
+            "graph": k.graph.value,
+            "kind": k.kind.value,
+            "role": k.role,
+            "gemm": k.is_gemm,
+            "work": k.work.value,
+            "float8_steps": list(k.float8_steps),
+            "context_modules": list(k.context_modules),
+            "ops": [f"{o.module or '?'}:{o.op}" for o in k.ops if o.is_work],
+            "bytes_read": k.bytes_read,
+            "bytes_written": k.bytes_written,
+            "workspace_bytes": capture.workspace_bytes(k),
+            "bytes_code": k.bytes_code,
+            "bytes_scheduler": k.bytes_scheduler,
+            "bytes_inductor": k.bytes_inductor,
+        }
+        for k in capture.launches
+    ]
+
+
+def _shape_json(s: ShapeComparison) -> dict:
+    data = {
+        "M": s.shape[0],
+        "K": s.shape[1],
+        "N": s.shape[2],
+        "bytes_worst": s.bytes_worst,
+        "bytes_ideal": s.bytes_ideal,
+        "bytes_actual": s.bytes_actual,
+        "kernels": _kernels_json(s.capture),
+        "disagreements": list(s.capture.disagreements()),
+    }
+    if s.baseline is not None:
+        data |= {
+            "bytes_float8_graph": s.capture.overhead_bytes,
+            "bytes_bf16_graph": s.baseline.overhead_bytes,
+            "bf16_kernels": _kernels_json(s.baseline),
+            "bf16_disagreements": list(s.baseline.disagreements()),
+            "fused_into_neighbours": [
+                {
+                    "graph": k.graph.value,
+                    "name": k.name,
+                    "role": k.role,
+                    "float8_steps": list(k.float8_steps),
+                    "context_modules": list(k.context_modules),
+                }
+                for k in s.fused_into_neighbours()
+            ],
+        }
+    return data
+
+
+def _regime_json(c: Comparison, r: Regime) -> dict:
+    base = c.baseline_total(r)
+    total = r.total if base is None else r.total - base
+    return {
+        "actual": _poly_json(total),
+        "float8_graph": _poly_json(r.total),
+        "bf16_graph": None if base is None else _poly_json(base),
+        "actual_minus_worst": _poly_json(total - c.worst),
+        "actual_minus_ideal": _poly_json(total - c.ideal),
+        "workspace_max_bytes": r.workspace_max,
+        "shapes": [list(s) for s in r.shapes],
+        "verified": [list(s) for s in r.verified],
+        "kernels": [
+            {
+                "key": k.key,
+                "name": k.name,
+                "graph": k.graph,
+                "kind": k.kind,
+                "role": k.role,
+                "bytes": _poly_json(k.nbytes),
+            }
+            for k in r.kernels
+        ],
+    }
+
+
 def to_json(c: Comparison) -> str:
     data = {
-        "recipe": c.recipe.name,
+        "variant": c.variant.key,
+        "recipe": c.variant.recipe_name,
+        "implementation": c.variant.implementation.value,
+        "context": c.variant.context.name,
+        "versions": dict(c.versions),
         "device": c.device,
         "gpu": c.gpu,
         "worst": _poly_json(c.worst),
         "ideal": _poly_json(c.ideal),
-        "shapes": [
-            {
-                "M": s.shape[0],
-                "K": s.shape[1],
-                "N": s.shape[2],
-                "bytes_worst": s.bytes_worst,
-                "bytes_ideal": s.bytes_ideal,
-                "bytes_actual": s.bytes_actual,
-                "kernels": [
-                    {
-                        "name": k.name,
-                        "graph": k.graph.value,
-                        "kind": k.kind.value,
-                        "role": k.role,
-                        "gemm": k.is_gemm,
-                        "bytes_read": k.bytes_read,
-                        "bytes_written": k.bytes_written,
-                        "workspace_bytes": s.capture.workspace_bytes(k),
-                        "bytes_code": k.bytes_code,
-                        "bytes_scheduler": k.bytes_scheduler,
-                        "bytes_inductor": k.bytes_inductor,
-                    }
-                    for k in s.capture.launches
-                ],
-                "disagreements": list(s.capture.disagreements()),
-            }
-            for s in c.shapes
-        ],
+        "shapes": [_shape_json(s) for s in c.shapes],
         "fitted": None
         if c.fit is None
         else {
-            "regimes": [
-                {
-                    "actual": _poly_json(r.total),
-                    "actual_minus_worst": _poly_json(r.total - c.worst),
-                    "actual_minus_ideal": _poly_json(r.total - c.ideal),
-                    "workspace_max_bytes": r.workspace_max,
-                    "shapes": [list(s) for s in r.shapes],
-                    "verified": [list(s) for s in r.verified],
-                    "kernels": [
-                        {
-                            "key": k.key,
-                            "name": k.name,
-                            "graph": k.graph,
-                            "kind": k.kind,
-                            "role": k.role,
-                            "bytes": _poly_json(k.nbytes),
-                        }
-                        for k in r.kernels
-                    ],
-                }
-                for r in c.fit.regimes
-            ],
+            "regimes": [_regime_json(c, r) for r in c.fit.regimes],
             "unfitted": [
                 {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in c.fit.unfitted
             ],
@@ -252,7 +395,7 @@ def to_json(c: Comparison) -> str:
 
 
 def capture_differences(expected, actual) -> list[str]:
-    """How two captures of one recipe and shape differ (e.g. codegen-only vs compiled on the
+    """How two captures of one variant and shape differ (e.g. codegen-only vs compiled on the
     GPU): kernels present in one and not the other, matched as an order-free set by graph,
     kind, role and bytes; names are ignored (codegen names follow decomposed ops)."""
 

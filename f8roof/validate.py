@@ -96,7 +96,7 @@ def measure(
 ) -> dict[str, Any]:
     from f8roof.profiler.timing import linear_step, measure_step
 
-    step = linear_step(variant.recipe, *shape, device=options.device)
+    step = linear_step(variant, *shape, device=options.device)
     times = measure_step(
         step,
         device=options.device,

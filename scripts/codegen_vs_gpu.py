@@ -1,6 +1,6 @@
 """Does codegen-only (no GPU) generate what the GPU compiles? Run on the GPU machine.
 
-For two shapes per recipe, capture the float8 linear's kernels both ways (`device="codegen"`
+For two shapes per variant (recipe, implementation, context), capture the kernels both ways (`device="codegen"`
 for the H200 preset, and `device="cuda"`) and list the kernels that differ (order-free, by
 graph, kind, role and bytes). Differences are findings, not failures. A capture that fails is
 printed with its reason (exception type and the first line of its message) and the other
@@ -16,32 +16,31 @@ from f8roof.calibrate import CALIBRATION_VARIANTS
 from f8roof.compare import capture_differences
 from f8roof.errors import reason
 from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
 from f8roof.models.variant import Variant
 from f8roof.profiler.capture import Capture, capture
 
 SHAPES = ((1024, 2048, 4096), (4096, 1536, 768))
-# The recipes calibration measures by default.
-RECIPES = tuple(dict.fromkeys(Variant.from_key(k).recipe_name for k in CALIBRATION_VARIANTS))
+# What calibration measures by default, and torchao's benchmark context.
+VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm>sigmoid")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--recipes", default=",".join(RECIPES))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="variant keys")
     parser.add_argument("--shape", action="append", default=None, help="M,K,N (repeatable)")
     args = parser.parse_args(argv)
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shape] if args.shape else SHAPES
     gpu = find_gpu(args.gpu)
     same, differing, failures = 0, 0, []
-    for name in args.recipes.split(","):
+    for name in args.variants.split(","):
         for shape in shapes:
             captured: list[Capture] = []
             for device, target in (("codegen", gpu), (args.device, None)):
                 try:
                     captured.append(
-                        capture(Recipe.from_name(name), shape, device=device, gpu=target)
+                        capture(Variant.from_key(name), shape, device=device, gpu=target)
                     )
                 except Exception as e:  # noqa: BLE001 - report every failure, keep going
                     failures.append(f"{name} {shape}: {device} capture failed: {reason(e)}")

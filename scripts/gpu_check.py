@@ -17,14 +17,13 @@ import torch
 
 from f8roof.calibrate import CALIBRATION_VARIANTS
 from f8roof.errors import reason
-from f8roof.models.recipes import Recipe
 from f8roof.models.variant import Variant
 from f8roof.profiler.capture import Capture, capture_and_measure
 from f8roof.profiler.measure import launch_durations
 from f8roof.profiler.timing import GEMM_NAMES, StepTimes, gemm_fn, measure_step
 
-# The recipes calibration measures by default (their capture compiles the reference linear).
-RECIPES = tuple(dict.fromkeys(Variant.from_key(k).recipe_name for k in CALIBRATION_VARIANTS))
+# What calibration measures by default, and torchao's benchmark context.
+VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm>sigmoid")
 
 
 def report(problems: list[str]) -> list[str]:
@@ -50,9 +49,8 @@ def check_gemms(device: str) -> list[str]:
 def check_recipe(name: str, shape: tuple[int, int, int], device: str) -> list[str]:
     start = time.perf_counter()
     try:
-        recipe = None if name == "bf16" else Recipe.from_name(name)
         captured, times = capture_and_measure(
-            recipe,
+            Variant.from_key(name),
             shape,
             device=device,
             measure=lambda step: measure_step(step, device=device, warmup=2, iters=3),
@@ -86,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--shape", default="1024,2048,4096")
-    parser.add_argument("--recipes", default=",".join(RECIPES))
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="variant keys")
     args = parser.parse_args(argv)
     shape = tuple(int(v) for v in args.shape.split(","))
     try:
@@ -106,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{props.total_memory / 2**30:.0f} GiB"
         )
     failures = check_gemms(args.device)
-    for name in ("bf16", *args.recipes.split(",")):
+    for name in ("bf16", *args.variants.split(",")):
         failures += check_recipe(name, shape, args.device)
     print(f"{len(failures)} problem(s)" + (":" if failures else ""))
     for line in failures:

@@ -77,7 +77,7 @@ def test_budget_cut_run_is_fitted_on_the_shapes_every_variant_reached(tmp_path, 
     clock = iter([0.0] * (done + 1) + [100.0] * 10)
     monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: next(clock))
     out = tmp_path / "cal.json"
-    calibration, warnings = calibrate(options, out, resume=False)
+    _calibration, warnings = calibrate(options, out, resume=False)
     assert Calibration.load(out).variants
     assert any("fitted on 2 of 9 shapes" in w for w in warnings)
     assert (tmp_path / "cal.json.partial.jsonl").exists()  # --resume can finish the run

@@ -1,10 +1,13 @@
-"""CPU capture of the float8 linear's forward+backward: C++ kernels, code and scheduler agree."""
+"""CPU capture of a variant's forward+backward: C++ kernels, code and scheduler agree, and
+each kernel says whose work it does (the linear's float8 work, its neighbours', or both)."""
 
 import pytest
+import requires
 import torch
 from torch import nn
 
-from f8roof.models.recipes import Recipe
+from f8roof.models.recipes import Role
+from f8roof.models.variant import Implementation, Variant
 from f8roof.profiler import capture as capture_module
 from f8roof.profiler.capture import (
     BufferAccess,
@@ -14,27 +17,34 @@ from f8roof.profiler.capture import (
     GraphKind,
     KernelKind,
     KernelLaunch,
+    KernelOp,
+    Work,
     capture,
+    capture_step,
 )
+from f8roof.profiler.float8_linear import Float8Linear
+from f8roof.profiler.graphs import Step, build_module
 
 SHAPE = (40, 72, 104)  # M, K, N: CPU takes any shape; not multiples of 16 on purpose
+# CPU `_scaled_mm` takes row-wise scales on torch 2.13, so every torchao recipe runs here.
+STANDALONE = [
+    "reference:tensorwise",
+    "reference:tensorwise_delayed",
+    pytest.param("reference:rowwise", marks=pytest.mark.cpu_rowwise),  # capture runs the step
+    pytest.param("torchao:tensorwise", marks=requires.torchao),
+    pytest.param("torchao:rowwise", marks=[requires.torchao, pytest.mark.cpu_rowwise]),
+]
 
 
-@pytest.fixture(
-    scope="module",
-    params=[
-        "tensorwise",
-        "tensorwise_delayed",
-        pytest.param("rowwise", marks=pytest.mark.cpu_rowwise),  # capture runs the step
-    ],
-)
+@pytest.fixture(scope="module", params=STANDALONE)
 def captured(request):
-    return capture(Recipe.from_name(request.param), SHAPE, device="cpu")
+    return capture(Variant.from_key(request.param), SHAPE, device="cpu")
 
 
 @pytest.mark.slow
 def test_cpu_code_and_scheduler_agree_per_kernel(captured):
     assert captured.device is CaptureDevice.CPU and captured.shape == SHAPE
+    assert Variant.from_key(captured.variant).implementation in Implementation
     assert {k.kind for k in captured.launches} == {KernelKind.CPP, KernelKind.EXTERN_GEMM}
     for launch in captured.launches:
         assert launch.bytes_inductor is None  # C++ kernels carry no kernel_num_gb
@@ -53,6 +63,96 @@ def test_cpu_overhead_reads_each_bf16_tensor(captured):
     assert (GraphKind.BWD, (M, N), "bfloat16") in reads  # grad_output
     assert captured.overhead_bytes == sum(k.bytes_code for k in captured.overhead_launches)
     assert all(k.role for k in captured.overhead_launches)
+    # A standalone linear has no neighbour: every kernel is the linear's.
+    assert {k.work for k in captured.launches} == {Work.GEMM, Work.FLOAT8}
+
+
+IN_CONTEXT = {
+    "bf16@layernorm>sigmoid": {"LayerNorm", "Sigmoid"},
+    "reference:rowwise@silu_mul>gelu": {"SiluMul", "GELU"},
+    "torchao:tensorwise@layernorm>sigmoid": {"LayerNorm", "Sigmoid"},
+    "torchao:rowwise_gw_hp@rmsnorm>silu": {"RMSNorm", "SiLU"},
+}
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(key, marks=[requires.torchao] if key.startswith("torchao") else [])
+        for key in IN_CONTEXT
+    ],
+)
+def in_context(request):
+    return capture(Variant.from_key(request.param), SHAPE, device="cpu")
+
+
+@pytest.mark.slow
+def test_context_kernels_are_counted_and_named(in_context):
+    assert in_context.disagreements() == ()
+    assert in_context.unmatched_scheduler_nodes == ()
+    variant = Variant.from_key(in_context.variant)
+    neighbours = {m for k in in_context.launches for m in k.context_modules}
+    assert neighbours == IN_CONTEXT[in_context.variant]
+    works = {k.work for k in in_context.overhead_launches}
+    if variant.is_bf16:
+        assert works == {Work.CONTEXT}  # the norm and activation, nothing of the linear's
+    else:
+        # C++ kernels fuse whole loop nests: some float8 work lands in a neighbour's kernel.
+        fused = [k for k in in_context.launches if k.work is Work.FUSED]
+        assert fused and all(k.float8_steps and k.context_modules for k in fused)
+
+
+def test_roles_of_module_state():
+    """The linear's weight and its role-named buffers have roles; a norm's weight has none."""
+    variant = Variant.from_key("reference:tensorwise_delayed@rmsnorm>none")
+    module = build_module(variant, 72, 104)
+    roles = {id(t): role for t, role in capture_module._state_roles(module)}
+    assert roles[id(module.linear.weight)] is Role.WEIGHT
+    assert roles[id(module.linear.input_amax_history)] is Role.INPUT
+    assert roles[id(module.linear.grad_output_scale)] is Role.GRAD_OUTPUT
+    assert id(module.before.weight) not in roles
+    assert len(roles) == 7  # weight, and amax history and scale per role
+
+
+@requires.torchao
+def test_torchao_module_is_a_linear_with_a_weight():
+    from f8roof.profiler import torchao_float8
+
+    with torchao_float8.inductor_patch_scope():
+        module = build_module(Variant.from_key("torchao:rowwise@layernorm>sigmoid"), 64, 32)
+    assert type(module.linear).__module__.startswith("torchao.float8")
+    assert list(capture_module._state_roles(module)) == [(module.linear.weight, Role.WEIGHT)]
+
+
+class _MyFloat8(nn.Module):
+    """A user's own block: affine LayerNorm, then f8roof's Float8Linear deep in a Sequential."""
+
+    def __init__(self, recipe_key: str, K: int, N: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(K, dtype=torch.bfloat16)
+        recipe = Variant.from_key(recipe_key).recipe
+        self.proj = nn.Sequential(Float8Linear(recipe, in_features=K, out_features=N))
+
+    def forward(self, x):
+        return self.proj(self.norm(x))
+
+
+@pytest.mark.slow
+def test_any_module_factory_is_captured():
+    M, K, N = SHAPE
+
+    def factory(*, device: str, initialize: bool) -> Step:
+        with torch.device(device):
+            module = _MyFloat8("reference:tensorwise", K, N)
+            x = torch.randn(M, K, dtype=torch.bfloat16, requires_grad=True)
+            return Step(module, (x,), torch.randn(M, N, dtype=torch.bfloat16))
+
+    captured, measured = capture_step(factory, SHAPE, device="cpu", key="mine")
+    assert captured.variant == "mine" and measured is None
+    assert captured.disagreements() == ()
+    roles = ",".join(k.role for k in captured.overhead_launches if k.role)
+    assert {"input", "weight", "grad_output"} <= set(roles.split(","))
+    assert {m for k in captured.launches for m in k.context_modules} == {"LayerNorm"}
 
 
 class _GraphBreak(nn.Module):
@@ -62,17 +162,21 @@ class _GraphBreak(nn.Module):
 
 
 @pytest.mark.slow
-def test_compile_failure_names_recipe_shape_and_cause(monkeypatch):
-    monkeypatch.setattr(capture_module, "make_linear", lambda *a, **k: _GraphBreak())
+def test_compile_failure_names_what_shape_and_cause():
+    M, K, _ = SHAPE
+
+    def factory(*, device: str, initialize: bool) -> Step:
+        x = torch.randn(M, K, device=device, requires_grad=True)
+        return Step(_GraphBreak(), (x,), torch.randn(M, K, device=device))
+
     with pytest.raises(
         CaptureError,
-        match=r"compiling tensorwise at M,K,N=40,72,104 on cpu "
-        r"failed: \w+: .*graph_break",
+        match=r"compiling mine at M,K,N=40,72,104 on cpu failed: \w+: .*graph_break",
     ):
-        capture(Recipe.from_name("tensorwise"), SHAPE, device="cpu")
+        capture_step(factory, SHAPE, device="cpu", key="mine")
 
 
-def launch(name, kind, *, reads=(), writes=(), scheduler=None, inductor=None, role=None):
+def launch(name, kind, *, reads=(), writes=(), scheduler=None, inductor=None, role=None, ops=()):
     total = sum(b.nbytes for b in (*reads, *writes))
     return KernelLaunch(
         name,
@@ -84,6 +188,7 @@ def launch(name, kind, *, reads=(), writes=(), scheduler=None, inductor=None, ro
         total if scheduler is None else scheduler,
         inductor,
         role,
+        tuple(ops),
     )
 
 
@@ -110,7 +215,12 @@ def test_overhead_is_everything_but_gemms_and_disagreements_are_listed():
     )
     gemm = launch("extern_kernels._scaled_mm", KernelKind.EXTERN_GEMM, reads=[X8, X8])
     result = Capture(
-        "tensorwise", (4, 8, 8), CaptureDevice.CODEGEN, {}, (cast, off, gemm), ("bwd:op3",)
+        "reference:tensorwise",
+        (4, 8, 8),
+        CaptureDevice.CODEGEN,
+        {},
+        (cast, off, gemm),
+        ("bwd:op3",),
     )
     assert result.overhead_launches == (cast, off)
     assert result.overhead_bytes == 96 + 64
@@ -138,8 +248,50 @@ def test_scheduler_bytes_of_a_kernel_group():
         node("op7", reads={"buf6": 2}, writes={"buf7": 4}, views={"buf7": "buf9"}),
         node("op8", reads={"primals_7": 64}, writes={"buf8": 60}, views={"buf8": "buf9"}),
         node("op10", reads={"buf9": 64}, writes={"buf10": 4}),
-        node("op1", reads={"primals_1": 64}, writes={"buf2": 32}, fused_away={"buf1": 16}),
+        node("op1", reads={"primals_1": 64}, writes={"buf2": 16}, fused_away={"buf1": 16}),
     ]
-    kept = 2 + 4 + 64 + 60 + 4 + 64 + 32  # buf9: read back, not a read
-    assert capture_module._scheduler_bytes(group, removed=set()) == kept + 16
-    assert capture_module._scheduler_bytes(group, removed={"buf1"}) == kept
+    kept = 2 + 4 + 64 + 60 + 4 + 64 + 16  # buf9: read back, not a read
+    bytes_of = capture_module._scheduler_bytes
+    assert bytes_of(group, removed=set(), reuses={}) == kept + 16
+    assert bytes_of(group, removed={"buf1"}, reuses={}) == kept
+    # Rule 8: buf2 reuses the kept intermediate's memory in place: one storage, one write.
+    assert bytes_of(group, removed=set(), reuses={"buf2": "buf1"}) == kept
+
+
+LINEAR_AMAX = KernelOp("aten.amax", "bfloat16", "Float8Linear", linear=True)
+LINEAR_MUL = KernelOp("aten.mul", "float32", "Float8Linear", linear=True)
+LINEAR_VIEW = KernelOp("aten.permute", "bfloat16", "Float8Linear", linear=True)
+NORM = KernelOp("aten.var_mean", None, "LayerNorm", linear=False)
+UNKNOWN = KernelOp("aten.clone", "bfloat16", None, linear=False)
+X8_T = BufferAccess("buf1", "float8_e4m3fn", (8, 4), 32)
+
+
+@pytest.mark.parametrize(
+    "kind, ops, writes, work, steps, neighbours",
+    [
+        (KernelKind.REDUCTION, [NORM, LINEAR_AMAX], [], Work.FUSED, ("amax",), ("LayerNorm",)),
+        (
+            KernelKind.POINTWISE,
+            [NORM, LINEAR_MUL],
+            [X8],
+            Work.FUSED,
+            ("cast to float8_e4m3fn",),
+            ("LayerNorm",),
+        ),
+        (
+            KernelKind.POINTWISE,
+            [LINEAR_MUL],
+            [X8, X8_T],
+            Work.FLOAT8,
+            ("cast to float8_e4m3fn x2",),
+            (),
+        ),
+        (KernelKind.POINTWISE, [LINEAR_MUL, UNKNOWN], [], Work.FLOAT8, ("scale",), ()),
+        # A view of the linear's output read by the activation computes nothing of the linear.
+        (KernelKind.POINTWISE, [NORM, LINEAR_VIEW], [], Work.CONTEXT, (), ("LayerNorm",)),
+        (KernelKind.EXTERN_GEMM, [LINEAR_MUL], [], Work.GEMM, (), ()),
+    ],
+)
+def test_what_a_kernel_computes(kind, ops, writes, work, steps, neighbours):
+    k = launch("k", kind, reads=[X], writes=writes, ops=ops)
+    assert (k.work, k.float8_steps, k.context_modules) == (work, steps, neighbours)

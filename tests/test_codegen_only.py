@@ -3,10 +3,12 @@
 import re
 
 import pytest
+import requires
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Variant
 from f8roof.profiler import codegen_only
 from f8roof.profiler.capture import CaptureDevice, CaptureError, GraphKind, KernelKind, capture
 
@@ -70,22 +72,48 @@ def test_moved_internals_name_the_torch_version_and_restore(monkeypatch):
     assert torch.utils._triton.has_triton is before[0][0]
 
 
+def test_factory_ops_are_traced_in_the_inputs_fake_mode():
+    """A tensor made from nothing (torchao's `new_ones(())` unit scale) must be fake CUDA too:
+    traced outside the inputs' FakeTensorMode it would be a real CUDA op, and fail here."""
+
+    def scaled(x):
+        return x * torch.ones((), dtype=x.dtype)
+
+    gm = make_fx(scaled)(torch.randn(4, 8))
+    cuda_gm, fake = codegen_only.to_fake_cuda(gm, [torch.randn(4, 8)])
+    values = [
+        n.meta["val"] for n in cuda_gm.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)
+    ]
+    assert values and all(v.device.type == "cuda" for v in (*values, *fake))
+
+
 def test_shapes_float8_gemms_cannot_take_are_refused_before_compiling():
     with pytest.raises(CaptureError, match="K=100 not a multiple of 16"):
-        capture(Recipe.from_name("tensorwise"), (64, 100, 128), device="codegen")
+        capture(Variant.from_key("reference:tensorwise"), (64, 100, 128), device="codegen")
 
 
 @pytest.mark.slow
 def test_bf16_baseline_has_only_gemms():
-    result = capture(None, (64, 100, 128), device="codegen")
-    assert result.recipe == "bf16" and result.overhead_launches == ()
+    result = capture(Variant.from_key("bf16"), (64, 100, 128), device="codegen")
+    assert result.variant == "bf16" and result.overhead_launches == ()
     assert [k.name for k in result.launches] == ["extern_kernels.mm"] * 3
     assert result.disagreements() == ()
 
 
-@pytest.fixture(scope="module", params=["tensorwise", "tensorwise_delayed", "rowwise"])
+@pytest.fixture(
+    scope="module",
+    params=[
+        "reference:tensorwise",
+        "reference:tensorwise_delayed",
+        "reference:rowwise",
+        # every torchao recipe generates CUDA code here (make_fx inside the fake mode)
+        pytest.param("torchao:tensorwise", marks=requires.torchao),
+        pytest.param("torchao:rowwise", marks=requires.torchao),
+        pytest.param("torchao:rowwise_gw_hp", marks=requires.torchao),
+    ],
+)
 def captured(request):
-    return capture(Recipe.from_name(request.param), SHAPE, device="codegen")
+    return capture(Variant.from_key(request.param), SHAPE, device="codegen")
 
 
 @pytest.mark.slow
@@ -99,13 +127,15 @@ def test_codegen_triton_bytes_agree_three_ways(captured):
         assert launch.bytes_code == launch.bytes_scheduler == launch.bytes_inductor, launch.name
     assert captured.disagreements() == ()
     gemms = [k for k in captured.launches if k.is_gemm]
-    assert [k.name for k in gemms] == ["extern_kernels._scaled_mm"] * 3
+    float8_gemms = 2 if captured.variant.endswith("rowwise_gw_hp") else 3
+    assert [k.name for k in gemms].count("extern_kernels._scaled_mm") == float8_gemms
     assert all(k.bytes_scheduler == k.bytes_code for k in gemms)
 
 
 @pytest.mark.slow
 def test_codegen_attributes_every_overhead_kernel_to_roles(captured):
-    roles = {k.role for k in captured.overhead_launches}
+    # A kernel reading nothing (torchao's unit scale for a rowwise backward gemm) serves none.
+    roles = {k.role for k in captured.overhead_launches if k.reads}
     assert None not in roles
     assert {"input", "weight", "grad_output"} <= set(",".join(roles).split(","))
     backward_roles = {k.role for k in captured.overhead_launches if k.graph is GraphKind.BWD}
@@ -114,5 +144,36 @@ def test_codegen_attributes_every_overhead_kernel_to_roles(captured):
 
 @pytest.mark.slow
 def test_codegen_reads_the_gpu_preset():
-    result = capture(Recipe.from_name("rowwise"), SHAPE, device="codegen", gpu=find_gpu("b200"))
+    result = capture(
+        Variant.from_key("reference:rowwise"), SHAPE, device="codegen", gpu=find_gpu("b200")
+    )
     assert "multi_processor_count=148, cc=100" in result.code[GraphKind.FWD]
+
+
+def _kernels(captured) -> list[tuple]:
+    """Each launch's name, bytes and Triton source: what a capture generated, run-independent."""
+    return [(k.graph, k.name, k.bytes_code, k.bytes_inductor) for k in captured.launches] + [
+        line for code in captured.code.values() for line in code.splitlines() if "tl." in line
+    ]
+
+
+@pytest.mark.slow
+@requires.torchao
+def test_torchao_inductor_patch_does_not_leak_into_later_captures():
+    """convert_to_float8_training patches Inductor's Triton min/max codegen process-wide; a
+    reference capture after a torchao one must generate what it generates before it."""
+    from torch._inductor.codegen.triton import TritonOverrides
+
+    reference, torchao = (
+        Variant.from_key("reference:tensorwise"),
+        Variant.from_key("torchao:tensorwise"),
+    )
+    before = capture(reference, SHAPE, device="codegen")
+    patched = capture(torchao, SHAPE, device="codegen")
+    after = capture(reference, SHAPE, device="codegen")
+    assert _kernels(after) == _kernels(before)
+    # The patch was live for torchao's own graphs (its tl.where min/max) and is gone now.
+    torchao_code = "\n".join(patched.code.values())
+    assert "tl.where((" in torchao_code and "triton_helpers.minimum" not in torchao_code
+    assert "triton_helpers.minimum" in "\n".join(before.code.values())
+    assert "tl.where" not in TritonOverrides.minimum("a", "b")

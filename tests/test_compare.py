@@ -3,12 +3,20 @@
 import json
 
 import pytest
+import requires
 from click.testing import CliRunner
 
 from f8roof.cli import main
 from f8roof.compare import compare
 from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Variant
+from f8roof.profiler import torchao_float8
+
+
+def run_json(*args: str) -> dict:
+    result = CliRunner().invoke(main, ["compare", *args, "--device", "codegen", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
 
 
 @pytest.mark.slow
@@ -30,8 +38,11 @@ def test_text_report_shows_levels_kernels_and_the_verdict():
     text = result.output
     for label in ("worst", "ideal", "actual"):
         assert f"  {label} " in text
-    assert "triton_red_fused" in text and "(gemm)" in text
+    assert "triton_red_fused" in text and " gemm " in text
     assert "worst = 6*K*M + 6*K*N + 6*M*N" in text
+    default = "torchao" if torchao_float8.available() else "reference"
+    assert f"implementation: {default} (the default here" in result.stderr
+    assert f"implementation {default}" in text and "versions: torch " in text
 
 
 @pytest.mark.slow
@@ -61,13 +72,19 @@ def test_json_report_counts_bytes_three_ways():
         if k["kind"] != "extern_gemm":
             assert k["bytes_inductor"] == k["bytes_code"]
     assert data["fitted"] is None
+    assert set(data["versions"]) == {"torch", "triton", "torchao"}
+    assert data["implementation"] in ("torchao", "reference")
 
 
 @pytest.mark.slow
 def test_fit_reproduces_actual_bytes_at_the_asked_shape():
     shape = (3000 // 16 * 16, 1000 // 16 * 16, 2000 // 16 * 16)
     result = compare(
-        Recipe.from_name("tensorwise"), [shape], device="codegen", gpu=find_gpu("h100"), fit=True
+        Variant.from_key("reference:tensorwise"),
+        [shape],
+        device="codegen",
+        gpu=find_gpu("h100"),
+        fit=True,
     )
     assert result.fit.regimes, [u.reason for u in result.fit.unfitted]
     regime = result.fit.regimes[0]
@@ -90,7 +107,7 @@ def test_capture_differences_are_order_free_and_name_free():
     from f8roof.compare import capture_differences
     from f8roof.profiler.capture import capture
 
-    recipe, shape = Recipe.from_name("tensorwise"), (256, 512, 768)
+    recipe, shape = Variant.from_key("reference:tensorwise"), (256, 512, 768)
     h100 = capture(recipe, shape, device="codegen", gpu=find_gpu("h100"))
     again = capture(recipe, shape, device="codegen", gpu=find_gpu("h200"))
     assert capture_differences(h100, again) == []
@@ -98,3 +115,105 @@ def test_capture_differences_are_order_free_and_name_free():
     lines = capture_differences(h100, cpu)
     assert any(line.startswith("only in codegen:") for line in lines)
     assert any(line.startswith("only in cpu:") for line in lines)
+
+
+def one_line_error(args: list[str]) -> str:
+    result = CliRunner().invoke(main, ["compare", *args, "--device", "codegen", "--no-fit"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output, result.output
+    return lines[0]
+
+
+def test_unknown_implementation_is_one_line():
+    assert "unknown implementation 'tensorrt'" in one_line_error(["--impl", "tensorrt"])
+
+
+def test_torchao_asked_for_but_missing_is_one_line(monkeypatch):
+    def missing():
+        raise torchao_float8.TorchaoMissing("torchao is not importable here (simulated)")
+
+    monkeypatch.setattr(torchao_float8, "import_float8", missing)
+    assert "torchao is not importable" in one_line_error(["--impl", "torchao"])
+    # Not asked for: the default falls back to the reference and says so.
+    result = CliRunner().invoke(main, ["compare", "--shape", "100,100,100", "--device", "codegen"])
+    assert "implementation: reference (the default here" in result.stderr
+
+
+@requires.torchao
+def test_recipe_torchao_lacks_is_one_line():
+    line = one_line_error(["--impl", "torchao", "--recipe", "tensorwise_delayed"])
+    assert "torchao has no recipe 'tensorwise_delayed'" in line and "--impl reference" in line
+
+
+def test_unknown_context_op_is_one_line():
+    assert "unknown --before op 'batchnorm'" in one_line_error(["--before", "batchnorm"])
+
+
+# What torch 2.13 + torchao 0.18 generate for h100 (issue #9): torchao's rowwise rescales the
+# backward gemms' outputs in separate kernels; its rowwise_with_gw_hp casts the weight for
+# grad_input with one tensorwise scale.
+EXPECTED = [
+    ("torchao:rowwise", (4096, 4096, 4096), 16, 473_030_660),
+    ("reference:rowwise", (4096, 4096, 4096), 13, 338_837_504),
+    ("torchao:tensorwise", (4096, 4096, 4096), 13, 335_556_634),
+    ("reference:tensorwise", (4096, 4096, 4096), 13, 335_556_634),
+    ("torchao:rowwise_gw_hp", (16384, 8192, 1024), 11, 1_057_107_978),
+    ("reference:rowwise_gw_hp", (16384, 8192, 1024), 9, 520_818_688),
+]
+
+
+@pytest.mark.slow
+@requires.torch_213_torchao_018
+@pytest.mark.parametrize("key, shape, kernels, overhead", EXPECTED)
+def test_kernels_and_bytes_per_implementation(key, shape, kernels, overhead):
+    impl, recipe = key.split(":")
+    data = run_json(
+        "--impl", impl, "--recipe", recipe, "--shape", ",".join(map(str, shape)), "--no-fit"
+    )
+    assert data["variant"] == key and data["versions"]["torchao"] == "0.18.0"
+    row = data["shapes"][0]
+    assert (len(row["kernels"]), row["bytes_actual"]) == (kernels, overhead)
+    assert row["disagreements"] == []
+
+
+@pytest.mark.slow
+@requires.torchao
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "rowwise_gw_hp"])
+def test_torchao_fits_exactly_over_the_fit_shapes(recipe):
+    """12 codegen compiles: every fit shape in a regime, the largest also solved for on its own
+    and matching the held-out shapes."""
+    result = compare(
+        Variant.from_key(f"torchao:{recipe}"), [], device="codegen", gpu=find_gpu("h100"), fit=True
+    )
+    assert result.fit.unfitted == ()
+    assert sum(len(r.shapes) for r in result.fit.regimes) == 12
+    largest = result.fit.regimes[0]
+    assert len(largest.shapes) >= 9 and len(largest.verified) == 2
+
+
+@pytest.mark.slow
+@requires.torchao
+def test_context_overhead_is_the_difference_with_the_bf16_graph():
+    """LayerNorm -> Linear -> Sigmoid (torchao's float8 benchmark): the norm and activation
+    kernels are listed in both graphs, and the input's amax and cast and grad_output's amax
+    and cast fuse into them, so the overhead is below the standalone linear's."""
+    args = ["--impl", "torchao", "--recipe", "tensorwise", "--shape", "4096,4096,4096"]
+    alone = run_json(*args, "--no-fit")["shapes"][0]
+    data = run_json(*args, "--before", "layernorm", "--after", "sigmoid", "--no-fit")
+    row = data["shapes"][0]
+    assert data["context"] == "layernorm>sigmoid"
+    assert row["bytes_actual"] == row["bytes_float8_graph"] - row["bytes_bf16_graph"]
+    bf16_work = {(k["work"], tuple(k["context_modules"])) for k in row["bf16_kernels"]}
+    assert bf16_work == {("gemm", ()), ("context", ("LayerNorm",)), ("context", ("Sigmoid",))}
+    fused = {
+        (f["graph"], f["context_modules"][0], f["float8_steps"][0].split(" ")[0])
+        for f in row["fused_into_neighbours"]
+    }
+    assert {
+        ("fwd", "LayerNorm", "amax"),
+        ("fwd", "LayerNorm", "cast"),
+        ("bwd", "Sigmoid", "amax"),
+    } <= fused
+    assert row["bytes_actual"] < alone["bytes_actual"]
+    assert row["disagreements"] == row["bf16_disagreements"] == []

@@ -60,9 +60,9 @@ def gpu_check(monkeypatch) -> tuple[ModuleType, list[str]]:
             raise RuntimeError("row-wise scales refused\n  at Linear.cpp:516\n  more")
         return lambda: torch.ones(m, n)
 
-    def capture_and_measure(recipe, shape, *, device, measure):
-        name = recipe.name if recipe else "bf16"
-        ran.append(name)
+    def capture_and_measure(variant, shape, *, device, measure):
+        ran.append(variant.key)
+        name = variant.recipe_name
         if name == "rowwise":
             raise RuntimeError("compiling rowwise failed: boom\ntraceback...")
         if name == "tensorwise_delayed":
@@ -76,8 +76,10 @@ def gpu_check(monkeypatch) -> tuple[ModuleType, list[str]]:
 
 def test_gpu_check_reports_every_failure_and_checks_the_rest(gpu_check, capsys) -> None:
     module, ran = gpu_check
-    recipes = "tensorwise,tensorwise_delayed,rowwise,rowwise_gw_hp"
-    assert module.main(["--device", "cpu", "--recipes", recipes]) == 1
+    recipes = (
+        "reference:tensorwise,reference:tensorwise_delayed,reference:rowwise,torchao:rowwise_gw_hp"
+    )
+    assert module.main(["--device", "cpu", "--variants", recipes]) == 1
     out = capsys.readouterr().out
     # Every gemm and recipe was tried, failures or not.
     assert len([r for r in ran if r.startswith("gemm")]) == 9
@@ -86,8 +88,11 @@ def test_gpu_check_reports_every_failure_and_checks_the_rest(gpu_check, capsys) 
         "gemm fp8_rowwise output: failed: RuntimeError: row-wise scales refused",
         "gemm fp8_rowwise grad_input: failed: RuntimeError: row-wise scales refused",
         "gemm fp8_rowwise grad_weight: failed: RuntimeError: row-wise scales refused",
-        "tensorwise_delayed: reading its kernels and trace failed: KeyError: 'buf3'",
-        "rowwise: compile and measure failed: RuntimeError: compiling rowwise failed: boom",
+        "reference:tensorwise_delayed: reading its kernels and trace failed: KeyError: 'buf3'",
+        (
+            "reference:rowwise: compile and measure failed: RuntimeError: compiling rowwise failed: "
+            "boom"
+        ),
     ]
     lines = out.splitlines()
     for problem in problems:
@@ -95,7 +100,7 @@ def test_gpu_check_reports_every_failure_and_checks_the_rest(gpu_check, capsys) 
         assert f"    {problem}" in lines  # and listed again at the end
     assert "5 problem(s):" in lines
     assert "traceback..." not in out and "Linear.cpp" not in out  # first line only
-    for name in ("bf16", "tensorwise", "rowwise_gw_hp"):
+    for name in ("bf16", "reference:tensorwise", "torchao:rowwise_gw_hp"):
         assert any(line.startswith(f"{name} ") and "launches" in line for line in lines)
     assert "gemm bf16         grad_weight  ok (256, 768)" in lines
 
@@ -103,7 +108,7 @@ def test_gpu_check_reports_every_failure_and_checks_the_rest(gpu_check, capsys) 
 def test_gpu_check_clean_run_exits_0(gpu_check, capsys) -> None:
     module, _ = gpu_check
     module.gemm_fn = lambda dtype, gemm, m, k, n, *, device: lambda: torch.ones(m, n)
-    assert module.main(["--device", "cpu", "--recipes", "tensorwise"]) == 0
+    assert module.main(["--device", "cpu", "--variants", "reference:tensorwise"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "0 problem(s)"
 
 
@@ -112,8 +117,8 @@ def test_gpu_check_reports_a_kernel_missing_from_the_trace(gpu_check, capsys) ->
     captured = _captured()
     captured.overhead_launches = [SimpleNamespace(name="triton_never_ran_1")]
     module.capture_and_measure = lambda *a, **k: (captured, _times())
-    assert module.check_recipe("tensorwise", (48, 64, 80), "cpu") == [
-        "tensorwise: not in the trace: triton_never_ran_1"
+    assert module.check_recipe("reference:tensorwise", (48, 64, 80), "cpu") == [
+        "reference:tensorwise: not in the trace: triton_never_ran_1"
     ]
 
 
@@ -124,11 +129,12 @@ def codegen_vs_gpu(monkeypatch) -> tuple[ModuleType, list[tuple[str, tuple, str]
     module = _load("codegen_vs_gpu")
     calls: list[tuple[str, tuple, str]] = []
 
-    def capture(recipe, shape, *, device, gpu):
-        calls.append((recipe.name, shape, device))
-        if recipe.name == "rowwise" and shape == (48, 32, 80) and device != "codegen":
+    def capture(variant, shape, *, device, gpu):
+        name = variant.recipe_name
+        calls.append((name, shape, device))
+        if name == "rowwise" and shape == (48, 32, 80) and device != "codegen":
             raise AssertionError("Triton codegen failed\nwith a long traceback")
-        return SimpleNamespace(recipe=recipe.name, overhead_launches=[1, 2], overhead_bytes=100)
+        return SimpleNamespace(recipe=name, overhead_launches=[1, 2], overhead_bytes=100)
 
     def capture_differences(generated, compiled):
         return ["fwd: codegen has triton_red_fused_0 (input, 2*K*M)"] * (
@@ -145,15 +151,18 @@ SHAPE_ARGS = ["--shape", "32,48,64", "--shape", "48,32,80"]
 
 def test_codegen_vs_gpu_goes_on_after_a_failed_capture(codegen_vs_gpu, capsys) -> None:
     module, calls = codegen_vs_gpu
-    rc = module.main(["--device", "cpu", "--recipes", "rowwise,tensorwise", *SHAPE_ARGS])
+    variants = "reference:rowwise,reference:tensorwise"
+    rc = module.main(["--device", "cpu", "--variants", variants, *SHAPE_ARGS])
     assert rc == 1
     assert len(calls) == 8  # both captures of all four recipe/shape pairs
     lines = capsys.readouterr().out.splitlines()
-    failure = "rowwise (48, 32, 80): cpu capture failed: AssertionError: Triton codegen failed"
+    failure = (
+        "reference:rowwise (48, 32, 80): cpu capture failed: AssertionError: Triton codegen failed"
+    )
     assert failure in lines and f"    {failure}" in lines
     assert "with a long traceback" not in "\n".join(lines)
     assert (
-        "rowwise (32, 48, 64): 2 vs 2 overhead kernels, overhead bytes 100 vs 100: "
+        "reference:rowwise (32, 48, 64): 2 vs 2 overhead kernels, overhead bytes 100 vs 100: "
         + ("same kernels")
         in lines
     )
@@ -163,6 +172,6 @@ def test_codegen_vs_gpu_goes_on_after_a_failed_capture(codegen_vs_gpu, capsys) -
 
 def test_codegen_vs_gpu_differences_are_findings_not_failures(codegen_vs_gpu, capsys) -> None:
     module, _ = codegen_vs_gpu
-    assert module.main(["--device", "cpu", "--recipes", "tensorwise", *SHAPE_ARGS]) == 0
+    assert module.main(["--device", "cpu", "--variants", "reference:tensorwise", *SHAPE_ARGS]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last == "2 recipe/shape pair(s) compared: 0 same, 2 differ; 0 capture(s) failed"

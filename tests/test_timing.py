@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+import requires
 import torch
 
-from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Variant
 from f8roof.profiler.timing import (
     GEMM_NAMES,
     GemmTiming,
@@ -72,7 +73,7 @@ def test_derived_tflop_per_s() -> None:
     gemm = GemmTiming(dtype="fp8", gemm="output", M=4096, K=4096, N=4096, timing=timing)
     assert gemm.tflop_per_s == pytest.approx(2 * 4096**3 / 1e-3 / 1e12)
     step = LinearStepTiming(
-        recipe="tensorwise", M=4096, K=4096, N=4096, compiled=True, timing=timing
+        variant="torchao:tensorwise", M=4096, K=4096, N=4096, compiled=True, timing=timing
     )
     assert step.tflop_per_s == pytest.approx(3 * gemm.tflop_per_s)
 
@@ -114,16 +115,25 @@ def test_time_gemm_cpu(dtype: str) -> None:
     assert result.timing.n == 3 and result.timing.median_s > 0 and result.tflop_per_s > 0
 
 
+BF16 = Variant(None, None)
+
+
 def test_time_linear_step_eager_cpu() -> None:
-    result = time_linear_step(None, M, K, N, device="cpu", compiled=False, warmup=1, iters=3)
-    assert result.recipe == "bf16" and not result.compiled
+    result = time_linear_step(BF16, M, K, N, device="cpu", compiled=False, warmup=1, iters=3)
+    assert result.variant == "bf16" and not result.compiled
     assert result.timing.n == 3 and result.timing.median_s > 0
 
 
 @pytest.mark.slow
-def test_time_linear_step_compiled_cpu() -> None:
-    result = time_linear_step(
-        Recipe.from_name("tensorwise"), M, K, N, device="cpu", warmup=2, iters=3
-    )
-    assert result.recipe == "tensorwise" and result.compiled
+@pytest.mark.parametrize(
+    "key",
+    [
+        "reference:tensorwise",
+        pytest.param("torchao:rowwise@silu_mul>gelu", marks=requires.torchao),
+        "bf16@rmsnorm>none",
+    ],
+)
+def test_time_linear_step_compiled_cpu(key: str) -> None:
+    result = time_linear_step(Variant.from_key(key), M, K, N, device="cpu", warmup=2, iters=3)
+    assert result.variant == key and result.compiled
     assert result.timing.n == 3 and 0 < result.timing.p10_s <= result.timing.p90_s

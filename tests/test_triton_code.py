@@ -1,6 +1,7 @@
 """The output-code parser on checked-in code Inductor generated for M,K,N = 64,96,128.
 
-codegen_h100_*: CUDA/Triton code from codegen-only (torch 2.13, h100 preset);
+codegen_h100_*: CUDA/Triton code from codegen-only (torch 2.13, h100 preset; layernorm_sigmoid:
+the reference tensorwise linear between LayerNorm and Sigmoid);
 cpu_*: C++ code from a CPU compile. Every kernel_num_gb in them must match the parsed bytes.
 """
 
@@ -36,7 +37,19 @@ def test_triton_bytes_match_kernel_num_gb(name):
     triton = [launch for launch in code.launches if launch.num_gb is not None]
     assert triton and len(triton) == len(overhead(code))
     for launch in triton:
-        assert round(launch.num_gb * GB) + launch.bytes_not_iterated == launch.bytes_total
+        inductor = round(launch.num_gb * GB) + launch.bytes_not_iterated
+        assert inductor - launch.bytes_unwritten_reads == launch.bytes_total
+
+
+def test_in_place_store_into_a_fresh_allocation_reads_nothing():
+    """LayerNorm's stats kernel stores rstd through an in_out_ptr into memory Inductor reused
+    from the variance it fused away: nothing had written it, so it is no read (though
+    kernel_num_gb counts one)."""
+    code = parse("codegen_h100_tensorwise_layernorm_sigmoid_fwd.py.txt")
+    stats = code.launches[0]
+    assert "var_mean" in stats.name and stats.bytes_unwritten_reads == 4 * M
+    assert [r.name for r in stats.reads] == ["arg0_1"]  # the input, not the in_out buffer
+    assert sum(launch.bytes_unwritten_reads for launch in code.launches) == 4 * M
 
 
 def test_tensorwise_forward_launches():

@@ -29,9 +29,19 @@ Counting rules: the one place where the three methods are reconciled.
 7. inductor: for a view bigger than the kernel's iteration space (the amax history's `[:-1]`
    slice), kernel_num_gb counts only the iterated elements; the bytes beyond, computed from
    the kernel body (`xnumel`, `r0_numel`, distinct `tl.load` indices), are added back.
+8. Reuse in place: Inductor stores a LayerNorm's rstd (or a C++ kernel its variance) through
+   an in_out_ptr into the allocation of an intermediate it fused away (the wrapper's
+   `buf3 = buf1  # reuse`). inductor: kernel_num_gb counts that in_out_ptr as read although
+   nothing had written it (rule 2): the read is taken out. Scheduler: the intermediate kept
+   (rule 5) and the output share one storage, written once (`wrapper_code.reuses`).
 
 Gemms (`extern_kernels._scaled_mm`, `mm`) are launches of kind extern_gemm with their operand
-bytes; every other launch is float8 overhead, attributed to the roles whose tensors it serves.
+bytes; every other launch is attributed to the roles whose tensors it serves and says what it
+computes: the fx ops it was lowered from and the module each came from, which tells the linear's
+float8 work (amax, scale, cast, layout copies) from its neighbours' (a norm, an activation) and
+shows where Inductor fused one into the other (`Work`).
+
+What is compiled is any `graphs.StepFactory` (`capture_step`); `capture` builds a `Variant`'s.
 """
 
 from __future__ import annotations
@@ -39,11 +49,14 @@ from __future__ import annotations
 import contextlib
 import io
 import math
+import operator
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
+from unittest import mock
 
 import torch
 from torch import nn
@@ -51,12 +64,13 @@ from torch import nn
 from f8roof.errors import F8RoofError
 from f8roof.models.fit import FitError, KernelSample, buffer_polynomial
 from f8roof.models.hardware import GPU, find_gpu
-from f8roof.models.recipes import ROLES, Recipe, Role
-from f8roof.models.variant import fp8_shape_reason
-from f8roof.profiler import codegen_only
-from f8roof.profiler.float8_linear import make_linear
+from f8roof.models.recipes import ROLES, Role
+from f8roof.models.variant import Variant, fp8_shape_reason
+from f8roof.profiler import codegen_only, torchao_float8
+from f8roof.profiler.graphs import Step, StepFactory, step_factory
 from f8roof.profiler.triton_code import (
     GB,
+    GEMM_OPS,
     BufferAccess,
     KernelKind,
     OutputCode,
@@ -72,11 +86,14 @@ __all__ = [
     "GraphKind",
     "KernelKind",
     "KernelLaunch",
+    "KernelOp",
+    "Work",
     "capture",
+    "capture_step",
 ]
 
-BF16_BASELINE = "bf16"  # Capture.recipe when no recipe is given
 T = TypeVar("T")
+GEMM_TARGETS = frozenset(f"aten.{op}" for op in GEMM_OPS)
 
 
 class GraphKind(str, Enum):
@@ -94,6 +111,55 @@ class CaptureError(F8RoofError):
     """Compiling or accounting a capture failed."""
 
 
+class Work(str, Enum):
+    """What a launch computes, by the modules its ops came from."""
+
+    GEMM = "gemm"
+    FLOAT8 = "float8"  # the linear's own non-gemm work only: amax, scale, cast, layout copies
+    CONTEXT = "context"  # the neighbours' work only (norm, activation): no float8 work
+    FUSED = "fused"  # both: the linear's work fused into a neighbour's kernel
+
+
+_AMAX_OPS = frozenset({"aten.amax", "aten.max"})
+# Ops that compute nothing, and gemms: Inductor lists them among a kernel's origins when it
+# inlines a view or realizes a gemm operand's layout there, so they say nothing of whose work
+# the kernel does (the sigmoid after the linear reads the gemm output through its views).
+_NOT_WORK = frozenset(
+    {
+        "aten.view",
+        "aten.reshape",
+        "aten._unsafe_view",
+        "aten.permute",
+        "aten.t",
+        "aten.transpose",
+        "aten.expand",
+        "aten.squeeze",
+        "aten.unsqueeze",
+        "aten.slice",
+        "aten.select",
+        "aten.as_strided",
+        "aten.alias",
+        "aten.detach",
+    }
+)
+_REDUCING = frozenset({KernelKind.REDUCTION, KernelKind.PERSISTENT_REDUCTION, KernelKind.CPP})
+
+
+@dataclass(frozen=True)
+class KernelOp:
+    """One fx op a kernel was lowered from: aten op, output dtype, and its module."""
+
+    op: str  # "aten.amax", "prims.convert_element_type" (overload dropped)
+    dtype: str | None  # output dtype ("float8_e4m3fn"); None for a non-tensor output
+    module: str | None  # class name of the innermost module it came from; None when unknown
+    linear: bool  # inside an nn.Linear-derived module: the linear's own work
+
+    @property
+    def is_work(self) -> bool:
+        """Whether the op computes something of its module's (see _NOT_WORK)."""
+        return self.module is not None and self.op not in _NOT_WORK | GEMM_TARGETS
+
+
 @dataclass(frozen=True)
 class KernelLaunch:
     """One kernel launch of a compiled graph and the bytes it moves, counted three ways."""
@@ -107,6 +173,7 @@ class KernelLaunch:
     bytes_scheduler: int | None  # None: no scheduler node produced it (a disagreement)
     bytes_inductor: int | None  # None: not a Triton kernel
     role: str | None  # roles served, comma-separated in ROLES order ("input,weight")
+    ops: tuple[KernelOp, ...] = ()  # distinct, in scheduler order
 
     def __post_init__(self) -> None:
         if self.bytes_code != self.bytes_read + self.bytes_written:
@@ -131,6 +198,38 @@ class KernelLaunch:
         return self.kind is KernelKind.EXTERN_GEMM
 
     @property
+    def work(self) -> Work:
+        """Gemm; the linear's float8 work, its neighbours', or both fused in this kernel.
+        Ops of no known module (AOTAutograd's bookkeeping) decide nothing: a kernel of only
+        those is the linear's, as every non-gemm kernel of a standalone linear is."""
+        if self.is_gemm:
+            return Work.GEMM
+        work = [o for o in self.ops if o.is_work]
+        if any(not o.linear for o in work):
+            return Work.FUSED if any(o.linear for o in work) else Work.CONTEXT
+        return Work.FLOAT8
+
+    @property
+    def context_modules(self) -> tuple[str, ...]:
+        """The neighbours (module class names) whose work this kernel computes."""
+        return tuple(dict.fromkeys(o.module for o in self.ops if o.is_work and not o.linear))
+
+    @property
+    def float8_steps(self) -> tuple[str, ...]:
+        """The linear's float8 work here: 'amax' (a reduction kernel computing the linear's
+        amax), 'cast to <dtype>' per float8 buffer written (x2: a second layout), else 'scale'
+        (scale math, or torchao's rescale of a gemm's bf16 output)."""
+        if self.work not in (Work.FLOAT8, Work.FUSED):
+            return ()
+        linear = [o for o in self.ops if o.is_work and o.linear]
+        steps = (
+            ["amax"] if self.kind in _REDUCING and any(o.op in _AMAX_OPS for o in linear) else []
+        )
+        casts = Counter(w.dtype for w in self.writes if w.dtype.startswith("float8"))
+        steps += [f"cast to {d}" + (f" x{n}" if n > 1 else "") for d, n in sorted(casts.items())]
+        return tuple(steps) or ("scale",)
+
+    @property
     def bytes_agree(self) -> bool:
         scheduler_ok = self.bytes_scheduler == self.bytes_code
         inductor_ok = self.bytes_inductor is None or self.bytes_inductor == self.bytes_code
@@ -141,7 +240,7 @@ class KernelLaunch:
 class Capture:
     """Everything one compiled forward+backward launches, in call order (fwd then bwd)."""
 
-    recipe: str
+    variant: str  # Variant.key, or the label a custom step factory was captured under
     shape: tuple[int, int, int]
     device: CaptureDevice
     code: Mapping[GraphKind, str]
@@ -150,7 +249,9 @@ class Capture:
 
     @property
     def overhead_launches(self) -> tuple[KernelLaunch, ...]:
-        """Every launch that is not a gemm: the float8 overhead (amax, scale, cast, transpose)."""
+        """Every launch that is not a gemm: for a standalone linear, the float8 overhead (amax,
+        scale, cast, transpose); with a context, its kernels too (the float8 overhead is then
+        the difference with the bf16 graph of the same context)."""
         return tuple(k for k in self.launches if not k.is_gemm)
 
     @property
@@ -219,18 +320,18 @@ class Capture:
 
 
 def capture(
-    recipe: Recipe | None, shape: tuple[int, int, int], *, device: str, gpu: GPU | None = None
+    variant: Variant, shape: tuple[int, int, int], *, device: str, gpu: GPU | None = None
 ) -> Capture:
-    """Compile `y = linear(x); y.backward(grad_output)` and account for every kernel launch.
+    """Compile the variant's forward+backward at (M, K, N) and account for every kernel launch.
 
     device: "cpu" or "cuda" compile and run there; "codegen" generates the CUDA code for `gpu`
     (default h100) on this machine without running it.
     """
-    return capture_and_measure(recipe, shape, device=device, gpu=gpu, measure=None)[0]
+    return capture_and_measure(variant, shape, device=device, gpu=gpu, measure=None)[0]
 
 
 def capture_and_measure(
-    recipe: Recipe | None,
+    variant: Variant,
     shape: tuple[int, int, int],
     *,
     device: str,
@@ -239,14 +340,42 @@ def capture_and_measure(
 ) -> tuple[Capture, T | None]:
     """`capture`, then `measure(step)` on the very step it compiled (cpu or cuda), so the
     kernels timed are the kernels counted, at the cost of one compile."""
-    target = CaptureDevice(device)
-    M, K, N = shape
-    label = recipe.name if recipe is not None else BF16_BASELINE
-    where = f"{label} at M,K,N={M},{K},{N} on {target.value}"
-    if recipe is not None and target is not CaptureDevice.CPU:
-        reason = fp8_shape_reason(recipe, M, K, N)
+    if variant.recipe is not None and CaptureDevice(device) is not CaptureDevice.CPU:
+        reason = fp8_shape_reason(variant.recipe, *shape)
         if reason is not None:
+            where = f"{variant.key} at M,K,N={','.join(map(str, shape))} on {device}"
             raise CaptureError(f"cannot capture {where}: {reason}")
+    return capture_step(
+        step_factory(variant, shape),
+        shape,
+        device=device,
+        key=variant.key,
+        gpu=gpu,
+        measure=measure,
+    )
+
+
+def capture_step(
+    factory: StepFactory,
+    shape: tuple[int, int, int],
+    *,
+    device: str,
+    key: str,
+    gpu: GPU | None = None,
+    measure: Callable[[Callable[[], None]], T] | None = None,
+) -> tuple[Capture, T | None]:
+    """Capture any step `factory` builds (a user's own float8 module, say), as `capture` does a
+    variant's; `key` labels it. `shape` is (M, K, N) of its linear: the fits read bytes off
+    buffer shapes in those dims.
+
+    Roles: every step input is `input`, grad_output is `grad_output`; a parameter ending in
+    `weight` of an nn.Linear-derived module (torchao's and f8roof's Float8Linear included) is
+    `weight`, as are buffers of such a module named `weight_...` (likewise `input_...`,
+    `grad_output_...`: f8roof's delayed scaling state). Other parameters (a norm's weight)
+    serve no role.
+    """
+    target = CaptureDevice(device)
+    where = f"{key} at M,K,N={','.join(map(str, shape))} on {target.value}"
     if measure is not None and target is CaptureDevice.CODEGEN:
         raise CaptureError("codegen-only code cannot be measured: nothing runs")
     recorder = _Recorder()
@@ -262,6 +391,8 @@ def capture_and_measure(
             contextlib.redirect_stdout(noise),
             contextlib.redirect_stderr(noise),
             warnings.catch_warnings(),
+            torchao_float8.inductor_patch_scope(),
+            recorder.recording_lowering(),
             torch._inductor.config.patch(
                 force_disable_caches=True,
                 benchmark_kernel=True,
@@ -271,9 +402,9 @@ def capture_and_measure(
         ):
             warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
             if target is CaptureDevice.CODEGEN:
-                _run_codegen(recipe, shape, recorder, gpu=gpu or find_gpu("h100"))
+                _run_codegen(factory, recorder, gpu=gpu or find_gpu("h100"))
             else:
-                step = _run_compiled(recipe, shape, recorder, device=target.value)
+                step = _run_compiled(factory, recorder, device=target.value)
                 if measure is not None:
                     measured = measure(step)
     except F8RoofError:
@@ -283,66 +414,45 @@ def capture_and_measure(
         raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
     finally:
         torch._dynamo.reset()
-    return recorder.build(label=label, shape=shape, device=target), measured
+    return recorder.build(key=key, shape=shape, device=target), measured
 
 
 # ---- running the step -----------------------------------------------------------------------
 
 
-def _step_inputs(
-    recipe: Recipe | None, shape: tuple[int, int, int], *, device: str, random: bool
-) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
-    """The linear, input and grad_output; uninitialized (no init cost) unless `random`."""
-    M, K, N = shape
-    if random:
-        module = make_linear(recipe, in_features=K, out_features=N, device=device)
-    else:
-        module = make_linear(recipe, in_features=K, out_features=N, device="meta")
-        module = module.to_empty(device=device)
-    make = torch.randn if random else torch.empty
-    x = make(M, K, device=device, dtype=torch.bfloat16).requires_grad_(True)
-    grad_output = make(M, N, device=device, dtype=torch.bfloat16)
-    return module, x, grad_output
+def _compile(step: Step, recorder: _Recorder, inner: Callable[..., Any]) -> Callable[[], None]:
+    """The compiled step, recording its graphs; gradients are reset to None before each call,
+    as `zero_grad(set_to_none=True)` does, so backward writes them (no accumulation kernel)."""
+    compiled = torch.compile(
+        step.module, fullgraph=True, dynamic=False, backend=recorder.backend(step, inner)
+    )
+
+    def run() -> None:
+        for tensor in (*step.inputs, *step.module.parameters()):
+            tensor.grad = None
+        compiled(*step.inputs).backward(step.grad_output)
+
+    return run
 
 
-def _run_compiled(
-    recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *, device: str
-) -> Callable[[], None]:
+def _run_compiled(factory: StepFactory, recorder: _Recorder, *, device: str) -> Callable[[], None]:
     """Compile and run the step once, recording its code; return the compiled step."""
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.utils import run_and_get_code
 
-    module, x, grad_output = _step_inputs(recipe, shape, device=device, random=True)
-    compiled = torch.compile(
-        module, fullgraph=True, dynamic=False, backend=recorder.backend(module, x, compile_fx_inner)
-    )
-
-    def step() -> None:
-        x.grad = None
-        for parameter in module.parameters():
-            parameter.grad = None
-        compiled(x).backward(grad_output)
-
-    _, sources = run_and_get_code(step)
+    run = _compile(factory(device=device, initialize=True), recorder, compile_fx_inner)
+    _, sources = run_and_get_code(run)
     if len(sources) != len(recorder.graphs):
         raise CaptureError(f"got {len(sources)} output codes for {len(recorder.graphs)} graphs")
     for graph, source in zip(recorder.graphs, sources):
         recorder.code[graph.kind] = source
-    return step
+    return run
 
 
-def _run_codegen(
-    recipe: Recipe | None, shape: tuple[int, int, int], recorder: _Recorder, *, gpu: GPU
-) -> None:
+def _run_codegen(factory: StepFactory, recorder: _Recorder, *, gpu: GPU) -> None:
     # Capture both AOTAutograd graphs on CPU without computing, then generate CUDA code.
-    module, x, grad_output = _step_inputs(recipe, shape, device="cpu", random=False)
-    compiled = torch.compile(
-        module,
-        fullgraph=True,
-        dynamic=False,
-        backend=recorder.backend(module, x, codegen_only.no_compute_inner),
-    )
-    compiled(x).backward(grad_output)
+    step = factory(device="cpu", initialize=False)
+    _compile(step, recorder, codegen_only.no_compute_inner)()
     for graph in recorder.graphs:
         with recorder.compiling(graph):
             recorder.code[graph.kind] = codegen_only.generate_cuda_code(
@@ -375,6 +485,7 @@ class _SchedulerNode:
     fused_away: Mapping[str, int]  # outputs the scheduler expects never stored (rule 5)
     views: Mapping[str, str]  # output view -> buffer it lives in
     sources: tuple[str, ...]  # every buffer whose data it reads (for roles)
+    ops: tuple[KernelOp, ...] = ()  # the fx ops it was lowered from
 
 
 @dataclass
@@ -385,31 +496,25 @@ class _Recorder:
     code: dict[GraphKind, str] = field(default_factory=dict)
     nodes: dict[GraphKind, list[_SchedulerNode]] = field(default_factory=dict)
     removed: dict[GraphKind, set[str]] = field(default_factory=dict)
+    reuses: dict[GraphKind, dict[str, str]] = field(default_factory=dict)
     input_roles: dict[GraphKind, dict[str, Roles]] = field(default_factory=dict)
     current: _Graph | None = None
     forward_roles: dict[str, Roles] = field(default_factory=dict)  # fwd node name -> roles
+    # Every fx node's lowered IR value (realized in place later): Inductor's own map
+    # (GraphLowering.env) drops values after their last use, before the scheduler runs.
+    lowered: dict[torch.fx.Node, Any] = field(default_factory=dict)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Recorder:
         # Inductor deep-copies its config (which holds `post_fusion`) into every graph's repro
         # string; the recording (fake tensors, graphs) must be shared, not copied.
         return self
 
-    def backend(
-        self, module: nn.Module, x: torch.Tensor, inner: Callable[..., Any]
-    ) -> Callable[..., Any]:
+    def backend(self, step: Step, inner: Callable[..., Any]) -> Callable[..., Any]:
         """A dynamo backend: Inductor's compile_fx with `inner` recording each graph first."""
         from torch._inductor.compile_fx import compile_fx
 
-        by_tensor = {id(x): Role.INPUT}
-        for name, tensor in (*module.named_parameters(), *module.named_buffers()):
-            # Float8Linear's scaling state is named after its role: input_amax_history, ...
-            role = (
-                Role.WEIGHT
-                if name == "weight"
-                else next((r for r in ROLES if name.startswith(r.value + "_")), None)
-            )
-            if role is not None:
-                by_tensor[id(tensor)] = role
+        by_tensor = {id(t): Role.INPUT for t in step.inputs}
+        by_tensor |= {id(t): role for t, role in _state_roles(step.module)}
 
         dynamo_roles: list[Roles] = []  # per dynamo graph input, filled by dynamo_backend
 
@@ -451,6 +556,20 @@ class _Recorder:
         )
 
     @contextlib.contextmanager
+    def recording_lowering(self) -> Iterator[None]:
+        """Record every fx node's lowered value (`lowered`) while Inductor lowers graphs."""
+        from torch._inductor.graph import GraphLowering
+
+        run_node = GraphLowering.run_node
+
+        def recording(graph: GraphLowering, node: torch.fx.Node) -> object:
+            self.lowered[node] = value = run_node(graph, node)
+            return value
+
+        with mock.patch.object(GraphLowering, "run_node", recording):
+            yield
+
+    @contextlib.contextmanager
     def compiling(self, graph: _Graph) -> Iterator[None]:
         self.current = graph
         try:
@@ -467,12 +586,14 @@ class _Recorder:
             raise CaptureError("Inductor scheduled a graph this capture did not record")
         placeholders = V.graph.graph.find_nodes(op="placeholder")
         self.input_roles[graph.kind] = dict(zip((p.name for p in placeholders), graph.input_roles))
-        self.nodes[graph.kind] = [s for s in map(_summarize, snodes) if s is not None]
-        # Codegen adds to this set after the pass (rule 5): keep the live set, read it later.
+        summaries = (_summarize(s, self.lowered) for s in snodes)
+        self.nodes[graph.kind] = [s for s in summaries if s is not None]
+        # Codegen fills these after the pass (rules 5 and 8): keep the live ones, read them later.
         self.removed[graph.kind] = V.graph.removed_buffers
+        self.reuses[graph.kind] = V.graph.wrapper_code.reuses
         return snodes
 
-    def build(self, *, label: str, shape: tuple[int, int, int], device: CaptureDevice) -> Capture:
+    def build(self, *, key: str, shape: tuple[int, int, int], device: CaptureDevice) -> Capture:
         launches: list[KernelLaunch] = []
         unmatched: list[str] = []
         for graph in self.graphs:
@@ -481,12 +602,29 @@ class _Recorder:
             roles = _data_roles(nodes, self.input_roles.get(graph.kind, {}))
             groups, left = _match(parsed, nodes)
             removed = self.removed.get(graph.kind, set())
+            reuses = self.reuses.get(graph.kind, {})
             launches += [
-                _launch(graph.kind, p, group, removed, roles)
+                _launch(graph.kind, p, group, removed, reuses, roles)
                 for p, group in zip(parsed.launches, groups)
             ]
             unmatched += [f"{graph.kind.value}:{n.name}" for n in left]
-        return Capture(label, shape, device, dict(self.code), tuple(launches), tuple(unmatched))
+        return Capture(key, shape, device, dict(self.code), tuple(launches), tuple(unmatched))
+
+
+def _state_roles(module: nn.Module) -> Iterator[tuple[torch.Tensor, Role]]:
+    """Parameters and buffers of nn.Linear-derived modules with a role (see `capture_step`)."""
+    for linear in (m for m in module.modules() if isinstance(m, nn.Linear)):
+        state = (
+            *linear.named_parameters(recurse=False),
+            *linear.named_buffers(recurse=False),
+        )
+        for name, tensor in state:
+            if name.endswith("weight"):
+                yield tensor, Role.WEIGHT
+            # f8roof's Float8Linear names its scaling state after the role: input_amax_history
+            role = next((r for r in ROLES if name.startswith(r.value + "_")), None)
+            if role is not None:
+                yield tensor, role
 
 
 def _propagate(graph: torch.fx.Graph, input_roles: Sequence[Roles]) -> dict[torch.fx.Node, Roles]:
@@ -498,7 +636,7 @@ def _propagate(graph: torch.fx.Graph, input_roles: Sequence[Roles]) -> dict[torc
     return roles
 
 
-def _summarize(snode: Any) -> _SchedulerNode | None:
+def _summarize(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> _SchedulerNode | None:
     """A scheduler node's accesses after rules 3 and 4 (runs inside Inductor: V.graph is set)."""
     from torch._inductor import dependencies, ir, scheduler
 
@@ -530,7 +668,83 @@ def _summarize(snode: Any) -> _SchedulerNode | None:
     sources = tuple(
         d.name for d in snode.read_writes.reads if not isinstance(d, dependencies.WeakDep)
     )
-    return _SchedulerNode(snode.get_name(), reads, writes, fused_away, views, sources)
+    computed = (o for n in snode.get_nodes() for o in _computed_origins(n, lowered))
+    ops = tuple(dict.fromkeys(op for op in map(_kernel_op, computed) if op is not None))
+    return _SchedulerNode(snode.get_name(), reads, writes, fused_away, views, sources, ops)
+
+
+def _computed_origins(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> list[torch.fx.Node]:
+    """The fx nodes one (unfused) scheduler node computes: its origins that its reads can feed.
+
+    Origins alone overstate: IR made while lowering a gemm (a layout copy, a realized operand)
+    is credited with the origins of every operand, so the weight's cast would list the
+    LayerNorm that feeds the input. A node is computed here when each of its inputs is either
+    read from memory by this node (its lowered value lives in a buffer the node reads) or
+    computed here; a reduction also when the node reads its partial results (the second
+    stage of a split reduction, whose workspace holds no fx node's value).
+    """
+    from torch._inductor.virtualized import V
+
+    if snode.node is None:
+        return []
+    origins = set(snode.node.get_origins())
+    reads = {d.name for d in snode.read_writes.reads}
+    partial = {o for name in reads if name in V.graph.name_to_buffer for o in _origins_of(name)}
+    fed: dict[torch.fx.Node, bool] = {}
+
+    def computed(node: torch.fx.Node) -> bool:
+        if _is_reduction(node) and node in partial:
+            return True
+        return all(map(is_fed, node.all_input_nodes))
+
+    def is_fed(node: torch.fx.Node) -> bool:
+        if node not in fed:
+            inline = node in origins or node.target is operator.getitem
+            fed[node] = _buffer_name(lowered.get(node)) in reads or (inline and computed(node))
+        return fed[node]
+
+    return [o for o in snode.node.get_origins() if computed(o)]
+
+
+def _origins_of(name: str) -> set[torch.fx.Node]:
+    from torch._inductor.virtualized import V
+
+    return set(V.graph.name_to_buffer[name].get_origins())
+
+
+def _is_reduction(node: torch.fx.Node) -> bool:
+    return (
+        isinstance(node.target, torch._ops.OpOverload) and torch.Tag.reduction in node.target.tags
+    )
+
+
+def _buffer_name(value: Any) -> str | None:
+    """The buffer an fx node's lowered value lives in; None while it is computed inline."""
+    from torch._inductor import ir
+
+    if not isinstance(value, ir.IRNode):
+        return None
+    try:
+        return value.get_name()
+    except (NotImplementedError, AttributeError):
+        return None
+
+
+def _kernel_op(node: torch.fx.Node) -> KernelOp | None:
+    """An fx node as a KernelOp: its module from `nn_module_stack` (forward ops) or
+    `fwd_nn_module_stack` (backward ops: the forward op they differentiate)."""
+    if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        return None
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack") or {}
+    classes = [cls for _, cls in stack.values() if isinstance(cls, type)]
+    value = node.meta.get("val")
+    dtype = str(value.dtype).removeprefix("torch.") if isinstance(value, torch.Tensor) else None
+    return KernelOp(
+        op=str(node.target.overloadpacket),
+        dtype=dtype,
+        module=classes[-1].__name__ if classes else None,
+        linear=any(issubclass(cls, nn.Linear) for cls in classes),
+    )
 
 
 def _buffer_bytes(name: str) -> int:
@@ -566,8 +780,16 @@ def _match(
     return groups, left
 
 
-def _scheduler_bytes(group: Sequence[_SchedulerNode], removed: set[str]) -> int:
-    """Bytes of one launch from its scheduler nodes, applying rules 2 and 5."""
+def _scheduler_bytes(
+    group: Sequence[_SchedulerNode], removed: set[str], reuses: Mapping[str, str]
+) -> int:
+    """Bytes of one launch from its scheduler nodes, applying rules 2, 5 and 8."""
+
+    def storage(name: str) -> str:
+        while name in reuses:
+            name = reuses[name]
+        return name
+
     reads: dict[str, int] = {}
     writes: dict[str, int] = {}
     produced: set[str] = set()
@@ -577,7 +799,7 @@ def _scheduler_bytes(group: Sequence[_SchedulerNode], removed: set[str]) -> int:
                 reads[name] = max(reads.get(name, 0), nbytes)
         kept = {n: b for n, b in node.fused_away.items() if n not in removed}
         for name, nbytes in (*node.writes.items(), *kept.items()):
-            writes[name] = max(writes.get(name, 0), nbytes)
+            writes[storage(name)] = max(writes.get(storage(name), 0), nbytes)
             produced |= {name, node.views.get(name, name)}
     return sum(reads.values()) + sum(writes.values())
 
@@ -606,12 +828,16 @@ def _launch(
     parsed: ParsedLaunch,
     group: Sequence[_SchedulerNode],
     removed: set[str],
+    reuses: Mapping[str, str],
     node_roles: Mapping[str, Roles],
 ) -> KernelLaunch:
     roles = frozenset().union(*(node_roles[n.name] for n in group))
+    ops = tuple(dict.fromkeys(op for n in group for op in n.ops))
     bytes_inductor = None
-    if parsed.num_gb is not None:  # rules 6 and 7
-        bytes_inductor = round(parsed.num_gb * GB) + parsed.bytes_not_iterated
+    if parsed.num_gb is not None:  # rules 6, 7 and 8
+        bytes_inductor = (
+            round(parsed.num_gb * GB) + parsed.bytes_not_iterated - parsed.bytes_unwritten_reads
+        )
     return KernelLaunch(
         name=parsed.name,
         graph=kind,
@@ -619,7 +845,8 @@ def _launch(
         reads=parsed.reads,
         writes=parsed.writes,
         bytes_code=parsed.bytes_total,
-        bytes_scheduler=_scheduler_bytes(group, removed) if group else None,
+        bytes_scheduler=_scheduler_bytes(group, removed, reuses) if group else None,
         bytes_inductor=bytes_inductor,
         role=",".join(r.value for r in ROLES if r in roles) or None,
+        ops=ops,
     )

@@ -23,6 +23,7 @@ import torch
 import torch.fx
 import torch.fx.traceback as fx_traceback
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx import proxy
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from f8roof.errors import F8RoofError
@@ -37,6 +38,9 @@ _REGS_PER_SM = 65536
 _THREADS_PER_SM = 2048
 _THREADS_PER_BLOCK = 1024
 _WARP_SIZE = 32
+
+# What AOTAutograd copies from a forward op onto the backward ops it produced.
+_BACKWARD_META_FIELDS = ("fwd_nn_module_stack", "fwd_source_fn_stack")
 
 
 class InductorInternalsMoved(F8RoofError):
@@ -151,9 +155,12 @@ def to_fake_cuda(
 ) -> tuple[torch.fx.GraphModule, list[torch.Tensor]]:
     """Re-trace a CPU graph (changed in place: devices) on fake CUDA tensors.
 
-    Node metadata is carried over, so kernels keep descriptive names; they can still differ
-    from a GPU compile's, since make_fx records the decomposed ops (convert_element_type for
-    _to_copy).
+    Traced inside the inputs' FakeTensorMode: a tensor the graph creates from nothing (torchao's
+    `new_ones(())` for a unit scale) must be fake too, or it becomes a real CUDA op here.
+    Node metadata is carried over, so kernels keep descriptive names and the module each op came
+    from (`fwd_nn_module_stack` of backward ops included, which make_fx alone drops); names can
+    still differ from a GPU compile's, since make_fx records the decomposed ops
+    (convert_element_type for _to_copy).
     """
     for node in gm.graph.nodes:
         if node.op == "get_attr":
@@ -166,12 +173,18 @@ def to_fake_cuda(
             k: CUDA if isinstance(v, torch.device) else v for k, v in node.kwargs.items()
         }
     gm.recompile()
-    with FakeTensorMode():
+    mode = FakeTensorMode()
+    with mode:
         fake = [
             torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=CUDA)
             for t in example_inputs
         ]
-    with fx_traceback.preserve_node_meta():
+    copied = [*_lookup(proxy, "_COPY_META_FIELDS"), *_BACKWARD_META_FIELDS]
+    with (
+        fx_traceback.preserve_node_meta(),
+        mock.patch.object(proxy, "_COPY_META_FIELDS", copied),
+        mode,
+    ):
         cuda_gm = make_fx(torch.fx.Interpreter(gm).run)(*fake)
     # compile_fx sets the output strides contract on the graph it hands to inner_compile.
     old_out, new_out = (g.graph.find_nodes(op="output")[0] for g in (gm, cuda_gm))

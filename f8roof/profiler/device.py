@@ -10,7 +10,6 @@ import f8roof
 from f8roof.calibration import Environment
 from f8roof.errors import F8RoofError
 from f8roof.models.hardware import GPU, UnknownGPUError, find_gpu
-from f8roof.models.variant import Implementation
 
 DEVICES = ("cuda", "cpu")
 
@@ -35,12 +34,6 @@ def package_version(name: str) -> str:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return "none"
-
-
-def default_implementation() -> Implementation:
-    """torchao's Float8Linear when it is installed (what users train with), else f8roof's."""
-    found = package_version("torchao") != "none"
-    return Implementation.TORCHAO if found else Implementation.REFERENCE
 
 
 def environment(device: str, *, gpu: GPU | None = None) -> Environment:

@@ -17,8 +17,6 @@ Scale convention: `float8 = saturate(x * scale)`; `_scaled_mm` takes the inverse
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
@@ -239,9 +237,11 @@ class _RowwiseFloat8Matmul(torch.autograd.Function):
         return grad_input.to(input_dtype), grad_weight.to(weight_dtype), None
 
 
-class Float8Linear(nn.Module):
+class Float8Linear(nn.Linear):
     """A bias-free linear whose three gemms run in float8 as `recipe` says.
 
+    An nn.Linear (nn.Linear's init), as torchao's Float8Linear is, so that whatever finds the
+    linear of a graph by type (capture's roles and float8-work attribution) treats both alike.
     Scaling state lives in buffers so a training step updates it in place, as in real
     training: per delayed role `{role}_amax_history` (fp32, newest first) and `{role}_scale`;
     per static role a fixed `{role}_scale`.
@@ -253,16 +253,12 @@ class Float8Linear(nn.Module):
         *,
         in_features: int,
         out_features: int,
-        device: str | torch.device = "cpu",
+        device: str | torch.device | None = None,
         dtype: torch.dtype = torch.bfloat16,
         amax_history_len: int = DEFAULT_AMAX_HISTORY_LEN,
     ) -> None:
-        super().__init__()
+        super().__init__(in_features, out_features, bias=False, device=device, dtype=dtype)
         self.recipe = recipe
-        self.in_features = in_features
-        self.out_features = out_features
-        weight = torch.randn(out_features, in_features, device=device, dtype=torch.float32)
-        self.weight = nn.Parameter((weight / math.sqrt(in_features)).to(dtype))
         if recipe.is_rowwise:
             return
         for role, scaling in ((r, recipe.scaling(r)) for r in ROLE_FLOAT8_DTYPES):
@@ -276,7 +272,7 @@ class Float8Linear(nn.Module):
                     f"{role.value}_scale", self._initial_scale(role, device=device)
                 )
 
-    def _initial_scale(self, role: Role, *, device: str | torch.device) -> torch.Tensor:
+    def _initial_scale(self, role: Role, *, device: str | torch.device | None) -> torch.Tensor:
         # A static weight is calibrated once from the weight itself. Otherwise there is no data
         # yet: 1.0 keeps values within +-448 (e4m3) or +-57344 (e5m2) on the first step, after
         # which delayed scales come from the amax history.
@@ -329,10 +325,11 @@ def make_linear(
     *,
     in_features: int,
     out_features: int,
-    device: str | torch.device = "cpu",
+    device: str | torch.device | None = None,
     dtype: torch.dtype = torch.bfloat16,
 ) -> nn.Module:
-    """The linear to profile: `Float8Linear` for a recipe, a plain bf16 `nn.Linear` for None."""
+    """`Float8Linear` for a recipe, a plain bf16 `nn.Linear` for None; on `device`, else on
+    the current default device."""
     if recipe is None:
         # nn.Linear's kaiming-uniform init: random, never zeros.
         return nn.Linear(in_features, out_features, bias=False, device=device, dtype=dtype)

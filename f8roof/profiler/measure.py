@@ -71,7 +71,7 @@ def variant_kernels(
             trace_path=str(trace_path) if trace_path else None,
         )
 
-    captured, times = capture_and_measure(variant.recipe, shape, device=device, measure=measure)
+    captured, times = capture_and_measure(variant, shape, device=device, measure=measure)
     if code_dir is not None:
         code_dir.mkdir(parents=True, exist_ok=True)
         for graph, source in captured.code.items():

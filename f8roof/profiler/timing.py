@@ -18,8 +18,10 @@ from typing import Literal
 
 import torch
 
-from f8roof.models.recipes import Recipe
-from f8roof.profiler.float8_linear import E4M3, E5M2, USE_FAST_ACCUM, make_linear
+from f8roof.models.variant import Variant
+from f8roof.profiler import torchao_float8
+from f8roof.profiler.float8_linear import E4M3, E5M2, USE_FAST_ACCUM
+from f8roof.profiler.graphs import build_step
 from f8roof.profiler.trace import L2_FLUSH_BYTES, KernelEvent, is_gemm_kernel, profile_step
 
 GemmDtype = Literal["bf16", "fp8", "fp8_rowwise"]
@@ -59,7 +61,7 @@ class GemmTiming:
 
 @dataclass(frozen=True)
 class LinearStepTiming:
-    recipe: str  # Recipe.name, or "bf16" for the baseline
+    variant: str  # Variant.key
     M: int
     K: int
     N: int
@@ -215,34 +217,37 @@ def time_gemm(
 
 
 def linear_step(
-    recipe: Recipe | None, M: int, K: int, N: int, *, device: str, compiled: bool = True
+    variant: Variant, M: int, K: int, N: int, *, device: str, compiled: bool = True
 ) -> Callable[[], None]:
-    """Forward + backward of one (M, K, N) linear on random data; compiles on its first call.
+    """Forward + backward of the variant's graph at (M, K, N) on random data; compiled here.
 
     Compiled with static shapes, as a training step with fixed shapes runs, after
-    `torch.compiler.reset()`: the Float8Linear code object is shared by every call, so calls
-    over many shapes and recipes would otherwise pile up guards, switch to dynamic shapes and
-    reach Dynamo's recompile limit. Gradients are reset to None before each step, as
-    `zero_grad(set_to_none=True)` does, so backward writes them instead of accumulating (no
-    extra add kernel).
+    `torch.compiler.reset()`: the linear's code object is shared by every call, so calls
+    over many shapes and variants would otherwise pile up guards, switch to dynamic shapes and
+    reach Dynamo's recompile limit. It runs once here, inside `inductor_patch_scope`, so that
+    torchao's process-wide Inductor patch applies to its own graphs and to no later compile.
+    Gradients are reset to None before each step, as `zero_grad(set_to_none=True)` does, so
+    backward writes them instead of accumulating (no extra add kernel).
     """
-    module = make_linear(recipe, in_features=K, out_features=N, device=device)
     if compiled:
         torch.compiler.reset()
-    step_module = torch.compile(module, fullgraph=True, dynamic=False) if compiled else module
-    x = torch.randn(M, K, device=device, dtype=torch.bfloat16, requires_grad=True)
-    grad_output = torch.randn(M, N, device=device, dtype=torch.bfloat16)
+    with torchao_float8.inductor_patch_scope():
+        step = build_step(variant, (M, K, N), device=device, initialize=True)
+        module = step.module
+        run_module = torch.compile(module, fullgraph=True, dynamic=False) if compiled else module
 
-    def step() -> None:
-        x.grad = None
-        module.weight.grad = None
-        step_module(x).backward(grad_output)
+        def run() -> None:
+            for tensor in (*step.inputs, *module.parameters()):
+                tensor.grad = None
+            run_module(*step.inputs).backward(step.grad_output)
 
-    return step
+        if compiled:
+            run()
+    return run
 
 
 def time_linear_step(
-    recipe: Recipe | None,
+    variant: Variant,
     M: int,
     K: int,
     N: int,
@@ -253,13 +258,10 @@ def time_linear_step(
     iters: int = 20,
     clock: Callable[[], int] | None = None,
 ) -> LinearStepTiming:
-    """Wall clock of `linear_step`; the default warm-up of 3 covers the first call (compiles
-    forward and backward) and the steady state after it."""
-    step = linear_step(recipe, M, K, N, device=device, compiled=compiled)
+    """Wall clock of `linear_step` after `warmup` untimed steps (the steady state)."""
+    step = linear_step(variant, M, K, N, device=device, compiled=compiled)
     timing = time_fn(step, warmup=warmup, iters=iters, device=device, clock=clock)
-    return LinearStepTiming(
-        recipe=recipe.name if recipe else "bf16", M=M, K=K, N=N, compiled=compiled, timing=timing
-    )
+    return LinearStepTiming(variant=variant.key, M=M, K=K, N=N, compiled=compiled, timing=timing)
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,10 @@ class ParsedLaunch:
     # Bytes of whole views beyond what the kernel iterates over (a slice read through a
     # pointer to a bigger buffer): kernel_num_gb leaves them out, the counts above do not.
     bytes_not_iterated: int = 0
+    # Bytes of the reads left out above (storage nothing had written): kernel_num_gb counts
+    # them, as it counts every in_ptr and in_out_ptr (an in_out_ptr to a fresh allocation is
+    # how Inductor stores into the reused memory of an intermediate fused away).
+    bytes_unwritten_reads: int = 0
 
     @property
     def bytes_total(self) -> int:
@@ -464,9 +468,18 @@ class _CallWalker:
         # A read of storage nothing has written yet is the kernel reading back its own output:
         # no memory traffic beyond the write (see ParsedLaunch).
         external = [a for a in reads if self.storage[a.name] in self.holds_data]
+        unwritten = [a for a in _unique(reads) if a not in external]
         self.holds_data.update(self.storage[a.name] for a in writes)
         self.launches.append(
-            ParsedLaunch(name, kind, _unique(external), _unique(writes), num_gb, not_iterated)
+            ParsedLaunch(
+                name,
+                kind,
+                _unique(external),
+                _unique(writes),
+                num_gb,
+                not_iterated,
+                sum(a.nbytes for a in unwritten),
+            )
         )
 
     def _is_buffer(self, node: ast.expr) -> bool:

@@ -1,0 +1,106 @@
+"""torchao's float8 training, as an optional dependency: import, convert, and keep it contained.
+
+Three things torchao does that a profiler must not inherit:
+- importing it prints "Failed to load ... .so" for its CUDA extensions on a CPU-only machine
+  and, on torch 2.13, a pytree deprecation warning for one of its Enums: noise, silenced here
+  and only here (exactly those two messages);
+- `convert_to_float8_training` patches Inductor's Triton min/max codegen for the whole process
+  (`torchao.float8._inductor_patch`: `TritonOverrides.minimum/maximum` become a `tl.where`
+  form, working around triton-lang/triton#11111), so a reference capture compiled after a
+  torchao one would generate different code: `inductor_patch_scope` undoes it;
+- its recipe names differ from f8roof's (`models.variant.torchao_recipe_name`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import sys
+from collections.abc import Iterator
+from types import ModuleType
+
+from torch import nn
+
+from f8roof.errors import F8RoofError
+from f8roof.models.recipes import Recipe
+from f8roof.models.variant import torchao_recipe_name
+
+# The import-time messages to drop, by logger: torchao's extension loader and torch's pytree.
+_IMPORT_NOISE = {
+    "torchao": ("Failed to load ",),
+    "torch.utils._pytree": ("is an Enum subclass and is now natively supported",),
+}
+
+
+class TorchaoMissing(F8RoofError):
+    """torchao asked for, but not importable here."""
+
+
+class _DropNoise(logging.Filter):
+    def __init__(self, fragments: tuple[str, ...]) -> None:
+        super().__init__()
+        self.fragments = fragments
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(f in message for f in self.fragments)
+
+
+def import_float8() -> ModuleType:
+    """`torchao.float8`, imported without its CPU-only import noise."""
+    with contextlib.ExitStack() as stack:
+        for name, fragments in _IMPORT_NOISE.items():
+            logger, noise = logging.getLogger(name), _DropNoise(fragments)
+            logger.addFilter(noise)
+            stack.callback(logger.removeFilter, noise)
+        try:
+            return importlib.import_module("torchao.float8")
+        except ImportError as e:
+            raise TorchaoMissing(
+                f"torchao is not importable here ({e}): pip install 'f8roof[torchao]', "
+                "or use --impl reference"
+            ) from None
+
+
+def available() -> bool:
+    try:
+        import_float8()
+    except TorchaoMissing:
+        return False
+    return True
+
+
+def version() -> str | None:
+    """torchao's version, or None when it is not importable."""
+    if not available():
+        return None
+    return sys.modules["torchao"].__version__
+
+
+def convert(module: nn.Module, recipe: Recipe) -> nn.Module:
+    """`module` with its nn.Linear layers swapped for torchao's Float8Linear of `recipe`, as
+    users (and torchtitan) convert models. Call inside `inductor_patch_scope`."""
+    float8 = import_float8()
+    config = float8.Float8LinearConfig.from_recipe_name(torchao_recipe_name(recipe))
+    return float8.convert_to_float8_training(module, config=config)
+
+
+@contextlib.contextmanager
+def inductor_patch_scope() -> Iterator[None]:
+    """Whatever `convert_to_float8_training` patches in Inductor inside this block is undone on
+    exit, and torchao is told so (it patches once per process, behind a flag), so the next
+    conversion patches again: compiles outside the block see Inductor's own codegen."""
+    from torch._inductor.codegen.triton import TritonOverrides
+
+    saved = {name: TritonOverrides.__dict__[name] for name in ("minimum", "maximum")}
+    patch_module = sys.modules.get("torchao.float8._inductor_patch")
+    flag = getattr(patch_module, "_PATCHED", None)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(TritonOverrides, name, value)
+        patch_module = sys.modules.get("torchao.float8._inductor_patch")
+        if patch_module is not None and hasattr(patch_module, "_PATCHED"):
+            patch_module._PATCHED = bool(flag)
