@@ -1,67 +1,80 @@
 #!/usr/bin/env bash
-# The one script a session lent a GPU runs: check the environment, calibrate, validate, and
-# leave everything under $OUT (at most 8 files come back from the device tool, 2 folders deep):
-#   calibration.json   the calibration (checkpoint calibration.json.partial.jsonl beside it
-#                      while it runs, so a timed-out call still brings measurements back)
+# The one call a session lent a GPU makes: set up, check, calibrate, validate, leave everything
+# under $OUT (at most 8 files come back from the device tool, 2 folders deep):
+#   calibration.json   the measured calibration (its checkpoint, calibration.json.partial.jsonl,
+#                      stays beside it while it runs and when a budget cut the run short)
 #   validation/        validation.md, validation.csv, environment.json
-#   artifacts.tar.gz   generated code, profiler traces, validation checkpoint if unfinished
-#   log.txt            everything printed (last: codegen-only vs GPU kernels, then estimates)
+#   artifacts.tar.gz   generated code, profiler traces, the validation checkpoint if unfinished
+#   log.txt            everything printed (the check first; codegen-vs-GPU kernels, estimates last)
+# What it measures (issue #13): bf16 and torchao's tensorwise and rowwise Float8Linear, each
+# standalone and in torchao's benchmark context LayerNorm -> Linear -> Sigmoid; the reference's
+# delayed scaling with --full. Time is budgeted, not guessed: calibrate stops at --budget and
+# fits on the shapes every variant reached, validate stops at --validate-budget and reports on
+# the shapes done, so a 10-minute call returns measurements whatever the compile times are.
+#
 # Usage (repository root): OUT=/some/dir bash scripts/gpu_session.sh [--device cpu] [--full]
-#   [--budget SECONDS] [--validate-limit N] [--resume-from calibration.json.partial.jsonl]
-# Sized for one 10-minute call on an H200: calibrate --quick (6 fit shapes, every recipe, the
-# whole gemm grid) within --budget (300 s), then validate the first --validate-limit (30)
-# default shapes. --full calibrates all 12 fit shapes. --device cpu is the dry run CI
-# exercises (tiny shapes, C++ kernels).
+#   [--budget SECONDS] [--validate-budget SECONDS] [--validate-limit N]
+#   [--resume-from calibration.json.partial.jsonl]
+# On the GPU machine (torch 2.11, no torchao): carry torchao's wheel in .whl/ (see README's
+# "GPU session"); this script installs it into /tmp/site before anything imports it.
+# --device cpu is the dry run CI exercises: tensorwise standalone, tiny shapes, C++ kernels.
 set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
-device=cuda quick=--quick budget=300 resume_from="" limit="--limit 30"
+device=cuda quick=--quick budget=180 vbudget=180 resume_from="" limit=""
+variants="torchao:tensorwise,torchao:rowwise"
+contexts="none,layernorm>sigmoid"
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
-    --full) quick=""; shift ;;
+    --full) quick=""; variants="$variants,reference:tensorwise_delayed"; shift ;;
     --budget) budget=$2; shift 2 ;;
-    --resume-from) resume_from=$2; shift 2 ;;
+    --validate-budget) vbudget=$2; shift 2 ;;
     --validate-limit) limit="--limit $2"; shift 2 ;;
+    --resume-from) resume_from=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 python=${PYTHON:-python3}
+if [ "$device" = cpu ]; then  # CI's dry run: what this machine's torch can run on CPU
+  variants=$("$python" -c "
+from f8roof.profiler.torchao_float8 import available
+impl = 'torchao' if available() else 'reference'
+print(f'{impl}:tensorwise')")
+  contexts=none quick="" budget=900 vbudget=900
+fi
 mkdir -p "$OUT/validation"
 work=$(mktemp -d)
 log="$OUT/log.txt"
 start=$(date +%s)
 {
   status=0
-  echo "== environment"
-  "$python" - <<PY
-import torch
-try:
-    import triton; tv = triton.__version__
-except ImportError:
-    tv = "none"
-print("torch", torch.__version__, "triton", tv, "cuda", torch.version.cuda)
-if torch.cuda.is_available():
-    p = torch.cuda.get_device_properties(0)
-    print("device", p.name, "SMs", p.multi_processor_count, "memory GiB", round(p.total_memory / 2**30))
-PY
+  echo "== environment and a first check (versions, gemms, every variant compiled once)"
+  "$python" scripts/gpu_check.py --device "$device" --variants "$variants" \
+    --shape "$([ "$device" = cpu ] && echo 32,48,64 || echo 1024,2048,4096)" || status=1
   resume=""
   if [ -n "$resume_from" ]; then
     cp "$resume_from" "$OUT/calibration.json.partial.jsonl" && resume=--resume
   fi
-  [ "$device" = cpu ] && limit=""
-  echo "== calibrate ($device${quick:+, quick}, budget ${budget}s)"
+  echo "== calibrate ($device${quick:+, quick}, budget ${budget}s): $variants x $contexts"
   "$python" -m f8roof calibrate --device "$device" --out "$OUT/calibration.json" $quick $resume \
-    --budget "$budget" --artifacts "$work/artifacts" || status=1
+    --recipes "$variants" --contexts "$contexts" --budget "$budget" \
+    --artifacts "$work/artifacts" || status=1
   echo "calibrate: $(( $(date +%s) - start ))s"
   if [ -f "$OUT/calibration.json" ]; then
-    echo "== validate"
+    echo "== validate (budget ${vbudget}s)"
     "$python" -m f8roof validate --calibration "$OUT/calibration.json" --out "$OUT/validation" \
-      --traces "$work/artifacts/traces" $limit || status=1
-    [ -f "$OUT/validation/validation.partial.jsonl" ] && mv "$OUT/validation/validation.partial.jsonl" "$work/artifacts/"
+      --budget "$vbudget" --traces "$work/artifacts/traces" $limit || status=1
+    [ -f "$OUT/validation/validation.partial.jsonl" ] \
+      && mv "$OUT/validation/validation.partial.jsonl" "$work/artifacts/"
     if [ "$device" = cuda ]; then
       echo "== codegen-only vs the GPU's own compile"
-      "$python" scripts/codegen_vs_gpu.py --gpu h200 || true   # differences are findings, not failures
+      timeout 60 "$python" scripts/codegen_vs_gpu.py --gpu h200 --variants "$variants" \
+        --shape 1024,2048,4096 || true   # differences are findings, not failures
     fi
     echo "== estimate from the new calibration"
     "$python" -m f8roof estimate --calibration "$OUT/calibration.json" --recipe tensorwise \

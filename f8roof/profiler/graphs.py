@@ -80,6 +80,8 @@ def _before(before: Before, K: int) -> nn.Module:
         return nn.RMSNorm(K, dtype=DTYPE)
     if before is Before.SILU_MUL:
         return SiluMul()
+    if before is Before.GELU:  # GPT-2's MLP c_proj input
+        return nn.GELU()
     return nn.Identity()
 
 
