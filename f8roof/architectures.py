@@ -26,6 +26,7 @@ from typing import Any
 from f8roof.errors import F8RoofError
 from f8roof.files import read_json
 from f8roof.models.variant import Before, Context
+from f8roof.shapes import MAX_DIM
 
 
 class ArchitectureError(F8RoofError):
@@ -139,8 +140,11 @@ def _experts(linear: NamedLinear) -> int:
 
 
 def check_tokens(tokens: Any) -> int:
+    """Tokens per step (M): a positive integer no larger than any shape dimension may be."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
         raise ArchitectureError(f"tokens per step must be a positive integer (got {tokens!r})")
+    if tokens > MAX_DIM:
+        raise ArchitectureError(f"tokens per step {tokens} exceeds {MAX_DIM} (2**31-1)")
     return tokens
 
 
@@ -204,6 +208,16 @@ def _attention(cfg: _Config, prefix: str, layers: int) -> list[NamedLinear]:
     # HF's convention: no num_key_value_heads means multi-head attention (as many kv as q heads);
     # no head_dim means hidden_size / num_attention_heads.
     kv_heads = cfg.int("num_key_value_heads", heads)
+    if not cfg.has("head_dim") and hidden % heads:
+        raise ArchitectureError(
+            f"{cfg.source}: hidden_size {hidden} is not divisible by num_attention_heads "
+            f"{heads}, and no head_dim says the heads' width"
+        )
+    if heads % kv_heads:
+        raise ArchitectureError(
+            f"{cfg.source}: num_attention_heads {heads} is not divisible by "
+            f"num_key_value_heads {kv_heads}"
+        )
     head_dim = cfg.int("head_dim", hidden // heads)
     return [
         NamedLinear(f"{prefix}.q_proj", hidden, heads * head_dim, layers, COLUMN),
@@ -322,7 +336,10 @@ def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
     """GPT-2: fused qkv (c_attn), c_proj, c_fc, mlp c_proj, lm_head (tied to the embedding)."""
     hidden = cfg.int("n_embd")
     layers = cfg.int("n_layer")
-    cfg.int("n_head")  # not a linear dimension, but its absence means a broken config
+    if hidden % cfg.int("n_head"):
+        raise ArchitectureError(
+            f"{cfg.source}: n_embd {hidden} is not divisible by n_head {cfg.int('n_head')}"
+        )
     inner = cfg.int("n_inner", 4 * hidden)  # HF: n_inner null means 4 * n_embd
     vocab = cfg.int("vocab_size")
     block = "transformer.h.*"

@@ -17,13 +17,16 @@ from f8roof.models.errors import ModelError
 
 class _Group(click.Group):
     """A bad value the models refuse (an unknown GPU, recipe, context; a gemm table with a
-    hole) is the user's: one line, exit 2. Anything else is a bug and keeps its traceback."""
+    hole) is the user's: one line, exit 2; so is a bad option (click's usage error, without
+    the usage block: `--help` has it). Anything else is a bug and keeps its traceback."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except ModelError as e:
             raise F8RoofError(str(e)) from None
+        except click.UsageError as e:
+            raise F8RoofError(e.format_message()) from None
 
 
 def _progress(label: str, describe=str):
@@ -57,6 +60,23 @@ def _options(*decorators):
 
     return apply
 
+
+class _Seconds(click.ParamType):
+    """A positive, finite number of seconds (click's FloatRange lets nan through)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not 0 < seconds < 1e9:  # also false for nan
+            self.fail(f"{value!r} is not a positive, finite number of seconds", param, ctx)
+        return seconds
+
+
+SECONDS = _Seconds()
 
 IMPL = click.option(
     "--impl",
@@ -518,7 +538,7 @@ def _contexts(before: str | None, after: str | None, contexts: str | None) -> tu
 @click.option("--resume", is_flag=True, help="continue from the checkpoint beside --out")
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    type=SECONDS,
     default=None,
     help="stop measuring after this many seconds",
 )
@@ -622,7 +642,7 @@ def calibrate(
 )
 @click.option(
     "--budget",
-    type=click.FloatRange(min=0, min_open=True, max=1e9),
+    type=SECONDS,
     default=None,
     help="stop measuring after this many seconds and report on the shapes done",
 )

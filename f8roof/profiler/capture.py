@@ -72,6 +72,7 @@ from f8roof.profiler.triton_code import (
     GB,
     GEMM_OPS,
     BufferAccess,
+    CodeParseError,
     KernelKind,
     OutputCode,
     ParsedLaunch,
@@ -414,7 +415,10 @@ def capture_step(
         raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
     finally:
         torch._dynamo.reset()
-    return recorder.build(key=key, shape=shape, device=target), measured
+    try:
+        return recorder.build(key=key, shape=shape, device=target), measured
+    except CodeParseError as e:
+        raise CaptureError(f"reading the code of {where}: {e}") from e
 
 
 # ---- running the step -----------------------------------------------------------------------
