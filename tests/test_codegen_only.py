@@ -143,6 +143,19 @@ def test_codegen_attributes_every_overhead_kernel_to_roles(captured):
 
 
 @pytest.mark.slow
+def test_mix_order_reduction_is_counted_three_ways():
+    """At this shape Inductor reduces RMSNorm's backward rows and columns in one kernel and
+    finishes the columns with an ATen sum in the wrapper (capture rule 9)."""
+    result = capture(Variant.from_key("bf16@rmsnorm>none"), (4096, 2048, 5120), device="codegen")
+    assert result.disagreements() == () and result.unmatched_scheduler_nodes == ()
+    final = next(k for k in result.launches if k.kind is KernelKind.EXTERN)
+    assert final.name == "aten.sum" and final.context_modules == ("RMSNorm",)
+    mixed = result.launches[result.launches.index(final) - 1]
+    # The workspace is split-reduction workspace to the fits: sized by codegen, not by M, K, N.
+    assert result.workspace_bytes(mixed) == result.workspace_bytes(final) > 0
+
+
+@pytest.mark.slow
 def test_codegen_reads_the_gpu_preset():
     result = capture(
         Variant.from_key("reference:rowwise"), SHAPE, device="codegen", gpu=find_gpu("b200")

@@ -20,6 +20,7 @@ values under delayed scaling, whose scale comes from the previous step's amax.
 from __future__ import annotations
 
 import pytest
+import requires
 import torch
 
 from f8roof.models.recipes import RECIPE_NAMES, Recipe
@@ -31,11 +32,13 @@ FP8_OUTPUT_BOUND = 0.075
 FP8_GRAD_BOUND = 0.12
 BF16_BOUND = 0.01
 NAMES = (None, *RECIPE_NAMES)
-# Running a rowwise recipe on CPU needs CPU `_scaled_mm` to take row-wise scales (conftest.py).
-RUN_NAMES = [
-    pytest.param(n, marks=pytest.mark.cpu_rowwise) if n and n.startswith("rowwise") else n
-    for n in NAMES
-]
+
+
+def runnable(names) -> list:
+    """Recipe names as parameters; rowwise ones skipped where CPU `_scaled_mm` refuses them."""
+    return [
+        pytest.param(n, marks=requires.cpu_rowwise) if n and "rowwise" in n else n for n in names
+    ]
 
 
 def _bounds(name: str | None) -> tuple[float, float, float]:
@@ -84,13 +87,13 @@ def _check_numerics(name: str | None, *, compiled: bool) -> None:
         assert error < bound, f"{name} {what}: relative error {error:.4f} >= {bound}"
 
 
-@pytest.mark.parametrize("name", RUN_NAMES)
+@pytest.mark.parametrize("name", runnable(NAMES))
 def test_numerics_eager(name: str | None) -> None:
     _check_numerics(name, compiled=False)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", RUN_NAMES)
+@pytest.mark.parametrize("name", runnable(NAMES))
 def test_numerics_compiled(name: str | None) -> None:
     _check_numerics(name, compiled=True)
 
@@ -99,7 +102,7 @@ def _meta(t: torch.Tensor) -> torch.Tensor:
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
 
 
-@pytest.mark.parametrize("name", RUN_NAMES[1:])
+@pytest.mark.parametrize("name", runnable(RECIPE_NAMES))
 def test_scaled_mm_calls_follow_cuda_rules(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """CPU `_scaled_mm` checks nothing, so replay every call on meta tensors (same shapes,
     strides, dtypes): the meta kernel applies the CUDA checks (row-major first operand,

@@ -129,7 +129,9 @@ def test_time_linear_step_eager_cpu() -> None:
     "key",
     [
         "reference:tensorwise",
-        pytest.param("torchao:rowwise@silu_mul>gelu", marks=requires.torchao),
+        pytest.param(
+            "torchao:rowwise@silu_mul>gelu", marks=[requires.torchao, requires.cpu_rowwise]
+        ),
         "bf16@rmsnorm>none",
     ],
 )

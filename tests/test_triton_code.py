@@ -1,7 +1,8 @@
 """The output-code parser on checked-in code Inductor generated for M,K,N = 64,96,128.
 
 codegen_h100_*: CUDA/Triton code from codegen-only (torch 2.13, h100 preset; layernorm_sigmoid:
-the reference tensorwise linear between LayerNorm and Sigmoid);
+the reference tensorwise linear between LayerNorm and Sigmoid; bf16_rmsnorm_bwd: the bf16
+linear after RMSNorm at M,K,N = 4096,2048,5120, where Inductor picks a mix-order reduction);
 cpu_*: C++ code from a CPU compile. Every kernel_num_gb in them must match the parsed bytes.
 """
 
@@ -35,10 +36,29 @@ def overhead(code):
 def test_triton_bytes_match_kernel_num_gb(name):
     code = parse(name)
     triton = [launch for launch in code.launches if launch.num_gb is not None]
-    assert triton and len(triton) == len(overhead(code))
+    aten = [launch for launch in overhead(code) if launch.kind is KernelKind.EXTERN]
+    assert triton and len(triton) + len(aten) == len(overhead(code))
     for launch in triton:
-        inductor = round(launch.num_gb * GB) + launch.bytes_not_iterated
+        inductor = round(launch.num_gb * GB) + launch.bytes_not_iterated + launch.bytes_workspace
         assert inductor - launch.bytes_unwritten_reads == launch.bytes_total
+
+
+def test_mix_order_reduction_workspace_and_its_final_reduction():
+    """RMSNorm's backward: one kernel reduces rows (grad_input) and columns (the norm weight's
+    gradient) at once, writing partial column sums to a workspace; the wrapper sums them with
+    an ATen op, a launch of its own that reads the workspace back."""
+    code = parse("codegen_h100_bf16_rmsnorm_bwd.py.txt")
+    splits, K = 256, 2048
+    mixed = next(launch for launch in code.launches if launch.bytes_workspace)
+    assert ("workspace_0", "float32", (splits * K,)) in [
+        (w.name, w.dtype, w.shape) for w in mixed.writes
+    ]
+    assert mixed.bytes_workspace == 4 * splits * K
+    final = code.launches[code.launches.index(mixed) + 1]
+    assert (final.name, final.kind) == ("aten.sum", KernelKind.EXTERN)
+    assert final.reads == (BufferAccess("workspace_0", "float32", (splits, K), 4 * splits * K),)
+    assert final.writes == (BufferAccess("buf3", "float32", (1, K), 4 * K),)
+    assert final.bytes_workspace == 4 * splits * K
 
 
 def test_in_place_store_into_a_fresh_allocation_reads_nothing():

@@ -34,6 +34,14 @@ Counting rules: the one place where the three methods are reconciled.
    `buf3 = buf1  # reuse`). inductor: kernel_num_gb counts that in_out_ptr as read although
    nothing had written it (rule 2): the read is taken out. Scheduler: the intermediate kept
    (rule 5) and the output share one storage, written once (`wrapper_code.reuses`).
+9. Mix-order reductions (RMSNorm's backward with its weight gradient, at some shapes): codegen
+   fuses a row and a column reduction into one kernel that writes the column's partial results
+   to a workspace (`ws_ptr`, sized by codegen), and finishes them with an ATen reduction in
+   the wrapper (`buf3 = workspace_0[...].view(R, C).sum(dim=0)`), a launch of its own.
+   Scheduler: the split reduction's first-stage buffer is never stored (codegen removed it: no
+   write, no read), and its second stage (in `scheduler.removed_ops`) is that ATen launch, so
+   the fused node holding it is taken apart. The workspace bytes (the kernel's write, the ATen
+   launch's read) come from the code in all three counts: kernel_num_gb leaves them out too.
 
 Gemms (`extern_kernels._scaled_mm`, `mm`) are launches of kind extern_gemm with their operand
 bytes; every other launch is attributed to the roles whose tensors it serves and says what it
@@ -268,7 +276,7 @@ class Capture:
 
     def _is_workspace(self, buffer: BufferAccess) -> bool:
         return (
-            buffer.name.startswith("buf")
+            buffer.name.startswith(("buf", "workspace"))  # workspace_0: rule 9
             and bool(buffer.shape)
             and not set(buffer.shape) <= {1, *self.shape}
         )
@@ -489,7 +497,8 @@ class _SchedulerNode:
     fused_away: Mapping[str, int]  # outputs the scheduler expects never stored (rule 5)
     views: Mapping[str, str]  # output view -> buffer it lives in
     sources: tuple[str, ...]  # every buffer whose data it reads (for roles)
-    ops: tuple[KernelOp, ...] = ()  # the fx ops it was lowered from
+    ops: tuple[KernelOp, ...] = ()  # the fx ops it computes (see _computed_origins)
+    parts: tuple[_SchedulerNode, ...] = ()  # a fused node's own nodes (rule 9 splits them)
 
 
 @dataclass
@@ -500,6 +509,7 @@ class _Recorder:
     code: dict[GraphKind, str] = field(default_factory=dict)
     nodes: dict[GraphKind, list[_SchedulerNode]] = field(default_factory=dict)
     removed: dict[GraphKind, set[str]] = field(default_factory=dict)
+    schedulers: dict[GraphKind, Any] = field(default_factory=dict)  # their removed_ops: rule 9
     reuses: dict[GraphKind, dict[str, str]] = field(default_factory=dict)
     input_roles: dict[GraphKind, dict[str, Roles]] = field(default_factory=dict)
     current: _Graph | None = None
@@ -592,9 +602,11 @@ class _Recorder:
         self.input_roles[graph.kind] = dict(zip((p.name for p in placeholders), graph.input_roles))
         summaries = (_summarize(s, self.lowered) for s in snodes)
         self.nodes[graph.kind] = [s for s in summaries if s is not None]
-        # Codegen fills these after the pass (rules 5 and 8): keep the live ones, read them later.
+        # Codegen fills these after the pass (rules 5, 8, 9): keep the live ones, read them later.
         self.removed[graph.kind] = V.graph.removed_buffers
         self.reuses[graph.kind] = V.graph.wrapper_code.reuses
+        # The scheduler creates `removed_ops` after this pass: keep the scheduler.
+        self.schedulers[graph.kind] = snodes[0].scheduler if snodes else None
         return snodes
 
     def build(self, *, key: str, shape: tuple[int, int, int], device: CaptureDevice) -> Capture:
@@ -602,7 +614,10 @@ class _Recorder:
         unmatched: list[str] = []
         for graph in self.graphs:
             parsed = parse_output_code(self.code[graph.kind])
-            nodes = self.nodes.get(graph.kind, [])
+            scheduler = self.schedulers.get(graph.kind)
+            nodes = _split_rewritten(
+                self.nodes.get(graph.kind, []), getattr(scheduler, "removed_ops", set())
+            )
             roles = _data_roles(nodes, self.input_roles.get(graph.kind, {}))
             groups, left = _match(parsed, nodes)
             removed = self.removed.get(graph.kind, set())
@@ -613,6 +628,17 @@ class _Recorder:
             ]
             unmatched += [f"{graph.kind.value}:{n.name}" for n in left]
         return Capture(key, shape, device, dict(self.code), tuple(launches), tuple(unmatched))
+
+
+def _split_rewritten(
+    nodes: Sequence[_SchedulerNode], removed_ops: set[str]
+) -> list[_SchedulerNode]:
+    """Fused nodes holding an op codegen replaced (rule 9), taken apart into their nodes."""
+    return [
+        part
+        for node in nodes
+        for part in (node.parts if any(p.name in removed_ops for p in node.parts) else (node,))
+    ]
 
 
 def _state_roles(module: nn.Module) -> Iterator[tuple[torch.Tensor, Role]]:
@@ -674,7 +700,10 @@ def _summarize(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> _SchedulerNo
     )
     computed = (o for n in snode.get_nodes() for o in _computed_origins(n, lowered))
     ops = tuple(dict.fromkeys(op for op in map(_kernel_op, computed) if op is not None))
-    return _SchedulerNode(snode.get_name(), reads, writes, fused_away, views, sources, ops)
+    parts = ()
+    if isinstance(snode, scheduler.FusedSchedulerNode):
+        parts = tuple(p for p in (_summarize(n, lowered) for n in snode.snodes) if p is not None)
+    return _SchedulerNode(snode.get_name(), reads, writes, fused_away, views, sources, ops, parts)
 
 
 def _computed_origins(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> list[torch.fx.Node]:
@@ -787,7 +816,8 @@ def _match(
 def _scheduler_bytes(
     group: Sequence[_SchedulerNode], removed: set[str], reuses: Mapping[str, str]
 ) -> int:
-    """Bytes of one launch from its scheduler nodes, applying rules 2, 5 and 8."""
+    """Bytes of one launch from its scheduler nodes, applying rules 2, 5, 8 and 9 (a buffer
+    codegen removed is neither written nor read)."""
 
     def storage(name: str) -> str:
         while name in reuses:
@@ -799,10 +829,10 @@ def _scheduler_bytes(
     produced: set[str] = set()
     for node in group:
         for name, nbytes in node.reads.items():
-            if name not in produced:
+            if name not in produced and name not in removed:
                 reads[name] = max(reads.get(name, 0), nbytes)
-        kept = {n: b for n, b in node.fused_away.items() if n not in removed}
-        for name, nbytes in (*node.writes.items(), *kept.items()):
+        stored = {n: b for n, b in (*node.writes.items(), *node.fused_away.items())}
+        for name, nbytes in ((n, b) for n, b in stored.items() if n not in removed):
             writes[storage(name)] = max(writes.get(storage(name), 0), nbytes)
             produced |= {name, node.views.get(name, name)}
     return sum(reads.values()) + sum(writes.values())
@@ -838,9 +868,12 @@ def _launch(
     roles = frozenset().union(*(node_roles[n.name] for n in group))
     ops = tuple(dict.fromkeys(op for n in group for op in n.ops))
     bytes_inductor = None
-    if parsed.num_gb is not None:  # rules 6, 7 and 8
+    if parsed.num_gb is not None:  # rules 6 to 9
         bytes_inductor = (
-            round(parsed.num_gb * GB) + parsed.bytes_not_iterated - parsed.bytes_unwritten_reads
+            round(parsed.num_gb * GB)
+            + parsed.bytes_not_iterated
+            + parsed.bytes_workspace
+            - parsed.bytes_unwritten_reads
         )
     return KernelLaunch(
         name=parsed.name,
@@ -849,7 +882,9 @@ def _launch(
         reads=parsed.reads,
         writes=parsed.writes,
         bytes_code=parsed.bytes_total,
-        bytes_scheduler=_scheduler_bytes(group, removed, reuses) if group else None,
+        bytes_scheduler=(
+            _scheduler_bytes(group, removed, reuses) + parsed.bytes_workspace if group else None
+        ),
         bytes_inductor=bytes_inductor,
         role=",".join(r.value for r in ROLES if r in roles) or None,
         ops=ops,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 GB = 1e9  # Inductor's kernel_num_gb is bytes / 1e9
+WORKSPACE_PARAM = "ws_ptr"  # a mix-order reduction kernel's partial results
 
 
 class KernelKind(str, Enum):
@@ -141,6 +142,10 @@ class ParsedLaunch:
     # them, as it counts every in_ptr and in_out_ptr (an in_out_ptr to a fresh allocation is
     # how Inductor stores into the reused memory of an intermediate fused away).
     bytes_unwritten_reads: int = 0
+    # Bytes of a mix-order reduction's workspace: the partial results its kernel writes there
+    # (`ws_ptr`, which kernel_num_gb leaves out), or reads back to finish them in the wrapper
+    # (`_final_reduce`).
+    bytes_workspace: int = 0
 
     @property
     def bytes_total(self) -> int:
@@ -227,7 +232,11 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
                 dtype=dtype_name(sig[1:]) if is_pointer else None,
                 read=is_pointer and arg.arg.startswith(("in_ptr", "in_out_ptr")),
                 written=is_pointer
-                and (arg.arg.startswith(("out_ptr", "in_out_ptr")) or arg.arg in mutated),
+                and (
+                    arg.arg.startswith(("out_ptr", "in_out_ptr"))
+                    or arg.arg in mutated
+                    or arg.arg == WORKSPACE_PARAM
+                ),
             )
         )
     gb_node = _dict_entry(inductor_meta, "kernel_num_gb")
@@ -387,11 +396,25 @@ class _CallWalker:
             elif fname == "copy_if_misaligned":
                 base = _name_of(value.args[0])
                 self._bind(name, self.layouts[base], base=base)
+            elif (final := _final_reduce(value)) is not None:
+                self._finish_reduction(name, *final)
             elif self._is_extern(value):
                 raise CodeParseError(
                     f"{ast.unparse(value.func)} returns a new buffer; only "
                     "extern calls with out= are understood"
                 )
+
+    def _finish_reduction(
+        self, name: str, workspace: str, rows: int, cols: int, op: str, shape: tuple[int, ...]
+    ) -> None:
+        """`name = ws[...].view(rows, cols).op(dim=0).view(shape)`: the wrapper reduces a
+        mix-order reduction's partial results with an ATen kernel of its own."""
+        dtype = self.layouts[workspace].dtype
+        self._bind(name, _Layout(dtype, shape), base=None)
+        size = dtype_bytes(dtype)
+        read = BufferAccess(workspace, dtype, (rows, cols), rows * cols * size)
+        written = BufferAccess(name, dtype, shape, math.prod(shape) * size)
+        self._record(f"aten.{op}", KernelKind.EXTERN, [read], [written], None, 0, read.nbytes)
 
     def _bind(self, name: str, layout: _Layout, *, base: str | None) -> None:
         self.layouts[name] = layout
@@ -419,6 +442,7 @@ class _CallWalker:
             raise CodeParseError(f"{kernel.name}: launched with more arguments than it declares")
         reads: list[BufferAccess] = []
         writes: list[BufferAccess] = []
+        workspace = 0
         for param, arg in zip(kernel.params, args):
             if param.dtype is not None:
                 access = self._access(arg, param.dtype)
@@ -426,6 +450,8 @@ class _CallWalker:
                     reads.append(access)
                 if param.written:
                     writes.append(access)
+                if param.name == WORKSPACE_PARAM:
+                    workspace += access.nbytes
         self._record(
             kernel.name,
             kernel.kind,
@@ -433,6 +459,7 @@ class _CallWalker:
             writes,
             kernel.num_gb,
             _not_iterated(kernel, zip(kernel.params, args), self._access),
+            workspace,
         )
 
     def _extern(self, call: ast.Call) -> None:
@@ -464,6 +491,7 @@ class _CallWalker:
         writes: list[BufferAccess],
         num_gb: float | None,
         not_iterated: int,
+        workspace: int = 0,
     ) -> None:
         # A read of storage nothing has written yet is the kernel reading back its own output:
         # no memory traffic beyond the write (see ParsedLaunch).
@@ -479,6 +507,7 @@ class _CallWalker:
                 num_gb,
                 not_iterated,
                 sum(a.nbytes for a in unwritten),
+                workspace,
             )
         )
 
@@ -524,6 +553,32 @@ def _not_iterated(
         iterated = min(numel, kernel.indices.get(param.name, 1) * kernel.numel)
         extra += (numel - iterated) * dtype_bytes(param.dtype) * (param.read + param.written)
     return extra
+
+
+def _final_reduce(call: ast.Call) -> tuple[str, int, int, str, tuple[int, ...]] | None:
+    """`ws[a:b].view(R, C).op(dim=0).view([...])` (Inductor's mix-order reduction finishing
+    its partial results in the wrapper) as (ws, R, C, op, result shape); None otherwise."""
+    shape = None
+    func = call.func
+    if _call_name(call) == "view" and isinstance(func, ast.Attribute):
+        if not isinstance(func.value, ast.Call):
+            return None
+        shape = tuple(ast.literal_eval(call.args[0]))  # the trailing view: the result's shape
+        call = func.value
+        func = call.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _FINAL_REDUCTIONS:
+        return None
+    view = func.value
+    if not (isinstance(view, ast.Call) and _call_name(view) == "view"):
+        return None
+    sliced = view.func.value  # type: ignore[attr-defined]
+    if not (isinstance(sliced, ast.Subscript) and isinstance(sliced.value, ast.Name)):
+        return None
+    rows, cols = (ast.literal_eval(a) for a in view.args)
+    return sliced.value.id, rows, cols, func.attr, shape or (cols,)
+
+
+_FINAL_REDUCTIONS = frozenset({"sum", "amax", "amin", "prod"})
 
 
 def _unique(accesses: list[BufferAccess]) -> tuple[BufferAccess, ...]:
