@@ -214,6 +214,14 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     if calibration is None:
         return Resolved(tuple(configs), (), source, gemm_label)
     usable = [c for c in configs if calibration.has(c.variant.key)]
+    shipped = request.calibration is None
+    if shipped and not usable:
+        # What the shipped file lacks (a per-role scaling, a context it has no graphs of) is
+        # estimated on the datasheet rooflines, saying so; a file the user gave is refused.
+        missing = ", ".join(c.variant.key for c in configs)
+        roofline = tuple(replace(c, calibration=None, gemm=gemm) for c in configs)
+        source = f"{ROOFLINE} ({missing} is not in the shipped calibration)"
+        return Resolved(roofline, (), source, gemm_label if gemm else "roofline at the seed's 60%")
     if len(configs) == 1 or not usable:
         for c in configs:
             calibration.variant(c.variant.key)  # refuses, naming what the file has

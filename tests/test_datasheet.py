@@ -69,3 +69,11 @@ def test_vectorized_over_shapes():
     assert time.shape == (3,) and not flags.any() and (np.diff(time) > 0).all()
     seed, _ = RooflineGemm(find_gpu("h100")).time_s("fp8", GemmRole.OUTPUT, M, M, M)
     assert (time[1:] < seed[1:]).all()  # the seed's 60% undersells large gemms
+
+
+def test_thin_long_reduction_gemms_split_k():
+    # grad_weight of a 64 x 64 linear over 16384 tokens: one output tile, K = 16384. On one SM
+    # it would take ~90 us; spread over the idle SMs it takes a few.
+    gemm = datasheet_timing(find_gpu("h100")).gemm
+    time, _ = gemm.time_s("bf16", GemmRole.GRAD_WEIGHT, 16384, 64, 64)
+    assert float(time) < 10e-6

@@ -117,6 +117,14 @@ class GemmEfficiency:
             raise ModelError(f"bad gemm efficiency {self}")
 
 
+# Split-K (TiledGemm): when the output tiles fill under half the SMs and K exceeds this many
+# times the larger output dim, K is split across the idle SMs in slices of at least SPLIT_K_MIN.
+# cuBLAS's heuristics are not public: these thresholds only keep thin long-K gemms from being
+# modelled on one SM, and no measured point the model cites is a split-K gemm.
+SPLIT_K_RATIO = 4
+SPLIT_K_MIN = 256
+
+
 @dataclass(frozen=True)
 class TiledGemm:
     """A roofline that knows gemms run in waves of output tiles over the SMs.
@@ -140,11 +148,20 @@ class TiledGemm:
         """(time, extrapolated flags); a model never extrapolates."""
         m, k, n = (np.asarray(x, dtype=np.float64) for x in gemm_dims(role, M, K, N))
         eff = self.efficiency(dtype)
-        per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / self.gpu.sm_count
+        sms = self.gpu.sm_count
+        per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / sms
         compute = np.full(np.broadcast(m, k, n).shape, np.inf)
         for rows, cols in eff.tiles:
-            waves = np.ceil(np.ceil(m / rows) * np.ceil(n / cols) / self.gpu.sm_count)
-            compute = np.minimum(compute, waves * 2 * rows * cols * (k + eff.k_overhead) / per_sm)
+            tiles = np.ceil(m / rows) * np.ceil(n / cols)
+            # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
+            # layer) is spread over the idle SMs by splitting K, as cuBLAS does.
+            split = (tiles < sms / 2) & (k > SPLIT_K_RATIO * np.maximum(m, n))
+            splits = np.where(split, np.maximum(1, np.minimum(sms // tiles, k // SPLIT_K_MIN)), 1)
+            waves = np.ceil(tiles * splits / sms)
+            k_each = np.ceil(k / splits)
+            compute = np.minimum(
+                compute, waves * 2 * rows * cols * (k_each + eff.k_overhead) / per_sm
+            )
         traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
         time = np.maximum(compute + eff.latency_s, memory)

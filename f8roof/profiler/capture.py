@@ -42,6 +42,10 @@ Counting rules: the one place where the three methods are reconciled.
    write, no read), and its second stage (in `scheduler.removed_ops`) is that ATen launch, so
    the fused node holding it is taken apart. The workspace bytes (the kernel's write, the ATen
    launch's read) come from the code in all three counts: kernel_num_gb leaves them out too.
+10. Scheduler: for a node that is no plain SchedulerNode (an extern kernel such as a gemm, a
+   fused node) Inductor assumes at most 1e9 elements accessed per buffer dependency
+   (`get_read_write_buffer_accesses`), so buffers past 1e9 elements (32768 x 32768) come out
+   short. Their writes count whole, as their reads do (rule 4).
 
 Gemms (`extern_kernels._scaled_mm`, `mm`) are launches of kind extern_gemm with their operand
 bytes; every other launch is attributed to the roles whose tensors it serves and says what it
@@ -685,6 +689,8 @@ def _summarize(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> _SchedulerNo
         and not (isinstance(d, dependencies.StarDep) and d.name in mutated.values())
     }
     writes = {mutated.get(name, name): accessed[name] for name in write_deps if name in accessed}
+    if not isinstance(snode, scheduler.SchedulerNode):  # rule 10
+        writes = {name: max(nbytes, _buffer_bytes(name)) for name, nbytes in writes.items()}
     fused_away = {
         b.get_name(): _buffer_bytes(b.get_name())
         for b in outputs
