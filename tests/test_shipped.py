@@ -1,0 +1,155 @@
+"""The shipped traffic calibrations: they load, they say what they are, their exact fits match
+fresh captures of the same versions, and the build script rebuilds them byte for byte."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requires
+import torch
+
+from f8roof.calibration import Calibration
+from f8roof.calibrations import SHIPPED, shipped_calibration
+from f8roof.estimate import EstimateConfig, estimate
+from f8roof.models.fit import FIT_SHAPES, kind_family
+from f8roof.models.hardware import find_gpu
+from f8roof.models.overhead import nearest_regime
+from f8roof.models.variant import Variant
+
+ROOT = Path(__file__).parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+@pytest.fixture(scope="module", params=list(SHIPPED))
+def shipped(request):
+    return request.param, Calibration.load(shipped_calibration(find_gpu(request.param)))
+
+
+def test_each_loads_and_says_what_it_is(shipped):
+    preset, calibration = shipped
+    env = calibration.environment
+    assert not calibration.is_measured and env.device == "codegen" and env.gpu == preset
+    assert env.date is None  # a rebuild on the same versions is byte-identical
+    assert "traffic from generated code" in calibration.source and "datasheet" in calibration.source
+    assert calibration.fit_shapes == FIT_SHAPES
+    keys = {v.variant for v in calibration.variants}
+    for context in ("none", "layernorm>sigmoid", "rmsnorm>none", "silu_mul>none"):
+        suffix = "" if context == "none" else f"@{context}"
+        assert {f"bf16{suffix}", f"torchao:tensorwise{suffix}", f"torchao:rowwise{suffix}"} <= keys
+    assert "reference:tensorwise_delayed" in keys
+    for variant in calibration.variants:  # every fit shape has a regime; nothing left unfitted
+        assert not variant.traffic.unfitted
+        assert sum(len(r.shapes) for r in variant.traffic.regimes) == len(FIT_SHAPES)
+
+
+def test_h100_and_h200_share_bytes_not_times():
+    h100, h200 = (Calibration.load(shipped_calibration(find_gpu(g))) for g in ("h100", "h200"))
+    assert [v.traffic for v in h100.variants] == [v.traffic for v in h200.variants]
+    assert h200.ceilings.copy_bandwidth_bytes_per_s > h100.ceilings.copy_bandwidth_bytes_per_s
+
+
+def test_default_estimate_is_the_shipped_one():
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    result = CliRunner().invoke(main, ["estimate", "--gpu", "h200", "--shape", "4096,4096,4096"])
+    assert result.exit_code == 0
+    assert "using shipped h200.json: traffic from generated code" in result.output
+    assert "x fitted" in result.output
+
+
+CHECKED = [
+    ("torchao:rowwise", (4096, 4096, 4096)),  # issue #10's example, between fit shapes
+    ("torchao:tensorwise@layernorm>sigmoid", (2048, 1280, 3072)),  # a fit shape
+    ("reference:tensorwise_delayed", (8192, 3072, 2048)),
+]
+
+
+@pytest.mark.slow
+@requires.torchao
+@requires.torch_213_torchao_018
+@pytest.mark.parametrize("key, shape", CHECKED)
+def test_fits_match_fresh_captures(key, shape):
+    """The kernel set Inductor generates at the shape is one of the variant's fitted regimes,
+    whose polynomial gives its bytes exactly: what compare counts (the float8 graph minus the bf16
+    graph of its context) less the split-reduction workspace Inductor's heuristics size, which
+    models/fit.py keeps out of the exact fit and which stays within the regime's bound. Where the
+    estimate's regime (that of the nearest fit shape) is that set, overhead_bytes_fitted is it."""
+    from f8roof.profiler.capture import capture
+
+    variant = Variant.from_key(key)
+    calibration = Calibration.load(shipped_calibration(find_gpu("h100")))
+    graphs = [
+        capture(v, shape, device="codegen", gpu=find_gpu("h100"))
+        for v in (variant, variant.baseline)
+    ]
+    exact = []
+    for v, captured in zip((variant, variant.baseline), graphs):
+        samples = tuple(captured.samples())
+        regimes = calibration.variant(v.key).traffic.regimes
+        kernels = sorted(
+            (s.graph, kind_family(s.kind), s.role or "", s.fitted_bytes) for s in samples
+        )
+        regime = next(r for r in regimes if _kernels_at(r, shape) == kernels)  # one of them
+        workspace = sum(s.workspace for s in samples)
+        assert regime.total.exact(shape) == captured.overhead_bytes - workspace
+        assert workspace <= max(regime.workspace_max, 4 * 2**20)
+        exact.append((regimes, regime, int(regime.total.exact(shape))))
+    config = EstimateConfig(
+        variant.recipe,
+        find_gpu("h100"),
+        variant.implementation,
+        variant.context,
+        calibration=calibration,
+    )
+    fitted = estimate([shape], config)["overhead_bytes_fitted"].iloc[0]
+    chosen = [
+        regimes[nearest_regime(regimes, *(np.array([float(d)]) for d in shape))[0]]
+        for regimes, _, _ in exact
+    ]
+    if all(c is regime for c, (_, regime, _) in zip(chosen, exact)):
+        assert fitted == exact[0][2] - exact[1][2]
+
+
+def _kernels_at(regime, shape) -> list:
+    """A regime's kernels with their bytes at `shape` (buffer polynomials cannot be read off a
+    capture whose M, K, N are not distinct, as at 4096^3: compare the bytes instead)."""
+    return sorted(
+        (k.graph, kind_family(k.kind), k.role or "", int(k.nbytes.exact(shape)))
+        for k in regime.kernels
+    )
+
+
+@pytest.mark.slow
+@requires.torchao
+@requires.torch_213_torchao_018
+def test_the_build_script_rebuilds_a_variant_byte_for_byte():
+    """One variant over the 12 fit shapes, through the script's own steps, serialized as the
+    shipped file serializes it."""
+    import json
+
+    import build_traffic_calibrations as build
+
+    from f8roof.calibrate import CalibrateOptions, generated_samples
+    from f8roof.fitting import traffic_calibration
+    from f8roof.models.datasheet import datasheet_timing
+    from f8roof.profiler.device import environment
+
+    key = "torchao:tensorwise"
+    assert Variant.from_key(key) in build.shipped_variants()
+    gpu = find_gpu("h100")
+    options = CalibrateOptions.defaults("codegen", variants=(Variant.from_key(key),), gpu=gpu)
+    rebuilt = traffic_calibration(
+        generated_samples(options),
+        environment=environment("codegen", gpu=gpu),
+        fit_shapes=options.shapes,
+        timing=datasheet_timing(gpu),
+    )
+    shipped = json.loads(shipped_calibration(gpu).read_text())
+    assert torch.__version__ == shipped["environment"]["torch"]
+    ours = {v["variant"]: v for v in rebuilt.to_dict()["variants"]}
+    theirs = {v["variant"]: v for v in shipped["variants"]}
+    for name in (key, "bf16"):
+        assert json.dumps(ours[name], indent=1) == json.dumps(theirs[name], indent=1)
