@@ -45,11 +45,15 @@ TABLE_COLUMNS = (
     ("overhead_s_fitted", "ovh fitted us", 1e6),
     ("overhead_s_codegen", "ovh codegen us", 1e6),
     ("overhead_s_worst", "ovh worst us", 1e6),
+    ("context_s", "context us", 1e6),
     ("speedup_ideal", "x ideal", None),
     ("speedup", "x fitted", None),
     ("speedup_codegen", "x codegen", None),
     ("speedup_worst", "x worst", None),
+    ("speedup_context", "x context", None),
 )
+# Shown only for a linear in a context: standalone they repeat `speedup` (and are 0).
+CONTEXT_COLUMNS = ("context_s", "speedup_context")
 
 
 def _speedup_cell(value: float, *, color: bool) -> str:
@@ -69,7 +73,12 @@ def _cell(value, scale: float | None) -> str:
 
 def render_table(frame: pd.DataFrame, *, color: bool = False) -> str:
     """Aligned text; speedups marked '+' (float8 wins) or '-' and coloured on a terminal."""
-    cols = [c for c in TABLE_COLUMNS if c[0] in frame.columns]
+    standalone = "context" not in frame.columns or (frame["context"].astype(str) == "none").all()
+    cols = [
+        c
+        for c in TABLE_COLUMNS
+        if c[0] in frame.columns and not (standalone and c[0] in CONTEXT_COLUMNS)
+    ]
     shown = frame.head(MAX_TABLE_ROWS)
     rows = [[h for _, h, _ in cols] + ["note"]]
     raw = [[h for _, h, _ in cols] + ["note"]]
