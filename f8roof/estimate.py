@@ -31,7 +31,7 @@ from f8roof.models.gemm import (
     linear_gemm_times,
 )
 from f8roof.models.hardware import GPU
-from f8roof.models.monomials import SYMBOLS
+from f8roof.models.monomials import SYMBOLS, ShapeArrays
 from f8roof.models.overhead import fitted_kernels, nearest_regime
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import Level, ideal_traffic, worst_traffic
@@ -40,7 +40,7 @@ from f8roof.models.variant import (
     Context,
     Implementation,
     Variant,
-    fp8_reasons,
+    fp8_reason_codes,
 )
 from f8roof.shapes import as_array
 
@@ -158,11 +158,11 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
                 fp8_gemm_s=fp8_gemm_s,
             )
         )
-    reasons = fp8_reasons(config.recipe, M, K, N)
-    columns["fp8_ok"] = reasons == ""
-    columns["fp8_reason"] = reasons
+    code, table = fp8_reason_codes(config.recipe, M, K, N)
+    columns["fp8_ok"] = code == 0
+    columns["fp8_reason"] = pd.Categorical.from_codes(code, table)
     columns["gemm_extrapolated"] = bf16_extra | fp8_extra
-    return pd.DataFrame(columns)
+    return pd.DataFrame(columns, copy=False)
 
 
 def calibrated_columns(
@@ -171,11 +171,12 @@ def calibrated_columns(
     """The calibrated prediction: device clock first, the wall clock where it was measured."""
     bf16 = calibration.variant(variant.baseline.key)
     fp8 = calibration.variant(variant.key)
+    shapes = ShapeArrays(M, K, N)
     bf16_bytes, context_s = fitted_kernels(
-        bf16.traffic.regimes, calibration.kernel_time, bf16.variant, M, K, N
+        bf16.traffic.regimes, calibration.kernel_time, bf16.variant, shapes
     )
     fp8_bytes, fp8_kernels_s = fitted_kernels(
-        fp8.traffic.regimes, calibration.kernel_time, fp8.variant, M, K, N
+        fp8.traffic.regimes, calibration.kernel_time, fp8.variant, shapes
     )
     overhead_s = fp8_kernels_s - context_s
     bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
@@ -225,7 +226,7 @@ def codegen_columns(
     nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
     for sign, variant in zip((1, -1), variants):
         fit = calibration.variant(variant.key)
-        owners = nearest_regime(fit.traffic.regimes, M, K, N)
+        owners = nearest_regime(fit.traffic.regimes, ShapeArrays(M, K, N))
         for i, shape in enumerate(progress(shapes) if progress else shapes):
             samples = capture(
                 variant, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu

@@ -34,6 +34,7 @@ from f8roof.models.fit import (
     fit_traffic,
 )
 from f8roof.models.gemm import linear_gemm_times
+from f8roof.models.monomials import ShapeArrays
 from f8roof.models.overhead import KernelTimeModel, KindTime, Residuals, fitted_kernels
 from f8roof.models.variant import Variant
 
@@ -131,7 +132,7 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
         table_gemm_s, _ = linear_gemm_times(
             gemm_model, variant.recipe, M, K, N, implementation=variant.implementation
         )
-        _, kernels_s = fitted_kernels(traffic[key].regimes, kernel_time, key, M, K, N)
+        _, kernels_s = fitted_kernels(traffic[key].regimes, kernel_time, key, ShapeArrays(M, K, N))
         fixed = fit_fixed_cost(
             table_gemm_s=table_gemm_s,
             gemm_s=[s.gemm_s for s in steps],

@@ -16,6 +16,7 @@ from f8roof.models.fit import (
     from_sympy,
     kernel_keys,
 )
+from f8roof.models.monomials import ShapeArrays
 from f8roof.models.overhead import nearest_regime
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import worst_traffic
@@ -93,10 +94,7 @@ def test_regimes_are_found_read_off_buffers_and_solved_independently():
     assert split.workspace_max == 4096
     assert sorted(k.key for k in split.kernels) == ["fwd.0", "fwd.1", "fwd.2"]
     owner = nearest_regime(
-        fit.regimes,
-        np.array([300.0, 30000.0]),
-        np.array([700.0, 30000.0]),
-        np.array([500.0, 30000.0]),
+        fit.regimes, ShapeArrays([300.0, 30000.0], [700.0, 30000.0], [500.0, 30000.0])
     )
     assert [len(fit.regimes[i].kernels) for i in owner] == [2, 3]
 

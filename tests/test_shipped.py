@@ -4,7 +4,6 @@ fresh captures of the same versions, and the build script rebuilds them byte for
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import requires
 import torch
@@ -14,6 +13,7 @@ from f8roof.calibrations import SHIPPED, shipped_calibration
 from f8roof.estimate import EstimateConfig, estimate
 from f8roof.models.fit import FIT_SHAPES, kind_family
 from f8roof.models.hardware import find_gpu
+from f8roof.models.monomials import ShapeArrays
 from f8roof.models.overhead import nearest_regime
 from f8roof.models.variant import Variant
 
@@ -106,7 +106,7 @@ def test_fits_match_fresh_captures(key, shape):
     )
     fitted = estimate([shape], config)["overhead_bytes_fitted"].iloc[0]
     chosen = [
-        regimes[nearest_regime(regimes, *(np.array([float(d)]) for d in shape))[0]]
+        regimes[nearest_regime(regimes, ShapeArrays(*([float(d)] for d in shape)))[0]]
         for regimes, _, _ in exact
     ]
     if all(c is regime for c, (_, regime, _) in zip(chosen, exact)):

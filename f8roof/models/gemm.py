@@ -146,26 +146,37 @@ class TiledGemm:
 
     def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
         """(time, extrapolated flags); a model never extrapolates."""
-        m, k, n = (np.asarray(x, dtype=np.float64) for x in gemm_dims(role, M, K, N))
+        dims = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in gemm_dims(role, M, K, N)))
+        shape = dims[0].shape
+        m, k, n = (np.atleast_1d(d).ravel() for d in dims)
         eff = self.efficiency(dtype)
         sms = self.gpu.sm_count
         per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / sms
-        compute = np.full(np.broadcast(m, k, n).shape, np.inf)
+        k_steps = k + eff.k_overhead
+        long_reduction = k > SPLIT_K_RATIO * np.maximum(m, n)
+        compute = np.full(m.shape, np.inf)
         for rows, cols in eff.tiles:
-            tiles = np.ceil(m / rows) * np.ceil(n / cols)
+            tiles = np.ceil(m * (1 / rows))
+            tiles *= np.ceil(n * (1 / cols))
+            waves = np.ceil(tiles * (1 / sms))
+            tile_s = waves * k_steps
             # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
-            # layer) is spread over the idle SMs by splitting K, as cuBLAS does.
-            split = (tiles < sms / 2) & (k > SPLIT_K_RATIO * np.maximum(m, n))
-            splits = np.where(split, np.maximum(1, np.minimum(sms // tiles, k // SPLIT_K_MIN)), 1)
-            waves = np.ceil(tiles * splits / sms)
-            k_each = np.ceil(k / splits)
-            compute = np.minimum(
-                compute, waves * 2 * rows * cols * (k_each + eff.k_overhead) / per_sm
-            )
+            # layer) is spread over the idle SMs by splitting K, as cuBLAS does. Rare: only
+            # those shapes are recomputed.
+            split = long_reduction & (tiles < sms / 2)
+            if split.any():
+                few, long_k = tiles[split], k[split]
+                splits = np.maximum(1, np.minimum(sms // few, long_k // SPLIT_K_MIN))
+                tile_s[split] = np.ceil(few * splits / sms) * (
+                    np.ceil(long_k / splits) + eff.k_overhead
+                )
+            tile_s *= 2 * rows * cols / per_sm
+            np.minimum(compute, tile_s, out=compute)
         traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
-        time = np.maximum(compute + eff.latency_s, memory)
-        return time, np.zeros(time.shape, dtype=bool)
+        compute += eff.latency_s
+        time = np.maximum(compute, memory, out=compute).reshape(shape)
+        return time, np.zeros(shape, dtype=bool)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ symbols and of the order, shared by the sympy models, the fits and the vectorize
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import sympy as sp
 
@@ -32,6 +34,33 @@ def monomial_row(shape: tuple[int, int, int]) -> list[int]:
     return [m * k, k * n, m * n, m, k, n, 1]
 
 
-def monomials(M, K, N) -> np.ndarray:
-    """(n, 7) float64 columns of the monomials over arrays of shapes, in MONOMIALS order."""
-    return np.stack([M * K, K * N, M * N, M, K, N, np.ones_like(M)], axis=-1)
+class ShapeArrays:
+    """Many shapes as float64 arrays M, K, N, and what the models evaluate on them, each computed
+    once however many kernels, regimes and variants use it: the monomials, log2 of each dim."""
+
+    def __init__(self, M, K, N) -> None:
+        self.M, self.K, self.N = (np.asarray(x, dtype=np.float64) for x in (M, K, N))
+
+    def __len__(self) -> int:
+        return len(self.M)
+
+    @cached_property
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        M, K, N = self.M, self.K, self.N
+        return (M * K, K * N, M * N, M, K, N)
+
+    @cached_property
+    def logs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return (np.log2(self.M), np.log2(self.K), np.log2(self.N))
+
+    def subset(self, mask: np.ndarray) -> ShapeArrays:
+        return ShapeArrays(self.M[mask], self.K[mask], self.N[mask])
+
+    def polynomial(self, coefficients) -> np.ndarray:
+        """sum of coefficient x monomial (MONOMIALS order, the constant last) at every shape,
+        touching only the monomials with a non-zero coefficient."""
+        total = np.full(self.M.shape, float(coefficients[-1]))
+        for column, c in zip(self._columns, coefficients[:-1]):
+            if c:
+                total += float(c) * column
+        return total

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from f8roof.models.errors import ModelError
-from f8roof.models.monomials import MONOMIALS, monomials
+from f8roof.models.monomials import MONOMIALS, ShapeArrays
 
 if TYPE_CHECKING:
     from f8roof.models.fit import Regime
@@ -84,45 +84,47 @@ class FixedCost:
 
 
 def fitted_kernels(
-    regimes: tuple[Regime, ...], kernel_time: KernelTimeModel, variant: str, M, K, N
+    regimes: tuple[Regime, ...], kernel_time: KernelTimeModel, variant: str, shapes: ShapeArrays
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes and time of a variant's fitted kernel set at float64 arrays M, K, N, each shape in
-    the regime of its nearest calibration shape (kernel ids: "variant/regime/key").
+    """Bytes and time of a variant's fitted kernel set at every shape, each shape in the regime
+    of its nearest calibration shape (kernel ids: "variant/regime/key").
 
     Each kernel's time is linear in its bytes (floor + bytes / bandwidth, times its factor),
-    so a regime's bytes and time are each one polynomial in the monomials of M, K, N: seven
-    columns evaluated once per shape, not once per kernel."""
-    owner = nearest_regime(regimes, M, K, N)
-    nbytes, time_s = np.zeros(M.shape), np.zeros(M.shape)
+    so a regime's bytes and time are each one polynomial in the monomials of M, K, N,
+    evaluated once per shape, not once per kernel."""
+    owner = nearest_regime(regimes, shapes)
+    nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
     for index, regime in enumerate(regimes):
         mask = owner == index
-        if not mask.any():
+        if len(regimes) > 1 and not mask.any():
             continue
         bytes_coef, time_coef = np.zeros(len(MONOMIALS)), np.zeros(len(MONOMIALS))
-        time_const = 0.0
         for kernel in regime.kernels:
             model = kernel_time.kind(kernel.kind)
             factor = kernel_time.factor(f"{variant}/{index}/{kernel.key}")
             coef = np.array([float(c) for c in kernel.nbytes.coefficients()])
             bytes_coef += coef
             time_coef += coef * factor / model.bandwidth_bytes_per_s
-            time_const += model.floor_s * factor
-        columns = monomials(M[mask], K[mask], N[mask])
-        nbytes[mask] = columns @ bytes_coef
-        time_s[mask] = columns @ time_coef + time_const
+            time_coef[-1] += model.floor_s * factor  # the constant monomial: one floor each
+        if len(regimes) == 1:
+            return shapes.polynomial(bytes_coef), shapes.polynomial(time_coef)
+        part = shapes.subset(mask)
+        nbytes[mask] = part.polynomial(bytes_coef)
+        time_s[mask] = part.polynomial(time_coef)
     return nbytes, time_s
 
 
-def nearest_regime(regimes: tuple[Regime, ...], M, K, N) -> np.ndarray:
+def nearest_regime(regimes: tuple[Regime, ...], shapes: ShapeArrays) -> np.ndarray:
     """Index of the regime whose shapes lie nearest in log2 space, per query shape. One pass
     per calibration shape keeping the running nearest: memory stays O(shapes)."""
-    query = [np.log2(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(M, K, N)]
-    best = np.full(query[0].shape, np.inf)
-    owner = np.zeros(query[0].shape, dtype=np.intp)
+    owner = np.zeros(len(shapes), dtype=np.intp)
+    if len(regimes) == 1:
+        return owner
+    best = np.full(len(shapes), np.inf)
     for index, regime in enumerate(regimes):
         for shape in regime.shapes:
-            distance = sum((q - np.log2(d)) ** 2 for q, d in zip(query, shape))
+            distance = sum((q - np.log2(d)) ** 2 for q, d in zip(shapes.logs, shape))
             closer = distance < best
-            best = np.where(closer, distance, best)
+            np.copyto(best, distance, where=closer)
             owner[closer] = index
     return owner

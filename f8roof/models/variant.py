@@ -202,8 +202,11 @@ def fp8_shape_reason(recipe: Recipe, M: int, K: int, N: int) -> str | None:
     return f"{', '.join(bad)} not a multiple of {FP8_DIM_MULTIPLE} (float8 gemms need it)"
 
 
-def fp8_reasons(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> np.ndarray:
-    """`fp8_shape_reason` over arrays: '' where float8 can run, else which dims are misaligned."""
+def fp8_reason_codes(
+    recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """`fp8_shape_reason` over arrays, as codes into a table of eight messages ('' where float8
+    can run, else which dims are misaligned): a million shapes need no million strings."""
     code = np.zeros(np.shape(K), dtype=np.intp)
     for bit, (values, check) in enumerate(zip((M, K, N), fp8_checked_dims(recipe))):
         if check:
@@ -213,4 +216,10 @@ def fp8_reasons(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> 
         bad = [name for bit, name in enumerate(DIM_NAMES) if c >> bit & 1]
         plural = " not a multiple of 16" if len(bad) == 1 else " not multiples of 16"
         table.append(" and ".join(bad) + plural)
+    return code, table
+
+
+def fp8_reasons(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> np.ndarray:
+    """`fp8_reason_codes` as one string per shape."""
+    code, table = fp8_reason_codes(recipe, M, K, N)
     return np.array(table, dtype=object)[code]
