@@ -213,11 +213,14 @@ def generate_cuda_code(
     sources: list[str] = []
     # The expected failure below leaves Inductor's fresh cache directory behind with a warning:
     # give it a directory of ours, removed on exit, and silence that one logger meanwhile.
+    # One compile thread: worker processes would still be writing kernels into that directory
+    # while it is removed ("Directory not empty"); the code generated is the same.
     utils_log = logging.getLogger("torch._inductor.utils")
     level = utils_log.level
     with (
         tempfile.TemporaryDirectory(prefix="f8roof-codegen-") as scratch,
         mock.patch.dict(os.environ, {"TORCHINDUCTOR_CACHE_DIR": scratch}),
+        torch._inductor.config.patch(compile_threads=1),
         cuda_stand_ins(gpu or find_gpu("h100")),
         mock.patch.object(GraphLowering, "save_output_code", sources.append),
     ):
