@@ -248,3 +248,19 @@ def test_default_validation_shapes_are_unseen_aligned_and_span_the_range():
     dims = [d for shape in VALIDATION_SHAPES for d in shape]
     assert min(dims) == 256 and max(dims) == 16384
     assert any(d & (d - 1) for d in dims)  # not all powers of two
+
+
+def test_an_aten_launch_matches_its_native_kernel_in_order():
+    # a mix-order reduction's finishing `aten.sum` is `at::native::reduce_kernel` on CUDA
+    events = [
+        KernelEvent(n, d, EventKind.DEVICE_KERNEL, 0)
+        for n, d in (
+            ("triton_per_fused_mul_sum_0", 4.0),
+            ("void at::native::reduce_kernel<512, 1>(...)", 2.0),
+            ("triton_poi_fused_1", 1.0),
+        )
+    ]
+    names = ["triton_per_fused_mul_sum_0", "aten.sum", "triton_poi_fused_1"]
+    assert launch_durations(events, names) == [4.0, 2.0, 1.0]
+    cpu = [KernelEvent("aten::sum", 3.0, EventKind.CPU_KERNEL, 0)]
+    assert launch_durations(cpu, ["aten.sum"]) == [3.0]

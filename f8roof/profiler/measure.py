@@ -26,6 +26,17 @@ from f8roof.profiler.trace import KernelEvent, is_gemm_kernel, profile_steps
 COPY_BYTES = {"cuda": 2**30, "cpu": 2**26}
 
 
+def same_kernel(launch: str, event: str) -> bool:
+    """Whether a trace event is the launch so named in the generated code. Triton and C++
+    kernels keep their names; an ATen op the wrapper calls (`aten.sum`, finishing a mix-order
+    reduction) is `aten::sum` in a CPU trace and an `at::native` kernel in a CUDA one."""
+    if launch == event:
+        return True
+    if launch.startswith("aten."):
+        return event == f"aten::{launch[5:]}" or "at::native::" in event
+    return False
+
+
 def launch_durations(events: Sequence[KernelEvent], names: list[str]) -> list[float | None]:
     """Median duration of each named launch, matched in launch order within each step (the
     forward and backward graphs may both have a kernel called `triton_poi_fused_0`)."""
@@ -37,7 +48,7 @@ def launch_durations(events: Sequence[KernelEvent], names: list[str]) -> list[fl
         position = 0
         for index, name in enumerate(names):
             for j in range(position, len(step_events)):
-                if step_events[j].name == name:
+                if same_kernel(name, step_events[j].name):
                     samples[index].append(step_events[j].duration_s)
                     position = j + 1
                     break
