@@ -213,13 +213,8 @@ def generate_cuda_code(
     sources: list[str] = []
     # The expected failure below leaves Inductor's fresh cache directory behind with a warning:
     # give it a directory of ours, removed on exit, and silence that one logger meanwhile.
-<<<<<<< HEAD
-    # One compile thread: Inductor's worker pool would go on writing Triton kernels into that
-    # directory after the failure, racing its removal ("Directory not empty").
-=======
     # One compile thread: worker processes would still be writing kernels into that directory
     # while it is removed ("Directory not empty"); the code generated is the same.
->>>>>>> graphs
     utils_log = logging.getLogger("torch._inductor.utils")
     level = utils_log.level
     with (
