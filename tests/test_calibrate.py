@@ -19,6 +19,7 @@ from f8roof.errors import F8RoofError
 from f8roof.fitting import fit_calibration
 from f8roof.models.recipes import Recipe
 from f8roof.models.variant import Implementation, Variant
+from f8roof.profiler import torchao_float8
 from f8roof.profiler.measure import launch_durations
 from f8roof.profiler.trace import EventKind, KernelEvent
 
@@ -180,11 +181,12 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     assert run.returncode == 0, log[-3000:]
     calibration = Calibration.load(out / "calibration.json")
     assert calibration.environment.device == "cpu"
-    tensorwise = calibration.variant("tensorwise")
+    key = "torchao:tensorwise" if torchao_float8.available() else "reference:tensorwise"
+    tensorwise = calibration.variant(key)
     regime = tensorwise.traffic.regimes[0]
     assert len(regime.verified) == 2  # exact on shapes the fit did not use
     for k in calibration.kernels:  # every measured kernel matches its fitted bytes exactly
-        if k.variant == "tensorwise" and (k.M, k.K, k.N) in regime.shapes + regime.verified:
+        if k.variant == key and (k.M, k.K, k.N) in regime.shapes + regime.verified:
             fitted = next(f for f in regime.kernels if f.key == k.key)
             assert (
                 fitted.nbytes.exact((k.M, k.K, k.N))
@@ -211,8 +213,8 @@ def test_gpu_check_script_runs_on_cpu():
             "cpu",
             "--shape",
             "48,64,80",
-            "--recipes",
-            "tensorwise",
+            "--variants",
+            "torchao:tensorwise" if torchao_float8.available() else "reference:tensorwise",
         ],
         cwd=ROOT,
         capture_output=True,

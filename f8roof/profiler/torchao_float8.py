@@ -58,7 +58,7 @@ def import_float8() -> ModuleType:
             return importlib.import_module("torchao.float8")
         except ImportError as e:
             raise TorchaoMissing(
-                f"torchao is not importable here ({e}): pip install torchao, "
+                f"torchao is not importable here ({e}): pip install 'f8roof[torchao]', "
                 "or use --impl reference"
             ) from None
 
