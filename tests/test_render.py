@@ -160,7 +160,9 @@ def test_cli_writes_parquet_and_csv(tmp_path):
         assert f"wrote 40 rows to {tmp_path / name}" in result.output
     parquet, csv = pd.read_parquet(tmp_path / "x.parquet"), pd.read_csv(tmp_path / "x.csv")
     assert parquet["M"].tolist() == csv["M"].tolist() == list(range(16, 16 * 41, 16))
-    assert (parquet["speedup_worst"].astype(np.float32) == csv["speedup_worst"]).all()
+    assert (
+        parquet["speedup_worst"].astype(np.float32) == csv["speedup_worst"].astype(np.float32)
+    ).all()
 
 
 def test_cli_shapes_file_error_is_one_line(tmp_path):
