@@ -287,6 +287,16 @@ def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead
     config = resolved.config
     if overhead == "codegen":
         _need_torch("estimate --overhead codegen")
+        from f8roof.profiler.graphs import version_mismatch
+
+        env = config.calibration.environment if config.calibration else None
+        mismatch = env and version_mismatch(
+            {"torch": env.torch, "triton": env.triton, "torchao": env.torchao}
+        )
+        if mismatch:
+            click.echo(
+                f"warning: the calibration's code came from other versions: {mismatch}", err=True
+            )
     frame = estimate(shapes, config)
     if overhead == "codegen":
         bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))

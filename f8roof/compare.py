@@ -59,7 +59,7 @@ class Comparison:
     variant: Variant
     device: str
     gpu: str | None
-    versions: Mapping[str, str | None]
+    versions: Mapping[str, str]  # "none": not installed
     worst: Polynomial
     ideal: Polynomial
     shapes: tuple[ShapeComparison, ...]
@@ -156,8 +156,8 @@ def _diff_words(diff: Polynomial, against: str) -> str:
     return f"actual - {against} = {diff}"
 
 
-def versions_text(versions: Mapping[str, str | None]) -> str:
-    return ", ".join(f"{name} {value or 'not installed'}" for name, value in versions.items())
+def versions_text(versions: Mapping[str, str]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in versions.items())
 
 
 def computes(launch) -> str:

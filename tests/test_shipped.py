@@ -153,3 +153,14 @@ def test_the_build_script_rebuilds_a_variant_byte_for_byte():
     theirs = {v["variant"]: v for v in shipped["variants"]}
     for name in (key, "bf16"):
         assert json.dumps(ours[name], indent=1) == json.dumps(theirs[name], indent=1)
+
+
+def test_codegen_estimate_warns_when_versions_differ(monkeypatch):
+    from f8roof.profiler import graphs
+
+    env = Calibration.load(shipped_calibration(find_gpu("h100"))).environment
+    theirs = {"torch": env.torch, "triton": env.triton, "torchao": env.torchao}
+    monkeypatch.setattr(graphs, "versions", lambda: theirs)
+    assert graphs.version_mismatch(theirs) is None
+    monkeypatch.setattr(graphs, "versions", lambda: {**theirs, "torch": "2.11.0"})
+    assert graphs.version_mismatch(theirs) == f"torch {env.torch} there, 2.11.0 here"

@@ -147,19 +147,24 @@ def resolve_implementation(name: str | None) -> Implementation:
     return implementation
 
 
-def versions() -> dict[str, str | None]:
-    """What decides the kernels generated: torch, triton and torchao (None: not installed)."""
-    try:
-        import triton
+def versions() -> dict[str, str]:
+    """What decides the kernels generated: torch, triton and torchao ("none": not installed),
+    as calibration files record them."""
+    from f8roof.profiler.device import package_version
 
-        triton_version = triton.__version__
-    except ImportError:
-        triton_version = None
-    return {
-        "torch": torch.__version__,
-        "triton": triton_version,
-        "torchao": torchao_float8.version(),
-    }
+    return {"torch": torch.__version__, **{p: package_version(p) for p in ("triton", "torchao")}}
+
+
+def version_mismatch(calibration_versions: dict[str, str]) -> str | None:
+    """How the versions here differ from those a calibration's code was generated with (its
+    fits describe their kernels), or None."""
+    here = versions()
+    differ = [
+        f"{name} {calibration_versions[name]} there, {here[name]} here"
+        for name in here
+        if calibration_versions.get(name) != here[name]
+    ]
+    return "; ".join(differ) or None
 
 
 def step_factory(variant: Variant, shape: tuple[int, int, int]) -> StepFactory:
