@@ -760,6 +760,7 @@ def compare(
     from f8roof.files import check_output_path, write_text_atomic
     from f8roof.models.hardware import resolve_gpu
     from f8roof.models.recipes import Recipe, Role, parse_scaling
+    from f8roof.models.traffic import context_fused_roles
     from f8roof.models.variant import Context, Variant
     from f8roof.resolve import parse_roles
     from f8roof.shapes import parse_shape
@@ -794,7 +795,7 @@ def compare(
         device=device,
         gpu=target,
         fit=not no_fit,
-        fused=parse_roles(fused),
+        fused=parse_roles(fused) if fused else context_fused_roles(variant.context),
         limited=frozenset(Role) if compile_limitations else frozenset(),
         progress=bar,
     )
