@@ -84,7 +84,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
     header = (
         ["layer", "count"]
         + [h for h, _ in shape]
-        + ["recipe", "bf16 us", "fp8 us"]
+        + ["input from", "recipe", "bf16 us", "fp8 us"]
         + [h for _, h in speedups]
         + ["decision", "margin", "bf16 ms/step", "saved ms/step", "note"]
     )
@@ -94,6 +94,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
             [str(r["fqn"]), str(r["count"])]
             + [cell(r) for _, cell in shape]
             + [
+                _input_from(str(r["context"])),
                 str(r["recipe"]),
                 f"{r[bf16_col] * 1e6:.1f}",
                 f"{r[fp8_col] * 1e6:.1f}",
@@ -110,10 +111,17 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _input_from(context: str) -> str:
+    """The op producing a layer's input (its context's `before`): what a cast may fuse into."""
+    return "-" if context == "none" else context.split(">")[0]
+
+
 def _aligned(header: list[str], rows: list[list[str]], *, color: bool) -> str:
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
     text_cols = {0, len(header) - 1} | {
-        header.index(h) for h in ("recipe", "decision", "tp", "torchao", "f8roof") if h in header
+        header.index(h)
+        for h in ("input from", "recipe", "decision", "tp", "torchao", "f8roof")
+        if h in header
     }
 
     def line(cells: list[str]) -> str:

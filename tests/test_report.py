@@ -27,7 +27,7 @@ def test_markdown_has_the_tables_and_totals():
     assert text.startswith("# f8roof report: gpt2 at 8192 tokens per step")
     assert "## Recommendation" in text and "## Per layer type" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| layer | count | M | K | N | recipe |")
+    assert table[0].startswith("| layer | count | M | K | N | input from | recipe |")
     assert "x tensorwise" in table[0] and "x rowwise" in table[0]
     assert len(table) == 1 + len(rec.layers)
     assert "| lm\\_head |" not in text and "| lm_head | 1 | 8192 | 768 | 50257 |" in text
@@ -97,7 +97,10 @@ def test_cli_report(tmp_path):
     assert "llama3-70b on h100, M = 8192 tokens per step" in result.output
     assert f"wrote {out}" in result.output
     text = out.read_text()
-    assert "| model.layers.\\*.mlp.down_proj | 80 | 8192 | 28672 | 8192 | tensorwise |" in text
+    assert (
+        "| model.layers.\\*.mlp.down_proj | 80 | 8192 | 28672 | 8192 | silu_mul | tensorwise |"
+        in text
+    )
     assert "## Plots" not in text
 
 
@@ -155,7 +158,7 @@ def test_cli_report_at_scale(tmp_path):
     assert "end to end: measured bf16 step 900 ms" in result.output
     text = out.read_text()
     assert "- setup: TP 2 (column-parallel linears shard N, row-parallel shard K)" in text
-    assert "| layer | count | M | K | N | tp | recipe |" in text
+    assert "| layer | count | M | K | N | tp | input from | recipe |" in text
     assert "| model.layers.\\*.self\\_attn.k\\_proj |" not in text
     assert "| model.layers.\\*.self_attn.k_proj | 32 | 8192 | 4096 | 512 | col | rowwise |" in text
     assert "## torchao's auto filter vs f8roof" in text
