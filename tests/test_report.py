@@ -160,7 +160,10 @@ def test_cli_report_at_scale(tmp_path):
     assert "- setup: TP 2 (column-parallel linears shard N, row-parallel shard K)" in text
     assert "| layer | count | M | K | N | tp | input from | recipe |" in text
     assert "| model.layers.\\*.self\\_attn.k\\_proj |" not in text
-    assert "| model.layers.\\*.self_attn.k_proj | 32 | 8192 | 4096 | 512 | col | rowwise |" in text
+    assert (
+        "| model.layers.\\*.self_attn.k_proj | 32 | 8192 | 4096 | 512 | col | rmsnorm | rowwise |"
+        in text
+    )
     assert "## torchao's auto filter vs f8roof" in text
     assert "| torchao sees K x N |" in text
     assert "recipe='rowwise', tp=2)" in text  # the module_filter call to paste
