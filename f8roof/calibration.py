@@ -7,7 +7,7 @@ Two kinds, one format:
   (codegen-only), timed with the datasheet model (bytes / (bandwidth x efficiency) + a floor per
   kernel; gemms by the roofline or a given table). Nothing in it claims to be measured.
 
-Variants are keyed by `Variant.key` (`bf16`, `torchao:rowwise@layernorm>sigmoid`, ...); every
+Variants are keyed by `Variant.key` (`bf16`, `torchao:rowwise@layernorm+sigmoid`, ...); every
 float8 variant has the bf16 baseline of its context beside it, because overhead is what the
 float8 graph runs beyond the bf16 graph of the same context.
 

@@ -536,7 +536,7 @@ def _contexts(before: str | None, after: str | None, contexts: str | None) -> tu
 )
 @IMPL
 @CONTEXT
-@click.option("--contexts", default=None, help="several contexts: none,layernorm>sigmoid,...")
+@click.option("--contexts", default=None, help="several contexts: none,layernorm+sigmoid,...")
 @click.option("--quick", is_flag=True, help="fewer shapes, gemm sizes and iterations")
 @click.option(
     "--jobs",
@@ -637,7 +637,7 @@ def calibrate(
 )
 @IMPL
 @CONTEXT
-@click.option("--contexts", default=None, help="several contexts: none,layernorm>sigmoid,...")
+@click.option("--contexts", default=None, help="several contexts: none,layernorm+sigmoid,...")
 @click.option(
     "--shape",
     "shape_texts",

@@ -113,7 +113,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
 
 def _input_from(context: str) -> str:
     """The op producing a layer's input (its context's `before`): what a cast may fuse into."""
-    return "-" if context == "none" else context.split(">")[0]
+    return "-" if context == "none" else context.split("+")[0]
 
 
 def _aligned(header: list[str], rows: list[list[str]], *, color: bool) -> str:

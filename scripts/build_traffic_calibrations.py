@@ -30,11 +30,11 @@ from f8roof.models.variant import TORCHAO_RECIPES, Context, Implementation, Vari
 # torchao's float8 benchmark's LayerNorm -> Linear -> Sigmoid.
 CONTEXTS = (
     "none",
-    "layernorm>sigmoid",
-    "rmsnorm>none",
-    "silu_mul>none",
-    "layernorm>none",
-    "gelu>none",
+    "layernorm+sigmoid",
+    "rmsnorm+none",
+    "silu_mul+none",
+    "layernorm+none",
+    "gelu+none",
 )
 REFERENCE_RECIPES = (
     "tensorwise",

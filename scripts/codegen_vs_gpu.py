@@ -21,7 +21,7 @@ from f8roof.profiler.capture import Capture, capture
 
 SHAPES = ((1024, 2048, 4096), (4096, 1536, 768))
 # What calibration measures by default, and torchao's benchmark context.
-VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm>sigmoid")
+VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm+sigmoid")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from f8roof.profiler.measure import launch_durations
 from f8roof.profiler.timing import GEMM_NAMES, StepTimes, gemm_fn, measure_step
 
 # What calibration measures by default, and torchao's benchmark context.
-VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm>sigmoid")
+VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm+sigmoid")
 
 
 def report(problems: list[str]) -> list[str]:

@@ -22,7 +22,7 @@ set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
 device=cuda quick=--quick budget=180 vbudget=180 resume_from="" limit=""
 variants="torchao:tensorwise,torchao:rowwise"
-contexts="none,layernorm>sigmoid"
+contexts="none,layernorm+sigmoid"
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;

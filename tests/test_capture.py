@@ -78,10 +78,10 @@ def test_cpu_overhead_reads_each_bf16_tensor(captured):
 
 
 IN_CONTEXT = {
-    "bf16@layernorm>sigmoid": {"LayerNorm", "Sigmoid"},
-    "reference:rowwise@silu_mul>gelu": {"SiluMul", "GELU"},
-    "torchao:tensorwise@layernorm>sigmoid": {"LayerNorm", "Sigmoid"},
-    "torchao:rowwise_gw_hp@rmsnorm>silu": {"RMSNorm", "SiLU"},
+    "bf16@layernorm+sigmoid": {"LayerNorm", "Sigmoid"},
+    "reference:rowwise@silu_mul+gelu": {"SiluMul", "GELU"},
+    "torchao:tensorwise@layernorm+sigmoid": {"LayerNorm", "Sigmoid"},
+    "torchao:rowwise_gw_hp@rmsnorm+silu": {"RMSNorm", "SiLU"},
 }
 
 
@@ -108,7 +108,7 @@ def test_context_kernels_are_counted_and_named(in_context):
 
 def test_roles_of_module_state():
     """The linear's weight and its role-named buffers have roles; a norm's weight has none."""
-    variant = Variant.from_key("reference:tensorwise_delayed@rmsnorm>none")
+    variant = Variant.from_key("reference:tensorwise_delayed@rmsnorm+none")
     module = build_module(variant, 72, 104)
     roles = {id(t): role for t, role in capture_module._state_roles(module)}
     assert roles[id(module.linear.weight)] is Role.WEIGHT
@@ -123,7 +123,7 @@ def test_torchao_module_is_a_linear_with_a_weight():
     from f8roof.profiler import torchao_float8
 
     with torchao_float8.inductor_patch_scope():
-        module = build_module(Variant.from_key("torchao:rowwise@layernorm>sigmoid"), 64, 32)
+        module = build_module(Variant.from_key("torchao:rowwise@layernorm+sigmoid"), 64, 32)
     assert type(module.linear).__module__.startswith("torchao.float8")
     assert list(capture_module._state_roles(module)) == [(module.linear.weight, Role.WEIGHT)]
 

@@ -146,7 +146,7 @@ def test_codegen_attributes_every_overhead_kernel_to_roles(captured):
 def test_mix_order_reduction_is_counted_three_ways():
     """At this shape Inductor reduces RMSNorm's backward rows and columns in one kernel and
     finishes the columns with an ATen sum in the wrapper (capture rule 9)."""
-    result = capture(Variant.from_key("bf16@rmsnorm>none"), (4096, 2048, 5120), device="codegen")
+    result = capture(Variant.from_key("bf16@rmsnorm+none"), (4096, 2048, 5120), device="codegen")
     assert result.disagreements() == () and result.unmatched_scheduler_nodes == ()
     final = next(k for k in result.launches if k.kind is KernelKind.EXTERN)
     assert final.name == "aten.sum" and final.context_modules == ("RMSNorm",)

@@ -202,7 +202,7 @@ def test_context_overhead_is_the_difference_with_the_bf16_graph():
     alone = run_json(*args, "--no-fit")["shapes"][0]
     data = run_json(*args, "--before", "layernorm", "--after", "sigmoid", "--no-fit")
     row = data["shapes"][0]
-    assert data["context"] == "layernorm>sigmoid"
+    assert data["context"] == "layernorm+sigmoid"
     assert row["bytes_actual"] == row["bytes_float8_graph"] - row["bytes_bf16_graph"]
     bf16_work = {(k["work"], tuple(k["context_modules"])) for k in row["bf16_kernels"]}
     assert bf16_work == {("gemm", ()), ("context", ("LayerNorm",)), ("context", ("Sigmoid",))}

@@ -12,7 +12,7 @@ from f8roof.profiler.capture import capture
 @pytest.mark.parametrize(
     "key",
     [
-        pytest.param("torchao:tensorwise@layernorm>sigmoid", marks=requires.torchao),
+        pytest.param("torchao:tensorwise@layernorm+sigmoid", marks=requires.torchao),
         "reference:rowwise",
     ],
 )

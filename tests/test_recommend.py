@@ -358,7 +358,7 @@ def test_tp_decides_on_the_local_shape():
     config = replace(
         roofline("rowwise").config, context=Context(Before.RMSNORM), fused=frozenset({Role.INPUT})
     )
-    assert tp2.loc[k, "context"] == "rmsnorm>none"
+    assert tp2.loc[k, "context"] == "rmsnorm+none"
     frame = estimate([(8192, 4096, 512)], config)
     assert tp2.loc[k, "speedup_worst"] == pytest.approx(frame["speedup_worst"].iloc[0])
     # torchtitan#1207: the TP2 shard of k_proj loses in rowwise (at the worst case and ideal)

@@ -34,7 +34,7 @@ def test_each_loads_and_says_what_it_is(shipped):
     assert "traffic from generated code" in calibration.source and "datasheet" in calibration.source
     assert calibration.fit_shapes == FIT_SHAPES
     keys = {v.variant for v in calibration.variants}
-    for context in ("none", "layernorm>sigmoid", "rmsnorm>none", "silu_mul>none"):
+    for context in ("none", "layernorm+sigmoid", "rmsnorm+none", "silu_mul+none"):
         suffix = "" if context == "none" else f"@{context}"
         assert {f"bf16{suffix}", f"torchao:tensorwise{suffix}", f"torchao:rowwise{suffix}"} <= keys
     assert "reference:tensorwise_delayed" in keys
@@ -62,7 +62,7 @@ def test_default_estimate_is_the_shipped_one():
 
 CHECKED = [
     ("torchao:rowwise", (4096, 4096, 4096)),  # issue #10's example, between fit shapes
-    ("torchao:tensorwise@layernorm>sigmoid", (2048, 1280, 3072)),  # a fit shape
+    ("torchao:tensorwise@layernorm+sigmoid", (2048, 1280, 3072)),  # a fit shape
     ("reference:tensorwise_delayed", (8192, 3072, 2048)),
 ]
 

@@ -130,9 +130,9 @@ def test_time_linear_step_eager_cpu() -> None:
     [
         "reference:tensorwise",
         pytest.param(
-            "torchao:rowwise@silu_mul>gelu", marks=[requires.torchao, requires.cpu_rowwise]
+            "torchao:rowwise@silu_mul+gelu", marks=[requires.torchao, requires.cpu_rowwise]
         ),
-        "bf16@rmsnorm>none",
+        "bf16@rmsnorm+none",
     ],
 )
 def test_time_linear_step_compiled_cpu(key: str) -> None:

@@ -4,7 +4,7 @@ A `Variant` names everything that changes the kernels torch.compile generates fo
 forward+backward: the recipe (None for the bf16 baseline), the implementation (torchao's
 Float8Linear or f8roof's reference autograd.Function) and the context (the op producing the
 linear's input and the op consuming its output). Its `key` is the name calibration files and
-checkpoints use: `bf16`, `torchao:rowwise`, `reference:tensorwise_delayed@layernorm>sigmoid`.
+checkpoints use: `bf16`, `torchao:rowwise`, `reference:tensorwise_delayed@layernorm+sigmoid`.
 
 Also here: the one float8 alignment rule (which dims `_scaled_mm` needs divisible by 16), used
 by estimate, capture and recommend alike.
@@ -61,10 +61,10 @@ class Context:
 
     @property
     def name(self) -> str:
-        """'none' for a standalone linear, else 'before>after' (e.g. 'layernorm>sigmoid')."""
+        """'none' for a standalone linear, else 'before+after' (e.g. 'layernorm+sigmoid')."""
         if self.is_standalone:
             return "none"
-        return f"{self.before.value}>{self.after.value}"
+        return f"{self.before.value}+{self.after.value}"
 
     @property
     def is_standalone(self) -> bool:
@@ -82,9 +82,9 @@ class Context:
         """Inverse of `name`."""
         if name == "none":
             return cls()
-        before, sep, after = name.partition(">")
+        before, sep, after = name.partition("+")
         if not sep:
-            raise ContextError(f"bad context {name!r}: expected 'none' or 'before>after'")
+            raise ContextError(f"bad context {name!r}: expected 'none' or 'before+after'")
         return cls.from_names(before, after)
 
 
@@ -158,7 +158,7 @@ class Variant:
     @property
     def slug(self) -> str:
         """The key in file-name characters: `torchao-rowwise.layernorm-sigmoid`."""
-        return self.key.replace(":", "-").replace("@", ".").replace(">", "-")
+        return self.key.replace(":", "-").replace("@", ".").replace("+", "-")
 
     @classmethod
     def from_key(cls, key: str) -> Variant:
