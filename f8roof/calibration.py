@@ -532,30 +532,32 @@ def _poly_to_json(poly: Polynomial) -> dict[str, int | str]:
     }
 
 
+def regime_to_dict(r: Regime, polynomial=_poly_to_json) -> dict[str, Any]:
+    """A regime as JSON; `polynomial` writes its polynomials (compare adds expressions)."""
+    return {
+        "shapes": [list(s) for s in r.shapes],
+        "verified": [list(s) for s in r.verified],
+        "workspace_max_bytes": r.workspace_max,
+        "total": polynomial(r.total),
+        "kernels": [
+            {
+                "key": k.key,
+                "name": k.name,
+                "graph": k.graph,
+                "kind": k.kind,
+                "role": k.role,
+                "bytes": polynomial(k.nbytes),
+            }
+            for k in r.kernels
+        ],
+    }
+
+
 def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
     return {
         "variant": v.variant,
         "fixed": None if v.fixed is None else vars(v.fixed),
-        "regimes": [
-            {
-                "shapes": [list(s) for s in r.shapes],
-                "verified": [list(s) for s in r.verified],
-                "workspace_max_bytes": r.workspace_max,
-                "total": _poly_to_json(r.total),
-                "kernels": [
-                    {
-                        "key": k.key,
-                        "name": k.name,
-                        "graph": k.graph,
-                        "kind": k.kind,
-                        "role": k.role,
-                        "bytes": _poly_to_json(k.nbytes),
-                    }
-                    for k in r.kernels
-                ],
-            }
-            for r in v.traffic.regimes
-        ],
+        "regimes": [regime_to_dict(r) for r in v.traffic.regimes],
         "unfitted": [
             {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in v.traffic.unfitted
         ],

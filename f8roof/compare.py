@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from f8roof.calibration import regime_to_dict
 from f8roof.models.fit import (
     CPU_FIT_SHAPES,
     FIT_SHAPES,
@@ -347,26 +348,14 @@ def _shape_json(s: ShapeComparison) -> dict:
 def _regime_json(c: Comparison, r: Regime) -> dict:
     base = c.baseline_total(r)
     total = r.total if base is None else r.total - base
+    fitted = regime_to_dict(r, polynomial=_poly_json)
     return {
         "actual": _poly_json(total),
-        "float8_graph": _poly_json(r.total),
+        "float8_graph": fitted.pop("total"),
         "bf16_graph": None if base is None else _poly_json(base),
         "actual_minus_worst": _poly_json(total - c.worst),
         "actual_minus_ideal": _poly_json(total - c.ideal),
-        "workspace_max_bytes": r.workspace_max,
-        "shapes": [list(s) for s in r.shapes],
-        "verified": [list(s) for s in r.verified],
-        "kernels": [
-            {
-                "key": k.key,
-                "name": k.name,
-                "graph": k.graph,
-                "kind": k.kind,
-                "role": k.role,
-                "bytes": _poly_json(k.nbytes),
-            }
-            for k in r.kernels
-        ],
+        **fitted,
     }
 
 
