@@ -17,10 +17,11 @@ import torch
 
 from f8roof.calibrate import CALIBRATION_VARIANTS
 from f8roof.errors import reason
+from f8roof.models.gemm import GEMM_ROLES
 from f8roof.models.variant import Variant
 from f8roof.profiler.capture import Capture, capture_and_measure
 from f8roof.profiler.measure import launch_durations
-from f8roof.profiler.timing import GEMM_NAMES, StepTimes, gemm_fn, measure_step
+from f8roof.profiler.timing import StepTimes, gemm_fn, measure_step
 
 # What calibration measures by default, and torchao's benchmark context.
 VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm+sigmoid")
@@ -35,7 +36,7 @@ def report(problems: list[str]) -> list[str]:
 def check_gemms(device: str) -> list[str]:
     failures = []
     for dtype in ("bf16", "fp8", "fp8_rowwise"):
-        for gemm in GEMM_NAMES:
+        for gemm in (role.value for role in GEMM_ROLES):
             try:
                 out = gemm_fn(dtype, gemm, 256, 512, 768, device=device)()
                 if not torch.isfinite(out.float()).all():

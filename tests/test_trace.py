@@ -15,14 +15,12 @@ import pytest
 import torch
 
 from f8roof.profiler.trace import (
-    GEMM,
-    OTHER,
     STEP_ANNOTATION,
     EventKind,
     is_gemm_kernel,
-    kernel_durations,
     parse_chrome_trace,
     profile_step,
+    step_totals,
 )
 
 CPU_TRACE = Path(__file__).parent / "data" / "trace_cpu_tensorwise_32x48x64.json"
@@ -64,20 +62,23 @@ def test_parse_keeps_raw_durations() -> None:
     assert event.duration_s == pytest.approx(first["dur"] * 1e-6, rel=1e-9)
 
 
-def test_kernel_durations_cpu_trace() -> None:
+def test_step_totals_cpu_trace() -> None:
     events = parse_chrome_trace(CPU_TRACE.read_text())
-    durations = kernel_durations(events, CPU_KERNELS)
-    assert set(durations) == {*CPU_KERNELS, GEMM}
-    for name in CPU_KERNELS:  # two steps: median = mean of the two
-        per_step = [e.duration_s for e in events if e.name == name]
-        assert durations[name] == pytest.approx(sum(per_step) / 2)
-    gemm_per_step = [
-        sum(e.duration_s for e in events if e.step == s and e.name.startswith("aten"))
-        for s in (0, 1)
+    totals = step_totals(events)
+    per_step = {s: [e for e in events if e.step == s] for s in (0, 1)}
+    # two steps: each median is the mean of the two steps' sums
+    device = [sum(e.duration_s for e in step) for step in per_step.values()]
+    gemms = [
+        sum(e.duration_s for e in step if e.name.startswith("aten")) for step in per_step.values()
     ]
-    assert durations[GEMM] == pytest.approx(sum(gemm_per_step) / 2)
-    # Without names every C++ kernel is "other".
-    assert set(kernel_durations(events, [])) == {GEMM, OTHER}
+    assert totals.device_s == pytest.approx(sum(device) / 2)
+    assert totals.gemm_s == pytest.approx(sum(gemms) / 2)
+    assert 0 < totals.gemm_s < totals.device_s
+    assert (
+        totals.launches
+        == len(per_step[0])
+        == len(CPU_KERNELS) + len([e for e in per_step[0] if e.name.startswith("aten")])
+    )
 
 
 def _x(name: str, cat: str, ts: float, dur: float, **args: object) -> dict[str, object]:
@@ -139,19 +140,16 @@ def test_parse_cuda_trace_assigns_steps_by_launch() -> None:
     )
 
 
-def test_kernel_durations_cuda_trace() -> None:
-    events = parse_chrome_trace(json.dumps(CUDA_TRACE))
-    durations = kernel_durations(events, ["triton_poi_fused_abs_amax_0", "triton_never_ran_9"])
-    assert durations == pytest.approx(
-        {
-            "triton_poi_fused_abs_amax_0": 5e-6,  # median of 4 and 6 us
-            GEMM: 35e-6,  # median of 30 and 40 us
-            OTHER: 0.5e-6,  # the memset of step 0, nothing in step 1; the memcpy is outside steps
-        }
-    )
+def test_step_totals_cuda_trace() -> None:
+    totals = step_totals(parse_chrome_trace(json.dumps(CUDA_TRACE)))
+    # step 0: gemm 30 + amax 4 + memset 1 us; step 1: amax 6 + gemm 40 us; the memcpy launched
+    # outside the steps is left out
+    assert totals.device_s == pytest.approx((35e-6 + 46e-6) / 2)
+    assert totals.gemm_s == pytest.approx(35e-6)  # median of 30 and 40 us
+    assert totals.launches == round((3 + 2) / 2)
 
 
-def test_kernel_durations_without_steps() -> None:
+def test_step_totals_without_steps() -> None:
     trace = {
         "traceEvents": [
             e
@@ -161,10 +159,10 @@ def test_kernel_durations_without_steps() -> None:
     }
     events = parse_chrome_trace(json.dumps(trace))
     assert {e.step for e in events} == {None}
-    durations = kernel_durations(events, ["triton_poi_fused_abs_amax_0"])
-    assert durations == pytest.approx(
-        {"triton_poi_fused_abs_amax_0": 10e-6, GEMM: 70e-6, OTHER: 4e-6}
-    )
+    totals = step_totals(events)  # one "step": the whole trace, the memcpy included
+    assert totals.device_s == pytest.approx(84e-6) and totals.gemm_s == pytest.approx(70e-6)
+    with pytest.raises(ValueError, match="no kernel"):
+        step_totals([])
 
 
 def test_many_steps_each_kernel_in_the_step_of_its_launch() -> None:

@@ -17,12 +17,11 @@ from typing import Any
 import pytest
 
 from f8roof.profiler.trace import (
-    GEMM,
     EventKind,
     KernelEvent,
     is_gemm_kernel,
-    kernel_durations,
     parse_chrome_trace,
+    step_totals,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -123,7 +122,6 @@ def test_triton_kernel_with_its_duration_and_step(parsed, raw) -> None:
     assert launch["name"] == "cuLaunchKernel" and launch["args"]["correlation"] == 35
     assert event.launch_s == pytest.approx(launch["ts"] * 1e-6, abs=1e-9)
     assert event.step == 1  # ProfilerStep#1 holds the launch
-    assert kernel_durations(parsed[TRITON], [event.name]) == pytest.approx({event.name: 1.76e-6})
 
 
 def _step_of(ranges: dict[int, tuple[float, float]], t_s: float) -> int | None:
@@ -212,7 +210,7 @@ def test_gemm_kernels_of_the_training_step(parsed) -> None:
     fbgemm = {e.name for e in events if "fbgemm_gpu::" in e.name}
     assert len(fbgemm) >= 6 and not any(is_gemm_kernel(name) for name in fbgemm)
     per_step = [sum(e.duration_s for e in gemms if e.step == s) for s in range(550, 555)]
-    assert kernel_durations(events, [])[GEMM] == pytest.approx(statistics.median(per_step))
+    assert step_totals(events).gemm_s == pytest.approx(statistics.median(per_step))
 
 
 def test_triton_kernels_of_the_training_step(parsed) -> None:
@@ -230,7 +228,7 @@ def test_annotations_that_are_not_steps(parsed, raw) -> None:
     assert {e.step for e in events} == {None}
     gemms = [e for e in events if is_gemm_kernel(e.name)]
     assert len(gemms) == 20
-    assert kernel_durations(events, [])[GEMM] == pytest.approx(sum(e.duration_s for e in gemms))
+    assert step_totals(events).gemm_s == pytest.approx(sum(e.duration_s for e in gemms))
 
 
 def test_gzip_bytes_path_and_text_parse_alike(parsed) -> None:

@@ -1,7 +1,7 @@
 """Gemm and end-to-end (wall-clock) timing.
 
 Every measurement: warm-up (and compilation) outside the timed region, one sample per
-iteration, median with p10/p90, TFLOP/s derived beside the time. On CUDA each iteration is
+iteration, median with p10/p90. On CUDA each iteration is
 timed with CUDA events after a 256 MB write that evicts the inputs from L2 (50 MB on H100/H200),
 so a gemm is timed reading its operands from HBM as it does inside a training step. On CPU,
 and whenever a clock is injected (tests), a host clock brackets each synchronized iteration.
@@ -10,23 +10,18 @@ and whenever a clock is injected (tests), a host clock brackets each synchronize
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
+from f8roof.models.gemm import GemmRole, gemm_dims
 from f8roof.models.variant import Variant
 from f8roof.profiler import torchao_float8
 from f8roof.profiler.float8_linear import E4M3, E5M2, USE_FAST_ACCUM
 from f8roof.profiler.graphs import build_step
-from f8roof.profiler.trace import L2_FLUSH_BYTES, KernelEvent, is_gemm_kernel, profile_step
-
-GemmDtype = Literal["bf16", "fp8", "fp8_rowwise"]
-GemmName = Literal["output", "grad_input", "grad_weight"]
-GEMM_NAMES: tuple[GemmName, ...] = ("output", "grad_input", "grad_weight")
+from f8roof.profiler.trace import L2_FLUSH_BYTES, KernelEvent, profile_step, step_totals
 
 
 @dataclass(frozen=True)
@@ -39,42 +34,6 @@ class TimingResult:
     def __post_init__(self) -> None:
         if self.n < 1 or not 0 <= self.p10_s <= self.median_s <= self.p90_s:
             raise ValueError(f"inconsistent timing {self}")
-
-
-@dataclass(frozen=True)
-class GemmTiming:
-    dtype: GemmDtype
-    gemm: GemmName
-    M: int
-    K: int
-    N: int
-    timing: TimingResult
-
-    @property
-    def flop(self) -> int:
-        return 2 * self.M * self.K * self.N
-
-    @property
-    def tflop_per_s(self) -> float:
-        return self.flop / self.timing.median_s / 1e12
-
-
-@dataclass(frozen=True)
-class LinearStepTiming:
-    variant: str  # Variant.key
-    M: int
-    K: int
-    N: int
-    compiled: bool
-    timing: TimingResult
-
-    @property
-    def flop(self) -> int:
-        return 3 * 2 * self.M * self.K * self.N  # output, grad_input, grad_weight
-
-    @property
-    def tflop_per_s(self) -> float:
-        return self.flop / self.timing.median_s / 1e12
 
 
 def _percentile(sorted_samples: list[float], q: float) -> float:
@@ -147,7 +106,7 @@ def time_fn(
 
 
 def gemm_operands(
-    dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *, device: str
+    dtype: str, gemm: str, M: int, K: int, N: int, *, device: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Random operands (a, b) of one linear gemm, `a @ b`, in the layouts training uses.
 
@@ -155,7 +114,7 @@ def gemm_operands(
     e5m2, input and weight in e4m3. bf16: the layouts of the plain linear, where grad_input
     reads the (N, K) weight row-major and grad_weight reads grad_output transposed.
     """
-    m, k, n = {"output": (M, K, N), "grad_input": (M, N, K), "grad_weight": (N, M, K)}[gemm]
+    m, k, n = gemm_dims(GemmRole(gemm), M, K, N)
 
     def rand(rows: int, cols: int, *, column_major: bool) -> torch.Tensor:
         # randn, never zeros: gemms on zeros draw less power and run faster than on real data.
@@ -175,7 +134,7 @@ def gemm_operands(
 
 
 def gemm_fn(
-    dtype: GemmDtype, gemm: GemmName, M: int, K: int, N: int, *, device: str
+    dtype: str, gemm: str, M: int, K: int, N: int, *, device: str
 ) -> Callable[[], torch.Tensor]:
     """One gemm of a (M, K, N) linear, ready to call: bf16 `torch.mm`, or float8 `_scaled_mm`
     with one scale per tensor (fp8) or per row of `a` and column of `b` (fp8_rowwise)."""
@@ -196,24 +155,6 @@ def gemm_fn(
         out_dtype=torch.bfloat16,
         use_fast_accum=USE_FAST_ACCUM[gemm],
     )
-
-
-def time_gemm(
-    dtype: GemmDtype,
-    gemm: GemmName,
-    M: int,
-    K: int,
-    N: int,
-    *,
-    device: str,
-    warmup: int = 10,
-    iters: int = 50,
-    clock: Callable[[], int] | None = None,
-) -> GemmTiming:
-    """One gemm of a (M, K, N) linear, timed by `time_fn`."""
-    fn = gemm_fn(dtype, gemm, M, K, N, device=device)
-    timing = time_fn(fn, warmup=warmup, iters=iters, device=device, clock=clock)
-    return GemmTiming(dtype=dtype, gemm=gemm, M=M, K=K, N=N, timing=timing)
 
 
 def linear_step(
@@ -246,24 +187,6 @@ def linear_step(
     return run
 
 
-def time_linear_step(
-    variant: Variant,
-    M: int,
-    K: int,
-    N: int,
-    *,
-    device: str,
-    compiled: bool = True,
-    warmup: int = 3,
-    iters: int = 20,
-    clock: Callable[[], int] | None = None,
-) -> LinearStepTiming:
-    """Wall clock of `linear_step` after `warmup` untimed steps (the steady state)."""
-    step = linear_step(variant, M, K, N, device=device, compiled=compiled)
-    timing = time_fn(step, warmup=warmup, iters=iters, device=device, clock=clock)
-    return LinearStepTiming(variant=variant.key, M=M, K=K, N=N, compiled=compiled, timing=timing)
-
-
 @dataclass(frozen=True)
 class StepTimes:
     """A step on both clocks: device (profiler kernel durations) and wall (synchronized)."""
@@ -286,21 +209,11 @@ def measure_step(
     """Profile `step` (warm-up compiles), then time it on the wall clock."""
     events = profile_step(step, warmup=warmup, iters=iters, device=device, trace_path=trace_path)
     wall = time_fn(step, warmup=1, iters=iters, device=device)
-    annotated = any(e.step is not None for e in events)
-    steps: dict[int | None, list[KernelEvent]] = {}
-    for event in events:
-        if annotated and event.step is None:
-            continue  # outside the steps: the L2 flush between them
-        steps.setdefault(event.step, []).append(event)
-    if not steps:
-        raise RuntimeError("the profiler recorded no kernel of the step")
-    per_step = list(steps.values())
+    totals = step_totals(events)
     return StepTimes(
-        device_s=statistics.median(sum(e.duration_s for e in s) for s in per_step),
-        gemm_s=statistics.median(
-            sum(e.duration_s for e in s if is_gemm_kernel(e.name)) for s in per_step
-        ),
+        device_s=totals.device_s,
+        gemm_s=totals.gemm_s,
         wall_s=wall.median_s,
-        launches=round(statistics.median(len(s) for s in per_step)),
+        launches=totals.launches,
         events=tuple(events),
     )

@@ -26,7 +26,7 @@ import os
 import re
 import statistics
 import tempfile
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -34,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 STEP_ANNOTATION = "f8roof_step#"  # record_function name of profiled iteration i: f"{...}{i}"
-GEMM = "gemm"  # kernel_durations key: every gemm kernel (cuBLAS, CUTLASS, aten mm ops)
-OTHER = "other"  # kernel_durations key: events neither named nor a gemm
 L2_FLUSH_BYTES = 256 * 2**20
 
 _STEP_RE = re.compile(r"^(?:f8roof_step|ProfilerStep)#(\d+)$")
@@ -203,28 +201,35 @@ def parse_chrome_trace(trace: str | bytes | os.PathLike[str]) -> list[KernelEven
     return [event for _, event in sorted(found, key=lambda pair: pair[0])]
 
 
-def kernel_durations(
-    events: Iterable[KernelEvent], kernel_names: Iterable[str]
-) -> dict[str, float]:
-    """Median over steps of each kernel's summed duration per step, in seconds.
+@dataclass(frozen=True)
+class StepTotals:
+    """One profiled step, the median over the annotated iterations."""
 
-    Keys: every name of `kernel_names` seen in the trace (Inductor's Triton or C++ kernel
-    names; a kernel launched twice in a step counts twice, and forward and backward kernels of
-    the same name add up), `GEMM` for all gemm kernels, `OTHER` for the rest. A kernel absent
-    from some steps counts 0 there. Events outside the annotated steps are ignored when there
-    are annotations.
-    """
-    names = set(kernel_names)
+    device_s: float  # every device kernel of a step, summed
+    gemm_s: float  # the gemm kernels among them
+    launches: int  # kernels per step
+
+
+def step_totals(events: Iterable[KernelEvent]) -> StepTotals:
+    """Per-step sums of a trace's kernels, median over steps. Events outside the annotated
+    steps (the L2 flush between them) are left out when the trace has annotations."""
     events = list(events)
     annotated = any(e.step is not None for e in events)
-    per_step: dict[int | None, Counter[str]] = defaultdict(Counter)
+    steps: dict[int | None, list[KernelEvent]] = {}
     for event in events:
         if annotated and event.step is None:
             continue
-        key = event.name if event.name in names else GEMM if is_gemm_kernel(event.name) else OTHER
-        per_step[event.step][key] += event.duration_s
-    keys = sorted({key for totals in per_step.values() for key in totals})
-    return {key: statistics.median(totals[key] for totals in per_step.values()) for key in keys}
+        steps.setdefault(event.step, []).append(event)
+    if not steps:
+        raise ValueError("the profiler recorded no kernel of the step")
+    per_step = list(steps.values())
+    return StepTotals(
+        device_s=statistics.median(sum(e.duration_s for e in s) for s in per_step),
+        gemm_s=statistics.median(
+            sum(e.duration_s for e in s if is_gemm_kernel(e.name)) for s in per_step
+        ),
+        launches=round(statistics.median(len(s) for s in per_step)),
+    )
 
 
 def profile_step(
