@@ -1,0 +1,39 @@
+"""The benchmark scripts run (tiny sizes): a benchmark that no longer runs is a claim no one
+can check. Their figures are printed, not asserted."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(script: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_estimate_throughput_runs():
+    assert "shapes/s" in run("estimate_throughput.py", "--shapes", "1000", "--repeats", "1")
+
+
+def test_cli_throughput_runs():
+    assert "shapes/s" in run("cli_throughput.py", "--shapes", "1000", "--repeats", "1")
+
+
+@pytest.mark.slow
+def test_compare_cost_runs_one_shape():
+    pytest.importorskip("triton")
+    pytest.importorskip("torchao")
+    out = run("compare_cost.py", "--shape", "256,512,1024", "--one-shape")
+    assert "torchao:tensorwise on h100, one shape" in out
+    assert "disagreements 0" in out
