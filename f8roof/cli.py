@@ -277,6 +277,18 @@ def estimate(
     _estimate_shapes(resolved, shape_texts, shapes_file, sweep, out=out, overhead=overhead)
 
 
+def _warn_versions(calibration) -> None:
+    """Its fits describe the code of the versions that generated it; say where this differs."""
+    from f8roof.profiler.graphs import version_mismatch
+
+    env = calibration.environment
+    mismatch = version_mismatch({"torch": env.torch, "triton": env.triton, "torchao": env.torchao})
+    if mismatch:
+        click.echo(
+            f"warning: the calibration's code came from other versions: {mismatch}", err=True
+        )
+
+
 def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead) -> None:
     from f8roof.estimate import breakeven_lines, breakevens, codegen_columns, estimate, implausible
     from f8roof.files import write_frame
@@ -287,16 +299,8 @@ def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead
     config = resolved.config
     if overhead == "codegen":
         _need_torch("estimate --overhead codegen")
-        from f8roof.profiler.graphs import version_mismatch
-
-        env = config.calibration.environment if config.calibration else None
-        mismatch = env and version_mismatch(
-            {"torch": env.torch, "triton": env.triton, "torchao": env.torchao}
-        )
-        if mismatch:
-            click.echo(
-                f"warning: the calibration's code came from other versions: {mismatch}", err=True
-            )
+        if config.calibration is not None:
+            _warn_versions(config.calibration)
     frame = estimate(shapes, config)
     if overhead == "codegen":
         bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
@@ -721,6 +725,24 @@ def validate(
         )
 
 
+def _compare_calibration(path, gpu, variant):
+    """The calibration compare puts beside its count, loaded before anything compiles."""
+    from f8roof.calibration import Calibration
+    from f8roof.calibrations import shipped_calibration
+
+    if path is None:
+        return None, None
+    if path == "shipped":
+        path = shipped_calibration(gpu)
+        if path is None:
+            raise F8RoofError(f"no shipped calibration for {gpu.name}: give a file")
+    calibration = Calibration.load(path)
+    calibration.variant(variant.key)  # refused now, in one line, if it lacks the variant
+    calibration.variant(variant.baseline.key)
+    _warn_versions(calibration)
+    return calibration, str(path)
+
+
 @main.command()
 @click.option("--recipe", default="tensorwise", show_default=True)
 @click.option("--scaling", default=None, help="tensorwise scaling per role, as for estimate")
@@ -738,6 +760,13 @@ def validate(
 @click.option("--gpu", default="h100", show_default=True, help="target GPU for --device codegen")
 @SEED
 @click.option("--no-fit", is_flag=True, help="skip the exact fit in M, K, N (fewer compiles)")
+@click.option(
+    "--calibration",
+    "calibration_path",
+    default=None,
+    help="also show this calibration's fitted overhead at each shape ('shipped': the one for "
+    "--gpu), and warn where its code came from other versions",
+)
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable report")
 @click.option("--out", default=None, help="also write the report to FILE")
 def compare(
@@ -752,6 +781,7 @@ def compare(
     fused,
     compile_limitations,
     no_fit,
+    calibration_path,
     as_json,
     out,
 ) -> None:
@@ -774,6 +804,7 @@ def compare(
     impl = resolve_implementation(implementation)
     variant = Variant.of(recipe_value, impl, Context.from_names(before, after))
     target = resolve_gpu(gpu)
+    calibration, calibration_name = _compare_calibration(calibration_path, target, variant)
     if implementation is None:
         click.echo(f"implementation: {impl.value} (the default here; --impl)", err=True)
     shapes = [parse_shape(t) for t in shape_texts] or [(4096, 4096, 4096)]
@@ -799,7 +830,10 @@ def compare(
         limited=frozenset(Role) if compile_limitations else frozenset(),
         progress=bar,
     )
-    text = c.to_json(result) if as_json else c.render_text(result)
+    check = None
+    if calibration:
+        check = c.against_calibration(result, calibration, calibration_name)
+    text = c.to_json(result, check) if as_json else c.render_text(result, check)
     click.echo(text, nl=False)
     if out:
         write_text_atomic(out, text)

@@ -18,7 +18,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from f8roof.calibration import regime_to_dict
+import numpy as np
+
+from f8roof.calibration import Calibration, regime_to_dict
 from f8roof.models.fit import (
     CPU_FIT_SHAPES,
     FIT_SHAPES,
@@ -31,6 +33,7 @@ from f8roof.models.fit import (
     from_sympy,
 )
 from f8roof.models.hardware import GPU
+from f8roof.models.monomials import ShapeArrays
 from f8roof.models.recipes import Role
 from f8roof.models.traffic import ideal_traffic, worst_traffic
 from f8roof.models.variant import Variant
@@ -187,7 +190,7 @@ def _kernel_lines(capture) -> list[str]:
     return lines
 
 
-def render_text(c: Comparison) -> str:
+def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
     where = f"{c.device}" + (f" ({c.gpu})" if c.gpu else "")
     title = (
         f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
@@ -238,6 +241,8 @@ def render_text(c: Comparison) -> str:
             lines.append(_regime_text(c, i, regime))
         for u in c.fit.unfitted:
             lines.append(f"unfitted shapes {', '.join(map(str, u.shapes))}: {u.reason}")
+    if check is not None:
+        lines += ["", *check.lines()]
     return "\n".join(lines) + "\n"
 
 
@@ -359,7 +364,7 @@ def _regime_json(c: Comparison, r: Regime) -> dict:
     }
 
 
-def to_json(c: Comparison) -> str:
+def to_json(c: Comparison, check: CalibrationCheck | None = None) -> str:
     data = {
         "variant": c.variant.key,
         "recipe": c.variant.recipe_name,
@@ -379,8 +384,58 @@ def to_json(c: Comparison) -> str:
                 {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in c.fit.unfitted
             ],
         },
+        "calibration": None if check is None else check.to_dict(),
     }
     return json.dumps(data, indent=1) + "\n"
+
+
+@dataclass(frozen=True)
+class CalibrationCheck:
+    """A calibration's fitted overhead bytes beside what this compile generated, per shape: does
+    the code here still match the code the calibration's fits describe?"""
+
+    source: str
+    shapes: tuple[Shape, ...]
+    fitted: tuple[int, ...]
+    generated: tuple[int, ...]
+
+    def lines(self) -> list[str]:
+        note = "its fits leave out split-reduction workspace, which Inductor sizes per shape"
+        out = [
+            f"calibration {self.source}",
+            f"  its fitted overhead beside this compile's ({note})",
+        ]
+        for (M, K, N), fitted, generated in zip(self.shapes, self.fitted, self.generated):
+            diff = generated - fitted
+            said = "equal" if diff == 0 else f"{diff:+,} B ({diff / max(fitted, 1):+.2%})"
+            out.append(
+                f"  M={M} K={K} N={N}: calibration {fitted:,} B, generated here {generated:,} B: "
+                f"{said}"
+            )
+        return out
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "shapes": [
+                {"M": M, "K": K, "N": N, "fitted": f, "generated": g}
+                for (M, K, N), f, g in zip(self.shapes, self.fitted, self.generated)
+            ],
+        }
+
+
+def against_calibration(c: Comparison, calibration: Calibration, name: str) -> CalibrationCheck:
+    from f8roof.estimate import fitted_overhead
+
+    shapes = tuple(s.shape for s in c.shapes)
+    M, K, N = (np.array(dim, dtype=np.float64) for dim in zip(*shapes))
+    nbytes, _, _ = fitted_overhead(calibration, c.variant, ShapeArrays(M, K, N))
+    return CalibrationCheck(
+        f"{name} ({calibration.source})",
+        shapes,
+        tuple(round(float(b)) for b in nbytes),
+        tuple(s.bytes_actual for s in c.shapes),
+    )
 
 
 def capture_differences(expected, actual) -> list[str]:

@@ -165,26 +165,37 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
     return pd.DataFrame(columns, copy=False)
 
 
+def fitted_overhead(
+    calibration: Calibration, variant: Variant, shapes: ShapeArrays
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The calibration's overhead at each shape: the float8 graph's fitted non-gemm kernels less
+    the bf16 graph's of the same context (bytes, seconds), and the context's own seconds."""
+    bf16 = calibration.variant(variant.baseline.key)
+    fp8 = calibration.variant(variant.key)
+    bf16_bytes, context_s = fitted_kernels(
+        bf16.traffic.regimes, calibration.kernel_time, bf16.variant, shapes
+    )
+    fp8_bytes, fp8_s = fitted_kernels(
+        fp8.traffic.regimes, calibration.kernel_time, fp8.variant, shapes
+    )
+    return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
+
+
 def calibrated_columns(
     calibration: Calibration, variant: Variant, M, K, N, *, bf16_gemm_s, fp8_gemm_s
 ) -> dict[str, np.ndarray]:
     """The calibrated prediction: device clock first, the wall clock where it was measured."""
     bf16 = calibration.variant(variant.baseline.key)
     fp8 = calibration.variant(variant.key)
-    shapes = ShapeArrays(M, K, N)
-    bf16_bytes, context_s = fitted_kernels(
-        bf16.traffic.regimes, calibration.kernel_time, bf16.variant, shapes
+    overhead_bytes, overhead_s, context_s = fitted_overhead(
+        calibration, variant, ShapeArrays(M, K, N)
     )
-    fp8_bytes, fp8_kernels_s = fitted_kernels(
-        fp8.traffic.regimes, calibration.kernel_time, fp8.variant, shapes
-    )
-    overhead_s = fp8_kernels_s - context_s
     bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
     if bf16.fixed is not None:
         bf16_s = bf16_gemm_s * bf16.fixed.gemm_factor + bf16.fixed.device_extra_s
         fp8_s = fp8_gemm_s * fp8.fixed.gemm_factor + overhead_s + fp8.fixed.device_extra_s
     columns = {
-        "overhead_bytes_fitted": fp8_bytes - bf16_bytes,
+        "overhead_bytes_fitted": overhead_bytes,
         "overhead_s_fitted": overhead_s,
         "bf16_s": bf16_s,
         "fp8_s": fp8_s,

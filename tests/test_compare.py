@@ -217,3 +217,55 @@ def test_context_overhead_is_the_difference_with_the_bf16_graph():
     } <= fused
     assert row["bytes_actual"] < alone["bytes_actual"]
     assert row["disagreements"] == row["bf16_disagreements"] == []
+
+
+@pytest.mark.slow
+@requires.torch_213_torchao_018
+def test_shipped_calibration_beside_this_compile_differs_by_the_workspace_only():
+    """At a shape the shipped calibration was fitted on, with the versions that built it, its
+    overhead and this compile's differ by exactly the split-reduction workspace the fits leave
+    out: the shipped file still describes the code generated here."""
+    from f8roof.calibration import Calibration
+    from f8roof.calibrations import shipped_calibration
+    from f8roof.compare import against_calibration
+
+    gpu = find_gpu("h100")
+    variant = Variant.from_key("torchao:rowwise@layernorm+sigmoid")
+    shape = (1536, 2560, 1024)  # one of models.fit.FIT_SHAPES
+    result = compare(variant, [shape], device="codegen", gpu=gpu, fit=False)
+    check = against_calibration(result, Calibration.load(shipped_calibration(gpu)), "h100.json")
+    row = result.shapes[0]
+    workspace = sum(
+        capture.workspace_bytes(launch) * sign
+        for capture, sign in ((row.capture, 1), (row.baseline, -1))
+        for launch in capture.overhead_launches
+    )
+    assert check.generated == (row.bytes_actual,)
+    assert check.generated[0] - check.fitted[0] == workspace
+    assert "M=1536 K=2560 N=1024: calibration" in "\n".join(check.lines())
+
+
+def test_calibration_without_the_variant_is_refused_before_compiling():
+    args = ["--impl", "reference", "--recipe", "tensorwise", "--before", "rmsnorm"]
+    result = CliRunner().invoke(main, ["compare", *args, "--calibration", "shipped"])
+    assert result.exit_code != 0
+    expected = "Error: the calibration has no variant 'reference:tensorwise@rmsnorm+none'"
+    assert result.output.startswith(expected)
+    assert "Traceback" not in result.output and len(result.output.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_calibration_from_other_versions_is_warned_about(tmp_path):
+    from f8roof.calibrations import shipped_calibration
+
+    data = json.loads(shipped_calibration(find_gpu("h100")).read_text())
+    data["environment"]["torch"] = "2.9.0"
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    args = ["--impl", "reference", "--shape", "256,768,512", "--device", "codegen", "--no-fit"]
+    result = CliRunner().invoke(main, ["compare", *args, "--calibration", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "warning: the calibration's code came from other versions: torch 2.9.0 there" in (
+        result.stderr
+    )
+    assert f"calibration {path} (traffic from generated code" in result.stdout
