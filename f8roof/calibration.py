@@ -482,7 +482,13 @@ class _Reader:
                 terms.fail(name, f"zero denominator in {value!r}")
             if abs(int(numerator)) >= 2**63:
                 terms.fail(name, f"coefficient {str(value)[:40]} is beyond 64 bits")
-            coefficients[name] = Fraction(value)
+            coefficient = Fraction(value)
+            if coefficient == 0:
+                terms.fail(name, "zero coefficient: leave the term out")
+            canonical = _coefficient_to_json(coefficient)
+            if value != canonical:  # one spelling per value, so the file saves back unchanged
+                terms.fail(name, f"write {value!r} as {canonical!r}")
+            coefficients[name] = coefficient
         return Polynomial.from_map(coefficients)
 
 
@@ -525,11 +531,12 @@ def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
     )
 
 
+def _coefficient_to_json(c: Fraction) -> int | str:
+    return c.numerator if c.denominator == 1 else f"{c.numerator}/{c.denominator}"
+
+
 def _poly_to_json(poly: Polynomial) -> dict[str, int | str]:
-    return {
-        m: (c.numerator if c.denominator == 1 else f"{c.numerator}/{c.denominator}")
-        for m, c in poly.terms
-    }
+    return {m: _coefficient_to_json(c) for m, c in poly.terms}
 
 
 def regime_to_dict(r: Regime, polynomial=_poly_to_json) -> dict[str, Any]:

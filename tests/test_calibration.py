@@ -57,6 +57,21 @@ BAD = [
         "zero denominator",
     ),
     (
+        "zero coefficient",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": 0}),
+        "zero coefficient: leave the term out",
+    ),
+    (
+        "coefficient spelt two ways",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": "6/4"}),
+        "write '6/4' as '3/2'",
+    ),
+    (
+        "integer as a string",
+        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": "-5"}),
+        "write '-5' as -5",
+    ),
+    (
         "huge coefficient",
         lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": 2**70}),
         "beyond 64 bits",
