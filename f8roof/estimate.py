@@ -30,11 +30,12 @@ from f8roof.models.gemm import (
     TableGemm,
     linear_gemm_times,
 )
+from f8roof.models.grouped import GROUPED_RECIPE, grouped_traffic
 from f8roof.models.hardware import GPU
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
 from f8roof.models.overhead import fitted_kernels, nearest_regime
 from f8roof.models.recipes import Recipe, Role
-from f8roof.models.traffic import Level, ideal_traffic, worst_traffic
+from f8roof.models.traffic import Level, TrafficModel, ideal_traffic, worst_traffic
 from f8roof.models.variant import (
     FP8_DIM_MULTIPLE,
     Context,
@@ -57,10 +58,21 @@ class EstimateConfig:
     memory_efficiency: float = SEED_MEMORY_EFFICIENCY
     launch_floor_s: float = SEED_LAUNCH_FLOOR_S
     calibration: Calibration | None = field(default=None, compare=False)
+    # routed experts: torchao's float8 grouped-gemm path (`models.grouped`), rowwise, standalone
+    grouped: bool = False
 
     def __post_init__(self) -> None:
         # A recipe the implementation lacks (torchao has no delayed scaling) is refused here.
         Variant(self.recipe, self.implementation, self.context)
+        if self.grouped and (
+            self.recipe != GROUPED_RECIPE
+            or self.context != Context()
+            or self.fused
+            or self.limited
+            or self.calibration is not None
+        ):
+            # a calibration's fitted overhead is Float8Linear's, not the grouped path's
+            raise ValueError("a grouped config is rowwise, standalone, uncalibrated, without F/L")
 
     @property
     def variant(self) -> Variant:
@@ -89,26 +101,49 @@ class EstimateConfig:
         return self.launch_floor_s
 
 
+def traffic_model(
+    recipe: Recipe,
+    level: Level,
+    *,
+    implementation: Implementation,
+    fused: frozenset = frozenset(),
+    limited: frozenset = frozenset(),
+    grouped: bool = False,
+) -> TrafficModel:
+    """The sympy model of an overhead at `level`: torchao's grouped-gemm path for routed
+    experts (`grouped`), else the linear's worst or ideal model with the seed's F and L."""
+    if grouped:
+        return grouped_traffic(level)
+    if level is Level.WORST:
+        return worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
+    return ideal_traffic(recipe, implementation=implementation, fused=fused)
+
+
 @lru_cache(maxsize=64)
 def _compiled_bytes(
     recipe: Recipe,
     implementation: Implementation,
     fused: frozenset,
     limited: frozenset,
+    grouped: bool,
     level: Level,
 ):
     """numpy function (M, K, N) -> overhead bytes, built once per model."""
-    if level is Level.WORST:
-        model = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
-    else:
-        model = ideal_traffic(recipe, implementation=implementation, fused=fused)
+    model = traffic_model(
+        recipe,
+        level,
+        implementation=implementation,
+        fused=fused,
+        limited=limited,
+        grouped=grouped,
+    )
     return sp.lambdify(SYMBOLS, model.total, modules="numpy"), model.small_kernels
 
 
 def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.ndarray, int]:
     """Overhead bytes at float64 arrays M, K, N, and the model's small-kernel count."""
     fn, small_kernels = _compiled_bytes(
-        config.recipe, config.implementation, config.fused, config.limited, level
+        config.recipe, config.implementation, config.fused, config.limited, config.grouped, level
     )
     values = fn(M, K, N)
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
@@ -118,15 +153,20 @@ def _label(value: str, n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [value])
 
 
-def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
-    """Worst and ideal overhead beside the gemm times; the fitted level with a calibration."""
+def estimate(shapes, config: EstimateConfig, *, groups=None) -> pd.DataFrame:
+    """Worst and ideal overhead beside the gemm times; the fitted level with a calibration.
+    `groups` (a grouped config only, one count per shape): each shape is one expert of a
+    grouped gemm over that many; times and bytes are the whole grouped gemm's."""
     array = as_array(shapes)
     M, K, N = array[:, 0], array[:, 1], array[:, 2]
     Mf, Kf, Nf = (x.astype(np.float64) for x in (M, K, N))  # converted once, used by every model
+    if groups is not None and not config.grouped:
+        raise ValueError("groups are for a grouped config (routed experts)")
+    groups = 1 if groups is None else np.asarray(groups, dtype=np.float64)
     gemm = config.gemm_model
-    bf16_gemm_s, bf16_extra = linear_gemm_times(gemm, None, Mf, Kf, Nf)
+    bf16_gemm_s, bf16_extra = linear_gemm_times(gemm, None, Mf, Kf, Nf, groups=groups)
     fp8_gemm_s, fp8_extra = linear_gemm_times(
-        gemm, config.recipe, Mf, Kf, Nf, implementation=config.implementation
+        gemm, config.recipe, Mf, Kf, Nf, implementation=config.implementation, groups=groups
     )
     bandwidth = config.bandwidth_bytes_per_s
     columns: dict[str, object] = {
@@ -141,6 +181,7 @@ def estimate(shapes, config: EstimateConfig) -> pd.DataFrame:
     }
     for level in (Level.WORST, Level.IDEAL):
         nbytes, small_kernels = overhead_bytes(config, level, Mf, Kf, Nf)
+        nbytes = nbytes * groups
         overhead_s = nbytes / bandwidth + small_kernels * config.small_kernel_s
         columns[f"overhead_bytes_{level.value}"] = nbytes
         columns[f"overhead_s_{level.value}"] = overhead_s

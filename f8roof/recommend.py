@@ -11,14 +11,14 @@ exact bytes of the code torch.compile generates, datasheet times; or a measured 
 tensorwise torch.compile moves more). A layer float8 gemms cannot run (a dim not a multiple of
 16) is never converted, whichever recipe would otherwise look best.
 
-Routed experts are one row per projection: a grouped gemm over the GPU's experts, timed as
-experts-per-device single gemms at M = tokens per expert (padded). torchao trains them with
-its float8 MoE path (torchao.prototype.moe_training: rowwise scales in all three gemms of
-`_scaled_grouped_mm`, hand-written Triton casts), which cannot be compiled on a machine without
-a GPU, so their overhead comes from the sympy models (worst and ideal) whatever the
-calibration, and their recipe is always rowwise. One grouped gemm is one kernel launch: summing
-per-expert gemms counts a launch floor per expert, which overstates small experts' times (in
-both precisions).
+Routed experts are one row per projection: a grouped gemm over the GPU's experts at M = tokens
+per expert (padded), one launch whose tiles of every expert share the waves over the SMs
+(roofline and tiled gemm models; a measured gemm table, which holds single gemms, times it as
+that many gemms, launches included). torchao trains them with its float8 MoE path
+(torchao.prototype.moe_training: rowwise scales in all three gemms of `_scaled_grouped_mm`,
+casts by hand-written Triton kernels that torch.compile calls as opaque custom ops), so their
+overhead comes from the model of those kernels (`models.grouped`, worst and ideal) whatever the
+calibration, and their recipe is always rowwise.
 """
 
 from __future__ import annotations
@@ -43,18 +43,16 @@ from f8roof.architectures import (
 )
 from f8roof.calibration import Calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate
+from f8roof.estimate import EstimateConfig, estimate, traffic_model
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
+from f8roof.models.grouped import GROUPED_RECIPE
 from f8roof.models.recipes import Recipe
-from f8roof.models.traffic import context_fused_roles
+from f8roof.models.traffic import Level, context_fused_roles
 from f8roof.models.variant import Context, Implementation
 from f8roof.resolve import Request, Resolved, resolve
 from f8roof.scale import ONE_GPU, LocalLayer, Recompute, TrainingSetup, local_layers
 
-# torchao's float8 grouped gemm (torchao 0.18 prototype/moe_training/fp8_grouped_mm.py,
-# `_to_fp8_rowwise_then_scaled_grouped_mm`) scales rowwise only.
-GROUPED_RECIPE = Recipe.from_name("rowwise")
-GROUPED_NOTE = "grouped gemm, rowwise; overhead: sympy model (torchao MoE path not compiled here)"
+GROUPED_NOTE = "grouped gemm, rowwise; overhead: torchao's MoE kernels, read off their code"
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
@@ -247,7 +245,7 @@ def _layer_frame(
 ) -> pd.DataFrame:
     """The estimate of every row under one config. Dense rows as `estimate` gives them; routed
     experts' rows replaced by a grouped gemm: experts-per-device gemms at M = tokens per
-    expert, rowwise, sympy overhead (see the module docstring)."""
+    expert, rowwise, overhead of torchao's grouped path (see the module docstring)."""
     frame = _by_context(local, config, recompute)
     for column in _LABELS:
         frame[column] = frame[column].astype(str)
@@ -257,16 +255,14 @@ def _layer_frame(
     index = np.flatnonzero(grouped)
     per_device = np.array([local[i].experts_per_device for i in index], dtype=np.float64)
     gconfig = grouped_config(config)
-    part = _timed([local[i].shape for i in index], gconfig, recompute)
+    part = _timed([local[i].shape for i in index], gconfig, recompute, groups=per_device)
     for column in part.columns:
-        values = part[column].to_numpy()
-        if _is_per_gemm_amount(column):
-            values = values * per_device  # one grouped gemm = the GPU's experts, one each
-        frame.loc[index, column] = values
+        frame.loc[index, column] = part[column].to_numpy()
     # torchao's MoE training path, whatever implementation the dense linears use
     frame.loc[index, "implementation"] = Implementation.TORCHAO.value
     if config.calibration is not None:
-        # no fitted model of torchao's grouped path: its rows decide on the sympy worst case
+        # no fitted model of torchao's grouped path: its rows decide on its worst case, a true
+        # bound for hand-written kernels (every loop reading from HBM)
         frame.loc[index, "bf16_s"] = frame.loc[index, "bf16_gemm_s"]
         frame.loc[index, "fp8_s"] = frame.loc[index, "fp8_s_worst"]
         frame.loc[index, "speedup"] = frame.loc[index, "speedup_worst"]
@@ -313,20 +309,14 @@ def _by_context(
 _WALL_COLUMNS = ("bf16_wall_s", "fp8_wall_s", "speedup_wall")
 
 
-def _is_per_gemm_amount(column: str) -> bool:
-    """Times and bytes (`bf16_gemm_s`, `fp8_s_worst`, `overhead_bytes_ideal`, ...): what a
-    grouped gemm has experts-per-device times of; speedups, shapes and flags are not."""
-    return column.endswith("_s") or "_s_" in column or column.startswith("overhead_bytes_")
-
-
 def grouped_config(config: EstimateConfig) -> EstimateConfig:
-    """The config routed experts are estimated with: rowwise, no calibration's fitted overhead
-    (it models Float8Linear, not torchao's grouped path), but the calibration's gemm model
-    (when it has rowwise and bf16 gemms) and its bandwidth and launch floor. No context: the
-    experts' input comes from the token permutation, nothing fuses into torchao's casts. The
-    implementation is the reference's because `_scaled_grouped_mm` takes row/column scales in
-    all three gemms: Float8Linear's unit-scale backward gemms and their rescale passes (in
-    torchao's worst and ideal models) do not apply."""
+    """The config routed experts are estimated with: torchao's grouped-gemm traffic
+    (`models.grouped`), no calibration's fitted overhead (it models Float8Linear, not the
+    grouped path), but the calibration's gemm model (when it has rowwise and bf16 gemms) and
+    its bandwidth and launch floor. No context and no F/L: the experts' input comes from the
+    token permutation, and torchao's hand-written casts fuse nothing. The gemms are timed as
+    the reference's because `_scaled_grouped_mm` takes row/column scales with fast accumulation
+    in all three gemms, unlike Float8Linear's unit-scale backward gemms."""
     gemm = config.gemm_model
     if isinstance(gemm, TableGemm) and not all(
         (dtype, role) in gemm.tables for dtype in ("bf16", "fp8_rowwise") for role in GEMM_ROLES
@@ -338,35 +328,49 @@ def grouped_config(config: EstimateConfig) -> EstimateConfig:
         implementation=Implementation.REFERENCE,
         context=Context(),
         fused=frozenset(),
+        limited=frozenset(),
         calibration=None,
+        grouped=True,
         gemm=gemm,
         memory_efficiency=config.bandwidth_bytes_per_s / config.gpu.memory_bandwidth_bytes_per_s,
         launch_floor_s=config.small_kernel_s,
     )
 
 
-def _timed(shapes, config: EstimateConfig, recompute: Recompute) -> pd.DataFrame:
-    """`estimate`, plus the recomputed forward under full activation checkpointing."""
-    frame = estimate(shapes, config)
+def _timed(shapes, config: EstimateConfig, recompute: Recompute, groups=None) -> pd.DataFrame:
+    """`estimate`, plus the recomputed forward under full activation checkpointing. `groups`:
+    experts per grouped gemm, per shape (routed experts)."""
+    frame = estimate(shapes, config, groups=groups)
     if recompute is Recompute.FULL:
-        _add_recompute(frame, config)
+        _add_recompute(frame, config, 1 if groups is None else groups)
     return frame
 
 
 @lru_cache(maxsize=32)
 def _forward_share_fn(
-    recipe: Recipe, implementation: Implementation, fused: frozenset, limited: frozenset
+    recipe: Recipe,
+    implementation: Implementation,
+    fused: frozenset,
+    limited: frozenset,
+    grouped: bool,
 ):
     import sympy as sp
 
     from f8roof.models.monomials import SYMBOLS
     from f8roof.models.recompute import forward_share
 
-    share = forward_share(recipe, implementation=implementation, fused=fused, limited=limited)
-    return sp.lambdify(SYMBOLS, share, modules="numpy")
+    model = traffic_model(
+        recipe,
+        Level.WORST,
+        implementation=implementation,
+        fused=fused,
+        limited=limited,
+        grouped=grouped,
+    )
+    return sp.lambdify(SYMBOLS, forward_share(model), modules="numpy")
 
 
-def _add_recompute(frame: pd.DataFrame, config: EstimateConfig) -> None:
+def _add_recompute(frame: pd.DataFrame, config: EstimateConfig, groups) -> None:
     """Full activation checkpointing runs each linear's forward again in the backward: its
     output gemm in both precisions, and the forward share of the float8 overhead (input and
     weight casts, `models.recompute.forward_share` of the worst-case model, applied to every
@@ -375,10 +379,12 @@ def _add_recompute(frame: pd.DataFrame, config: EstimateConfig) -> None:
     per compiled step, not per recomputed forward."""
     M, K, N = (frame[c].to_numpy(dtype=np.float64) for c in ("M", "K", "N"))
     gemm = config.gemm_model
-    bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N)
+    bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N, groups)
     output_dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
-    fp8_fwd, _ = gemm.time_s(output_dtype, GemmRole.OUTPUT, M, K, N)
-    share_fn = _forward_share_fn(config.recipe, config.implementation, config.fused, config.limited)
+    fp8_fwd, _ = gemm.time_s(output_dtype, GemmRole.OUTPUT, M, K, N, groups)
+    share_fn = _forward_share_fn(
+        config.recipe, config.implementation, config.fused, config.limited, config.grouped
+    )
     share = np.broadcast_to(np.asarray(share_fn(M, K, N), dtype=np.float64), M.shape)
     frame["forward_share"] = share
     levels = [lvl for lvl in ("worst", "ideal", "fitted") if f"overhead_s_{lvl}" in frame]

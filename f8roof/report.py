@@ -201,9 +201,9 @@ def scale_notes(rec: Recommendation) -> list[str]:
             f"routed experts: {first['experts_per_device']} of {experts.experts} experts per GPU "
             f"(EP {rec.setup.ep}), top {experts.top_k}, {first['tokens_per_expert']:.6g} tokens "
             f"per expert (balanced routing), M padded to a multiple of 16 (torchao's float8 "
-            f"grouped gemm); each row is one grouped gemm per layer, its times the sum of "
-            f"{first['experts_per_device']} per-expert gemms: a grouped gemm is one launch, so "
-            f"per-gemm launch floors are overcounted, in both precisions"
+            f"grouped gemm); each row is one grouped gemm per layer: "
+            f"{first['experts_per_device']} experts' gemms in one launch (a measured gemm "
+            f"table times them as single gemms, each with its launch)"
         )
     return lines
 

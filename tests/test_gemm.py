@@ -76,6 +76,17 @@ def test_grid_flags_extrapolation_and_keeps_edge_throughput():
     assert t[0] == pytest.approx(2 * 8192 * 1024**2 / 1e12)
 
 
+def test_grid_with_one_value_on_an_axis():
+    # a sweep of M alone (K and N fixed) is a full grid: interpolated along M, flagged off it
+    records = [
+        (m, 4096, 1024, 2 * m * 4096 * 1024 / (1e12 * (m / 256) ** 0.5)) for m in (256, 1024)
+    ]
+    table = GridTable.from_points(*np.array(records).T, label="t")
+    t, extra = table.time_s(np.array([512, 512]), np.array([4096, 8192]), 1024)
+    assert t[0] == pytest.approx(2 * 512 * 4096 * 1024 / (1e12 * 2**0.5))
+    assert list(extra) == [False, True]
+
+
 def test_grid_with_a_hole_is_refused_naming_the_point():
     records = _grid_records(lambda m, k, n: 1e-3)[:-1]
     with pytest.raises(GemmTableError, match="missing m=4096, k=4096, n=4096"):

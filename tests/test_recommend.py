@@ -383,16 +383,24 @@ def test_routed_experts_are_grouped_rows():
     row = layers.loc["model.layers.*.mlp.experts.*.gate_proj"]
     assert row["grouped"] and row["experts_per_device"] == 32 and row["tokens_per_expert"] == 2048
     assert row["recipe"] == "rowwise"  # torchao's float8 grouped gemm is rowwise only
-    assert "grouped gemm, rowwise; overhead: sympy model" in row["note"]
-    # one grouped gemm = 32 gemms of one expert at M = 2048, rowwise worst case
-    # _scaled_grouped_mm: rowwise scales in all three gemms, i.e. the reference's gemm kinds
+    assert "overhead: torchao's MoE kernels" in row["note"]
+    # one grouped gemm = 32 gemms of one expert at M = 2048: the grouped path's traffic
+    # (10MK + 10KN + 10MN + scale vectors at worst), the reference's gemm kinds
+    # (_scaled_grouped_mm: rowwise scales in all three gemms)
     rowwise = EstimateConfig(
-        Recipe.from_name("rowwise"), find_gpu("h100"), implementation=Implementation.REFERENCE
+        Recipe.from_name("rowwise"),
+        find_gpu("h100"),
+        implementation=Implementation.REFERENCE,
+        grouped=True,
     )
     one = estimate([(2048, 7168, 2048)], rowwise)
-    for column in ("bf16_gemm_s", "fp8_s_worst", "overhead_bytes_worst"):
+    for column in ("bf16_gemm_s", "fp8_s_worst", "overhead_bytes_worst", "overhead_bytes_ideal"):
         assert row[column] == pytest.approx(32 * one[column].iloc[0])
     assert row["speedup_worst"] == pytest.approx(one["speedup_worst"].iloc[0])
+    M, K, N = 2048, 7168, 2048
+    worst = 10 * (M * K + K * N + M * N) + 32 * K + 24 * (M + N)
+    assert row["overhead_bytes_worst"] == 32 * worst
+    assert row["overhead_bytes_ideal"] == 32 * (worst - 4 * M * K - 2 * K * N - 4 * M * N)
     assert row["bf16_step_s"] == pytest.approx(58 * row["bf16_gemm_s"])
     dense = layers.loc["model.layers.*.mlp.shared_experts.gate_proj"]
     assert not dense["grouped"] and dense["recipe"] == "tensorwise" and dense["M"] == 8192
@@ -544,7 +552,7 @@ def test_estimate_model_ep_shows_grouped_experts(tmp_path):
     cells = row_of(result.output, "model.layers.*.mlp.experts.*.gate_proj")
     assert cells[1:7] == ["58", "2048", "7168", "2048", "32", "2048"]
     assert "grouped gemm, rowwise" in result.output
-    assert "per-gemm launch floors are overcounted" in result.output
+    assert "experts' gemms in one launch" in result.output
     frame = pd.read_csv(out)
     experts = frame[frame["grouped"]]
     assert len(experts) == 3 and set(experts["experts_per_device"]) == {32}

@@ -91,11 +91,14 @@ class RooflineGemm:
             if not 0 < getattr(self, name) <= 1:
                 raise ModelError(f"{name} must be in (0, 1], got {getattr(self, name)}")
 
-    def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
-        """(time, extrapolated flags); the roofline never extrapolates."""
+    def time_s(
+        self, dtype: str, role: GemmRole, M, K, N, groups=1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(time, extrapolated flags); the roofline never extrapolates. `groups`: a grouped gemm
+        of that many gemms of this shape, one launch."""
         m, k, n = (np.asarray(x, dtype=np.float64) for x in gemm_dims(role, M, K, N))
-        compute = 2 * m * k * n / (self.gpu.peak_flops(dtype) * self.gemm_efficiency)
-        traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
+        compute = 2 * m * k * n * groups / (self.gpu.peak_flops(dtype) * self.gemm_efficiency)
+        traffic = (OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n) * groups
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
         time = np.maximum(np.maximum(compute, memory), self.launch_floor_s)
         return time, np.zeros(time.shape, dtype=bool)
@@ -144,11 +147,16 @@ class TiledGemm:
     def efficiency(self, dtype: str) -> GemmEfficiency:
         return dict(self.efficiencies)[dtype]
 
-    def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
-        """(time, extrapolated flags); a model never extrapolates."""
-        dims = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in gemm_dims(role, M, K, N)))
+    def time_s(
+        self, dtype: str, role: GemmRole, M, K, N, groups=1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(time, extrapolated flags); a model never extrapolates. `groups`: a grouped gemm of
+        that many gemms of this shape, one launch whose tiles share the waves."""
+        dims = np.broadcast_arrays(
+            *(np.asarray(x, np.float64) for x in (*gemm_dims(role, M, K, N), groups))
+        )
         shape = dims[0].shape
-        m, k, n = (np.atleast_1d(d).ravel() for d in dims)
+        m, k, n, g = (np.atleast_1d(d).ravel() for d in dims)
         eff = self.efficiency(dtype)
         sms = self.gpu.sm_count
         per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / sms
@@ -157,7 +165,7 @@ class TiledGemm:
         compute = np.full(m.shape, np.inf)
         for rows, cols in eff.tiles:
             tiles = np.ceil(m * (1 / rows))
-            tiles *= np.ceil(n * (1 / cols))
+            tiles *= np.ceil(n * (1 / cols)) * g
             waves = np.ceil(tiles * (1 / sms))
             tile_s = waves * k_steps
             # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
@@ -172,7 +180,7 @@ class TiledGemm:
                 )
             tile_s *= 2 * rows * cols / per_sm
             np.minimum(compute, tile_s, out=compute)
-        traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
+        traffic = (OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n) * g
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
         compute += eff.latency_s
         time = np.maximum(compute, memory, out=compute).reshape(shape)
@@ -221,7 +229,11 @@ class GridTable:
         log_flops = np.zeros(extrapolated.shape)
         for corner in range(8):
             bits = [(corner >> b) & 1 for b in range(3)]
-            index = tuple(p + bit for p, bit in zip(positions, bits))
+            # an axis of one value has weight 0 on its upper corner, which must still index it
+            index = tuple(
+                np.minimum(p + bit, len(axis) - 1)
+                for p, bit, axis in zip(positions, bits, (self.ms, self.ks, self.ns))
+            )
             weight = np.prod([w if bit else 1 - w for w, bit in zip(weights, bits)], axis=0)
             log_flops = log_flops + weight * self.log_flops[index]
         return 2 * m * k * n / np.exp2(log_flops), extrapolated
@@ -288,11 +300,16 @@ class TableGemm:
 
     tables: dict[tuple[str, GemmRole], GridTable | PointsTable] = field(default_factory=dict)
 
-    def time_s(self, dtype: str, role: GemmRole, M, K, N) -> tuple[np.ndarray, np.ndarray]:
+    def time_s(
+        self, dtype: str, role: GemmRole, M, K, N, groups=1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`groups`: a grouped gemm, timed as that many measured gemms (launch included in
+        each: an overcount for small groups, which a table of single gemms cannot avoid)."""
         table = self.tables.get((dtype, role))
         if table is None:
             raise GemmTableError(f"gemm table has no {dtype} {role.value} times")
-        return table.time_s(*gemm_dims(role, M, K, N))
+        time, extrapolated = table.time_s(*gemm_dims(role, M, K, N))
+        return time * groups, extrapolated
 
     @classmethod
     def from_records(cls, records, *, label: str, full_grid: bool = False) -> TableGemm:
@@ -321,13 +338,22 @@ class TableGemm:
 
 
 def linear_gemm_times(
-    model, recipe: Recipe | None, M, K, N, *, implementation: Implementation | None = None
+    model,
+    recipe: Recipe | None,
+    M,
+    K,
+    N,
+    *,
+    implementation: Implementation | None = None,
+    groups=1,
 ):
-    """Summed time of the three gemms, and whether any was extrapolated. None = bf16."""
+    """Summed time of the three gemms, and whether any was extrapolated. None = bf16.
+    `groups`: grouped gemms of that many (M, K, N) gemms each (routed experts)."""
     total = 0.0
     extrapolated = False
     for role in GEMM_ROLES:
-        time, extra = model.time_s(fp8_gemm_dtype(recipe, role, implementation), role, M, K, N)
+        dtype = fp8_gemm_dtype(recipe, role, implementation)
+        time, extra = model.time_s(dtype, role, M, K, N, groups)
         total = total + time
         extrapolated = extrapolated | extra
     return total, extrapolated

@@ -10,6 +10,8 @@ splits them into forward and backward:
   tensorwise weight cast for grad_input (rowwise_gw_hp), the transposed copies L adds for
   them, torchao's rescales of the backward gemms' outputs, and everything of grad_output run
   in the backward.
+The grouped-gemm model of routed experts (`models.grouped`) names its passes the same way: its
+row casts of input and weight run in the forward.
 `forward_share` is the forward kernels' bytes over all the model's bytes, a sympy expression in
 M, K, N; estimates apply it to the overhead time at every level (worst, ideal, fitted).
 """
@@ -18,9 +20,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from f8roof.models.recipes import Recipe, Role
-from f8roof.models.traffic import KernelTraffic, TrafficModel, worst_traffic
-from f8roof.models.variant import Implementation
+from f8roof.models.recipes import Role
+from f8roof.models.traffic import KernelTraffic, TrafficModel
 
 # the forward passes of a tensorwise role (`traffic._worst_tensorwise`)
 TENSORWISE_PASSES = frozenset({"amax", "cast", "amax_cast"})
@@ -40,13 +41,6 @@ def forward_bytes(model: TrafficModel) -> sp.Expr:
     return sp.expand(sum((k.bytes_total for k in model.kernels if is_forward(k)), sp.Integer(0)))
 
 
-def forward_share(
-    recipe: Recipe,
-    *,
-    implementation: Implementation = Implementation.REFERENCE,
-    fused: frozenset[Role] = frozenset(),
-    limited: frozenset[Role] = frozenset(),
-) -> sp.Expr:
-    """Forward kernels' bytes / all overhead bytes of the worst-case model, in M, K, N."""
-    model = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
+def forward_share(model: TrafficModel) -> sp.Expr:
+    """Forward kernels' bytes / all overhead bytes of a (worst-case) model, in M, K, N."""
     return sp.simplify(forward_bytes(model) / model.total)
