@@ -99,7 +99,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
                 f"{r[bf16_col] * 1e6:.1f}",
                 f"{r[fp8_col] * 1e6:.1f}",
             ]
-            + [_speedup(float(r[c])) for c, _ in speedups]
+            + [_speedup(_level_speedup(r, c)) for c, _ in speedups]
             + [
                 str(r["decision"]),
                 _margin(float(r["margin"])),
@@ -109,6 +109,14 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return header, rows
+
+
+def _level_speedup(row, column: str) -> float:
+    """A row's speedup at one level; routed experts have no fitted level (their decision,
+    on the worst case, is said in their note)."""
+    if column == "speedup" and row["grouped"]:
+        return math.nan
+    return float(row[column])
 
 
 def _input_from(context: str) -> str:

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from f8roof.architectures import builtin
 from f8roof.cli import main
 from f8roof.recommend import recommend
-from f8roof.report import format_recommendation, markdown, write_report
+from f8roof.report import format_recommendation, layer_rows, markdown, write_report
 from f8roof.resolve import Request, resolve
 from f8roof.scale import TrainingSetup
 
@@ -195,3 +195,20 @@ def test_terminal_rendering_of_routed_experts():
     # EP 4 with TP 2: 32 experts per GPU, 4096 / 2 x 8 / 32 = 512 tokens each; experts unsharded
     assert row[1:8] == ["48", "512", "768", "2048", "-", "32", "512"]
     assert "note: routed experts: 32 of 128 experts per GPU (EP 4), top 8, 512 tokens" in text
+
+
+def test_routed_experts_have_no_fitted_speedup():
+    # the shipped h100 calibration fits Float8Linear's graphs, not torchao's grouped path:
+    # its experts' rows show no fitted speedup and decide on the worst case
+    rec = recommend(
+        builtin("mixtral-8x7b"),
+        tokens=4096,
+        resolved=resolve(Request(gpu="h100", recipes="rowwise")),
+    )
+    assert rec.criterion == "speedup"
+    header, rows = layer_rows(rec)
+    fitted, worst = header.index("x fitted"), header.index("x worst")
+    cells = {row[0]: (row[fitted], row[worst]) for row in rows}
+    assert cells["model.layers.*.block_sparse_moe.experts.*.w2"][0] == "-"
+    assert cells["model.layers.*.block_sparse_moe.experts.*.w2"][1] != "-"
+    assert cells["model.layers.*.self_attn.o_proj"][0] != "-"
