@@ -13,6 +13,7 @@ import click
 
 from f8roof.errors import F8RoofError
 from f8roof.models.errors import ModelError
+from f8roof.models.variant import After, Before
 
 
 class _Group(click.Group):
@@ -86,10 +87,14 @@ IMPL = click.option(
 )
 CONTEXT = _options(
     click.option(
-        "--before", default=None, help="op producing the input: none, layernorm, rmsnorm, silu_mul"
+        "--before",
+        default=None,
+        help="op producing the input: " + ", ".join(op.value for op in Before),
     ),
     click.option(
-        "--after", default=None, help="op consuming the output: none, sigmoid, silu, gelu"
+        "--after",
+        default=None,
+        help="op consuming the output: " + ", ".join(op.value for op in After),
     ),
 )
 CALIBRATION = _options(
