@@ -306,7 +306,7 @@ def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead
         _need_torch("estimate --overhead codegen")
         if config.calibration is not None:
             _warn_versions(config.calibration)
-    frame = estimate(shapes, config)
+    frame = estimate(shapes, config, ranges=True)
     if overhead == "codegen":
         bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
         for name, values in codegen_columns(frame, config, progress=bar).items():

@@ -33,7 +33,7 @@ from f8roof.models.gemm import (
 from f8roof.models.grouped import GROUPED_RECIPE, grouped_traffic
 from f8roof.models.hardware import GPU
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
-from f8roof.models.overhead import fitted_kernels, nearest_regime
+from f8roof.models.overhead import fitted_kernels, kernel_set_range, nearest_regime
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import Level, TrafficModel, ideal_traffic, worst_traffic
 from f8roof.models.variant import (
@@ -153,10 +153,12 @@ def _label(value: str, n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [value])
 
 
-def estimate(shapes, config: EstimateConfig, *, groups=None) -> pd.DataFrame:
+def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd.DataFrame:
     """Worst and ideal overhead beside the gemm times; the fitted level with a calibration.
     `groups` (a grouped config only, one count per shape): each shape is one expert of a
-    grouped gemm over that many; times and bytes are the whole grouped gemm's."""
+    grouped gemm over that many; times and bytes are the whole grouped gemm's. `ranges`: also
+    the fitted overhead's range over nearby kernel sets (`overhead_bytes_fitted_low/high`,
+    what the CLI and model tables show, for variants whose kernel sets vary with the shape)."""
     array = as_array(shapes)
     M, K, N = array[:, 0], array[:, 1], array[:, 2]
     Mf, Kf, Nf = (x.astype(np.float64) for x in (M, K, N))  # converted once, used by every model
@@ -197,6 +199,7 @@ def estimate(shapes, config: EstimateConfig, *, groups=None) -> pd.DataFrame:
                 Nf,
                 bf16_gemm_s=bf16_gemm_s,
                 fp8_gemm_s=fp8_gemm_s,
+                ranges=ranges,
             )
         )
     code, table = fp8_reason_codes(config.recipe, M, K, N)
@@ -222,21 +225,40 @@ def fitted_overhead(
     return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
 
 
+# Relative spread of the fitted overhead over nearby kernel sets worth a note on a row.
+KERNEL_SET_SPREAD = 0.02
+
+
+def kernel_set_note(fitted: float, low: float, high: float) -> str:
+    """A row's note where the kernel sets compiled around its shape disagree on its overhead by
+    more than KERNEL_SET_SPREAD of it (see `models.overhead.kernel_set_range`); else ''."""
+    if not np.isfinite(high - low) or high - low <= KERNEL_SET_SPREAD * max(abs(fitted), 1.0):
+        return ""
+    return (
+        f"kernel set uncertain: overhead {low / 1e6:.4g}-{high / 1e6:.4g} MB at nearby fit "
+        f"shapes (fitted {fitted / 1e6:.4g}); --overhead codegen compiles this shape"
+    )
+
+
 def calibrated_columns(
-    calibration: Calibration, variant: Variant, M, K, N, *, bf16_gemm_s, fp8_gemm_s
+    calibration: Calibration, variant: Variant, M, K, N, *, bf16_gemm_s, fp8_gemm_s, ranges=False
 ) -> dict[str, np.ndarray]:
     """The calibrated prediction: device clock first, the wall clock where it was measured."""
     bf16 = calibration.variant(variant.baseline.key)
     fp8 = calibration.variant(variant.key)
-    overhead_bytes, overhead_s, context_s = fitted_overhead(
-        calibration, variant, ShapeArrays(M, K, N)
-    )
+    shapes = ShapeArrays(M, K, N)  # one: the overhead and its range share its distances
+    overhead_bytes, overhead_s, context_s = fitted_overhead(calibration, variant, shapes)
     bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
     if bf16.fixed is not None:
         bf16_s = bf16_gemm_s * bf16.fixed.gemm_factor + bf16.fixed.device_extra_s
         fp8_s = fp8_gemm_s * fp8.fixed.gemm_factor + overhead_s + fp8.fixed.device_extra_s
-    columns = {
-        "overhead_bytes_fitted": overhead_bytes,
+    columns = {"overhead_bytes_fitted": overhead_bytes}
+    # over the kernel sets compiled at the calibration shapes around each shape; none where
+    # every calibration shape compiled to one set
+    found = ranges and kernel_set_range(fp8.traffic.regimes, bf16.traffic.regimes, shapes)
+    if found:
+        columns |= {"overhead_bytes_fitted_low": found[0], "overhead_bytes_fitted_high": found[1]}
+    columns |= {
         "overhead_s_fitted": overhead_s,
         "bf16_s": bf16_s,
         "fp8_s": fp8_s,

@@ -43,7 +43,7 @@ from f8roof.architectures import (
 )
 from f8roof.calibration import Calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate, traffic_model
+from f8roof.estimate import EstimateConfig, estimate, kernel_set_note, traffic_model
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.models.grouped import GROUPED_RECIPE
 from f8roof.models.recipes import Recipe
@@ -269,7 +269,7 @@ def _layer_frame(
         if "context_s" in frame.columns:
             frame.loc[index, "context_s"] = 0.0
             frame.loc[index, "speedup_context"] = frame.loc[index, "speedup_worst"]
-        for column in ("overhead_bytes_fitted", "overhead_s_fitted", *_WALL_COLUMNS):
+        for column in ("overhead_s_fitted", *_FITTED_BYTES, *_WALL_COLUMNS):
             if column in frame.columns:
                 frame.loc[index, column] = np.nan
     return frame
@@ -307,6 +307,11 @@ def _by_context(
 
 
 _WALL_COLUMNS = ("bf16_wall_s", "fp8_wall_s", "speedup_wall")
+_FITTED_BYTES = (
+    "overhead_bytes_fitted",
+    "overhead_bytes_fitted_low",
+    "overhead_bytes_fitted_high",
+)
 
 
 def grouped_config(config: EstimateConfig) -> EstimateConfig:
@@ -340,7 +345,7 @@ def grouped_config(config: EstimateConfig) -> EstimateConfig:
 def _timed(shapes, config: EstimateConfig, recompute: Recompute, groups=None) -> pd.DataFrame:
     """`estimate`, plus the recomputed forward under full activation checkpointing. `groups`:
     experts per grouped gemm, per shape (routed experts)."""
-    frame = estimate(shapes, config, groups=groups)
+    frame = estimate(shapes, config, groups=groups, ranges=True)
     if recompute is Recompute.FULL:
         _add_recompute(frame, config, 1 if groups is None else groups)
     return frame
@@ -394,8 +399,9 @@ def _add_recompute(frame: pd.DataFrame, config: EstimateConfig, groups) -> None:
     frame["recompute_fp8_s"] = fp8_fwd + share * frame[f"overhead_s_{decision_level}"]
     frame["bf16_gemm_s"] = frame["bf16_gemm_s"] + bf16_fwd
     frame["fp8_gemm_s"] = frame["fp8_gemm_s"] + fp8_fwd
+    for column in [c for c in frame.columns if c.startswith("overhead_bytes_")]:
+        frame[column] = frame[column] * (1 + share)
     for level in levels:
-        frame[f"overhead_bytes_{level}"] = frame[f"overhead_bytes_{level}"] * (1 + share)
         frame[f"overhead_s_{level}"] = frame[f"overhead_s_{level}"] * (1 + share)
     for level in ("worst", "ideal"):
         frame[f"fp8_s_{level}"] = frame["fp8_gemm_s"] + frame[f"overhead_s_{level}"]
@@ -433,6 +439,14 @@ def _note(row, criterion: str) -> str:
         notes.append(row.shape_note)
     if row.context_note:
         notes.append(row.context_note)
+    if not row.grouped and hasattr(row, "overhead_bytes_fitted_low"):
+        notes.append(
+            kernel_set_note(
+                row.overhead_bytes_fitted,
+                row.overhead_bytes_fitted_low,
+                row.overhead_bytes_fitted_high,
+            )
+        )
     if not row.fp8_ok:
         notes.append(str(row.fp8_reason))
     else:
@@ -442,7 +456,7 @@ def _note(row, criterion: str) -> str:
                 f"wins with ideal overhead (x{ideal:.2f}): "
                 + ("decided on the worst case" if row.grouped else "calibrate to decide")
             )
-    return "; ".join(notes)
+    return "; ".join(n for n in notes if n)
 
 
 def recommend_model(

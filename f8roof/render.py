@@ -113,7 +113,14 @@ def _note(record: pd.Series) -> str:
         notes.append(str(record["fp8_reason"]))
     if record.get("gemm_extrapolated", False):
         notes.append("gemm time extrapolated")
-    return "; ".join(notes)
+    if "overhead_bytes_fitted_low" in record and "overhead_bytes_codegen" not in record:
+        from f8roof.estimate import kernel_set_note
+
+        fitted, low, high = (
+            float(record[f"overhead_bytes_fitted{end}"]) for end in ("", "_low", "_high")
+        )
+        notes.append(kernel_set_note(fitted, low, high))
+    return "; ".join(n for n in notes if n)
 
 
 def arrow_table(frame: pd.DataFrame):

@@ -152,27 +152,31 @@ class TiledGemm:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(time, extrapolated flags); a model never extrapolates. `groups`: a grouped gemm of
         that many gemms of this shape, one launch whose tiles share the waves."""
-        dims = np.broadcast_arrays(
-            *(np.asarray(x, np.float64) for x in (*gemm_dims(role, M, K, N), groups))
-        )
+        grouped = not (np.isscalar(groups) and groups == 1)
+        values = (*gemm_dims(role, M, K, N), *((groups,) if grouped else ()))
+        dims = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in values))
         shape = dims[0].shape
-        m, k, n, g = (np.atleast_1d(d).ravel() for d in dims)
+        m, k, n, *g = (np.atleast_1d(d).ravel() for d in dims)
         eff = self.efficiency(dtype)
         sms = self.gpu.sm_count
         per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / sms
         k_steps = k + eff.k_overhead
         long_reduction = k > SPLIT_K_RATIO * np.maximum(m, n)
+        any_long = long_reduction.any()
         compute = np.full(m.shape, np.inf)
+        tile_s, scratch = np.empty(m.shape), np.empty(m.shape)
         for rows, cols in eff.tiles:
-            tiles = np.ceil(m * (1 / rows))
-            tiles *= np.ceil(n * (1 / cols)) * g
-            waves = np.ceil(tiles * (1 / sms))
-            tile_s = waves * k_steps
+            tiles = np.ceil(np.multiply(m, 1 / rows, out=scratch), out=scratch)
+            tiles *= np.ceil(np.multiply(n, 1 / cols, out=tile_s), out=tile_s)
+            if grouped:
+                tiles *= g[0]
+            np.ceil(np.multiply(tiles, 1 / sms, out=tile_s), out=tile_s)  # waves
+            tile_s *= k_steps
             # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
             # layer) is spread over the idle SMs by splitting K, as cuBLAS does. Rare: only
             # those shapes are recomputed.
-            split = long_reduction & (tiles < sms / 2)
-            if split.any():
+            split = long_reduction & (tiles < sms / 2) if any_long else None
+            if split is not None and split.any():
                 few, long_k = tiles[split], k[split]
                 splits = np.maximum(1, np.minimum(sms // few, long_k // SPLIT_K_MIN))
                 tile_s[split] = np.ceil(few * splits / sms) * (
@@ -180,7 +184,9 @@ class TiledGemm:
                 )
             tile_s *= 2 * rows * cols / per_sm
             np.minimum(compute, tile_s, out=compute)
-        traffic = (OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n) * g
+        traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
+        if grouped:
+            traffic *= g[0]
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
         compute += eff.latency_s
         time = np.maximum(compute, memory, out=compute).reshape(shape)

@@ -50,8 +50,32 @@ class ShapeArrays:
         return (M * K, K * N, M * N, M, K, N)
 
     @cached_property
+    def monomials(self) -> np.ndarray:
+        """The monomials at every shape, (MONOMIALS x shapes): polynomials as one product."""
+        return np.stack([*self._columns, np.ones(len(self))])
+
+    @cached_property
     def logs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return (np.log2(self.M), np.log2(self.K), np.log2(self.N))
+
+    def distances(self, points: tuple[tuple[int, int, int], ...]) -> np.ndarray:
+        """Squared log2-space distance of every shape to each of `points`, as a (points x
+        shapes) float32 array (each point's row contiguous: a few vector passes per point),
+        computed once per set of points: regimes and kernel-set ranges share it."""
+        cache = self.__dict__.setdefault("_distances", {})
+        if points not in cache:
+            logs = [x.astype(np.float32) for x in self.logs]
+            out = np.empty((len(points), len(self)), dtype=np.float32)
+            scratch = np.empty(len(self), dtype=np.float32)
+            for row, point in zip(out, np.log2(np.array(points, dtype=np.float64))):
+                np.subtract(logs[0], np.float32(point[0]), out=row)
+                row *= row
+                for q, p in zip(logs[1:], point[1:]):
+                    np.subtract(q, np.float32(p), out=scratch)
+                    scratch *= scratch
+                    row += scratch
+            cache[points] = out
+        return cache[points]
 
     def subset(self, mask: np.ndarray) -> ShapeArrays:
         return ShapeArrays(self.M[mask], self.K[mask], self.N[mask])

@@ -92,39 +92,75 @@ def fitted_kernels(
     Each kernel's time is linear in its bytes (floor + bytes / bandwidth, times its factor),
     so a regime's bytes and time are each one polynomial in the monomials of M, K, N,
     evaluated once per shape, not once per kernel."""
-    owner = nearest_regime(regimes, shapes)
-    nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
+    bytes_coef = np.zeros((len(regimes), len(MONOMIALS)))
+    time_coef = np.zeros((len(regimes), len(MONOMIALS)))
     for index, regime in enumerate(regimes):
-        mask = owner == index
-        if len(regimes) > 1 and not mask.any():
-            continue
-        bytes_coef, time_coef = np.zeros(len(MONOMIALS)), np.zeros(len(MONOMIALS))
         for kernel in regime.kernels:
             model = kernel_time.kind(kernel.kind)
             factor = kernel_time.factor(f"{variant}/{index}/{kernel.key}")
             coef = np.array([float(c) for c in kernel.nbytes.coefficients()])
-            bytes_coef += coef
-            time_coef += coef * factor / model.bandwidth_bytes_per_s
-            time_coef[-1] += model.floor_s * factor  # the constant monomial: one floor each
-        if len(regimes) == 1:
-            return shapes.polynomial(bytes_coef), shapes.polynomial(time_coef)
-        part = shapes.subset(mask)
-        nbytes[mask] = part.polynomial(bytes_coef)
-        time_s[mask] = part.polynomial(time_coef)
-    return nbytes, time_s
+            bytes_coef[index] += coef
+            time_coef[index] += coef * factor / model.bandwidth_bytes_per_s
+            time_coef[index, -1] += model.floor_s * factor  # the constant: one floor each
+    nbytes, time_s = bytes_coef @ shapes.monomials, time_coef @ shapes.monomials
+    if len(regimes) == 1:
+        return nbytes[0], time_s[0]
+    owner, columns = nearest_regime(regimes, shapes), np.arange(len(shapes))
+    return nbytes[owner, columns], time_s[owner, columns]
 
 
 def nearest_regime(regimes: tuple[Regime, ...], shapes: ShapeArrays) -> np.ndarray:
-    """Index of the regime whose shapes lie nearest in log2 space, per query shape. One pass
-    per calibration shape keeping the running nearest: memory stays O(shapes)."""
-    owner = np.zeros(len(shapes), dtype=np.intp)
+    """Index of the regime whose shapes lie nearest in log2 space, per query shape."""
     if len(regimes) == 1:
-        return owner
-    best = np.full(len(shapes), np.inf)
-    for index, regime in enumerate(regimes):
-        for shape in regime.shapes:
-            distance = sum((q - np.log2(d)) ** 2 for q, d in zip(shapes.logs, shape))
-            closer = distance < best
-            np.copyto(best, distance, where=closer)
-            owner[closer] = index
-    return owner
+        return np.zeros(len(shapes), dtype=np.intp)
+    points = tuple(sorted(s for r in regimes for s in r.shapes))
+    owner = {s: index for index, r in enumerate(regimes) for s in r.shapes}
+    distance = shapes.distances(points)
+    nearest, best = np.full(len(shapes), owner[points[0]], dtype=np.intp), distance[0].copy()
+    for point, row in zip(points[1:], distance[1:]):  # a running minimum: contiguous rows
+        closer = row < best
+        np.copyto(best, row, where=closer)
+        nearest[closer] = owner[point]
+    return nearest
+
+
+# Kernel-set uncertainty: how many calibration shapes around a query shape are consulted.
+NEAREST_KERNEL_SETS = 5
+
+
+def kernel_set_range(
+    fp8: tuple[Regime, ...], bf16: tuple[Regime, ...], shapes: ShapeArrays
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Lowest and highest overhead bytes (float8 graph less bf16 graph) over the kernel sets
+    Inductor compiled at the `NEAREST_KERNEL_SETS` calibration shapes nearest each query shape.
+
+    The fitted overhead takes the nearest shape's kernel set; Inductor's fusion and reduction
+    heuristics switch with size (e.g. a mix-order reduction needs M >= 2K), so where nearby
+    calibration shapes disagree the query shape may compile to any of their sets: the range
+    says how much that moves the bytes. Equal bounds: every nearby shape compiles to one set;
+    None: every calibration shape does (the fit is exact everywhere it was checked).
+    The float8 and bf16 sets are taken in pairs, as compiled at the same shape, so a context
+    kernel that switches in both graphs cancels out."""
+    fp8_of = {s: index for index, r in enumerate(fp8) for s in r.shapes}
+    bf16_of = {s: index for index, r in enumerate(bf16) for s in r.shapes}
+    points = tuple(sorted(set(fp8_of) & set(bf16_of)))
+    by_pair: dict[tuple[int, int], list[int]] = {}  # (float8, bf16) regime -> point rows
+    for row, point in enumerate(points):
+        by_pair.setdefault((fp8_of[point], bf16_of[point]), []).append(row)
+    if len(by_pair) <= 1:
+        return None
+    # each pair's overhead polynomial, all evaluated in one product with the monomials
+    coefficients = np.array([_coefficients(fp8[a]) - _coefficients(bf16[b]) for a, b in by_pair])
+    values = coefficients @ shapes.monomials
+    distance = shapes.distances(points)
+    nearest = min(NEAREST_KERNEL_SETS, len(points))
+    near = distance <= np.partition(distance, nearest - 1, axis=0)[nearest - 1]
+    unused = np.stack([~near[rows].any(axis=0) for rows in by_pair.values()])
+    np.putmask(values, unused, np.inf)
+    low = values.min(axis=0)
+    np.putmask(values, unused, -np.inf)
+    return low, values.max(axis=0)
+
+
+def _coefficients(regime: Regime) -> np.ndarray:
+    return np.array([float(c) for c in regime.total.coefficients()])
