@@ -175,13 +175,14 @@ class TiledGemm:
             # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
             # layer) is spread over the idle SMs by splitting K, as cuBLAS does. Rare: only
             # those shapes are recomputed.
-            split = long_reduction & (tiles < sms / 2) if any_long else None
-            if split is not None and split.any():
-                few, long_k = tiles[split], k[split]
-                splits = np.maximum(1, np.minimum(sms // few, long_k // SPLIT_K_MIN))
-                tile_s[split] = np.ceil(few * splits / sms) * (
-                    np.ceil(long_k / splits) + eff.k_overhead
-                )
+            if any_long:
+                split = long_reduction & (tiles < sms / 2)
+                if split.any():
+                    few, long_k = tiles[split], k[split]
+                    splits = np.maximum(1, np.minimum(sms // few, long_k // SPLIT_K_MIN))
+                    tile_s[split] = np.ceil(few * splits / sms) * (
+                        np.ceil(long_k / splits) + eff.k_overhead
+                    )
             tile_s *= 2 * rows * cols / per_sm
             np.minimum(compute, tile_s, out=compute)
         traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n

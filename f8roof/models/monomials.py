@@ -76,15 +76,3 @@ class ShapeArrays:
                     row += scratch
             cache[points] = out
         return cache[points]
-
-    def subset(self, mask: np.ndarray) -> ShapeArrays:
-        return ShapeArrays(self.M[mask], self.K[mask], self.N[mask])
-
-    def polynomial(self, coefficients) -> np.ndarray:
-        """sum of coefficient x monomial (MONOMIALS order, the constant last) at every shape,
-        touching only the monomials with a non-zero coefficient."""
-        total = np.full(self.M.shape, float(coefficients[-1]))
-        for column, c in zip(self._columns, coefficients[:-1]):
-            if c:
-                total += float(c) * column
-        return total
