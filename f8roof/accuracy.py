@@ -92,7 +92,7 @@ def validation_frame(calibration: Calibration, pairs: list[Pair]) -> pd.DataFram
 GROUP = ["implementation", "recipe", "context"]
 
 
-def _group_name(key: tuple[str, str, str]) -> str:
+def group_name(key: tuple[str, str, str]) -> str:
     implementation, recipe, context = key
     return f"{implementation}:{recipe}" + ("" if context == "none" else f"@{context}")
 
@@ -114,7 +114,7 @@ def summary(frame: pd.DataFrame) -> pd.DataFrame:
         )
 
     groups = frame.groupby(GROUP, sort=False)
-    return pd.DataFrame({_group_name(key): stats(g) for key, g in groups}).T
+    return pd.DataFrame({group_name(key): stats(g) for key, g in groups}).T
 
 
 def measured_square_breakeven(group: pd.DataFrame) -> int | None:
@@ -125,58 +125,3 @@ def measured_square_breakeven(group: pd.DataFrame) -> int | None:
         return None
     last_loss = np.flatnonzero(~winning)
     return int(squares["M"].iloc[last_loss[-1] + 1 if len(last_loss) else 0])
-
-
-def markdown_report(frame: pd.DataFrame, calibration: Calibration) -> str:
-    env = calibration.environment
-    lines = [
-        "# f8roof validation",
-        "",
-        f"Device {env.label}, {env.versions}, CUDA {env.cuda}; calibration of {env.date}.",
-        (
-            "Speedup = bf16 / float8 device time of a compiled forward+backward (with a context, "
-            "the norm and activation kernels are in both). Device clock: summed kernel durations "
-            "from the profiler. Errors: (predicted - measured) / measured."
-        ),
-        "Seed: worst-case bytes at 92% of datasheet bandwidth, gemms at 60% of datasheet FLOP/s.",
-        "",
-        "## Accuracy",
-        "",
-        (
-            "| variant | shapes | median abs error | max abs error | seed median | seed max "
-            "| wall median | wall max |"
-        ),
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, s in summary(frame).iterrows():
-        lines.append(
-            f"| {name} | {int(s.shapes)} | {s.median_abs_error_pct:.1f}% "
-            f"| {s.max_abs_error_pct:.1f}% | {s.seed_median_abs_error_pct:.1f}% "
-            f"| {s.seed_max_abs_error_pct:.1f}% | {s.wall_median_abs_error_pct:.1f}% "
-            f"| {s.wall_max_abs_error_pct:.1f}% |"
-        )
-    lines += ["", "## Square breakeven (measured)", ""]
-    for key, group in frame.groupby(GROUP, sort=False):
-        size = measured_square_breakeven(group)
-        won = f"float8 wins from M = K = N = {size}" if size else "float8 does not win on them"
-        lines.append(f"- {_group_name(key)}: {won}")
-    lines += [
-        "",
-        "## Worst shapes",
-        "",
-        (
-            "| variant | M | K | N | measured | predicted | error | fp8 gemm meas/pred us "
-            "| fp8 other meas/pred us |"
-        ),
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    worst = frame.reindex(frame["error_pct"].abs().sort_values(ascending=False).index).head(10)
-    for r in worst.itertuples():
-        name = _group_name((r.implementation, r.recipe, r.context))
-        lines.append(
-            f"| {name} | {r.M} | {r.K} | {r.N} | {r.measured_speedup:.3f} "
-            f"| {r.predicted_speedup:.3f} | {r.error_pct:+.1f}% "
-            f"| {r.measured_fp8_gemm_s * 1e6:.1f} / {r.predicted_fp8_gemm_s * 1e6:.1f} "
-            f"| {r.measured_fp8_other_s * 1e6:.1f} / {r.predicted_fp8_other_s * 1e6:.1f} |"
-        )
-    return "\n".join(lines) + "\n"

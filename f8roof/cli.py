@@ -255,7 +255,7 @@ def models() -> None:
 @click.option(
     "--sweep",
     default=None,
-    help="seed-grid (M, K, N in 2^9..2^15, 343 shapes, the seed's sweep) or pow2 (2^7..2^16)",
+    help="pr668 (the seed's 343 shapes, M, K, N in 2^9..2^15) or pow2 (2^7..2^16)",
 )
 @click.option("--out", default=None, help="write every row to FILE (.csv, .parquet, .json or .md)")
 @click.option(
@@ -367,12 +367,12 @@ def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
     from f8roof.files import check_output_path
     from f8roof.renderers.report import check_report_path, report_lines, write_report
     from f8roof.report import model_report
-    from f8roof.resolve import resolve
 
     check_output_path(out)
     check_report_path(out)
-    resolved = resolve(_request(recipes=recipe, **request))
-    built = model_report(model, tokens=tokens, resolved=resolved, setup=setup)
+    built = model_report(
+        model, tokens=tokens, request=_request(recipes=recipe, **request), setup=setup
+    )
     click.echo("\n".join(report_lines(write_report(built, out=out, plots=not no_plots))))
 
 
@@ -530,12 +530,13 @@ def validate(calibration_path, out_dir, resume, traces, budget, **options) -> No
     from f8roof.calibration.file import Calibration
     from f8roof.files import check_output_dir
     from f8roof.renderers.runs import validation_lines
+    from f8roof.renderers.validation import write_validation
 
     check_output_dir(out_dir)
     _need_torch("validate")
     calibration = Calibration.load(calibration_path)
     chosen = v.validate_options(calibration, budget_s=budget, **options)
-    frame, stats = v.validate(
+    run = v.validate(
         calibration,
         chosen,
         Path(out_dir),
@@ -543,7 +544,9 @@ def validate(calibration_path, out_dir, resume, traces, budget, **options) -> No
         progress=_progress("validating", lambda t: t.label),
         trace_dir=Path(traces) if traces else None,
     )
-    click.echo("\n".join(validation_lines(frame, stats, out_dir)))
+    write_validation(run, calibration, out_dir)
+    run.reported()
+    click.echo("\n".join(validation_lines(run.frame, run.stats, out_dir)))
 
 
 @main.command()

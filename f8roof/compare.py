@@ -295,32 +295,22 @@ def run_compare(
     """Resolve the request (recipe, implementation, context, F flags, calibration, device),
     then compile and compare. Everything refusable is refused before the first compile; `warn`
     hears each note as soon as it is known."""
-    from f8roof.calibrations import shipped_calibration
     from f8roof.inputs.shapes import parse_shape
     from f8roof.models.hardware import resolve_gpu
-    from f8roof.models.recipes import Recipe, parse_scaling
     from f8roof.models.traffic import context_fused_roles
     from f8roof.models.variant import Context
     from f8roof.profiler.device import require_device
     from f8roof.profiler.graphs import resolve_implementation
-    from f8roof.resolve import parse_roles
+    from f8roof.resolve import load_calibration, one_recipe, parse_roles
 
-    recipe = Recipe.from_name(
-        request.recipe, parse_scaling(request.scaling) if request.scaling else None
-    )
+    recipe = one_recipe(request.recipe, request.scaling)
     impl = resolve_implementation(request.implementation)
     variant = Variant.of(recipe, impl, Context.from_names(request.before, request.after))
     target = resolve_gpu(request.gpu)
     if request.implementation is None:
         warn(f"implementation: {impl.value} (the default here; --impl)")
-    calibration, name = None, ""
-    if request.calibration is not None:
-        path = request.calibration
-        if path == "shipped":
-            path = shipped_calibration(target)
-            if path is None:
-                raise F8RoofError(f"no shipped calibration for {target.name}: give a file")
-        calibration, name = Calibration.load(path), str(path)
+    calibration, name = load_calibration(request.calibration, target)
+    if calibration is not None:
         calibration.variant(variant.key)  # refused now, in one line, if it lacks the variant
         calibration.variant(variant.baseline.key)
         for line in version_warning(calibration):

@@ -10,7 +10,7 @@ from f8roof.architectures.training import ONE_GPU, TrainingSetup
 from f8roof.estimate import EstimateConfig
 from f8roof.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
 from f8roof.recommend import Recommendation, best_recipe, recommend_model
-from f8roof.resolve import Resolved
+from f8roof.resolve import Request, Resolved, resolve
 
 
 @dataclass(frozen=True)
@@ -22,8 +22,10 @@ class ModelReport:
 
 
 def model_report(
-    model: str, *, tokens: int, resolved: Resolved, setup: TrainingSetup = ONE_GPU
+    model: str, *, tokens: int, request: Request | Resolved, setup: TrainingSetup = ONE_GPU
 ) -> ModelReport:
+    """`request` as the user gave it (resolved here), or already resolved."""
+    resolved = request if isinstance(request, Resolved) else resolve(request)
     rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup)
     best = next(c for c in resolved.configs if c.recipe.name == best_recipe(rec))
     comparison = None

@@ -101,6 +101,25 @@ def parse_recipes(text: str, scaling: str | None = None) -> list[Recipe]:
     return list(dict.fromkeys(Recipe.from_name(n, per_role) for n in names))
 
 
+def one_recipe(text: str, scaling: str | None = None) -> Recipe:
+    """Commands that compile one variant (compare) take one recipe name."""
+    recipes = parse_recipes(text, scaling)
+    if len(recipes) > 1:
+        raise F8RoofError(f"give one recipe, not {text!r}")
+    return recipes[0]
+
+
+def load_calibration(spec: str | Path | None, gpu: GPU) -> tuple[Calibration | None, str]:
+    """A calibration file named by the user, or "shipped" for the GPU's shipped one; with the
+    path it came from (None, "" when none is asked for)."""
+    if spec is None:
+        return None, ""
+    path = shipped_calibration(gpu) if spec == "shipped" else Path(spec)
+    if path is None:
+        raise F8RoofError(f"no shipped calibration for {gpu.name}: give a file")
+    return Calibration.load(path), str(path)
+
+
 def parse_roles(text: str | None) -> frozenset[Role]:
     if not text:
         return frozenset()

@@ -13,11 +13,11 @@ from typing import Any
 
 import pandas as pd
 
-from f8roof.accuracy import Pair, markdown_report, summary, validation_frame
+from f8roof.accuracy import Pair, summary, validation_frame
 from f8roof.calibration.file import Calibration, StepMeasurement
 from f8roof.errors import F8RoofError
-from f8roof.files import write_text_atomic
 from f8roof.models.fit import Shape, shape_text
+from f8roof.models.records import Environment
 from f8roof.models.variant import Variant
 from f8roof.runner import Checkpoint, Task, run_tasks
 
@@ -144,6 +144,20 @@ def measure(
     )
 
 
+@dataclass(frozen=True, eq=False)
+class ValidationRun:
+    frame: pd.DataFrame  # one row per (variant, shape) measured
+    stats: pd.DataFrame  # error statistics per variant
+    environment: Environment
+    checkpoint: Checkpoint
+    complete: bool  # every (variant, shape) measured: the checkpoint can go once reported
+
+    def reported(self) -> None:
+        """Call once the report is written: a complete run's checkpoint is then redundant."""
+        if self.complete:
+            self.checkpoint.remove()
+
+
 def _trace(trace_dir: Path | None, variant: Variant, shape: Shape) -> Path | None:
     """Where the first shape's profiler trace goes, when traces are asked for."""
     if trace_dir is None:
@@ -160,7 +174,7 @@ def validate(
     resume: bool,
     progress: Callable | None = None,
     trace_dir: Path | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> ValidationRun:
     from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
     from f8roof.profiler.device import check_same_device, environment, require_device
 
@@ -211,13 +225,5 @@ def validate(
             f"checkpoint kept in {out_dir}: run again with --resume"
         )
     frame = validation_frame(calibration, pairs)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_dir / "validation.csv", frame.to_csv(index=False))
-    write_text_atomic(out_dir / "validation.md", markdown_report(frame, calibration))
-    write_text_atomic(
-        out_dir / "environment.json",
-        pd.Series(asdict(environment(options.device))).to_json(indent=1) + "\n",
-    )
-    if len(pairs) == len(options.shapes) * len(options.variants):
-        checkpoint.remove()
-    return frame, summary(frame)
+    complete = len(pairs) == len(options.shapes) * len(options.variants)
+    return ValidationRun(frame, summary(frame), environment(options.device), checkpoint, complete)

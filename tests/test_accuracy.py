@@ -5,7 +5,6 @@ import synthetic
 
 from f8roof.accuracy import (
     Pair,
-    markdown_report,
     measured_square_breakeven,
     percent_error,
     summary,
@@ -14,6 +13,7 @@ from f8roof.accuracy import (
 from f8roof.calibration.file import StepMeasurement
 from f8roof.calibration.fitting import fit_calibration
 from f8roof.models.variant import Variant
+from f8roof.renderers.validation import markdown_report
 
 
 def step(variant, shape, device_s, wall_s=None):

@@ -13,7 +13,7 @@ def run(*args):
 
 def test_seed_sweep_writes_343_rows(tmp_path):
     out = tmp_path / "x.csv"
-    result = run("estimate", "--gpu", "h100", "--sweep", "seed", "--out", str(out))
+    result = run("estimate", "--gpu", "h100", "--sweep", "pr668", "--out", str(out))
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
     assert len(frame) == 343

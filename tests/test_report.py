@@ -55,7 +55,7 @@ def test_terminal_rendering_marks_decisions():
 
 
 def test_write_report_with_plots(tmp_path):
-    built = model_report("llama3-8b", tokens=8192, resolved=roofline("all"))
+    built = model_report("llama3-8b", tokens=8192, request=roofline("all"))
     result = write_report(built, out=tmp_path / "r" / "report.md")
     pytest.importorskip("matplotlib")
     text = result.path.read_text()

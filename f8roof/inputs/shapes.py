@@ -40,8 +40,8 @@ _BLANKS = " \t"
 _FAST_FIELD = r"^[ \t]*[0-9]{1,10}[ \t]*$"
 
 SWEEPS = {
-    # The seed's sweep: M, K, N each 2^9..2^15, all 343 combinations.
-    "seed": lambda: list(itertools.product([2**i for i in range(9, 16)], repeat=3)),
+    # The seed's sweep (torchao PR #668's roofline script): M, K, N each 2^9..2^15, 343 shapes.
+    "pr668": lambda: list(itertools.product([2**i for i in range(9, 16)], repeat=3)),
     # Square shapes M = K = N = 2^7..2^16.
     "pow2": lambda: [(2**i,) * 3 for i in range(7, 17)],
 }
