@@ -132,7 +132,8 @@ def _amd(bf16: float, fp8: float, *, mxfp8: float | None) -> tuple:
         ("fp8_rowwise", GemmEfficiency(fp8, 128, 4e-6, AMD_TILES)),
     ]
     if mxfp8 is not None:
-        families.append(("mxfp8", GemmEfficiency(mxfp8, 128, 4e-6, AMD_TILES)))
+        # modelled at bf16's throughput (pytorch/ao#4290), so with bf16's K-steps and latency
+        families.append(("mxfp8", GemmEfficiency(mxfp8, 192, 3e-6, AMD_TILES)))
     return tuple(families)
 
 
