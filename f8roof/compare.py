@@ -299,18 +299,20 @@ def run_compare(
     from f8roof.inputs.shapes import parse_shape
     from f8roof.models.hardware import resolve_gpu
     from f8roof.models.recipes import Recipe, parse_scaling
+    from f8roof.models.support import check_recipes
     from f8roof.models.traffic import context_fused_roles
     from f8roof.models.variant import Context
     from f8roof.profiler.device import require_device
     from f8roof.profiler.graphs import resolve_implementation
     from f8roof.resolve import parse_roles
 
+    target = resolve_gpu(request.gpu)
+    check_recipes(target, request.recipe)  # a recipe the target cannot run: one line, first
     recipe = Recipe.from_name(
         request.recipe, parse_scaling(request.scaling) if request.scaling else None
     )
     impl = resolve_implementation(request.implementation)
     variant = Variant.of(recipe, impl, Context.from_names(request.before, request.after))
-    target = resolve_gpu(request.gpu)
     if request.implementation is None:
         warn(f"implementation: {impl.value} (the default here; --impl)")
     calibration, name = None, ""

@@ -14,6 +14,7 @@ from f8roof.models.support import (
     UnsupportedGemmError,
     check_supported,
     gemm_for_recipe,
+    supports,
     unsupported_reason,
 )
 
@@ -104,7 +105,7 @@ def test_power_capped_b200_is_chosen_by_name_only():
 
 def test_mx_peaks_only_where_mx_gemms_exist():
     for gpu in PRESETS.values():
-        assert (gpu.mx_flops is not None) == gpu.supports_mx, gpu.name
+        assert (gpu.mx_flops is not None) == supports(gpu, ScaledGemm.MXFP8), gpu.name
     with pytest.raises(UnknownGPUError, match="no mxfp8 peak"):
         find_gpu("h100").peak_flops("mxfp8")
 
@@ -202,9 +203,9 @@ def test_blockwise_gemms_exist_where_the_part_runs_them():
     for gpu in PRESETS.values():
         dtypes = {d for d, _ in datasheet_timing(gpu).all_gemms.efficiencies}
         if "fp8_blockwise" in dtypes:
-            assert gpu.supports_blockwise, gpu.name
+            assert supports(gpu, ScaledGemm.BLOCKWISE), gpu.name
         if "mxfp8" in dtypes:
-            assert gpu.supports_mx, gpu.name
+            assert supports(gpu, ScaledGemm.MXFP8), gpu.name
     assert tflops("h100", "fp8_blockwise", 8192) < tflops("h100", "fp8_rowwise", 8192)
 
 
@@ -238,3 +239,82 @@ def test_models_reach_the_published_maximum_and_not_beyond(name, dtype, best, ma
 def test_power_capped_b200_is_slower_than_stock():
     assert tflops("b200-750w", "bf16", 8192) < 0.8 * tflops("b200", "bf16", 8192)
     assert tflops("b200-750w", "mxfp8", 8192) < tflops("b200", "mxfp8", 8192)
+
+
+# Through the CLI (click's CliRunner): the listing, and recipes a part cannot run refused in
+# one line with exit 2.
+
+
+def cli(*args: str):
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+def test_gpus_lists_every_preset_with_its_sources():
+    result = cli("gpus")
+    assert result.exit_code == 0, result.output
+    table, _, details = result.output.partition("\n\n")
+    rows = {line.split()[0]: line for line in table.splitlines()[2:] if line.strip()}
+    for name, gpu in PRESETS.items():
+        assert name in rows
+        assert f"{name}:" in details
+        for source in gpu.sources:
+            assert f"datasheet: {source}" in details
+        for line in preset_efficiency(gpu).assumptions:
+            assert f"assumes: {line}" in details
+    assert "fnuz" in rows["mi300x"] and "gfx942" in rows["mi300x"]
+    assert "mxfp8" in rows["b200"] and "blockwise" not in rows["b200"]
+    assert "blockwise" in rows["h100"] and "mxfp8" not in rows["h100"]
+
+
+def test_gpus_without_sources_is_the_table_alone():
+    result = cli("gpus", "--no-sources")
+    assert result.exit_code == 0 and "datasheet:" not in result.output
+    assert len(result.output.strip().splitlines()) == len(PRESETS) + 4
+
+
+def one_line_refusal(result, *parts: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    for part in parts:
+        assert part in lines[0], result.output
+
+
+@pytest.mark.parametrize(
+    "args, parts",
+    [
+        (
+            ("estimate", "--gpu", "h100", "--recipe", "mxfp8_rceil", "--shape", "4096,4096,4096"),
+            ("h100 (sm_90) has no MXFP8 gemms", "10.0"),
+        ),
+        (
+            ("estimate", "--gpu", "b200", "--recipe", "blockwise", "--shape", "4096,4096,4096"),
+            ("b200 (sm_100) has no 1x128/128x128 blockwise", "9.x"),
+        ),
+        (
+            ("estimate", "--gpu", "mi300x", "--recipe", "tensorwise,mxfp8_rceil"),
+            ("mi300x (gfx942) has no MXFP8 gemms", "gfx950"),
+        ),
+        (
+            ("estimate", "--gpu", "mi355x", "--recipe", "blockwise", "--shape", "4096,4096,4096"),
+            ("mi355x (gfx950) has no 1x128/128x128 blockwise",),
+        ),
+        (
+            ("compare", "--gpu", "h100", "--recipe", "mxfp8_rceil", "--device", "codegen"),
+            ("h100 (sm_90) has no MXFP8 gemms",),
+        ),
+    ],
+)
+def test_recipes_a_part_cannot_run_are_refused_in_one_line(args, parts):
+    one_line_refusal(cli(*args), *parts)
+
+
+def test_recipes_a_part_runs_are_estimated():
+    result = cli("estimate", "--gpu", "mi300x", "--recipe", "rowwise", "--shape", "8192,8192,8192")
+    assert result.exit_code == 0, result.output
+    assert "rowwise" in result.output

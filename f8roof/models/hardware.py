@@ -108,18 +108,6 @@ class GPU:
         major, minor = self.compute_capability
         return f"sm_{major}{minor}"
 
-    @property
-    def supports_mx(self) -> bool:
-        from f8roof.models.support import ScaledGemm, unsupported_reason
-
-        return unsupported_reason(self, ScaledGemm.MXFP8) is None
-
-    @property
-    def supports_blockwise(self) -> bool:
-        from f8roof.models.support import ScaledGemm, unsupported_reason
-
-        return unsupported_reason(self, ScaledGemm.BLOCKWISE) is None
-
 
 H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100)"
 H200_DATASHEET = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200)"

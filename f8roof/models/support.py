@@ -75,11 +75,27 @@ def unsupported_reason(gpu: GPU, gemm: ScaledGemm | str) -> str | None:
     return _nvidia_reason(gpu, kind)
 
 
+def supports(gpu: GPU, gemm: ScaledGemm | str) -> bool:
+    return unsupported_reason(gpu, gemm) is None
+
+
 def check_supported(gpu: GPU, gemm: ScaledGemm | str) -> None:
     """Raise UnsupportedGemmError (one line) when `gpu` cannot run `gemm`."""
     reason = unsupported_reason(gpu, gemm)
     if reason is not None:
         raise UnsupportedGemmError(reason)
+
+
+def check_recipes(gpu: GPU, recipe_names: str) -> None:
+    """Refuse (one line) the first recipe of a comma list whose gemms `gpu` cannot run. Names
+    that map to no gemm ("all", a typo) are left to the recipe parser, which lists the known
+    ones."""
+    for name in filter(None, (n.strip() for n in recipe_names.split(","))):
+        try:
+            gemm = gemm_for_recipe(name)
+        except UnsupportedGemmError:
+            continue
+        check_supported(gpu, gemm)
 
 
 def _as_gemm(name: str) -> ScaledGemm:
