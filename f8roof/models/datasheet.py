@@ -215,11 +215,11 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
         ),
     ),
     "gb200": PresetEfficiency(
-        _nvidia(0.740, 0.732, mxfp8=0.732 * 0.991),
+        _nvidia(0.739, 0.731, mxfp8=0.731 * 0.991),
         0.69,
         (
-            f"{MAMF}: GB200 bf16 1822.0 TFLOP/s at 4096x9728x2048, torch 2.10 dev +cu130 -> 0.740",
-            f"{MAMF}: GB200 fp8 3615.6 TFLOP/s at 19456x5120x1536 -> 0.732",
+            f"{MAMF}: GB200 bf16 1822.0 TFLOP/s at 4096x9728x2048, torch 2.10 dev +cu130 -> 0.739",
+            f"{MAMF}: GB200 fp8 3615.6 TFLOP/s at 19456x5120x1536 -> 0.731",
             MX_RATIO,
         ),
         (

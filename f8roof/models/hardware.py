@@ -129,7 +129,8 @@ HGX_B300 = (
 )
 BLACKWELL_SMS = (
     "148 SMs: 2 dies x 74 enabled SMs (chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-"
-    "juggernaut-rolling)"
+    "juggernaut-rolling); Inductor's DeviceProperties in public B200 output code: "
+    "multi_processor_count=148, cc=100"
 )
 CC_10X = (
     "compute capability 10.0 (B200, GB200) / 10.3 (B300, GB300): TransformerEngine support "
@@ -281,7 +282,7 @@ PRESETS: dict[str, GPU] = {
             5000.0 * TERA,
             8.0 * TERA,
             ("NVIDIA GB200",),
-            148,
+            152,
             (10, 0),
             186 * GB,
             mx_flops=5000.0 * TERA,
@@ -290,8 +291,8 @@ PRESETS: dict[str, GPU] = {
             sources=(GB200_NVL72, CC_10X),
             notes=(
                 (
-                    "148 SMs assumed (the B200 GPU at 1,200 W; no public device query of a GB200 "
-                    "found)"
+                    "152 SMs: CUDA reports 152 at 2062 MHz on a GB200 (public GB200/B300 kernel "
+                    "notes: 'the local GB200 has 152 SMs at 2062 MHz', B300 '148 SMs at 2032 MHz')"
                 ),
             ),
         ),
@@ -308,7 +309,7 @@ PRESETS: dict[str, GPU] = {
             power_w=1100,
             sources=(HGX_B300, CC_10X),
             notes=(
-                "148 SMs assumed as on B200 (no public device query of a B300 found)",
+                "148 SMs: public B300 SXM6 AC (sm_103a) microbenchmark notes, '148 SMs, 2.032 GHz'",
                 "fp4 dense peak left out: NVIDIA's pages disagree (13.5-15 PF per GPU)",
             ),
         ),
