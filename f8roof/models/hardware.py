@@ -336,7 +336,7 @@ PRESETS: dict[str, GPU] = {
             ("AMD Instinct MI355X",),
             256,
             (9, 5),
-            288 * GB,
+            288 * 2**30,  # ROCm gpu-specs: VRAM 288 GiB
             mx_flops=5033.2 * TERA,
             fp4_flops=10066.3 * TERA,
             vendor=Vendor.AMD,
@@ -354,7 +354,7 @@ PRESETS: dict[str, GPU] = {
             ("AMD Instinct MI350X",),
             256,
             (9, 5),
-            288 * GB,
+            288 * 2**30,  # ROCm gpu-specs: VRAM 288 GiB
             mx_flops=4613.7 * TERA,
             fp4_flops=9227.5 * TERA,
             vendor=Vendor.AMD,
