@@ -198,11 +198,18 @@ def main() -> None:
 
 
 @main.command()
-def gpus() -> None:
-    """List the GPU presets (datasheet ceilings) and the device names they match."""
-    from f8roof.renderers.runs import gpus_text
+@click.option(
+    "--sources/--no-sources",
+    default=True,
+    show_default=True,
+    help="each preset's datasheet sources, the public sweeps behind its timing, its assumptions",
+)
+def gpus(sources: bool) -> None:
+    """List the GPU presets (datasheet ceilings), the scaled gemms each runs, the device names
+    they match and where every number comes from."""
+    from f8roof.renderers.gpus import gpus_text
 
-    click.echo(gpus_text())
+    click.echo(gpus_text(sources=sources))
 
 
 @main.command()

@@ -297,16 +297,18 @@ def run_compare(
     hears each note as soon as it is known."""
     from f8roof.inputs.shapes import parse_shape
     from f8roof.models.hardware import resolve_gpu
+    from f8roof.models.support import check_recipes
     from f8roof.models.traffic import context_fused_roles
     from f8roof.models.variant import Context
     from f8roof.profiler.device import require_device
     from f8roof.profiler.graphs import resolve_implementation
     from f8roof.resolve import load_calibration, one_recipe, parse_roles
 
+    target = resolve_gpu(request.gpu)
+    check_recipes(target, request.recipe)  # a recipe the target cannot run: one line, first
     recipe = one_recipe(request.recipe, request.scaling)
     impl = resolve_implementation(request.implementation)
     variant = Variant.of(recipe, impl, Context.from_names(request.before, request.after))
-    target = resolve_gpu(request.gpu)
     if request.implementation is None:
         warn(f"implementation: {impl.value} (the default here; --impl)")
     calibration, name = load_calibration(request.calibration, target)

@@ -29,6 +29,7 @@ from f8roof.models.errors import ModelError
 from f8roof.models.gemm import RooflineGemm, TableGemm
 from f8roof.models.hardware import GPU, resolve_gpu
 from f8roof.models.recipes import RECIPE_NAMES, ROLES, Recipe, RecipeError, Role, parse_scaling
+from f8roof.models.support import check_recipes
 from f8roof.models.traffic import context_fused_roles
 from f8roof.models.variant import (
     TORCHAO_RECIPES,
@@ -202,6 +203,8 @@ def resolve(request: Request, *, many_recipes: bool = True) -> Resolved:
 
 def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     asked = resolve_gpu(request.gpu) if request.gpu else None
+    if asked is not None:
+        check_recipes(asked, request.recipes)  # MX on an H100: one line, before anything else
     recipes = parse_recipes(request.recipes, request.scaling)
     if len(recipes) > 1 and not many_recipes:
         raise F8RoofError(
@@ -209,6 +212,7 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
         )
     calibration, source = _calibration(request, asked)
     gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
+    check_recipes(gpu, request.recipes)
     gemm, gemm_label = _gemm(request, gpu, calibration)
     context = Context.from_names(request.before, request.after)
     fused = parse_roles(request.fused) if request.fused else context_fused_roles(context)

@@ -36,6 +36,20 @@ SEED_LAUNCH_FLOOR_S = 2e-6
 OPERAND_BYTES = {"bf16": 2, "fp8": 1, "fp8_rowwise": 1}
 GEMM_DTYPES = tuple(OPERAND_BYTES)
 OUTPUT_BYTES = 2  # every gemm of the linear writes bf16
+# Block-scaled gemms (issue #20), kept out of GEMM_DTYPES (the calibration file's required
+# set): operand bytes per element with their scales. MXFP8: one e8m0 byte per 32 elements
+# along K; blockwise: one fp32 scale per 128 (1x128 activations; 128x128 weights carry fewer,
+# counted the same as an upper bound).
+BLOCK_SCALED_OPERAND_BYTES = {"mxfp8": 1 + 1 / 32, "fp8_blockwise": 1 + 4 / 128}
+
+
+def operand_bytes(dtype: str) -> float:
+    """Bytes per operand element a gemm dtype reads, scales included."""
+    if dtype in OPERAND_BYTES:
+        return OPERAND_BYTES[dtype]
+    if dtype in BLOCK_SCALED_OPERAND_BYTES:
+        return BLOCK_SCALED_OPERAND_BYTES[dtype]
+    raise ModelError(f"unknown gemm dtype {dtype!r}")
 
 
 class GemmTableError(ModelError):
@@ -98,7 +112,7 @@ class RooflineGemm:
         of that many gemms of this shape, one launch."""
         m, k, n = (np.asarray(x, dtype=np.float64) for x in gemm_dims(role, M, K, N))
         compute = 2 * m * k * n * groups / (self.gpu.peak_flops(dtype) * self.gemm_efficiency)
-        traffic = (OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n) * groups
+        traffic = (operand_bytes(dtype) * (m * k + k * n) + OUTPUT_BYTES * m * n) * groups
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
         time = np.maximum(np.maximum(compute, memory), self.launch_floor_s)
         return time, np.zeros(time.shape, dtype=bool)
@@ -145,7 +159,11 @@ class TiledGemm:
     memory_efficiency: float
 
     def efficiency(self, dtype: str) -> GemmEfficiency:
-        return dict(self.efficiencies)[dtype]
+        found = dict(self.efficiencies).get(dtype)
+        if found is None:
+            known = ", ".join(d for d, _ in self.efficiencies)
+            raise ModelError(f"{self.gpu.name}: no {dtype} gemm model (has {known})")
+        return found
 
     def time_s(
         self, dtype: str, role: GemmRole, M, K, N, groups=1
@@ -185,7 +203,7 @@ class TiledGemm:
                     )
             tile_s *= 2 * rows * cols / per_sm
             np.minimum(compute, tile_s, out=compute)
-        traffic = OPERAND_BYTES[dtype] * (m * k + k * n) + OUTPUT_BYTES * m * n
+        traffic = operand_bytes(dtype) * (m * k + k * n) + OUTPUT_BYTES * m * n
         if grouped:
             traffic *= g[0]
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)

@@ -1,4 +1,5 @@
-"""What calibrate and validate print when they finish, and the `gpus` and `models` listings."""
+"""What calibrate and validate print when they finish, and the `models` listing (`gpus`:
+renderers/gpus.py)."""
 
 from __future__ import annotations
 
@@ -36,19 +37,6 @@ def validation_lines(frame: pd.DataFrame, stats: pd.DataFrame, out_dir: str) -> 
             f"{s.wall_median_abs_error_pct:.1f}%"
         )
     return lines
-
-
-def gpus_text() -> str:
-    from f8roof.models.hardware import PRESETS
-
-    lines = [f"{'name':10} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>12} {'HBM TB/s':>9}  matches"]
-    for gpu in PRESETS.values():
-        lines.append(
-            f"{gpu.name:10} {gpu.bf16_flops / 1e12:12.1f} {gpu.fp8_flops / 1e12:12.1f} "
-            f"{gpu.memory_bandwidth_bytes_per_s / 1e12:9.2f}  {', '.join(gpu.device_prefixes)}"
-        )
-    lines.append("custom GPU: --gpu custom:bf16=989e12,fp8=1979e12,bandwidth=3.35e12")
-    return "\n".join(lines)
 
 
 def models_text() -> str:
