@@ -11,6 +11,7 @@ from f8roof.compare import compare
 from f8roof.models.hardware import find_gpu
 from f8roof.models.variant import Variant
 from f8roof.profiler import torchao_float8
+from f8roof.renderers.comparison import calibration_check_lines
 
 
 def run_json(*args: str) -> dict:
@@ -242,7 +243,7 @@ def test_shipped_calibration_beside_this_compile_differs_by_the_workspace_only()
     )
     assert check.generated == (row.bytes_actual,)
     assert check.generated[0] - check.fitted[0] == workspace
-    assert "M=1536 K=2560 N=1024: calibration" in "\n".join(check.lines())
+    assert "M=1536 K=2560 N=1024: calibration" in "\n".join(calibration_check_lines(check))
 
 
 def test_calibration_without_the_variant_is_refused_before_compiling():
