@@ -174,7 +174,8 @@ _PARALLEL_OPTIONS = (
         type=click.Choice(["none", "full", "selective"]),
         default="none",
         show_default=True,
-        help="activation checkpointing: full reruns every linear's forward in the backward",
+        help="activation checkpointing: full reruns the blocks' linears' forward in the "
+        "backward (not lm_head's)",
     ),
     click.option(
         "--step-ms",
@@ -229,7 +230,7 @@ def models() -> None:
     default="tensorwise",
     show_default=True,
     help="tensorwise, tensorwise_delayed, tensorwise_static_weight, rowwise, rowwise_gw_hp "
-    "(with --model: a list, or all)",
+    "(with --model: a list, or all: torchao's recipes, every one with --impl reference)",
 )
 @click.option("--scaling", default=None, help="tensorwise scaling per role: weight=delayed,...")
 @IMPL
@@ -587,7 +588,7 @@ def compare(shape_texts, no_fit, as_json, out, **options) -> None:
     from f8roof.files import check_output_path, write_text_atomic
     from f8roof.renderers.comparison import render_text, to_json
 
-    if out:
+    if out is not None:
         check_output_path(out)
     _need_torch("compare")
     bar = _progress("compiling", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}")
@@ -596,5 +597,5 @@ def compare(shape_texts, no_fit, as_json, out, **options) -> None:
     render = to_json if as_json else render_text
     text = render(result.comparison, result.check)
     click.echo(text, nl=False)
-    if out:
+    if out is not None:
         write_text_atomic(out, text)

@@ -34,6 +34,8 @@ def read_json(path: str | Path, *, what: str, error: type[Exception]) -> Any:
 def check_output_path(path: str | Path) -> Path:
     """Refuse, before any work, an output file that cannot be written: a directory in its
     place, a parent that is a file or cannot be created, a directory without write access."""
+    if not str(path).strip():
+        raise OutputError("an empty output path: name the file to write")
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"cannot write {path}: it is a directory")
@@ -43,6 +45,8 @@ def check_output_path(path: str | Path) -> Path:
 
 def check_output_dir(directory: str | Path, *, what: str | None = None) -> Path:
     """The directory exists or can be created, and can be written to."""
+    if not str(directory).strip():
+        raise OutputError("an empty output directory: name the directory to write into")
     directory = Path(directory)
     what = what or f"cannot write into {directory}"
     existing = directory

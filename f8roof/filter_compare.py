@@ -241,6 +241,11 @@ def filter_compare(
     request = request or Request()
     if "," in request.recipes or request.recipes.strip() == "all":
         raise F8RoofError("filter-compare takes one recipe (torchao converts with one config)")
+    if step_ms is not None and len(tokens) * len(tps) > 1:
+        raise F8RoofError(
+            f"--step-ms is one measured bf16 step, of one --tokens and one --tp; "
+            f"{len(tokens)} tokens x {len(tps)} TP degrees were given: compare them without it"
+        )
     setup = TrainingSetup.from_options(ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
     for tp in tps:
         TrainingSetup.from_options(tp=tp)  # one-line error for a bad degree before any work

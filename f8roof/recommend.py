@@ -56,7 +56,7 @@ from f8roof.models.grouped import GROUPED_RECIPE
 from f8roof.models.overhead import kernel_set_note
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import Level, context_fused_roles
-from f8roof.models.variant import Context, Implementation
+from f8roof.models.variant import TORCHAO_RECIPES, Context, Implementation
 from f8roof.resolve import Request, Resolved, resolve
 
 GROUPED_NOTE = "grouped gemm, rowwise; overhead: torchao's MoE kernels, read off their code"
@@ -153,6 +153,14 @@ class Recommendation:
     @property
     def criterion_label(self) -> str:
         return criterion_label(self.criterion, self.calibration)
+
+    @property
+    def reference_recipes(self) -> tuple[str, ...]:
+        """Recipes chosen for converted layers that only f8roof's reference implementation
+        has (delayed and static scaling): torchao cannot convert a model with them."""
+        layers = self.layers
+        chosen = layers.loc[layers["convert"].to_numpy(dtype=bool), "recipe"]
+        return tuple(r for r in dict.fromkeys(chosen) if r not in TORCHAO_RECIPES)
 
 
 def recommend(
@@ -257,6 +265,9 @@ def _layer_frame(
     for column in _LABELS:
         frame[column] = frame[column].astype(str)
     grouped = np.array([layer.grouped for layer in local], dtype=bool)
+    if config.calibration is not None:
+        # which overhead level `speedup`, `fp8_s` and `bf16_s` hold, per row
+        frame["speedup_level"] = np.where(grouped, "worst", "fitted")
     if not grouped.any():
         return frame
     index = np.flatnonzero(grouped)
@@ -269,7 +280,7 @@ def _layer_frame(
     frame.loc[index, "implementation"] = Implementation.TORCHAO.value
     if config.calibration is not None:
         # no fitted model of torchao's grouped path: its rows decide on its worst case, a true
-        # bound for hand-written kernels (every loop reading from HBM)
+        # bound for hand-written kernels (every loop reading from HBM); `speedup_level` says so
         frame.loc[index, "bf16_s"] = frame.loc[index, "bf16_gemm_s"]
         frame.loc[index, "fp8_s"] = frame.loc[index, "fp8_s_worst"]
         frame.loc[index, "speedup"] = frame.loc[index, "speedup_worst"]
@@ -291,10 +302,11 @@ def _by_context(
     """Each row estimated in its own context (the op producing its input), with the seed's F
     flags that context implies; a context the calibration lacks falls back to the standalone
     linear, and `context_note` says so."""
-    contexts = [layer.linear.context for layer in local]
+    # full recompute reruns the blocks' linears only (LocalLayer.in_block)
+    keys = [(layer.linear.context, layer.in_block) for layer in local]
     parts = []
-    for context in dict.fromkeys(contexts):
-        rows = [i for i, c in enumerate(contexts) if c == context]
+    for context, in_block in dict.fromkeys(keys):
+        rows = [i for i, key in enumerate(keys) if key == (context, in_block)]
         used = context
         if config.calibration is not None and not config.calibration.has(
             replace(config, context=context).variant.key
@@ -303,7 +315,7 @@ def _by_context(
         part = _timed(
             [local[i].shape for i in rows],
             replace(config, context=used, fused=context_fused_roles(used)),
-            recompute,
+            recompute if in_block else Recompute.NONE,
         )
         part.index = rows
         part["context_note"] = (
@@ -503,6 +515,18 @@ class ModuleFilter:
     @property
     def converted(self) -> frozenset[str]:
         return frozenset(fqn for fqn, yes in self.decisions.items() if yes)
+
+    def __repr__(self) -> str:
+        """The decisions per layer type, not the calibration behind them (hundreds of KB)."""
+        rec = self.recommendation
+        layers = rec.layers
+        convert = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if yes]
+        keep = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if not yes]
+        return (
+            f"ModuleFilter({rec.architecture.name} on {rec.gpu}, {rec.tokens} tokens, "
+            f"{'/'.join(rec.recipes)}: float8 for {len(self.converted)} of "
+            f"{len(self.decisions)} linears; convert {convert}; keep bf16 {keep})"
+        )
 
     def __call__(self, module, fqn: str) -> bool:
         name = canonical_fqn(fqn)

@@ -87,10 +87,22 @@ class Resolved:
         return f"gpu {self.gpu.name}, {names}{where}, gemm times: {self.gemm_label}"
 
 
-def parse_recipes(text: str, scaling: str | None = None) -> list[Recipe]:
-    """'all', one recipe name, or a comma list of them."""
+def all_recipes(implementation: str | None = None) -> tuple[str, ...]:
+    """What 'all' means: the recipes torchao converts with (what its advice can be), unless
+    the reference implementation is asked for, which has delayed and static scaling too."""
+    if implementation is not None and parse_implementation(implementation) is not (
+        Implementation.TORCHAO
+    ):
+        return RECIPE_NAMES
+    return tuple(name for name in RECIPE_NAMES if name in TORCHAO_RECIPES)
+
+
+def parse_recipes(
+    text: str, scaling: str | None = None, implementation: str | None = None
+) -> list[Recipe]:
+    """'all' (see `all_recipes`), one recipe name, or a comma list of them."""
     names = (
-        list(RECIPE_NAMES)
+        list(all_recipes(implementation))
         if text.strip() == "all"
         else [t.strip() for t in text.split(",") if t.strip()]
     )
@@ -205,7 +217,7 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     asked = resolve_gpu(request.gpu) if request.gpu else None
     if asked is not None:
         check_recipes(asked, request.recipes)  # MX on an H100: one line, before anything else
-    recipes = parse_recipes(request.recipes, request.scaling)
+    recipes = parse_recipes(request.recipes, request.scaling, request.implementation)
     if len(recipes) > 1 and not many_recipes:
         raise F8RoofError(
             "several recipes are compared per layer: use them with --model, or give one --recipe"
@@ -213,7 +225,11 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     calibration, source = _calibration(request, asked)
     gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
     check_recipes(gpu, request.recipes)
-    gemm, gemm_label = _gemm(request, gpu, calibration)
+    named = asked is not None or request.calibration is not None  # else h100 by default
+    gemm, gemm_label = _gemm(request, gpu, calibration, gpu_named=named)
+    if gemm is not None and calibration is not None:
+        # the calibration's bytes stand, its gemm times do not: say which are used
+        source = source.replace(calibration.source, calibration.describe(gemms=gemm_label))
     context = Context.from_names(request.before, request.after)
     fused = parse_roles(request.fused) if request.fused else context_fused_roles(context)
     base = EstimateConfig(
@@ -253,14 +269,16 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
 
 
 def _gemm(
-    request: Request, gpu: GPU, calibration: Calibration | None
+    request: Request, gpu: GPU, calibration: Calibration | None, *, gpu_named: bool = True
 ) -> tuple[RooflineGemm | TableGemm | None, str]:
     """A gemm model that overrides the calibration's (None: the calibration's, or the
-    datasheet roofline at the seed's efficiency), and its label."""
+    datasheet roofline at the seed's efficiency), and its label. A table's times are bounded
+    by the GPU's peak when one is named (`gpu_named`), else by the fastest preset's."""
     if request.gemm_table is not None and request.gemm_efficiency is not None:
         raise F8RoofError("--gemm-table and --gemm-efficiency contradict each other")
     if request.gemm_table is not None:
-        return load_gemm_table(request.gemm_table), f"table {request.gemm_table}"
+        table = load_gemm_table(request.gemm_table, gpu=gpu if gpu_named else None)
+        return table, f"table {request.gemm_table}"
     if request.gemm_efficiency is not None:
         roofline = RooflineGemm(gpu, gemm_efficiency=request.gemm_efficiency)
         return roofline, f"roofline at {request.gemm_efficiency:.0%} of peak"

@@ -172,8 +172,9 @@ def test_gemm_table_at_a_model_s_own_shapes(tmp_path):
     )
     assert result.exit_code == 0, result.output
     frame = pd.read_csv(out)
-    # the wide table's one gemm stands for all three roles: output at (M, K, N) is measured
-    assert list(frame["gemm_extrapolated"]) == [True, True]
+    # the wide table's one gemm stands for all three of its linear: a measured linear is
+    # measured in every role; one between rows comes from the nearest and is flagged
+    assert list(frame["gemm_extrapolated"]) == [False, True]
     assert frame["bf16_gemm_s"][0] == pytest.approx(3 * 2 * 8192 * 4096 * 4096 / 600e12)
     # between measured points, the measured throughput (all points: 900e12 + 8192 FLOP/s)
     flops = 3 * 2 * 8192 * 6144 * 6144 / frame["fp8_gemm_s"][1]

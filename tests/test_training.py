@@ -55,7 +55,14 @@ def test_no_parallelism_is_the_global_shape():
     "model, tp, message",
     [
         ("llama3-8b", 3, "--tp 3 does not divide N = 4096 of model.layers.*.self_attn.q_proj"),
-        ("llama3-8b", 2048, "--tp 2048 does not divide N = 1024 of model.layers.*.self_attn.k_"),
+        (
+            "llama3-8b",
+            2048,
+            "--tp 2048 does not divide the 32 heads of model.layers.*.self_attn.q_",
+        ),
+        # k_proj N = 1024 divides by 256 (4 columns each), but 8 kv heads do not: refused
+        ("llama3-8b", 256, "--tp 256 does not divide the 32 heads of model.layers.*.self_attn.q_"),
+        ("llama3-8b", 16, "--tp 16 does not divide the 8 heads of model.layers.*.self_attn.k_proj"),
         ("gpt2", 2, "--tp 2 does not divide N = 50257 of lm_head (column-parallel)"),
     ],
 )

@@ -84,8 +84,15 @@ class NamedLinear:
     tp: TPStyle = TPStyle.REPLICATED
     routed: RoutedExperts | None = None
     context: Context = field(default_factory=Context)  # its input's op (see input_context)
+    # attention heads its sharded dim holds (N column-parallel, K row-parallel); 0: not
+    # attention, or unknown. TP shards whole heads, so a degree must divide them.
+    heads: int = 0
 
     def __post_init__(self) -> None:
+        if isinstance(self.heads, bool) or not isinstance(self.heads, int) or self.heads < 0:
+            raise ArchitectureError(
+                f"linear {self.fqn}: heads must be a non-negative integer (got {self.heads!r})"
+            )
         for name in ("K", "N", "count"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -190,8 +197,11 @@ class _Config:
             )
         return value
 
-    def routed(self, experts_key: str) -> RoutedExperts:
-        experts, top_k = self.int(experts_key), self.int("num_experts_per_tok")
+    def routed(
+        self, experts_key: str, *, experts: int | None = None, top_k: int | None = None
+    ) -> RoutedExperts:
+        """The routed experts; `experts`, `top_k`: the model's defaults for absent fields."""
+        experts, top_k = self.int(experts_key, experts), self.int("num_experts_per_tok", top_k)
         try:
             return RoutedExperts(experts, top_k)
         except ArchitectureError as e:
@@ -199,6 +209,7 @@ class _Config:
 
 
 COLUMN, ROW, REPLICATED = TPStyle.COLUMN, TPStyle.ROW, TPStyle.REPLICATED
+MIXTRAL_EXPERTS, MIXTRAL_TOP_K = 8, 2  # transformers' MixtralConfig defaults
 
 
 def _attention(cfg: _Config, prefix: str, layers: int) -> list[NamedLinear]:
@@ -220,10 +231,14 @@ def _attention(cfg: _Config, prefix: str, layers: int) -> list[NamedLinear]:
         )
     head_dim = cfg.int("head_dim", hidden // heads)
     return [
-        NamedLinear(f"{prefix}.q_proj", hidden, heads * head_dim, layers, COLUMN),
-        NamedLinear(f"{prefix}.k_proj", hidden, kv_heads * head_dim, layers, COLUMN),
-        NamedLinear(f"{prefix}.v_proj", hidden, kv_heads * head_dim, layers, COLUMN),
-        NamedLinear(f"{prefix}.o_proj", heads * head_dim, hidden, layers, ROW),
+        NamedLinear(f"{prefix}.q_proj", hidden, heads * head_dim, layers, COLUMN, heads=heads),
+        NamedLinear(
+            f"{prefix}.k_proj", hidden, kv_heads * head_dim, layers, COLUMN, heads=kv_heads
+        ),
+        NamedLinear(
+            f"{prefix}.v_proj", hidden, kv_heads * head_dim, layers, COLUMN, heads=kv_heads
+        ),
+        NamedLinear(f"{prefix}.o_proj", heads * head_dim, hidden, layers, ROW, heads=heads),
     ]
 
 
@@ -262,9 +277,13 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
     vocab = cfg.int("vocab_size")
     linears = _attention(cfg, "model.layers.*.self_attn", layers)
     note = ""
-    if cfg.int("num_local_experts", 1) > 1:
+    # transformers' MixtralConfig defaults: num_local_experts=8, num_experts_per_tok=2
+    # (transformers/models/mixtral/configuration_mixtral.py); a Mixtral config.json may omit them
+    mixtral = cfg.data.get("model_type") == "mixtral"
+    if cfg.int("num_local_experts", MIXTRAL_EXPERTS if mixtral else 1) > 1:
         # Mixtral: every layer's MLP is routed; experts are w1 (gate), w3 (up), w2 (down).
-        routed = cfg.routed("num_local_experts")
+        defaults = {"experts": MIXTRAL_EXPERTS, "top_k": MIXTRAL_TOP_K} if mixtral else {}
+        routed = cfg.routed("num_local_experts", **defaults)
         linears += _mlp(
             "model.layers.*.block_sparse_moe.experts.*",
             hidden,
@@ -274,6 +293,9 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
             names=("w1", "w3", "w2"),
         )
         note = "the routers (block_sparse_moe.gate) are left out"
+        absent = [k for k in ("num_local_experts", "num_experts_per_tok") if not cfg.has(k)]
+        if mixtral and absent:
+            note += f"; {', '.join(absent)} absent: transformers' MixtralConfig defaults (8, 2)"
     elif cfg.int("num_experts", 0, allow_zero=True) > 1:
         routed = cfg.routed("num_experts")
         moe_layers = _moe_layer_count(
@@ -336,9 +358,10 @@ def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
     """GPT-2: fused qkv (c_attn), c_proj, c_fc, mlp c_proj, lm_head (tied to the embedding)."""
     hidden = cfg.int("n_embd")
     layers = cfg.int("n_layer")
-    if hidden % cfg.int("n_head"):
+    n_head = cfg.int("n_head")
+    if hidden % n_head:
         raise ArchitectureError(
-            f"{cfg.source}: n_embd {hidden} is not divisible by n_head {cfg.int('n_head')}"
+            f"{cfg.source}: n_embd {hidden} is not divisible by n_head {n_head}"
         )
     inner = cfg.int("n_inner", 4 * hidden)  # HF: n_inner null means 4 * n_embd
     vocab = cfg.int("vocab_size")
@@ -346,8 +369,8 @@ def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
     # HF's GPT2 implements these as Conv1D (weight stored (K, N)), which torchao does not
     # convert; nanoGPT and most training code use nn.Linear with the same names and shapes.
     return [
-        NamedLinear(f"{block}.attn.c_attn", hidden, 3 * hidden, layers, COLUMN),
-        NamedLinear(f"{block}.attn.c_proj", hidden, hidden, layers, ROW),
+        NamedLinear(f"{block}.attn.c_attn", hidden, 3 * hidden, layers, COLUMN, heads=n_head),
+        NamedLinear(f"{block}.attn.c_proj", hidden, hidden, layers, ROW, heads=n_head),
         NamedLinear(f"{block}.mlp.c_fc", hidden, inner, layers, COLUMN),
         NamedLinear(f"{block}.mlp.c_proj", inner, hidden, layers, ROW),
         NamedLinear("lm_head", hidden, vocab, 1, COLUMN),
@@ -375,15 +398,23 @@ def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
         q_rank = cfg.int("q_lora_rank")
         linears += [
             NamedLinear(f"{attn}.q_a_proj", hidden, q_rank, layers, REPLICATED),
-            NamedLinear(f"{attn}.q_b_proj", q_rank, heads * (nope + rope), layers, COLUMN),
+            NamedLinear(
+                f"{attn}.q_b_proj", q_rank, heads * (nope + rope), layers, COLUMN, heads=heads
+            ),
         ]
     else:  # V2-Lite: q_lora_rank null, a plain q_proj
-        linears.append(NamedLinear(f"{attn}.q_proj", hidden, heads * (nope + rope), layers, COLUMN))
+        linears.append(
+            NamedLinear(
+                f"{attn}.q_proj", hidden, heads * (nope + rope), layers, COLUMN, heads=heads
+            )
+        )
     linears += [
         # the compressed kv latent and the shared rope key come out of one projection
         NamedLinear(f"{attn}.kv_a_proj_with_mqa", hidden, kv_rank + rope, layers, REPLICATED),
-        NamedLinear(f"{attn}.kv_b_proj", kv_rank, heads * (nope + v_dim), layers, COLUMN),
-        NamedLinear(f"{attn}.o_proj", heads * v_dim, hidden, layers, ROW),
+        NamedLinear(
+            f"{attn}.kv_b_proj", kv_rank, heads * (nope + v_dim), layers, COLUMN, heads=heads
+        ),
+        NamedLinear(f"{attn}.o_proj", heads * v_dim, hidden, layers, ROW, heads=heads),
     ]
     # transformers' DeepseekV3: layer i is MoE when i >= first_k_dense_replace and
     # i % moe_layer_freq == 0 (and the config has routed experts at all).
@@ -457,10 +488,16 @@ def from_hf_config(
 # RMSNorm before DeepSeek's q_b/kv_b; silu(gate) * up before a SwiGLU down projection; GELU
 # before GPT-2's MLP c_proj. Attention outputs come from the attention kernel and routed
 # experts' inputs from the token permutation: nothing there a cast could fuse into.
+# torchtitan's names for the same places: attention_norm -> attention.wq/wk/wv, ffn_norm ->
+# feed_forward.w1/w3, norm -> output; DeepSeek's wq_a/wkv_a after the block's norm and
+# wq_b/wkv_b after q_norm/kv_norm (torchtitan/models/llama3/model.py, deepseek_v3/model.py).
 _FROM_NORM = {
     "q_proj",
     "k_proj",
     "v_proj",
+    "wq",
+    "wk",
+    "wv",
     "gate_proj",
     "up_proj",
     "w1",
@@ -468,11 +505,14 @@ _FROM_NORM = {
     "gate_up_proj",
     "q_a_proj",
     "kv_a_proj_with_mqa",
+    "wq_a",
+    "wkv_a",
     "c_attn",
     "c_fc",
     "lm_head",
+    "output",
 }
-_FROM_LATENT_NORM = {"q_b_proj", "kv_b_proj"}
+_FROM_LATENT_NORM = {"q_b_proj", "kv_b_proj", "wq_b", "wkv_b"}
 _FROM_SILU_MUL = {"down_proj", "w2"}
 
 
@@ -866,6 +906,20 @@ TP_PLAN: dict[str, TPStyle] = {
 }
 
 
+def check_tp_plan(plan: Mapping[str, TPStyle | str] | None, fqns) -> None:
+    """Refuse a tp_plan entry that would be ignored: a style other than column, row or
+    replicated, or a suffix that names none of the model's linears."""
+    for suffix, style in (plan or {}).items():
+        try:
+            TPStyle(style)
+        except ValueError:
+            raise ArchitectureError(
+                f"tp_plan {suffix!r}: {style!r} is not one of column, row, replicated"
+            ) from None
+        if not any(f == suffix or f.endswith("." + suffix) for f in fqns):
+            raise ArchitectureError(f"tp_plan {suffix!r} names none of the model's linears")
+
+
 def tp_style(fqn: str, plan: Mapping[str, TPStyle | str] | None = None) -> TPStyle | None:
     """How TP shards the linear `fqn`: `plan` first (its keys are fqn suffixes, e.g.
     'attn.proj' or 'proj'), then `TP_PLAN` by the last name; None when neither knows it."""
@@ -905,6 +959,7 @@ def from_module(
     linears = module_linears(model)
     if not linears:
         raise ArchitectureError(f"{label} has no nn.Linear modules: nothing to convert to float8")
+    check_tp_plan(tp_plan, [layer_type(fqn) for fqn in linears])
     grouped: dict[str, NamedLinear] = {}
     unknown: list[str] = []
     norm = _norm_of(model)

@@ -66,8 +66,9 @@ class Recompute(str, Enum):
 
     - `none`: nothing recomputed.
     - `full`: the backward reruns every block's forward (torchtitan's `mode = "full"`): each
-      linear's forward gemm and its forward float8 overhead (casts of input and weight) run
-      twice, in both precisions.
+      of the blocks' linears runs its forward gemm and its forward float8 overhead (casts of
+      input and weight) twice, in both precisions; the output projection (lm_head), outside
+      the blocks, is not checkpointed.
     - `selective`: torchtitan's op-level SAC, which saves the outputs of matmuls (and
       attention, reductions) and recomputes the cheap ops around them. f8roof assumes it saves
       every linear's output in both precisions, so linears are not recomputed and nothing
@@ -185,8 +186,9 @@ class TrainingSetup:
             )
         if self.recompute is Recompute.FULL:
             lines.append(
-                "recompute full: every linear's forward gemm and forward float8 overhead run "
-                "again in the backward, in both precisions (included above)"
+                "recompute full: every block's linears run their forward gemm and forward "
+                "float8 overhead again in the backward, in both precisions (included above); "
+                "lm_head, outside the blocks, is not checkpointed"
             )
         elif self.recompute is Recompute.SELECTIVE:
             lines.append(
@@ -220,6 +222,13 @@ class LocalLayer:
     def shape(self) -> tuple[int, int, int]:
         return (self.M, self.K, self.N)
 
+    @property
+    def in_block(self) -> bool:
+        """Inside the repeated transformer blocks (its name has a layer index). Activation
+        checkpointing wraps the blocks only: torchtitan's `apply_ac` wraps each of
+        `model.layers`, never the final norm and the output projection (lm_head)."""
+        return "*" in self.linear.fqn.split(".")
+
 
 def padded_group_rows(rows: float, alignment: int = GROUPED_M_ALIGNMENT) -> int:
     """Rows of one group of a float8 grouped gemm: the expert's tokens rounded up to the
@@ -241,10 +250,16 @@ def tokens_per_expert(
 
 def _shard(linear: NamedLinear, tp: int, dim: str) -> int:
     size = getattr(linear, dim)
+    style = linear.tp.value
     if size % tp:
-        style = linear.tp.value
         raise ParallelismError(
             f"--tp {tp} does not divide {dim} = {size} of {linear.fqn} ({style}-parallel)"
+        )
+    if linear.heads and linear.heads % tp:
+        # TP gives each rank whole heads (torchtitan: n_heads // tp, n_kv_heads // tp per rank)
+        raise ParallelismError(
+            f"--tp {tp} does not divide the {linear.heads} heads of {linear.fqn} "
+            f"({dim} = {size}, {style}-parallel): each GPU must hold whole heads"
         )
     return size // tp
 

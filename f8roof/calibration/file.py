@@ -51,7 +51,7 @@ from f8roof.models.gemm import (
     TiledGemm,
     fp8_gemm_dtype,
 )
-from f8roof.models.hardware import PRESETS
+from f8roof.models.hardware import PRESETS, find_gpu
 from f8roof.models.kernel_time import FixedCost, KernelTimeModel, KindTime, Residuals
 from f8roof.models.records import (
     Environment,
@@ -70,6 +70,11 @@ _RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
 
 class CalibrationError(F8RoofError):
     pass
+
+
+# how far a ceiling may exceed the named GPU's datasheet before the file is refused (measured
+# clocks above the datasheet's boost clock, rounding)
+CEILING_TOLERANCE = 1.05
 
 
 class CalibrationKind(str, Enum):
@@ -164,10 +169,15 @@ class Calibration:
     @property
     def source(self) -> str:
         """What an estimate from this file rests on, in words."""
+        return self.describe()
+
+    def describe(self, *, gemms: str | None = None) -> str:
+        """`source`; `gemms`: how gemms are timed instead of the file's way (a --gemm-table)."""
         env = self.environment
         if self.is_measured:
-            return f"calibration measured on {env.label}, {env.date} ({env.versions})"
-        gemm = "tiled roofline" if self.datasheet_gemm else "a measured table"
+            text = f"calibration measured on {env.label}, {env.date} ({env.versions})"
+            return text if gemms is None else f"{text}; gemms: {gemms}"
+        gemm = gemms or ("tiled roofline" if self.datasheet_gemm else "a measured table")
         return (
             f"traffic from generated code ({env.versions}, codegen for {env.gpu}); "
             f"times from the datasheet (gemms: {gemm})"
@@ -286,7 +296,48 @@ class Calibration:
             version,
         )
         calibration._check_complete(source)
+        calibration._check_gpu(source)
         return calibration
+
+    def _check_gpu(self, source: str) -> None:
+        """The GPU the file names must be the one its device name and numbers describe: an
+        edited `environment.gpu` would label (and time) the estimate as another GPU's."""
+        env = self.environment
+        claim = f"{source}: environment.gpu {env.gpu!r}"
+        if env.gpu is None:
+            if env.device == "codegen":
+                raise CalibrationError(f"{claim}: a traffic calibration names its target GPU")
+            return
+        preset = PRESETS[env.gpu]
+        if env.device == "cpu":
+            raise CalibrationError(f"{claim}, but the file was measured on a CPU ({env.label})")
+        if env.device == "codegen" and env.device_name != env.gpu:
+            raise CalibrationError(f"{claim} disagrees with its device_name {env.device_name!r}")
+        if env.device == "cuda":
+            try:
+                named = find_gpu(env.device_name).name
+            except ModelError:
+                named = None
+            if named != env.gpu:
+                raise CalibrationError(
+                    f"{claim} disagrees with its device_name {env.device_name!r} "
+                    f"({'no GPU preset' if named is None else named})"
+                )
+        gemm = self.datasheet_gemm
+        if gemm is not None and gemm.gpu.name != env.gpu:
+            raise CalibrationError(f"{claim} disagrees with datasheet_gemm.gpu {gemm.gpu.name!r}")
+        # a GPU does not beat its datasheet: traffic files hold the peaks, measured ones less
+        for field, peak in (
+            ("bf16_flops", preset.bf16_flops),
+            ("fp8_flops", preset.fp8_flops),
+            ("copy_bandwidth_bytes_per_s", preset.memory_bandwidth_bytes_per_s),
+        ):
+            value = getattr(self.ceilings, field)
+            if value > peak * CEILING_TOLERANCE:
+                raise CalibrationError(
+                    f"{claim}: ceilings.{field} {value:.4g} exceeds that GPU's datasheet "
+                    f"{peak:.4g}: the file describes another GPU"
+                )
 
     def _check_complete(self, source: str) -> None:
         keys = [v.variant for v in self.variants]

@@ -3,8 +3,12 @@
 Two layouts are accepted:
 - wide, as the seed wrote it: columns M, K, N and a bf16 and an fp8 time per row
   (`bf16_time_s`/`ref_time_s`/`bf16_s`, `fp8_time_s`/`fp8_s`); one gemm of (M, K) @ (K, N),
-  used for all three gemm roles of a linear;
+  standing for all three gemms of the linear (M, K, N): each role's record is put at that
+  role's gemm dims (`gemm_dims`), so the linear finds all three as measured;
 - long: columns dtype, gemm, M, K, N, time_s (what calibration measures).
+
+A time faster than the GPU's peak FLOP/s (or, with no GPU named, twice the fastest preset's)
+is refused: such a table is in other units, or of another shape.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from f8roof.errors import F8RoofError
-from f8roof.models.gemm import GEMM_ROLES, GemmTableError, TableGemm
+from f8roof.models.gemm import GEMM_ROLES, GemmTableError, TableGemm, gemm_dims
+from f8roof.models.hardware import GPU, PRESETS
 
 BF16_COLUMNS = ("bf16_time_s", "ref_time_s", "bf16_s")
 FP8_COLUMNS = ("fp8_time_s", "fp8_s")
@@ -35,20 +40,47 @@ def records_from_frame(frame: pd.DataFrame, path: Path) -> list[tuple]:
         return list(frame[["dtype", "gemm", "M", "K", "N", "time_s"]].itertuples(index=False))
     bf16, fp8 = _pick(frame, BF16_COLUMNS, path), _pick(frame, FP8_COLUMNS, path)
     return [
-        (dtype, role.value, m, k, n, t)
-        for m, k, n, t_bf16, t_fp8 in frame[["M", "K", "N", bf16, fp8]].itertuples(index=False)
+        (dtype, role.value, *gemm_dims(role, M, K, N), t)
+        for M, K, N, t_bf16, t_fp8 in frame[["M", "K", "N", bf16, fp8]].itertuples(index=False)
         for role in GEMM_ROLES
         for dtype, t in (("bf16", t_bf16), ("fp8", t_fp8))
     ]
 
 
-def load_gemm_table(path: str | Path) -> TableGemm:
+def check_speeds(records, path: Path, gpu: GPU | None) -> None:
+    """Refuse a gemm faster than the GPU can run: its peak FLOP/s (5% margin for clocks above
+    the datasheet's), or twice the fastest preset's when no GPU is named."""
+    for dtype, role, m, k, n, t in records:
+        try:
+            flops = 2.0 * float(m) * float(k) * float(n) / float(t)
+        except (TypeError, ValueError, ZeroDivisionError):
+            continue  # a bad value is TableGemm's to name
+        if gpu is not None:
+            limit, whose = gpu.peak_flops(str(dtype)) * PEAK_MARGIN, f"the {gpu.name}'s peak"
+        else:
+            fastest = max(g.peak_flops(str(dtype)) for g in PRESETS.values())
+            limit, whose = 2 * fastest, "twice the fastest GPU preset's peak"
+        if flops > limit:
+            raise F8RoofError(
+                f"gemm table {path}: {dtype} {role} {m}x{k}x{n} in {t:.3g} s is "
+                f"{flops / 1e12:.4g} TFLOP/s, above {whose} ({limit / 1e12:.4g}): "
+                "times must be seconds"
+            )
+
+
+PEAK_MARGIN = 1.05
+
+
+def load_gemm_table(path: str | Path, *, gpu: GPU | None = None) -> TableGemm:
+    """`gpu`: the GPU the table is for (its peak bounds the times), None when not named."""
     path = Path(path)
     try:
         frame = pd.read_csv(path)
     except (OSError, ValueError) as e:
         raise F8RoofError(f"cannot read gemm table {path}: {e}") from None
     try:
-        return TableGemm.from_records(records_from_frame(frame, path), label=str(path))
+        records = records_from_frame(frame, path)
+        check_speeds(records, path, gpu)
+        return TableGemm.from_records(records, label=str(path))
     except (GemmTableError, ValueError, TypeError) as e:
         raise F8RoofError(f"bad gemm table {path}: {e}") from None

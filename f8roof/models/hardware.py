@@ -387,6 +387,9 @@ def find_gpu(name: str) -> GPU:
     )
 
 
+CUSTOM_KEYS = frozenset({"bf16", "fp8", "bandwidth"})
+
+
 def custom_gpu(spec: str) -> GPU:
     """'custom:bf16=989e12,fp8=1979e12,bandwidth=3.35e12' -> GPU (FLOP/s, bytes/s)."""
     _, _, body = spec.partition(":")
@@ -399,7 +402,13 @@ def custom_gpu(spec: str) -> GPU:
             raise UnknownGPUError(f"bad custom GPU item {item!r}; expected key=number") from None
         if not sep:
             raise UnknownGPUError(f"bad custom GPU item {item!r}; expected key=number")
-    missing = {"bf16", "fp8", "bandwidth"} - set(values)
+    unknown = set(values) - CUSTOM_KEYS
+    if unknown:
+        raise UnknownGPUError(
+            f"unknown custom GPU item(s) {', '.join(sorted(unknown))}; "
+            "custom takes bf16, fp8 (FLOP/s) and bandwidth (bytes/s)"
+        )
+    missing = CUSTOM_KEYS - set(values)
     if missing:
         raise UnknownGPUError(f"custom GPU needs {', '.join(sorted(missing))} (FLOP/s, bytes/s)")
     return GPU("custom", values["bf16"], values["fp8"], values["bandwidth"])

@@ -84,3 +84,19 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def step_share_line(share, *, linear_speedup: float, label: str = "") -> str:
+    """The end-to-end speedup a measured bf16 step implies (a `recommend.StepShare`), beside
+    the linear part's; or why there is none."""
+    head = f"end to end{f' ({label})' if label else ''}: measured bf16 step {ms(share.step_s)} ms"
+    if not share.consistent:
+        return (
+            f"{head}, but the linears alone are predicted at {ms(share.linear_bf16_s)} ms: no "
+            f"end-to-end figure (is --tokens the tokens per GPU? the roofline's gemm efficiency?)"
+        )
+    return (
+        f"{head}, linears {ms(share.linear_bf16_s)} ms of it ({share.linear_fraction:.0%}, "
+        f"predicted); saving {ms(share.saved_s)} ms: step speedup {share.speedup:.3f}x "
+        f"(linear part {linear_speedup:.3f}x)"
+    )

@@ -9,7 +9,7 @@ import pandas as pd
 
 from f8roof.filter_compare import TORCHAO_SOURCE, FilterCompareResult, FilterComparison
 from f8roof.recommend import StepShare
-from f8roof.renderers.cells import aligned, decision, markdown_table, ms
+from f8roof.renderers.cells import aligned, decision, markdown_table, ms, step_share_line
 
 
 def comparison_rows(cmp: FilterComparison) -> tuple[list[str], list[list[str]]]:
@@ -33,7 +33,9 @@ def comparison_rows(cmp: FilterComparison) -> tuple[list[str], list[list[str]]]:
         row = [str(r["fqn"]), str(r["count"]), str(r["M"]), str(r["K"]), str(r["N"])]
         row += [f"{r['full_K']} x {r['full_N']}"] if tp else []
         value = float(r[rec.criterion])
-        row += ["-" if math.isnan(value) else f"{value:.2f}"]
+        # routed experts decide on the worst case of torchao's MoE kernels, never a fitted one
+        level = " (worst)" if r["grouped"] and rec.criterion == "speedup" else ""
+        row += ["-" if math.isnan(value) else f"{value:.2f}{level}"]
         row += [decision(torchao), decision(bool(r["convert"]))]
         row += [
             ms(r["torchao_step_s"]) if cmp.torchao is not None else "-",
@@ -77,6 +79,9 @@ def summary_lines(cmp: FilterComparison) -> list[str]:
                     f"end to end ({c.name}): step speedup {share.speedup:.3f}x of the measured "
                     f"{ms(rec.setup.step_s)} ms bf16 step"
                 )
+            else:  # said, not dropped: the step and the prediction disagree
+                line = step_share_line(share, linear_speedup=bf16.step_s / c.step_s, label=c.name)
+                lines.append(line)
     if rec.setup.tp > 1:
         lines.append(
             "torchao's filter sees the unsharded K x N (torchtitan converts before it applies "

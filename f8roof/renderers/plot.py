@@ -17,6 +17,7 @@ import pandas as pd
 
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate
+from f8roof.models.grouped import GROUPED_RECIPE
 from f8roof.models.variant import FP8_DIM_MULTIPLE
 from f8roof.resolve import Request
 
@@ -64,6 +65,21 @@ def check_out(out: str | Path) -> Path:
 def _save(figure, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=DPI)
+
+
+def context_text(config: EstimateConfig) -> str:
+    """', context rmsnorm+none' for a title: the op around the linear, when there is one."""
+    context = config.context
+    return "" if context.is_standalone else f", context {context.name}"
+
+
+def setup_parts(setup) -> list[str]:
+    """How a model trains, for a title: TP, EP, FSDP, recompute (`TrainingSetup`)."""
+    parts = [f"TP {setup.tp}"] if setup.tp > 1 else []
+    parts += [f"EP {setup.ep}"] if setup.ep > 1 else []
+    parts += ["FSDP"] if setup.fsdp else []
+    parts += [f"recompute {setup.recompute.value}"] if setup.recompute.value != "none" else []
+    return parts
 
 
 def _level(config: EstimateConfig, level: str | None) -> str:
@@ -190,7 +206,7 @@ def heatmap(
     basis = "calibrated" if config.calibration is not None else "roofline presets"
     ax.set_title(
         title
-        or f"float8 {config.recipe.name} vs bf16 on {config.gpu.name}"
+        or f"float8 {config.recipe.name} vs bf16 on {config.gpu.name}{context_text(config)}"
         f"{fixed_text} ({level} overhead, {basis})",
         fontsize=10,
     )
@@ -235,7 +251,12 @@ def overhead_share(
     ax.grid(True, alpha=0.3)
     ax.legend()
     basis = "calibrated" if config.calibration is not None else "roofline presets"
-    ax.set_title(title or f"float8 {config.recipe.name} overhead on {config.gpu.name} ({basis})")
+    ax.set_title(
+        title
+        or f"float8 {config.recipe.name} overhead on {config.gpu.name}{context_text(config)} "
+        f"({basis})",
+        fontsize=10,
+    )
     _save(fig, path)
     data = pd.DataFrame({"size": xs} | {k.split()[0]: v.to_numpy() for k, v in shares.items()})
     return Plot(path, fig, data)
@@ -249,10 +270,14 @@ def read_validation(path: str | Path) -> pd.DataFrame:
     missing = [c for c in VALIDATION_COLUMNS if c not in frame.columns]
     if missing:
         raise PlotError(f"validation report {path} lacks column(s) {', '.join(missing)}")
-    speedups = frame[["measured_speedup", "predicted_speedup", "seed_speedup"]]
+    speedups = frame[["measured_speedup", "predicted_speedup"]]
     if len(frame) == 0 or not (speedups.apply(pd.to_numeric, errors="coerce") > 0).all().all():
         raise PlotError(f"validation report {path}: speedups must be positive numbers")
-    return frame
+    # the seed's method needs a GPU's datasheet: a CPU validation leaves its column empty
+    seed = pd.to_numeric(frame["seed_speedup"], errors="coerce")
+    if not ((seed > 0) | frame["seed_speedup"].isna()).all():
+        raise PlotError(f"validation report {path}: seed_speedup must be positive or empty")
+    return frame.assign(seed_speedup=seed)
 
 
 # A log axis when the speedups span more than this ratio; a linear one below it, where a log
@@ -314,7 +339,8 @@ def validation_scatter(
     measured = frame["measured_speedup"].to_numpy(dtype=np.float64)
     ours = frame["predicted_speedup"].to_numpy(dtype=np.float64)
     seed = frame["seed_speedup"].to_numpy(dtype=np.float64)
-    every = np.concatenate([measured, ours, seed])
+    has_seed = np.isfinite(seed)
+    every = np.concatenate([measured, ours, seed[has_seed]])
     wide = every.max() / every.min() > LOG_RANGE
     if wide:
         lo, hi = every.min() / 1.15, every.max() * 1.15
@@ -346,14 +372,16 @@ def validation_scatter(
     def mape(pred, truth):
         return float(np.median(np.abs(pred - truth) / truth))
 
-    ax.scatter(
-        measured,
-        seed,
-        marker="x",
-        color="tab:gray",
-        s=28,
-        label=f"seed roofline (median |err| {_percent(mape(seed, measured))})",
-    )
+    if has_seed.any():  # none on a CPU: the seed's roofline needs a GPU datasheet
+        ax.scatter(
+            measured[has_seed],
+            seed[has_seed],
+            marker="x",
+            color="tab:gray",
+            s=28,
+            label=f"seed roofline (median |err| "
+            f"{_percent(mape(seed[has_seed], measured[has_seed]))})",
+        )
     recipes = list(dict.fromkeys(frame["recipe"].astype(str)))
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
     for index, recipe in enumerate(recipes):
@@ -373,7 +401,9 @@ def validation_scatter(
     ax.set_ylabel("predicted speedup")
     ax.grid(True, alpha=0.25)
     fig.legend(loc="outside lower center", ncols=2, fontsize=8)
-    ax.set_title(title or f"predicted vs measured, {len(frame)} shapes")
+    contexts = sorted(set(frame["context"].astype(str))) if "context" in frame.columns else ["none"]
+    where = "" if contexts == ["none"] else f", context {', '.join(contexts)}"
+    ax.set_title(title or f"predicted vs measured, {len(frame)} shapes{where}")
     _save(fig, path)
     return Plot(path, fig, frame)
 
@@ -396,9 +426,22 @@ def layer_speedups(recommendation, *, out: str | Path, title: str | None = None)
     height = 0.8 / n_recipes
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
     ok = layers["fp8_ok"].to_numpy(dtype=bool)
+    # routed experts are torchao's MoE path (rowwise grouped gemms, worst case) whatever the
+    # recipe: drawn once, under their own label, not under a recipe's
+    grouped = layers["grouped"].to_numpy(dtype=bool)
     positions = np.arange(n_layers)[::-1]
+    if grouped.any():
+        values = np.where(ok & grouped, layers[columns[0]].to_numpy(dtype=np.float64), np.nan)
+        ax.barh(
+            positions,
+            values - 1.0,
+            left=1.0,
+            height=height,
+            color="tab:gray",
+            label=f"routed experts: torchao MoE, {GROUPED_RECIPE.name} grouped (worst case)",
+        )
     for j, (column, recipe) in enumerate(zip(columns, recipes)):
-        values = np.where(ok, layers[column].to_numpy(dtype=np.float64), np.nan)
+        values = np.where(ok & ~grouped, layers[column].to_numpy(dtype=np.float64), np.nan)
         # bars grow from breakeven: right is a float8 win, left a loss
         ax.barh(
             positions + (n_recipes - 1 - 2 * j) * height / 2,
@@ -426,7 +469,10 @@ def layer_speedups(recommendation, *, out: str | Path, title: str | None = None)
     fig.legend(loc="outside lower center", ncols=min(n_recipes, 3), fontsize=8)
     arch = recommendation.architecture
     ax.set_title(
-        title or f"{arch.name}, {recommendation.tokens} tokens per step, {recommendation.gpu}"
+        title
+        or f"{arch.name}, {recommendation.tokens} tokens per step, {recommendation.gpu}"
+        + "".join(f", {part}" for part in setup_parts(recommendation.setup)),
+        fontsize=10,
     )
     _save(fig, path)
     return Plot(path, fig, layers[["fqn", *columns]])

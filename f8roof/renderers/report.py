@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from f8roof import __version__
 from f8roof.errors import F8RoofError
 from f8roof.files import write_text_atomic
-from f8roof.recommend import TIME_COLUMNS, Recommendation, StepShare, best_recipe
-from f8roof.renderers.cells import aligned, margin, markdown_table, ms, speedup
+from f8roof.recommend import TIME_COLUMNS, Recommendation, best_recipe
+from f8roof.renderers.cells import aligned, margin, markdown_table, ms, speedup, step_share_line
 from f8roof.renderers.filters import markdown_section
 from f8roof.report import ModelReport
 
@@ -134,6 +134,13 @@ def totals_lines(rec: Recommendation) -> list[str]:
             f"(torchao converts with one config per call: one call per recipe, each "
             f"with its own module_filter)"
         )
+    if rec.reference_recipes:
+        one = len(rec.reference_recipes) == 1
+        lines.append(
+            f"note: {', '.join(rec.reference_recipes)} {'exists' if one else 'exist'} only in "
+            f"f8roof's reference implementation: torchao cannot convert with "
+            f"{'it' if one else 'them'} (it has no delayed or static scaling)"
+        )
     if rec.skipped_recipes:
         lines.append(f"not compared (not in the calibration): {', '.join(rec.skipped_recipes)}")
     share = rec.step_share
@@ -143,21 +150,6 @@ def totals_lines(rec: Recommendation) -> list[str]:
     if rec.architecture.note:
         lines.append(f"note: {rec.architecture.note}")
     return lines
-
-
-def step_share_line(share: StepShare, *, linear_speedup: float, label: str = "") -> str:
-    """The end-to-end speedup a measured bf16 step implies, beside the linear part's."""
-    head = f"end to end{f' ({label})' if label else ''}: measured bf16 step {ms(share.step_s)} ms"
-    if not share.consistent:
-        return (
-            f"{head}, but the linears alone are predicted at {ms(share.linear_bf16_s)} ms: no "
-            f"end-to-end figure (is --tokens the tokens per GPU? the roofline's gemm efficiency?)"
-        )
-    return (
-        f"{head}, linears {ms(share.linear_bf16_s)} ms of it ({share.linear_fraction:.0%}, "
-        f"predicted); saving {ms(share.saved_s)} ms: step speedup {share.speedup:.3f}x "
-        f"(linear part {linear_speedup:.3f}x)"
-    )
 
 
 def scale_notes(rec: Recommendation) -> list[str]:
