@@ -164,7 +164,7 @@ def test_unreadable_file(tmp_path):
 
 
 def test_torchtitan_models_map_to_builtins():
-    from f8roof.architectures import BUILTIN_NAMES
+    from f8roof.architectures.catalog import BUILTIN_NAMES
 
     assert set(TORCHTITAN_MODELS.values()) <= set(BUILTIN_NAMES)
     assert TORCHTITAN_MODELS[("llama3", "8B")] == "llama3-8b"
