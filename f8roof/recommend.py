@@ -51,6 +51,7 @@ from f8roof.architectures.training import (
 from f8roof.calibration.file import Calibration
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate, traffic_model
+from f8roof.models.checkpointing import recomputed_in_full
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.models.grouped import GROUPED_RECIPE
 from f8roof.models.overhead import kernel_set_note
@@ -292,9 +293,11 @@ def _by_context(
     flags that context implies; a context the calibration lacks falls back to the standalone
     linear, and `context_note` says so."""
     contexts = [layer.linear.context for layer in local]
+    # full AC checkpoints the transformer blocks only, never lm_head (torchtitan)
+    blocks = [recomputed_in_full(layer.linear.fqn) for layer in local]
     parts = []
-    for context in dict.fromkeys(contexts):
-        rows = [i for i, c in enumerate(contexts) if c == context]
+    for context, in_block in dict.fromkeys(zip(contexts, blocks)):
+        rows = [i for i, key in enumerate(zip(contexts, blocks)) if key == (context, in_block)]
         used = context
         if config.calibration is not None and not config.calibration.has(
             replace(config, context=context).variant.key
@@ -303,14 +306,18 @@ def _by_context(
         part = _timed(
             [local[i].shape for i in rows],
             replace(config, context=used, fused=context_fused_roles(used)),
-            recompute,
+            recompute if in_block else Recompute.NONE,
         )
         part.index = rows
         part["context_note"] = (
             "" if used == context else f"{context.name} not in the calibration: standalone"
         )
         parts.append(part)
-    return pd.concat(parts).sort_index()
+    frame = pd.concat(parts).sort_index()
+    for column in ("recompute_bf16_s", "recompute_fp8_s"):
+        if column in frame:  # rows outside the blocks (lm_head) are never recomputed
+            frame[column] = frame[column].fillna(0.0)
+    return frame
 
 
 _WALL_COLUMNS = ("bf16_wall_s", "fp8_wall_s", "speedup_wall")

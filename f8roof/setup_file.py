@@ -17,32 +17,31 @@ Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 `SetupRequest.assumptions`; keys without a sensible default (model name and flavor, seq_len,
 the batch size) are required.
 
-Names both ways: torchtitan's module fqns (`layers.0.attention.wq`, `output`) and f8roof's
-(Hugging Face's: `model.layers.*.self_attn.q_proj`, `lm_head`), and the `filter_fqns` and
-converter lines that make torchtitan skip the linears f8roof says to keep in bf16.
+The names of layers both ways, `filter_fqns` and converter lines: f8roof/torchtitan_names.py.
 """
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from f8roof.architectures.training import TrainingSetup
 from f8roof.errors import F8RoofError
 from f8roof.models.checkpointing import TOML_LAYOUT_POLICY, RecomputePolicy
+from f8roof.torchtitan_names import RECIPES
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # Python 3.10: the same parser from PyPI (pyproject's tomli marker)
     import tomli as tomllib
 
-RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+
 AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
 
-# torchtitan (model name, flavor) -> f8roof built-in (f8roof/architectures.py BUILTIN_NAMES).
+# torchtitan (model name, flavor) -> f8roof built-in (f8roof/architectures/catalog.py BUILTIN_NAMES).
 # Flavors from torchtitan's model registries: models/llama3 ("8B", "70B", "405B"),
 # experiments/llama4 ("17bx16e", "17bx128e"), models/deepseek_v3 ("16B", "671B"),
 # models/qwen3 ("30B-A3B", "235B-A22B").
@@ -434,90 +433,18 @@ def read_setup(path: str | Path) -> SetupRequest:
     return parse_setup(text, path=str(p))
 
 
-# f8roof (Hugging Face) leaf names <-> torchtitan's, for the dense llama-style block and the
-# output projection. torchtitan's FeedForward: w1 = gate, w3 = up, w2 = down.
-_LEAVES: tuple[tuple[str, str], ...] = (
-    ("self_attn.q_proj", "attention.wq"),
-    ("self_attn.k_proj", "attention.wk"),
-    ("self_attn.v_proj", "attention.wv"),
-    ("self_attn.o_proj", "attention.wo"),
-    ("mlp.gate_proj", "feed_forward.w1"),
-    ("mlp.up_proj", "feed_forward.w3"),
-    ("mlp.down_proj", "feed_forward.w2"),
-)
-_F8ROOF_BLOCK = re.compile(r"^model\.layers\.(\*|\d+)\.(.+)$")
-_TITAN_BLOCK = re.compile(r"^layers\.(\*|\d+)\.(.+)$")
-
-
-def to_torchtitan_fqn(fqn: str) -> str:
-    """`model.layers.*.self_attn.q_proj` -> `layers.*.attention.wq`; `lm_head` -> `output`."""
-    if fqn == "lm_head":
-        return "output"
-    m = _F8ROOF_BLOCK.match(fqn)
-    if m:
-        for ours, theirs in _LEAVES:
-            if m.group(2) == ours:
-                return f"layers.{m.group(1)}.{theirs}"
-    raise _fail(f"no torchtitan name for layer {fqn!r}")
-
-
-def to_f8roof_fqn(name: str) -> str:
-    """A torchtitan fqn or filter entry -> f8roof's layer name: `output` -> `lm_head`,
-    `layers.3.attention.wq` -> `model.layers.*.self_attn.q_proj`, and the bare leaf
-    `attention.wq` (what filter_fqns lists) -> `self_attn.q_proj`, which matches as a substring
-    the same layers torchtitan's does. Names already f8roof's come back unchanged."""
-    name = name.strip()
-    if name == "output":
-        return "lm_head"
-    m = _TITAN_BLOCK.match(name)
-    if m:
-        for ours, theirs in _LEAVES:
-            if m.group(2) == theirs:
-                return f"model.layers.*.{ours}"
-        raise _fail(f"no f8roof layer for torchtitan fqn {name!r}")
-    for ours, theirs in _LEAVES:
-        if name == theirs:
-            return ours
-    return name
-
-
-def filter_fqns_for(skipped: Iterable[str]) -> list[str]:
-    """torchtitan's `filter_fqns` that keep these f8roof layers in bf16: the leaf path of each
-    (`attention.wk`, torchtitan matches filter entries as substrings of module fqns), in block
-    order, `output` first (torchtitan's default filter)."""
-    leaves = {to_torchtitan_fqn(f) for f in skipped}
-    out = ["output"] if "output" in leaves else []
-    for _, theirs in _LEAVES:
-        if any(leaf.endswith("." + theirs) for leaf in leaves):
-            out.append(theirs)
-    return out
-
-
-def converter_lines(
-    *, recipe: str, skipped: Iterable[str], float8_all_gather: bool = False
-) -> list[str]:
-    """What to put in a torchtitan job config (TOML) for these decisions, then the same as
-    command-line overrides."""
-    if recipe not in RECIPES:
-        raise _fail(f"unknown recipe {recipe!r}; known: {', '.join(RECIPES)}")
-    fqns = filter_fqns_for(skipped)
-    listed = ", ".join(f'"{f}"' for f in fqns)
-    lines = ["[model]", 'converters = ["float8"]', "", "[float8]"]
-    cli = ["--model.converters float8"]
-    if recipe == "tensorwise" and float8_all_gather:
-        # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
-        lines += [
-            "enable_fsdp_float8_all_gather = true",
-            "precompute_float8_dynamic_scale_for_fsdp = true",
-        ]
-        cli += [
-            "--float8.enable_fsdp_float8_all_gather",
-            "--float8.precompute_float8_dynamic_scale_for_fsdp",
-        ]
-    else:
-        lines.append(f'recipe_name = "{recipe}"')
-        cli.append(f"--float8.recipe_name {recipe}")
-    lines.append(f"filter_fqns = [{listed}]")
-    if fqns:
-        cli.append(f"--float8.filter_fqns {','.join(fqns)}")
-    return [*lines, "", "# or on the command line:", " ".join(cli)]
+def training_setup(request: SetupRequest, *, step_ms: float | None = None) -> TrainingSetup:
+    """The estimate's TrainingSetup for a setup; `step_ms` (the command line's) wins over the
+    file's [f8roof] step_ms. Layer SAC (selective_ac_option = n) is refused: f8roof models
+    per-op SAC and full AC."""
+    if request.recompute_every is not None:
+        raise _fail(
+            f"selective_ac_option = '{request.recompute_every}' (layer SAC) is not modelled: "
+            "f8roof models 'op' (per-op SAC) and mode = 'full'"
+        )
+    return TrainingSetup.from_options(
+        tp=request.tp,
+        fsdp=request.fsdp_enabled,
+        recompute=request.recompute.value,
+        step_ms=step_ms if step_ms is not None else request.step_ms,
+    )

@@ -93,6 +93,7 @@ def test_llama_block_recomputes_wk_wo_w3_under_selective():
 def test_full_recomputes_blocks_never_lm_head():
     assert recomputed_in_full("model.layers.*.self_attn.q_proj")
     assert recomputed_in_full("layers.3.feed_forward.w2")
+    assert recomputed_in_full("transformer.h.*.attn.c_attn")
     for fqn in ("lm_head", "output", "tok_embeddings", "norm", "model.embed_tokens"):
         assert not recomputed_in_full(fqn)
         assert not is_block_fqn(fqn)

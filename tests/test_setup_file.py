@@ -9,10 +9,13 @@ from f8roof.models.checkpointing import RecomputePolicy
 from f8roof.setup_file import (
     TORCHTITAN_MODELS,
     SetupRequest,
-    converter_lines,
-    filter_fqns_for,
     parse_setup,
     read_setup,
+    training_setup,
+)
+from f8roof.torchtitan_names import (
+    converter_lines,
+    filter_fqns_for,
     to_f8roof_fqn,
     to_torchtitan_fqn,
 )
@@ -190,14 +193,14 @@ def test_fqn_names_both_ways():
 def test_filter_fqns_and_converter_lines():
     skipped = ["model.layers.*.self_attn.v_proj", "lm_head", "model.layers.*.self_attn.k_proj"]
     assert filter_fqns_for(skipped) == ["output", "attention.wk", "attention.wv"]
-    lines = converter_lines(recipe="rowwise", skipped=skipped)
+    lines = converter_lines(recipe="rowwise", filter_fqns=filter_fqns_for(skipped))
     assert 'recipe_name = "rowwise"' in lines
     assert 'filter_fqns = ["output", "attention.wk", "attention.wv"]' in lines
     assert lines[-1] == (
         "--model.converters float8 --float8.recipe_name rowwise "
         "--float8.filter_fqns output,attention.wk,attention.wv"
     )
-    tw = converter_lines(recipe="tensorwise", skipped=["lm_head"], float8_all_gather=True)
+    tw = converter_lines(recipe="tensorwise", filter_fqns=["output"], float8_all_gather=True)
     assert not any(line.startswith("recipe_name") for line in tw)  # torchtitan refuses the pair
     assert "enable_fsdp_float8_all_gather = true" in tw
     # the lines parse back into the same decisions
@@ -206,4 +209,16 @@ def test_filter_fqns_and_converter_lines():
     back = parse_setup(toml + "\n[training]\nlocal_batch_size = 1\nseq_len = 8\n")
     assert back.float8_all_gather and back.filter_fqns == ("output",)
     with pytest.raises(F8RoofError, match="unknown recipe 'mx'"):
-        converter_lines(recipe="mx", skipped=[])
+        converter_lines(recipe="mx", filter_fqns=[])
+
+
+def test_training_setup_of_a_setup():
+    req = read_setup(FIXTURE)
+    setup = training_setup(req, step_ms=762)
+    assert setup.tp == 2 and setup.fsdp and setup.recompute.value == "selective"
+    assert setup.step_s == pytest.approx(0.762)
+    assert training_setup(req).step_s is None
+    with pytest.raises(
+        F8RoofError, match=r"selective_ac_option = '2' \(layer SAC\) is not modelled"
+    ):
+        training_setup(parse_setup(MINIMAL))

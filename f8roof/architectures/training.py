@@ -68,12 +68,12 @@ class Recompute(str, Enum):
     - `full`: the backward reruns every block's forward (torchtitan's `mode = "full"`): each
       linear's forward gemm and its forward float8 overhead (casts of input and weight) run
       twice, in both precisions.
-    - `selective`: torchtitan's op-level SAC, which saves the outputs of matmuls (and
-      attention, reductions) and recomputes the cheap ops around them. f8roof assumes it saves
-      every linear's output in both precisions, so linears are not recomputed and nothing
-      changes. Caveat: torchtitan's policy recomputes every second `aten.mm` (a bf16 linear) to
-      save memory, and whether float8's `_scaled_mm` is saved depends on its save list; neither
-      is modelled.
+    - `selective`: torchtitan's op-level SAC, which saves the outputs of a list of ops and
+      recomputes the rest, of the matmuls only every second one. The per-layer rows leave it
+      out; the step summary (f8roof.step_summary, models/checkpointing.py: torchtitan's save
+      lists as data) adds what it reruns: every second linear's forward gemm, in both
+      precisions, and the float8 casts.
+    Only the transformer blocks are checkpointed: lm_head (torchtitan's `output`) never is.
     """
 
     NONE = "none"
@@ -176,23 +176,24 @@ class TrainingSetup:
             lines.append(
                 f"TP {self.tp}: each GPU runs its shard (column-parallel: N / {self.tp}, "
                 f"row-parallel: K / {self.tp}, replicated: whole) at M = all the tokens "
-                f"(sequence parallel all-gathers them); TP communication is not in the times"
+                f"(sequence parallel all-gathers them); TP communication is not in these times "
+                f"(the step summary models it)"
             )
         if self.fsdp:
             lines.append(
                 "FSDP: weights are all-gathered before use, so gemm shapes are the ones above; "
-                "all-gather and reduce-scatter time (and float8 all-gather) are not modelled"
+                "all-gather and reduce-scatter time are not in these times (the step summary "
+                "models them when the FSDP degree is known: --setup)"
             )
         if self.recompute is Recompute.FULL:
             lines.append(
-                "recompute full: every linear's forward gemm and forward float8 overhead run "
-                "again in the backward, in both precisions (included above)"
+                "recompute full: every block linear's forward gemm and forward float8 overhead "
+                "run again in the backward, in both precisions (included above; lm_head never)"
             )
         elif self.recompute is Recompute.SELECTIVE:
             lines.append(
-                "recompute selective: op-level SAC assumed to save every linear's output, so "
-                "linears are not recomputed (torchtitan recomputes every second bf16 mm; not "
-                "modelled)"
+                "recompute selective: torchtitan's per-op SAC is not in these times; the step "
+                "summary adds what it reruns (every second linear's forward gemm, float8 casts)"
             )
         return lines
 

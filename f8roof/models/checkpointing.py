@@ -238,12 +238,14 @@ def recomputed_linears(
     return tuple(name for name, d in zip(linears, decisions) if d is Decision.RECOMPUTE)
 
 
-_BLOCK_FQN = re.compile(r"(^|\.)layers\.(\*|\d+)\.")
+# a block's linears sit under a repeated index: `layers.3.`, `model.layers.*.`, GPT-2's
+# `transformer.h.*.`; lm_head / output, embeddings and the final norm have none
+_BLOCK_FQN = re.compile(r"(^|\.)(\*|\d+)\.")
 
 
 def is_block_fqn(fqn: str) -> bool:
-    """Whether a linear lives inside a transformer block (`layers.N.` in torchtitan's names,
-    `model.layers.*.` in f8roof's and Hugging Face's)."""
+    """Whether a linear lives inside a transformer block (under a layer index: torchtitan's
+    `layers.N.`, f8roof's and Hugging Face's `model.layers.*.`, GPT-2's `transformer.h.*.`)."""
     return bool(_BLOCK_FQN.search(fqn))
 
 

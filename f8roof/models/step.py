@@ -10,7 +10,7 @@ float8 time is given: torchtitan's default filter is `output`) and everything el
 With a measured bf16 step (`--step-ms`) that step is the bf16 time and float8 changes it by
 the modelled difference of the blocks and lm_head: fp8 = step - (modelled bf16 - modelled
 fp8). Without it the step is modelled: blocks x layers + lm_head + `rest_s` (the caller's
-estimate of embedding, loss and optimizer from bytes), and says so in `assumptions`.
+estimate of embedding, loss and optimizer), and says so in `assumptions`.
 """
 
 from __future__ import annotations
@@ -140,8 +140,8 @@ def step_summary(
         fp8_s = step_s - (model_bf16 - model_fp8)
     else:
         notes.append(
-            "modelled step: blocks x layers + lm_head + embedding/loss/optimizer from bytes "
-            "(no measured step given; pass --step-ms)"
+            f"modelled step (no measured step; pass --step-ms): blocks x layers + lm_head + "
+            f"{rest_s * 1e3:.1f} ms for embedding, loss and optimizer"
         )
         rest = rest_s
         bf16_s = model_bf16 + rest_s

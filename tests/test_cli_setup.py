@@ -1,0 +1,101 @@
+"""`f8roof estimate --setup FILE` and the step summary in --out files, through click."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from f8roof.cli import main
+
+FIXTURE = str(Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml")
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
+    out = tmp_path / "e2e.json"
+    result = run("estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "step (measured bf16 step): bf16 762.0 ms" in text
+    assert "torchtitan filter_fqns: ['output'," in text
+    assert "--model.converters float8 --float8.recipe_name rowwise" in text
+    assert "TP 2: sequence-parallel" in text and "FSDP 2:" in text
+    doc = json.loads(out.read_text())
+    summary = doc["summary"]
+    assert summary["bf16_s"] == pytest.approx(0.762) and summary["step_measured"]
+    assert summary["speedup"] == pytest.approx(summary["bf16_s"] / summary["fp8_s"])
+    assert summary["comm_bf16_s"] > 0 and summary["recompute_bf16_s"] > 0
+    assert summary["lm_head_fp8_s"] == summary["lm_head_bf16_s"]  # filter_fqns: output
+    assert [row["fqn"] for row in doc["layers"]][-1] == "lm_head"
+
+
+def test_setup_matches_the_same_question_asked_with_options(tmp_path):
+    short = tmp_path / "s.toml"
+    short.write_text(
+        "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n"
+        "compile = true\n[parallelism]\ntensor_parallel_degree = 2\n"
+        "data_parallel_shard_degree = 1\n[activation_checkpoint]\nmode = 'full'\n"
+        "[float8]\nrecipe_name = 'rowwise'\n"
+    )
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    by_file = run("estimate", "--setup", str(short), "--step-ms", "762", "--out", str(a))
+    by_options = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2",
+        "--recompute", "full", "--recipe", "rowwise", "--step-ms", "762", "--out", str(b),
+    )  # fmt: skip
+    assert by_file.exit_code == 0, by_file.output
+    assert by_options.exit_code == 0, by_options.output
+    sa, sb = json.loads(a.read_text())["summary"], json.loads(b.read_text())["summary"]
+    for key in ("bf16_s", "fp8_s", "speedup", "comm_bf16_s", "recompute_fp8_s"):
+        assert sa[key] == pytest.approx(sb[key]), key
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".md"])
+def test_summary_beside_tables(tmp_path, suffix):
+    out = tmp_path / f"layers{suffix}"
+    result = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    if suffix == ".md":
+        text = out.read_text()
+        assert "## Step summary" in text and "| speedup |" in text and "Assumptions:" in text
+    else:
+        side = pd.read_csv(tmp_path / "layers.summary.csv")
+        assert len(side) == 1 and side["speedup"].iloc[0] > 0
+        assert "modelled step" in side["assumptions"].iloc[0]
+
+
+def test_shapes_output_has_no_summary(tmp_path):
+    out = tmp_path / "x.json"
+    assert run("estimate", "--shape", "1024,1024,1024", "--out", str(out)).exit_code == 0
+    assert isinstance(json.loads(out.read_text()), list)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--model", "llama3-8b"], "--setup names the model and its tokens"),
+        (["--tp", "2"], "--setup sets the parallelism and checkpointing"),
+        (["--recipe", "tensorwise"], "--setup sets the recipe"),
+        (["--shape", "16,16,16"], "--setup asks about a model"),
+    ],
+)
+def test_setup_conflicts_are_one_line(extra, message):
+    result = run("estimate", "--setup", FIXTURE, *extra)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_bad_setup_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(Path(FIXTURE).read_text().replace("seq_len", "seqlen"))
+    result = run("estimate", "--setup", str(bad))
+    assert result.exit_code == 2
+    assert "unknown key 'seqlen' in [training]" in result.output
+    assert len(result.output.strip().splitlines()) == 1
