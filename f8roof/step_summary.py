@@ -53,7 +53,7 @@ from f8roof.models.gemm import GemmRole, fp8_gemm_dtype
 from f8roof.models.step import BlockTimes, StepSummary, step_summary
 from f8roof.recommend import Recommendation, _forward_share_fn
 from f8roof.resolve import Resolved
-from f8roof.torchtitan_names import to_f8roof_fqn
+from f8roof.torchtitan_names import filter_names
 
 BF16_BYTES = 2
 FP32_BYTES = 4
@@ -80,8 +80,7 @@ class Sharding:
 def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
     """torchtitan's rule: a filter entry that is a substring of the fqn; entries may be
     torchtitan's names or f8roof's."""
-    names = {f for f in filters} | {to_f8roof_fqn(f) for f in filters}
-    return any(f and f in fqn for f in names)
+    return any(f in fqn for f in filter_names(filters))
 
 
 def summarize_step(

@@ -109,3 +109,20 @@ def converter_lines(
     if fqns:
         cli.append(f"--float8.filter_fqns {','.join(fqns)}")
     return [*lines, "", "# or on the command line:", " ".join(cli)]
+
+
+def filter_names(filter_fqns: Iterable[str]) -> tuple[str, ...]:
+    """Filter entries as given plus their f8roof spelling, so that torchtitan's (`output`,
+    `attention.wk`) and f8roof's (`lm_head`, `self_attn.k_proj`) both match f8roof's layer
+    names as substrings (torchtitan's rule)."""
+    out: list[str] = []
+    for entry in filter_fqns:
+        entry = entry.strip()
+        if not entry:
+            continue
+        out.append(entry)
+        try:
+            out.append(to_f8roof_fqn(entry))
+        except F8RoofError:
+            pass  # a torchtitan module f8roof does not model: matches nothing of ours
+    return tuple(dict.fromkeys(out))

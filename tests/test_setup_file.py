@@ -222,3 +222,15 @@ def test_training_setup_of_a_setup():
         F8RoofError, match=r"selective_ac_option = '2' \(layer SAC\) is not modelled"
     ):
         training_setup(parse_setup(MINIMAL))
+
+
+def test_filter_names_spell_both_ways():
+    from f8roof.torchtitan_names import filter_names
+
+    assert filter_names(["output", " attention.wk", "", "layers.0.moe.router.gate"]) == (
+        "output",
+        "lm_head",
+        "attention.wk",
+        "self_attn.k_proj",
+        "layers.0.moe.router.gate",
+    )
