@@ -93,7 +93,7 @@ def answer(
         rec = recommend_model(
             question.model, tokens=question.tokens, resolved=resolved, setup=setup
         )
-        sharding = question.sharding or Sharding()
+        sharding = question.sharding or Sharding(fsdp_degree=setup.fsdp_degree)
         summary = summarize_step(rec, resolved, sharding=sharding)
         if question.sharding is None:
             return ModelAnswer(resolved, rec, summary)

@@ -168,7 +168,16 @@ _PARALLEL_OPTIONS = (
         show_default=True,
         help="expert parallel degree: each GPU runs experts / ep of an MoE layer's experts",
     ),
-    click.option("--fsdp", is_flag=True, help="FSDP (noted: it changes no gemm shape)"),
+    click.option(
+        "--fsdp",
+        type=int,
+        is_flag=False,
+        flag_value=0,
+        default=None,
+        metavar="[N]",
+        help="FSDP, optionally its degree N (it changes no gemm shape; with N the step summary "
+        "models its all-gathers and reduce-scatters)",
+    ),
     click.option(
         "--recompute",
         type=click.Choice(["none", "full", "selective"]),

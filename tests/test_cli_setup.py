@@ -99,3 +99,31 @@ def test_bad_setup_file_is_one_line(tmp_path):
     assert result.exit_code == 2
     assert "unknown key 'seqlen' in [training]" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_issue_18_question_by_file_and_by_options(tmp_path):
+    """torchtitan#1207's run: the fixture, and the same question as options (--fsdp 2). The
+    fixture keeps `output` in bf16 (torchtitan's filter_fqns); the options convert lm_head
+    where f8roof says so: that is the one difference."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    by_file = run("estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(a))
+    by_options = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--fsdp", "2",
+        "--recompute", "selective", "--recipe", "rowwise", "--step-ms", "762", "--out", str(b),
+    )  # fmt: skip
+    assert by_file.exit_code == 0 and by_options.exit_code == 0, by_options.output
+    assert "FSDP 2" in by_options.output
+    sa, sb = json.loads(a.read_text())["summary"], json.loads(b.read_text())["summary"]
+    for key in ("bf16_s", "comm_bf16_s", "comm_fp8_s", "recompute_bf16_s", "recompute_fp8_s"):
+        assert sa[key] == pytest.approx(sb[key]), key
+    head = sb["lm_head_bf16_s"] - sb["lm_head_fp8_s"]
+    assert head > 0
+    assert sa["fp8_s"] - sb["fp8_s"] == pytest.approx(head)
+
+
+def test_fsdp_takes_an_optional_degree():
+    alone = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp")
+    assert alone.exit_code == 0, alone.output
+    assert "FSDP degree unknown" in alone.output
+    bad = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp=-2")
+    assert bad.exit_code == 2 and "--fsdp takes a degree >= 1" in bad.output
