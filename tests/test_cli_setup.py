@@ -125,5 +125,11 @@ def test_fsdp_takes_an_optional_degree():
     alone = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp")
     assert alone.exit_code == 0, alone.output
     assert "FSDP degree unknown" in alone.output
-    bad = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp=-2")
-    assert bad.exit_code == 2 and "--fsdp takes a degree >= 1" in bad.output
+    bad = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "two")
+    assert bad.exit_code == 2 and "'two' is not a valid integer" in bad.output
+    from f8roof.architectures.training import ParallelismError, TrainingSetup
+
+    with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
+        TrainingSetup.from_options(fsdp=-2)
+    assert TrainingSetup.from_options(fsdp=1) == TrainingSetup()
+    assert TrainingSetup.from_options(fsdp=4).fsdp_degree == 4
