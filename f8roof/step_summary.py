@@ -264,9 +264,17 @@ def _comm(rec, rows, convert, block, layers, sharding, notes, lin_bf16, lin_fp8)
             fp8_ag = float8_all_gather_time_s(numel=tokens * hidden, **kw)
             notes.append("tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)")
         fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
+        # async TP splits each collective against the gemm it feeds or drains: it hides behind
+        # the block's linears (their whole time, forward and backward, in each precision)
         overlap = Overlap.OVERLAPPED if sharding.async_tp else Overlap.EXPOSED
-        comm_bf16 += float(np.sum(exposed_time_s(bf16_t, overlap=overlap, compute_time_s=0.0)))
-        comm_fp8 += float(np.sum(exposed_time_s(fp8_t, overlap=overlap, compute_time_s=0.0)))
+        gemms_bf16 = float((counts * lin_bf16)[block].sum()) / layers
+        gemms_fp8 = float((counts * lin_fp8)[block].sum()) / layers
+        comm_bf16 += float(
+            exposed_time_s(float(np.sum(bf16_t)), overlap=overlap, compute_time_s=gemms_bf16)
+        )
+        comm_fp8 += float(
+            exposed_time_s(float(np.sum(fp8_t)), overlap=overlap, compute_time_s=gemms_fp8)
+        )
         notes.append(
             f"TP {tp}: sequence-parallel all-gathers/reduce-scatters of tokens x hidden, "
             f"{place.value}-node, "

@@ -133,3 +133,23 @@ def test_fsdp_takes_an_optional_degree():
         TrainingSetup.from_options(fsdp=-2)
     assert TrainingSetup.from_options(fsdp=1) == TrainingSetup()
     assert TrainingSetup.from_options(fsdp=4).fsdp_degree == 4
+
+
+def test_async_tp_hides_tp_collectives_behind_the_gemms(tmp_path):
+    def summary(async_tp: str) -> dict:
+        setup = tmp_path / f"{async_tp}.toml"
+        setup.write_text(
+            "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
+            "compile = true\n[parallelism]\ntensor_parallel_degree = 8\n"
+            f"data_parallel_shard_degree = 1\nenable_async_tensor_parallel = {async_tp}\n"
+            "[activation_checkpoint]\nmode = 'none'\n"
+        )
+        out = tmp_path / f"{async_tp}.json"
+        result = run("estimate", "--setup", str(setup), "--out", str(out))
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["summary"]
+
+    vanilla, pipelined = summary("false"), summary("true")
+    assert vanilla["comm_bf16_s"] > 0.01  # 8 collectives of 2 x 8192 x 4096 bf16 per block
+    assert pipelined["comm_bf16_s"] < vanilla["comm_bf16_s"] / 10
+    assert pipelined["bf16_s"] < vanilla["bf16_s"]  # a modelled step
