@@ -38,7 +38,7 @@ Sources (per GPU preset, per GPU, bytes per second unless said):
 | h100 | 450 GB/s (NVLink 4, 900 GB/s both ways; H100 datasheet) | 370 GB/s (NVIDIA/nccl-tests#212, sjeaugey: "effective NVLink bandwidth of 370GB/s"; NVIDIA/nccl#1455: 365-370 at 2-8 GPUs) | 480 GB/s (nccl-tests#212; nccl-tests#290: 476) | 400 Gb/s ConnectX-7 (DGX H100) | 47 GB/s (nccl-tests#290, AddyLaddy: "NDR @ 400Gbps you should see 46-48GB/s per NIC") | 10 us / 25 us (see below) |
 | h200 | 450 GB/s (same NVLink 4) | 370 GB/s (same fabric) | 475 GB/s (NVIDIA/nccl-tests#272, 8x H200) | 400 Gb/s (DGX H200) | 47 GB/s | 10 us / 25 us |
 | b200 | 900 GB/s (NVLink 5, 1.8 TB/s both ways; DGX B200 datasheet) | 720 GB/s (NCCL's own B200 link model, maxBw 721.8, NVIDIA/nccl#1807) | 830 GB/s (NVIDIA/nccl#1807, 8x B200) | 400 Gb/s ConnectX-7 (DGX B200) | 47 GB/s | 10 us / 25 us |
-| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 366 GB/s (assumption: NCCL's 0.82 of line rate on NVLink applied to the links; no public rccl-tests figure found) | none (no NVSwitch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 10 us / 25 us |
+| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 368 GB/s (assumption: NCCL's 0.82 of line rate on NVLink applied to the links; no public rccl-tests figure found) | none (no NVSwitch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 10 us / 25 us |
 Latency, an assumption bracketed by public small-message figures: intra-node between
 microsoft/mscclpp#164's 7.7 us (a hand-tuned 8-GPU all-reduce, a floor) and ~18 us of
 nccl-tests at 32 KB in kvcache-ai/Mooncake#3484; inter-node NCCL's own tuning model gives
