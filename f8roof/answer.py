@@ -3,7 +3,9 @@ the option rules that go with each, and the answer as data for renderers/.
 
 Shapes: the estimate at each shape, the breakevens, and the warnings a result no GPU can produce
 deserves; `--overhead codegen` adds the exact generated kernels' overhead (the compiling side,
-f8roof.compare, imported only then). A model: f8roof.recommend's per-layer decisions.
+f8roof.compare, imported only then). A model: f8roof.recommend's per-layer decisions and the step summary (f8roof.step_summary:
+communication, recompute, the step speedup); from a setup file (`--setup`), also the
+torchtitan `filter_fqns` and converter lines for those decisions.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from f8roof.architectures.training import TrainingSetup
 from f8roof.errors import F8RoofError
 from f8roof.estimate import breakevens, estimate, implausible
 from f8roof.inputs.shapes import collect_shapes
-from f8roof.recommend import Recommendation, recommend_model
+from f8roof.models.step import StepSummary
+from f8roof.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.resolve import Request, Resolved, resolve
+from f8roof.step_summary import Sharding, summarize_step
+from f8roof.torchtitan_names import RECIPES, converter_lines, filter_fqns_for, to_torchtitan_fqn
 
 
 @dataclass(frozen=True, eq=False)
@@ -33,6 +38,9 @@ class ShapesAnswer:
 class ModelAnswer:
     resolved: Resolved
     recommendation: Recommendation
+    summary: StepSummary | None = None
+    converter: tuple[str, ...] = ()  # torchtitan filter_fqns and converter lines (--setup)
+    filter_fqns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,7 @@ class Question:
     model: str | None = None
     tokens: int | None = None
     overhead: str = "fitted"  # fitted | codegen
+    sharding: Sharding | None = None  # from a setup file: FSDP degree, float8/TP switches
 
     def check(self, request: Request, setup: TrainingSetup) -> None:
         """The rules between options, before any work: one line each."""
@@ -84,7 +93,12 @@ def answer(
         rec = recommend_model(
             question.model, tokens=question.tokens, resolved=resolved, setup=setup
         )
-        return ModelAnswer(resolved, rec)
+        sharding = question.sharding or Sharding(fsdp_degree=setup.fsdp_degree)
+        summary = summarize_step(rec, resolved, sharding=sharding)
+        if question.sharding is None:
+            return ModelAnswer(resolved, rec, summary)
+        fqns, lines = torchtitan_lines(rec, sharding)
+        return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns))
     return answer_shapes(question, resolved, progress=progress)
 
 
@@ -104,3 +118,67 @@ def answer_shapes(
             frame[name] = values
     found = breakevens(config)
     return ShapesAnswer(resolved, frame, found, warnings + implausible(frame, config, found))
+
+
+def torchtitan_lines(rec: Recommendation, sharding: Sharding) -> tuple[list[str], list[str]]:
+    """torchtitan's filter_fqns for the recommended decisions (and the setup's own filters),
+    and the converter lines that apply them."""
+    kept = []
+    for fqn, convert in zip(rec.layers["fqn"], rec.layers["convert"]):
+        try:
+            to_torchtitan_fqn(fqn)
+        except F8RoofError:
+            continue  # no torchtitan name (routed experts, other families): not listed
+        if not convert:
+            kept.append(fqn)
+    fqns = list(dict.fromkeys([*sharding.filter_fqns, *filter_fqns_for(kept)]))
+    recipe = best_recipe(rec)
+    recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
+    if recipe not in RECIPES:
+        return fqns, [f"# no torchtitan recipe for {recipe}"]
+    lines = converter_lines(
+        recipe=recipe, filter_fqns=fqns, float8_all_gather=sharding.float8_all_gather
+    )
+    return fqns, lines
+
+
+def setup_question(
+    path: str,
+    *,
+    question: Question,
+    setup: TrainingSetup,
+    recipe_given: bool,
+    gpu: str | None,
+) -> tuple[Question, TrainingSetup, str, str | None]:
+    """`--setup FILE` -> (the model question, its TrainingSetup, its recipe, its GPU). The file
+    replaces --model, --tokens, --tp, --ep, --fsdp, --recompute and --recipe; --step-ms and
+    --gpu on the command line win over the file's [f8roof] section."""
+    from f8roof.setup_file import read_setup, training_setup
+
+    if question.shape_texts or question.shapes_file or question.sweep:
+        raise F8RoofError("--setup asks about a model: drop --shape, --shapes-file and --sweep")
+    if question.model or question.tokens is not None:
+        raise F8RoofError("--setup names the model and its tokens: drop --model and --tokens")
+    if setup.tp != 1 or setup.ep != 1 or setup.fsdp or setup.recompute.value != "none":
+        raise F8RoofError(
+            "--setup sets the parallelism and checkpointing: drop --tp, --ep, --fsdp, --recompute"
+        )
+    if recipe_given:
+        raise F8RoofError("--setup sets the recipe ([float8] recipe_name): drop --recipe")
+    req = read_setup(path)
+    sharding = Sharding(
+        fsdp_degree=req.fsdp,
+        async_tp=req.async_tp,
+        float8_all_gather=req.float8_all_gather,
+        precompute_scales=req.precompute_scales,
+        sac_policy=req.sac_policy,
+        filter_fqns=req.filter_fqns,
+    )
+    step_ms = None if setup.step_s is None else setup.step_s * 1e3
+    new_question = Question(
+        model=req.model,
+        tokens=req.tokens_per_rank,
+        overhead=question.overhead,
+        sharding=sharding,
+    )
+    return new_question, training_setup(req, step_ms=step_ms), req.recipe, gpu or req.gpu

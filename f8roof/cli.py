@@ -168,7 +168,16 @@ _PARALLEL_OPTIONS = (
         show_default=True,
         help="expert parallel degree: each GPU runs experts / ep of an MoE layer's experts",
     ),
-    click.option("--fsdp", is_flag=True, help="FSDP (noted: it changes no gemm shape)"),
+    click.option(
+        "--fsdp",
+        type=int,
+        is_flag=False,
+        flag_value=0,
+        default=None,
+        metavar="[N]",
+        help="FSDP, optionally its degree N (it changes no gemm shape; with N the step summary "
+        "models its all-gathers and reduce-scatters)",
+    ),
     click.option(
         "--recompute",
         type=click.Choice(["none", "full", "selective"]),
@@ -273,12 +282,31 @@ def models() -> None:
     "layer type, a recommendation and the step's total",
 )
 @click.option("--tokens", type=int, default=None, help="tokens per step (M), with --model")
+@click.option(
+    "--setup",
+    "setup_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="a torchtitan job config (TOML) or f8roof's short form of it: model, tokens per rank, "
+    "parallelism, checkpointing, float8 recipe and filters (replaces --model, --tokens, --tp, "
+    "--fsdp, --recompute, --recipe); prints torchtitan's filter_fqns for the answer",
+)
 @_scale_options
 def estimate(
-    shape_texts, shapes_file, sweep, out, overhead, model, tokens, recipe, setup, **request
+    shape_texts,
+    shapes_file,
+    sweep,
+    out,
+    overhead,
+    model,
+    tokens,
+    recipe,
+    setup,
+    setup_file,
+    **request,
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
-    from f8roof.answer import ModelAnswer, Question, answer
+    from f8roof.answer import ModelAnswer, Question, answer, setup_question
     from f8roof.files import check_output_path
     from f8roof.renderers.answers import render_answer
     from f8roof.renderers.frames import renderer_for
@@ -289,6 +317,15 @@ def estimate(
     if overhead == "codegen":
         _need_torch("estimate --overhead codegen")
     question = Question(shape_texts, shapes_file, sweep, model, tokens, overhead)
+    if setup_file is not None:
+        given = click.get_current_context().get_parameter_source("recipe")
+        question, setup, recipe, request["gpu"] = setup_question(
+            setup_file,
+            question=question,
+            setup=setup,
+            recipe_given=given is not click.core.ParameterSource.DEFAULT,
+            gpu=request["gpu"],
+        )
     bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
     result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
     _warn(result.warnings if not isinstance(result, ModelAnswer) else [])
@@ -297,7 +334,8 @@ def estimate(
         from f8roof.renderers.frames import write_frame
 
         frame = result.recommendation.layers if isinstance(result, ModelAnswer) else result.frame
-        write_frame(frame, out)
+        summary = result.summary if isinstance(result, ModelAnswer) else None
+        write_frame(frame, out, summary=None if summary is None else summary.to_dict())
         what = "layer types" if isinstance(result, ModelAnswer) else "rows"
         click.echo(f"wrote {len(frame)} {what} to {out}")
 

@@ -32,6 +32,7 @@ from f8roof.architectures.training import ONE_GPU, TrainingSetup
 from f8roof.errors import F8RoofError
 from f8roof.recommend import TIME_COLUMNS, Recommendation, recommend
 from f8roof.resolve import Request, Resolved
+from f8roof.torchtitan_names import filter_names
 
 TORCHAO_VERSION = "0.18.0"
 TORCHAO_SOURCE = (
@@ -167,7 +168,8 @@ def compare_filters(
         no_rule = e.message
     fqns = tuple(f for f in filter_fqns if f)
     if torchao is not None and fqns:
-        named = np.array([any(f in fqn for f in fqns) for fqn in rec.layers["fqn"]], dtype=bool)
+        names = filter_names(fqns)  # torchtitan's names (output, attention.wk) or f8roof's
+        named = np.array([any(f in fqn for f in names) for fqn in rec.layers["fqn"]], dtype=bool)
         torchao = torchao & ~named
     return FilterComparison(rec, torchao, no_rule, fqns)
 

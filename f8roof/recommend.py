@@ -322,7 +322,11 @@ def _by_context(
             "" if used == context else f"{context.name} not in the calibration: standalone"
         )
         parts.append(part)
-    return pd.concat(parts).sort_index()
+    frame = pd.concat(parts).sort_index()
+    for column in ("recompute_bf16_s", "recompute_fp8_s"):
+        if column in frame:  # rows outside the blocks (lm_head) are never recomputed
+            frame[column] = frame[column].fillna(0.0)
+    return frame
 
 
 _WALL_COLUMNS = ("bf16_wall_s", "fp8_wall_s", "speedup_wall")

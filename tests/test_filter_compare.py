@@ -190,3 +190,14 @@ def test_cli_filter_compare_bad_input(args, message):
     result = run("filter-compare", "--model", "llama3-8b", "--no-calibration", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_filter_fqns_accept_torchtitan_names():
+    """torchtitan's `output` and `attention.wk` filter f8roof's lm_head and k_proj."""
+    kw = {"tokens": 8192, "resolved": roofline("tensorwise")}
+    theirs = compare_filters(builtin("llama3-8b"), filter_fqns=["output", "attention.wk"], **kw)
+    ours = compare_filters(builtin("llama3-8b"), filter_fqns=["lm_head", "self_attn.k_proj"], **kw)
+    a = theirs.layers.set_index("fqn")["torchao_convert"]
+    b = ours.layers.set_index("fqn")["torchao_convert"]
+    assert list(a) == list(b)
+    assert not a["lm_head"] and not a["model.layers.*.self_attn.k_proj"]

@@ -66,15 +66,14 @@ class Recompute(str, Enum):
 
     - `none`: nothing recomputed.
     - `full`: the backward reruns every block's forward (torchtitan's `mode = "full"`): each
-      of the blocks' linears runs its forward gemm and its forward float8 overhead (casts of
-      input and weight) twice, in both precisions; the output projection (lm_head), outside
-      the blocks, is not checkpointed.
-    - `selective`: torchtitan's op-level SAC, which saves the outputs of matmuls (and
-      attention, reductions) and recomputes the cheap ops around them. f8roof assumes it saves
-      every linear's output in both precisions, so linears are not recomputed and nothing
-      changes. Caveat: torchtitan's policy recomputes every second `aten.mm` (a bf16 linear) to
-      save memory, and whether float8's `_scaled_mm` is saved depends on its save list; neither
-      is modelled.
+      linear's forward gemm and its forward float8 overhead (casts of input and weight) run
+      twice, in both precisions.
+    - `selective`: torchtitan's op-level SAC, which saves the outputs of a list of ops and
+      recomputes the rest, of the matmuls only every second one. The per-layer rows leave it
+      out; the step summary (f8roof.step_summary, models/checkpointing.py: torchtitan's save
+      lists as data) adds what it reruns: every second linear's forward gemm, in both
+      precisions, and the float8 casts.
+    Only the transformer blocks are checkpointed: lm_head (torchtitan's `output`) never is.
     """
 
     NONE = "none"
@@ -106,10 +105,17 @@ class TrainingSetup:
     fsdp: bool = False
     recompute: Recompute = Recompute.NONE
     step_s: float | None = None  # measured bf16 step time, for the end-to-end speedup
+    fsdp_degree: int | None = None  # when known (--fsdp N): the step summary models its comm
 
     def __post_init__(self) -> None:
         _positive_int("--tp", self.tp)
         _positive_int("--ep", self.ep)
+        if self.fsdp_degree is not None:
+            _positive_int("--fsdp", self.fsdp_degree)
+            if not self.fsdp or self.fsdp_degree < 2:
+                raise ParallelismError(
+                    f"an FSDP degree ({self.fsdp_degree}) needs FSDP on and at least 2 ranks"
+                )
         if not isinstance(self.recompute, Recompute):
             raise ParallelismError(f"recompute must be a Recompute (got {self.recompute!r})")
         if not isinstance(self.fsdp, bool):
@@ -125,12 +131,21 @@ class TrainingSetup:
         *,
         tp: int = 1,
         ep: int = 1,
-        fsdp: bool = False,
+        fsdp: bool | int | None = False,
         recompute: str | Recompute = "none",
         step_ms: float | None = None,
     ) -> TrainingSetup:
         """From user-facing values (the CLI's and module_filter's): recompute by name, the
-        step in milliseconds."""
+        step in milliseconds, FSDP as a flag or a degree (`--fsdp` alone: 0, on with its
+        degree unknown; `--fsdp 1`: off, as torchtitan's data_parallel_shard_degree = 1)."""
+        degree = None
+        if fsdp is None:
+            fsdp = False
+        elif not isinstance(fsdp, bool):
+            if not isinstance(fsdp, int) or fsdp < 0:
+                raise ParallelismError(f"--fsdp takes a degree >= 1 (got {fsdp!r})")
+            degree = fsdp if fsdp >= 2 else None
+            fsdp = fsdp != 1
         if step_ms is not None and not (
             isinstance(step_ms, (int, float))
             and not isinstance(step_ms, bool)
@@ -144,6 +159,7 @@ class TrainingSetup:
             fsdp=fsdp,
             recompute=Recompute.from_name(recompute),
             step_s=None if step_ms is None else step_ms / 1e3,
+            fsdp_degree=degree,
         )
 
     @property
@@ -165,7 +181,7 @@ class TrainingSetup:
         if self.ep > 1:
             parts.append(f"EP {self.ep}")
         if self.fsdp:
-            parts.append("FSDP")
+            parts.append(f"FSDP {self.fsdp_degree}" if self.fsdp_degree else "FSDP")
         if self.recompute is not Recompute.NONE:
             parts.append(f"recompute {self.recompute.value}")
         return ", ".join(parts) or "one GPU, no parallelism"
@@ -177,12 +193,14 @@ class TrainingSetup:
             lines.append(
                 f"TP {self.tp}: each GPU runs its shard (column-parallel: N / {self.tp}, "
                 f"row-parallel: K / {self.tp}, replicated: whole) at M = all the tokens "
-                f"(sequence parallel all-gathers them); TP communication is not in the times"
+                f"(sequence parallel all-gathers them); TP communication is not in these times "
+                f"(the step summary models it)"
             )
         if self.fsdp:
             lines.append(
                 "FSDP: weights are all-gathered before use, so gemm shapes are the ones above; "
-                "all-gather and reduce-scatter time (and float8 all-gather) are not modelled"
+                "all-gather and reduce-scatter time are not in these times (the step summary "
+                "models them when the FSDP degree is known: --fsdp N or --setup)"
             )
         if self.recompute is Recompute.FULL:
             lines.append(
@@ -192,9 +210,8 @@ class TrainingSetup:
             )
         elif self.recompute is Recompute.SELECTIVE:
             lines.append(
-                "recompute selective: op-level SAC assumed to save every linear's output, so "
-                "linears are not recomputed (torchtitan recomputes every second bf16 mm; not "
-                "modelled)"
+                "recompute selective: torchtitan's per-op SAC is not in these times; the step "
+                "summary adds what it reruns (every second linear's forward gemm, float8 casts)"
             )
         return lines
 

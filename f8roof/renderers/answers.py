@@ -1,9 +1,11 @@
 """`f8roof estimate`'s answer on the terminal: what it rests on, then the shapes' table and
-breakevens, or a model's per-layer recommendation."""
+breakevens, or a model's per-layer recommendation, its step summary and (from --setup)
+torchtitan's filter_fqns and converter lines."""
 
 from __future__ import annotations
 
 from f8roof.answer import ModelAnswer, ShapesAnswer
+from f8roof.models.step import StepSummary
 from f8roof.renderers.report import format_recommendation
 from f8roof.renderers.table import breakeven_lines, render_table
 
@@ -13,7 +15,33 @@ def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) ->
     lines = [resolved.header, f"using {resolved.source}"]
     if isinstance(answer, ModelAnswer):
         lines.append(format_recommendation(answer.recommendation, color=color))
+        if answer.summary is not None:
+            lines += step_summary_lines(answer.summary)
+        if answer.converter:
+            lines += ["", f"torchtitan filter_fqns: {list(answer.filter_fqns)}", *answer.converter]
     else:
         lines.append(render_table(answer.frame, color=color))
         lines += breakeven_lines(answer.breakevens)
     return "\n".join(lines)
+
+
+def step_summary_lines(summary: StepSummary) -> list[str]:
+    """The step in both precisions and its parts, in ms, then the assumptions."""
+
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1e3:.1f} ms"
+
+    where = "measured bf16 step" if summary.step_measured else "modelled step"
+    head = (
+        f"step ({where}): bf16 {ms(summary.bf16_s)}, float8 {ms(summary.fp8_s)}: "
+        f"x{summary.speedup:.3f}"
+    )
+    parts = (
+        f"  linears {ms(summary.linear_bf16_s)} -> {ms(summary.linear_fp8_s)} "
+        f"({summary.linear_share:.0%} of the bf16 step); exposed comm "
+        f"{ms(summary.comm_bf16_s)} -> {ms(summary.comm_fp8_s)}; recompute "
+        f"{ms(summary.recompute_bf16_s)} -> {ms(summary.recompute_fp8_s)}"
+    )
+    lines = ["", head, parts]
+    lines += [f"  assumes: {a}" for a in summary.assumptions]
+    return lines

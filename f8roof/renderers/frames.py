@@ -155,6 +155,43 @@ def renderer_for(path: str | Path) -> Renderer:
     raise F8RoofError(f"cannot write {path}: use a .csv, .parquet, .json or .md file name")
 
 
-def write_frame(frame: pd.DataFrame, path: str | Path) -> None:
-    """A DataFrame in the format the file name asks for, atomically."""
-    renderer_for(path)(frame, path)
+def write_frame(
+    frame: pd.DataFrame, path: str | Path, *, summary: dict[str, Any] | None = None
+) -> None:
+    """A DataFrame in the format the file name asks for, atomically. With a `summary` (a
+    model's step summary, JSON-ready): JSON holds {"summary": ..., "layers": [rows]}, Markdown
+    a "Step summary" section after the table, CSV and Parquet a `<name>.summary.csv` beside."""
+    if summary is None:
+        renderer_for(path)(frame, path)
+        return
+    name = str(path).lower()
+    if name.endswith(".json"):
+        layers = json.loads(frame.to_json(orient="records"))
+        write_text_atomic(path, json.dumps({"summary": summary, "layers": layers}, indent=1) + "\n")
+    elif name.endswith(".md"):
+        write_text_atomic(path, render_markdown(frame) + "\n" + summary_markdown(summary))
+    else:
+        renderer_for(path)(frame, path)
+        write_text_atomic(summary_path(path), summary_csv(summary))
+
+
+def summary_path(path: str | Path) -> Path:
+    """`x.csv` / `x.parquet` -> `x.summary.csv` beside it."""
+    p = Path(path)
+    return p.with_name(p.name[: -len(p.suffix)] + ".summary.csv")
+
+
+def summary_csv(summary: dict[str, Any]) -> str:
+    """One header line and one row; the assumptions joined by '; '."""
+    row = {k: "; ".join(v) if isinstance(v, list) else v for k, v in summary.items()}
+    return pd.DataFrame([row]).to_csv(index=False)
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    lines = ["## Step summary", "", "| quantity | value |", "|---|---|"]
+    for key, value in summary.items():
+        if key == "assumptions":
+            continue
+        lines.append(f"| {key} | {number(value) if isinstance(value, float) else value} |")
+    lines += ["", "Assumptions:", *(f"- {a}" for a in summary.get("assumptions", []))]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,346 @@
+"""A model's recommendation at training scale -> the step summary (models/step.py).
+
+From the per-layer rows `recommend` produced (each linear's bf16 and float8 time at its local
+shape) and how the run is sharded and checkpointed, one transformer block's time parts per
+precision, then the step:
+- linears: the recommended decisions (a setup's `filter_fqns` keeps its layers in bf16);
+- communication (models/comm.py, the GPU's fabric): sequence-parallel TP, per block one
+  all-gather of the norm's output before each column-parallel group and one reduce-scatter
+  after each row-parallel linear, tokens x hidden bf16, mirrored in the backward, exposed unless
+  async TP; tensorwise gathers the forward inputs in float8 (torchao's float8 TP plan), with
+  one amax all-reduce each. FSDP: each block's weight shards gathered (bf16, or float8 with
+  float8 all-gather) before forward and backward, gradients reduce-scattered in fp32
+  (torchtitan's mixed_precision_reduce), hidden behind the block's linear compute, the only
+  compute f8roof times (a lower bound: attention and norms hide more);
+- recompute (models/checkpointing.py): full reruns every block linear's forward (the rows'
+  own recompute columns); selective follows torchtitan's per-op SAC: every second matmul of a
+  block reruns its forward gemm, in both precisions (a float8 linear shows SAC aten.mm), the
+  float8 casts (not in the save list) rerun for every float8 linear, and the forward's
+  all-gathers (not saved; reduce-scatters are) run again.
+Routed experts' all-to-all, pipeline and context parallelism are not modelled (said so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from f8roof.architectures.training import Recompute
+from f8roof.errors import F8RoofError
+from f8roof.models.checkpointing import (
+    MM,
+    TOML_LAYOUT_POLICY,
+    Decision,
+    is_block_fqn,
+    sac_policy,
+)
+from f8roof.models.comm import (
+    CollectiveKind,
+    CommError,
+    Interconnect,
+    Overlap,
+    collective_time_s,
+    exposed_time_s,
+    find_interconnect,
+    float8_all_gather_time_s,
+    fsdp_exposed_time_s,
+    placement_for,
+)
+from f8roof.models.errors import ModelError
+from f8roof.models.gemm import GemmRole, fp8_gemm_dtype
+from f8roof.models.step import BlockTimes, StepSummary, step_summary
+from f8roof.recommend import Recommendation, _forward_share_fn
+from f8roof.resolve import Resolved
+from f8roof.torchtitan_names import filter_names
+
+BF16_BYTES = 2
+FP32_BYTES = 4
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """What the step summary needs beyond `TrainingSetup`: FSDP's degree and torchtitan's
+    float8 and TP switches. From a setup file, or the defaults of the command line."""
+
+    fsdp_degree: int | None = None  # None: FSDP off, or its degree unknown
+    async_tp: bool = False
+    float8_all_gather: bool = False
+    precompute_scales: bool = False
+    sac_policy: str = TOML_LAYOUT_POLICY
+    filter_fqns: tuple[str, ...] = ()
+    gpus_per_node: int = 8
+
+    def __post_init__(self) -> None:
+        if self.fsdp_degree is not None and self.fsdp_degree < 1:
+            raise F8RoofError(f"FSDP degree must be >= 1 (got {self.fsdp_degree})")
+
+
+def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
+    """torchtitan's rule: a filter entry that is a substring of the fqn; entries may be
+    torchtitan's names or f8roof's."""
+    return any(f in fqn for f in filter_names(filters))
+
+
+def summarize_step(
+    rec: Recommendation, resolved: Resolved, *, sharding: Sharding = Sharding()
+) -> StepSummary:
+    """The step summary of a recommendation (see the module docstring)."""
+    try:
+        return _summarize(rec, resolved, sharding)
+    except ModelError as e:
+        raise F8RoofError(str(e)) from None
+
+
+def _summarize(rec: Recommendation, resolved: Resolved, sharding: Sharding) -> StepSummary:
+    rows = rec.layers
+    setup = rec.setup
+    notes: list[str] = []
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    head = (rows["fqn"] == "lm_head").to_numpy()
+    filtered = np.array([_filtered(f, sharding.filter_fqns) for f in rows["fqn"]])
+    convert = rows["convert"].to_numpy(dtype=bool) & ~filtered
+    if (rows["convert"].to_numpy(dtype=bool) & filtered).any():
+        notes.append("the setup's filter_fqns keep layers f8roof would convert in bf16")
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    layers = int(counts[block].max()) if block.any() else 1
+
+    bf16_col, fp8_col = (
+        ("bf16_s", "fp8_s")
+        if rec.criterion == "speedup"
+        else (
+            "bf16_gemm_s",
+            "fp8_s_worst",
+        )
+    )
+    bf16 = rows[bf16_col].to_numpy(dtype=np.float64)
+    fp8 = rows[fp8_col].to_numpy(dtype=np.float64)
+    rec_bf16 = _column(rows, "recompute_bf16_s")
+    rec_fp8 = _column(rows, "recompute_fp8_s")
+    # the linears without their full-AC recompute (recommend folds it into the times)
+    lin_bf16 = bf16 - rec_bf16
+    lin_fp8 = np.where(convert, fp8 - rec_fp8, lin_bf16)
+    gemm_fp8 = np.where(convert, rows["fp8_gemm_s"].to_numpy(dtype=np.float64) - rec_fp8, 0.0)
+    gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
+    re_bf16 = rec_bf16
+    re_fp8 = np.where(convert, rec_fp8, rec_bf16)
+    if setup.recompute is Recompute.SELECTIVE:
+        re_bf16, re_fp8 = _selective(rows, resolved, convert, block, sharding)
+        notes.append(
+            f"selective: torchtitan's per-op SAC ({sac_policy(sharding.sac_policy).source}); "
+            "float8 casts rerun in the backward (not in the save list)"
+        )
+
+    def per_block(values):
+        return float((counts * values)[block].sum()) / layers
+
+    comm_bf16, comm_fp8 = _comm(
+        rec, rows, convert, block, layers, sharding, notes, lin_bf16, lin_fp8
+    )
+    bf16_block = BlockTimes(
+        linear_gemm_s=per_block(lin_bf16),
+        comm_exposed_s=comm_bf16,
+        recompute_s=per_block(re_bf16),
+    )
+    fp8_block = BlockTimes(
+        linear_gemm_s=per_block(gemm_fp8),
+        overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
+        comm_exposed_s=comm_fp8,
+        recompute_s=per_block(re_fp8),
+    )
+    other = ~block & ~head
+    if other.any():
+        notes.append(
+            "linears outside the blocks other than lm_head counted with lm_head: "
+            + ", ".join(rows.loc[other, "fqn"])
+        )
+    side = ~block
+    head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
+    head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
+    converted_side = bool((convert & side).any())
+    step_s = setup.step_s
+    model_bf16 = layers * bf16_block.total_s + head_bf16
+    if step_s is not None and step_s <= model_bf16:
+        notes.append(
+            f"the measured step ({step_s * 1e3:.1f} ms) is shorter than the modelled blocks and "
+            f"lm_head ({model_bf16 * 1e3:.1f} ms): the modelled step is shown instead"
+        )
+        step_s = None
+    if step_s is None:
+        notes.append("embedding, loss and optimizer are not modelled: the modelled step omits them")
+    return step_summary(
+        bf16=bf16_block,
+        fp8=fp8_block,
+        layers=layers,
+        lm_head_bf16_s=head_bf16,
+        lm_head_fp8_s=head_fp8 if converted_side else None,
+        step_s=step_s,
+        rest_s=0.0,
+        assumptions=notes,
+    )
+
+
+def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    if name in rows.columns:
+        return rows[name].fillna(0.0).to_numpy(dtype=np.float64)
+    return np.zeros(len(rows))
+
+
+def _selective(rows, resolved: Resolved, convert, block, sharding: Sharding):
+    """Per-op SAC: the block linears, in the catalog's forward order (q, k, v, o, gate, up,
+    down: torchtitan's wq, wk, wv, wo, w1, w3, w2), through the every-second-mm rule."""
+    policy = sac_policy(sharding.sac_policy)
+    order = np.flatnonzero(block)
+    decisions = policy.decide_sequence([MM] * len(order))
+    again = np.zeros(len(rows), dtype=bool)
+    for i, d in zip(order, decisions):
+        again[i] = d is Decision.RECOMPUTE
+    configs = {c.recipe.name: c for c in resolved.configs}
+    re_bf16 = np.zeros(len(rows))
+    re_fp8 = np.zeros(len(rows))
+    for i in np.flatnonzero(block):
+        row = rows.iloc[i]
+        config = configs.get(str(row["recipe"]), resolved.config)
+        M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
+        bf16_fwd = float(config.gemm_model.time_s("bf16", GemmRole.OUTPUT, M, K, N)[0])
+        re_bf16[i] = bf16_fwd if again[i] else 0.0
+        if not convert[i]:
+            re_fp8[i] = re_bf16[i]
+            continue
+        dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
+        fp8_fwd = float(config.gemm_model.time_s(dtype, GemmRole.OUTPUT, M, K, N)[0])
+        share = float(
+            np.asarray(
+                _forward_share_fn(
+                    config.recipe,
+                    config.implementation,
+                    config.fused,
+                    config.limited,
+                    config.grouped,
+                )(M, K, N)
+            )
+        )
+        overhead = float(row["fp8_s"] - row["fp8_gemm_s"]) if "fp8_s" in rows else 0.0
+        re_fp8[i] = (fp8_fwd if again[i] else 0.0) + share * max(overhead, 0.0)
+    return re_bf16, re_fp8
+
+
+def _comm(rec, rows, convert, block, layers, sharding, notes, lin_bf16, lin_fp8):
+    """Exposed communication of one block, per precision (see the module docstring)."""
+    setup = rec.setup
+    tp, fsdp = setup.tp, sharding.fsdp_degree
+    if tp == 1 and not (fsdp and fsdp > 1):
+        if setup.fsdp:
+            notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
+        return 0.0, 0.0
+    try:
+        fabric: Interconnect = find_interconnect(rec.gpu)
+    except CommError as e:
+        notes.append(f"communication not modelled: {e}")
+        return 0.0, 0.0
+    tokens = rec.tokens
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    dense_block = block & ~rows["grouped"].to_numpy(dtype=bool)
+    if rows["grouped"].any():
+        notes.append("routed experts' all-to-all (EP) is not modelled")
+    comm_bf16 = comm_fp8 = 0.0
+    if tp > 1:
+        place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
+        row_par = dense_block & (rows["tp"] == "row").to_numpy()
+        hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
+        per_block = counts[row_par] / layers  # sub-blocks (attention, MLP) per block
+        nbytes = tokens * hidden * BF16_BYTES
+        kw = {"group_size": tp, "placement": place, "fabric": fabric}
+        ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
+        rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
+        # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again
+        again = setup.recompute is not Recompute.NONE
+        full_again = setup.recompute is Recompute.FULL
+        bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
+        tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
+        fp8_ag = ag
+        if tensorwise and (convert & dense_block).any():
+            fp8_ag = float8_all_gather_time_s(numel=tokens * hidden, **kw)
+            notes.append("tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)")
+        fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
+        # async TP splits each collective against the gemm it feeds or drains: it hides behind
+        # the block's linears (their whole time, forward and backward, in each precision)
+        overlap = Overlap.OVERLAPPED if sharding.async_tp else Overlap.EXPOSED
+        gemms_bf16 = float((counts * lin_bf16)[block].sum()) / layers
+        gemms_fp8 = float((counts * lin_fp8)[block].sum()) / layers
+        comm_bf16 += float(
+            exposed_time_s(float(np.sum(bf16_t)), overlap=overlap, compute_time_s=gemms_bf16)
+        )
+        comm_fp8 += float(
+            exposed_time_s(float(np.sum(fp8_t)), overlap=overlap, compute_time_s=gemms_fp8)
+        )
+        notes.append(
+            f"TP {tp}: sequence-parallel all-gathers/reduce-scatters of tokens x hidden, "
+            f"{place.value}-node, "
+            + (
+                "async TP: hidden behind the gemms"
+                if sharding.async_tp
+                else "exposed (no async TP)"
+            )
+        )
+    if fsdp and fsdp > 1:
+        place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=sharding.gpus_per_node)
+        kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
+        K = rows["full_K"].to_numpy(dtype=np.float64)
+        N = rows["full_N"].to_numpy(dtype=np.float64)
+        shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, tp)
+        experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
+        params = counts * K * N * experts / shard
+        block_params = float(params[block].sum()) / layers
+        fp8_params = float(params[block & convert].sum()) / layers
+        ag_bf16 = float(collective_time_s("all_gather", nbytes=block_params * BF16_BYTES, **kw))
+        if sharding.float8_all_gather:
+            ag_fp8 = float(
+                collective_time_s(
+                    "all_gather",
+                    nbytes=(block_params - fp8_params) * BF16_BYTES,
+                    **kw,
+                )
+                + float8_all_gather_time_s(
+                    numel=fp8_params,
+                    tensors=int(np.sum((block & convert) * counts) / layers),
+                    scales_precomputed=sharding.precompute_scales,
+                    **kw,
+                )
+            )
+        else:
+            ag_fp8 = ag_bf16
+        rs = float(collective_time_s("reduce_scatter", nbytes=block_params * FP32_BYTES, **kw))
+        fwd_bf16 = float((counts * lin_bf16)[block].sum()) / layers / 3
+        fwd_fp8 = float((counts * lin_fp8)[block].sum()) / layers / 3
+        comm_bf16 += (
+            fsdp_exposed_time_s(
+                all_gather_s=ag_bf16,
+                reduce_scatter_s=rs,
+                forward_compute_s=fwd_bf16,
+                backward_compute_s=2 * fwd_bf16,
+                layers=layers,
+            )
+            / layers
+        )
+        comm_fp8 += (
+            fsdp_exposed_time_s(
+                all_gather_s=ag_fp8,
+                reduce_scatter_s=rs,
+                forward_compute_s=fwd_fp8,
+                backward_compute_s=2 * fwd_fp8,
+                layers=layers,
+            )
+            / layers
+        )
+        notes.append(
+            f"FSDP {fsdp}: weights all-gathered "
+            + ("in float8 (tensorwise) " if sharding.float8_all_gather else "in bf16 ")
+            + f"and gradients reduce-scattered in fp32, {place.value}-node, overlapped with "
+            "the linears' compute (a third forward, two thirds backward); first gather and "
+            "last reduce-scatter exposed"
+        )
+    elif setup.fsdp:
+        notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
+    return comm_bf16, comm_fp8

@@ -1,0 +1,155 @@
+"""`f8roof estimate --setup FILE` and the step summary in --out files, through click."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from f8roof.cli import main
+
+FIXTURE = str(Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml")
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(args))
+
+
+def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
+    out = tmp_path / "e2e.json"
+    result = run("estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "step (measured bf16 step): bf16 762.0 ms" in text
+    assert "torchtitan filter_fqns: ['output'," in text
+    assert "--model.converters float8 --float8.recipe_name rowwise" in text
+    assert "TP 2: sequence-parallel" in text and "FSDP 2:" in text
+    doc = json.loads(out.read_text())
+    summary = doc["summary"]
+    assert summary["bf16_s"] == pytest.approx(0.762) and summary["step_measured"]
+    assert summary["speedup"] == pytest.approx(summary["bf16_s"] / summary["fp8_s"])
+    assert summary["comm_bf16_s"] > 0 and summary["recompute_bf16_s"] > 0
+    assert summary["lm_head_fp8_s"] == summary["lm_head_bf16_s"]  # filter_fqns: output
+    assert [row["fqn"] for row in doc["layers"]][-1] == "lm_head"
+
+
+def test_setup_matches_the_same_question_asked_with_options(tmp_path):
+    short = tmp_path / "s.toml"
+    short.write_text(
+        "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n"
+        "compile = true\n[parallelism]\ntensor_parallel_degree = 2\n"
+        "data_parallel_shard_degree = 1\n[activation_checkpoint]\nmode = 'full'\n"
+        "[float8]\nrecipe_name = 'rowwise'\n"
+    )
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    by_file = run("estimate", "--setup", str(short), "--step-ms", "762", "--out", str(a))
+    by_options = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2",
+        "--recompute", "full", "--recipe", "rowwise", "--step-ms", "762", "--out", str(b),
+    )  # fmt: skip
+    assert by_file.exit_code == 0, by_file.output
+    assert by_options.exit_code == 0, by_options.output
+    sa, sb = json.loads(a.read_text())["summary"], json.loads(b.read_text())["summary"]
+    for key in ("bf16_s", "fp8_s", "speedup", "comm_bf16_s", "recompute_fp8_s"):
+        assert sa[key] == pytest.approx(sb[key]), key
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".md"])
+def test_summary_beside_tables(tmp_path, suffix):
+    out = tmp_path / f"layers{suffix}"
+    result = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    if suffix == ".md":
+        text = out.read_text()
+        assert "## Step summary" in text and "| speedup |" in text and "Assumptions:" in text
+    else:
+        side = pd.read_csv(tmp_path / "layers.summary.csv")
+        assert len(side) == 1 and side["speedup"].iloc[0] > 0
+        assert "modelled step" in side["assumptions"].iloc[0]
+
+
+def test_shapes_output_has_no_summary(tmp_path):
+    out = tmp_path / "x.json"
+    assert run("estimate", "--shape", "1024,1024,1024", "--out", str(out)).exit_code == 0
+    assert isinstance(json.loads(out.read_text()), list)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--model", "llama3-8b"], "--setup names the model and its tokens"),
+        (["--tp", "2"], "--setup sets the parallelism and checkpointing"),
+        (["--recipe", "tensorwise"], "--setup sets the recipe"),
+        (["--shape", "16,16,16"], "--setup asks about a model"),
+    ],
+)
+def test_setup_conflicts_are_one_line(extra, message):
+    result = run("estimate", "--setup", FIXTURE, *extra)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_bad_setup_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(Path(FIXTURE).read_text().replace("seq_len", "seqlen"))
+    result = run("estimate", "--setup", str(bad))
+    assert result.exit_code == 2
+    assert "unknown key 'seqlen' in [training]" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_issue_18_question_by_file_and_by_options(tmp_path):
+    """torchtitan#1207's run: the fixture, and the same question as options (--fsdp 2). The
+    fixture keeps `output` in bf16 (torchtitan's filter_fqns); the options convert lm_head
+    where f8roof says so: that is the one difference."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    by_file = run("estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(a))
+    by_options = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--fsdp", "2",
+        "--recompute", "selective", "--recipe", "rowwise", "--step-ms", "762", "--out", str(b),
+    )  # fmt: skip
+    assert by_file.exit_code == 0 and by_options.exit_code == 0, by_options.output
+    assert "FSDP 2" in by_options.output
+    sa, sb = json.loads(a.read_text())["summary"], json.loads(b.read_text())["summary"]
+    for key in ("bf16_s", "comm_bf16_s", "comm_fp8_s", "recompute_bf16_s", "recompute_fp8_s"):
+        assert sa[key] == pytest.approx(sb[key]), key
+    head = sb["lm_head_bf16_s"] - sb["lm_head_fp8_s"]
+    assert head > 0
+    assert sa["fp8_s"] - sb["fp8_s"] == pytest.approx(head)
+
+
+def test_fsdp_takes_an_optional_degree():
+    alone = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp")
+    assert alone.exit_code == 0, alone.output
+    assert "FSDP degree unknown" in alone.output
+    bad = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "two")
+    assert bad.exit_code == 2 and "'two' is not a valid integer" in bad.output
+    from f8roof.architectures.training import ParallelismError, TrainingSetup
+
+    with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
+        TrainingSetup.from_options(fsdp=-2)
+    assert TrainingSetup.from_options(fsdp=1) == TrainingSetup()
+    assert TrainingSetup.from_options(fsdp=4).fsdp_degree == 4
+
+
+def test_async_tp_hides_tp_collectives_behind_the_gemms(tmp_path):
+    def summary(async_tp: str) -> dict:
+        setup = tmp_path / f"{async_tp}.toml"
+        setup.write_text(
+            "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
+            "compile = true\n[parallelism]\ntensor_parallel_degree = 8\n"
+            f"data_parallel_shard_degree = 1\nenable_async_tensor_parallel = {async_tp}\n"
+            "[activation_checkpoint]\nmode = 'none'\n"
+        )
+        out = tmp_path / f"{async_tp}.json"
+        result = run("estimate", "--setup", str(setup), "--out", str(out))
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["summary"]
+
+    vanilla, pipelined = summary("false"), summary("true")
+    assert vanilla["comm_bf16_s"] > 0.01  # 8 collectives of 2 x 8192 x 4096 bf16 per block
+    assert pipelined["comm_bf16_s"] < vanilla["comm_bf16_s"] / 10
+    assert pipelined["bf16_s"] < vanilla["bf16_s"]  # a modelled step

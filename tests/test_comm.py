@@ -1,0 +1,282 @@
+"""Communication time: nccl-tests' busbw relations, NVLS, latency, overlap, bad input."""
+
+import numpy as np
+import pytest
+
+from f8roof.models.comm import (
+    INTERCONNECTS,
+    Algorithm,
+    CollectiveKind,
+    CommError,
+    CommOp,
+    CommRole,
+    Overlap,
+    Placement,
+    buffer_bytes,
+    bus_factor,
+    collective_algorithm,
+    collective_time_s,
+    default_overlap,
+    exposed_ops_time_s,
+    exposed_time_s,
+    find_interconnect,
+    float8_all_gather_time_s,
+    fsdp_exposed_time_s,
+    placement_for,
+    precomputed_scales_time_s,
+    sources_markdown,
+)
+from f8roof.models.hardware import PRESETS
+
+H100 = find_interconnect("h100")
+GIB = 2**30
+
+
+def test_every_sxm_preset_of_hardware_has_a_fabric():
+    for name in ("h100", "h200", "b200", "mi300x", "h100-meta"):
+        assert name in PRESETS
+        assert find_interconnect(name).intra_busbw_bytes_per_s > 0
+
+
+def test_unknown_gpu_is_one_line():
+    with pytest.raises(CommError, match="no interconnect preset for GPU 'h100-pcie'"):
+        find_interconnect("h100-pcie")
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_ring_time_is_busbw_relation(n):
+    # nccl-tests: busbw = algbw x (n-1)/n for all-gather; large messages: latency negligible
+    t = collective_time_s(
+        "all_gather", nbytes=8 * GIB, group_size=n, placement="intra", fabric=H100
+    )
+    algbw = 8 * GIB / (t - H100.intra_latency_s)
+    assert algbw * (n - 1) / n == pytest.approx(H100.intra_busbw_bytes_per_s, rel=1e-9)
+
+
+def test_factors():
+    assert bus_factor("all_gather", 8) == pytest.approx(7 / 8)
+    assert bus_factor("reduce_scatter_tensor", 4) == pytest.approx(3 / 4)
+    assert bus_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert bus_factor("all_to_all_single", 2) == pytest.approx(1 / 2)
+
+
+def test_all_reduce_ring_costs_reduce_scatter_plus_all_gather_on_inter_node():
+    kw = {"nbytes": GIB, "group_size": 16, "placement": "inter", "fabric": H100}
+    ar = collective_time_s("all_reduce", **kw)
+    rs = collective_time_s("reduce_scatter", **kw)
+    ag = collective_time_s("all_gather", **kw)
+    lat = H100.inter_latency_s
+    assert ar - lat == pytest.approx((rs - lat) + (ag - lat))
+
+
+def test_nvls_only_for_intra_node_all_reduce_where_faster():
+    n = np.array([2, 4, 8])
+    algo = collective_algorithm("all_reduce", group_size=n, placement="intra", fabric=H100)
+    # ring algbw on 2 GPUs (370 GB/s) beats NVLS's 274; from 4 GPUs NVLS wins
+    assert list(algo) == ["ring", "nvls", "nvls"]
+    for kind in ("all_gather", "reduce_scatter"):
+        assert set(collective_algorithm(kind, group_size=n, placement="intra", fabric=H100)) == {
+            "ring"
+        }
+    inter = collective_algorithm("all_reduce", group_size=n, placement="inter", fabric=H100)
+    assert set(inter) == {"ring"}
+    mi = collective_algorithm(
+        "all_reduce", group_size=8, placement="intra", fabric=find_interconnect("mi300x")
+    )
+    assert mi == Algorithm.RING.value
+
+
+def test_nvls_all_reduce_reaches_the_published_busbw_at_8():
+    t = collective_time_s(
+        "all_reduce", nbytes=8 * GIB, group_size=8, placement="intra", fabric=H100
+    )
+    busbw = 8 * GIB / (t - H100.intra_latency_s) * 2 * 7 / 8
+    assert busbw == pytest.approx(480e9, rel=1e-9)  # nccl-tests#212
+    ring = 8 * GIB * 2 * 7 / 8 / H100.intra_busbw_bytes_per_s
+    assert t - H100.intra_latency_s < ring
+
+
+def test_small_messages_are_latency_bound():
+    t = collective_time_s("all_gather", nbytes=1024, group_size=8, placement="intra", fabric=H100)
+    assert t == pytest.approx(H100.intra_latency_s, rel=1e-3)
+    t_inter = collective_time_s(
+        "all_gather", nbytes=1024, group_size=8, placement="inter", fabric=H100
+    )
+    assert t_inter == pytest.approx(H100.inter_latency_s, rel=1e-3)
+    assert t_inter > t
+
+
+def test_one_rank_moves_nothing_and_vectorises():
+    t = collective_time_s(
+        "reduce_scatter",
+        nbytes=np.array([GIB, GIB, 0]),
+        group_size=np.array([1, 2, 2]),
+        placement="intra",
+        fabric=H100,
+    )
+    assert t.shape == (3,)
+    assert t[0] == 0.0
+    assert t[2] == pytest.approx(H100.intra_latency_s)
+    assert t[1] > t[2]
+
+
+def test_inter_node_is_slower_than_nvlink():
+    kw = {"nbytes": GIB, "group_size": 8, "fabric": H100}
+    assert collective_time_s("all_gather", placement="inter", **kw) > 5 * collective_time_s(
+        "all_gather", placement="intra", **kw
+    )
+
+
+def test_placement_for_a_mesh():
+    assert placement_for(group_size=2, stride=1, gpus_per_node=8) is Placement.INTRA
+    assert placement_for(group_size=8, stride=8, gpus_per_node=8) is Placement.INTER
+    assert placement_for(group_size=4, stride=2, gpus_per_node=8) is Placement.INTRA
+
+
+def test_buffer_bytes_of_an_all_gather_is_the_gathered_output():
+    assert buffer_bytes("all_gather_into_tensor", input_bytes=100, group_size=4) == 400
+    assert buffer_bytes("reduce_scatter", input_bytes=400, group_size=4) == 400
+
+
+def test_float8_all_gather_halves_payload_and_pays_amax_all_reduce():
+    numel = 4096 * 14336
+    bf16 = collective_time_s(
+        "all_gather", nbytes=2 * numel, group_size=8, placement="intra", fabric=H100
+    )
+    fp8 = float8_all_gather_time_s(numel=numel, group_size=8, placement="intra", fabric=H100)
+    fp8_pre = float8_all_gather_time_s(
+        numel=numel, group_size=8, placement="intra", fabric=H100, scales_precomputed=True
+    )
+    amax = collective_time_s("all_reduce", nbytes=4, group_size=8, placement="intra", fabric=H100)
+    assert fp8 - fp8_pre == pytest.approx(amax)
+    assert fp8_pre - H100.intra_latency_s == pytest.approx((bf16 - H100.intra_latency_s) / 2)
+    assert fp8 < bf16
+    # a tiny tensor: the amax all-reduce makes float8 slower than bf16
+    small = float8_all_gather_time_s(numel=1024, group_size=8, placement="intra", fabric=H100)
+    assert small > collective_time_s(
+        "all_gather", nbytes=2048, group_size=8, placement="intra", fabric=H100
+    )
+    pre = precomputed_scales_time_s(weights=7 * 32, group_size=8, placement="intra", fabric=H100)
+    assert pre == pytest.approx(H100.intra_latency_s, rel=1e-3)
+
+
+def test_default_overlap_per_role():
+    assert default_overlap("fsdp_all_gather") is Overlap.OVERLAPPED
+    assert default_overlap(CommRole.FSDP_REDUCE_SCATTER) is Overlap.OVERLAPPED
+    assert default_overlap("tp") is Overlap.EXPOSED
+    assert default_overlap("tp", async_tp=True) is Overlap.OVERLAPPED
+    assert default_overlap("scale", async_tp=True) is Overlap.EXPOSED
+
+
+def test_exposed_time():
+    assert exposed_time_s(3.0, overlap="exposed", compute_time_s=10.0) == 3.0
+    assert exposed_time_s(3.0, overlap="overlapped", compute_time_s=10.0) == 0.0
+    assert exposed_time_s(3.0, overlap="overlapped", compute_time_s=1.0) == pytest.approx(2.0)
+    got = exposed_time_s(np.array([1.0, 5.0]), overlap=Overlap.OVERLAPPED, compute_time_s=2.0)
+    assert list(got) == [0.0, 3.0]
+    with pytest.raises(CommError, match="unknown overlap 'hidden'"):
+        exposed_time_s(1.0, overlap="hidden")
+
+
+def test_fsdp_exposes_first_gather_and_last_reduce_scatter_only_when_compute_covers():
+    got = fsdp_exposed_time_s(
+        all_gather_s=1.0,
+        reduce_scatter_s=2.0,
+        forward_compute_s=5.0,
+        backward_compute_s=10.0,
+        layers=32,
+    )
+    assert got == pytest.approx(3.0)
+    slow = fsdp_exposed_time_s(
+        all_gather_s=4.0,
+        reduce_scatter_s=4.0,
+        forward_compute_s=1.0,
+        backward_compute_s=2.0,
+        layers=3,
+    )
+    # 4 + 4 exposed, then 2 forward gathers 3 over, 2 backward windows 6 over
+    assert slow == pytest.approx(8 + 2 * 3 + 2 * 6)
+    with pytest.raises(CommError, match="layers must be an integer >= 1"):
+        fsdp_exposed_time_s(
+            all_gather_s=1, reduce_scatter_s=1, forward_compute_s=1, backward_compute_s=1, layers=0
+        )
+
+
+def test_block_ops_exposed_time_depends_on_async_tp():
+    ops = [
+        CommOp.create(
+            kind="all_gather_into_tensor",
+            nbytes=64 * 2**20,
+            group_size=2,
+            placement="intra",
+            role="tp",
+        ),
+        CommOp.create(
+            kind="reduce_scatter_tensor",
+            nbytes=64 * 2**20,
+            group_size=2,
+            placement="intra",
+            role="tp",
+        ),
+    ]
+    total = sum(op.time_s(H100) for op in ops)
+    assert exposed_ops_time_s(ops, fabric=H100) == pytest.approx(total)
+    assert exposed_ops_time_s(ops, fabric=H100, async_tp=True, overlap_compute_s=1.0) == 0.0
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (
+            lambda: collective_time_s(
+                "broadcast", nbytes=1, group_size=2, placement="intra", fabric=H100
+            ),
+            "unknown collective 'broadcast'",
+        ),
+        (
+            lambda: collective_time_s(
+                "all_gather", nbytes=-1, group_size=2, placement="intra", fabric=H100
+            ),
+            "bytes must be finite and >= 0",
+        ),
+        (
+            lambda: collective_time_s(
+                "all_gather", nbytes=1, group_size=0, placement="intra", fabric=H100
+            ),
+            "group size must be >= 1",
+        ),
+        (
+            lambda: collective_time_s(
+                "all_gather", nbytes=1, group_size=2.5, placement="intra", fabric=H100
+            ),
+            "whole number of ranks",
+        ),
+        (
+            lambda: collective_time_s(
+                "all_gather", nbytes=1, group_size=2, placement="rack", fabric=H100
+            ),
+            "unknown placement 'rack'",
+        ),
+        (
+            lambda: CommOp.create(
+                kind="all_gather", nbytes=1, group_size=2, placement="intra", role="dp"
+            ),
+            "unknown collective role 'dp'",
+        ),
+        (
+            lambda: CommOp(CollectiveKind.ALL_GATHER, 1, 2, "intra", CommRole.TP),
+            "CommOp.placement must be a Placement",
+        ),
+    ],
+)
+def test_bad_inputs_are_one_line(call, message):
+    with pytest.raises(CommError, match=message) as info:
+        call()
+    assert "\n" not in str(info.value)
+
+
+def test_sources_table_lists_every_preset():
+    table = sources_markdown()
+    assert table.startswith("| preset")
+    for name in INTERCONNECTS:
+        assert f"| {name} |" in table

@@ -1,0 +1,236 @@
+"""--setup FILE: torchtitan's TOML job configs and f8roof's short form -> SetupRequest."""
+
+from pathlib import Path
+
+import pytest
+
+from f8roof.errors import F8RoofError
+from f8roof.models.checkpointing import RecomputePolicy
+from f8roof.setup_file import (
+    TORCHTITAN_MODELS,
+    SetupRequest,
+    parse_setup,
+    read_setup,
+    training_setup,
+)
+from f8roof.torchtitan_names import (
+    converter_lines,
+    filter_fqns_for,
+    to_f8roof_fqn,
+    to_torchtitan_fqn,
+)
+
+FIXTURE = Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml"
+
+MINIMAL = """
+[model]
+name = "llama3"
+flavor = "8B"
+converters = ["float8"]
+[training]
+local_batch_size = 2
+seq_len = 4096
+"""
+
+
+def test_fixture_is_torchtitan_1207s_run():
+    got = read_setup(FIXTURE)
+    assert got == SetupRequest(
+        model="llama3-8b",
+        tokens_per_rank=8192,
+        tp=2,
+        fsdp=2,
+        dp_replicate=1,
+        recompute=RecomputePolicy.SELECTIVE,
+        recompute_every=None,
+        sac_policy="torchtitan-2025-05",
+        async_tp=False,
+        float8=True,
+        recipe="rowwise",
+        float8_all_gather=False,
+        precompute_scales=False,
+        filter_fqns=("output",),
+        compile=True,
+        source=f"{FIXTURE} (torchtitan job config)",
+        assumptions=(),
+    )
+    assert got.fsdp_enabled and not got.auto_filter
+    d = got.to_dict()
+    assert d["recompute"] == "selective" and d["filter_fqns"] == ["output"]
+
+
+def test_missing_keys_take_torchtitans_defaults_and_say_so():
+    got = parse_setup(MINIMAL)
+    assert got.tokens_per_rank == 8192
+    assert got.tp == 1 and got.fsdp is None and got.fsdp_enabled
+    assert got.recompute is RecomputePolicy.SELECTIVE and got.recompute_every == 2
+    assert got.recipe == "tensorwise"
+    text = " ".join(got.assumptions)
+    for key in (
+        "data_parallel_shard_degree",
+        "activation_checkpoint.mode",
+        "recipe_name",
+        "training.compile",
+    ):
+        assert key in text
+
+
+def test_f8roof_short_form():
+    got = parse_setup(
+        """
+[model]
+name = "llama3-70b"
+[training]
+local_batch_size = 1
+seq_len = 8192
+compile = true
+[parallelism]
+tensor_parallel_degree = 8
+data_parallel_shard_degree = 8
+enable_async_tensor_parallel = true
+[activation_checkpoint]
+mode = "full"
+[float8]
+enable_fsdp_float8_all_gather = true
+precompute_float8_dynamic_scale_for_fsdp = true
+filter_fqns = "output,auto_filter_small_kn"
+[f8roof]
+gpu = "h100"
+step_ms = 762
+""",
+        path="short.toml",
+    )
+    assert got.model == "llama3-70b" and got.tp == 8 and got.fsdp == 8 and got.async_tp
+    assert got.recompute is RecomputePolicy.FULL and got.recompute_every is None
+    assert got.float8_all_gather and got.precompute_scales and got.recipe == "tensorwise"
+    assert got.filter_fqns == ("output", "auto_filter_small_kn") and got.auto_filter
+    assert got.gpu == "h100" and got.step_ms == pytest.approx(762.0)
+    assert "f8roof setup" in got.source
+
+
+def test_float8_all_gather_needs_fsdp():
+    got = parse_setup(
+        MINIMAL
+        + "[parallelism]\ndata_parallel_shard_degree = 1\n"
+        + "[float8]\nenable_fsdp_float8_all_gather = true\n"
+    )
+    assert not got.float8_all_gather and not got.fsdp_enabled
+
+
+def test_converter_off_is_noted():
+    got = parse_setup(MINIMAL.replace('converters = ["float8"]', ""))
+    assert not got.float8
+    assert any("converter is off" in a for a in got.assumptions)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (MINIMAL + "[training2]\nx = 1\n", r"unknown section \[training2\]"),
+        (MINIMAL.replace("seq_len", "seqlen"), r"unknown key 'seqlen' in \[training\]"),
+        (MINIMAL + "[float8]\nrecipe = 'rowwise'\n", r"unknown key 'recipe' in \[float8\]"),
+        (MINIMAL.replace("seq_len = 4096", ""), r"missing key 'seq_len' in \[training\]"),
+        (
+            MINIMAL.replace("local_batch_size = 2", ""),
+            r"missing key 'local_batch_size' \(or 'batch_size'\) in \[training\]",
+        ),
+        (MINIMAL.replace('flavor = "8B"', ""), r"missing key 'flavor' in \[model\]"),
+        ("[training]\nseq_len = 1\nbatch_size = 1\n", r"missing key 'name' in \[model\]"),
+        (MINIMAL.replace('"8B"', '"7B"'), "no f8roof built-in for torchtitan model llama3/7B"),
+        (MINIMAL + "[activation_checkpoint]\nmode = 'op'\n", "must be none, full or selective"),
+        (
+            MINIMAL + "[activation_checkpoint]\nselective_ac_option = 'ops'\n",
+            "must be 'op' or a positive integer",
+        ),
+        (MINIMAL + "[parallelism]\ntensor_parallel_degree = 0\n", "must be an integer >= 1"),
+        (MINIMAL + "[parallelism]\ntensor_parallel_degree = '2'\n", "must be an integer >= 1"),
+        (MINIMAL + "[float8]\nrecipe_name = 'mxfp8'\n", "'recipe_name' in \\[float8\\]"),
+        (
+            MINIMAL
+            + "[float8]\nrecipe_name = 'tensorwise'\nenable_fsdp_float8_all_gather = true\n",
+            "torchtitan refuses",
+        ),
+        (MINIMAL + "[f8roof]\nstep_ms = -1\n", "'step_ms' in \\[f8roof\\]"),
+        ("[model\n", "is not valid TOML"),
+    ],
+)
+def test_bad_setups_are_one_line_exit_2(text, message):
+    with pytest.raises(F8RoofError, match=message) as info:
+        parse_setup(text, path="x.toml")
+    assert info.value.exit_code == 2
+    assert "\n" not in info.value.message
+
+
+def test_unreadable_file(tmp_path):
+    with pytest.raises(F8RoofError, match="cannot read"):
+        read_setup(tmp_path / "nope.toml")
+
+
+def test_torchtitan_models_map_to_builtins():
+    from f8roof.architectures.catalog import BUILTIN_NAMES
+
+    assert set(TORCHTITAN_MODELS.values()) <= set(BUILTIN_NAMES)
+    assert TORCHTITAN_MODELS[("llama3", "8B")] == "llama3-8b"
+    assert TORCHTITAN_MODELS[("llama3", "70B")] == "llama3-70b"
+
+
+def test_fqn_names_both_ways():
+    assert to_torchtitan_fqn("lm_head") == "output"
+    assert to_torchtitan_fqn("model.layers.*.self_attn.q_proj") == "layers.*.attention.wq"
+    assert to_torchtitan_fqn("model.layers.*.mlp.gate_proj") == "layers.*.feed_forward.w1"
+    assert to_torchtitan_fqn("model.layers.*.mlp.up_proj") == "layers.*.feed_forward.w3"
+    assert to_torchtitan_fqn("model.layers.*.mlp.down_proj") == "layers.*.feed_forward.w2"
+    assert to_f8roof_fqn("output") == "lm_head"
+    assert to_f8roof_fqn("layers.7.attention.wk") == "model.layers.*.self_attn.k_proj"
+    assert to_f8roof_fqn("attention.wv") == "self_attn.v_proj"
+    assert to_f8roof_fqn("self_attn.v_proj") == "self_attn.v_proj"  # already f8roof's
+    with pytest.raises(F8RoofError, match="no torchtitan name for layer"):
+        to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj")
+    with pytest.raises(F8RoofError, match="no f8roof layer for torchtitan fqn"):
+        to_f8roof_fqn("layers.0.moe.router.gate")
+
+
+def test_filter_fqns_and_converter_lines():
+    skipped = ["model.layers.*.self_attn.v_proj", "lm_head", "model.layers.*.self_attn.k_proj"]
+    assert filter_fqns_for(skipped) == ["output", "attention.wk", "attention.wv"]
+    lines = converter_lines(recipe="rowwise", filter_fqns=filter_fqns_for(skipped))
+    assert 'recipe_name = "rowwise"' in lines
+    assert 'filter_fqns = ["output", "attention.wk", "attention.wv"]' in lines
+    assert lines[-1] == (
+        "--model.converters float8 --float8.recipe_name rowwise "
+        "--float8.filter_fqns output,attention.wk,attention.wv"
+    )
+    tw = converter_lines(recipe="tensorwise", filter_fqns=["output"], float8_all_gather=True)
+    assert not any(line.startswith("recipe_name") for line in tw)  # torchtitan refuses the pair
+    assert "enable_fsdp_float8_all_gather = true" in tw
+    # the lines parse back into the same decisions
+    toml = "\n".join(line for line in tw if not line.startswith(("#", "--")))
+    toml = toml.replace("[model]", "[model]\nname = 'llama3-8b'")
+    back = parse_setup(toml + "\n[training]\nlocal_batch_size = 1\nseq_len = 8\n")
+    assert back.float8_all_gather and back.filter_fqns == ("output",)
+    with pytest.raises(F8RoofError, match="unknown recipe 'mx'"):
+        converter_lines(recipe="mx", filter_fqns=[])
+
+
+def test_training_setup_of_a_setup():
+    req = read_setup(FIXTURE)
+    setup = training_setup(req, step_ms=762)
+    assert setup.tp == 2 and setup.fsdp and setup.recompute.value == "selective"
+    assert setup.step_s == pytest.approx(0.762)
+    assert training_setup(req).step_s is None
+    with pytest.raises(
+        F8RoofError, match=r"selective_ac_option = '2' \(layer SAC\) is not modelled"
+    ):
+        training_setup(parse_setup(MINIMAL))
+
+
+def test_filter_names_spell_both_ways():
+    from f8roof.torchtitan_names import filter_names
+
+    assert filter_names(["output", " attention.wk", "", "layers.0.moe.router.gate"]) == (
+        "output",
+        "lm_head",
+        "attention.wk",
+        "self_attn.k_proj",
+        "layers.0.moe.router.gate",
+    )
