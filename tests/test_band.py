@@ -1,0 +1,99 @@
+"""Band math: ranges per class -> time_low/expected/high -> speedup_low/speedup/speedup_high."""
+
+import numpy as np
+import pytest
+
+from f8roof.models.band import (
+    ClassRate,
+    ClassRates,
+    TimeBand,
+    gemm_time_band,
+    graph_time_band,
+    memory_time_band,
+    speedup_band,
+    widen_by_kernel_sets,
+)
+from f8roof.models.errors import ModelError
+from f8roof.models.kernel_classes import GpuFamily, KernelClass, Range
+
+C = KernelClass
+H100_BANDWIDTH = 3.35e12
+
+
+def table_rates():
+    return ClassRates.from_table(family=GpuFamily.HOPPER, bandwidth_bytes_per_s=H100_BANDWIDTH)
+
+
+def test_memory_kernel_band_from_the_table():
+    """An outer reduction of 1 GB on an H100: floor 1.5/2/4 us, 0.90/0.65/0.30 of 3.35 TB/s."""
+    band = memory_time_band(C.REDUCTION_OUTER, np.array([1e9]), table_rates())
+    assert band.low[0] == pytest.approx(1.5e-6 + 1e9 / (0.90 * H100_BANDWIDTH))
+    assert band.expected[0] == pytest.approx(2e-6 + 1e9 / (0.65 * H100_BANDWIDTH))
+    assert band.high[0] == pytest.approx(4e-6 + 1e9 / (0.30 * H100_BANDWIDTH))
+
+
+def test_slow_accumulation_widens_only_upwards():
+    band = gemm_time_band(C.GEMM_FP8_TENSORWISE_SLOW, np.array([1e-3, 2e-3]), table_rates())
+    assert band.low == pytest.approx([1e-3, 2e-3])
+    assert np.all(band.high > band.expected) and np.all(band.expected >= band.low)
+    fast = gemm_time_band(C.GEMM_FP8_TENSORWISE_FAST, np.array([1e-3]), table_rates())
+    assert fast.low == fast.high == pytest.approx([1e-3])
+
+
+def test_graph_band_sums_kernels_and_gemms_per_shape():
+    nbytes = np.array([1e6, 1e8])
+    gemm_s = np.array([1e-4, 1e-2])
+    band = graph_time_band(
+        kernels=[(C.POINTWISE, nbytes), (C.REDUCTION_INNER, nbytes)],
+        gemms=[(C.GEMM_BF16, gemm_s)],
+        rates=table_rates(),
+        shapes=2,
+    )
+    one = memory_time_band(C.POINTWISE, nbytes, table_rates())
+    two = memory_time_band(C.REDUCTION_INNER, nbytes, table_rates())
+    assert band.expected == pytest.approx(one.expected + two.expected + gemm_s)
+    assert np.all(band.low < band.expected) and np.all(band.expected < band.high)
+
+
+def test_speedup_band_pairs_float8_slow_end_with_bf16_fast_end():
+    bf16 = TimeBand(np.array([0.9]), np.array([1.0]), np.array([1.2]))
+    fp8 = TimeBand(np.array([0.7]), np.array([0.8]), np.array([1.1]))
+    band = speedup_band(bf16=bf16, fp8=fp8)
+    assert band.low[0] == pytest.approx(0.9 / 1.1)
+    assert band.expected[0] == pytest.approx(1.0 / 0.8)
+    assert band.high[0] == pytest.approx(1.2 / 0.7)
+
+
+def test_measured_rates_collapse_the_band_to_the_residual():
+    rates = ClassRates.from_measured(
+        memory={C.POINTWISE: (2e-6, 3.0e12)}, gemm_factors={}, residual=0.05
+    )
+    assert rates.measured
+    band = memory_time_band(C.POINTWISE, np.array([3e9]), rates)
+    # floor and bandwidth each within 5%: the time within about 5% too
+    assert band.high[0] / band.expected[0] == pytest.approx(1 / 0.95 * 1.0, rel=0.01)
+    assert band.low[0] / band.expected[0] == pytest.approx(1 / 1.05, rel=0.01)
+    table = memory_time_band(C.POINTWISE, np.array([3e9]), table_rates())
+    assert band.high[0] - band.low[0] < table.high[0] - table.low[0]
+    with pytest.raises(ModelError, match="no rate"):
+        memory_time_band(C.ATOMIC, np.array([1.0]), rates)
+
+
+def test_kernel_sets_widen_the_overhead_never_narrow_it():
+    overhead = TimeBand(np.array([1.0, 1.0]), np.array([2.0, 2.0]), np.array([3.0, 3.0]))
+    wide = widen_by_kernel_sets(
+        overhead,
+        fitted_bytes=np.array([100.0, 100.0]),
+        low_bytes=np.array([80.0, 120.0]),
+        high_bytes=np.array([150.0, 90.0]),
+    )
+    assert wide.low == pytest.approx([0.8, 1.0])
+    assert wide.high == pytest.approx([4.5, 3.0])
+    assert wide.expected == pytest.approx([2.0, 2.0])
+
+
+def test_class_rate_is_one_kind():
+    with pytest.raises(ModelError):
+        ClassRate(floor_s=Range.point(1e-6))
+    with pytest.raises(ModelError):
+        ClassRate(Range.point(1e-6), Range.point(1e12), Range.point(1.0))
