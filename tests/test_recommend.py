@@ -361,8 +361,11 @@ def test_tp_decides_on_the_local_shape():
     assert tp2.loc[k, "context"] == "rmsnorm+none"
     frame = estimate([(8192, 4096, 512)], config)
     assert tp2.loc[k, "speedup_worst"] == pytest.approx(frame["speedup_worst"].iloc[0])
-    # torchtitan#1207: the TP2 shard of k_proj loses in rowwise (at the worst case and ideal)
-    assert not tp2.loc[k, "convert"] and tp2.loc[k, "speedup_ideal"] < 1
+    # torchtitan#1207: the TP2 shard of k_proj loses in rowwise (at the worst case). The
+    # ideal is a lower bound of the bytes, so an upper bound of the speedup: with RMSNorm
+    # producing the input in the graph it credits the bf16 write no float8 gemm reads
+    assert not tp2.loc[k, "convert"] and tp2.loc[k, "speedup_worst"] < 1
+    assert tp2.loc[k, "speedup_ideal"] >= tp2.loc[k, "speedup_worst"]
     assert tp2.loc[k, "speedup_worst"] < whole.loc[k, "speedup_worst"]
     # a layer that wins whole and loses sharded: llama3-70b's k_proj, tensorwise, TP 8
     arch = builtin("llama3-70b")
