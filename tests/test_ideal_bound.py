@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 
 import f8roof
-from f8roof.calibration import Calibration
+from f8roof.calibration.file import Calibration
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
 from f8roof.models.overhead import fitted_kernels
 from f8roof.models.recipes import Recipe
