@@ -23,6 +23,16 @@ import sympy as sp
 
 from f8roof.calibration.file import Calibration
 from f8roof.inputs.shapes import as_array
+from f8roof.models.band import (
+    ClassRates,
+    CornerTimes,
+    TimeBand,
+    corner_times,
+    kind_rate,
+    linear_gemm_band,
+    measured_rates,
+)
+from f8roof.models.errors import ModelError
 from f8roof.models.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
@@ -32,8 +42,9 @@ from f8roof.models.gemm import (
 )
 from f8roof.models.grouped import GROUPED_RECIPE, grouped_traffic
 from f8roof.models.hardware import GPU
+from f8roof.models.kernel_classes import GpuFamily
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
-from f8roof.models.overhead import fitted_kernels, kernel_set_range
+from f8roof.models.overhead import fitted_kernels, fitted_kind_bytes, kernel_set_range
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import Level, TrafficModel, ideal_traffic, worst_traffic
 from f8roof.models.variant import (
@@ -98,6 +109,29 @@ class EstimateConfig:
         if self.calibration is not None:
             return self.calibration.ceilings.launch_floor_s
         return self.launch_floor_s
+
+    @property
+    def class_rates(self) -> ClassRates | None:
+        """What the band times each kernel class at: a measured calibration's kernel-time model
+        widened by its residual, else the public ranges of `models/kernel_classes.py` for this
+        GPU's family; None for a GPU of no known family (no band then)."""
+        calibration = self.calibration
+        if calibration is not None and calibration.is_measured:
+            model = calibration.kernel_time
+            return measured_rates(
+                kinds={k: (t.floor_s, t.bandwidth_bytes_per_s) for k, t in model.kinds},
+                pooled=(model.pooled.floor_s, model.pooled.bandwidth_bytes_per_s),
+                residual=model.residuals.median,
+            )
+        try:
+            family = GpuFamily.of(
+                name=self.gpu.name, compute_capability=self.gpu.compute_capability
+            )
+        except ModelError:
+            return None
+        return ClassRates.from_table(
+            family=family, bandwidth_bytes_per_s=self.gpu.memory_bandwidth_bytes_per_s
+        )
 
 
 def traffic_model(
@@ -201,6 +235,9 @@ def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd
                 ranges=ranges,
             )
         )
+        rates = config.class_rates
+        if rates is not None:
+            columns.update(band_columns(config, columns, rates, Mf, Kf, Nf))
     code, table = fp8_reason_codes(config.recipe, M, K, N)
     columns["fp8_ok"] = code == 0
     columns["fp8_reason"] = pd.Categorical.from_codes(code, table)
@@ -259,6 +296,78 @@ def calibrated_columns(
             "speedup_wall": bf16_wall_s / fp8_wall_s,
         }
     return columns
+
+
+def band_columns(
+    config: EstimateConfig, columns: dict, rates: ClassRates, M, K, N
+) -> dict[str, np.ndarray]:
+    """speedup_low/speedup_high (and the context's) around the calibrated `speedup`.
+
+    Each kernel of the fitted sets is timed at its class's range (a kernel set records kinds:
+    `models.band.kind_rate` takes the widest range of the classes a kind can be), the float8
+    overhead as the float8 graph's kernels less the bf16 graph's at one rate per kind (one GPU
+    runs both); each gemm at its mode's factor (slow accumulation in backward); the overhead
+    widened over the nearby kernel sets where they differ. The ends pair float8's slow end with
+    bf16's fast end (`models.band.speedup_band`). A measured calibration's rates are its own,
+    so its band is its fit residual. The band always holds the calibration's own `speedup`."""
+    calibration = config.calibration
+    assert calibration is not None
+    fp8 = calibration.variant(config.variant.key)
+    bf16 = calibration.variant(config.variant.baseline.key)
+    shapes = ShapeArrays(M, K, N)
+    fp8_kinds = fitted_kind_bytes(fp8.traffic.regimes, shapes)
+    bf16_kinds = fitted_kind_bytes(bf16.traffic.regimes, shapes)
+    zero = np.zeros(len(M))
+    overhead = CornerTimes(zero, zero, zero)
+    context = CornerTimes(zero, zero, zero)
+    for kind in sorted(set(fp8_kinds) | set(bf16_kinds)):
+        rate = kind_rate(rates, kind)
+        fp8_bytes, fp8_count = fp8_kinds.get(kind, (zero, zero))
+        bf16_bytes, bf16_count = bf16_kinds.get(kind, (zero, zero))
+        overhead = overhead + corner_times(
+            rate, nbytes=fp8_bytes - bf16_bytes, kernels=fp8_count - bf16_count
+        )
+        context = context + corner_times(rate, nbytes=bf16_bytes, kernels=bf16_count)
+    gemm = config.gemm_model
+    fp8_gemm = linear_gemm_band(
+        gemm, config.recipe, M, K, N, rates=rates, implementation=config.implementation
+    )
+    bf16_gemm = linear_gemm_band(gemm, None, M, K, N, rates=rates)
+    if bf16.fixed is not None:  # measured: in-step gemm factors and unmodelled kernels
+        fp8_gemm = _scaled(fp8_gemm, fp8.fixed.gemm_factor, fp8.fixed.device_extra_s)
+        bf16_gemm = _scaled(bf16_gemm, bf16.fixed.gemm_factor, bf16.fixed.device_extra_s)
+    spread = np.ones(len(M)), np.ones(len(M))  # the kernel sets' byte range around the fit
+    if "overhead_bytes_fitted_low" in columns:
+        fitted = np.asarray(columns["overhead_bytes_fitted"], dtype=np.float64)
+        safe = np.where(fitted > 0, fitted, 1.0)
+        spread = (
+            np.where(fitted > 0, np.clip(columns["overhead_bytes_fitted_low"] / safe, 0, 1), 1.0),
+            np.where(fitted > 0, np.maximum(columns["overhead_bytes_fitted_high"] / safe, 1), 1.0),
+        )
+    low, high, context_low, context_high = [], [], [], []
+    for corner in ("fast", "expected", "slow"):
+        over, ctx = getattr(overhead, corner), getattr(context, corner)
+        for scale in spread:
+            fp8_fast = fp8_gemm.low + over * scale
+            fp8_slow = fp8_gemm.high + over * scale
+            low.append(bf16_gemm.low / fp8_slow)
+            high.append(bf16_gemm.high / fp8_fast)
+            context_low.append((bf16_gemm.low + ctx) / (fp8_slow + ctx))
+            context_high.append((bf16_gemm.high + ctx) / (fp8_fast + ctx))
+    speedup = np.asarray(columns["speedup"])
+    with_context = np.asarray(columns["speedup_context"])
+    return {
+        "speedup_low": np.minimum(np.min(low, axis=0), speedup),
+        "speedup_high": np.maximum(np.max(high, axis=0), speedup),
+        "speedup_context_low": np.minimum(np.min(context_low, axis=0), with_context),
+        "speedup_context_high": np.maximum(np.max(context_high, axis=0), with_context),
+    }
+
+
+def _scaled(band: TimeBand, factor: float, extra_s: float) -> TimeBand:
+    return TimeBand(
+        band.low * factor + extra_s, band.expected * factor + extra_s, band.high * factor + extra_s
+    )
 
 
 def square_breakeven(

@@ -7,11 +7,12 @@ from f8roof.models.band import (
     ClassRate,
     ClassRates,
     TimeBand,
+    corner_times,
     gemm_time_band,
     graph_time_band,
+    kind_rate,
     memory_time_band,
     speedup_band,
-    widen_by_kernel_sets,
 )
 from f8roof.models.errors import ModelError
 from f8roof.models.kernel_classes import GpuFamily, KernelClass, Range
@@ -79,17 +80,32 @@ def test_measured_rates_collapse_the_band_to_the_residual():
         memory_time_band(C.ATOMIC, np.array([1.0]), rates)
 
 
-def test_kernel_sets_widen_the_overhead_never_narrow_it():
-    overhead = TimeBand(np.array([1.0, 1.0]), np.array([2.0, 2.0]), np.array([3.0, 3.0]))
-    wide = widen_by_kernel_sets(
-        overhead,
-        fitted_bytes=np.array([100.0, 100.0]),
-        low_bytes=np.array([80.0, 120.0]),
-        high_bytes=np.array([150.0, 90.0]),
+def test_corners_of_a_difference_cancel_shared_kernels():
+    """A graph difference where the float8 graph moves a kernel's bytes to another kind:
+    at each corner every kind sits at the same end, so bytes both graphs move cancel and the
+    band of the difference is ordered only after summing."""
+    rates = table_rates()
+    pointwise, reduction = kind_rate(rates, "pointwise"), kind_rate(rates, "reduction")
+    nbytes = np.array([1e9])
+    same = corner_times(pointwise, nbytes=nbytes, kernels=np.array([1.0])) + corner_times(
+        pointwise, nbytes=-nbytes, kernels=np.array([-1.0])
     )
-    assert wide.low == pytest.approx([0.8, 1.0])
-    assert wide.high == pytest.approx([4.5, 3.0])
-    assert wide.expected == pytest.approx([2.0, 2.0])
+    assert same.band().low == pytest.approx([0.0]) and same.band().high == pytest.approx([0.0])
+    moved = corner_times(reduction, nbytes=nbytes, kernels=np.array([1.0])) + corner_times(
+        pointwise, nbytes=-nbytes, kernels=np.array([-1.0])
+    )
+    band = moved.band()
+    assert band.low[0] <= band.expected[0] <= band.high[0]
+    assert band.high[0] == pytest.approx(moved.slow[0])  # reductions' slow end is slower
+
+
+def test_a_kind_takes_the_widest_range_of_its_classes():
+    rates = table_rates()
+    rate = kind_rate(rates, "reduction")
+    inner = rates.rate(C.REDUCTION_INNER).bandwidth_bytes_per_s
+    outer = rates.rate(C.REDUCTION_OUTER).bandwidth_bytes_per_s
+    assert rate.bandwidth_bytes_per_s.low == pytest.approx(min(inner.low, outer.low))
+    assert rate.bandwidth_bytes_per_s.expected == pytest.approx(inner.expected)
 
 
 def test_class_rate_is_one_kind():

@@ -19,13 +19,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from f8roof.models.errors import ModelError
+from f8roof.models.gemm import GEMM_ROLES, GemmRole, fp8_gemm_dtype
 from f8roof.models.kernel_classes import (
     GpuFamily,
     KernelClass,
     Range,
     class_efficiency,
+    gemm_class,
     launch_floor,
 )
+from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Implementation
 
 
 @dataclass(frozen=True)
@@ -158,19 +162,6 @@ def graph_time_band(
     return total
 
 
-def widen_by_kernel_sets(overhead: TimeBand, *, fitted_bytes, low_bytes, high_bytes) -> TimeBand:
-    """The float8 overhead's band over the kernel sets compiled near each shape
-    (`models.overhead.kernel_set_range`): the fitted set's seconds per byte applied to the
-    lowest and highest overhead bytes of the nearby sets (never narrowing the band)."""
-    fitted = np.asarray(fitted_bytes, dtype=np.float64)
-    safe = np.where(fitted > 0, fitted, 1.0)
-    low_ratio = np.where(fitted > 0, np.minimum(np.asarray(low_bytes) / safe, 1.0), 1.0)
-    high_ratio = np.where(fitted > 0, np.maximum(np.asarray(high_bytes) / safe, 1.0), 1.0)
-    return TimeBand(
-        overhead.low * np.maximum(low_ratio, 0.0), overhead.expected, overhead.high * high_ratio
-    )
-
-
 def speedup_band(*, bf16: TimeBand, fp8: TimeBand) -> SpeedupBand:
     """speedup = bf16 time / float8 time at three corners.
 
@@ -180,3 +171,145 @@ def speedup_band(*, bf16: TimeBand, fp8: TimeBand) -> SpeedupBand:
     graphs run on one GPU, where the errors are partly shared (a slow HBM slows both), so this
     corner is a bound, not a likely value; a measured calibration narrows both ends."""
     return SpeedupBand(bf16.low / fp8.high, bf16.expected / fp8.expected, bf16.high / fp8.low)
+
+
+# A fitted kernel set records each kernel's kind (its Triton heuristic), not yet its class:
+# the classes each kind can be, whose ranges a kernel of that kind is given together.
+KIND_CLASSES: dict[str, tuple[KernelClass, ...]] = {
+    "pointwise": (KernelClass.POINTWISE, KernelClass.POINTWISE_TRANSPOSE),
+    "reduction": (
+        KernelClass.REDUCTION_INNER,
+        KernelClass.REDUCTION_OUTER,
+        KernelClass.REDUCTION_SPLIT,
+    ),
+    "persistent_reduction": (
+        KernelClass.REDUCTION_PERSISTENT,
+        KernelClass.REDUCTION_OUTER,
+        KernelClass.REDUCTION_SPLIT,
+    ),
+    "extern": (KernelClass.EXTERN, KernelClass.REDUCTION_SPLIT),
+    "template": (KernelClass.POINTWISE,),
+    "cpp": (KernelClass.CPU,),
+}
+
+
+def kind_rate(rates: ClassRates, kind: str) -> ClassRate:
+    """One rate for a kernel of a kind whose class is not recorded: the widest range over the
+    classes it can be (lowest low, highest high), the first class's expected value."""
+    classes = [c for c in KIND_CLASSES.get(kind, (KernelClass.POINTWISE,))]
+    known = [rates.rate(c) for c in classes if c in dict(rates.rates)]
+    if not known:
+        raise ModelError(f"no rate for kernels of kind {kind!r}")
+    floors = [r.floor_s for r in known if r.floor_s is not None]
+    bandwidths = [r.bandwidth_bytes_per_s for r in known if r.bandwidth_bytes_per_s is not None]
+    if len(floors) != len(known):
+        raise ModelError(f"kernels of kind {kind!r} are not memory kernels")
+    return ClassRate(_union(floors), _union(bandwidths))
+
+
+def _union(ranges: list[Range]) -> Range:
+    return Range(
+        min(r.low for r in ranges),
+        ranges[0].expected,
+        max(r.high for r in ranges),
+    )
+
+
+@dataclass(frozen=True)
+class CornerTimes:
+    """Seconds per shape with every kernel class at its fast end, its expected value, its
+    slow end. For a difference of two graphs (bytes and kernel counts may be negative) the
+    fast corner need not be the smallest: `band` orders them."""
+
+    fast: np.ndarray
+    expected: np.ndarray
+    slow: np.ndarray
+
+    def __add__(self, other: CornerTimes) -> CornerTimes:
+        return CornerTimes(
+            self.fast + other.fast, self.expected + other.expected, self.slow + other.slow
+        )
+
+    def band(self) -> TimeBand:
+        low = np.minimum(np.minimum(self.fast, self.slow), self.expected)
+        high = np.maximum(np.maximum(self.fast, self.slow), self.expected)
+        return TimeBand(low, self.expected, high)
+
+
+def corner_times(rate: ClassRate, *, nbytes, kernels) -> CornerTimes:
+    """Kernels (or the difference of two graphs' kernels) at the three corners of one rate.
+
+    Summed over kinds corner by corner, every class sits at the same end of its range at
+    once: one GPU and one compiler run both graphs, so a slow end is slow for all of them, and
+    the kernels the float8 and bf16 graphs share cancel at each corner. Taking each class's
+    own worst end instead (classes independent) is a wider bound, too wide here: a fitted
+    kernel set records kinds, whose ranges span every class a kind can be, and bytes that
+    move between kinds from one graph to the other would count at both ends."""
+    if rate.floor_s is None or rate.bandwidth_bytes_per_s is None:
+        raise ModelError("corner times need a memory rate")
+    nbytes = np.asarray(nbytes, dtype=np.float64)
+    kernels = np.asarray(kernels, dtype=np.float64)
+    f, b = rate.floor_s, rate.bandwidth_bytes_per_s
+    return CornerTimes(
+        kernels * f.low + nbytes / b.high,
+        kernels * f.expected + nbytes / b.expected,
+        kernels * f.high + nbytes / b.low,
+    )
+
+
+def gemm_kernel_class(
+    recipe: Recipe | None, role: GemmRole, implementation: Implementation | None = None
+) -> KernelClass:
+    """The mode a linear's gemm runs in: the dtype family `fp8_gemm_dtype` picks, with fast
+    accumulation in forward only (torchao's Float8LinearConfig and f8roof's reference both
+    pass use_fast_accum=True to the output gemm and False to grad_input and grad_weight)."""
+    dtype = fp8_gemm_dtype(recipe, role, implementation)
+    if dtype == "bf16":
+        return KernelClass.GEMM_BF16
+    return gemm_class(
+        float8=True, rowwise=dtype == "fp8_rowwise", fast_accum=role is GemmRole.OUTPUT
+    )
+
+
+def linear_gemm_band(
+    model,
+    recipe: Recipe | None,
+    M,
+    K,
+    N,
+    *,
+    rates: ClassRates,
+    implementation: Implementation | None = None,
+    groups=1,
+) -> TimeBand:
+    """The three gemms' time band: the gemm model's time of each (fitted to fast-accumulation
+    sweeps) times its class's factor."""
+    total = None
+    for role in GEMM_ROLES:
+        time_s, _ = model.time_s(
+            fp8_gemm_dtype(recipe, role, implementation), role, M, K, N, groups
+        )
+        band = gemm_time_band(gemm_kernel_class(recipe, role, implementation), time_s, rates)
+        total = band if total is None else total + band
+    assert total is not None
+    return total
+
+
+def measured_rates(
+    *,
+    kinds: Mapping[str, tuple[float, float]],
+    pooled: tuple[float, float],
+    residual: float,
+) -> ClassRates:
+    """A measured calibration's kernel-time model as class rates: each memory class takes the
+    (floor_s, bandwidth) measured for a kind it belongs to (`KIND_CLASSES`), else the pooled
+    fit, widened by the fit's relative residual only."""
+    memory = {}
+    for kernel_class in KernelClass:
+        if kernel_class.is_gemm:
+            continue
+        kind = next(
+            (k for k, cs in KIND_CLASSES.items() if kernel_class in cs and k in kinds), None
+        )
+        memory[kernel_class] = kinds[kind] if kind is not None else pooled
+    return ClassRates.from_measured(memory=memory, residual=min(max(residual, 0.0), 0.99))

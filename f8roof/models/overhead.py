@@ -107,3 +107,23 @@ def kernel_set_note(fitted: float, low: float, high: float) -> str:
         f"kernel set uncertain: overhead {low / 1e6:.4g}-{high / 1e6:.4g} MB at nearby fit "
         f"shapes (fitted {fitted / 1e6:.4g}); --overhead codegen compiles this shape"
     )
+
+
+def fitted_kind_bytes(
+    regimes: tuple[Regime, ...], shapes: ShapeArrays
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per kernel kind, the fitted kernels' bytes and their count at every shape (each shape in
+    its nearest regime): what the band times per class (`models.band`)."""
+    kinds = sorted({k.kind for r in regimes for k in r.kernels})
+    owner, columns = nearest_regime(regimes, shapes), np.arange(len(shapes))
+    out = {}
+    for kind in kinds:
+        coef = np.zeros((len(regimes), len(MONOMIALS)))
+        count = np.zeros(len(regimes))
+        for index, regime in enumerate(regimes):
+            for kernel in (k for k in regime.kernels if k.kind == kind):
+                coef[index] += np.array([float(c) for c in kernel.nbytes.coefficients()])
+                count[index] += 1
+        values = coef @ shapes.monomials
+        out[kind] = (values[owner, columns], count[owner])
+    return out
