@@ -80,6 +80,14 @@ class _Seconds(click.ParamType):
 
 SECONDS = _Seconds()
 
+POLICY = click.option(
+    "--policy",
+    type=click.Choice(["conservative", "expected", "optimistic"]),
+    default="conservative",
+    show_default=True,
+    help="which end of each speedup's band a conversion must win at: the low end, the "
+    "estimate, or the high end (keep needs the high end to lose; between: uncertain)",
+)
 IMPL = click.option(
     "--impl",
     "implementation",
@@ -265,9 +273,10 @@ def models() -> None:
     "layer type, a recommendation and the step's total",
 )
 @click.option("--tokens", type=int, default=None, help="tokens per step (M), with --model")
+@POLICY
 @_scale_options
 def estimate(
-    shape_texts, shapes_file, sweep, out, overhead, model, tokens, recipe, setup, **request
+    shape_texts, shapes_file, sweep, out, overhead, model, tokens, recipe, setup, policy, **request
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
     from f8roof.answer import ModelAnswer, Question, answer
@@ -280,7 +289,7 @@ def estimate(
         renderer_for(out)  # an unknown format is refused before the work
     if overhead == "codegen":
         _need_torch("estimate --overhead codegen")
-    question = Question(shape_texts, shapes_file, sweep, model, tokens, overhead)
+    question = Question(shape_texts, shapes_file, sweep, model, tokens, overhead, policy)
     bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
     result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
     _warn(result.warnings if not isinstance(result, ModelAnswer) else [])

@@ -32,6 +32,7 @@ from f8roof.models.band import (
     linear_gemm_band,
     measured_rates,
 )
+from f8roof.models.decision import DECISIONS, DecisionPolicy, decide_codes
 from f8roof.models.errors import ModelError
 from f8roof.models.gemm import (
     SEED_LAUNCH_FLOOR_S,
@@ -388,13 +389,37 @@ def square_breakeven(
 
 
 def breakevens(config: EstimateConfig) -> dict[str, int | None]:
-    """The square breakeven at each overhead level the configuration has."""
-    levels = {"ideal": "speedup_ideal", "worst": "speedup_worst"}
+    """The square breakeven at each overhead level the configuration has; for the fitted
+    levels also at the band's ends ('fitted high end', 'fitted low end')."""
+    levels = {"ideal": "speedup_ideal", "worst, the seed's model": "speedup_worst"}
     if config.calibration is not None:
-        levels = {"ideal": "speedup_ideal", "fitted": "speedup", "worst": "speedup_worst"}
+        levels = {
+            "ideal": "speedup_ideal",
+            "fitted": "speedup",
+            "worst, the seed's model": "speedup_worst",
+        }
         if not config.context.is_standalone:
             levels["fitted, with the context's kernels"] = "speedup_context"
+        if config.class_rates is not None:
+            for level, column in list(levels.items()):
+                if column in ("speedup", "speedup_context"):
+                    levels[f"{level} high end"] = f"{column}_high"
+                    levels[f"{level} low end"] = f"{column}_low"
     return {level: square_breakeven(config, column) for level, column in levels.items()}
+
+
+def decisions(frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0) -> np.ndarray:
+    """'convert', 'keep' or 'uncertain' per row from its band (`models.decision`); 'keep'
+    where float8 cannot run the shape. Needs the band columns (a calibrated estimate)."""
+    codes = decide_codes(
+        low=np.minimum(frame["speedup_low"], frame["speedup"]),
+        expected=frame["speedup"],
+        high=np.maximum(frame["speedup_high"], frame["speedup"]),
+        margin=margin,
+        policy=policy,
+    )
+    codes = np.where(frame["fp8_ok"].to_numpy(dtype=bool), codes, 0)
+    return np.array([d.value for d in DECISIONS])[codes]
 
 
 def implausible(
