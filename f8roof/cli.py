@@ -370,8 +370,9 @@ def plot(
 @CALIBRATION
 @click.option("--no-plots", is_flag=True, help="tables only")
 @click.option("--out", required=True, help="FILE.md; plots go beside it as FILE_*.png")
+@POLICY
 @_scale_options
-def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
+def report(model, tokens, no_plots, out, recipe, setup, policy, **request) -> None:
     """One markdown report for a model: per layer table, totals, torchao's filter, plots."""
     from f8roof.files import check_output_path
     from f8roof.renderers.report import check_report_path, report_lines, write_report
@@ -381,7 +382,15 @@ def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
     check_output_path(out)
     check_report_path(out)
     resolved = resolve(_request(recipes=recipe, **request))
-    built = model_report(model, tokens=tokens, resolved=resolved, setup=setup)
+    from f8roof.models.decision import DecisionPolicy
+
+    built = model_report(
+        model,
+        tokens=tokens,
+        resolved=resolved,
+        setup=setup,
+        policy=DecisionPolicy.from_name(policy),
+    )
     click.echo("\n".join(report_lines(write_report(built, out=out, plots=not no_plots))))
 
 
@@ -407,8 +416,9 @@ def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
     help="comma list: torchao also skips linears whose fqn contains one (torchtitan's "
     "filter_fqns, e.g. output)",
 )
+@POLICY
 def filter_compare(
-    model, tokens, tps, ep, fsdp, recompute, step_ms, recipe, filter_fqns, **request
+    model, tokens, tps, ep, fsdp, recompute, step_ms, recipe, filter_fqns, policy, **request
 ) -> None:
     """torchao's auto filter (fixed K/N thresholds) vs f8roof, layer by layer, and the step
     time each choice predicts."""
@@ -426,6 +436,7 @@ def filter_compare(
         step_ms=step_ms,
         request=_request(recipes=recipe, **request),
         filter_fqns=tuple(f.strip() for f in filter_fqns.split(",") if f.strip()),
+        policy=policy,
     )
     click.echo(render_filter_compare(result))
 

@@ -161,7 +161,16 @@ class Recommendation:
 
     @property
     def criterion_label(self) -> str:
-        return criterion_label(self.criterion, self.calibration)
+        label = criterion_label(self.criterion, self.calibration)
+        if "speedup_low" in self.layers.columns:
+            end = {"conservative": "low end", "expected": "estimate", "optimistic": "high end"}
+            label += (
+                f", policy {self.policy.value}: convert where the band's "
+                f"{end[self.policy.value]} wins"
+                + (f" by {self.margin:.0%}" if self.margin else "")
+                + ", keep where its high end loses, else uncertain (kept in bf16)"
+            )
+        return label
 
 
 def recommend(
