@@ -195,7 +195,10 @@ KIND_CLASSES: dict[str, tuple[KernelClass, ...]] = {
 
 def kind_rate(rates: ClassRates, kind: str) -> ClassRate:
     """One rate for a kernel of a kind whose class is not recorded: the widest range over the
-    classes it can be (lowest low, highest high), the first class's expected value."""
+    classes it can be (lowest low, highest high), the first class's expected value. A key
+    'class:<value>' (a kernel whose class is recorded) is that class's own rate."""
+    if kind.startswith("class:"):
+        return rates.rate(KernelClass(kind.removeprefix("class:")))
     classes = [c for c in KIND_CLASSES.get(kind, (KernelClass.POINTWISE,))]
     known = [rates.rate(c) for c in classes if c in dict(rates.rates)]
     if not known:

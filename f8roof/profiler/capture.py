@@ -338,6 +338,7 @@ class Capture:
             launch.bytes_total,
             workspace,
             polynomial,
+            None if launch.kernel_class is None else launch.kernel_class.value,
         )
 
     def samples(self) -> list[KernelSample]:
