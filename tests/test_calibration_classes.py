@@ -19,7 +19,23 @@ GPU = find_gpu("h100")
 
 
 def shipped() -> dict:
-    return Calibration.load(shipped_calibration(GPU)).to_dict()
+    """The shipped h100 file as a file written before kernel classes (no 'class' fields)."""
+    data = Calibration.load(shipped_calibration(GPU)).to_dict()
+    for variant in data["variants"]:
+        for regime in variant["regimes"]:
+            for kernel in regime["kernels"]:
+                kernel.pop("class", None)
+    return data
+
+
+def test_the_shipped_files_carry_every_kernels_class():
+    for name in ("h100", "h200", "h100-meta"):
+        calibration = Calibration.load(shipped_calibration(find_gpu(name)))
+        kernels = [k for v in calibration.variants for r in v.traffic.regimes for k in r.kernels]
+        assert kernels and all(k.kernel_class is not None for k in kernels)
+        classes = {k.kernel_class for k in kernels}
+        # at the fit shapes column amaxes over M compile as split reductions
+        assert {"reduction_inner", "reduction_split", "pointwise_transpose"} <= classes
 
 
 def with_classes(data: dict, kernel_class: str) -> dict:

@@ -210,12 +210,14 @@ def _hopper() -> list[ClassEfficiency]:
     h = _F.HOPPER
     return [
         _row(_C.POINTWISE, h, 0.70, 0.87, 0.92, _AZURE_COPY, assumption=False),
+        # The assumed rows reach at best what a measured pointwise kernel reaches (0.92, the
+        # row above): no kernel shape is assumed faster than a plain streaming pass.
         # Inductor tiles a transpose in 2D (YBLOCK x XBLOCK) so both sides coalesce in part.
-        _row(_C.POINTWISE_TRANSPOSE, h, 0.40, 0.70, 0.90, _NO_FIGURE, assumption=True),
+        _row(_C.POINTWISE_TRANSPOSE, h, 0.40, 0.70, 0.92, _NO_FIGURE, assumption=True),
         _row(_C.REDUCTION_INNER, h, 0.45, 0.80, 0.92, _NORM_BLOG, assumption=False),
         _row(_C.REDUCTION_PERSISTENT, h, 0.45, 0.80, 0.92, _NORM_BLOG, assumption=False),
-        _row(_C.REDUCTION_OUTER, h, 0.30, 0.65, 0.90, _NO_FIGURE, assumption=True),
-        _row(_C.REDUCTION_SPLIT, h, 0.30, 0.70, 0.90, _NO_FIGURE, assumption=True),
+        _row(_C.REDUCTION_OUTER, h, 0.30, 0.65, 0.92, _NO_FIGURE, assumption=True),
+        _row(_C.REDUCTION_SPLIT, h, 0.30, 0.70, 0.92, _NO_FIGURE, assumption=True),
         _row(_C.ATOMIC, h, 0.15, 0.50, 0.85, _NO_FIGURE, assumption=True),
         _row(_C.EXTERN, h, 0.40, 0.80, 0.92, _NO_FIGURE, assumption=True),
         _row(_C.GEMM_BF16, h, 1.0, 1.0, 1.0, _FAST_MODEL, assumption=False),
