@@ -39,7 +39,7 @@ def test_text_report_shows_levels_kernels_and_the_verdict():
     for label in ("worst", "ideal", "actual"):
         assert f"  {label} " in text
     assert "triton_red_fused" in text and " gemm " in text
-    assert "worst = 6*K*M + 6*K*N + 6*M*N" in text
+    assert "worst (the seed's model) = 6*K*M + 6*K*N + 6*M*N" in text
     default = "torchao" if torchao_float8.available() else "reference"
     assert f"implementation: {default} (the default here" in result.stderr
     assert f"implementation {default}" in text and "versions: torch " in text

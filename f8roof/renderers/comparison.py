@@ -106,7 +106,7 @@ def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
                     f"({k.role or 'no role'}) in {'+'.join(k.context_modules)}'s kernel"
                 )
         lines.append("")
-    lines.append(f"worst = {c.worst}")
+    lines.append(f"worst (the seed's model) = {c.worst}")
     lines.append(f"ideal = {c.ideal}")
     if c.fit is not None:
         for i, regime in enumerate(c.fit.regimes):
