@@ -95,10 +95,20 @@ class Totals:
     recommended_s: float
     converted_linears: int
     linears: int
+    # the converted layers at their band's ends (None without a band): the step's band
+    recommended_s_low: float | None = None
+    recommended_s_high: float | None = None
 
     @property
     def speedup(self) -> float:
         return self.bf16_s / self.recommended_s
+
+    @property
+    def speedup_band(self) -> tuple[float, float] | None:
+        """The linear part's speedup at the converted layers' slow and fast ends."""
+        if self.recommended_s_low is None or self.recommended_s_high is None:
+            return None
+        return self.bf16_s / self.recommended_s_high, self.bf16_s / self.recommended_s_low
 
     @property
     def saved_s(self) -> float:
@@ -234,7 +244,7 @@ def recommend(
     layers["recommended_step_s"] = counts * np.where(convert, fp8_s, bf16_s)
     layers["saved_step_s"] = layers["bf16_step_s"] - layers["recommended_step_s"]
     modules = counts * np.maximum(1, layers["experts_per_device"].to_numpy())
-    totals = _totals(counts, bf16_s, fp8_s, convert, modules)
+    totals = _totals(counts, bf16_s, fp8_s, convert, modules, band=_fp8_band(layers, criterion))
     recipe_totals = {}
     for name, frame in zip(recipes, frames):
         ok = _decision_codes(frame, criterion, policy, margin) == 1
@@ -515,14 +525,31 @@ def _add_recompute(frame: pd.DataFrame, config: EstimateConfig, groups) -> None:
                 frame[column] = np.nan
 
 
-def _totals(counts, bf16_s, fp8_s, convert, modules=None) -> Totals:
+def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
+    """`band`: the float8 times at the band's (fast, slow) ends, per layer."""
     modules = counts if modules is None else modules
+    ends = [None, None]
+    if band is not None:
+        ends = [float((counts * np.where(convert, t, bf16_s)).sum()) for t in band]
     return Totals(
         bf16_s=float((counts * bf16_s).sum()),
         recommended_s=float((counts * np.where(convert, fp8_s, bf16_s)).sum()),
         converted_linears=int(modules[convert].sum()),
         linears=int(modules.sum()),
+        recommended_s_low=ends[0],
+        recommended_s_high=ends[1],
     )
+
+
+def _fp8_band(layers: pd.DataFrame, criterion: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each layer's float8 time at its band's fast and slow ends, as bf16 time over the
+    band's high and low speedups (the bf16 time is the estimate's)."""
+    if criterion != "speedup" or "speedup_low" not in layers.columns:
+        return None
+    bf16_s = layers["bf16_s"].to_numpy(dtype=np.float64)
+    low = layers["speedup_low"].to_numpy(dtype=np.float64)
+    high = layers["speedup_high"].to_numpy(dtype=np.float64)
+    return bf16_s / high, bf16_s / low
 
 
 def _note(row, criterion: str) -> str:

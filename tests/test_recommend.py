@@ -18,6 +18,7 @@ from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate
+from f8roof.models.decision import DecisionPolicy
 from f8roof.models.errors import ModelError
 from f8roof.models.gemm import GemmRole
 from f8roof.models.hardware import find_gpu
@@ -635,3 +636,18 @@ def test_parallel_options_need_a_model():
     assert result.output.strip() == (
         "Error: --tp, --ep, --fsdp, --recompute and --step-ms go with --model"
     )
+
+
+def test_step_totals_carry_the_band():
+    rec = recommend(
+        builtin("llama3-8b"),
+        tokens=16384,
+        resolved=resolve(Request(gpu="h100", recipes="tensorwise")),
+        policy=DecisionPolicy.EXPECTED,
+    )
+    low, high = rec.totals.speedup_band
+    assert low < rec.totals.speedup <= high * (1 + 1e-12)
+    uncalibrated = recommend(builtin("llama3-8b"), tokens=16384, resolved=roofline("tensorwise"))
+    assert uncalibrated.totals.speedup_band is None
+    result = run("estimate", "--model", "llama3-8b", "--tokens", "16384", "--gpu", "h100")
+    assert "of the linear part (band " in result.output

@@ -131,7 +131,13 @@ def totals_lines(rec: Recommendation) -> list[str]:
         (
             f"total linear time per step (fwd+bwd, device, {level}): bf16 {ms(t.bf16_s)} ms -> "
             f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears in float8: "
-            f"speedup {t.speedup:.3f}x of the linear part, {ms(t.saved_s)} ms saved per step"
+            f"speedup {t.speedup:.3f}x of the linear part"
+            + (
+                ""
+                if t.speedup_band is None
+                else f" (band {t.speedup_band[0]:.3f}-{t.speedup_band[1]:.3f}x)"
+            )
+            + f", {ms(t.saved_s)} ms saved per step"
         )
     ]
     if len(rec.recipes) > 1:
