@@ -28,8 +28,10 @@ from f8roof.models.band import (
     CornerTimes,
     TimeBand,
     corner_times,
+    kernel_set_spread,
     kind_rate,
     linear_gemm_band,
+    linear_speedup_bands,
     measured_rates,
 )
 from f8roof.models.decision import DECISIONS, DecisionPolicy, decide_codes
@@ -304,16 +306,16 @@ def band_columns(
 ) -> dict[str, np.ndarray]:
     """speedup_low/speedup_high (and the context's) around the calibrated `speedup`.
 
-    Each kernel of the fitted sets is timed at its class's range (a kernel set records kinds:
-    `models.band.kind_rate` takes the widest range of the classes a kind can be), the float8
-    overhead as the float8 graph's kernels less the bf16 graph's at one rate per kind (one GPU
-    runs both); each gemm at its mode's factor (slow accumulation in backward); the overhead
-    widened over the nearby kernel sets where they differ. The ends pair float8's slow end with
-    bf16's fast end (`models.band.speedup_band`). A measured calibration's rates are its own,
-    so its band is its fit residual. With `contain` the band is stretched to hold the
-    calibration's own `speedup` (a measured calibration's per-kernel factors can put it
-    outside the per-kind rates); for the shipped traffic calibrations it holds it anyway, at
-    every fit shape (tested without `contain`)."""
+    Each fitted kernel is timed at its class's range (a file without classes: the widest range
+    of the classes its kind can be, `models.band.kind_rate`), the float8 overhead as the
+    float8 graph's kernels less the bf16 graph's with every class at one end of its range at a
+    time (`models.band.corner_times`), each gemm at its mode's factor (slow accumulation in
+    backward), the overhead scaled over the nearby kernel sets' byte range; the ends pair
+    float8's slow end with bf16's fast end (`models.band.linear_speedup_bands`). A measured
+    calibration's rates are its own, so its band is its fit residual. With `contain` the band
+    is stretched to hold the calibration's own `speedup` (a measured calibration's per-kernel
+    factors can put it outside the per-kind rates); for the shipped traffic calibrations it
+    holds it anyway, at every fit shape (tested without `contain`)."""
     calibration = config.calibration
     assert calibration is not None
     fp8 = calibration.variant(config.variant.key)
@@ -340,33 +342,29 @@ def band_columns(
     if bf16.fixed is not None:  # measured: in-step gemm factors and unmodelled kernels
         fp8_gemm = _scaled(fp8_gemm, fp8.fixed.gemm_factor, fp8.fixed.device_extra_s)
         bf16_gemm = _scaled(bf16_gemm, bf16.fixed.gemm_factor, bf16.fixed.device_extra_s)
-    spread = np.ones(len(M)), np.ones(len(M))  # the kernel sets' byte range around the fit
+    spread = None
     if "overhead_bytes_fitted_low" in columns:
-        fitted = np.asarray(columns["overhead_bytes_fitted"], dtype=np.float64)
-        safe = np.where(fitted > 0, fitted, 1.0)
-        spread = (
-            np.where(fitted > 0, np.clip(columns["overhead_bytes_fitted_low"] / safe, 0, 1), 1.0),
-            np.where(fitted > 0, np.maximum(columns["overhead_bytes_fitted_high"] / safe, 1), 1.0),
+        spread = kernel_set_spread(
+            fitted_bytes=columns["overhead_bytes_fitted"],
+            low_bytes=columns["overhead_bytes_fitted_low"],
+            high_bytes=columns["overhead_bytes_fitted_high"],
         )
-    low, high, context_low, context_high = [], [], [], []
-    for corner in ("fast", "expected", "slow"):
-        over, ctx = getattr(overhead, corner), getattr(context, corner)
-        for scale in spread:
-            fp8_fast = fp8_gemm.low + over * scale
-            fp8_slow = fp8_gemm.high + over * scale
-            low.append(bf16_gemm.low / fp8_slow)
-            high.append(bf16_gemm.high / fp8_fast)
-            context_low.append((bf16_gemm.low + ctx) / (fp8_slow + ctx))
-            context_high.append((bf16_gemm.high + ctx) / (fp8_fast + ctx))
+    alone, with_context = linear_speedup_bands(
+        bf16_gemm=bf16_gemm,
+        fp8_gemm=fp8_gemm,
+        overhead=overhead,
+        context=context,
+        spread=spread,
+    )
     speedup = np.asarray(columns["speedup"])
-    with_context = np.asarray(columns["speedup_context"])
+    context_speedup = np.asarray(columns["speedup_context"])
     if not contain:
-        speedup = with_context = np.full(len(M), np.nan)
+        speedup = context_speedup = np.full(len(M), np.nan)
     return {
-        "speedup_low": np.fmin(np.min(low, axis=0), speedup),
-        "speedup_high": np.fmax(np.max(high, axis=0), speedup),
-        "speedup_context_low": np.fmin(np.min(context_low, axis=0), with_context),
-        "speedup_context_high": np.fmax(np.max(context_high, axis=0), with_context),
+        "speedup_low": np.fmin(alone.low, speedup),
+        "speedup_high": np.fmax(alone.high, speedup),
+        "speedup_context_low": np.fmin(with_context.low, context_speedup),
+        "speedup_context_high": np.fmax(with_context.high, context_speedup),
     }
 
 

@@ -6,13 +6,14 @@ import pytest
 from f8roof.models.band import (
     ClassRate,
     ClassRates,
+    CornerTimes,
     TimeBand,
     corner_times,
     gemm_time_band,
-    graph_time_band,
+    kernel_set_spread,
     kind_rate,
+    linear_speedup_bands,
     memory_time_band,
-    speedup_band,
 )
 from f8roof.models.errors import ModelError
 from f8roof.models.kernel_classes import GpuFamily, KernelClass, Range
@@ -41,28 +42,33 @@ def test_slow_accumulation_widens_only_upwards():
     assert fast.low == fast.high == pytest.approx([1e-3])
 
 
-def test_graph_band_sums_kernels_and_gemms_per_shape():
-    nbytes = np.array([1e6, 1e8])
-    gemm_s = np.array([1e-4, 1e-2])
-    band = graph_time_band(
-        kernels=[(C.POINTWISE, nbytes), (C.REDUCTION_INNER, nbytes)],
-        gemms=[(C.GEMM_BF16, gemm_s)],
-        rates=table_rates(),
-        shapes=2,
+def test_speedup_bands_pair_float8_slow_end_with_bf16_fast_end():
+    """bf16 gemms 1 s (a point); float8 gemms 0.5-0.6 s; overhead 0.1 s at the fast corner,
+    0.3 s at the slow one; the context 0.2-0.4 s in both graphs."""
+    one = np.array([1.0])
+    bf16 = TimeBand(one, one, one)
+    fp8 = TimeBand(0.5 * one, 0.5 * one, 0.6 * one)
+    overhead = CornerTimes(0.1 * one, 0.2 * one, 0.3 * one)
+    context = CornerTimes(0.2 * one, 0.3 * one, 0.4 * one)
+    alone, with_context = linear_speedup_bands(
+        bf16_gemm=bf16, fp8_gemm=fp8, overhead=overhead, context=context
     )
-    one = memory_time_band(C.POINTWISE, nbytes, table_rates())
-    two = memory_time_band(C.REDUCTION_INNER, nbytes, table_rates())
-    assert band.expected == pytest.approx(one.expected + two.expected + gemm_s)
-    assert np.all(band.low < band.expected) and np.all(band.expected < band.high)
-
-
-def test_speedup_band_pairs_float8_slow_end_with_bf16_fast_end():
-    bf16 = TimeBand(np.array([0.9]), np.array([1.0]), np.array([1.2]))
-    fp8 = TimeBand(np.array([0.7]), np.array([0.8]), np.array([1.1]))
-    band = speedup_band(bf16=bf16, fp8=fp8)
-    assert band.low[0] == pytest.approx(0.9 / 1.1)
-    assert band.expected[0] == pytest.approx(1.0 / 0.8)
-    assert band.high[0] == pytest.approx(1.2 / 0.7)
+    assert alone.low[0] == pytest.approx(1 / 0.9)  # slow gemms + slow overhead
+    assert alone.expected[0] == pytest.approx(1 / 0.7)
+    assert alone.high[0] == pytest.approx(1 / 0.6)  # fast gemms + fast overhead
+    # with the context at one corner in both graphs: the lowest ratio, the highest ratio
+    assert with_context.low[0] == pytest.approx(min((1 + c) / (0.9 + c) for c in (0.2, 0.4)))
+    assert with_context.high[0] == pytest.approx(max((1 + c) / (0.6 + c) for c in (0.2, 0.4)))
+    assert with_context.low[0] <= with_context.expected[0] <= with_context.high[0]
+    # the nearby kernel sets' bytes widen both ends
+    spread = kernel_set_spread(
+        fitted_bytes=np.array([100.0]), low_bytes=np.array([50.0]), high_bytes=np.array([200.0])
+    )
+    wide, _ = linear_speedup_bands(
+        bf16_gemm=bf16, fp8_gemm=fp8, overhead=overhead, context=context, spread=spread
+    )
+    assert wide.low[0] == pytest.approx(1 / (0.6 + 0.6))
+    assert wide.high[0] == pytest.approx(1 / (0.5 + 0.05))
 
 
 def test_measured_rates_collapse_the_band_to_the_residual():

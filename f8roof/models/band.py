@@ -13,7 +13,7 @@ All functions are vectorised over shapes (numpy arrays, one value per shape).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -144,33 +144,59 @@ def gemm_time_band(kernel_class: KernelClass, gemm_s, rates: ClassRates) -> Time
     return TimeBand(gemm_s * factor.low, gemm_s * factor.expected, gemm_s * factor.high)
 
 
-def graph_time_band(
+def kernel_set_spread(*, fitted_bytes, low_bytes, high_bytes) -> tuple[np.ndarray, np.ndarray]:
+    """The nearby kernel sets' overhead bytes as factors on the fitted set's (low <= 1 <=
+    high; 1 where the fit has no overhead): `models.overhead.kernel_set_range` in ratios."""
+    fitted = np.asarray(fitted_bytes, dtype=np.float64)
+    safe = np.where(fitted > 0, fitted, 1.0)
+    low = np.where(fitted > 0, np.clip(np.asarray(low_bytes) / safe, 0.0, 1.0), 1.0)
+    high = np.where(fitted > 0, np.maximum(np.asarray(high_bytes) / safe, 1.0), 1.0)
+    return low, high
+
+
+def linear_speedup_bands(
     *,
-    kernels: Iterable[tuple[KernelClass, np.ndarray]],
-    gemms: Iterable[tuple[KernelClass, np.ndarray]],
-    rates: ClassRates,
-    shapes: int,
-) -> TimeBand:
-    """Sum over a graph's memory kernels (class, bytes per shape) and gemms (class, model
-    seconds per shape)."""
-    zero = np.zeros(shapes)
-    total = TimeBand(zero, zero, zero)
-    for kernel_class, nbytes in kernels:
-        total = total + memory_time_band(kernel_class, nbytes, rates)
-    for kernel_class, gemm_s in gemms:
-        total = total + gemm_time_band(kernel_class, gemm_s, rates)
-    return total
+    bf16_gemm: TimeBand,
+    fp8_gemm: TimeBand,
+    overhead: CornerTimes,
+    context: CornerTimes,
+    spread: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[SpeedupBand, SpeedupBand]:
+    """A linear's speedup band, alone and with its context's kernels, per shape.
 
-
-def speedup_band(*, bf16: TimeBand, fp8: TimeBand) -> SpeedupBand:
-    """speedup = bf16 time / float8 time at three corners.
-
-    speedup_low pairs the float8 graph's slow end with bf16's fast end, speedup_high the
-    reverse: the question is whether float8 beats bf16, so the pessimistic end must assume
-    every uncertain kernel went against float8 and every bf16 one in its favour. The two
-    graphs run on one GPU, where the errors are partly shared (a slow HBM slows both), so this
-    corner is a bound, not a likely value; a measured calibration narrows both ends."""
-    return SpeedupBand(bf16.low / fp8.high, bf16.expected / fp8.expected, bf16.high / fp8.low)
+    speedup = bf16 gemms / (float8 gemms + overhead); with the context, its kernels' time is
+    added to both. The low end pairs the float8 side's slow end (gemm factors high, overhead
+    at whichever corner is slower) with bf16's fast end, the high end the reverse: whether
+    float8 wins is the question, so the pessimistic end assumes every uncertainty went
+    against it. The memory kernels take one corner at a time (`corner_times`), the same in
+    both graphs; the context's kernels run in both at that corner. `spread`: the overhead's
+    factor over the nearby kernel sets (`kernel_set_spread`), applied at both ends.
+    `overhead` and `context` may come from class ranges or from a measured calibration's rates
+    (`ClassRates.from_table` or `from_measured`): the function does not know which, and a
+    measured calibration's band is its fit residual. The `expected` field of each band is the
+    expected corner's value (the caller's own estimate may differ: a calibration's per-kernel
+    factors)."""
+    scales = (np.ones_like(fp8_gemm.low),) if spread is None else spread
+    low, high, context_low, context_high = [], [], [], []
+    for corner in ("fast", "expected", "slow"):
+        over, ctx = getattr(overhead, corner), getattr(context, corner)
+        for scale in scales:
+            fp8_fast = fp8_gemm.low + over * scale
+            fp8_slow = fp8_gemm.high + over * scale
+            low.append(bf16_gemm.low / fp8_slow)
+            high.append(bf16_gemm.high / fp8_fast)
+            context_low.append((bf16_gemm.low + ctx) / (fp8_slow + ctx))
+            context_high.append((bf16_gemm.high + ctx) / (fp8_fast + ctx))
+    expected_fp8 = fp8_gemm.expected + overhead.expected
+    alone = SpeedupBand(
+        np.min(low, axis=0), bf16_gemm.expected / expected_fp8, np.max(high, axis=0)
+    )
+    with_context = SpeedupBand(
+        np.min(context_low, axis=0),
+        (bf16_gemm.expected + context.expected) / (expected_fp8 + context.expected),
+        np.max(context_high, axis=0),
+    )
+    return alone, with_context
 
 
 # A fitted kernel set records each kernel's kind (its Triton heuristic), not yet its class:
