@@ -40,3 +40,31 @@ def test_the_band_holds_the_datasheet_estimate_at_every_fit_shape(gpu_name):
             assert (band[f"{name}_high"] > band[f"{name}_low"] * 1.01).all()
         checked += len(frame)
     assert checked >= 12 * 20
+
+
+def test_a_measured_calibration_collapses_the_band_to_its_residual():
+    """A synthetic measured calibration whose kernels follow its kernel-time model exactly
+    (residual 0): its rates replace the public ranges and the band is the gemm modes' factors
+    only (the measured gemm table holds the slow-accumulation times: factor 1), a point."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import synthetic
+
+    from f8roof.calibration.fitting import fit_calibration
+    from f8roof.models.recipes import Recipe
+    from f8roof.models.variant import Implementation
+
+    calibration = fit_calibration(synthetic.measurements())
+    assert calibration.is_measured and calibration.kernel_time.residuals.median < 1e-6
+    config = EstimateConfig(
+        Recipe.from_name("tensorwise"),
+        find_gpu("h200"),
+        implementation=Implementation.REFERENCE,
+        calibration=calibration,
+    )
+    assert config.class_rates.measured
+    frame = estimate([(4096, 4096, 4096), (8192, 2048, 1024)], config)
+    width = (frame["speedup_high"] - frame["speedup_low"]) / frame["speedup"]
+    assert (width < 1e-6).all()
