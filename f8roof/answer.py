@@ -17,8 +17,9 @@ import pandas as pd
 
 from f8roof.architectures.training import TrainingSetup
 from f8roof.errors import F8RoofError
-from f8roof.estimate import breakevens, estimate, implausible
+from f8roof.estimate import breakevens, decisions, estimate, implausible
 from f8roof.inputs.shapes import collect_shapes
+from f8roof.models.decision import DEFAULT_POLICY, DecisionPolicy, settle_command
 from f8roof.models.step import StepSummary
 from f8roof.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.resolve import Request, Resolved, resolve
@@ -32,6 +33,7 @@ class ShapesAnswer:
     frame: pd.DataFrame
     breakevens: dict[str, int | None]  # level -> smallest winning square size
     warnings: list[str] = field(default_factory=list)
+    settle: str | None = None  # the GPU command that settles the first uncertain row
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +56,7 @@ class Question:
     tokens: int | None = None
     overhead: str = "fitted"  # fitted | codegen
     sharding: Sharding | None = None  # from a setup file: FSDP degree, float8/TP switches
+    policy: str = DEFAULT_POLICY.value  # which end of the band a conversion must win at
 
     def check(self, request: Request, setup: TrainingSetup) -> None:
         """The rules between options, before any work: one line each."""
@@ -91,7 +94,11 @@ def answer(
     if question.model:
         assert question.tokens is not None
         rec = recommend_model(
-            question.model, tokens=question.tokens, resolved=resolved, setup=setup
+            question.model,
+            tokens=question.tokens,
+            resolved=resolved,
+            setup=setup,
+            policy=DecisionPolicy.from_name(question.policy),
         )
         sharding = question.sharding or Sharding(fsdp_degree=setup.fsdp_degree)
         summary = summarize_step(rec, resolved, sharding=sharding)
@@ -117,7 +124,30 @@ def answer_shapes(
         for name, values in codegen_columns(frame, config, progress=progress).items():
             frame[name] = values
     found = breakevens(config)
-    return ShapesAnswer(resolved, frame, found, warnings + implausible(frame, config, found))
+    settle = None
+    if "speedup_low" in frame.columns:
+        frame["decision"] = decisions(frame, policy=DecisionPolicy.from_name(question.policy))
+        settle = _settle(frame, config)
+    return ShapesAnswer(
+        resolved, frame, found, warnings + implausible(frame, config, found), settle
+    )
+
+
+def _settle(frame: pd.DataFrame, config) -> str | None:
+    """The command that settles the first uncertain row on a GPU."""
+    uncertain = frame.index[frame["decision"] == "uncertain"]
+    if not len(uncertain):
+        return None
+    row = frame.loc[uncertain[0]]
+    calibration = config.calibration
+    return settle_command(
+        recipe=config.recipe.name,
+        shape=(int(row["M"]), int(row["K"]), int(row["N"])),
+        implementation=config.implementation.value,
+        before=config.context.before.value,
+        after=config.context.after.value,
+        calibrated=calibration is not None and calibration.is_measured,
+    )
 
 
 def torchtitan_lines(rec: Recommendation, sharding: Sharding) -> tuple[list[str], list[str]]:
@@ -180,5 +210,6 @@ def setup_question(
         tokens=req.tokens_per_rank,
         overhead=question.overhead,
         sharding=sharding,
+        policy=question.policy,
     )
     return new_question, training_setup(req, step_ms=step_ms), req.recipe, gpu or req.gpu

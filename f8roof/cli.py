@@ -80,6 +80,14 @@ class _Seconds(click.ParamType):
 
 SECONDS = _Seconds()
 
+POLICY = click.option(
+    "--policy",
+    type=click.Choice(["conservative", "expected", "optimistic"]),
+    default="conservative",
+    show_default=True,
+    help="which end of each speedup's band a conversion must win at: the low end, the "
+    "estimate, or the high end (keep needs the high end to lose; between: uncertain)",
+)
 IMPL = click.option(
     "--impl",
     "implementation",
@@ -291,6 +299,7 @@ def models() -> None:
     "parallelism, checkpointing, float8 recipe and filters (replaces --model, --tokens, --tp, "
     "--fsdp, --recompute, --recipe); prints torchtitan's filter_fqns for the answer",
 )
+@POLICY
 @_scale_options
 def estimate(
     shape_texts,
@@ -303,6 +312,7 @@ def estimate(
     recipe,
     setup,
     setup_file,
+    policy,
     **request,
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
@@ -316,7 +326,9 @@ def estimate(
         renderer_for(out)  # an unknown format is refused before the work
     if overhead == "codegen":
         _need_torch("estimate --overhead codegen")
-    question = Question(shape_texts, shapes_file, sweep, model, tokens, overhead)
+    question = Question(
+        shape_texts, shapes_file, sweep, model, tokens, overhead=overhead, policy=policy
+    )
     if setup_file is not None:
         given = click.get_current_context().get_parameter_source("recipe")
         question, setup, recipe, request["gpu"] = setup_question(
@@ -407,8 +419,9 @@ def plot(
 @CALIBRATION
 @click.option("--no-plots", is_flag=True, help="tables only")
 @click.option("--out", required=True, help="FILE.md; plots go beside it as FILE_*.png")
+@POLICY
 @_scale_options
-def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
+def report(model, tokens, no_plots, out, recipe, setup, policy, **request) -> None:
     """One markdown report for a model: per layer table, totals, torchao's filter, plots."""
     from f8roof.files import check_output_path
     from f8roof.renderers.report import check_report_path, report_lines, write_report
@@ -417,7 +430,11 @@ def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
     check_output_path(out)
     check_report_path(out)
     built = model_report(
-        model, tokens=tokens, request=_request(recipes=recipe, **request), setup=setup
+        model,
+        tokens=tokens,
+        request=_request(recipes=recipe, **request),
+        setup=setup,
+        policy=policy,
     )
     click.echo("\n".join(report_lines(write_report(built, out=out, plots=not no_plots))))
 
@@ -444,8 +461,9 @@ def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
     help="comma list: torchao also skips linears whose fqn contains one (torchtitan's "
     "filter_fqns, e.g. output)",
 )
+@POLICY
 def filter_compare(
-    model, tokens, tps, ep, fsdp, recompute, step_ms, recipe, filter_fqns, **request
+    model, tokens, tps, ep, fsdp, recompute, step_ms, recipe, filter_fqns, policy, **request
 ) -> None:
     """torchao's auto filter (fixed K/N thresholds) vs f8roof, layer by layer, and the step
     time each choice predicts."""
@@ -463,6 +481,7 @@ def filter_compare(
         step_ms=step_ms,
         request=_request(recipes=recipe, **request),
         filter_fqns=tuple(f.strip() for f in filter_fqns.split(",") if f.strip()),
+        policy=policy,
     )
     click.echo(render_filter_compare(result))
 

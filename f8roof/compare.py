@@ -23,6 +23,8 @@ import pandas as pd
 from f8roof.calibration.file import Calibration
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, fitted_overhead
+from f8roof.models.band import ClassRates, memory_time_band
+from f8roof.models.errors import ModelError
 from f8roof.models.fit import (
     CPU_FIT_SHAPES,
     FIT_SHAPES,
@@ -37,6 +39,7 @@ from f8roof.models.fit import (
     kind_family,
 )
 from f8roof.models.hardware import GPU
+from f8roof.models.kernel_classes import GpuFamily
 from f8roof.models.monomials import ShapeArrays
 from f8roof.models.overhead import nearest_regime
 from f8roof.models.recipes import Role
@@ -74,6 +77,18 @@ class Comparison:
     shapes: tuple[ShapeComparison, ...]
     fit: TrafficFit | None  # None when not asked for
     baseline_fit: TrafficFit | None  # the bf16 graph's, with a context and a fit
+    # what each kernel class runs at on the target GPU (models/kernel_classes.py); None: no
+    # target GPU of a known family (kernels then show their class only)
+    rates: ClassRates | None = None
+
+    def kernel_time_s(self, launch) -> tuple[float, float, float] | None:
+        """(low, expected, high) seconds of one non-gemm launch at its class's range; None for
+        a gemm (its time is the gemm model's), a class without a rate, or no target GPU."""
+        kernel_class = getattr(launch, "kernel_class", None)
+        if self.rates is None or kernel_class is None or not kernel_class.is_memory:
+            return None
+        band = memory_time_band(kernel_class, launch.bytes_total, self.rates)
+        return float(band.low), float(band.expected), float(band.high)
 
     def exceeds_worst(self) -> list[ShapeComparison]:
         return [s for s in self.shapes if s.bytes_actual > s.bytes_worst]
@@ -148,6 +163,20 @@ def compare(
         rows,
         fitted(variant),
         fitted(baseline),
+        class_rates_for(gpu),
+    )
+
+
+def class_rates_for(gpu: GPU | None) -> ClassRates | None:
+    """The public class ranges for a GPU preset's family, at its datasheet bandwidth."""
+    if gpu is None:
+        return None
+    try:
+        family = GpuFamily.of(name=gpu.name, compute_capability=gpu.compute_capability)
+    except ModelError:
+        return None
+    return ClassRates.from_table(
+        family=family, bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s
     )
 
 

@@ -23,6 +23,19 @@ import sympy as sp
 
 from f8roof.calibration.file import Calibration
 from f8roof.inputs.shapes import as_array
+from f8roof.models.band import (
+    ClassRates,
+    CornerTimes,
+    TimeBand,
+    corner_times,
+    kernel_set_spread,
+    kind_rate,
+    linear_gemm_band,
+    linear_speedup_bands,
+    measured_rates,
+)
+from f8roof.models.decision import DECISIONS, DecisionPolicy, decide_codes
+from f8roof.models.errors import ModelError
 from f8roof.models.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
@@ -32,8 +45,9 @@ from f8roof.models.gemm import (
 )
 from f8roof.models.grouped import GROUPED_RECIPE, grouped_traffic
 from f8roof.models.hardware import GPU
+from f8roof.models.kernel_classes import GpuFamily
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
-from f8roof.models.overhead import fitted_kernels, kernel_set_range
+from f8roof.models.overhead import fitted_kernels, fitted_kind_bytes, kernel_set_range
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import Level, TrafficModel, ideal_traffic, worst_traffic
 from f8roof.models.variant import (
@@ -98,6 +112,29 @@ class EstimateConfig:
         if self.calibration is not None:
             return self.calibration.ceilings.launch_floor_s
         return self.launch_floor_s
+
+    @property
+    def class_rates(self) -> ClassRates | None:
+        """What the band times each kernel class at: a measured calibration's kernel-time model
+        widened by its residual, else the public ranges of `models/kernel_classes.py` for this
+        GPU's family; None for a GPU of no known family (no band then)."""
+        calibration = self.calibration
+        if calibration is not None and calibration.is_measured:
+            model = calibration.kernel_time
+            return measured_rates(
+                kinds={k: (t.floor_s, t.bandwidth_bytes_per_s) for k, t in model.kinds},
+                pooled=(model.pooled.floor_s, model.pooled.bandwidth_bytes_per_s),
+                residual=model.residuals.median,
+            )
+        try:
+            family = GpuFamily.of(
+                name=self.gpu.name, compute_capability=self.gpu.compute_capability
+            )
+        except ModelError:
+            return None
+        return ClassRates.from_table(
+            family=family, bandwidth_bytes_per_s=self.gpu.memory_bandwidth_bytes_per_s
+        )
 
 
 def traffic_model(
@@ -201,6 +238,9 @@ def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd
                 ranges=ranges,
             )
         )
+        rates = config.class_rates
+        if rates is not None:
+            columns.update(band_columns(config, columns, rates, Mf, Kf, Nf))
     code, table = fp8_reason_codes(config.recipe, M, K, N)
     columns["fp8_ok"] = code == 0
     columns["fp8_reason"] = pd.Categorical.from_codes(code, table)
@@ -261,6 +301,79 @@ def calibrated_columns(
     return columns
 
 
+def band_columns(
+    config: EstimateConfig, columns: dict, rates: ClassRates, M, K, N, *, contain: bool = True
+) -> dict[str, np.ndarray]:
+    """speedup_low/speedup_high (and the context's) around the calibrated `speedup`.
+
+    Each fitted kernel is timed at its class's range (a file without classes: the widest range
+    of the classes its kind can be, `models.band.kind_rate`), the float8 overhead as the
+    float8 graph's kernels less the bf16 graph's with every class at one end of its range at a
+    time (`models.band.corner_times`), each gemm at its mode's factor (slow accumulation in
+    backward), the overhead scaled over the nearby kernel sets' byte range; the ends pair
+    float8's slow end with bf16's fast end (`models.band.linear_speedup_bands`). A measured
+    calibration's rates are its own, so its band is its fit residual. With `contain` the band
+    is stretched to hold the calibration's own `speedup` (a measured calibration's per-kernel
+    factors can put it outside the per-kind rates); for the shipped traffic calibrations it
+    holds it anyway, at every fit shape (tested without `contain`)."""
+    calibration = config.calibration
+    assert calibration is not None
+    fp8 = calibration.variant(config.variant.key)
+    bf16 = calibration.variant(config.variant.baseline.key)
+    shapes = ShapeArrays(M, K, N)
+    fp8_kinds = fitted_kind_bytes(fp8.traffic.regimes, shapes)
+    bf16_kinds = fitted_kind_bytes(bf16.traffic.regimes, shapes)
+    zero = np.zeros(len(M))
+    overhead = CornerTimes(zero, zero, zero)
+    context = CornerTimes(zero, zero, zero)
+    for kind in sorted(set(fp8_kinds) | set(bf16_kinds)):
+        rate = kind_rate(rates, kind)
+        fp8_bytes, fp8_count = fp8_kinds.get(kind, (zero, zero))
+        bf16_bytes, bf16_count = bf16_kinds.get(kind, (zero, zero))
+        overhead = overhead + corner_times(
+            rate, nbytes=fp8_bytes - bf16_bytes, kernels=fp8_count - bf16_count
+        )
+        context = context + corner_times(rate, nbytes=bf16_bytes, kernels=bf16_count)
+    gemm = config.gemm_model
+    fp8_gemm = linear_gemm_band(
+        gemm, config.recipe, M, K, N, rates=rates, implementation=config.implementation
+    )
+    bf16_gemm = linear_gemm_band(gemm, None, M, K, N, rates=rates)
+    if bf16.fixed is not None:  # measured: in-step gemm factors and unmodelled kernels
+        fp8_gemm = _scaled(fp8_gemm, fp8.fixed.gemm_factor, fp8.fixed.device_extra_s)
+        bf16_gemm = _scaled(bf16_gemm, bf16.fixed.gemm_factor, bf16.fixed.device_extra_s)
+    spread = None
+    if "overhead_bytes_fitted_low" in columns:
+        spread = kernel_set_spread(
+            fitted_bytes=columns["overhead_bytes_fitted"],
+            low_bytes=columns["overhead_bytes_fitted_low"],
+            high_bytes=columns["overhead_bytes_fitted_high"],
+        )
+    alone, with_context = linear_speedup_bands(
+        bf16_gemm=bf16_gemm,
+        fp8_gemm=fp8_gemm,
+        overhead=overhead,
+        context=context,
+        spread=spread,
+    )
+    speedup = np.asarray(columns["speedup"])
+    context_speedup = np.asarray(columns["speedup_context"])
+    if not contain:
+        speedup = context_speedup = np.full(len(M), np.nan)
+    return {
+        "speedup_low": np.fmin(alone.low, speedup),
+        "speedup_high": np.fmax(alone.high, speedup),
+        "speedup_context_low": np.fmin(with_context.low, context_speedup),
+        "speedup_context_high": np.fmax(with_context.high, context_speedup),
+    }
+
+
+def _scaled(band: TimeBand, factor: float, extra_s: float) -> TimeBand:
+    return TimeBand(
+        band.low * factor + extra_s, band.expected * factor + extra_s, band.high * factor + extra_s
+    )
+
+
 def square_breakeven(
     config: EstimateConfig, column: str = "speedup_worst", *, max_size: int = 65536
 ) -> int | None:
@@ -279,13 +392,37 @@ def square_breakeven(
 
 
 def breakevens(config: EstimateConfig) -> dict[str, int | None]:
-    """The square breakeven at each overhead level the configuration has."""
-    levels = {"ideal": "speedup_ideal", "worst": "speedup_worst"}
+    """The square breakeven at each overhead level the configuration has; for the fitted
+    levels also at the band's ends ('fitted high end', 'fitted low end')."""
+    levels = {"ideal": "speedup_ideal", "worst, the seed's model": "speedup_worst"}
     if config.calibration is not None:
-        levels = {"ideal": "speedup_ideal", "fitted": "speedup", "worst": "speedup_worst"}
+        levels = {
+            "ideal": "speedup_ideal",
+            "fitted": "speedup",
+            "worst, the seed's model": "speedup_worst",
+        }
         if not config.context.is_standalone:
             levels["fitted, with the context's kernels"] = "speedup_context"
+        if config.class_rates is not None:
+            for level, column in list(levels.items()):
+                if column in ("speedup", "speedup_context"):
+                    levels[f"{level} high end"] = f"{column}_high"
+                    levels[f"{level} low end"] = f"{column}_low"
     return {level: square_breakeven(config, column) for level, column in levels.items()}
+
+
+def decisions(frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0) -> np.ndarray:
+    """'convert', 'keep' or 'uncertain' per row from its band (`models.decision`); 'keep'
+    where float8 cannot run the shape. Needs the band columns (a calibrated estimate)."""
+    codes = decide_codes(
+        low=np.minimum(frame["speedup_low"], frame["speedup"]),
+        expected=frame["speedup"],
+        high=np.maximum(frame["speedup_high"], frame["speedup"]),
+        margin=margin,
+        policy=policy,
+    )
+    codes = np.where(frame["fp8_ok"].to_numpy(dtype=bool), codes, 0)
+    return np.array([d.value for d in DECISIONS])[codes]
 
 
 def implausible(

@@ -30,6 +30,7 @@ import pandas as pd
 from f8roof.architectures.catalog import Architecture, check_tokens
 from f8roof.architectures.training import ONE_GPU, TrainingSetup
 from f8roof.errors import F8RoofError
+from f8roof.models.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.recommend import TIME_COLUMNS, Recommendation, recommend
 from f8roof.resolve import Request, Resolved
 from f8roof.torchtitan_names import filter_names
@@ -150,14 +151,16 @@ def compare_filters(
     resolved: Resolved,
     setup: TrainingSetup = ONE_GPU,
     filter_fqns: Sequence[str] = (),
+    policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> FilterComparison:
     """torchao's auto filter (on the unsharded weights, as torchtitan applies it) beside
-    f8roof's recommendation (on the local shapes), for the first recipe of `resolved`."""
+    f8roof's recommendation (on the local shapes, decided by `policy`), for the first recipe
+    of `resolved`."""
     from dataclasses import replace
 
     tokens = check_tokens(tokens)
     one = replace(resolved, configs=(resolved.config,), skipped=())
-    rec = recommend(architecture, tokens=tokens, resolved=one, setup=setup)
+    rec = recommend(architecture, tokens=tokens, resolved=one, setup=setup, policy=policy)
     recipe = resolved.config.recipe.name
     torchao, no_rule = None, ""
     try:
@@ -182,6 +185,7 @@ def comparison_grid(
     resolved: Resolved,
     setup: TrainingSetup = ONE_GPU,
     filter_fqns: Sequence[str] = (),
+    policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> tuple[list[FilterComparison], pd.DataFrame]:
     """One comparison per (tokens, tp), and a summary row for each."""
     from dataclasses import replace
@@ -195,6 +199,7 @@ def comparison_grid(
                 resolved=resolved,
                 setup=replace(setup, tp=tp),
                 filter_fqns=filter_fqns,
+                policy=policy,
             )
             comparisons.append(cmp)
             torchao, ours = cmp.choice("torchao auto filter"), cmp.choice("f8roof")
@@ -234,6 +239,7 @@ def filter_compare(
     step_ms: float | None = None,
     request: Request | None = None,
     filter_fqns: Sequence[str] = (),
+    policy: str | DecisionPolicy = DEFAULT_POLICY,
 ) -> FilterCompareResult:
     """`f8roof filter-compare`: a comparison per (tokens, tp), and their summary grid.
     `request`: GPU, recipe (one), implementation and calibration, as for `f8roof estimate`."""
@@ -241,6 +247,7 @@ def filter_compare(
     from f8roof.resolve import resolve
 
     request = request or Request()
+    policy = policy if isinstance(policy, DecisionPolicy) else DecisionPolicy.from_name(policy)
     if "," in request.recipes or request.recipes.strip() == "all":
         raise F8RoofError("filter-compare takes one recipe (torchao converts with one config)")
     if step_ms is not None and len(tokens) * len(tps) > 1:
@@ -260,5 +267,6 @@ def filter_compare(
         resolved=resolved,
         setup=setup,
         filter_fqns=filter_fqns,
+        policy=policy,
     )
     return FilterCompareResult(resolved, architecture.name, tuple(comparisons), grid)

@@ -51,6 +51,13 @@ from f8roof.architectures.training import (
 from f8roof.calibration.file import Calibration
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate, traffic_model
+from f8roof.models.decision import (
+    DEFAULT_POLICY,
+    DecisionPolicy,
+    decide,
+    decide_codes,
+    settle_command,
+)
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.models.grouped import GROUPED_RECIPE
 from f8roof.models.overhead import kernel_set_note
@@ -88,10 +95,20 @@ class Totals:
     recommended_s: float
     converted_linears: int
     linears: int
+    # the converted layers at their band's ends (None without a band): the step's band
+    recommended_s_low: float | None = None
+    recommended_s_high: float | None = None
 
     @property
     def speedup(self) -> float:
         return self.bf16_s / self.recommended_s
+
+    @property
+    def speedup_band(self) -> tuple[float, float] | None:
+        """The linear part's speedup at the converted layers' slow and fast ends."""
+        if self.recommended_s_low is None or self.recommended_s_high is None:
+            return None
+        return self.bf16_s / self.recommended_s_high, self.bf16_s / self.recommended_s_low
 
     @property
     def saved_s(self) -> float:
@@ -134,6 +151,8 @@ class Recommendation:
     gpu: str = ""
     calibration: Calibration | None = None
     setup: TrainingSetup = ONE_GPU
+    policy: DecisionPolicy = DEFAULT_POLICY  # which end of the band a conversion must win at
+    margin: float = 0.0
 
     @property
     def converted_fqns(self) -> tuple[str, ...]:
@@ -152,7 +171,16 @@ class Recommendation:
 
     @property
     def criterion_label(self) -> str:
-        return criterion_label(self.criterion, self.calibration)
+        label = criterion_label(self.criterion, self.calibration)
+        if "speedup_low" in self.layers.columns:
+            end = {"conservative": "low end", "expected": "estimate", "optimistic": "high end"}
+            label += (
+                f", policy {self.policy.value}: convert where the band's "
+                f"{end[self.policy.value]} wins"
+                + (f" by {self.margin:.0%}" if self.margin else "")
+                + ", keep where its high end loses, else uncertain (kept in bf16)"
+            )
+        return label
 
     @property
     def reference_recipes(self) -> tuple[str, ...]:
@@ -169,9 +197,16 @@ def recommend(
     tokens: int,
     resolved: Resolved,
     setup: TrainingSetup = ONE_GPU,
+    policy: DecisionPolicy = DEFAULT_POLICY,
+    margin: float = 0.0,
 ) -> Recommendation:
     """Estimate every layer type under every recipe at its local shape; per layer keep the
-    best recipe float8 can run and convert it if float8 wins on the decision column."""
+    best recipe float8 can run and convert it if float8 wins on the decision column.
+
+    With a calibration each speedup has a band (`speedup_low`, `speedup_high`): `policy` picks
+    the end a conversion must win at by `margin` (conservative: the low end), a layer whose
+    high end loses is kept, any other is "uncertain" and kept in bf16 (`models.decision`).
+    Without one the seed's worst case decides, as before."""
     tokens = check_tokens(tokens)
     configs = resolved.configs
     calibration = resolved.calibration
@@ -199,22 +234,28 @@ def recommend(
         for name, frame in zip(recipes, frames):
             layers[f"{criterion}_{name}"] = frame[criterion].to_numpy()
     value = layers[criterion].to_numpy(dtype=np.float64)
-    convert = layers["fp8_ok"].to_numpy(dtype=bool) & (value > 1.0)
+    codes = _decision_codes(layers, criterion, policy, margin)
+    convert = codes == 1
     layers["convert"] = convert
-    layers["decision"] = np.where(convert, "convert", "keep bf16")
+    layers["decision"] = np.array(["keep bf16", "convert", "uncertain"])[codes]
     # float8 faster by this fraction (negative: slower); none where float8 cannot run at all
     layers["margin"] = np.where(layers["fp8_ok"].to_numpy(dtype=bool), value - 1.0, np.nan)
     layers["note"] = [_note(row, criterion) for row in layers.itertuples(index=False)]
+    if (codes == 2).any():
+        layers["note"] = [
+            _uncertain_note(row, calibration, policy, margin) if code == 2 else note
+            for row, code, note in zip(layers.itertuples(index=False), codes, layers["note"])
+        ]
     bf16_s = layers[bf16_col].to_numpy(dtype=np.float64)
     fp8_s = layers[fp8_col].to_numpy(dtype=np.float64)
     layers["bf16_step_s"] = counts * bf16_s
     layers["recommended_step_s"] = counts * np.where(convert, fp8_s, bf16_s)
     layers["saved_step_s"] = layers["bf16_step_s"] - layers["recommended_step_s"]
     modules = counts * np.maximum(1, layers["experts_per_device"].to_numpy())
-    totals = _totals(counts, bf16_s, fp8_s, convert, modules)
+    totals = _totals(counts, bf16_s, fp8_s, convert, modules, band=_fp8_band(layers, criterion))
     recipe_totals = {}
     for name, frame in zip(recipes, frames):
-        ok = frame["fp8_ok"].to_numpy(dtype=bool) & (frame[criterion].to_numpy() > 1.0)
+        ok = _decision_codes(frame, criterion, policy, margin) == 1
         recipe_totals[name] = _totals(
             counts,
             frame[bf16_col].to_numpy(dtype=np.float64),
@@ -234,7 +275,51 @@ def recommend(
         gpu=resolved.gpu.name,
         calibration=calibration,
         setup=setup,
+        policy=policy,
+        margin=margin,
     )
+
+
+def _uncertain_note(row, calibration: Calibration | None, policy, margin: float) -> str:
+    """The band straddles the decision: say so, and the GPU command that settles it."""
+    before, _, after = (row.context if row.context != "none" else "none+none").partition("+")
+    command = settle_command(
+        recipe=row.recipe,
+        shape=(int(row.M), int(row.K), int(row.N)),
+        implementation=row.implementation,
+        before=before,
+        after=after,
+        calibrated=calibration is not None and calibration.is_measured,
+    )
+    verdict = decide(
+        low=min(row.speedup_low, row.speedup),
+        expected=row.speedup,
+        high=max(row.speedup_high, row.speedup),
+        margin=margin,
+        policy=policy,
+        settle=command,
+    )
+    return verdict.reason
+
+
+def _decision_codes(
+    frame: pd.DataFrame, criterion: str, policy: DecisionPolicy, margin: float
+) -> np.ndarray:
+    """0 keep, 1 convert, 2 uncertain per row; 0 where float8 cannot run. The band decides
+    where the frame has one (a calibration), else the criterion alone (> 1 + margin)."""
+    ok = frame["fp8_ok"].to_numpy(dtype=bool)
+    value = frame[criterion].to_numpy(dtype=np.float64)
+    if criterion == "speedup" and "speedup_low" in frame.columns:
+        codes = decide_codes(
+            low=np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value),
+            expected=value,
+            high=np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value),
+            margin=margin,
+            policy=policy,
+        )
+    else:
+        codes = np.where(value > 1.0 + margin, 1, 0).astype(np.int8)
+    return np.where(ok, codes, 0)
 
 
 def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
@@ -284,9 +369,15 @@ def _layer_frame(
         frame.loc[index, "bf16_s"] = frame.loc[index, "bf16_gemm_s"]
         frame.loc[index, "fp8_s"] = frame.loc[index, "fp8_s_worst"]
         frame.loc[index, "speedup"] = frame.loc[index, "speedup_worst"]
+        for column in ("speedup_low", "speedup_high"):
+            if column in frame.columns:
+                frame.loc[index, column] = frame.loc[index, "speedup_worst"]
         if "context_s" in frame.columns:
             frame.loc[index, "context_s"] = 0.0
             frame.loc[index, "speedup_context"] = frame.loc[index, "speedup_worst"]
+            for column in ("speedup_context_low", "speedup_context_high"):
+                if column in frame.columns:
+                    frame.loc[index, column] = frame.loc[index, "speedup_worst"]
         for column in ("overhead_s_fitted", *_FITTED_BYTES, *_WALL_COLUMNS):
             if column in frame.columns:
                 frame.loc[index, column] = np.nan
@@ -430,6 +521,9 @@ def _add_recompute(frame: pd.DataFrame, config: EstimateConfig, groups) -> None:
         frame[f"fp8_s_{level}"] = frame["fp8_gemm_s"] + frame[f"overhead_s_{level}"]
         frame[f"speedup_{level}"] = frame["bf16_gemm_s"] / frame[f"fp8_s_{level}"]
     if "fp8_s" in frame:
+        before = {
+            c: frame[c].to_numpy(copy=True) for c in ("speedup", "speedup_context") if c in frame
+        }
         frame["bf16_s"] = frame["bf16_s"] + bf16_fwd
         frame["fp8_s"] = frame["fp8_s"] + frame["recompute_fp8_s"]
         frame["speedup"] = frame["bf16_s"] / frame["fp8_s"]
@@ -437,19 +531,41 @@ def _add_recompute(frame: pd.DataFrame, config: EstimateConfig, groups) -> None:
             frame["speedup_context"] = (frame["bf16_s"] + frame["context_s"]) / (
                 frame["fp8_s"] + frame["context_s"]
             )
+        # the band moves with its speedup: each end keeps its ratio to it
+        for column, old in before.items():
+            for end in ("_low", "_high"):
+                if column + end in frame:
+                    frame[column + end] = frame[column + end] * (frame[column] / old)
         for column in _WALL_COLUMNS:
             if column in frame:
                 frame[column] = np.nan
 
 
-def _totals(counts, bf16_s, fp8_s, convert, modules=None) -> Totals:
+def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
+    """`band`: the float8 times at the band's (fast, slow) ends, per layer."""
     modules = counts if modules is None else modules
+    ends = [None, None]
+    if band is not None:
+        ends = [float((counts * np.where(convert, t, bf16_s)).sum()) for t in band]
     return Totals(
         bf16_s=float((counts * bf16_s).sum()),
         recommended_s=float((counts * np.where(convert, fp8_s, bf16_s)).sum()),
         converted_linears=int(modules[convert].sum()),
         linears=int(modules.sum()),
+        recommended_s_low=ends[0],
+        recommended_s_high=ends[1],
     )
+
+
+def _fp8_band(layers: pd.DataFrame, criterion: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each layer's float8 time at its band's fast and slow ends, as bf16 time over the
+    band's high and low speedups (the bf16 time is the estimate's)."""
+    if criterion != "speedup" or "speedup_low" not in layers.columns:
+        return None
+    bf16_s = layers["bf16_s"].to_numpy(dtype=np.float64)
+    low = layers["speedup_low"].to_numpy(dtype=np.float64)
+    high = layers["speedup_high"].to_numpy(dtype=np.float64)
+    return bf16_s / high, bf16_s / low
 
 
 def _note(row, criterion: str) -> str:
@@ -488,10 +604,17 @@ def best_recipe(rec: Recommendation) -> str:
 
 
 def recommend_model(
-    model: str, *, tokens: int, resolved: Resolved, setup: TrainingSetup = ONE_GPU
+    model: str,
+    *,
+    tokens: int,
+    resolved: Resolved,
+    setup: TrainingSetup = ONE_GPU,
+    policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> Recommendation:
     """`recommend` for a built-in name or a config.json path (the CLI's entry)."""
-    return recommend(resolve_model(model), tokens=tokens, resolved=resolved, setup=setup)
+    return recommend(
+        resolve_model(model), tokens=tokens, resolved=resolved, setup=setup, policy=policy
+    )
 
 
 # --- the torchao module filter ------------------------------------------------------------------
@@ -556,6 +679,7 @@ def module_filter(
     fsdp: bool = False,
     recompute: str = "none",
     tp_plan: Mapping[str, str] | None = None,
+    policy: str | DecisionPolicy = DEFAULT_POLICY,
 ) -> ModuleFilter:
     """A filter for torchao's `convert_to_float8_training`: True for the nn.Linear modules of
     `model` that train faster in float8 at `tokens` tokens per GPU per step.
@@ -569,8 +693,11 @@ def module_filter(
     parallelizes. `ep`, `fsdp` and `recompute` as for `f8roof estimate`. Routed MoE experts
     stored as 3D parameters are not nn.Linear and not this filter's business (torchao converts
     them with its MoE training config); a model with one nn.Linear per expert is treated as if
-    each saw all the tokens.
+    each saw all the tokens. `policy`: which end of each speedup's band must win
+    (`conservative`, the default: the low end; `expected`; `optimistic`); a linear whose band
+    straddles 1 stays in bf16 (its decision is "uncertain", see the recommendation's notes).
     """
+    policy = policy if isinstance(policy, DecisionPolicy) else DecisionPolicy.from_name(policy)
     if "," in recipe or recipe.strip() == "all":
         raise F8RoofError(
             "module_filter takes one recipe: torchao converts a model with one Float8LinearConfig"
@@ -588,7 +715,9 @@ def module_filter(
     model = as_module(model)
     architecture = from_module(model, tp_plan=tp_plan)
     linears = module_linears(model)
-    recommendation = recommend(architecture, tokens=tokens, resolved=resolved, setup=setup)
+    recommendation = recommend(
+        architecture, tokens=tokens, resolved=resolved, setup=setup, policy=policy
+    )
     verdict = dict(zip(recommendation.layers["fqn"], recommendation.layers["convert"].astype(bool)))
     kinds = group_by_layer_type(linears)
     decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}

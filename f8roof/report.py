@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from f8roof.architectures.training import ONE_GPU, TrainingSetup
 from f8roof.estimate import EstimateConfig
 from f8roof.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
+from f8roof.models.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.resolve import Request, Resolved, resolve
 
@@ -22,14 +23,22 @@ class ModelReport:
 
 
 def model_report(
-    model: str, *, tokens: int, request: Request | Resolved, setup: TrainingSetup = ONE_GPU
+    model: str,
+    *,
+    tokens: int,
+    request: Request | Resolved,
+    setup: TrainingSetup = ONE_GPU,
+    policy: DecisionPolicy | str = DEFAULT_POLICY,
 ) -> ModelReport:
     """`request` as the user gave it (resolved here), or already resolved."""
     resolved = request if isinstance(request, Resolved) else resolve(request)
-    rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup)
+    policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
+    rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)
     best = next(c for c in resolved.configs if c.recipe.name == best_recipe(rec))
     comparison = None
     if best.recipe.name in AUTO_FILTER_RECIPES:
         one = replace(resolved, configs=(best,), skipped=())
-        comparison = compare_filters(rec.architecture, tokens=tokens, resolved=one, setup=setup)
+        comparison = compare_filters(
+            rec.architecture, tokens=tokens, resolved=one, setup=setup, policy=policy
+        )
     return ModelReport(rec, comparison, best, resolved.source)

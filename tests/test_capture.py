@@ -299,3 +299,30 @@ X8_T = BufferAccess("buf1", "float8_e4m3fn", (8, 4), 32)
 def test_what_a_kernel_computes(kind, ops, writes, work, steps, neighbours):
     k = launch("k", kind, reads=[X], writes=writes, ops=ops)
     assert (k.work, k.float8_steps, k.context_modules) == (work, steps, neighbours)
+
+
+def test_launches_keep_their_kernel_class_from_the_code():
+    """The class the parser read off the code travels with each launch, and the capture sums
+    overhead bytes per class (what the band and, later, calibrations carry)."""
+    from pathlib import Path
+
+    from f8roof.models.kernel_classes import KernelClass
+    from f8roof.profiler.triton_code import parse_output_code
+
+    code = (Path(__file__).parent / "data" / "codegen_h100_tensorwise_fwd.py.txt").read_text()
+    launches = tuple(
+        capture_module._launch(GraphKind.FWD, parsed, [], set(), {}, {})
+        for parsed in parse_output_code(code).launches
+    )
+    result = Capture("tensorwise", (64, 96, 128), CaptureDevice.CODEGEN, {}, launches)
+    assert [c for _, c in result.kernel_classes()] == [
+        KernelClass.REDUCTION_INNER,
+        KernelClass.REDUCTION_SPLIT,
+        KernelClass.REDUCTION_SPLIT,
+        KernelClass.POINTWISE,
+        KernelClass.GEMM_FP8_TENSORWISE_FAST,
+    ]
+    by_class = result.overhead_bytes_by_class()
+    assert KernelClass.GEMM_FP8_TENSORWISE_FAST not in by_class
+    assert sum(by_class.values()) == result.overhead_bytes
+    assert by_class[KernelClass.POINTWISE] == 2 * 128 * 96 + 2 + 128 * 96  # bf16 in, fp8 out

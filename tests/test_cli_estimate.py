@@ -18,7 +18,7 @@ def test_seed_sweep_writes_343_rows(tmp_path):
     frame = pd.read_csv(out)
     assert len(frame) == 343
     assert set(frame["M"]) == {2**i for i in range(9, 16)}
-    assert "breakeven (worst)" in result.output
+    assert "breakeven (worst, the seed's model)" in result.output
 
 
 @pytest.mark.parametrize("suffix", [".json", ".md", ".csv"])
@@ -43,9 +43,34 @@ def test_table_marks_speedups():
     result = run("estimate", "--shape", "256,256,256", "--shape", "8192,8192,8192")
     small = next(line for line in result.output.splitlines() if line.startswith("256 "))
     large = next(line for line in result.output.splitlines() if line.startswith("8192 "))
-    assert small.split()[-1].endswith("-") and small.split()[-2].endswith("-")
-    assert large.split()[-1].endswith("+") and large.split()[-2].endswith("+")
+    # ... x fitted, band, x worst (seed), decision
+    assert small.split()[-4].endswith("-") and small.split()[-2].endswith("-")
+    assert large.split()[-4].endswith("+") and large.split()[-2].endswith("+")
+    assert small.split()[-1] == "keep" and large.split()[-1] in ("convert", "uncertain")
     assert "using shipped h100.json: traffic from generated code" in result.output
+
+
+def test_the_band_and_an_uncertain_decision():
+    """issue 19's done-when: rowwise at 4096^3 straddles 1 (band 0.60-1.08 around 1.04): the
+    conservative default says uncertain and names the command that settles it; the expected
+    policy converts; 2048^3 loses even at its high end: keep."""
+    shapes = ("--shape", "2048,2048,2048", "--shape", "4096,4096,4096")
+    result = run("estimate", "--gpu", "h100", "--recipe", "rowwise", *shapes)
+    assert result.exit_code == 0, result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("M "))
+    assert "band" in header.split() and header.split()[-2:] == ["decision", "note"]
+    rows = {line.split()[0]: line.split() for line in result.output.splitlines()[3:5]}
+    low, high = (float(x) for x in rows["4096"][-3].split("-"))
+    assert low < 1 < high and rows["4096"][-1] == "uncertain" and rows["2048"][-1] == "keep"
+    assert "uncertain: 1 row(s) where the band straddles 1; settle it on a GPU: " in (result.output)
+    assert "f8roof validate --calibration gpu.json" in result.output
+    assert "breakeven (fitted): float8 wins for M = K = N >= 3600 (band: high end" in (
+        result.output
+    )
+    expected = run(
+        "estimate", "--gpu", "h100", "--recipe", "rowwise", *shapes, "--policy", "expected"
+    )
+    assert expected.output.splitlines()[4].split()[-1] == "convert"
 
 
 def test_seed_switches_change_the_worst_case():

@@ -40,7 +40,7 @@ def test_text_report_shows_levels_kernels_and_the_verdict():
     for label in ("worst", "ideal", "actual"):
         assert f"  {label} " in text
     assert "triton_red_fused" in text and " gemm " in text
-    assert "worst = 6*K*M + 6*K*N + 6*M*N" in text
+    assert "worst (the seed's model) = 6*K*M + 6*K*N + 6*M*N" in text
     default = "torchao" if torchao_float8.available() else "reference"
     assert f"implementation: {default} (the default here" in result.stderr
     assert f"implementation {default}" in text and "versions: torch " in text
@@ -270,3 +270,48 @@ def test_calibration_from_other_versions_is_warned_about(tmp_path):
         result.stderr
     )
     assert f"calibration {path} (traffic from generated code" in result.stdout
+
+
+def test_each_kernel_shows_its_class_and_time_range():
+    """compare's text and JSON carry each launch's class and, for a memory kernel, its time
+    at the class's range on the target GPU (no compile: a recorded sample's launches)."""
+    from pathlib import Path
+
+    from f8roof.compare import Comparison, ShapeComparison, class_rates_for
+    from f8roof.models.fit import Polynomial
+    from f8roof.profiler import capture as capture_module
+    from f8roof.profiler.capture import Capture, CaptureDevice, GraphKind
+    from f8roof.profiler.triton_code import parse_output_code
+    from f8roof.renderers.comparison import render_text, to_json
+
+    code = (Path(__file__).parent / "data" / "codegen_h100_rowwise_bwd.py.txt").read_text()
+    launches = tuple(
+        capture_module._launch(GraphKind.BWD, parsed, [], set(), {}, {})
+        for parsed in parse_output_code(code).launches
+    )
+    captured = Capture("reference:rowwise", (64, 96, 128), CaptureDevice.CODEGEN, {}, launches)
+    zero = Polynomial(())
+    comparison = Comparison(
+        Variant.from_key("reference:rowwise"),
+        "codegen",
+        "h100",
+        {},
+        zero,
+        zero,
+        (ShapeComparison((64, 96, 128), 10**6, 1, captured, None),),
+        None,
+        None,
+        class_rates_for(find_gpu("h100")),
+    )
+    text = render_text(comparison)
+    assert "class" in text and "us (range)" in text
+    outer = next(line for line in text.splitlines() if "triton_red_fused" in line)
+    assert "reduction_outer" in outer
+    low, high = (float(x) for x in outer.split("reduction_outer")[1].split()[0].split("-"))
+    assert 1.5 <= low < high  # at least the launch floor; the slow end above the fast
+    gemm = next(line for line in text.splitlines() if "extern_kernels._scaled_mm" in line)
+    assert "gemm_fp8_rowwise_slow" in gemm
+    kernels = json.loads(to_json(comparison))["shapes"][0]["kernels"]
+    assert [k["class"] for k in kernels][2] == "gemm_fp8_rowwise_slow"
+    assert kernels[2]["time_s_range"] is None
+    assert kernels[1]["time_s_range"][0] < kernels[1]["time_s_range"][2]

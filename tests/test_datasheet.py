@@ -51,7 +51,7 @@ def test_memory_bound_gemms_take_their_bytes():
     gemm = datasheet_timing(find_gpu("h200")).gemm
     time, _ = gemm.time_s("bf16", GemmRole.OUTPUT, 65536, 16, 65536)  # an outer product
     nbytes = 2 * (65536 * 16 * 2) + 2 * 65536 * 65536
-    memory = nbytes / (4.8e12 * 0.90)
+    memory = nbytes / (4.8e12 * 0.85)  # Azure ND H200 v5's published copy bandwidth
     assert memory <= float(time) < 1.1 * memory  # tile epilogues cost a little beyond the bytes
 
 

@@ -201,3 +201,42 @@ def test_filter_fqns_accept_torchtitan_names():
     b = ours.layers.set_index("fqn")["torchao_convert"]
     assert list(a) == list(b)
     assert not a["lm_head"] and not a["model.layers.*.self_attn.k_proj"]
+
+
+def test_filter_compare_follows_the_policy():
+    """With the shipped calibration (a band per layer) f8roof's choice depends on --policy:
+    the conservative filter converts no more than the expected one, the optimistic no fewer;
+    an uncertain layer stays in bf16 and says so."""
+    from f8roof.filter_compare import filter_compare
+
+    converted = {}
+    for policy in ("conservative", "expected", "optimistic"):
+        result = filter_compare(
+            "llama3-8b",
+            tokens=[8192],
+            tps=[1],
+            request=Request(gpu="h100", recipes="tensorwise"),
+            policy=policy,
+        )
+        converted[policy] = int(result.grid["f8roof_linears"].iloc[0])
+        layers = result.comparisons[0].recommendation.layers
+        assert set(layers["decision"]) <= {"convert", "keep bf16", "uncertain"}
+    assert converted["conservative"] <= converted["expected"] <= converted["optimistic"]
+    assert converted["conservative"] < converted["optimistic"]
+    cli = {
+        policy: run(
+            "filter-compare",
+            "--model",
+            "llama3-8b",
+            "--tokens",
+            "8192",
+            "--gpu",
+            "h100",
+            "--policy",
+            policy,
+        )
+        for policy in ("conservative", "optimistic")
+    }
+    assert all(r.exit_code == 0 for r in cli.values()), cli
+    assert "policy conservative" in cli["conservative"].output
+    assert "policy optimistic" in cli["optimistic"].output

@@ -207,8 +207,36 @@ def test_routed_experts_have_no_fitted_speedup():
     )
     assert rec.criterion == "speedup"
     header, rows = layer_rows(rec)
-    fitted, worst = header.index("x fitted"), header.index("x worst")
+    fitted, worst = header.index("x fitted"), header.index("x worst (seed)")
+    band = header.index("band")
+    assert rows[0][band].count("-") == 1 or rows[0][band] == "-"
     cells = {row[0]: (row[fitted], row[worst]) for row in rows}
     assert cells["model.layers.*.block_sparse_moe.experts.*.w2"][0] == "-"
     assert cells["model.layers.*.block_sparse_moe.experts.*.w2"][1] != "-"
     assert cells["model.layers.*.self_attn.o_proj"][0] != "-"
+
+
+def test_report_decides_by_policy(tmp_path):
+    texts = {}
+    for policy in ("conservative", "optimistic"):
+        out = tmp_path / f"{policy}.md"
+        result = run(
+            "report",
+            "--model",
+            "llama3-8b",
+            "--tokens",
+            "8192",
+            "--gpu",
+            "h100",
+            "--no-plots",
+            "--policy",
+            policy,
+            "--out",
+            str(out),
+        )
+        assert result.exit_code == 0, result.output
+        texts[policy] = out.read_text()
+    assert "policy conservative: convert where the band's low end wins" in texts["conservative"]
+    assert "policy optimistic" in texts["optimistic"]
+    assert "| x fitted | band | x worst (seed) |" in texts["conservative"]
+    assert texts["conservative"].count("| convert |") <= texts["optimistic"].count("| convert |")

@@ -206,3 +206,20 @@ def test_models_import_no_torch():
     code = "import sys, f8roof.models.traffic; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_ideal_in_a_context_credits_what_the_producer_does():
+    """LayerNorm -> Linear -> Sigmoid (input and grad_output produced in the graph):
+    tensorwise: each fused role writes its two copies, pays a second pass for its dynamic
+    amax and is credited the bf16 write no float8 gemm reads; rowwise_gw_hp: the row casts
+    happen in the producers' passes, the bf16 tensors stay (bf16 grad_weight reads them) and
+    grad_input's rescale moves into LayerNorm's backward (only its scale vectors remain)."""
+    fused = frozenset({Role.INPUT, Role.GRAD_OUTPUT})
+    tensorwise = ideal_traffic(Recipe.from_name("tensorwise"), fused=fused).total
+    assert tensorwise == sp.expand(2 * M * K + 4 * K * N + 2 * M * N)
+    gw_hp = ideal_traffic(Recipe.from_name("rowwise_gw_hp"), implementation=TORCHAO, fused=fused)
+    assert gw_hp.total == sp.expand(M * K + 4 * K * N + M * N + 12 * M + 4 * N)
+    assert gw_hp.role_total(None) == 4 * M  # the rescale's scale reads (the weight's: a scalar)
+    # the weight is never credited: its producer (the optimizer) is outside the graph
+    delayed = ideal_traffic(Recipe.from_name("tensorwise_delayed"), fused=frozenset(ROLES))
+    assert delayed.role_total(Role.WEIGHT) == 2 * N * K

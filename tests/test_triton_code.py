@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from f8roof.models.kernel_classes import KernelClass
 from f8roof.profiler.triton_code import (
     GB,
     BufferAccess,
@@ -18,6 +19,7 @@ from f8roof.profiler.triton_code import (
     dtype_name,
     parse_cpp_kernel,
     parse_output_code,
+    parse_triton_kernel,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -220,3 +222,112 @@ def test_unknown_code_is_an_error():
         parse_output_code("x = 1\n")
     with pytest.raises(ValueError, match="bytes"):
         BufferAccess("buf0", "bfloat16", (2, 3), 7)
+
+
+# ---- kernel classes (read off the samples' code by hand, then asserted) ----------------------
+
+
+def classes(name: str) -> list[tuple[str, KernelClass, bool]]:
+    return [(lnc.name, lnc.kernel_class, lnc.changes_layout) for lnc in parse(name).launches]
+
+
+def test_every_sample_launch_has_a_class():
+    for path in sorted(DATA.glob("codegen_h100_*.py.txt")):
+        assert all(launch.kernel_class is not None for launch in parse(path.name).launches)
+
+
+def test_rowwise_backward_classes():
+    """Reference rowwise backward: grad_output's row cast holds each 128-wide row in one
+    program (persistent, ReductionHint.INNER, loads and stores `r0_1 + 128*x0`); the weight's
+    column cast loads `x0 + 96*r0_1` (columns over N) and stores `r0_1 + 128*x0` (transposed);
+    grad_output's column cast likewise (persistent, OUTER). Both gemms pass (M,1)/(1,K) scale
+    vectors with use_fast_accum=False: CUTLASS rowwise, slow accumulation."""
+    (
+        (row, row_cls, row_t),
+        (wcol, wcol_cls, wcol_t),
+        (_g1, g1_cls, _),
+        (gcol, gcol_cls, gcol_t),
+        (
+            _g2,
+            g2_cls,
+            _,
+        ),
+    ) = classes("codegen_h100_rowwise_bwd.py.txt")
+    assert row.startswith("triton_per_") and row_cls is KernelClass.REDUCTION_PERSISTENT
+    assert not row_t
+    assert wcol.startswith("triton_red_") and wcol_cls is KernelClass.REDUCTION_OUTER and wcol_t
+    assert gcol.startswith("triton_per_") and gcol_cls is KernelClass.REDUCTION_OUTER and gcol_t
+    assert g1_cls is g2_cls is KernelClass.GEMM_FP8_ROWWISE_SLOW
+
+
+def test_tensorwise_forward_classes():
+    """Tensorwise forward: the input's amax and both casts in one reduction over the whole
+    tensor (xnumel 1), its second copy stored at `64*(r0_0 % 96) + (r0_0 // 96)` (transposed);
+    the weight's amax split in two (`triton_red_fused_abs_amax_1` writes 2 partial maxima,
+    `triton_per_..._2` reduces them); the weight's cast a plain elementwise pass (its
+    column-major buffer is the weight's own layout: load and store both `x0`); the gemm with
+    scalar scales and use_fast_accum=True."""
+    found = classes("codegen_h100_tensorwise_fwd.py.txt")
+    assert [(c, t) for _, c, t in found] == [
+        (KernelClass.REDUCTION_INNER, True),
+        (KernelClass.REDUCTION_SPLIT, False),
+        (KernelClass.REDUCTION_SPLIT, False),
+        (KernelClass.POINTWISE, False),
+        (KernelClass.GEMM_FP8_TENSORWISE_FAST, False),
+    ]
+    assert found[1][0] == "triton_red_fused_abs_amax_1"
+
+
+def test_tensorwise_backward_classes():
+    """Backward: the weight's transposed cast is a 2D-tiled pointwise kernel (loads
+    `x1 + 96*y0`, stores `y0 + 128*x1`); both gemms take scalar scales without fast
+    accumulation: cuBLAS tensorwise, slow accumulation."""
+    found = classes("codegen_h100_tensorwise_bwd.py.txt")
+    assert found[1][1] is KernelClass.POINTWISE_TRANSPOSE and found[1][2]
+    assert [c for _, c, _ in found[2:]] == [KernelClass.GEMM_FP8_TENSORWISE_SLOW] * 2
+
+
+def test_layernorm_sigmoid_and_delayed_classes():
+    ln = classes("codegen_h100_tensorwise_layernorm_sigmoid_fwd.py.txt")
+    assert ln[0][1] is KernelClass.REDUCTION_PERSISTENT  # LayerNorm's var_mean, rows of 96
+    assert ln[-1] == ("triton_poi_fused_sigmoid_5", KernelClass.POINTWISE, False)
+    delayed = {name: c for name, c, _ in classes("codegen_h100_tensorwise_delayed_fwd.py.txt")}
+    # the weight's amax split over 2 programs, finished by the history update's reduction
+    assert (
+        delayed[
+            "triton_red_fused__scaled_mm_abs_amax_clamp_max_clamp_min_convert_element_type_mul_permute_2"
+        ]
+        is KernelClass.REDUCTION_SPLIT
+    )
+    assert delayed["triton_per_fused_abs_amax_cat_convert_element_type_slice_view_6"] is (
+        KernelClass.REDUCTION_SPLIT
+    )
+    assert delayed[
+        "triton_poi_fused_clamp_max_clamp_min_clone_convert_element_type_mul_permute_3"
+    ] is (KernelClass.POINTWISE_TRANSPOSE)
+
+
+def test_mix_order_reduction_and_its_final_sum_are_split():
+    found = classes("codegen_h100_bf16_rmsnorm_bwd.py.txt")
+    assert [c for _, c, _ in found] == [
+        KernelClass.GEMM_BF16,
+        KernelClass.REDUCTION_SPLIT,
+        KernelClass.REDUCTION_SPLIT,
+        KernelClass.POINTWISE,
+        KernelClass.GEMM_BF16,
+    ]
+
+
+def test_atomic_kernel_is_atomic():
+    source = """
+@triton_heuristics.pointwise(size_hints={'x': 64}, filename=__file__, triton_meta={'signature': {'in_ptr0': '*i64', 'in_ptr1': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}}, inductor_meta={'mutated_arg_names': ['out_ptr0'], 'atomic_add_found': True})
+@triton.jit
+def triton_poi_fused_index_put_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+    xnumel = 64
+    x0 = xindex
+    tmp0 = tl.load(in_ptr0 + (x0), xmask)
+    tmp1 = tl.load(in_ptr1 + (x0), xmask)
+    tl.atomic_add(out_ptr0 + (tmp0), tmp1, xmask, sem='relaxed')
+"""
+    kernel = parse_triton_kernel("triton_poi_fused_index_put_0", source)
+    assert kernel.atomic

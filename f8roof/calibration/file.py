@@ -52,6 +52,7 @@ from f8roof.models.gemm import (
     fp8_gemm_dtype,
 )
 from f8roof.models.hardware import PRESETS, find_gpu
+from f8roof.models.kernel_classes import KernelClass
 from f8roof.models.kernel_time import FixedCost, KernelTimeModel, KindTime, Residuals
 from f8roof.models.records import (
     Environment,
@@ -66,6 +67,9 @@ from f8roof.models.variant import Variant
 SCHEMA_VERSION = 2
 BF16 = Variant(None, None).key  # the baseline's key when the linear stands alone
 _RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
+
+
+KERNEL_CLASS_VALUES = frozenset(c.value for c in KernelClass)
 
 
 class CalibrationError(F8RoofError):
@@ -102,6 +106,7 @@ def sample_to_json(sample: KernelSample) -> dict[str, Any]:
         "bytes_polynomial": None
         if sample.polynomial is None
         else polynomial_to_json(sample.polynomial),
+        **({} if sample.kernel_class is None else {"class": sample.kernel_class}),
     }
 
 
@@ -118,6 +123,7 @@ def sample_from_json(data: Any, *, source: str) -> KernelSample:
         r.int("bytes"),
         r.int("workspace_bytes"),
         polynomial,
+        r.kernel_class(),
     )
 
 
@@ -437,6 +443,16 @@ class _Reader:
             self.fail(key, "expected an object")
         return _Reader(value, self.source, f"{self.where}.{key}" if self.where else key)
 
+    def kernel_class(self) -> str | None:
+        """A kernel's optional "class" (files before kernel classes have none): a
+        KernelClass value."""
+        if not isinstance(self.data, dict) or self.data.get("class") is None:
+            return None
+        value = self.str("class")
+        if value not in KERNEL_CLASS_VALUES:
+            self.fail("class", f"unknown kernel class {value!r}")
+        return value
+
     def optional_obj(self, key: str) -> _Reader | None:
         return None if self._get(key, "an object or null") is None else self.obj(key)
 
@@ -519,6 +535,7 @@ def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
         k.int("workspace_bytes"),
         k.num("time_s", positive=True),
         k.polynomial("bytes_polynomial"),
+        k.kernel_class(),
     )
 
 
@@ -537,6 +554,7 @@ def regime_to_dict(r: Regime, polynomial=polynomial_to_json) -> dict[str, Any]:
                 "kind": k.kind,
                 "role": k.role,
                 "bytes": polynomial(k.nbytes),
+                **({} if k.kernel_class is None else {"class": k.kernel_class}),
             }
             for k in r.kernels
         ],
@@ -577,6 +595,7 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
                 k.str("kind"),
                 k.optional_str("role"),
                 k.polynomial("bytes"),
+                k.kernel_class(),
             )
             for k in r.objs("kernels")
         )

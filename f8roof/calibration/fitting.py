@@ -67,6 +67,7 @@ def _samples(m: Measurements, variant: str) -> list[ShapeSample]:
                     k.bytes_read + k.bytes_written,
                     k.workspace_bytes,
                     k.polynomial,
+                    k.kernel_class,
                 )
             )
     measured = [(s.M, s.K, s.N) for s in m.steps if s.variant == variant]

@@ -158,6 +158,7 @@ class KernelSample:
     nbytes: int
     workspace: int = 0  # split-reduction workspace bytes among nbytes
     polynomial: Polynomial | None = None  # its other bytes read off its buffers' shapes
+    kernel_class: str | None = None  # models.kernel_classes.KernelClass value, from its code
 
     @property
     def fitted_bytes(self) -> int:
@@ -256,6 +257,9 @@ class FittedKernel:
     kind: str
     role: str | None
     nbytes: Polynomial
+    # KernelClass value read off its code at the regime's first shape; None in files written
+    # before kernel classes (the band then takes the widest range of its kind's classes)
+    kernel_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -296,6 +300,7 @@ def _fit_regime(samples: list[ShapeSample], *, verify: int) -> Regime:
             first.kernels[i].kind,
             first.kernels[i].role,
             first.kernels[i].polynomial,
+            first.kernels[i].kernel_class,
         )
         for i in order
     )

@@ -107,3 +107,30 @@ def kernel_set_note(fitted: float, low: float, high: float) -> str:
         f"kernel set uncertain: overhead {low / 1e6:.4g}-{high / 1e6:.4g} MB at nearby fit "
         f"shapes (fitted {fitted / 1e6:.4g}); --overhead codegen compiles this shape"
     )
+
+
+def rate_key(kernel) -> str:
+    """What the band times a fitted kernel by: 'class:<KernelClass value>' where the file
+    records its class, else its kind (whose classes' ranges are taken together)."""
+    return f"class:{kernel.kernel_class}" if kernel.kernel_class else kernel.kind
+
+
+def fitted_kind_bytes(
+    regimes: tuple[Regime, ...], shapes: ShapeArrays
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per rate key (`rate_key`: a kernel's class, or its kind in files without classes), the
+    fitted kernels' bytes and their count at every shape (each shape in its nearest regime):
+    what the band times (`models.band`)."""
+    kinds = sorted({rate_key(k) for r in regimes for k in r.kernels})
+    owner, columns = nearest_regime(regimes, shapes), np.arange(len(shapes))
+    out = {}
+    for kind in kinds:
+        coef = np.zeros((len(regimes), len(MONOMIALS)))
+        count = np.zeros(len(regimes))
+        for index, regime in enumerate(regimes):
+            for kernel in (k for k in regime.kernels if rate_key(k) == kind):
+                coef[index] += np.array([float(c) for c in kernel.nbytes.coefficients()])
+                count[index] += 1
+        values = coef @ shapes.monomials
+        out[kind] = (values[owner, columns], count[owner])
+    return out

@@ -62,9 +62,16 @@ class KernelMeasurement:
     workspace_bytes: int  # split-reduction workspace among those bytes (see models/fit.py)
     time_s: float
     polynomial: Polynomial  # the other bytes, read off the kernel's buffer shapes
+    kernel_class: str | None = None  # KernelClass value, read off its code
 
     def to_json(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "polynomial"}
+        data = {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.name not in ("polynomial", "kernel_class")
+        }
+        if self.kernel_class is not None:
+            data["class"] = self.kernel_class
         return {**data, "bytes_polynomial": polynomial_to_json(self.polynomial)}
 
 

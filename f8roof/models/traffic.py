@@ -12,10 +12,11 @@ Two levels, per role and per kernel:
               do not fuse (pytorch/pytorch#128063) and the cost is dynamic's with L.
     static:   (not in the seed) a cast pass like delayed's without the amax; L adds n.
   Scalar amax and scale traffic (a few bytes) is left out, as the seed did.
-- `ideal`: the fewest bytes any implementation must move: each bf16 tensor read once, each
-  float8 copy written once, plus the scale vectors for rowwise. A dynamic scale needs the whole
-  tensor's amax before any element is cast, so the cast reads 2n even when fused (F only makes
-  the amax free); a delayed or static scale is known up front, so a fused cast reads nothing.
+- `ideal`: the fewest bytes any implementation must move beyond the bf16 graph's, a lower
+  bound of the generated code (tested at every shipped fit shape): each bf16 tensor read once,
+  each float8 copy written once, plus the scale vectors for rowwise. For a role whose
+  producer is in the graph (F), what the producer's own passes can do is free and the bf16
+  output no float8 gemm reads need not be written; derivation in `ideal_traffic`.
 
 Rowwise (our derivation; the seed had none). Each gemm scales its first operand per row and its
 second per column of the product, so a role is cast along each dimension it is reduced over:
@@ -289,21 +290,53 @@ def ideal_traffic(
     implementation: Implementation = Implementation.REFERENCE,
     fused: frozenset[Role] = frozenset(),
 ) -> TrafficModel:
-    """The minimum: one bf16 read (free when fused and the scale is known up front), one
-    write per float8 copy, the rowwise scales, and torchao's rescales."""
+    """The fewest bytes any implementation's float8 graph must move beyond the bf16 graph's,
+    a true lower bound of the generated code's overhead (tested against every shipped
+    calibration). `fused` are the roles whose producer is in the graph (a context's F).
+
+    A role whose producer is not in the graph (the weight; the input or grad_output of a
+    standalone linear) is read once (2n), and each float8 copy written once (n, plus its
+    scale vector). A role produced in the graph (an op before: input; an op after, whose
+    backward produces grad_output):
+    - its float8 copies and scales are written, as ever;
+    - a cast whose scale is known while the producer's pass holds the data needs no read of
+      its own: a delayed or static scale, or a rowwise row scale (the producer can run by
+      rows). A cast that needs the whole tensor or a whole column first (a dynamic tensorwise
+      amax, a rowwise column amax) needs a second pass over the data (2n), unless a pass the
+      graph makes anyway comes later: the input's producer re-reads its own inputs in its
+      backward (a norm's or activation's backward), which can make every input cast backward
+      needs; only the forward gemm's copy must exist in forward. grad_output's producer runs
+      last, so every such cast of grad_output pays the second pass;
+    - when no gemm reads the role in bf16 (every recipe but rowwise_gw_hp, whose bf16
+      grad_weight reads input and grad_output), the float8 graph need not write the bf16
+      tensor the bf16 graph writes for its gemms (2n, once: the bf16 graph never writes it
+      twice in any shipped context): a credit of 2n. The weight has no producer in the graph
+      (a fused weight, the seed's F, only frees its read), so no credit.
+    torchao's rescale of grad_input (2MK read and written) fuses into the backward of the op
+    before the linear, which reads grad_input anyway: with the input's producer in the graph
+    only the scale vectors are read.
+    """
     _check(recipe, implementation)
     kernels = []
     for role in ROLES:
         n = numel(role)
-        scale_known = recipe.scaling(role) is not ScalingType.DYNAMIC and not recipe.is_rowwise
-        read = 0 if (role in fused and scale_known) else BF16_BYTES * n
         if recipe.is_rowwise:
             casts = rowwise_casts(recipe, role, implementation=implementation)
             written = sum((FP8_BYTES * n + _scales(role, c) for c in casts), sp.Integer(0))
         else:
             written = 2 * FP8_BYTES * n
-        kernels.append(_kernel(role, "cast", read, written))
-    kernels += _rescales(recipe, implementation)
+        second_pass = role not in fused or _second_pass(recipe, role, implementation)
+        kernels.append(_kernel(role, "cast", BF16_BYTES * n if second_pass else 0, written))
+        if role in fused and role is not Role.WEIGHT and not recipe.grad_weight_in_bf16:
+            # the bf16 graph's write of the producer's output, which no float8 gemm reads
+            kernels.append(_kernel(role, "bf16_not_written", 0, -BF16_BYTES * n))
+    for rescale in _rescales(recipe, implementation):
+        if rescale.name.startswith(GemmRole.GRAD_INPUT.value) and Role.INPUT in fused:
+            out = BF16_BYTES * M * K  # read and written by the op before's backward instead
+            rescale = KernelTraffic(
+                rescale.name, None, sp.expand(rescale.bytes_read - out), sp.Integer(0)
+            )
+        kernels.append(rescale)
     return TrafficModel(
         Level.IDEAL,
         recipe,
@@ -311,6 +344,18 @@ def ideal_traffic(
         small_kernels(recipe, implementation),
         implementation,
     )
+
+
+def _second_pass(recipe: Recipe, role: Role, implementation: Implementation) -> bool:
+    """Whether a role produced in the graph needs a pass of its own over its bf16 data (see
+    `ideal_traffic`): a cast whose scale needs the whole tensor or a column, which no later
+    pass of the producer's can make (for the input, only its forward gemm's copy must wait)."""
+    if recipe.is_rowwise:
+        if role is Role.INPUT:
+            return False  # the forward gemm's copy is the row cast
+        casts = rowwise_casts(recipe, role, implementation=implementation)
+        return any(cast != "rows" for cast in casts)
+    return recipe.scaling(role) is ScalingType.DYNAMIC
 
 
 def context_fused_roles(context: Context) -> frozenset[Role]:

@@ -76,6 +76,7 @@ from torch import nn
 from f8roof.errors import F8RoofError
 from f8roof.models.fit import FitError, KernelSample, buffer_polynomial
 from f8roof.models.hardware import GPU, find_gpu
+from f8roof.models.kernel_classes import KernelClass
 from f8roof.models.recipes import ROLES, Role
 from f8roof.models.variant import Variant, fp8_shape_reason
 from f8roof.profiler import codegen_only, torchao_float8
@@ -97,6 +98,7 @@ __all__ = [
     "CaptureDevice",
     "CaptureError",
     "GraphKind",
+    "KernelClass",
     "KernelKind",
     "KernelLaunch",
     "KernelOp",
@@ -187,6 +189,9 @@ class KernelLaunch:
     bytes_inductor: int | None  # None: not a Triton kernel
     role: str | None  # roles served, comma-separated in ROLES order ("input,weight")
     ops: tuple[KernelOp, ...] = ()  # distinct, in scheduler order
+    # What the kernel does to memory, read off its code (triton_code.classify); None only for
+    # launches built by hand.
+    kernel_class: KernelClass | None = None
 
     def __post_init__(self) -> None:
         if self.bytes_code != self.bytes_read + self.bytes_written:
@@ -271,6 +276,25 @@ class Capture:
     def overhead_bytes(self) -> int:
         return sum(k.bytes_code for k in self.overhead_launches)
 
+    def kernel_classes(
+        self, *, graph: GraphKind | None = None
+    ) -> tuple[tuple[str, KernelClass], ...]:
+        """(name, class) of every launch in call order (of one graph when given): what a
+        calibration's kernel set will carry per kernel, and the band's input."""
+        return tuple(
+            (k.name, k.kernel_class)
+            for k in self.launches
+            if k.kernel_class is not None and (graph is None or k.graph is graph)
+        )
+
+    def overhead_bytes_by_class(self) -> dict[KernelClass, int]:
+        """Non-gemm bytes per kernel class, for `models.band`."""
+        totals: dict[KernelClass, int] = {}
+        for k in self.overhead_launches:
+            if k.kernel_class is not None:
+                totals[k.kernel_class] = totals.get(k.kernel_class, 0) + k.bytes_code
+        return totals
+
     def workspace_bytes(self, launch: KernelLaunch) -> int:
         """Bytes of split-reduction workspace a launch touches: intermediate buffers (`bufN`)
         with a dim that is none of M, K, N or 1 (the split count, e.g. (1024,) or
@@ -314,6 +338,7 @@ class Capture:
             launch.bytes_total,
             workspace,
             polynomial,
+            None if launch.kernel_class is None else launch.kernel_class.value,
         )
 
     def samples(self) -> list[KernelSample]:
@@ -894,4 +919,5 @@ def _launch(
         bytes_inductor=bytes_inductor,
         role=",".join(r.value for r in ROLES if r in roles) or None,
         ops=ops,
+        kernel_class=parsed.kernel_class,
     )

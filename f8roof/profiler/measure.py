@@ -114,6 +114,7 @@ def variant_kernels(
             sample.workspace,
             duration,
             sample.polynomial,
+            sample.kernel_class,
         ).to_json()
         for k, sample, key, duration in zip(launches, samples, kernel_keys(samples), durations)
     ]

@@ -18,8 +18,10 @@ import ast
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
+
+from f8roof.models.kernel_classes import KernelClass, gemm_class
 
 GB = 1e9  # Inductor's kernel_num_gb is bytes / 1e9
 WORKSPACE_PARAM = "ws_ptr"  # a mix-order reduction kernel's partial results
@@ -119,6 +121,10 @@ class KernelSource:
     num_gb: float | None = None  # inductor_meta['kernel_num_gb']
     numel: int | None = None  # Triton: elements iterated, the product of x/y/r0_numel ...
     indices: Mapping[str, int] = field(default_factory=dict)  # pointer -> distinct indices
+    reduction_hint: str | None = None  # Triton reductions: "inner", "outer", "outer_tiny", ...
+    atomic: bool = False  # the body calls tl.atomic_*
+    # pointer -> the unit-stride terms of its tl.load/tl.store indices (see `_unit_terms`)
+    unit_terms: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,12 @@ class ParsedLaunch:
     # (`ws_ptr`, which kernel_num_gb leaves out), or reads back to finish them in the wrapper
     # (`_final_reduce`).
     bytes_workspace: int = 0
+    # What the kernel does to memory (see `classify`); None only while parsing.
+    kernel_class: KernelClass | None = None
+    # A full-size buffer is stored (or loaded) along another dimension than the others: a
+    # transposed copy, as for `_scaled_mm`'s column-major second operand.
+    changes_layout: bool = False
+    numel: int | None = None  # Triton: elements iterated
 
     @property
     def bytes_total(self) -> int:
@@ -171,7 +183,7 @@ def parse_output_code(source: str) -> OutputCode:
     return OutputCode(
         graph_inputs=walker.graph_inputs,
         kernels=tuple(kernels.values()),
-        launches=tuple(walker.launches),
+        launches=_classified(walker.launches, kernels),
     )
 
 
@@ -241,8 +253,22 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
         )
     gb_node = _dict_entry(inductor_meta, "kernel_num_gb")
     num_gb = None if gb_node is None else float(ast.literal_eval(gb_node))
+    hint = meta.get("reduction_hint")  # ReductionHint.INNER
+    atomic_node = _dict_entry(inductor_meta, "atomic_add_found")
+    atomic = any(
+        isinstance(n, ast.Call) and ast.unparse(n.func).startswith("tl.atomic_")
+        for n in ast.walk(fn)
+    ) or (atomic_node is not None and ast.literal_eval(atomic_node) is True)
     return KernelSource(
-        name, kind, tuple(params), num_gb, _iterated_numel(fn), _distinct_indices(fn)
+        name,
+        kind,
+        tuple(params),
+        num_gb,
+        _iterated_numel(fn),
+        _distinct_indices(fn),
+        None if hint is None else ast.unparse(hint).rsplit(".", 1)[-1].lower(),
+        atomic,
+        _unit_terms(fn),
     )
 
 
@@ -275,6 +301,42 @@ def _distinct_indices(fn: ast.FunctionDef) -> dict[str, int]:
         ):
             seen.setdefault(node.args[0].left.id, set()).add(ast.unparse(node.args[0].right))
     return {name: len(found) for name, found in seen.items()}
+
+
+def _unit_terms(fn: ast.FunctionDef) -> dict[str, frozenset[str]]:
+    """Per pointer, the unit-stride term of each `tl.load`/`tl.store` index: the summand not
+    multiplied by a stride. `r0_1 + 128*x0` walks r0_1 contiguously, `x0 + 128*r0_1` walks x0,
+    `64*(r0_0 % 96) + (r0_0 // 96)` walks `r0_0 // 96`: two accesses of one iteration space
+    with different unit terms move data between layouts. Scalars (`(0)`) have none."""
+    seen: dict[str, set[str]] = {}
+    for node in ast.walk(fn):
+        if not (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) in ("tl.load", "tl.store")
+            and node.args
+            and isinstance(node.args[0], ast.BinOp)
+            and isinstance(node.args[0].left, ast.Name)
+        ):
+            continue
+        index = node.args[0].right
+        if isinstance(index, ast.Call) and ast.unparse(index.func) == "tl.broadcast_to":
+            index = index.args[0]  # tl.broadcast_to(r0_0, [XBLOCK, R0_BLOCK])
+        unit = [
+            ast.unparse(t)
+            for t in _summands(index)
+            if not (isinstance(t, ast.BinOp) and isinstance(t.op, ast.Mult))
+            and not isinstance(t, ast.Constant)
+            and any(isinstance(n, ast.Name) for n in ast.walk(t))
+        ]
+        if unit:
+            seen.setdefault(node.args[0].left.id, set()).update(unit)
+    return {name: frozenset(found) for name, found in seen.items()}
+
+
+def _summands(node: ast.expr) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _summands(node.left) + _summands(node.right)
+    return [node]
 
 
 _CPP_SIGNATURE = re.compile(r'extern\s+"C"[^(]*\bkernel\s*\(([^)]*)\)', re.DOTALL)
@@ -460,6 +522,8 @@ class _CallWalker:
             kernel.num_gb,
             _not_iterated(kernel, zip(kernel.params, args), self._access),
             workspace,
+            changes_layout=_changes_layout(kernel, zip(kernel.params, args), self._access),
+            numel=kernel.numel,
         )
 
     def _extern(self, call: ast.Call) -> None:
@@ -481,7 +545,29 @@ class _CallWalker:
             [self._access(a, None) for a in out],
             None,
             0,
+            kernel_class=self._gemm_class(op, call) if kind is KernelKind.EXTERN_GEMM else None,
         )
+
+    def _gemm_class(self, op: str, call: ast.Call) -> KernelClass:
+        """A gemm's mode: `_scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype,
+        use_fast_accum)` is float8; rowwise when a scale is a vector (a (M, 1) or (1, N) view),
+        tensorwise when both are scalars (torchao's rowwise backward passes unit scalars and
+        rescales after); use_fast_accum defaults to False as in ATen."""
+        if op not in ("_scaled_mm", "_scaled_mm_v2"):
+            return gemm_class(float8=False)
+        keywords = {k.arg: k.value for k in call.keywords}
+        fast = keywords.get("use_fast_accum", call.args[7] if len(call.args) > 7 else None)
+        fast_accum = fast is not None and ast.literal_eval(fast) is True
+        scales = [keywords.get(n) for n in ("scale_a", "scale_b")]
+        scales = [
+            s if s is not None else (call.args[i] if len(call.args) > i else None)
+            for s, i in zip(scales, (2, 3))
+        ]
+        rowwise = any(
+            s is not None and self._is_buffer(s) and math.prod(self._access(s, None).shape) > 1
+            for s in scales
+        )
+        return gemm_class(float8=True, rowwise=rowwise, fast_accum=fast_accum)
 
     def _record(
         self,
@@ -492,6 +578,10 @@ class _CallWalker:
         num_gb: float | None,
         not_iterated: int,
         workspace: int = 0,
+        *,
+        kernel_class: KernelClass | None = None,
+        changes_layout: bool = False,
+        numel: int | None = None,
     ) -> None:
         # A read of storage nothing has written yet is the kernel reading back its own output:
         # no memory traffic beyond the write (see ParsedLaunch).
@@ -508,6 +598,9 @@ class _CallWalker:
                 not_iterated,
                 sum(a.nbytes for a in unwritten),
                 workspace,
+                kernel_class,
+                changes_layout,
+                numel,
             )
         )
 
@@ -553,6 +646,90 @@ def _not_iterated(
         iterated = min(numel, kernel.indices.get(param.name, 1) * kernel.numel)
         extra += (numel - iterated) * dtype_bytes(param.dtype) * (param.read + param.written)
     return extra
+
+
+def _changes_layout(
+    kernel: KernelSource,
+    bound: Iterable[tuple[Param, ast.expr]],
+    access: Callable[[ast.expr, str | None], BufferAccess],
+) -> bool:
+    """Whether the buffers spanning the whole iteration space are walked along different
+    unit-stride terms (one read row-major, another written column-major)."""
+    if kernel.numel is None:
+        return False
+    units: set[str] = set()
+    for param, arg in bound:
+        if param.dtype is None or param.name not in kernel.unit_terms:
+            continue
+        view = access(arg, param.dtype)
+        if view.nbytes // dtype_bytes(param.dtype) == kernel.numel:
+            units |= kernel.unit_terms[param.name]
+    return len(units) > 1
+
+
+_REDUCING_KINDS = frozenset({KernelKind.REDUCTION, KernelKind.PERSISTENT_REDUCTION})
+
+
+def classify(launch: ParsedLaunch, source: KernelSource | None, *, split: bool) -> KernelClass:
+    """A launch's class from its kernel's code (see models/kernel_classes.py), in this order:
+    atomics; split reductions (a workspace of partial results, or a reduction finishing
+    another's partials: `split`); a reduction by Inductor's reduction hint (outer: along
+    strided columns, as a column amax over M), else persistent or inner; a pointwise kernel
+    that changes layout; pointwise. A reduction that also writes a transposed copy keeps its
+    reduction class (`changes_layout` still says so). Extern gemms were classed by mode."""
+    if launch.kernel_class is not None:
+        return launch.kernel_class
+    if launch.kind is KernelKind.CPP:
+        return KernelClass.CPU
+    if source is not None and source.atomic:
+        return KernelClass.ATOMIC
+    if split or launch.bytes_workspace:
+        return KernelClass.REDUCTION_SPLIT
+    if launch.kind is KernelKind.EXTERN:
+        return KernelClass.EXTERN
+    if launch.kind is KernelKind.TEMPLATE:
+        # A Triton gemm template (max-autotune); its scales are not read here.
+        float8 = source is not None and any(
+            (p.dtype or "").startswith("float8") for p in source.params
+        )
+        return gemm_class(float8=float8)
+    if launch.kind in _REDUCING_KINDS:
+        hint = source.reduction_hint if source is not None else None
+        if hint in ("outer", "outer_tiny"):
+            return KernelClass.REDUCTION_OUTER
+        if launch.kind is KernelKind.PERSISTENT_REDUCTION:
+            return KernelClass.REDUCTION_PERSISTENT
+        return KernelClass.REDUCTION_INNER
+    if launch.changes_layout:
+        return KernelClass.POINTWISE_TRANSPOSE
+    return KernelClass.POINTWISE
+
+
+def _classified(
+    launches: list[ParsedLaunch], kernels: Mapping[str, KernelSource]
+) -> tuple[ParsedLaunch, ...]:
+    """Every launch with its class. A split reduction shows as a pair: a reduction writing a
+    small buffer of partial results that a later reduction takes as its whole iteration
+    space (tensorwise amax over a big tensor: (splits,) partial maxima, then their max)."""
+    split: set[int] = set()
+    written_by: dict[str, int] = {}
+    for index, launch in enumerate(launches):
+        if launch.kind in _REDUCING_KINDS and launch.numel is not None:
+            for read in launch.reads:
+                writer = written_by.get(read.name)
+                if writer is not None and math.prod(read.shape) == launch.numel:
+                    split |= {writer, index}
+        if launch.kind in _REDUCING_KINDS:
+            for write in launch.writes:
+                if launch.numel is not None and math.prod(write.shape) < launch.numel:
+                    written_by[write.name] = index
+    return tuple(
+        replace(
+            launch,
+            kernel_class=classify(launch, kernels.get(launch.name), split=index in split),
+        )
+        for index, launch in enumerate(launches)
+    )
 
 
 def _final_reduce(call: ast.Call) -> tuple[str, int, int, str, tuple[int, ...]] | None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from f8roof.answer import ModelAnswer, ShapesAnswer
 from f8roof.models.step import StepSummary
 from f8roof.renderers.report import format_recommendation
-from f8roof.renderers.table import breakeven_lines, render_table
+from f8roof.renderers.table import breakeven_lines, render_table, uncertain_lines
 
 
 def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> str:
@@ -22,6 +22,7 @@ def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) ->
     else:
         lines.append(render_table(answer.frame, color=color))
         lines += breakeven_lines(answer.breakevens)
+        lines += uncertain_lines(answer.frame, answer.settle)
     return "\n".join(lines)
 
 

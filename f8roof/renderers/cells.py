@@ -23,6 +23,13 @@ def speedup(value) -> str:
     return f"{float(value):.2f}" + ("+" if value > 1 else "-")
 
 
+def band(low, high) -> str:
+    """A speedup band as 'low-high' ('0.35-0.71'); '-' where there is none."""
+    if is_missing(low) or is_missing(high):
+        return "-"
+    return f"{float(low):.2f}-{float(high):.2f}"
+
+
 def number(value, scale: float | None = None) -> str:
     """A float scaled (seconds to microseconds) to one decimal, or 4 significant digits."""
     if isinstance(value, (float, np.floating)):
@@ -52,8 +59,9 @@ def styled_speedup(cell: str) -> str:
 
 
 def _styled(cell: str, padded: str) -> str:
-    if cell in ("convert", "keep bf16"):
-        return click.style(padded, fg="green" if cell == "convert" else "red")
+    if cell in ("convert", "keep bf16", "keep", "uncertain"):
+        colour = {"convert": "green", "uncertain": "yellow"}.get(cell, "red")
+        return click.style(padded, fg=colour)
     if cell[-1:] in "+-" and cell[:-1].replace(".", "").isdigit():
         return click.style(padded, fg="green" if cell.endswith("+") else "red")
     return padded

@@ -36,16 +36,27 @@ def computes(launch) -> str:
     return neighbours if launch.work.value == "context" else steps
 
 
-def _kernel_lines(capture) -> list[str]:
+def _time_range(c: Comparison, launch) -> str:
+    """'low-high us' at the kernel class's range on the target GPU; '-' where none applies."""
+    found = c.kernel_time_s(launch)
+    if found is None:
+        return "-"
+    low, _, high = found
+    return f"{low * 1e6:.1f}-{high * 1e6:.1f}"
+
+
+def _kernel_lines(c: Comparison, capture) -> list[str]:
     header = (
-        f"  {'graph':5} {'kernel':50} {'kind':20} {'work':7} {'role':20} {'read B':>14} "
-        f"{'written B':>14}  computes"
+        f"  {'graph':5} {'kernel':50} {'kind':20} {'class':26} {'us (range)':>17} "
+        f"{'work':7} {'role':20} {'read B':>14} {'written B':>14}  computes"
     )
     lines = [header]
     for k in capture.launches:
+        kernel_class = k.kernel_class.value if k.kernel_class is not None else "-"
         lines.append(
-            f"  {k.graph.value:5} {k.name[:50]:50} {k.kind.value:20} {k.work.value:7} "
-            f"{k.role or '-'!s:20} {k.bytes_read:>14,} {k.bytes_written:>14,}  {computes(k)}"
+            f"  {k.graph.value:5} {k.name[:50]:50} {k.kind.value:20} {kernel_class:26} "
+            f"{_time_range(c, k):>17} {k.work.value:7} {k.role or '-'!s:20} "
+            f"{k.bytes_read:>14,} {k.bytes_written:>14,}  {computes(k)}"
         )
     lines += [f"  byte counts disagree: {line}" for line in capture.disagreements()]
     return lines
@@ -80,10 +91,10 @@ def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
                 f"({s.bytes_actual / s.bytes_worst - 1:+.1%}): the worst-case model is wrong here"
             )
         lines.append(f"  float8 graph ({s.capture.variant}): {len(s.capture.launches)} kernels")
-        lines += _kernel_lines(s.capture)
+        lines += _kernel_lines(c, s.capture)
         if s.baseline is not None:
             lines.append(f"  bf16 graph ({s.baseline.variant}): {len(s.baseline.launches)} kernels")
-            lines += _kernel_lines(s.baseline)
+            lines += _kernel_lines(c, s.baseline)
             fused = s.fused_into_neighbours()
             lines.append(
                 "  fused into the neighbours: "
@@ -95,7 +106,7 @@ def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
                     f"({k.role or 'no role'}) in {'+'.join(k.context_modules)}'s kernel"
                 )
         lines.append("")
-    lines.append(f"worst = {c.worst}")
+    lines.append(f"worst (the seed's model) = {c.worst}")
     lines.append(f"ideal = {c.ideal}")
     if c.fit is not None:
         for i, regime in enumerate(c.fit.regimes):
@@ -157,12 +168,14 @@ def _poly_json(p: Polynomial) -> dict:
     return {"expression": str(p), "coefficients": {m: str(c) for m, c in p.terms}}
 
 
-def _kernels_json(capture) -> list[dict]:
+def _kernels_json(c: Comparison, capture) -> list[dict]:
     return [
         {
             "name": k.name,
             "graph": k.graph.value,
             "kind": k.kind.value,
+            "class": None if k.kernel_class is None else k.kernel_class.value,
+            "time_s_range": c.kernel_time_s(k),
             "role": k.role,
             "gemm": k.is_gemm,
             "work": k.work.value,
@@ -180,7 +193,7 @@ def _kernels_json(capture) -> list[dict]:
     ]
 
 
-def _shape_json(s: ShapeComparison) -> dict:
+def _shape_json(c: Comparison, s: ShapeComparison) -> dict:
     data = {
         "M": s.shape[0],
         "K": s.shape[1],
@@ -188,14 +201,14 @@ def _shape_json(s: ShapeComparison) -> dict:
         "bytes_worst": s.bytes_worst,
         "bytes_ideal": s.bytes_ideal,
         "bytes_actual": s.bytes_actual,
-        "kernels": _kernels_json(s.capture),
+        "kernels": _kernels_json(c, s.capture),
         "disagreements": list(s.capture.disagreements()),
     }
     if s.baseline is not None:
         data |= {
             "bytes_float8_graph": s.capture.overhead_bytes,
             "bytes_bf16_graph": s.baseline.overhead_bytes,
-            "bf16_kernels": _kernels_json(s.baseline),
+            "bf16_kernels": _kernels_json(c, s.baseline),
             "bf16_disagreements": list(s.baseline.disagreements()),
             "fused_into_neighbours": [
                 {
@@ -236,7 +249,7 @@ def to_json(c: Comparison, check: CalibrationCheck | None = None) -> str:
         "gpu": c.gpu,
         "worst": _poly_json(c.worst),
         "ideal": _poly_json(c.ideal),
-        "shapes": [_shape_json(s) for s in c.shapes],
+        "shapes": [_shape_json(c, s) for s in c.shapes],
         "fitted": None
         if c.fit is None
         else {

@@ -18,7 +18,7 @@ def comparison_rows(cmp: FilterComparison) -> tuple[list[str], list[list[str]]]:
     tp = rec.setup.tp > 1
     header = ["layer", "count", "M", "K", "N"]
     header += ["torchao sees K x N"] if tp else []
-    header += ["x fitted" if rec.criterion == "speedup" else "x worst"]
+    header += ["x fitted" if rec.criterion == "speedup" else "x worst (seed)"]
     header += ["torchao", "f8roof", "torchao ms/step", "f8roof ms/step", "note"]
     rows = []
     for _, r in layers.iterrows():

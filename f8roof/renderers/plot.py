@@ -25,6 +25,13 @@ FORMATS = (".png", ".svg")
 DPI = 100
 DIMS = ("M", "K", "N")
 LEVEL_COLUMNS = {"worst": "speedup_worst", "ideal": "speedup_ideal", "fitted": "speedup"}
+
+
+def _level_name(level: str) -> str:
+    """The worst case is the seed's model (no bound): plots say so."""
+    return "worst, the seed's model" if level == "worst" else level
+
+
 VALIDATION_COLUMNS = (
     "M",
     "K",
@@ -187,7 +194,7 @@ def heatmap(
         xs, ys, speedup, cmap="RdBu", norm=_centred_norm(speedup), shading="nearest"
     )
     bar = fig.colorbar(mesh, ax=ax)
-    bar.set_label(f"speedup = bf16 / float8 ({level}); above 1: float8 faster")
+    bar.set_label(f"speedup = bf16 / float8 ({_level_name(level)}); above 1: float8 faster")
     if np.nanmin(speedup) < 1.0 < np.nanmax(speedup):
         # The contour is drawn whole and named in a legend below the axes: an inline label
         # (clabel) cuts a gap in the line as long as its text, most of a short contour.
@@ -207,7 +214,7 @@ def heatmap(
     ax.set_title(
         title
         or f"float8 {config.recipe.name} vs bf16 on {config.gpu.name}{context_text(config)}"
-        f"{fixed_text} ({level} overhead, {basis})",
+        f"{fixed_text} ({_level_name(level)} overhead, {basis})",
         fontsize=10,
     )
     _save(fig, path)

@@ -17,7 +17,15 @@ from f8roof import __version__
 from f8roof.errors import F8RoofError
 from f8roof.files import write_text_atomic
 from f8roof.recommend import TIME_COLUMNS, Recommendation, best_recipe
-from f8roof.renderers.cells import aligned, margin, markdown_table, ms, speedup, step_share_line
+from f8roof.renderers.cells import (
+    aligned,
+    band,
+    margin,
+    markdown_table,
+    ms,
+    speedup,
+    step_share_line,
+)
 from f8roof.renderers.filters import markdown_section
 from f8roof.report import ModelReport
 
@@ -27,7 +35,8 @@ if TYPE_CHECKING:
 SPEEDUP_COLUMNS = (
     ("speedup_ideal", "x ideal"),
     ("speedup", "x fitted"),
-    ("speedup_worst", "x worst"),
+    ("speedup_low", "band"),  # speedup_low-speedup_high
+    ("speedup_worst", "x worst (seed)"),
 )
 
 
@@ -84,7 +93,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
                 f"{r[bf16_col] * 1e6:.1f}",
                 f"{r[fp8_col] * 1e6:.1f}",
             ]
-            + [speedup(_level_speedup(r, c)) for c, _ in speedups]
+            + [_speedup_cell(r, c) for c, _ in speedups]
             + [
                 str(r["decision"]),
                 margin(float(r["margin"])),
@@ -94,6 +103,14 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return header, rows
+
+
+def _speedup_cell(row, column: str) -> str:
+    if column == "speedup_low":
+        if row["grouped"]:
+            return "-"
+        return band(row["speedup_low"], row["speedup_high"])
+    return speedup(_level_speedup(row, column))
 
 
 def _level_speedup(row, column: str) -> float:
@@ -122,7 +139,13 @@ def totals_lines(rec: Recommendation) -> list[str]:
         (
             f"total linear time per step (fwd+bwd, device, {level}): bf16 {ms(t.bf16_s)} ms -> "
             f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears in float8: "
-            f"speedup {t.speedup:.3f}x of the linear part, {ms(t.saved_s)} ms saved per step"
+            f"speedup {t.speedup:.3f}x of the linear part"
+            + (
+                ""
+                if t.speedup_band is None
+                else f" (band {t.speedup_band[0]:.3f}-{t.speedup_band[1]:.3f}x)"
+            )
+            + f", {ms(t.saved_s)} ms saved per step"
         )
     ]
     if len(rec.recipes) > 1:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from f8roof.models.overhead import kernel_set_note
-from f8roof.renderers.cells import number, speedup, styled_speedup
+from f8roof.renderers.cells import band, number, speedup, styled_speedup
 
 MAX_TABLE_ROWS = 60
 
@@ -25,12 +25,15 @@ TABLE_COLUMNS = (
     ("context_s", "context us", 1e6),
     ("speedup_ideal", "x ideal", None),
     ("speedup", "x fitted", None),
+    ("speedup_low", "band", None),  # speedup_low-speedup_high
     ("speedup_codegen", "x codegen", None),
-    ("speedup_worst", "x worst", None),
+    ("speedup_worst", "x worst (seed)", None),
     ("speedup_context", "x context", None),
+    ("speedup_context_low", "context band", None),
+    ("decision", "decision", None),
 )
 # Shown only for a linear in a context: standalone they repeat `speedup` (and are 0).
-CONTEXT_COLUMNS = ("context_s", "speedup_context")
+CONTEXT_COLUMNS = ("context_s", "speedup_context", "speedup_context_low")
 
 
 def render_table(frame: pd.DataFrame, *, color: bool = False) -> str:
@@ -48,7 +51,10 @@ def render_table(frame: pd.DataFrame, *, color: bool = False) -> str:
         cells, plain = [], []
         for name, _, scale in cols:
             value = record[name]
-            if name.startswith("speedup"):
+            if name.endswith("_low"):  # a band: low-high
+                cells.append(band(value, record[name.removesuffix("_low") + "_high"]))
+                plain.append(cells[-1])
+            elif name.startswith("speedup"):
                 plain.append(speedup(float(value)))
                 cells.append(styled_speedup(plain[-1]) if color else plain[-1])
             else:
@@ -84,9 +90,27 @@ def _note(record: pd.Series) -> str:
 
 
 def breakeven_lines(found: dict[str, int | None]) -> list[str]:
-    """Per overhead level, the smallest square shape where float8 wins."""
+    """Per overhead level, the smallest square shape where float8 wins; a level's band (its
+    'high end' and 'low end' entries) on the level's own line."""
     lines = []
     for level, size in found.items():
+        if level.endswith((" high end", " low end")):
+            continue
         won = f"float8 wins for M = K = N >= {size}" if size else "float8 never wins up to 65536"
+        ends = [(end, found.get(f"{level} {end}", "none")) for end in ("high end", "low end")]
+        shown = [f"{e} {s if s else 'never'}" for e, s in ends if s != "none"]
+        if shown:
+            won += " (band: " + ", ".join(shown) + ")"
         lines.append(f"breakeven ({level}): {won}")
     return lines
+
+
+def uncertain_lines(frame: pd.DataFrame, settle: str | None) -> list[str]:
+    """Under the table: how many rows the band leaves undecided and the command that settles
+    the first of them on a GPU."""
+    if "decision" not in frame.columns or settle is None:
+        return []
+    count = int((frame["decision"] == "uncertain").sum())
+    if not count:
+        return []
+    return [f"uncertain: {count} row(s) where the band straddles 1; settle it on a GPU: {settle}"]
