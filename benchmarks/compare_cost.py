@@ -57,10 +57,10 @@ def main() -> None:
     start = time.perf_counter()
     comparison = compare(variant, [], device="codegen", gpu=gpu, fit=True)
     total = time.perf_counter() - start
-    for regime in comparison.fit.regimes:
+    for kernel_set in comparison.fit.kernel_sets:
         print(
-            f"  actual = {regime.total} (+ workspace <= {regime.workspace_max} B), fitted on "
-            f"{len(regime.shapes)} shapes, exact on {len(regime.verified)} more"
+            f"  actual = {kernel_set.total} (+ workspace <= {kernel_set.workspace_max} B), fitted on "
+            f"{len(kernel_set.shapes)} shapes, exact on {len(kernel_set.verified)} more"
         )
     for unfitted in comparison.fit.unfitted:
         print(f"  unfitted {unfitted.shapes}: {unfitted.reason}")

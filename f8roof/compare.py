@@ -2,7 +2,7 @@
 
 Per shape: overhead bytes at the three levels and each actual kernel, with what it computes
 (the linear's float8 work, its neighbours', or both fused); then the exact fit of the actual
-bytes in M, K, N (per regime of kernel sets) beside the model expressions, and their
+bytes in M, K, N (one fit per kernel set) beside the model expressions, and their
 differences. Actual above the seed's "worst" case means the seed's model is wrong there.
 
 With a context (a norm before the linear, an activation after it) the float8 graph holds the
@@ -28,8 +28,8 @@ from f8roof.models.errors import ModelError
 from f8roof.models.fit import (
     CPU_FIT_SHAPES,
     FIT_SHAPES,
+    KernelSet,
     Polynomial,
-    Regime,
     Shape,
     ShapeSample,
     TrafficFit,
@@ -41,7 +41,7 @@ from f8roof.models.fit import (
 from f8roof.models.hardware import GPU
 from f8roof.models.kernel_classes import GpuFamily
 from f8roof.models.monomials import ShapeArrays
-from f8roof.models.overhead import nearest_regime
+from f8roof.models.overhead import nearest_kernel_set
 from f8roof.models.recipes import Role
 from f8roof.models.traffic import ideal_traffic, worst_traffic
 from f8roof.models.variant import Variant
@@ -93,13 +93,17 @@ class Comparison:
     def exceeds_worst(self) -> list[ShapeComparison]:
         return [s for s in self.shapes if s.bytes_actual > s.bytes_worst]
 
-    def baseline_total(self, regime: Regime) -> Polynomial | None:
-        """The bf16 graph's exact bytes over the regime's shapes: its regime holding them all.
-        None without a context (nothing to subtract) or where no bf16 regime holds them."""
+    def baseline_total(self, kernel_set: KernelSet) -> Polynomial | None:
+        """The bf16 graph's exact bytes over the kernel set's shapes: its kernel set holding them all.
+        None without a context (nothing to subtract) or where no bf16 kernel set holds them."""
         if self.baseline_fit is None:
             return None
         return next(
-            (b.total for b in self.baseline_fit.regimes if set(regime.shapes) <= set(b.shapes)),
+            (
+                b.total
+                for b in self.baseline_fit.kernel_sets
+                if set(kernel_set.shapes) <= set(b.shapes)
+            ),
             None,
         )
 
@@ -257,15 +261,15 @@ def codegen_columns(
     nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
     for sign, variant in zip((1, -1), variants):
         fit = calibration.variant(variant.key)
-        owners = nearest_regime(fit.traffic.regimes, ShapeArrays(M, K, N))
+        owners = nearest_kernel_set(fit.traffic.kernel_sets, ShapeArrays(M, K, N))
         for i, shape in enumerate(progress(shapes) if progress else shapes):
             samples = capture(
                 variant, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
             ).samples()
-            regime = fit.traffic.regimes[owners[i]]
+            kernel_set = fit.traffic.kernel_sets[owners[i]]
             # The nearest calibration shape's per-kernel factors apply where it has this set.
             same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
-                (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels
+                (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in kernel_set.kernels
             )
             for key, sample in zip(kernel_keys(samples), samples):
                 kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None

@@ -4,7 +4,7 @@ The sympy traffic models are compiled once per configuration (lambdify) and ever
 a numpy array operation: a million shapes take well under a second.
 
 Levels of overhead, side by side: `worst` and `ideal` (sympy models), `fitted` (a calibration:
-the exact bytes of the generated code per regime, timed by its kernel-time model) and `codegen`
+the exact bytes of the generated code per kernel set, timed by its kernel-time model) and `codegen`
 (the kernels Inductor generates for this very shape). With a context (the norm before the
 linear, the activation after it), fitted overhead is what the float8 graph runs beyond the bf16
 graph of the same context; `speedup` is the linear's (the context's kernels run in both
@@ -256,10 +256,10 @@ def fitted_overhead(
     bf16 = calibration.variant(variant.baseline.key)
     fp8 = calibration.variant(variant.key)
     bf16_bytes, context_s = fitted_kernels(
-        bf16.traffic.regimes, calibration.kernel_time, bf16.variant, shapes
+        bf16.traffic.kernel_sets, calibration.kernel_time, bf16.variant, shapes
     )
     fp8_bytes, fp8_s = fitted_kernels(
-        fp8.traffic.regimes, calibration.kernel_time, fp8.variant, shapes
+        fp8.traffic.kernel_sets, calibration.kernel_time, fp8.variant, shapes
     )
     return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
 
@@ -279,7 +279,7 @@ def calibrated_columns(
     columns = {"overhead_bytes_fitted": overhead_bytes}
     # over the kernel sets compiled at the calibration shapes around each shape; none where
     # every calibration shape compiled to one set
-    found = ranges and kernel_set_range(fp8.traffic.regimes, bf16.traffic.regimes, shapes)
+    found = ranges and kernel_set_range(fp8.traffic.kernel_sets, bf16.traffic.kernel_sets, shapes)
     if found:
         columns |= {"overhead_bytes_fitted_low": found[0], "overhead_bytes_fitted_high": found[1]}
     columns |= {
@@ -321,8 +321,8 @@ def band_columns(
     fp8 = calibration.variant(config.variant.key)
     bf16 = calibration.variant(config.variant.baseline.key)
     shapes = ShapeArrays(M, K, N)
-    fp8_kinds = fitted_kind_bytes(fp8.traffic.regimes, shapes)
-    bf16_kinds = fitted_kind_bytes(bf16.traffic.regimes, shapes)
+    fp8_kinds = fitted_kind_bytes(fp8.traffic.kernel_sets, shapes)
+    bf16_kinds = fitted_kind_bytes(bf16.traffic.kernel_sets, shapes)
     zero = np.zeros(len(M))
     overhead = CornerTimes(zero, zero, zero)
     context = CornerTimes(zero, zero, zero)

@@ -185,11 +185,11 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     assert calibration.environment.device == "cpu"
     key = "torchao:tensorwise" if torchao_float8.available() else "reference:tensorwise"
     tensorwise = calibration.variant(key)
-    regime = tensorwise.traffic.regimes[0]
-    assert len(regime.verified) == 2  # exact on shapes the fit did not use
+    kernel_set = tensorwise.traffic.kernel_sets[0]
+    assert len(kernel_set.verified) == 2  # exact on shapes the fit did not use
     for k in calibration.kernels:  # every measured kernel matches its fitted bytes exactly
-        if k.variant == key and (k.M, k.K, k.N) in regime.shapes + regime.verified:
-            fitted = next(f for f in regime.kernels if f.key == k.key)
+        if k.variant == key and (k.M, k.K, k.N) in kernel_set.shapes + kernel_set.verified:
+            fitted = next(f for f in kernel_set.kernels if f.key == k.key)
             assert (
                 fitted.nbytes.exact((k.M, k.K, k.N))
                 == k.bytes_read + k.bytes_written - k.workspace_bytes

@@ -4,7 +4,7 @@ import pytest
 import synthetic
 from click.testing import CliRunner
 
-from f8roof.calibration.file import Calibration, CalibrationError
+from f8roof.calibration.file import SCHEMA_VERSION, Calibration, CalibrationError
 from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
 
@@ -53,27 +53,27 @@ BAD = [
     ),
     (
         "zero denominator",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": "1/0"}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M": "1/0"}),
         "zero denominator",
     ),
     (
         "zero coefficient",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": 0}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M": 0}),
         "zero coefficient: leave the term out",
     ),
     (
         "coefficient spelt two ways",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": "6/4"}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M": "6/4"}),
         "write '6/4' as '3/2'",
     ),
     (
         "integer as a string",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": "-5"}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M": "-5"}),
         "write '-5' as -5",
     ),
     (
         "huge coefficient",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M": 2**70}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M": 2**70}),
         "beyond 64 bits",
     ),
     (
@@ -95,17 +95,17 @@ BAD = [
     ),
     (
         "code for a coefficient",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K": "__import__('os')"}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M*K": "__import__('os')"}),
         "expected an integer or a 'p/q' string",
     ),
     (
         "unknown monomial",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K*N": 1}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M*K*N": 1}),
         "unknown monomial",
     ),
     (
         "inconsistent total",
-        lambda d: d["variants"][1]["regimes"][0]["total"].update({"M*K": 99}),
+        lambda d: d["variants"][1]["kernel_sets"][0]["total"].update({"M*K": 99}),
         "is not the sum of its kernels",
     ),
     ("missing shape", lambda d: d["fit_shapes"].pop(0), "is not in fit_shapes"),
@@ -152,7 +152,7 @@ def test_loading_never_evaluates(saved, tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "eval", refuse)
     monkeypatch.setattr(sympy, "sympify", refuse)
     monkeypatch.setattr(sympy, "parse_expr", refuse, raising=False)
-    assert Calibration.load(saved).schema_version == 2
+    assert Calibration.load(saved).schema_version == SCHEMA_VERSION == 3
 
 
 def test_cli_estimate_with_calibration(saved):

@@ -22,8 +22,8 @@ def shipped() -> dict:
     """The shipped h100 file as a file written before kernel classes (no 'class' fields)."""
     data = Calibration.load(shipped_calibration(GPU)).to_dict()
     for variant in data["variants"]:
-        for regime in variant["regimes"]:
-            for kernel in regime["kernels"]:
+        for kernel_set in variant["kernel_sets"]:
+            for kernel in kernel_set["kernels"]:
                 kernel.pop("class", None)
     return data
 
@@ -31,7 +31,9 @@ def shipped() -> dict:
 def test_the_shipped_files_carry_every_kernels_class():
     for name in ("h100", "h200", "h100-meta"):
         calibration = Calibration.load(shipped_calibration(find_gpu(name)))
-        kernels = [k for v in calibration.variants for r in v.traffic.regimes for k in r.kernels]
+        kernels = [
+            k for v in calibration.variants for r in v.traffic.kernel_sets for k in r.kernels
+        ]
         assert kernels and all(k.kernel_class is not None for k in kernels)
         classes = {k.kernel_class for k in kernels}
         # at the fit shapes column amaxes over M compile as split reductions
@@ -41,26 +43,26 @@ def test_the_shipped_files_carry_every_kernels_class():
 def with_classes(data: dict, kernel_class: str) -> dict:
     data = copy.deepcopy(data)
     for variant in data["variants"]:
-        for regime in variant["regimes"]:
-            for kernel in regime["kernels"]:
+        for kernel_set in variant["kernel_sets"]:
+            for kernel in kernel_set["kernels"]:
                 kernel["class"] = kernel_class if kernel["kind"] != "extern" else "extern"
     return data
 
 
 def test_files_before_kernel_classes_load_without_them():
     calibration = Calibration.from_dict(shipped())
-    kernels = [k for v in calibration.variants for r in v.traffic.regimes for k in r.kernels]
+    kernels = [k for v in calibration.variants for r in v.traffic.kernel_sets for k in r.kernels]
     assert kernels and all(k.kernel_class is None for k in kernels)
-    assert "class" not in str(calibration.to_dict()["variants"][1]["regimes"][0]["kernels"][0])
+    assert "class" not in str(calibration.to_dict()["variants"][1]["kernel_sets"][0]["kernels"][0])
 
 
 def test_classes_round_trip_and_unknown_ones_are_refused():
     data = with_classes(shipped(), "pointwise")
     again = Calibration.from_dict(data).to_dict()
-    kernel = again["variants"][1]["regimes"][0]["kernels"][0]
+    kernel = again["variants"][1]["kernel_sets"][0]["kernels"][0]
     assert kernel["class"] in ("pointwise", "extern")
     bad = copy.deepcopy(data)
-    bad["variants"][1]["regimes"][0]["kernels"][0]["class"] = "warp_speed"
+    bad["variants"][1]["kernel_sets"][0]["kernels"][0]["class"] = "warp_speed"
     with pytest.raises(CalibrationError, match="unknown kernel class 'warp_speed'"):
         Calibration.from_dict(bad)
 

@@ -87,12 +87,12 @@ def test_fit_reproduces_actual_bytes_at_the_asked_shape():
         gpu=find_gpu("h100"),
         fit=True,
     )
-    assert result.fit.regimes, [u.reason for u in result.fit.unfitted]
-    regime = result.fit.regimes[0]
+    assert result.fit.kernel_sets, [u.reason for u in result.fit.unfitted]
+    kernel_set = result.fit.kernel_sets[0]
     row = result.shapes[0]
     workspace = sum(row.capture.workspace_bytes(k) for k in row.capture.overhead_launches)
-    assert regime.total.exact(shape) + workspace == row.bytes_actual
-    assert 0 < workspace <= regime.workspace_max * 4
+    assert kernel_set.total.exact(shape) + workspace == row.bytes_actual
+    assert 0 < workspace <= kernel_set.workspace_max * 4
 
 
 def test_cuda_shape_not_multiple_of_16_is_refused_before_compiling():
@@ -182,14 +182,14 @@ def test_kernels_and_bytes_per_implementation(key, shape, kernels, overhead):
 @requires.torchao
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "rowwise_gw_hp"])
 def test_torchao_fits_exactly_over_the_fit_shapes(recipe):
-    """12 codegen compiles: every fit shape in a regime, the largest also solved for on its own
+    """12 codegen compiles: every fit shape in a kernel set, the largest also solved for on its own
     and matching the held-out shapes."""
     result = compare(
         Variant.from_key(f"torchao:{recipe}"), [], device="codegen", gpu=find_gpu("h100"), fit=True
     )
     assert result.fit.unfitted == ()
-    assert sum(len(r.shapes) for r in result.fit.regimes) == 12
-    largest = result.fit.regimes[0]
+    assert sum(len(r.shapes) for r in result.fit.kernel_sets) == 12
+    largest = result.fit.kernel_sets[0]
     assert len(largest.shapes) >= 9 and len(largest.verified) == 2
 
 

@@ -17,7 +17,7 @@ from f8roof.models.fit import (
     kernel_keys,
 )
 from f8roof.models.monomials import ShapeArrays
-from f8roof.models.overhead import nearest_regime
+from f8roof.models.overhead import nearest_kernel_set
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import worst_traffic
 
@@ -83,34 +83,34 @@ def _sample(shape, split, *, reverse=False):
     return ShapeSample(shape, tuple(reversed(kernels) if reverse else kernels))
 
 
-def test_regimes_are_found_read_off_buffers_and_solved_independently():
+def test_kernel_sets_are_found_read_off_buffers_and_solved_independently():
     small = [_sample(s, False) for s in FIT_SHAPES[:9]]
     large = [_sample((m * 2, k * 2, n * 2), True) for m, k, n in FIT_SHAPES[:9]]
     fit = fit_traffic(small + large, verify=2)
-    assert len(fit.regimes) == 2 and not fit.unfitted
-    split = next(r for r in fit.regimes if len(r.kernels) == 3)
+    assert len(fit.kernel_sets) == 2 and not fit.unfitted
+    split = next(r for r in fit.kernel_sets if len(r.kernels) == 3)
     assert split.total.as_map() == {"M*K": 6, "M": 8, "1": 16}
     assert len(split.shapes) == 9 and len(split.verified) == 2
     assert split.workspace_max == 4096
     assert sorted(k.key for k in split.kernels) == ["fwd.0", "fwd.1", "fwd.2"]
-    owner = nearest_regime(
-        fit.regimes, ShapeArrays([300.0, 30000.0], [700.0, 30000.0], [500.0, 30000.0])
+    owner = nearest_kernel_set(
+        fit.kernel_sets, ShapeArrays([300.0, 30000.0], [700.0, 30000.0], [500.0, 30000.0])
     )
-    assert [len(fit.regimes[i].kernels) for i in owner] == [2, 3]
+    assert [len(fit.kernel_sets[i].kernels) for i in owner] == [2, 3]
 
 
-def test_launch_order_does_not_split_a_regime():
+def test_launch_order_does_not_split_a_kernel_set():
     samples = [_sample(s, False, reverse=i % 2 == 1) for i, s in enumerate(FIT_SHAPES[:4])]
     fit = fit_traffic(samples)
-    assert len(fit.regimes) == 1 and len(fit.regimes[0].shapes) == 4
+    assert len(fit.kernel_sets) == 1 and len(fit.kernel_sets[0].shapes) == 4
     keys = kernel_keys(list(samples[0].kernels)), kernel_keys(list(samples[1].kernels))
     assert keys[0] == list(reversed(keys[1]))  # the same kernel keeps its key
 
 
-def test_one_shape_is_a_regime_without_the_independent_solve():
+def test_one_shape_is_a_kernel_set_without_the_independent_solve():
     fit = fit_traffic([_sample((99984, 99968, 99952), True)])
-    assert len(fit.regimes) == 1 and fit.regimes[0].verified == ()
-    assert fit.regimes[0].total.as_map() == {"M*K": 6, "M": 8, "1": 16}
+    assert len(fit.kernel_sets) == 1 and fit.kernel_sets[0].verified == ()
+    assert fit.kernel_sets[0].total.as_map() == {"M*K": 6, "M": 8, "1": 16}
 
 
 def test_a_kernel_without_a_polynomial_is_reported_not_dropped():
@@ -118,7 +118,7 @@ def test_a_kernel_without_a_polynomial_is_reported_not_dropped():
     last = good[-1]
     bad = ShapeSample((7, 7, 7), (replace(last.kernels[0], polynomial=None),))
     fit = fit_traffic(good + [bad])
-    assert len(fit.regimes) == 1 and fit.unfitted[0].shapes == ((7, 7, 7),)
+    assert len(fit.kernel_sets) == 1 and fit.unfitted[0].shapes == ((7, 7, 7),)
     assert "read off" in fit.unfitted[0].reason
 
 
@@ -127,7 +127,7 @@ def test_polynomials_that_miss_the_measured_bytes_are_caught():
     last = samples[-1]
     wrong = ShapeSample(last.shape, (last.kernels[0], replace(last.kernels[1], nbytes=1)))
     fit = fit_traffic(samples[:-1] + [wrong])
-    assert not fit.regimes and "the code 1" in fit.unfitted[0].reason
+    assert not fit.kernel_sets and "the code 1" in fit.unfitted[0].reason
 
 
 def test_buffer_polynomial_names_each_dim():

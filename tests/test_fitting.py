@@ -21,10 +21,10 @@ def calibration():
 def test_bytes_fit_recovers_the_generating_model(calibration):
     for recipe in ("tensorwise", "rowwise"):
         fit = calibration.variant(f"reference:{recipe}").traffic
-        assert len(fit.regimes) == 1 and not fit.unfitted
-        assert fit.regimes[0].total == from_sympy(worst_traffic(Recipe.from_name(recipe)).total)
-        assert len(fit.regimes[0].verified) == 2
-    assert calibration.variant("bf16").traffic.regimes[0].total == Polynomial.from_map({})
+        assert len(fit.kernel_sets) == 1 and not fit.unfitted
+        assert fit.kernel_sets[0].total == from_sympy(worst_traffic(Recipe.from_name(recipe)).total)
+        assert len(fit.kernel_sets[0].verified) == 2
+    assert calibration.variant("bf16").traffic.kernel_sets[0].total == Polynomial.from_map({})
 
 
 def test_kernel_time_model_recovers_floor_and_bandwidth(calibration):

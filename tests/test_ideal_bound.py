@@ -23,9 +23,11 @@ def fitted_overhead_bytes(calibration, variant: Variant, shapes) -> np.ndarray:
     arrays = ShapeArrays(*(np.array([s[i] for s in shapes], dtype=np.float64) for i in range(3)))
     fp8 = calibration.variant(variant.key)
     bf16 = calibration.variant(variant.baseline.key)
-    fp8_bytes, _ = fitted_kernels(fp8.traffic.regimes, calibration.kernel_time, fp8.variant, arrays)
+    fp8_bytes, _ = fitted_kernels(
+        fp8.traffic.kernel_sets, calibration.kernel_time, fp8.variant, arrays
+    )
     bf16_bytes, _ = fitted_kernels(
-        bf16.traffic.regimes, calibration.kernel_time, bf16.variant, arrays
+        bf16.traffic.kernel_sets, calibration.kernel_time, bf16.variant, arrays
     )
     return fp8_bytes - bf16_bytes
 
@@ -40,7 +42,7 @@ def test_ideal_is_at_most_fitted_at_every_fit_and_check_shape(path):
             continue
         shapes = sorted(
             set(calibration.fit_shapes)
-            | {s for r in fit.traffic.regimes for s in (*r.shapes, *r.verified)}
+            | {s for r in fit.traffic.kernel_sets for s in (*r.shapes, *r.verified)}
         )
         fitted = fitted_overhead_bytes(calibration, variant, shapes)
         model = ideal_traffic(

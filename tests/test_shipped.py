@@ -15,7 +15,7 @@ from f8roof.estimate import EstimateConfig, estimate
 from f8roof.models.fit import FIT_SHAPES, kind_family
 from f8roof.models.hardware import find_gpu
 from f8roof.models.monomials import ShapeArrays
-from f8roof.models.overhead import nearest_regime
+from f8roof.models.overhead import nearest_kernel_set
 from f8roof.models.variant import Variant
 
 ROOT = Path(__file__).parent.parent
@@ -39,9 +39,9 @@ def test_each_loads_and_says_what_it_is(shipped):
         suffix = "" if context == "none" else f"@{context}"
         assert {f"bf16{suffix}", f"torchao:tensorwise{suffix}", f"torchao:rowwise{suffix}"} <= keys
     assert "reference:tensorwise_delayed" in keys
-    for variant in calibration.variants:  # every fit shape has a regime; nothing left unfitted
+    for variant in calibration.variants:  # every fit shape has a kernel set; nothing left unfitted
         assert not variant.traffic.unfitted
-        assert sum(len(r.shapes) for r in variant.traffic.regimes) == len(FIT_SHAPES)
+        assert sum(len(r.shapes) for r in variant.traffic.kernel_sets) == len(FIT_SHAPES)
 
 
 def test_h100_and_h200_share_bytes_not_times():
@@ -61,7 +61,7 @@ def test_default_estimate_is_the_shipped_one():
     assert "x fitted" in result.output
 
 
-# (variant, shape, whether the split-reduction workspace stays within the regime's bound)
+# (variant, shape, whether the split-reduction workspace stays within the kernel set's bound)
 CHECKED = [
     ("torchao:rowwise", (4096, 4096, 4096), True),  # issue #10's example, between fit shapes
     ("torchao:tensorwise@layernorm+sigmoid", (2048, 1280, 3072), True),  # a fit shape
@@ -80,11 +80,11 @@ CHECKED = [
 @requires.torch_213_torchao_018
 @pytest.mark.parametrize("key, shape, bounded", CHECKED)
 def test_fits_match_fresh_captures(key, shape, bounded):
-    """The kernel set Inductor generates at the shape is one of the variant's fitted regimes,
+    """The kernel set Inductor generates at the shape is one of the variant's fitted kernel sets,
     whose polynomial gives its bytes exactly: what compare counts (the float8 graph minus the bf16
     graph of its context) less the split-reduction workspace Inductor's heuristics size, which
-    models/fit.py keeps out of the exact fit and which stays within the regime's bound. Where the
-    estimate's regime (that of the nearest fit shape) is that set, overhead_bytes_fitted is it."""
+    models/fit.py keeps out of the exact fit and which stays within the kernel set's bound. Where the
+    estimate's kernel set (that of the nearest fit shape) is that set, overhead_bytes_fitted is it."""
     from f8roof.profiler.capture import capture
 
     variant = Variant.from_key(key)
@@ -96,15 +96,15 @@ def test_fits_match_fresh_captures(key, shape, bounded):
     exact = []
     for v, captured in zip((variant, variant.baseline), graphs):
         samples = tuple(captured.samples())
-        regimes = calibration.variant(v.key).traffic.regimes
+        kernel_sets = calibration.variant(v.key).traffic.kernel_sets
         kernels = sorted(
             (s.graph, kind_family(s.kind), s.role or "", s.fitted_bytes) for s in samples
         )
-        regime = next(r for r in regimes if _kernels_at(r, shape) == kernels)  # one of them
+        kernel_set = next(r for r in kernel_sets if _kernels_at(r, shape) == kernels)  # one of them
         workspace = sum(s.workspace for s in samples)
-        assert regime.total.exact(shape) == captured.overhead_bytes - workspace
-        assert workspace <= max(regime.workspace_max, 4 * 2**20) or not bounded
-        exact.append((regimes, regime, int(regime.total.exact(shape))))
+        assert kernel_set.total.exact(shape) == captured.overhead_bytes - workspace
+        assert workspace <= max(kernel_set.workspace_max, 4 * 2**20) or not bounded
+        exact.append((kernel_sets, kernel_set, int(kernel_set.total.exact(shape))))
     row = estimate([shape], _config(variant, calibration), ranges=True).iloc[0]
     fitted = row["overhead_bytes_fitted"]
     # whichever set the estimate chose, the range over nearby sets holds the one compiled
@@ -113,10 +113,10 @@ def test_fits_match_fresh_captures(key, shape, bounded):
     high = row.get("overhead_bytes_fitted_high", fitted)
     assert low <= overhead <= high
     chosen = [
-        regimes[nearest_regime(regimes, ShapeArrays(*([float(d)] for d in shape)))[0]]
-        for regimes, _, _ in exact
+        kernel_sets[nearest_kernel_set(kernel_sets, ShapeArrays(*([float(d)] for d in shape)))[0]]
+        for kernel_sets, _, _ in exact
     ]
-    if all(c is regime for c, (_, regime, _) in zip(chosen, exact)):
+    if all(c is kernel_set for c, (_, kernel_set, _) in zip(chosen, exact)):
         assert fitted == overhead
 
 
@@ -130,12 +130,12 @@ def _config(variant: Variant, calibration: Calibration) -> EstimateConfig:
     )
 
 
-def _kernels_at(regime, shape) -> list:
-    """A regime's kernels with their bytes at `shape` (buffer polynomials cannot be read off a
+def _kernels_at(kernel_set, shape) -> list:
+    """A kernel set's kernels with their bytes at `shape` (buffer polynomials cannot be read off a
     capture whose M, K, N are not distinct, as at 4096^3: compare the bytes instead)."""
     return sorted(
         (k.graph, kind_family(k.kind), k.role or "", int(k.nbytes.exact(shape)))
-        for k in regime.kernels
+        for k in kernel_set.kernels
     )
 
 
@@ -196,7 +196,9 @@ def test_kernel_set_range_holds_the_fitted_overhead():
         frame = estimate(shapes, _config(variant, calibration), ranges=True)
         if "overhead_bytes_fitted_low" not in frame:
             baseline = calibration.variant(variant.baseline.key)
-            assert len(fit.traffic.regimes) == len(baseline.traffic.regimes) == 1, fit.variant
+            assert len(fit.traffic.kernel_sets) == len(baseline.traffic.kernel_sets) == 1, (
+                fit.variant
+            )
             continue
         ranged += 1
         fitted = frame["overhead_bytes_fitted"]

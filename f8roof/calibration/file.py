@@ -2,7 +2,7 @@
 
 Two kinds, one format:
 - `measured`: a GPU (or CPU) run: every kernel's bytes and device time, steps on both clocks,
-  gemm grids; the fits made from them (exact bytes per regime, kernel-time model, fixed costs).
+  gemm grids; the fits made from them (exact bytes per kernel set, kernel-time model, fixed costs).
 - `traffic`: no device: the exact bytes of the code Inductor generates for a target GPU
   (codegen-only), timed with the datasheet model (bytes / (bandwidth x efficiency) + a floor per
   kernel; gemms by the roofline or a given table). Nothing in it claims to be measured.
@@ -36,8 +36,8 @@ from f8roof.models.fit import (
     MONOMIALS,
     FittedKernel,
     KernelSample,
+    KernelSet,
     Polynomial,
-    Regime,
     Shape,
     TrafficFit,
     Unfitted,
@@ -64,7 +64,7 @@ from f8roof.models.records import (
 )
 from f8roof.models.variant import Variant
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: "kernel_sets" (was "regimes")
 BF16 = Variant(None, None).key  # the baseline's key when the linear stands alone
 _RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
 
@@ -357,8 +357,8 @@ class Calibration:
                 )
                 raise CalibrationError(f"{source}: variants: {what} is missing")
         for v in self.variants:
-            if not v.traffic.regimes:
-                raise CalibrationError(f"{source}: variants.{v.variant}: no fitted regime")
+            if not v.traffic.kernel_sets:
+                raise CalibrationError(f"{source}: variants.{v.variant}: no fitted kernel set")
             if self.is_measured and not any(s.variant == v.variant for s in self.steps):
                 raise CalibrationError(f"{source}: steps: no measurement of {v.variant}")
         if self.is_measured and self.datasheet_gemm is not None:
@@ -539,8 +539,8 @@ def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
     )
 
 
-def regime_to_dict(r: Regime, polynomial=polynomial_to_json) -> dict[str, Any]:
-    """A regime as JSON; `polynomial` writes its polynomials (compare adds expressions)."""
+def kernel_set_to_dict(r: KernelSet, polynomial=polynomial_to_json) -> dict[str, Any]:
+    """A kernel set as JSON; `polynomial` writes its polynomials (compare adds expressions)."""
     return {
         "shapes": [list(s) for s in r.shapes],
         "verified": [list(s) for s in r.verified],
@@ -565,7 +565,7 @@ def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
     return {
         "variant": v.variant,
         "fixed": None if v.fixed is None else vars(v.fixed),
-        "regimes": [regime_to_dict(r) for r in v.traffic.regimes],
+        "kernel_sets": [kernel_set_to_dict(r) for r in v.traffic.kernel_sets],
         "unfitted": [
             {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in v.traffic.unfitted
         ],
@@ -578,11 +578,11 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
         Variant.from_key(key)
     except ModelError as e:
         reader.fail("variant", str(e))
-    regimes = []
-    for r in reader.objs("regimes"):
-        regime_shapes = tuple(_shape(s, s.where) for s in r.items("shapes"))
+    kernel_sets = []
+    for r in reader.objs("kernel_sets"):
+        kernel_set_shapes = tuple(_shape(s, s.where) for s in r.items("shapes"))
         verified = tuple(_shape(s, s.where) for s in r.items("verified"))
-        for shape in regime_shapes + verified:
+        for shape in kernel_set_shapes + verified:
             if shape not in shapes:
                 raise CalibrationError(
                     f"{r.source}: field {r.where}: shape {shape} is not in fit_shapes"
@@ -604,8 +604,8 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
             raise CalibrationError(
                 f"{r.source}: field {r.where}.total: is not the sum of its kernels"
             )
-        regimes.append(
-            Regime(regime_shapes, kernels, total, verified, r.int("workspace_max_bytes"))
+        kernel_sets.append(
+            KernelSet(kernel_set_shapes, kernels, total, verified, r.int("workspace_max_bytes"))
         )
     unfitted = tuple(
         Unfitted(tuple(_shape(s, s.where) for s in u.items("shapes")), u.str("reason"))
@@ -622,7 +622,7 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
             fixed.num("wall_extra_s"),
             fixed.num("wall_floor_s", positive=True),
         )
-    return VariantFit(key, TrafficFit(tuple(regimes), unfitted), cost)
+    return VariantFit(key, TrafficFit(tuple(kernel_sets), unfitted), cost)
 
 
 def _datasheet_gemm_from(root: _Reader) -> TiledGemm | None:

@@ -77,18 +77,18 @@ def _samples(m: Measurements, variant: str) -> list[ShapeSample]:
 def fit_variants(
     samples: dict[str, list[ShapeSample]], *, verify: int = 2
 ) -> dict[str, TrafficFit]:
-    """Exact byte fits per variant; a variant with no fitted regime is an error naming why."""
+    """Exact byte fits per variant; a variant with no fitted kernel set is an error naming why."""
     traffic = {key: fit_traffic(s, verify=verify) for key, s in samples.items()}
     for key, fit in traffic.items():
-        if not fit.regimes:
+        if not fit.kernel_sets:
             reasons = "; ".join(u.reason for u in fit.unfitted) or "no shapes"
             raise CalibrationError(f"cannot fit the bytes of {key}: {reasons}")
     return traffic
 
 
-def _regime_of(traffic: TrafficFit, shape: Shape) -> int | None:
-    for index, regime in enumerate(traffic.regimes):
-        if shape in regime.shapes:
+def _kernel_set_of(traffic: TrafficFit, shape: Shape) -> int | None:
+    for index, kernel_set in enumerate(traffic.kernel_sets):
+        if shape in kernel_set.shapes:
             return index
     return None
 
@@ -98,11 +98,13 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
     traffic = fit_variants({v: _samples(m, v) for v in m.variants}, verify=verify)
     kernel_ids = []
     for k in m.kernels:
-        regime = _regime_of(traffic[k.variant], (k.M, k.K, k.N))
-        kernel_ids.append(f"{k.variant}/{regime}/{k.key}" if regime is not None else "unfitted")
+        kernel_set = _kernel_set_of(traffic[k.variant], (k.M, k.K, k.N))
+        kernel_ids.append(
+            f"{k.variant}/{kernel_set}/{k.key}" if kernel_set is not None else "unfitted"
+        )
     # Keys are recorded as kernel_keys() made them; a mismatch would silently drop factors.
     assert all(
-        k.key in {f.key for r in traffic[k.variant].regimes for f in r.kernels}
+        k.key in {f.key for r in traffic[k.variant].kernel_sets for f in r.kernels}
         for k, kid in zip(m.kernels, kernel_ids)
         if kid != "unfitted"
     )
@@ -134,7 +136,9 @@ def fit_calibration(m: Measurements, *, verify: int = 2) -> Calibration:
         table_gemm_s, _ = linear_gemm_times(
             gemm_model, variant.recipe, M, K, N, implementation=variant.implementation
         )
-        _, kernels_s = fitted_kernels(traffic[key].regimes, kernel_time, key, ShapeArrays(M, K, N))
+        _, kernels_s = fitted_kernels(
+            traffic[key].kernel_sets, kernel_time, key, ShapeArrays(M, K, N)
+        )
         fixed = fit_fixed_cost(
             table_gemm_s=table_gemm_s,
             gemm_s=[s.gemm_s for s in steps],

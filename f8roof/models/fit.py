@@ -1,4 +1,4 @@
-"""Exact fits of measured bytes as polynomials in M, K, N, and regimes of kernel sets.
+"""Exact fits of measured bytes as polynomials in M, K, N, and kernel sets of kernel sets.
 
 Every buffer a float8 linear's kernels touch has a numel that is a product of at most two of
 M, K, N (a tensor, a transposed copy), one of them (a row of scales) or a constant (a scalar
@@ -9,7 +9,7 @@ Two independent ways to the polynomial, which must agree:
 - solve: seven shapes in general position determine the seven coefficients of a step's total,
   and every further shape must match exactly.
 The first works from one shape, so it covers every kernel set Inductor picks (it reorders and
-fuses differently with the sizes: a regime may hold one shape); the second checks it wherever a
+fuses differently with the sizes: a kernel set may hold one shape); the second checks it wherever a
 kernel set was seen at enough shapes. A query shape takes the kernel set of the calibration
 shape nearest to it in log space.
 
@@ -201,7 +201,7 @@ GRAPH_ORDER = {"fwd": 0, "bwd": 1}
 def canonical_order(kernels: list[KernelSample]) -> list[int]:
     """Indices of a step's kernels in an order that does not depend on how Inductor scheduled
     them: graph, role, kind, bytes polynomial, name. Inductor reorders independent kernels with
-    the sizes; the kernel set, not its launch order, is what a regime shares."""
+    the sizes; the kernel set, not its launch order, is what a kernel set shares."""
 
     def key(i: int):
         k = kernels[i]
@@ -252,18 +252,18 @@ class ShapeSample:
 @dataclass(frozen=True)
 class FittedKernel:
     key: str  # graph and canonical position, e.g. "fwd.0"
-    name: str  # Inductor's name at the first shape of the regime
+    name: str  # Inductor's name at the first shape of the kernel set
     graph: str
     kind: str
     role: str | None
     nbytes: Polynomial
-    # KernelClass value read off its code at the regime's first shape; None in files written
+    # KernelClass value read off its code at the kernel set's first shape; None in files written
     # before kernel classes (the band then takes the widest range of its kind's classes)
     kernel_class: str | None = None
 
 
 @dataclass(frozen=True)
-class Regime:
+class KernelSet:
     """Shapes sharing one kernel set, and the exact polynomials of its bytes."""
 
     shapes: tuple[Shape, ...]  # every shape of the set: each kernel's bytes matched exactly
@@ -281,11 +281,11 @@ class Unfitted:
 
 @dataclass(frozen=True)
 class TrafficFit:
-    regimes: tuple[Regime, ...]
+    kernel_sets: tuple[KernelSet, ...]
     unfitted: tuple[Unfitted, ...]
 
 
-def _fit_regime(samples: list[ShapeSample], *, verify: int) -> Regime:
+def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
     """Polynomials from the first shape's buffers, checked against the measured bytes at every
     shape; where the set has 7 + `verify` shapes, the total is also solved for independently
     on all but `verify` of them and must equal the buffers' polynomial and match the rest."""
@@ -325,11 +325,11 @@ def _fit_regime(samples: list[ShapeSample], *, verify: int) -> Regime:
                 raise FitError(f"the solved total misses the bytes at {sample.shape}")
         verified = tuple(s.shape for s in check_part)
     workspace = max(sum(k.workspace for k in s.kernels) for s in samples)
-    return Regime(tuple(s.shape for s in samples), kernels, total, verified, workspace)
+    return KernelSet(tuple(s.shape for s in samples), kernels, total, verified, workspace)
 
 
 def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:
-    """Group shapes by kernel set and fit each group (see `_fit_regime`). A shape whose
+    """Group shapes by kernel set and fit each group (see `_fit_kernel_set`). A shape whose
     bytes cannot be read off its buffers, or whose polynomials miss its bytes, is reported,
     not dropped."""
     groups: dict[tuple, list[ShapeSample]] = {}
@@ -344,17 +344,17 @@ def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:
             )
             continue
         groups.setdefault(sample.signature, []).append(sample)
-    regimes = []
+    kernel_sets = []
     for group in sorted(groups.values(), key=lambda g: -len(g)):
         try:
-            regimes.append(_fit_regime(group, verify=verify))
+            kernel_sets.append(_fit_kernel_set(group, verify=verify))
         except FitError as e:
             unfitted.append(Unfitted(tuple(s.shape for s in group), str(e)))
-    return TrafficFit(tuple(regimes), tuple(unfitted))
+    return TrafficFit(tuple(kernel_sets), tuple(unfitted))
 
 
 # Fit and check shapes in general position: distinct, not all powers of two, spanning 256 to
-# 16384 per dimension so every regime Inductor picks on a GPU has members.
+# 16384 per dimension so every kernel set Inductor picks on a GPU has members.
 FIT_SHAPES: tuple[Shape, ...] = (
     (256, 768, 512),
     (384, 512, 1280),

@@ -52,7 +52,7 @@ class Residuals:
 class KernelTimeModel:
     kinds: tuple[tuple[str, KindTime], ...]
     pooled: KindTime  # for a kind calibration never saw
-    factors: tuple[tuple[str, float], ...]  # per fitted kernel id ("recipe/regime/key")
+    factors: tuple[tuple[str, float], ...]  # per fitted kernel id ("recipe/kernel-set index/key")
     residuals: Residuals
 
     def kind(self, kind: str) -> KindTime:

@@ -36,7 +36,7 @@ def monomial_row(shape: tuple[int, int, int]) -> list[int]:
 
 class ShapeArrays:
     """Many shapes as float64 arrays M, K, N, and what the models evaluate on them, each computed
-    once however many kernels, regimes and variants use it: the monomials, log2 of each dim."""
+    once however many kernels, kernel sets and variants use it: the monomials, log2 of each dim."""
 
     def __init__(self, M, K, N) -> None:
         self.M, self.K, self.N = (np.asarray(x, dtype=np.float64) for x in (M, K, N))
@@ -61,7 +61,7 @@ class ShapeArrays:
     def distances(self, points: tuple[tuple[int, int, int], ...]) -> np.ndarray:
         """Squared log2-space distance of every shape to each of `points`, as a (points x
         shapes) float32 array (each point's row contiguous: a few vector passes per point),
-        computed once per set of points: regimes and kernel-set ranges share it."""
+        computed once per set of points: kernel sets and kernel-set ranges share it."""
         cache = self.__dict__.setdefault("_distances", {})
         if points not in cache:
             logs = [x.astype(np.float32) for x in self.logs]

@@ -1,29 +1,32 @@
-"""The calibrated overhead at any shape: a variant's fitted kernel set (one per regime of
-Inductor's choices) evaluated as polynomials in M, K, N, timed by the kernel-time model
+"""The calibrated overhead at any shape: a variant's fitted kernel sets (one per set of kernels
+Inductor chooses over a range of shapes) evaluated as polynomials in M, K, N, timed by the kernel-time model
 (`models/kernel_time.py`), and the range over the kernel sets of the nearest fit shapes."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from f8roof.models.fit import Regime
+from f8roof.models.fit import KernelSet
 from f8roof.models.kernel_time import KernelTimeModel
 from f8roof.models.monomials import MONOMIALS, ShapeArrays
 
 
 def fitted_kernels(
-    regimes: tuple[Regime, ...], kernel_time: KernelTimeModel, variant: str, shapes: ShapeArrays
+    kernel_sets: tuple[KernelSet, ...],
+    kernel_time: KernelTimeModel,
+    variant: str,
+    shapes: ShapeArrays,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes and time of a variant's fitted kernel set at every shape, each shape in the regime
-    of its nearest calibration shape (kernel ids: "variant/regime/key").
+    """Bytes and time of a variant's fitted kernel set at every shape, each shape in the kernel set
+    of its nearest calibration shape (kernel ids: "variant/kernel-set index/key").
 
     Each kernel's time is linear in its bytes (floor + bytes / bandwidth, times its factor),
-    so a regime's bytes and time are each one polynomial in the monomials of M, K, N,
+    so a kernel set's bytes and time are each one polynomial in the monomials of M, K, N,
     evaluated once per shape, not once per kernel."""
-    bytes_coef = np.zeros((len(regimes), len(MONOMIALS)))
-    time_coef = np.zeros((len(regimes), len(MONOMIALS)))
-    for index, regime in enumerate(regimes):
-        for kernel in regime.kernels:
+    bytes_coef = np.zeros((len(kernel_sets), len(MONOMIALS)))
+    time_coef = np.zeros((len(kernel_sets), len(MONOMIALS)))
+    for index, kernel_set in enumerate(kernel_sets):
+        for kernel in kernel_set.kernels:
             model = kernel_time.kind(kernel.kind)
             factor = kernel_time.factor(f"{variant}/{index}/{kernel.key}")
             coef = np.array([float(c) for c in kernel.nbytes.coefficients()])
@@ -31,18 +34,18 @@ def fitted_kernels(
             time_coef[index] += coef * factor / model.bandwidth_bytes_per_s
             time_coef[index, -1] += model.floor_s * factor  # the constant: one floor each
     nbytes, time_s = bytes_coef @ shapes.monomials, time_coef @ shapes.monomials
-    if len(regimes) == 1:
+    if len(kernel_sets) == 1:
         return nbytes[0], time_s[0]
-    owner, columns = nearest_regime(regimes, shapes), np.arange(len(shapes))
+    owner, columns = nearest_kernel_set(kernel_sets, shapes), np.arange(len(shapes))
     return nbytes[owner, columns], time_s[owner, columns]
 
 
-def nearest_regime(regimes: tuple[Regime, ...], shapes: ShapeArrays) -> np.ndarray:
-    """Index of the regime whose shapes lie nearest in log2 space, per query shape."""
-    if len(regimes) == 1:
+def nearest_kernel_set(kernel_sets: tuple[KernelSet, ...], shapes: ShapeArrays) -> np.ndarray:
+    """Index of the kernel set whose shapes lie nearest in log2 space, per query shape."""
+    if len(kernel_sets) == 1:
         return np.zeros(len(shapes), dtype=np.intp)
-    points = tuple(sorted(s for r in regimes for s in r.shapes))
-    owner = {s: index for index, r in enumerate(regimes) for s in r.shapes}
+    points = tuple(sorted(s for r in kernel_sets for s in r.shapes))
+    owner = {s: index for index, r in enumerate(kernel_sets) for s in r.shapes}
     distance = shapes.distances(points)
     nearest, best = np.full(len(shapes), owner[points[0]], dtype=np.intp), distance[0].copy()
     for point, row in zip(points[1:], distance[1:]):  # a running minimum: contiguous rows
@@ -57,7 +60,7 @@ NEAREST_KERNEL_SETS = 5
 
 
 def kernel_set_range(
-    fp8: tuple[Regime, ...], bf16: tuple[Regime, ...], shapes: ShapeArrays
+    fp8: tuple[KernelSet, ...], bf16: tuple[KernelSet, ...], shapes: ShapeArrays
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Lowest and highest overhead bytes (float8 graph less bf16 graph) over the kernel sets
     Inductor compiled at the `NEAREST_KERNEL_SETS` calibration shapes nearest each query shape.
@@ -72,7 +75,7 @@ def kernel_set_range(
     fp8_of = {s: index for index, r in enumerate(fp8) for s in r.shapes}
     bf16_of = {s: index for index, r in enumerate(bf16) for s in r.shapes}
     points = tuple(sorted(set(fp8_of) & set(bf16_of)))
-    by_pair: dict[tuple[int, int], list[int]] = {}  # (float8, bf16) regime -> point rows
+    by_pair: dict[tuple[int, int], list[int]] = {}  # (float8, bf16) kernel set -> point rows
     for row, point in enumerate(points):
         by_pair.setdefault((fp8_of[point], bf16_of[point]), []).append(row)
     if len(by_pair) <= 1:
@@ -90,8 +93,8 @@ def kernel_set_range(
     return low, values.max(axis=0)
 
 
-def _coefficients(regime: Regime) -> np.ndarray:
-    return np.array([float(c) for c in regime.total.coefficients()])
+def _coefficients(kernel_set: KernelSet) -> np.ndarray:
+    return np.array([float(c) for c in kernel_set.total.coefficients()])
 
 
 # Relative spread of the fitted overhead over nearby kernel sets worth a note on a row.
@@ -116,19 +119,19 @@ def rate_key(kernel) -> str:
 
 
 def fitted_kind_bytes(
-    regimes: tuple[Regime, ...], shapes: ShapeArrays
+    kernel_sets: tuple[KernelSet, ...], shapes: ShapeArrays
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per rate key (`rate_key`: a kernel's class, or its kind in files without classes), the
-    fitted kernels' bytes and their count at every shape (each shape in its nearest regime):
+    fitted kernels' bytes and their count at every shape (each shape in its nearest kernel set):
     what the band times (`models.band`)."""
-    kinds = sorted({rate_key(k) for r in regimes for k in r.kernels})
-    owner, columns = nearest_regime(regimes, shapes), np.arange(len(shapes))
+    kinds = sorted({rate_key(k) for r in kernel_sets for k in r.kernels})
+    owner, columns = nearest_kernel_set(kernel_sets, shapes), np.arange(len(shapes))
     out = {}
     for kind in kinds:
-        coef = np.zeros((len(regimes), len(MONOMIALS)))
-        count = np.zeros(len(regimes))
-        for index, regime in enumerate(regimes):
-            for kernel in (k for k in regime.kernels if rate_key(k) == kind):
+        coef = np.zeros((len(kernel_sets), len(MONOMIALS)))
+        count = np.zeros(len(kernel_sets))
+        for index, kernel_set in enumerate(kernel_sets):
+            for kernel in (k for k in kernel_set.kernels if rate_key(k) == kind):
                 coef[index] += np.array([float(c) for c in kernel.nbytes.coefficients()])
                 count[index] += 1
         values = coef @ shapes.monomials

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from f8roof.calibration.file import regime_to_dict
+from f8roof.calibration.file import kernel_set_to_dict
 from f8roof.compare import CalibrationCheck, Comparison, ShapeComparison
-from f8roof.models.fit import Polynomial, Regime
+from f8roof.models.fit import KernelSet, Polynomial
 
 
 def _mib(n: int) -> str:
@@ -109,8 +109,8 @@ def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
     lines.append(f"worst (the seed's model) = {c.worst}")
     lines.append(f"ideal = {c.ideal}")
     if c.fit is not None:
-        for i, regime in enumerate(c.fit.regimes):
-            lines.append(_regime_text(c, i, regime))
+        for i, kernel_set in enumerate(c.fit.kernel_sets):
+            lines.append(_kernel_set_text(c, i, kernel_set))
         for u in c.fit.unfitted:
             lines.append(f"unfitted shapes {', '.join(map(str, u.shapes))}: {u.reason}")
     if check is not None:
@@ -118,30 +118,30 @@ def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
-    base = c.baseline_total(regime)
-    total = regime.total if base is None else regime.total - base
+def _kernel_set_text(c: Comparison, index: int, kernel_set: KernelSet) -> str:
+    base = c.baseline_total(kernel_set)
+    total = kernel_set.total if base is None else kernel_set.total - base
     over_worst = total - c.worst
     solved = (
-        f"; solved independently on {len(regime.shapes) - len(regime.verified)} shapes, "
-        f"exact on {len(regime.verified)} more"
-        if regime.verified
+        f"; solved independently on {len(kernel_set.shapes) - len(kernel_set.verified)} shapes, "
+        f"exact on {len(kernel_set.verified)} more"
+        if kernel_set.verified
         else ""
     )
     lines = [
-        f"actual (regime {index + 1}: {len(regime.kernels)} kernels, read off the buffers, exact at "
-        f"{len(regime.shapes)} shape{'s' * (len(regime.shapes) > 1)}{solved}) = {total}"
+        f"actual (kernel set {index + 1}: {len(kernel_set.kernels)} kernels, read off the buffers, exact at "
+        f"{len(kernel_set.shapes)} shape{'s' * (len(kernel_set.shapes) > 1)}{solved}) = {total}"
         + (
-            f"  + split-reduction workspace <= {regime.workspace_max:,} B"
-            if regime.workspace_max
+            f"  + split-reduction workspace <= {kernel_set.workspace_max:,} B"
+            if kernel_set.workspace_max
             else ""
         ),
     ]
     if base is not None:
-        lines.append(f"  = float8 graph {regime.total} - bf16 graph {base}")
+        lines.append(f"  = float8 graph {kernel_set.total} - bf16 graph {base}")
     elif c.baseline_fit is not None:
         lines.append(
-            "  (no bf16 regime holds these shapes: the float8 graph's bytes, unsubtracted)"
+            "  (no bf16 kernel set holds these shapes: the float8 graph's bytes, unsubtracted)"
         )
     lines += [
         f"  {_diff_words(total - c.ideal, 'ideal')}  (what torch.compile moves beyond the minimum)",
@@ -153,13 +153,13 @@ def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
             f"  !!! actual exceeds the seed's worst case in {', '.join(worse)}: "
             "the worst-case model undercounts what torch.compile does"
         )
-    for k in regime.kernels:
+    for k in kernel_set.kernels:
         lines.append(f"    {k.key:6} {k.name[:58]:58} {k.role or '-'!s:20} {k.nbytes}")
-    shapes = regime.shapes
+    shapes = kernel_set.shapes
     lo = [min(s[i] for s in shapes) for i in range(3)]
     hi = [max(s[i] for s in shapes) for i in range(3)]
     lines.append(
-        f"  shapes in this regime: M {lo[0]}..{hi[0]}, K {lo[1]}..{hi[1]}, N {lo[2]}..{hi[2]}"
+        f"  shapes in this kernel set: M {lo[0]}..{hi[0]}, K {lo[1]}..{hi[1]}, N {lo[2]}..{hi[2]}"
     )
     return "\n".join(lines)
 
@@ -224,10 +224,10 @@ def _shape_json(c: Comparison, s: ShapeComparison) -> dict:
     return data
 
 
-def _regime_json(c: Comparison, r: Regime) -> dict:
+def _kernel_set_json(c: Comparison, r: KernelSet) -> dict:
     base = c.baseline_total(r)
     total = r.total if base is None else r.total - base
-    fitted = regime_to_dict(r, polynomial=_poly_json)
+    fitted = kernel_set_to_dict(r, polynomial=_poly_json)
     return {
         "actual": _poly_json(total),
         "float8_graph": fitted.pop("total"),
@@ -253,7 +253,7 @@ def to_json(c: Comparison, check: CalibrationCheck | None = None) -> str:
         "fitted": None
         if c.fit is None
         else {
-            "regimes": [_regime_json(c, r) for r in c.fit.regimes],
+            "kernel_sets": [_kernel_set_json(c, r) for r in c.fit.kernel_sets],
             "unfitted": [
                 {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in c.fit.unfitted
             ],

@@ -18,10 +18,10 @@ def calibration_lines(calibration: Calibration, out: str) -> list[str]:
             f"{residuals.median:.1%}, max {residuals.max:.1%} over {residuals.count} kernels"
         )
     for variant in calibration.variants:
-        regimes, unfitted = variant.traffic.regimes, variant.traffic.unfitted
+        kernel_sets, unfitted = variant.traffic.kernel_sets, variant.traffic.unfitted
         lines.append(
-            f"  {variant.variant}: bytes = {regimes[0].total}"
-            + (f" (+{len(regimes) - 1} more kernel sets)" if len(regimes) > 1 else "")
+            f"  {variant.variant}: bytes = {kernel_sets[0].total}"
+            + (f" (+{len(kernel_sets) - 1} more kernel sets)" if len(kernel_sets) > 1 else "")
             + (f"; {len(unfitted)} shape groups unfitted" if unfitted else "")
         )
     return lines
