@@ -27,13 +27,7 @@ Conventions (torchtitan's, the framework torchao's float8 training is developed 
   expert)). Balanced routing is the simplification: real routers are imbalanced, the sum of the
   rows is what it is, but the per-expert shapes spread around the mean.
 - FSDP shards weights between uses; each layer's gemms run the all-gathered full weight, so it
-  changes no gemm shape. It is noted in the output (float8 all-gather is not modelled).
-
-Public measurements this reproduces the shape of: Llama3-8B with TP2 on 4 H100s ran rowwise
-float8 slower than bf16 (5189 vs 5378 tokens/s) because the sharded wk/wv became too small
-(pytorch/torchtitan#1207); float8 rowwise grouped gemms gave 1.54x on Llama4 expert shapes but
-+10.4% end to end at 2 experts per device and +1.1% at 16 (pytorch/ao#2756, pytorch/ao#2864);
-a DeepSeek-V3-16B MoE layer ran 0.95x on B200 (pytorch/torchtitan#2086).
+  changes no gemm shape; its collectives are the step summary's (f8roof.step_summary).
 """
 
 from __future__ import annotations
