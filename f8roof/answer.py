@@ -134,18 +134,16 @@ def answer_shapes(
 
 
 def _settle(frame: pd.DataFrame, config) -> str | None:
-    """The command that settles the first uncertain row on a GPU."""
-    uncertain = frame.index[frame["decision"] == "uncertain"]
-    if not len(uncertain):
+    """The command that settles every uncertain row on a GPU."""
+    rows = frame[frame["decision"] == "uncertain"]
+    if not len(rows):
         return None
-    row = frame.loc[uncertain[0]]
     calibration = config.calibration
     return settle_command(
-        recipe=config.recipe.name,
-        shape=(int(row["M"]), int(row["K"]), int(row["N"])),
+        recipes=(config.recipe.name,),
+        shapes=[(int(r.M), int(r.K), int(r.N)) for r in rows.itertuples()],
+        contexts=(config.context.name,),
         implementation=config.implementation.value,
-        before=config.context.before.value,
-        after=config.context.after.value,
         calibrated=calibration is not None and calibration.is_measured,
     )
 

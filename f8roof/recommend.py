@@ -155,6 +155,20 @@ class Recommendation:
     margin: float = 0.0
 
     @property
+    def settle(self) -> str | None:
+        """The one GPU command that settles every uncertain layer (None when none is)."""
+        rows = self.layers[self.layers["decision"] == "uncertain"]
+        if not len(rows):
+            return None
+        return settle_command(
+            recipes=tuple(rows["recipe"]),
+            shapes=[(int(r.M), int(r.K), int(r.N)) for r in rows.itertuples()],
+            contexts=tuple(rows["context"]),
+            implementation=str(rows["implementation"].iloc[0]),
+            calibrated=self.calibration is not None and self.calibration.is_measured,
+        )
+
+    @property
     def converted_fqns(self) -> tuple[str, ...]:
         return tuple(self.layers.loc[self.layers["convert"], "fqn"])
 
@@ -243,7 +257,7 @@ def recommend(
     layers["note"] = [_note(row, criterion) for row in layers.itertuples(index=False)]
     if (codes == 2).any():
         layers["note"] = [
-            _uncertain_note(row, calibration, policy, margin) if code == 2 else note
+            _uncertain_note(row, policy, margin) if code == 2 else note
             for row, code, note in zip(layers.itertuples(index=False), codes, layers["note"])
         ]
     bf16_s = layers[bf16_col].to_numpy(dtype=np.float64)
@@ -280,24 +294,16 @@ def recommend(
     )
 
 
-def _uncertain_note(row, calibration: Calibration | None, policy, margin: float) -> str:
-    """The band straddles the decision: say so, and the GPU command that settles it."""
-    before, _, after = (row.context if row.context != "none" else "none+none").partition("+")
-    command = settle_command(
-        recipe=row.recipe,
-        shape=(int(row.M), int(row.K), int(row.N)),
-        implementation=row.implementation,
-        before=before,
-        after=after,
-        calibrated=calibration is not None and calibration.is_measured,
-    )
+def _uncertain_note(row, policy, margin: float) -> str:
+    """The band straddles the decision: say so; the command that settles every uncertain layer
+    is the recommendation's `settle`, printed once under the table."""
     verdict = decide(
         low=min(row.speedup_low, row.speedup),
         expected=row.speedup,
         high=max(row.speedup_high, row.speedup),
         margin=margin,
         policy=policy,
-        settle=command,
+        settle="the command under the table",
     )
     return verdict.reason
 

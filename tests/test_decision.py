@@ -41,15 +41,22 @@ def test_margin_moves_convert_to_uncertain():
 
 def test_uncertain_names_the_command_that_settles_it():
     command = settle_command(
-        recipe="rowwise", shape=(2048, 2048, 2048), before="layernorm", after="sigmoid"
+        recipes=["rowwise"], shapes=[(2048, 2048, 2048)], contexts=["layernorm+sigmoid"]
     )
     verdict = decide(low=0.8, expected=0.95, high=1.2, margin=0.05, settle=command)
     assert verdict.decision is Decision.UNCERTAIN
     assert "f8roof calibrate --device cuda --recipes rowwise" in verdict.reason
     assert "--contexts layernorm+sigmoid" in verdict.reason
     assert "--shape 2048,2048,2048" in verdict.reason
-    measured = settle_command(recipe="rowwise", shape=(1, 2, 3), calibrated=True)
+    measured = settle_command(recipes=["rowwise"], shapes=[(1, 2, 3)], calibrated=True)
     assert measured.startswith("f8roof validate") and "calibrate" not in measured
+    several = settle_command(
+        recipes=["rowwise", "rowwise"],
+        shapes=[(16, 32, 48), (16, 32, 64)],
+        contexts=["rmsnorm+none", "none"],
+    )
+    assert "--recipes rowwise " in several and "--contexts rmsnorm+none,none" in several
+    assert several.endswith("--shape 16,32,48 --shape 16,32,64")
 
 
 def test_bad_inputs():

@@ -11,6 +11,7 @@ the answer on a GPU.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -79,27 +80,28 @@ DECISIONS = (Decision.KEEP, Decision.CONVERT, Decision.UNCERTAIN)
 
 def settle_command(
     *,
-    recipe: str,
-    shape: tuple[int, int, int],
+    recipes: Sequence[str],
+    shapes: Sequence[tuple[int, int, int]],
+    contexts: Sequence[str] = ("none",),
     implementation: str = "torchao",
-    before: str = "none",
-    after: str = "none",
     calibrated: bool = False,
 ) -> str:
-    """The one GPU command line that settles an uncertain answer: measure this very shape
-    (`validate` against a calibration of the same GPU, `gpu.json`), calibrating first when
-    the estimate rests on the datasheet (`calibrated` False)."""
-    M, K, N = shape
-    context = "" if before == after == "none" else f" --before {before} --after {after}"
+    """The one GPU command line that settles uncertain answers: measure these very shapes
+    (`validate` against a calibration of the same GPU, `gpu.json`) in their contexts
+    ("layernorm+sigmoid", ...), calibrating first when the estimate rests on the datasheet
+    (`calibrated` False)."""
+    names = ",".join(dict.fromkeys(recipes))
+    where = list(dict.fromkeys(c if "+" in c or c == "none" else f"{c}+none" for c in contexts))
+    context = "" if where == ["none"] else f" --contexts {','.join(where)}"
+    shape_flags = "".join(f" --shape {M},{K},{N}" for M, K, N in dict.fromkeys(shapes))
     validate = (
-        f"f8roof validate --calibration gpu.json --out validation --recipes {recipe} "
-        f"--impl {implementation}{context} --shape {M},{K},{N}"
+        f"f8roof validate --calibration gpu.json --out validation --recipes {names} "
+        f"--impl {implementation}{context}{shape_flags}"
     )
     if calibrated:
         return validate
-    contexts = "" if not context else f" --contexts {before}+{after}"
     return (
-        f"f8roof calibrate --device cuda --recipes {recipe} --impl {implementation}{contexts} "
+        f"f8roof calibrate --device cuda --recipes {names} --impl {implementation}{context} "
         f"--out gpu.json && {validate}"
     )
 

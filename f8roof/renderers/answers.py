@@ -14,7 +14,8 @@ def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) ->
     resolved = answer.resolved
     lines = [resolved.header, f"using {resolved.source}"]
     if isinstance(answer, ModelAnswer):
-        lines.append(format_recommendation(answer.recommendation, color=color))
+        rec, summary = answer.recommendation, answer.summary
+        lines.append(format_recommendation(rec, color=color, end_to_end=summary is None))
         if answer.summary is not None:
             lines += step_summary_lines(answer.summary)
         if answer.converter:

@@ -126,7 +126,9 @@ def _input_from(context: str) -> str:
     return "-" if context == "none" else context.split("+")[0]
 
 
-def totals_lines(rec: Recommendation) -> list[str]:
+def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
+    """The linear part's totals; `end_to_end` adds what a measured step implies (left out
+    where a step summary follows, which says it with communication and recompute)."""
     t = rec.totals
     level = (
         "worst case"
@@ -167,8 +169,10 @@ def totals_lines(rec: Recommendation) -> list[str]:
     if rec.skipped_recipes:
         lines.append(f"not compared (not in the calibration): {', '.join(rec.skipped_recipes)}")
     share = rec.step_share
-    if share is not None:
+    if share is not None and end_to_end:
         lines.append(step_share_line(share, linear_speedup=t.speedup))
+    if rec.settle:
+        lines.append(f"settle the uncertain layers on a GPU: {rec.settle}")
     lines += [f"note: {line}" for line in scale_notes(rec)]
     if rec.architecture.note:
         lines.append(f"note: {rec.architecture.note}")
@@ -217,7 +221,9 @@ def setup_line(rec: Recommendation) -> str:
     )
 
 
-def format_recommendation(rec: Recommendation, *, color: bool = False) -> str:
+def format_recommendation(
+    rec: Recommendation, *, color: bool = False, end_to_end: bool = True
+) -> str:
     """The terminal rendering: headline, decision basis, per-layer table, totals."""
     header, rows = layer_rows(rec)
     setup = setup_line(rec)
@@ -227,7 +233,7 @@ def format_recommendation(rec: Recommendation, *, color: bool = False) -> str:
             *([setup] if setup else []),
             f"decisions by {rec.criterion_label}",
             aligned(header, rows, color=color),
-            *totals_lines(rec),
+            *totals_lines(rec, end_to_end=end_to_end),
         ]
     )
 
