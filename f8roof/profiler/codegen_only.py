@@ -175,8 +175,12 @@ def to_fake_cuda(
     gm.recompile()
     mode = FakeTensorMode()
     with mode:
+        # Non-tensor inputs (a process group as an opaque object, under a fake process
+        # group) pass through as they are.
         fake = [
             torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=CUDA)
+            if isinstance(t, torch.Tensor)
+            else t
             for t in example_inputs
         ]
     copied = [*_lookup(proxy, "_COPY_META_FIELDS"), *_BACKWARD_META_FIELDS]
