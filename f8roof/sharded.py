@@ -1,0 +1,84 @@
+"""An architecture's transformer block as a `BlockSpec`: what `capture_block` compiles for one
+rank of a sharded run (issue 18). The verb-level glue between the catalog and the profiler."""
+
+from __future__ import annotations
+
+from f8roof.architectures import BUILTIN_CONFIGS, Architecture
+from f8roof.errors import F8RoofError
+from f8roof.models.block import BlockSpec, Mlp, MoeSpec, Norm, ParallelSpec
+from f8roof.models.errors import ModelError
+from f8roof.models.variant import Before
+
+__all__ = ["block_spec"]
+
+# The head width when neither the catalog's config nor the caller says it: llama's, mistral's
+# and qwen's 128 (head_dim in their config.json files, or hidden_size / num_attention_heads).
+DEFAULT_HEAD_DIM = 128
+
+
+def block_spec(
+    arch: Architecture,
+    *,
+    tokens: int,
+    seq_len: int | None = None,
+    parallel: ParallelSpec | None = None,
+    head_dim: int | None = None,
+) -> BlockSpec:
+    """The block of `arch` (one of its layers) for `tokens` per data-parallel rank.
+
+    Dims come from the linears: q_proj (or c_attn) K = dim; q/k/v widths over the head width
+    give the heads; gate_proj (or c_fc) N = the MLP width. The head width: `head_dim`, else the
+    built-in config's, else 128. Norm and MLP follow the linears' contexts (layernorm and gelu
+    for gpt2-style c_fc/c_proj). `seq_len` defaults to `tokens` (one sequence per rank).
+    """
+    by_name = {linear.fqn.rsplit(".", 1)[-1]: linear for linear in arch.linears}
+    try:
+        q = by_name.get("q_proj")
+        k = by_name.get("k_proj")
+        width = head_dim or _config_head_dim(arch.name) or DEFAULT_HEAD_DIM
+        if q is None or k is None:
+            raise F8RoofError(
+                f"{arch.name}: no q_proj/k_proj linears; sharded blocks know llama-style "
+                "attention only"
+            )
+        gate = by_name.get("gate_proj")
+        routed = next((linear for linear in arch.linears if linear.routed is not None), None)
+        moe = None
+        if routed is not None and routed.routed is not None:
+            moe = MoeSpec(routed.routed.experts, routed.routed.top_k, routed.N)
+        mlp = Mlp.SWIGLU if gate is not None else Mlp.GELU
+        ffn = (gate or by_name.get("c_fc") or by_name.get("up_proj") or routed or q).N
+        norm = Norm.LAYERNORM if q.context.before is Before.LAYERNORM else Norm.RMSNORM
+        for what, n in (("q_proj", q.N), ("k_proj", k.N)):
+            if n % width:
+                raise F8RoofError(
+                    f"{arch.name}: {what} width {n} is not a multiple of head_dim {width}"
+                )
+        return BlockSpec(
+            dim=q.K,
+            n_heads=q.N // width,
+            n_kv_heads=k.N // width,
+            head_dim=width,
+            ffn_dim=ffn,
+            tokens=tokens,
+            seq_len=seq_len or tokens,
+            norm=norm,
+            mlp=mlp,
+            moe=moe,
+            parallel=parallel or ParallelSpec(),
+            name=arch.name,
+        )
+    except ModelError as e:
+        raise F8RoofError(f"{arch.name}: {e}") from None
+
+
+def _config_head_dim(name: str) -> int | None:
+    """head_dim of a built-in config: its own, or hidden_size / num_attention_heads."""
+    entry = BUILTIN_CONFIGS.get(name)
+    if entry is None:
+        return None
+    config = entry[1]
+    if config.get("head_dim"):
+        return int(config["head_dim"])
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    return hidden // heads if hidden and heads and hidden % heads == 0 else None
