@@ -24,7 +24,15 @@ from f8roof.models.block import (
 from f8roof.models.errors import ModelError
 
 AG, RS, AR = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_REDUCE
-SMALL = dict(dim=64, n_heads=2, n_kv_heads=2, head_dim=32, ffn_dim=128, tokens=32, seq_len=32)
+SMALL = {
+    "dim": 64,
+    "n_heads": 2,
+    "n_kv_heads": 2,
+    "head_dim": 32,
+    "ffn_dim": 128,
+    "tokens": 32,
+    "seq_len": 32,
+}
 
 
 def small(**parallel: object) -> BlockSpec:
@@ -43,8 +51,8 @@ def linear_weight_numel(spec: BlockSpec) -> int:
 @pytest.mark.parametrize(
     ("parallel", "message"),
     [
-        (dict(tp=4), "--tp 4 does not divide n_heads 2"),
-        (dict(tp=0), "tp must be a positive integer"),
+        ({"tp": 4}, "--tp 4 does not divide n_heads 2"),
+        ({"tp": 0}, "tp must be a positive integer"),
     ],
 )
 def test_bad_degrees_raise_one_line(parallel: dict, message: str) -> None:
