@@ -20,7 +20,7 @@ from pathlib import Path
 
 from f8roof.calibrate import CalibrateOptions, generated_samples
 from f8roof.calibrations import SHIPPED
-from f8roof.fitting import traffic_calibration
+from f8roof.calibration.fitting import traffic_calibration
 from f8roof.models.datasheet import datasheet_timing
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import Recipe
