@@ -571,15 +571,74 @@ def validate(calibration_path, out_dir, resume, traces, budget, **options) -> No
 )
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable report")
 @click.option("--out", default=None, help="also write the report to FILE")
-def compare(shape_texts, no_fit, as_json, out, **options) -> None:
-    """Worst-case and ideal models beside the kernels torch.compile generates."""
-    from f8roof.compare import CompareRequest, run_compare
+@click.option(
+    "--model",
+    default=None,
+    help="compile one transformer block of this model as one rank of a sharded run compiles "
+    "it (fake process group), bf16 beside --recipe",
+)
+@click.option("--tokens", type=int, default=None, help="with --model: tokens per rank per step")
+@click.option("--seq-len", type=int, default=None, help="with --model (default: --tokens)")
+@click.option("--tp", type=int, default=1, show_default=True, help="with --model: TP degree")
+@click.option("--fsdp", type=int, default=1, show_default=True, help="with --model: FSDP degree")
+@click.option(
+    "--float8-all-gather",
+    is_flag=True,
+    help="with --model: torchao's FSDP2 float8 weight all-gather (tensorwise)",
+)
+@click.option(
+    "--recompute",
+    type=click.Choice(["none", "full", "selective"]),
+    default="none",
+    show_default=True,
+    help="with --model: activation checkpointing of the block (torchtitan's)",
+)
+def compare(
+    shape_texts, no_fit, as_json, out, model, tokens, seq_len, tp, fsdp, float8_all_gather,
+    recompute, **options
+) -> None:  # fmt: skip
+    """Worst-case and ideal models beside the kernels torch.compile generates; with --model,
+    one sharded transformer block's kernels, gemms and collectives, bf16 beside float8."""
     from f8roof.files import check_output_path, write_text_atomic
-    from f8roof.renderers.comparison import render_text, to_json
 
     if out:
         check_output_path(out)
     _need_torch("compare")
+    if model is not None:
+        from f8roof.models.block import ParallelSpec, Recompute
+        from f8roof.renderers.block import block_to_json, render_block_text
+        from f8roof.sharded import compare_block
+
+        if tokens is None:
+            raise F8RoofError("--model needs --tokens (tokens per rank per step)")
+        if shape_texts:
+            raise F8RoofError("--model compiles a block: give it --tokens, not --shape")
+        try:
+            parallel = ParallelSpec(
+                tp=tp,
+                fsdp=fsdp,
+                float8_all_gather=float8_all_gather,
+                recompute=Recompute(recompute),
+            )
+        except ValueError as e:
+            raise F8RoofError(str(e)) from None
+        result = compare_block(
+            model=model,
+            tokens=tokens,
+            seq_len=seq_len,
+            recipe=options["recipe"],
+            parallel=parallel,
+            device=options["device"] or "codegen",
+            gpu=options["gpu"],
+        )
+        text = (block_to_json if as_json else render_block_text)(result)
+        click.echo(text, nl=False)
+        if out:
+            write_text_atomic(out, text)
+        return
+    from f8roof.compare import CompareRequest, run_compare
+    from f8roof.renderers.comparison import render_text, to_json
+
     bar = _progress("compiling", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}")
     request = CompareRequest(shape_texts=tuple(shape_texts), fit=not no_fit, **options)
     result = run_compare(request, progress=bar, warn=lambda line: click.echo(line, err=True))

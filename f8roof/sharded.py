@@ -3,13 +3,18 @@ rank of a sharded run (issue 18). The verb-level glue between the catalog and th
 
 from __future__ import annotations
 
-from f8roof.architectures import BUILTIN_CONFIGS, Architecture
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from f8roof.architectures.catalog import BUILTIN_CONFIGS, Architecture, resolve_model
 from f8roof.errors import F8RoofError
-from f8roof.models.block import BlockSpec, Mlp, MoeSpec, Norm, ParallelSpec
+from f8roof.models.block import BlockCapture, BlockSpec, Mlp, MoeSpec, Norm, ParallelSpec
 from f8roof.models.errors import ModelError
+from f8roof.models.hardware import find_gpu
 from f8roof.models.variant import Before
 
-__all__ = ["block_spec"]
+__all__ = ["BlockComparison", "block_spec", "compare_block"]
 
 # The head width when neither the catalog's config nor the caller says it: llama's, mistral's
 # and qwen's 128 (head_dim in their config.json files, or hidden_size / num_attention_heads).
@@ -73,12 +78,64 @@ def block_spec(
 
 
 def _config_head_dim(name: str) -> int | None:
-    """head_dim of a built-in config: its own, or hidden_size / num_attention_heads."""
+    """head_dim of a built-in config or a config.json file: its own, or hidden_size /
+    num_attention_heads."""
     entry = BUILTIN_CONFIGS.get(name)
-    if entry is None:
-        return None
-    config = entry[1]
+    if entry is not None:
+        config = entry[1]
+    else:
+        path = Path(name)
+        path = path / "config.json" if path.is_dir() else path
+        if not path.is_file():
+            return None
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        config = config.get("text_config") or config
     if config.get("head_dim"):
         return int(config["head_dim"])
     hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
     return hidden // heads if hidden and heads and hidden % heads == 0 else None
+
+
+@dataclass(frozen=True)
+class BlockComparison:
+    """One block compiled in bf16 and in a float8 recipe, same sharding and checkpointing."""
+
+    bf16: BlockCapture
+    float8: BlockCapture
+
+    @property
+    def spec(self) -> BlockSpec:
+        return self.float8.spec
+
+
+def compare_block(
+    *,
+    model: str,
+    tokens: int,
+    recipe: str,
+    parallel: ParallelSpec,
+    device: str,
+    seq_len: int | None = None,
+    gpu: str = "h100",
+) -> BlockComparison:
+    """`f8roof compare --model ... --tp ...`: the model's block compiled for one rank of the
+    sharded run, in bf16 and in `recipe` (torchao), on a fake process group."""
+    from f8roof.profiler.block import capture_block
+
+    spec = block_spec(
+        resolve_model(model),
+        tokens=tokens,
+        seq_len=seq_len,
+        parallel=parallel,
+        head_dim=_config_head_dim(model),
+    )
+    preset = find_gpu(gpu) if device == "codegen" else None
+    # bf16 all-gathers nothing in float8: the flag applies to the float8 compile only
+    plain = replace(spec, parallel=replace(parallel, float8_all_gather=False))
+    return BlockComparison(
+        bf16=capture_block(plain, recipe=None, device=device, gpu=preset),
+        float8=capture_block(spec, recipe=recipe, device=device, gpu=preset),
+    )

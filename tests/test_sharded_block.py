@@ -75,7 +75,7 @@ def test_recompute_takes_members_only() -> None:
 
 
 def test_llama3_8b_block_from_the_catalog() -> None:
-    from f8roof.architectures import builtin
+    from f8roof.architectures.catalog import builtin
     from f8roof.sharded import block_spec
 
     spec = block_spec(builtin("llama3-8b"), tokens=8192, parallel=ParallelSpec(tp=2))
@@ -225,3 +225,65 @@ def test_codegen_rowwise_cast_after_all_gather() -> None:
     assert all(c.feeds_cast for c in gathers)
     assert got.casts_after_all_gather
     assert {g.op for g in got.gemms} == {"_scaled_mm"}
+
+
+# ---- the command line -----------------------------------------------------------------------
+
+
+def tiny_config(tmp_path) -> str:
+    """A llama config.json of the small block's dims (one layer)."""
+    import json
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 1,
+        "vocab_size": 256,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def test_cli_block_bad_degree_is_one_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    args = ["compare", "--model", tiny_config(tmp_path), "--tokens", "32", "--tp", "4"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "--tp 4 does not divide n_heads 2" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_block_needs_tokens(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    result = CliRunner().invoke(main, ["compare", "--model", tiny_config(tmp_path)])
+    assert result.exit_code == 2
+    assert "--model needs --tokens" in result.output
+
+
+@pytest.mark.slow
+def test_cli_block_codegen_lists_passes_and_collectives(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    args = ["compare", "--model", tiny_config(tmp_path), "--tokens", "32", "--tp", "2"]
+    args += ["--recipe", "rowwise", "--device", "codegen", "--recompute", "selective"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "forward:" in text and "backward:" in text
+    assert "all_gather_into_tensor" in text and "reduce_scatter_tensor" in text
+    assert "_scaled_mm" in text and "mm " in text  # float8 beside bf16
+    assert "cast after it" in text  # rowwise all-gathers bf16, casts afterwards
+    assert "not fused into the norm): 0" not in text
+    assert "[recomputed]" in text

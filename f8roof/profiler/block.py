@@ -52,6 +52,7 @@ from f8roof.models.block import (
     Norm,
     Recompute,
 )
+from f8roof.models.errors import ModelError
 from f8roof.models.hardware import GPU, find_gpu
 from f8roof.models.recipes import Recipe
 from f8roof.models.variant import torchao_recipe_name
@@ -465,7 +466,12 @@ def capture_block(
         raise CaptureError("sharded blocks compile on a fake process group: use cpu or codegen")
     if spec.moe is not None:
         raise CaptureError(f"{spec.name or 'block'}: MoE blocks are not compiled yet")
-    float8 = Recipe.from_name(recipe) if recipe is not None else None
+    try:
+        float8 = Recipe.from_name(recipe) if recipe is not None else None
+        if float8 is not None:
+            torchao_recipe_name(float8)
+    except ModelError as e:
+        raise CaptureError(str(e)) from None
     if spec.parallel.float8_all_gather and (float8 is None or float8.name != "tensorwise"):
         raise CaptureError(
             "--float8-all-gather needs --recipe tensorwise (torchao all-gathers float8 "
