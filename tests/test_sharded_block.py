@@ -187,6 +187,7 @@ def test_tensorwise_float8_all_gather_moves_float8_weights() -> None:
     # torchao's float8 TP all-gathers the norm output already cast (e4m3) in forward
     tp_gathers = got.collectives_of(AG, graph="fwd", mesh="tp")
     assert [c.dtype for c in tp_gathers] == ["float8_e4m3fn"] * 2
+    assert not any(c.feeds_cast for c in tp_gathers)  # cast before, on the shard
     assert [c.bytes for c in tp_gathers] == [activation_bytes(spec, 1)] * 2
     # FSDP2: weights in float8 (1 byte each), norms' weights in bf16, forward and backward
     weights = linear_weight_numel(spec)

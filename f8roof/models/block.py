@@ -292,6 +292,8 @@ class BlockCapture:
     gemms: tuple[BlockGemm, ...]
     collectives: tuple[Collective, ...]
     gpu: str | None = None  # the codegen target
+    # Launches whose byte counts (code, scheduler, Inductor's) differ: profiler.capture's rules
+    disagreements: tuple[str, ...] = ()
 
     @property
     def recomputed(self) -> tuple[str, ...]:
@@ -316,7 +318,11 @@ class BlockCapture:
     @property
     def casts_after_all_gather(self) -> tuple[BlockKernel, ...]:
         """Float8 casts that read an all-gathered tensor: standalone, not fused into the norm."""
-        return tuple(k for k in self.kernels if k.after_all_gather and k.float8_steps)
+        return tuple(
+            k
+            for k in self.kernels
+            if k.after_all_gather and any(s.startswith("cast") for s in k.float8_steps)
+        )
 
     def kernel_bytes(self, *, graph: str | None = None) -> int:
         return _total(k.bytes_total for k in self.kernels if graph in (None, k.graph))

@@ -525,7 +525,7 @@ def capture_block(
                 recomputed_gemms[operands] -= again
                 gemms.append(_gemm(launch, recomputed=again))
             else:
-                kernels.append(_kernel(launch, gathered, parsed.storage))
+                kernels.append(_kernel(launch, gathered, parsed.storage, float8=float8 is not None))
         # The k-th collective of an op in the code is the k-th of that op in the fx graph
         # (Inductor keeps collectives in graph order unless asked to reorder them).
         seen: dict[str, int] = {}
@@ -545,6 +545,7 @@ def capture_block(
         gemms=tuple(gemms),
         collectives=tuple(collectives),
         gpu=gpu.name if gpu else None,
+        disagreements=capture.disagreements(),
     )
 
 
@@ -630,18 +631,24 @@ def _reads_storage(launch: KernelLaunch, storages: set[str], storage: Any) -> bo
     return any(storage.get(b.name, b.name) in storages for b in launch.reads)
 
 
-def _work(launch: KernelLaunch) -> Work:
+# Ops a linear's module runs around a collective that are no float8 work: the concat/split of
+# a row-parallel output before its reduce-scatter (DTensor's redistribute).
+_MOVEMENT = frozenset({"aten.cat", "aten.split", "aten.split_with_sizes", "aten.clone"})
+
+
+def _work(launch: KernelLaunch, *, float8: bool) -> Work:
     """float8 (only the linears' own ops), fused (theirs and the block's), or context. Unlike
-    a standalone linear's capture, a kernel of ops of no known module is the block's."""
+    a standalone linear's capture, a kernel of ops of no known module is the block's; bf16
+    has no float8 work, and moving a row-parallel output for its reduce-scatter is none."""
     work = [o for o in launch.ops if o.is_work]
-    linear = any(o.linear for o in work)
+    linear = float8 and any(o.linear and o.op not in _MOVEMENT for o in work)
     if any(not o.linear for o in work):
         return Work.FUSED if linear else Work.CONTEXT
     return Work.FLOAT8 if linear else Work.CONTEXT
 
 
-def _kernel(launch: KernelLaunch, gathered: set[str], storage: Any) -> BlockKernel:
-    work = _work(launch)
+def _kernel(launch: KernelLaunch, gathered: set[str], storage: Any, *, float8: bool) -> BlockKernel:
+    work = _work(launch, float8=float8)
     return BlockKernel(
         name=launch.name,
         graph=launch.graph.value,
@@ -684,11 +691,16 @@ def _collective(
     mesh, size = groups.get(parsed.group, ("?", parsed.group_size or 1))
     op = CollectiveKind(parsed.op)
     full = parsed.input if op is CollectiveKind.REDUCE_SCATTER else parsed.output
-    # A float8 cast reading the all-gathered tensor.
+    # A float8 cast reading a high-precision all-gathered tensor. An all-gather of float8
+    # (torchao's float8 TP) was cast before it, on the shard, where the cast can fuse into the
+    # norm; what reads it afterwards is a layout copy.
     out = storage.get(parsed.output.name, parsed.output.name)
     consumers = [k for k in launches[parsed.after :] if _reads_storage(k, {out}, storage)]
-    feeds_cast = op is CollectiveKind.ALL_GATHER and any(
-        any(s.startswith("cast") for s in k.float8_steps) for k in consumers
+    high_precision = not parsed.output.dtype.startswith("float8")
+    feeds_cast = (
+        op is CollectiveKind.ALL_GATHER
+        and high_precision
+        and any(any(s.startswith("cast") for s in k.float8_steps) for k in consumers)
     )
     return Collective(
         kind=op,
