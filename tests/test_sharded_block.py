@@ -288,3 +288,20 @@ def test_cli_block_codegen_lists_passes_and_collectives(tmp_path) -> None:
     assert "cast after it" in text  # rowwise all-gathers bf16, casts afterwards
     assert "not fused into the norm): 0" not in text
     assert "[recomputed]" in text
+
+
+@pytest.mark.parametrize(
+    ("parallel", "recipe", "message"),
+    [
+        ({"tp": 2, "recompute": Recompute.FULL}, None, "--recompute full does not compile"),
+        ({"tp": 2, "async_tp": True}, None, "async TP blocks are not compiled yet"),
+        ({"fsdp": 2, "float8_all_gather": True}, "rowwise", "needs --recipe tensorwise"),
+        ({"tp": 2}, "nonsense", "nonsense"),
+    ],
+)
+def test_what_does_not_compile_says_so_in_one_line(parallel, recipe, message) -> None:
+    from f8roof.profiler.capture import CaptureError
+
+    with pytest.raises(CaptureError, match=message) as error:
+        capture(small(**parallel), recipe)
+    assert "\n" not in str(error.value)

@@ -156,11 +156,14 @@ class Checkpointed(nn.Module):
         self.context_fn = context_fn
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from torch.utils.checkpoint import checkpoint, noop_context_fn
+        from torch.utils.checkpoint import checkpoint
 
-        return checkpoint(
-            self.block, x, use_reentrant=False, context_fn=self.context_fn or noop_context_fn
-        )
+        # No RNG state to keep: the block has no dropout (keeping it would call the CUDA RNG
+        # while generating code without a GPU).
+        kwargs = {"use_reentrant": False, "preserve_rng_state": False}
+        if self.context_fn is None:  # dynamo takes no context_fn it cannot trace: none at all
+            return checkpoint(self.block, x, **kwargs)
+        return checkpoint(self.block, x, context_fn=self.context_fn, **kwargs)
 
 
 def sac_context(
@@ -464,6 +467,20 @@ def capture_block(
     target = CaptureDevice(device)
     if target is CaptureDevice.CUDA:
         raise CaptureError("sharded blocks compile on a fake process group: use cpu or codegen")
+    if spec.parallel.async_tp:
+        # torchtitan's async TP is Inductor's micro-pipeline pass over symmetric memory, which
+        # a fake process group does not provide; not tried here.
+        raise CaptureError("async TP blocks are not compiled yet (they need symmetric memory)")
+    if spec.parallel.recompute is Recompute.FULL:
+        # Tried on torch 2.13 (torch.utils.checkpoint of the whole block, and a selective
+        # policy recomputing every op): with TP, AOTAutograd refuses to save the device mesh
+        # the recomputed block needs ("expected all tensors_saved_with_vc_check to be
+        # Tensors"); without TP, codegen meets the CUDA RNG state AOTAutograd functionalizes for
+        # the checkpointed region, and a CPU compile under FSDP fails on a symbolic size.
+        raise CaptureError(
+            "--recompute full does not compile here yet (torch 2.13 cannot save the device "
+            "mesh, or functionalizes the CUDA RNG, for a checkpointed block): use selective"
+        )
     if spec.moe is not None:
         raise CaptureError(f"{spec.name or 'block'}: MoE blocks are not compiled yet")
     try:
