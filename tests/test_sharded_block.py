@@ -94,6 +94,45 @@ def test_ring_bytes() -> None:
     assert reduce.ring_bytes_per_rank == pytest.approx(1500)
 
 
+def synthetic_capture() -> BlockCapture:
+    from f8roof.models.block import BlockGemm, BlockKernel
+
+    spec = small(tp=2, recompute=Recompute.SELECTIVE)
+    return BlockCapture(
+        spec=spec,
+        recipe="rowwise",
+        device="codegen",
+        gpu="h100",
+        kernels=(
+            BlockKernel("k0", "fwd", "reduction", 100, 50, "fused", ("amax",)),
+            BlockKernel("k1", "bwd", "pointwise", 10, 20, "context", recomputed=True),
+        ),
+        gemms=(
+            BlockGemm("g0", "fwd", "_scaled_mm", 8, 16, 32, "float8_e4m3fn", 900),
+            BlockGemm("g1", "bwd", "_scaled_mm", 8, 16, 32, "float8_e4m3fn", 900, True),
+        ),
+        collectives=(
+            Collective(AG, 64, "bfloat16", 2, "fwd", feeds_cast=True),
+            Collective(AG, 64, "bfloat16", 2, "fwd"),
+            Collective(RS, 256, "float32", 2, "bwd", mesh="dp_shard", compiled=False),
+        ),
+    )
+
+
+def test_capture_round_trips_and_totals() -> None:
+    import json
+
+    got = synthetic_capture()
+    assert BlockCapture.from_dict(json.loads(json.dumps(got.to_dict()))) == got
+    fwd, bwd = got.totals("fwd"), got.totals("bwd")
+    assert (fwd.kernel_bytes, fwd.float8_kernel_bytes, fwd.gemm_flops) == (150, 150, 8192)
+    assert fwd.collective_bytes == (("all_gather_into_tensor", "bfloat16", "tp", 128),)
+    assert (bwd.recomputed_kernel_bytes, bwd.recomputed_gemm_flops) == (30, 8192)
+    assert got.recomputed == ("bwd k1", "bwd g1")
+    with pytest.raises(ModelError, match="not a block capture"):
+        BlockCapture.from_dict({"spec": {}})
+
+
 # ---- the parser (no compile) ----------------------------------------------------------------
 
 WRAPPER = """
@@ -305,3 +344,23 @@ def test_what_does_not_compile_says_so_in_one_line(parallel, recipe, message) ->
     with pytest.raises(CaptureError, match=message) as error:
         capture(small(**parallel), recipe)
     assert "\n" not in str(error.value)
+
+
+def test_renderer_lists_per_pass_and_json_reads_back() -> None:
+    import json
+    from dataclasses import replace
+
+    from f8roof.renderers.block import block_to_json, render_block_text
+    from f8roof.sharded import BlockComparison
+
+    float8 = synthetic_capture()
+    bf16 = replace(float8, recipe=None, kernels=(), gemms=())
+    text = render_block_text(BlockComparison(bf16, float8))
+    forward, backward = text.split("backward:")
+    assert "bf16: 0 kernels" in forward and "rowwise: 1 kernels" in forward
+    assert "(graph; cast after it)" in forward
+    assert "reduce_scatter_tensor    dp_shard x2 float32" in backward
+    assert "(FSDP hook)" in backward and "[recomputed]" in backward
+    data = json.loads(block_to_json(BlockComparison(bf16, float8)))
+    assert BlockCapture.from_dict(data["float8"]) == float8
+    assert data["float8"]["totals"]["bwd"]["recomputed_gemm_flops"] == 8192

@@ -17,9 +17,10 @@ all-gather or reduce-scatter and twice that for an all-reduce
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
+from typing import Any
 
 from f8roof.models.errors import ModelError
 
@@ -35,6 +36,7 @@ __all__ = [
     "MoeSpec",
     "Norm",
     "ParallelSpec",
+    "PassTotals",
     "Recompute",
 ]
 
@@ -282,6 +284,21 @@ class BlockGemm:
 
 
 @dataclass(frozen=True)
+class PassTotals:
+    """One pass of one block: bytes of non-gemm kernels (all, those doing float8 work, those
+    recomputing forward work), gemm FLOPs (all, recomputed), and collective bytes per
+    (kind, dtype, mesh)."""
+
+    graph: str
+    kernel_bytes: int
+    float8_kernel_bytes: int
+    recomputed_kernel_bytes: int
+    gemm_flops: int
+    recomputed_gemm_flops: int
+    collective_bytes: tuple[tuple[str, str, str, int], ...]
+
+
+@dataclass(frozen=True)
 class BlockCapture:
     """What one rank's compiled forward+backward of a block holds."""
 
@@ -323,6 +340,78 @@ class BlockCapture:
             for k in self.kernels
             if k.after_all_gather and any(s.startswith("cast") for s in k.float8_steps)
         )
+
+    def totals(self, graph: str) -> PassTotals:
+        """One pass in numbers: what an estimate times (see PassTotals)."""
+        kernels = [k for k in self.kernels if k.graph == graph]
+        gemms = [g for g in self.gemms if g.graph == graph]
+        collectives: dict[tuple[str, str, str], int] = {}
+        for c in self.collectives:
+            if c.graph == graph:
+                key = (c.kind.value, c.dtype, c.mesh)
+                collectives[key] = collectives.get(key, 0) + c.bytes
+        return PassTotals(
+            graph=graph,
+            kernel_bytes=_total(k.bytes_total for k in kernels),
+            float8_kernel_bytes=_total(k.bytes_total for k in kernels if k.work != "context"),
+            recomputed_kernel_bytes=_total(k.bytes_total for k in kernels if k.recomputed),
+            gemm_flops=_total(g.flops for g in gemms),
+            recomputed_gemm_flops=_total(g.flops for g in gemms if g.recomputed),
+            collective_bytes=tuple(sorted((*key, n) for key, n in collectives.items())),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready data; `from_dict` reads it back."""
+        return {
+            "spec": {
+                **{f.name: getattr(self.spec, f.name) for f in fields(self.spec)},
+                "norm": self.spec.norm.value,
+                "mlp": self.spec.mlp.value,
+                "moe": asdict(self.spec.moe) if self.spec.moe else None,
+                "parallel": {
+                    **asdict(self.spec.parallel),
+                    "recompute": self.spec.parallel.recompute.value,
+                },
+            },
+            "recipe": self.recipe,
+            "device": self.device,
+            "gpu": self.gpu,
+            "kernels": [asdict(k) for k in self.kernels],
+            "gemms": [asdict(g) for g in self.gemms],
+            "collectives": [{**asdict(c), "kind": c.kind.value} for c in self.collectives],
+            "disagreements": list(self.disagreements),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BlockCapture:
+        try:
+            spec = dict(data["spec"])
+            parallel = dict(spec.pop("parallel"))
+            parallel["recompute"] = Recompute(parallel["recompute"])
+            moe = spec.pop("moe")
+            block = BlockSpec(
+                **{**spec, "norm": Norm(spec["norm"]), "mlp": Mlp(spec["mlp"])},
+                moe=MoeSpec(**moe) if moe else None,
+                parallel=ParallelSpec(**parallel),
+            )
+            return cls(
+                spec=block,
+                recipe=data["recipe"],
+                device=data["device"],
+                gpu=data.get("gpu"),
+                kernels=tuple(
+                    BlockKernel(**{**k, "float8_steps": tuple(k["float8_steps"])})
+                    for k in data["kernels"]
+                ),
+                gemms=tuple(BlockGemm(**g) for g in data["gemms"]),
+                collectives=tuple(
+                    Collective(**{**c, "kind": CollectiveKind(c["kind"])})
+                    for c in data["collectives"]
+                ),
+                disagreements=tuple(data.get("disagreements", ())),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelError(f"not a block capture: {type(e).__name__}: {e}") from None
 
     def kernel_bytes(self, *, graph: str | None = None) -> int:
         return _total(k.bytes_total for k in self.kernels if graph in (None, k.graph))

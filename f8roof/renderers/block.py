@@ -86,12 +86,12 @@ def render_block_text(c: BlockComparison) -> str:
 
 
 def block_to_json(c: BlockComparison) -> str:
-    def capture_json(capture: BlockCapture) -> dict:
-        data = asdict(capture)
-        data["recomputed"] = list(capture.recomputed)
-        return data
+    """Both captures (`BlockCapture.to_dict`, readable back with `from_dict`) and their
+    per-pass totals."""
 
-    return (
-        json.dumps({"bf16": capture_json(c.bf16), "float8": capture_json(c.float8)}, indent=1)
-        + "\n"
-    )
+    def capture_json(capture: BlockCapture) -> dict:
+        totals = {graph: asdict(capture.totals(graph)) for graph in PASSES}
+        return {**capture.to_dict(), "recomputed": list(capture.recomputed), "totals": totals}
+
+    data = {"bf16": capture_json(c.bf16), "float8": capture_json(c.float8)}
+    return json.dumps(data, indent=1) + "\n"
