@@ -10,6 +10,8 @@ float8 for torchao's float8 TP); each rank sends (tp-1)/tp of it in a ring.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from f8roof.errors import F8RoofError
@@ -265,6 +267,10 @@ def test_codegen_rowwise_cast_after_all_gather() -> None:
     assert all(c.feeds_cast for c in gathers)
     assert got.casts_after_all_gather
     assert {g.op for g in got.gemms} == {"_scaled_mm"}
+    # Every Triton kernel's bytes: the code's count and the scheduler's agree.
+    counts = [re.search(r"code (\d+), scheduler (\d+)", line) for line in got.disagreements]
+    triton = [m for m, line in zip(counts, got.disagreements) if m and " triton_" in line]
+    assert all(m.group(1) == m.group(2) for m in triton)
 
 
 # ---- the command line -----------------------------------------------------------------------

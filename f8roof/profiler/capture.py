@@ -46,6 +46,9 @@ Counting rules: the one place where the three methods are reconciled.
    fused node) Inductor assumes at most 1e9 elements accessed per buffer dependency
    (`get_read_write_buffer_accesses`), so buffers past 1e9 elements (32768 x 32768) come out
    short. Their writes count whole, as their reads do (rule 4).
+11. inductor: a buffer a collective produced (all-gathered, reduce-scattered, all-reduced in
+   place) counts as nothing in kernel_num_gb (Inductor sizes it through the collective's wait,
+   whose layout holds no size): those reads are added back.
 
 Gemms (`extern_kernels._scaled_mm`, `mm`) are launches of kind extern_gemm with their operand
 bytes; every other launch is attributed to the roles whose tensors it serves and says what it
@@ -919,6 +922,7 @@ def _launch(
             + parsed.bytes_not_iterated
             + parsed.bytes_workspace
             - parsed.bytes_unwritten_reads
+            + parsed.bytes_from_collectives
         )
     return KernelLaunch(
         name=parsed.name,

@@ -146,6 +146,10 @@ class ParsedLaunch:
     # (`ws_ptr`, which kernel_num_gb leaves out), or reads back to finish them in the wrapper
     # (`_final_reduce`).
     bytes_workspace: int = 0
+    # Bytes read from a collective's result (an all-gathered tensor, an all-reduced amax):
+    # kernel_num_gb counts them as nothing (Inductor sizes them through the collective's
+    # wait, whose layout holds no size), the counts above count them.
+    bytes_from_collectives: int = 0
 
     @property
     def bytes_total(self) -> int:
@@ -390,6 +394,7 @@ class _CallWalker:
         # Outputs of a fallback that returns new buffers (`buf9 = aten.X.default(...)`),
         # awaiting the `assert_size_stride` that gives their shape: launch index, dtype.
         self.pending: dict[str, tuple[int, str]] = {}
+        self.collected: set[str] = set()  # storages a collective wrote last
 
     def walk(self, body: list[ast.stmt]) -> None:
         for stmt in body:
@@ -458,6 +463,7 @@ class _CallWalker:
         else:  # in place
             output = source
         self.holds_data.add(self.storage[output.name])
+        self.collected.add(self.storage[output.name])
         self.collectives.append(
             ParsedCollective(base, source, output, group, group_size, len(self.launches))
         )
@@ -568,7 +574,9 @@ class _CallWalker:
         # no memory traffic beyond the write (see ParsedLaunch).
         external = [a for a in reads if self.storage[a.name] in self.holds_data]
         unwritten = [a for a in _unique(reads) if a not in external]
+        collected = [a for a in _unique(external) if self.storage[a.name] in self.collected]
         self.holds_data.update(self.storage[a.name] for a in writes)
+        self.collected.difference_update(self.storage[a.name] for a in writes)
         self.launches.append(
             ParsedLaunch(
                 name,
@@ -579,6 +587,7 @@ class _CallWalker:
                 not_iterated,
                 sum(a.nbytes for a in unwritten),
                 workspace,
+                sum(a.nbytes for a in collected),
             )
         )
 
