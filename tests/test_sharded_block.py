@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import requires
 
 from f8roof.errors import F8RoofError
 from f8roof.models.block import (
@@ -221,6 +222,7 @@ def test_bf16_tp_sequence_parallel_collectives() -> None:
 
 
 @pytest.mark.slow
+@requires.torchao
 def test_tensorwise_float8_all_gather_moves_float8_weights() -> None:
     spec = small(tp=2, fsdp=2, float8_all_gather=True)
     got = capture(spec, "tensorwise")
@@ -256,6 +258,7 @@ def test_selective_recompute_shows_in_backward() -> None:
 
 
 @pytest.mark.slow
+@requires.torchao
 def test_codegen_rowwise_cast_after_all_gather() -> None:
     spec = small(tp=2)
     got = capture(spec, "rowwise", device="codegen")
@@ -317,6 +320,7 @@ def test_cli_block_needs_tokens(tmp_path) -> None:
 
 
 @pytest.mark.slow
+@requires.torchao
 def test_cli_block_codegen_lists_passes_and_collectives(tmp_path) -> None:
     from click.testing import CliRunner
 

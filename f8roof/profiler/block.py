@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -344,11 +345,9 @@ class _EagerCollectives:
     def recording(self) -> Iterator[None]:
         import torch.distributed as dist
         from torch.distributed.fsdp._fully_shard import _fsdp_collectives
-        from torchao.float8 import float8_utils
 
         all_gather, reduce_scatter = dist.all_gather_single, dist.reduce_scatter_single
         metadatas = _fsdp_collectives._get_all_gather_input_metadatas
-        all_reduce = float8_utils.all_reduce
 
         def gather(output: torch.Tensor, input: torch.Tensor, **kw: Any) -> Any:
             self._all_gather(output, kw["group"])
@@ -370,18 +369,18 @@ class _EagerCollectives:
             self._add(CollectiveKind.ALL_REDUCE, tensor, _group_of(group), "fsdp amax")
             return all_reduce(tensor, op, group)
 
-        with (
-            mock.patch.object(
-                dist, "all_gather_single", _positional(gather, "output_tensor", "input_tensor")
-            ),
-            mock.patch.object(
-                dist, "reduce_scatter_single", _positional(scatter, "output", "input")
-            ),
-            mock.patch.object(
-                _fsdp_collectives, "_get_all_gather_input_metadatas", record_metadatas
-            ),
-            mock.patch.object(float8_utils, "all_reduce", amax_reduce),
-        ):
+        patches = [
+            (dist, "all_gather_single", _positional(gather, "output_tensor", "input_tensor")),
+            (dist, "reduce_scatter_single", _positional(scatter, "output", "input")),
+            (_fsdp_collectives, "_get_all_gather_input_metadatas", record_metadatas),
+        ]
+        if torchao_float8.available():  # bf16 blocks need no torchao
+            float8_utils = importlib.import_module("torchao.float8.float8_utils")
+            all_reduce = float8_utils.all_reduce
+            patches.append((float8_utils, "all_reduce", amax_reduce))
+        with contextlib.ExitStack() as stack:
+            for target, name, value in patches:
+                stack.enter_context(mock.patch.object(target, name, value))
             yield
 
     def _all_gather(self, output: torch.Tensor, group: Any) -> None:
