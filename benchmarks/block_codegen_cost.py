@@ -39,10 +39,15 @@ def main() -> None:
     parser.add_argument("--fsdp", type=int, default=1)
     parser.add_argument("--tokens", type=int, default=8192)
     parser.add_argument("--recompute", default="none", choices=[r.value for r in Recompute])
+    parser.add_argument("--small", action="store_true", help="a tiny block instead (tests)")
     args = parser.parse_args()
-    spec = llama3_8b(
-        tp=args.tp, fsdp=args.fsdp, recompute=Recompute(args.recompute), tokens=args.tokens
-    )
+    parallel = ParallelSpec(tp=args.tp, fsdp=args.fsdp, recompute=Recompute(args.recompute))
+    if args.small:
+        spec = BlockSpec.small(parallel=parallel)
+    else:
+        spec = llama3_8b(
+            tp=args.tp, fsdp=args.fsdp, recompute=Recompute(args.recompute), tokens=args.tokens
+        )
     recipe = None if args.recipe == "bf16" else args.recipe
     start = time.perf_counter()
     capture = capture_block(spec, recipe=recipe, device="codegen")
