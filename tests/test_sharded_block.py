@@ -237,6 +237,7 @@ def test_tensorwise_float8_all_gather_moves_float8_weights() -> None:
     for graph in ("fwd", "bwd"):
         fsdp = got.collectives_of(AG, graph=graph, mesh="dp_shard")
         by_dtype = {c.dtype: c.bytes for c in fsdp}
+        assert not any(c.feeds_cast for c in fsdp)  # cast before the all-gather, on the shard
         assert by_dtype == {"float8_e4m3fn": weights, "bfloat16": 2 * spec.dim * 2}
     # gradients reduce-scattered in fp32 (torchtitan's reduce dtype), every parameter
     (grads,) = got.collectives_of(RS, mesh="dp_shard")

@@ -213,7 +213,8 @@ class Collective:
     sequence parallel, float8 amax reductions) or issued by FSDP2's hooks around it (weight
     all-gathers, gradient reduce-scatters), as torchtitan compiles per block with FSDP2 outside.
     `feeds_cast`: a float8 cast consumes the all-gathered tensor, so that cast cannot fuse into
-    the op before the all-gather (the norm). `recomputed`: a forward collective checkpointing
+    the op before the all-gather (the norm); for FSDP2's bf16 weight all-gathers under a float8
+    recipe, the linears cast the gathered weights in the graph. `recomputed`: a forward collective checkpointing
     repeats in backward.
     """
 

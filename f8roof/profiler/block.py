@@ -32,7 +32,7 @@ import functools
 import importlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 from unittest import mock
 
@@ -552,7 +552,13 @@ def capture_block(
             collectives.append(
                 _collective(c, kind, groups, launches, parsed.storage, recomputed=recomputed)
             )
-    collectives += eager.found
+    # FSDP2 all-gathers the weights in bf16 unless torchao's float8 all-gather is on: then each
+    # float8 linear casts its gathered weight in the compiled graph.
+    weights_cast = float8 is not None and not spec.parallel.float8_all_gather
+    collectives += [
+        replace(c, feeds_cast=True) if weights_cast and c.kind is CollectiveKind.ALL_GATHER else c
+        for c in eager.found
+    ]
     return BlockCapture(
         spec=spec,
         recipe=recipe,
