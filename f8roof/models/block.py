@@ -163,7 +163,8 @@ class BlockSpec:
         tp = self.parallel.tp
         ffn = self.moe.expert_ffn_dim if self.moe else self.ffn_dim
         # TP shards heads (q/k/v columns, o rows), the MLP's hidden dim, and (sequence
-        # parallel) each sequence between the blocks.
+        # parallel) each sequence between the blocks. FSDP2 needs no divisor: it pads each
+        # parameter's dim 0 to a multiple of its degree.
         for what, size in (
             ("n_heads", self.n_heads),
             ("n_kv_heads", self.n_kv_heads),
