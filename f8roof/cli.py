@@ -266,15 +266,27 @@ def validate(calibration_path, out_dir, resume, traces, budget, **options) -> No
 
 @main.command()
 @o.COMPARE
-def compare(shape_texts, no_fit, as_json, out, **options) -> None:
-    """Worst-case and ideal models beside the kernels torch.compile generates."""
-    from f8roof.compare import CompareRequest, run_compare
+def compare(shape_texts, no_fit, as_json, out, model, block, **options) -> None:
+    """Worst-case and ideal models beside the kernels torch.compile generates; with --model,
+    one sharded transformer block's kernels, gemms and collectives, bf16 beside float8."""
     from f8roof.files import check_output_path, write_text_atomic
-    from f8roof.renderers.comparison import render_text, to_json
 
     if out is not None:
         check_output_path(out)
     _need_torch("compare")
+    if model is not None:
+        from f8roof.renderers.block import block_to_json, render_block_text
+        from f8roof.sharded import compare_block
+
+        result = compare_block(model=model, shapes_given=bool(shape_texts), **block, **options)
+        text = (block_to_json if as_json else render_block_text)(result)
+        click.echo(text, nl=False)
+        if out:
+            write_text_atomic(out, text)
+        return
+    from f8roof.compare import CompareRequest, run_compare
+    from f8roof.renderers.comparison import render_text, to_json
+
     bar = _progress("compiling", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}")
     request = CompareRequest(shape_texts=tuple(shape_texts), fit=not no_fit, **options)
     result = run_compare(request, progress=bar, warn=lambda line: click.echo(line, err=True))

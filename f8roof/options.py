@@ -402,6 +402,47 @@ VALIDATE = stack(
 )
 
 
+def block_options(command):
+    """compare --model's sharding: --tokens, --seq-len, --tp, --fsdp, --float8-all-gather and
+    --recompute, handed to the command as one `block` dict."""
+    import functools
+
+    @functools.wraps(command)
+    def wrapper(*args, tokens, seq_len, tp, fsdp, float8_all_gather, recompute, **kwargs):
+        block = {
+            "tokens": tokens,
+            "seq_len": seq_len,
+            "tp": tp,
+            "fsdp": fsdp,
+            "float8_all_gather": float8_all_gather,
+            "recompute": recompute,
+        }
+        return command(*args, block=block, **kwargs)
+
+    return stack(
+        click.option("--tokens", type=int, default=None, help="with --model: tokens per rank"),
+        click.option("--seq-len", type=int, default=None, help="with --model (default: --tokens)"),
+        click.option(
+            "--tp", type=int, default=1, show_default=True, help="with --model: TP degree"
+        ),
+        click.option(
+            "--fsdp", type=int, default=1, show_default=True, help="with --model: FSDP degree"
+        ),
+        click.option(
+            "--float8-all-gather",
+            is_flag=True,
+            help="with --model: torchao's FSDP2 float8 weight all-gather (tensorwise)",
+        ),
+        click.option(
+            "--recompute",
+            type=click.Choice(["none", "full", "selective"]),
+            default="none",
+            show_default=True,
+            help="with --model: activation checkpointing of the block (torchtitan's)",
+        ),
+    )(wrapper)
+
+
 COMPARE = stack(
     click.option("--recipe", default="tensorwise", show_default=True),
     click.option("--scaling", default=None, help="tensorwise scaling per role, as for estimate"),
@@ -429,4 +470,11 @@ COMPARE = stack(
     ),
     click.option("--json", "as_json", is_flag=True, help="print a machine-readable report"),
     click.option("--out", default=None, help="also write the report to FILE"),
+    click.option(
+        "--model",
+        default=None,
+        help="compile one transformer block of this model as one rank of a sharded run compiles "
+        "it (fake process group), bf16 beside --recipe",
+    ),
+    block_options,
 )

@@ -37,3 +37,10 @@ def test_compare_cost_runs_one_shape():
     out = run("compare_cost.py", "--shape", "256,512,1024", "--one-shape")
     assert "torchao:tensorwise on h100, one shape" in out
     assert "disagreements 0" in out
+
+
+@pytest.mark.slow
+def test_block_codegen_cost_runs_small():
+    pytest.importorskip("triton")
+    out = run("block_codegen_cost.py", "--small", "--recipe", "bf16", "--tp", "2")
+    assert "small bf16 tp=2" in out and "codegen" in out and "collectives" in out

@@ -62,7 +62,9 @@ def test_the_band_and_an_uncertain_decision():
     rows = {line.split()[0]: line.split() for line in result.output.splitlines()[3:5]}
     low, high = (float(x) for x in rows["4096"][-3].split("-"))
     assert low < 1 < high and rows["4096"][-1] == "uncertain" and rows["2048"][-1] == "keep"
-    assert "uncertain: 1 row(s) where the band straddles 1; settle them on a GPU: " in (result.output)
+    assert "uncertain: 1 row(s) where the band straddles 1; settle them on a GPU: " in (
+        result.output
+    )
     assert "f8roof validate --calibration gpu.json" in result.output
     assert "breakeven (fitted): float8 wins for M = K = N >= 3600 (band: high end" in (
         result.output

@@ -46,6 +46,9 @@ Counting rules: the one place where the three methods are reconciled.
    fused node) Inductor assumes at most 1e9 elements accessed per buffer dependency
    (`get_read_write_buffer_accesses`), so buffers past 1e9 elements (32768 x 32768) come out
    short. Their writes count whole, as their reads do (rule 4).
+11. inductor: a buffer a collective produced (all-gathered, reduce-scattered, all-reduced in
+   place) counts as nothing in kernel_num_gb (Inductor sizes it through the collective's wait,
+   whose layout holds no size): those reads are added back.
 
 Gemms (`extern_kernels._scaled_mm`, `mm`) are launches of kind extern_gemm with their operand
 bytes; every other launch is attributed to the roles whose tensors it serves and says what it
@@ -168,6 +171,9 @@ class KernelOp:
     dtype: str | None  # output dtype ("float8_e4m3fn"); None for a non-tensor output
     module: str | None  # class name of the innermost module it came from; None when unknown
     linear: bool  # inside an nn.Linear-derived module: the linear's own work
+    # A forward op (AOTAutograd's partitioner tag); in a backward graph, a recomputed one
+    # (activation checkpointing).
+    forward: bool = False
 
     @property
     def is_work(self) -> bool:
@@ -246,6 +252,15 @@ class KernelLaunch:
         casts = Counter(w.dtype for w in self.writes if w.dtype.startswith("float8"))
         steps += [f"cast to {d}" + (f" x{n}" if n > 1 else "") for d, n in sorted(casts.items())]
         return tuple(steps) or ("scale",)
+
+    @property
+    def recomputed(self) -> bool:
+        """A backward launch computing forward ops again (activation checkpointing): for a
+        gemm its gemm op, otherwise any op of work."""
+        if self.graph is not GraphKind.BWD:
+            return False
+        ops = [o for o in self.ops if (o.op in GEMM_TARGETS if self.is_gemm else o.is_work)]
+        return any(o.forward for o in ops)
 
     @property
     def bytes_agree(self) -> bool:
@@ -422,23 +437,7 @@ def capture_step(
     # recompile limit would skip Inductor and leave nothing to capture.
     torch._dynamo.reset()
     try:
-        # C++ kernels show in profiler traces only when compiled with kernel profiling on.
-        # benchmark_kernel makes every compiled module print its path: keep the terminal clean.
-        noise = io.StringIO()
-        with (
-            contextlib.redirect_stdout(noise),
-            contextlib.redirect_stderr(noise),
-            warnings.catch_warnings(),
-            torchao_float8.inductor_patch_scope(),
-            recorder.recording_lowering(),
-            torch._inductor.config.patch(
-                force_disable_caches=True,
-                benchmark_kernel=True,
-                _post_fusion_custom_pass=recorder.post_fusion,
-                **{"cpp.enable_kernel_profile": True},
-            ),
-        ):
-            warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+        with recording(recorder):
             if target is CaptureDevice.CODEGEN:
                 _run_codegen(factory, recorder, gpu=gpu or find_gpu("h100"))
             else:
@@ -456,6 +455,29 @@ def capture_step(
         return recorder.build(key=key, shape=shape, device=target), measured
     except CodeParseError as e:
         raise CaptureError(f"reading the code of {where}: {e}") from e
+
+
+@contextlib.contextmanager
+def recording(recorder: _Recorder) -> Iterator[None]:
+    """Inductor set up to hand `recorder` every graph, lowering and scheduler node; quiet."""
+    # C++ kernels show in profiler traces only when compiled with kernel profiling on.
+    # benchmark_kernel makes every compiled module print its path: keep the terminal clean.
+    noise = io.StringIO()
+    with (
+        contextlib.redirect_stdout(noise),
+        contextlib.redirect_stderr(noise),
+        warnings.catch_warnings(),
+        torchao_float8.inductor_patch_scope(),
+        recorder.recording_lowering(),
+        torch._inductor.config.patch(
+            force_disable_caches=True,
+            benchmark_kernel=True,
+            _post_fusion_custom_pass=recorder.post_fusion,
+            **{"cpp.enable_kernel_profile": True},
+        ),
+    ):
+        warnings.filterwarnings("ignore", message="dynamo_pgo force disabled")
+        yield
 
 
 # ---- running the step -----------------------------------------------------------------------
@@ -649,6 +671,9 @@ class _Recorder:
             )
             roles = _data_roles(nodes, self.input_roles.get(graph.kind, {}))
             groups, left = _match(parsed, nodes)
+            # A collective's node is no launch (see triton_code.ParsedCollective).
+            moved = {c.output.name for c in parsed.collectives}
+            left = [n for n in left if not (set(n.writes) | set(n.fused_away)) <= moved]
             removed = self.removed.get(graph.kind, set())
             reuses = self.reuses.get(graph.kind, {})
             launches += [
@@ -701,6 +726,8 @@ def _summarize(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> _SchedulerNo
 
     if isinstance(snode, scheduler.NopKernelSchedulerNode):
         return None
+    if isinstance(snode.node, _collective_ir()):
+        return None  # a collective or its wait: network traffic, kept apart (ParsedCollective)
     accessed = snode.get_read_write_buffer_accesses(include_reads=True, include_writes=True)
     outputs = snode.get_outputs()
     mutated = {b.get_name(): b.get_mutations()[0] for b in outputs if b.get_mutations()}
@@ -735,6 +762,14 @@ def _summarize(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> _SchedulerNo
     if isinstance(snode, scheduler.FusedSchedulerNode):
         parts = tuple(p for p in (_summarize(n, lowered) for n in snode.snodes) if p is not None)
     return _SchedulerNode(snode.get_name(), reads, writes, fused_away, views, sources, ops, parts)
+
+
+def _collective_ir() -> tuple[type, ...]:
+    from torch._inductor import ir
+
+    return tuple(
+        getattr(ir, name) for name in ("_CollectiveKernel", "_WaitKernel") if hasattr(ir, name)
+    )
 
 
 def _computed_origins(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> list[torch.fx.Node]:
@@ -773,7 +808,9 @@ def _computed_origins(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> list[
 def _origins_of(name: str) -> set[torch.fx.Node]:
     from torch._inductor.virtualized import V
 
-    return set(V.graph.name_to_buffer[name].get_origins())
+    buffer = V.graph.name_to_buffer[name]
+    # A MutationOutput (a collective's wait mutates its input) has no origins of its own.
+    return set(buffer.get_origins()) if hasattr(buffer, "get_origins") else set()
 
 
 def _is_reduction(node: torch.fx.Node) -> bool:
@@ -808,6 +845,7 @@ def _kernel_op(node: torch.fx.Node) -> KernelOp | None:
         dtype=dtype,
         module=classes[-1].__name__ if classes else None,
         linear=any(issubclass(cls, nn.Linear) for cls in classes),
+        forward=node.meta.get("partitioner_tag") == "is_forward",
     )
 
 
@@ -816,6 +854,10 @@ def _buffer_bytes(name: str) -> int:
     from torch._inductor.virtualized import V
 
     buf = V.graph.get_buffer(name)
+    if type(buf.layout).__name__ in ("NoneLayout", "MultiOutputLayout"):
+        # A collective's wait names the collective's output; a fallback returning several
+        # tensors (SDPA) holds them in MultiOutput buffers: no storage of their own.
+        return 0
     return int(buf.get_numel()) * get_dtype_size(buf.get_dtype())  # static shapes: an Integer
 
 
@@ -905,6 +947,7 @@ def _launch(
             + parsed.bytes_not_iterated
             + parsed.bytes_workspace
             - parsed.bytes_unwritten_reads
+            + parsed.bytes_from_collectives
         )
     return KernelLaunch(
         name=parsed.name,

@@ -132,18 +132,33 @@ def no_compute_inner(
     Lets AOTAutograd run forward and backward on CPU at any shape, so that both graphs get
     captured without doing the arithmetic (uninitialized outputs are never looked at).
     """
-    outputs = [
-        n.meta.get("val") if isinstance(n, torch.fx.Node) else n
-        for n in gm.graph.find_nodes(op="output")[0].args[0]
-    ]
+    placeholders = gm.graph.find_nodes(op="placeholder")
+    returned = gm.graph.find_nodes(op="output")[0].args[0]
+    outputs = [n.meta.get("val") if isinstance(n, torch.fx.Node) else n for n in returned]
+    # A non-tensor graph input returned as is (a process group a checkpointed region saves
+    # for backward): the real object from the call, not its fake stand-in.
+    passed = {
+        i: placeholders.index(n)
+        for i, n in enumerate(returned)
+        if isinstance(n, torch.fx.Node)
+        and n.op == "placeholder"
+        and not isinstance(outputs[i], torch.Tensor)
+    }
 
     def run(args: list[Any]) -> list[Any]:
+        given = {i: args[j] for i, j in passed.items()}
         args.clear()
         return [
-            torch.empty_strided(v.shape, v.stride(), dtype=v.dtype)
+            given[i]
+            if i in given
+            # int(): sizes may be symbols with a hint (checkpointed regions under a fake
+            # process group), static once compiled
+            else torch.empty_strided(
+                [int(d) for d in v.shape], [int(d) for d in v.stride()], dtype=v.dtype
+            )
             if isinstance(v, torch.Tensor)
             else v
-            for v in outputs
+            for i, v in enumerate(outputs)
         ]
 
     run._boxed_call = True  # type: ignore[attr-defined]  # AOTAutograd's calling convention
@@ -175,8 +190,12 @@ def to_fake_cuda(
     gm.recompile()
     mode = FakeTensorMode()
     with mode:
+        # Non-tensor inputs (a process group as an opaque object, under a fake process
+        # group) pass through as they are.
         fake = [
             torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=CUDA)
+            if isinstance(t, torch.Tensor)
+            else t
             for t in example_inputs
         ]
     copied = [*_lookup(proxy, "_COPY_META_FIELDS"), *_BACKWARD_META_FIELDS]

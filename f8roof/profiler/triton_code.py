@@ -152,6 +152,10 @@ class ParsedLaunch:
     # (`ws_ptr`, which kernel_num_gb leaves out), or reads back to finish them in the wrapper
     # (`_final_reduce`).
     bytes_workspace: int = 0
+    # Bytes read from a collective's result (an all-gathered tensor, an all-reduced amax):
+    # kernel_num_gb counts them as nothing (Inductor sizes them through the collective's
+    # wait, whose layout holds no size), the counts above count them.
+    bytes_from_collectives: int = 0
     # What the kernel does to memory (see `classify`); None only while parsing.
     kernel_class: KernelClass | None = None
     # A full-size buffer is stored (or loaded) along another dimension than the others: a
@@ -165,12 +169,32 @@ class ParsedLaunch:
 
 
 @dataclass(frozen=True)
+class ParsedCollective:
+    """One functional collective of `call()` (`torch.ops._c10d_functional.<op>.default`), kept
+    apart from the launches: its bytes cross the network, not (only) memory.
+
+    `op` drops a trailing `_` or `_out` (in-place and out= forms): all_gather_into_tensor,
+    reduce_scatter_tensor, all_reduce, all_to_all_single. `group_size` is None where the call
+    does not say it (all_reduce names only its group). `after` counts the launches before it.
+    """
+
+    op: str
+    input: BufferAccess
+    output: BufferAccess
+    group: str  # the process group's name, as Inductor passes it
+    group_size: int | None
+    after: int
+
+
+@dataclass(frozen=True)
 class OutputCode:
     """What one wrapper module does: graph inputs (in order) and launches (in order)."""
 
     graph_inputs: tuple[str, ...]
     kernels: tuple[KernelSource, ...]
     launches: tuple[ParsedLaunch, ...]
+    collectives: tuple[ParsedCollective, ...] = ()
+    storage: Mapping[str, str] = field(default_factory=dict)  # buffer -> storage it lives in
 
 
 def parse_output_code(source: str) -> OutputCode:
@@ -184,6 +208,8 @@ def parse_output_code(source: str) -> OutputCode:
         graph_inputs=walker.graph_inputs,
         kernels=tuple(kernels.values()),
         launches=_classified(walker.launches, kernels),
+        collectives=tuple(walker.collectives),
+        storage=dict(walker.storage),
     )
 
 
@@ -426,6 +452,11 @@ class _CallWalker:
         self.holds_data: set[str] = set(inputs)  # storages written by graph inputs or launches
         self.graph_inputs: tuple[str, ...] = ()
         self.launches: list[ParsedLaunch] = []
+        self.collectives: list[ParsedCollective] = []
+        # Outputs of a fallback that returns new buffers (`buf9 = aten.X.default(...)`),
+        # awaiting the `assert_size_stride` that gives their shape: launch index, dtype.
+        self.pending: dict[str, tuple[int, str]] = {}
+        self.collected: set[str] = set()  # storages a collective wrote last
 
     def walk(self, body: list[ast.stmt]) -> None:
         for stmt in body:
@@ -458,13 +489,46 @@ class _CallWalker:
             elif fname == "copy_if_misaligned":
                 base = _name_of(value.args[0])
                 self._bind(name, self.layouts[base], base=base)
+            elif _collective_op(value) is not None:
+                self._collective(value, result=name)
             elif (final := _final_reduce(value)) is not None:
                 self._finish_reduction(name, *final)
             elif self._is_extern(value):
-                raise CodeParseError(
-                    f"{ast.unparse(value.func)} returns a new buffer; only "
-                    "extern calls with out= are understood"
-                )
+                self._extern(value, result=name)
+        elif (
+            isinstance(value, ast.Subscript)
+            and isinstance(value.value, ast.Name)
+            and value.value.id in self.pending
+        ):  # buf10 = buf9[0]: one output of a fallback returning several
+            launch, dtype = self.pending[value.value.id]
+            index = ast.literal_eval(value.slice)
+            self.pending[name] = (launch, _output_dtype(self.launches[launch].name, index, dtype))
+
+    def _collective(self, call: ast.Call, *, result: str | None) -> None:
+        """`bufN = ..._c10d_functional.all_gather_into_tensor.default(buf, 2, 'group')`, its
+        in-place (`all_reduce_(buf, 'max', 'group')`) or out= forms."""
+        op = _collective_op(call) or ""
+        base = op.removesuffix("_out").removesuffix("_")
+        source = self._access(call.args[0], None)
+        consts = [a.value for a in call.args[1:] if isinstance(a, ast.Constant)]
+        group = next((c for c in reversed(consts) if isinstance(c, str)), "")
+        sizes = [c for c in consts if isinstance(c, int) and not isinstance(c, bool)]
+        group_size = sizes[0] if sizes and base != "all_reduce" else None
+        out = [k.value for k in call.keywords if k.arg == "out"]
+        if out:
+            output = self._access(out[0], None)
+        elif result is not None:
+            shape = _collective_shape(base, source.shape, group_size)
+            layout = _Layout(source.dtype, shape)
+            self._bind(result, layout, base=None)
+            output = self._access(ast.Name(result), None)
+        else:  # in place
+            output = source
+        self.holds_data.add(self.storage[output.name])
+        self.collected.add(self.storage[output.name])
+        self.collectives.append(
+            ParsedCollective(base, source, output, group, group_size, len(self.launches))
+        )
 
     def _finish_reduction(
         self, name: str, workspace: str, rows: int, cols: int, op: str, shape: tuple[int, ...]
@@ -492,6 +556,12 @@ class _CallWalker:
             self._launch(self.kernels[ast.unparse(func.value)], call.args)
         elif isinstance(func, ast.Name) and func.id in self.kernels:
             self._launch(self.kernels[func.id], call.args)
+        elif _call_name(call) == "assert_size_stride" and _name_of(call.args[0]) in self.pending:
+            self._resolve_pending(_name_of(call.args[0]), _int_tuple(call.args[1]))
+        elif _collective_op(call) == "wait_tensor":
+            return  # waits for a collective's result: no traffic of its own
+        elif _collective_op(call) is not None:
+            self._collective(call, result=None)
         elif self._is_extern(call):
             self._extern(call)
 
@@ -526,7 +596,16 @@ class _CallWalker:
             numel=kernel.numel,
         )
 
-    def _extern(self, call: ast.Call) -> None:
+    def _resolve_pending(self, name: str, shape: tuple[int, ...]) -> None:
+        """A fallback's output, now that its shape is known: a write of its launch."""
+        index, dtype = self.pending.pop(name)
+        self._bind(name, _Layout(dtype, shape), base=None)
+        access = self._access(ast.Name(name), None)
+        launch = self.launches[index]
+        self.launches[index] = replace(launch, writes=(*launch.writes, access))
+        self.holds_data.add(self.storage[name])
+
+    def _extern(self, call: ast.Call, *, result: str | None = None) -> None:
         callee = ast.unparse(call.func)
         # extern_kernels._scaled_mm / torch.ops.aten._scaled_mm.default / aten.mm.default
         parts = callee.split(".")
@@ -538,15 +617,20 @@ class _CallWalker:
             if self._is_buffer(a)
         ]
         kind = KernelKind.EXTERN_GEMM if op in GEMM_OPS else KernelKind.EXTERN
+        reads = [self._access(a, None) for a in inputs]
         self._record(
             callee,
             kind,
-            [self._access(a, None) for a in inputs],
+            reads,
             [self._access(a, None) for a in out],
             None,
             0,
             kernel_class=self._gemm_class(op, call) if kind is KernelKind.EXTERN_GEMM else None,
         )
+        if result is not None:
+            # Its outputs' shapes come with the assert_size_stride checks that follow; their
+            # dtype is the first input's (see _output_dtype).
+            self.pending[result] = (len(self.launches) - 1, reads[0].dtype if reads else "float32")
 
     def _gemm_class(self, op: str, call: ast.Call) -> KernelClass:
         """A gemm's mode: `_scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype,
@@ -587,7 +671,9 @@ class _CallWalker:
         # no memory traffic beyond the write (see ParsedLaunch).
         external = [a for a in reads if self.storage[a.name] in self.holds_data]
         unwritten = [a for a in _unique(reads) if a not in external]
+        collected = [a for a in _unique(external) if self.storage[a.name] in self.collected]
         self.holds_data.update(self.storage[a.name] for a in writes)
+        self.collected.difference_update(self.storage[a.name] for a in writes)
         self.launches.append(
             ParsedLaunch(
                 name,
@@ -598,6 +684,7 @@ class _CallWalker:
                 not_iterated,
                 sum(a.nbytes for a in unwritten),
                 workspace,
+                sum(a.nbytes for a in collected),
                 kernel_class,
                 changes_layout,
                 numel,
@@ -753,6 +840,37 @@ def _final_reduce(call: ast.Call) -> tuple[str, int, int, str, tuple[int, ...]] 
         return None
     rows, cols = (ast.literal_eval(a) for a in view.args)
     return sliced.value.id, rows, cols, func.attr, shape or (cols,)
+
+
+def _output_dtype(op: str, index: int, dtype: str) -> str:
+    """Dtype of output `index` of a fallback whose outputs follow its first input's dtype,
+    except SDPA's logsumexp (output 1 of the forward ops), kept in float32."""
+    if "_scaled_dot_product" in op and "backward" not in op and index == 1:
+        return "float32"
+    return dtype
+
+
+def _collective_op(call: ast.Call) -> str | None:
+    """`all_gather_into_tensor` for `torch.ops._c10d_functional.all_gather_into_tensor.default`."""
+    parts = ast.unparse(call.func).split(".")
+    if "_c10d_functional" not in parts or parts.index("_c10d_functional") + 1 >= len(parts):
+        return None
+    return parts[parts.index("_c10d_functional") + 1]
+
+
+def _collective_shape(op: str, shape: tuple[int, ...], group_size: int | None) -> tuple[int, ...]:
+    """A collective's result shape: all-gather stacks dim 0, reduce-scatter splits it."""
+    if (
+        not shape
+        or group_size is None
+        or op not in ("all_gather_into_tensor", "reduce_scatter_tensor")
+    ):
+        return shape
+    if op == "all_gather_into_tensor":
+        return (shape[0] * group_size, *shape[1:])
+    if shape[0] % group_size:
+        raise CodeParseError(f"reduce_scatter of dim 0 {shape[0]} over {group_size} ranks")
+    return (shape[0] // group_size, *shape[1:])
 
 
 _FINAL_REDUCTIONS = frozenset({"sum", "amax", "amin", "prod"})

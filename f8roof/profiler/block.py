@@ -1,0 +1,738 @@
+"""Compile one transformer block as each rank of a sharded, checkpointed torchtitan run does.
+
+On one CPU process: a fake process group of `tp x fsdp` ranks
+(`init_process_group("fake", store=FakeStore())`), a ("dp_shard", "tp") device mesh, and the
+block parallelized as torchtitan parallelizes llama (torchtitan 0.2.0 on PyPI,
+torchtitan/models/llama3/infra/parallelize.py, `apply_tp`, `apply_compile`, `apply_fsdp`):
+- float8: torchao's `convert_to_float8_training` before TP (torchtitan's converters run at
+  model build);
+- TP with sequence parallel: `SequenceParallel` on both norms, `PrepareModuleInput` taking the
+  attention's and the MLP's input from Shard(1) to Replicate (the all-gather), column-parallel
+  wq/wk/wv and w1/w3, row-parallel wo/w2 to Shard(1) (the reduce-scatter); for tensorwise,
+  torchao's `Float8ColwiseParallel`, `Float8RowwiseParallel`, `PrepareFloat8ModuleInput`
+  (torchtitan picks them whenever float8 is tensorwise: the all-gather moves float8);
+- checkpointing of the block: none, full (`torch.utils.checkpoint`), or selective per op
+  (`create_selective_checkpoint_contexts`, torchtitan's policy: `save_ops`' outputs saved,
+  every second gemm recomputed);
+- `torch.compile(block, fullgraph=True)`, then FSDP2 `fully_shard` around the compiled block
+  (fp32 master weights, bf16 compute, fp32 gradient reduction: torchtitan's defaults;
+  torchao's float8 all-gather where asked). FSDP2's all-gathers and reduce-scatters run in its
+  hooks outside the compiled graph, as in torchtitan; they are recorded as they are issued.
+Then forward+backward runs once (cpu), or its graphs are captured on CPU without computing and
+Inductor generates CUDA code for a GPU preset (codegen; see `codegen_only`).
+
+Left out of the block: rotary embeddings (elementwise on q and k, the same in bf16 and
+float8), dropout, biases. MoE blocks are not compiled here yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+from unittest import mock
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from f8roof.errors import F8RoofError
+from f8roof.models.block import (
+    TORCHTITAN_SAVE_OPS,
+    BlockCapture,
+    BlockGemm,
+    BlockKernel,
+    BlockSpec,
+    Collective,
+    CollectiveKind,
+    Mlp,
+    Norm,
+    Recompute,
+)
+from f8roof.models.errors import ModelError
+from f8roof.models.hardware import GPU, find_gpu
+from f8roof.models.recipes import Recipe
+from f8roof.models.variant import torchao_recipe_name
+from f8roof.profiler import codegen_only, torchao_float8
+from f8roof.profiler.capture import (
+    GEMM_TARGETS,
+    CaptureDevice,
+    CaptureError,
+    GraphKind,
+    KernelLaunch,
+    Work,
+    _Recorder,
+    recording,
+)
+from f8roof.profiler.graphs import Step
+from f8roof.profiler.triton_code import ParsedCollective, parse_output_code
+
+__all__ = ["DEFAULT_ALTERNATE_OPS", "BlockModule", "capture_block", "fake_world"]
+
+DTYPE = torch.bfloat16
+MESH_DIMS = ("dp_shard", "tp")
+# torchtitan's SAC recomputes every second of these even when saved (its `mm` count).
+DEFAULT_ALTERNATE_OPS: frozenset[str] = frozenset({"aten.mm", "aten._scaled_mm"})
+
+
+# ---- the block ------------------------------------------------------------------------------
+
+
+class Attention(nn.Module):
+    """Grouped-query attention through SDPA (causal), torchtitan's module names."""
+
+    def __init__(self, spec: BlockSpec) -> None:
+        super().__init__()
+        self.head_dim = spec.head_dim
+        self.wq = nn.Linear(spec.dim, spec.q_dim, bias=False)
+        self.wk = nn.Linear(spec.dim, spec.kv_dim, bias=False)
+        self.wv = nn.Linear(spec.dim, spec.kv_dim, bias=False)
+        self.wo = nn.Linear(spec.q_dim, spec.dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = x.shape
+        # -1 heads: under TP each rank holds n_heads / tp of them
+        q, k, v = (
+            w(x).view(batch, seq, -1, self.head_dim).transpose(1, 2)
+            for w in (self.wq, self.wk, self.wv)
+        )
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.wo(out.transpose(1, 2).reshape(batch, seq, -1))
+
+
+class FeedForward(nn.Module):
+    """swiglu `w2(silu(w1 x) * w3 x)` (llama) or gelu `w2(gelu(w1 x))` (gpt2)."""
+
+    def __init__(self, spec: BlockSpec) -> None:
+        super().__init__()
+        self.mlp = spec.mlp
+        self.w1 = nn.Linear(spec.dim, spec.ffn_dim, bias=False)
+        self.w2 = nn.Linear(spec.ffn_dim, spec.dim, bias=False)
+        if spec.mlp is Mlp.SWIGLU:
+            self.w3 = nn.Linear(spec.dim, spec.ffn_dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mlp is Mlp.SWIGLU:
+            return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return self.w2(F.gelu(self.w1(x)))
+
+
+class BlockModule(nn.Module):
+    """Pre-norm transformer block: `h = x + attention(norm(x)); h + feed_forward(norm(h))`."""
+
+    def __init__(self, spec: BlockSpec) -> None:
+        super().__init__()
+        norm = nn.RMSNorm if spec.norm is Norm.RMSNORM else nn.LayerNorm
+        self.attention_norm = norm(spec.dim)
+        self.attention = Attention(spec)
+        self.ffn_norm = norm(spec.dim)
+        self.feed_forward = FeedForward(spec)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x))
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class _Root(nn.Module):
+    """The model around one block, so the block is a non-root FSDP unit."""
+
+    def __init__(self, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.block(x)
+
+
+class Checkpointed(nn.Module):
+    """The block under torch.utils.checkpoint: full, or selective with a policy."""
+
+    def __init__(self, block: nn.Module, *, context_fn: Callable[[], Any] | None = None) -> None:
+        super().__init__()
+        self.block = block
+        self.context_fn = context_fn
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        # No RNG state to keep: the block has no dropout (keeping it would call the CUDA RNG
+        # while generating code without a GPU).
+        kwargs = {"use_reentrant": False, "preserve_rng_state": False}
+        if self.context_fn is None:  # dynamo takes no context_fn it cannot trace: none at all
+            return checkpoint(self.block, x, **kwargs)
+        return checkpoint(self.block, x, context_fn=self.context_fn, **kwargs)
+
+
+def sac_context(
+    save_ops: frozenset[str], alternate_ops: frozenset[str] = DEFAULT_ALTERNATE_OPS
+) -> Callable[[], Any]:
+    """torchtitan's per-op policy as a `context_fn`: save the outputs of `save_ops` (names as
+    `str(op.overloadpacket)`, e.g. 'aten.mm'), recompute everything else, and recompute every
+    second op of `alternate_ops` even when saved (counted apart in forward and recompute)."""
+    from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    def context() -> Any:
+        counts = {True: 0, False: 0}
+
+        def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+            name = str(getattr(func, "overloadpacket", func))
+            if name in alternate_ops:
+                counts[ctx.is_recompute] += 1
+                if counts[ctx.is_recompute] % 2 == 0:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+            if name in save_ops:
+                return CheckpointPolicy.MUST_SAVE
+            return CheckpointPolicy.PREFER_RECOMPUTE
+
+        return create_selective_checkpoint_contexts(policy)
+
+    return context
+
+
+# ---- the fake world -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fake_world(world_size: int) -> Iterator[Any]:
+    """A fake process group of `world_size` ranks (this process is rank 0), and its mesh
+    dims ("dp_shard", "tp") built by the caller; destroyed on exit."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    if dist.is_initialized():
+        raise CaptureError("a process group is already initialized in this process")
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        yield dist
+    finally:
+        dist.destroy_process_group()
+
+
+def _mesh(spec: BlockSpec) -> Any:
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh("cpu", (spec.parallel.fsdp, spec.parallel.tp), mesh_dim_names=MESH_DIMS)
+
+
+def _tp_plan(*, float8_tp: bool, mlp: Mlp) -> dict[str, Any]:
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+    )
+
+    colwise, rowwise, prepare = ColwiseParallel, RowwiseParallel, PrepareModuleInput
+    if float8_tp:
+        from torchao.float8.float8_tensor_parallel import (
+            Float8ColwiseParallel,
+            Float8RowwiseParallel,
+            PrepareFloat8ModuleInput,
+        )
+
+        colwise, rowwise, prepare = (
+            Float8ColwiseParallel,
+            Float8RowwiseParallel,
+            PrepareFloat8ModuleInput,
+        )
+    gather = {"input_layouts": (Shard(1),), "desired_input_layouts": (Replicate(),)}
+    plan = {
+        "attention_norm": SequenceParallel(),
+        "attention": prepare(**gather),
+        "attention.wq": colwise(),
+        "attention.wk": colwise(),
+        "attention.wv": colwise(),
+        "attention.wo": rowwise(output_layouts=Shard(1)),
+        "ffn_norm": SequenceParallel(),
+        "feed_forward": prepare(**gather),
+        "feed_forward.w1": colwise(),
+        "feed_forward.w2": rowwise(output_layouts=Shard(1)),
+    }
+    if mlp is Mlp.SWIGLU:
+        plan["feed_forward.w3"] = colwise()
+    return plan
+
+
+@dataclass
+class _Built:
+    module: nn.Module  # what runs: compiled, FSDP-wrapped where fsdp > 1
+    block: nn.Module  # the block inside (for roles)
+    x: torch.Tensor
+    grad: torch.Tensor
+    tp_group: str
+    dp_group: str
+
+
+def _build(
+    spec: BlockSpec,
+    recipe: Recipe | None,
+    *,
+    backend: Callable[[Step], Any],
+    initialize: bool,
+    save_ops: frozenset[str],
+) -> _Built:
+    par = spec.parallel
+    mesh = _mesh(spec)
+    with torch.device("meta"):
+        block: nn.Module = BlockModule(spec)
+    if recipe is not None:
+        float8 = torchao_float8.import_float8()
+        config = float8.Float8LinearConfig.from_recipe_name(torchao_recipe_name(recipe))
+        if par.float8_all_gather:
+            import dataclasses
+
+            config = dataclasses.replace(config, enable_fsdp_float8_all_gather=True)
+        float8.convert_to_float8_training(block, config=config)
+    if par.tp > 1:
+        from torch.distributed.tensor.parallel import parallelize_module
+
+        float8_tp = recipe is not None and recipe.name == "tensorwise"
+        parallelize_module(block, mesh["tp"], _tp_plan(float8_tp=float8_tp, mlp=spec.mlp))
+    inner = block
+    if par.recompute is Recompute.FULL:
+        block = Checkpointed(block)
+    elif par.recompute is Recompute.SELECTIVE:
+        block = Checkpointed(block, context_fn=sac_context(save_ops))
+    # fp32 master weights under FSDP (its mixed precision casts to bf16); bf16 without.
+    block = block.to_empty(device="cpu").to(torch.float32 if par.fsdp > 1 else DTYPE)
+    if initialize:
+        with torch.no_grad():
+            for p in block.parameters():
+                local = p.to_local() if hasattr(p, "to_local") else p
+                local.normal_(0.0, 0.02) if local.dim() > 1 else local.fill_(1.0)
+    shape = (spec.batch, spec.local_seq_len, spec.dim)
+    make = torch.randn if initialize else torch.empty
+    x = make(shape, dtype=DTYPE).requires_grad_()
+    grad = make(shape, dtype=DTYPE)
+    step = Step(inner, (x,), grad)
+    module: nn.Module = torch.compile(block, fullgraph=True, dynamic=False, backend=backend(step))
+    if par.fsdp > 1:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        policy = MixedPrecisionPolicy(param_dtype=DTYPE, reduce_dtype=torch.float32)
+        dp = mesh["dp_shard"]
+        fully_shard(module, mesh=dp, mp_policy=policy, reshard_after_forward=True)
+        # A block is no FSDP root in torchtitan (the model is): as a non-root unit it frees
+        # its weights after forward and all-gathers them again for backward.
+        module = fully_shard(_Root(module), mesh=dp, mp_policy=policy)
+    return _Built(
+        module,
+        inner,
+        x,
+        grad,
+        mesh["tp"].get_group().group_name,
+        mesh["dp_shard"].get_group().group_name,
+    )
+
+
+# ---- FSDP2's collectives, outside the graph ------------------------------------------------
+
+
+@dataclass
+class _EagerCollectives:
+    """Collectives FSDP2 (and torchao's float8 all-gather) issue in eager hooks, per pass."""
+
+    graph: str = "fwd"
+    found: list[Collective] = field(default_factory=list)
+    dtypes: list[tuple[tuple[torch.dtype, ...], tuple[int, ...]]] = field(default_factory=list)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        import torch.distributed as dist
+        from torch.distributed.fsdp._fully_shard import _fsdp_collectives
+
+        all_gather, reduce_scatter = dist.all_gather_single, dist.reduce_scatter_single
+        metadatas = _fsdp_collectives._get_all_gather_input_metadatas
+
+        def gather(output: torch.Tensor, input: torch.Tensor, **kw: Any) -> Any:
+            self._all_gather(output, kw["group"])
+            return all_gather(output, input, **kw)
+
+        def scatter(output: torch.Tensor, input: torch.Tensor, **kw: Any) -> Any:
+            name = "fsdp reduce-scatter"
+            self._add(CollectiveKind.REDUCE_SCATTER, input, kw["group"], name)
+            return reduce_scatter(output, input, **kw)
+
+        def record_metadatas(inputs: Any) -> Any:
+            dtypes, numels, dtype = metadatas(inputs)
+            flat = [(t.dtype, t.numel()) for ts in inputs for t in ts]
+            self.dtypes.append((tuple(d for d, _ in flat), tuple(n for _, n in flat)))
+            return dtypes, numels, dtype
+
+        def amax_reduce(tensor: torch.Tensor, op: str, group: Any) -> Any:
+            # torchao's amax all-reduce of a float8 all-gather's scale (fsdp_pre_all_gather)
+            self._add(CollectiveKind.ALL_REDUCE, tensor, _group_of(group), "fsdp amax")
+            return all_reduce(tensor, op, group)
+
+        patches = [
+            (dist, "all_gather_single", _positional(gather, "output_tensor", "input_tensor")),
+            (dist, "reduce_scatter_single", _positional(scatter, "output", "input")),
+            (_fsdp_collectives, "_get_all_gather_input_metadatas", record_metadatas),
+        ]
+        if torchao_float8.available():  # bf16 blocks need no torchao
+            float8_utils = importlib.import_module("torchao.float8.float8_utils")
+            all_reduce = float8_utils.all_reduce
+            patches.append((float8_utils, "all_reduce", amax_reduce))
+        with contextlib.ExitStack() as stack:
+            for target, name, value in patches:
+                stack.enter_context(mock.patch.object(target, name, value))
+            yield
+
+    def _all_gather(self, output: torch.Tensor, group: Any) -> None:
+        """One FSDP all-gather, split per dtype of the parameters it carries (float8 weights
+        beside bf16 norm weights travel as one uint8 buffer)."""
+        size = group.size()
+        dtypes, numels = (
+            self.dtypes.pop(0) if self.dtypes else ((output.dtype,), (output.numel() // size,))
+        )
+        by_dtype: dict[torch.dtype, int] = {}
+        for dtype, numel in zip(dtypes, numels):
+            by_dtype[dtype] = by_dtype.get(dtype, 0) + numel * dtype.itemsize * size
+        for dtype, nbytes in by_dtype.items():
+            self.found.append(
+                Collective(
+                    CollectiveKind.ALL_GATHER,
+                    nbytes,
+                    _dtype_name(dtype),
+                    size,
+                    self.graph,
+                    mesh="dp_shard",
+                    compiled=False,
+                    name="fsdp all-gather",
+                )
+            )
+
+    def _add(self, kind: CollectiveKind, full: torch.Tensor, group: Any, name: str) -> None:
+        self.found.append(
+            Collective(
+                kind,
+                full.numel() * full.element_size(),
+                _dtype_name(full.dtype),
+                group.size(),
+                self.graph,
+                mesh="dp_shard",
+                compiled=False,
+                name=name,
+            )
+        )
+
+
+def _positional(fn: Callable[..., Any], *names: str) -> Callable[..., Any]:
+    """`fn(output, input, **rest)` however the caller names the first two (torch's own
+    `all_gather_single(output_tensor, input_tensor)`, `reduce_scatter_single(output, input)`)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        given = list(args) + [kwargs.pop(n) for n in names[len(args) :]]
+        return fn(*given, **kwargs)
+
+    return call
+
+
+def _group_of(group: Any) -> Any:
+    """A ProcessGroup from what torchao passes its functional all_reduce (a group or mesh)."""
+    if hasattr(group, "get_group"):
+        return group.get_group()
+    if isinstance(group, str):
+        from torch.distributed.distributed_c10d import _resolve_process_group
+
+        return _resolve_process_group(group)
+    return group
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+# ---- capture --------------------------------------------------------------------------------
+
+
+def capture_block(
+    spec: BlockSpec,
+    *,
+    recipe: str | None,
+    device: str,
+    gpu: GPU | None = None,
+    save_ops: frozenset[str] = TORCHTITAN_SAVE_OPS,
+) -> BlockCapture:
+    """Compile one rank's forward+backward of the block and read off its kernels, gemms and
+    collectives. `recipe` None is bf16; otherwise tensorwise, rowwise or rowwise_gw_hp
+    (torchao). `device`: "cpu" compiles and runs here, "codegen" generates the CUDA code for
+    `gpu` (default h100) without running it."""
+    target = CaptureDevice(device)
+    if target is CaptureDevice.CUDA:
+        raise CaptureError("sharded blocks compile on a fake process group: use cpu or codegen")
+    if spec.parallel.async_tp:
+        # torchtitan's async TP is Inductor's micro-pipeline pass over symmetric memory, which
+        # a fake process group does not provide; not tried here.
+        raise CaptureError("async TP blocks are not compiled yet (they need symmetric memory)")
+    if spec.parallel.recompute is Recompute.FULL:
+        # Tried on torch 2.13 (torch.utils.checkpoint of the whole block, and a selective
+        # policy recomputing every op): with TP, AOTAutograd refuses to save the device mesh
+        # the recomputed block needs ("expected all tensors_saved_with_vc_check to be
+        # Tensors"); without TP, codegen meets the CUDA RNG state AOTAutograd functionalizes for
+        # the checkpointed region, and a CPU compile under FSDP fails on a symbolic size.
+        raise CaptureError(
+            "--recompute full does not compile here yet (torch 2.13 cannot save the device "
+            "mesh, or functionalizes the CUDA RNG, for a checkpointed block): use selective"
+        )
+    if spec.moe is not None:
+        raise CaptureError(f"{spec.name or 'block'}: MoE blocks are not compiled yet")
+    try:
+        float8 = Recipe.from_name(recipe) if recipe is not None else None
+        if float8 is not None:
+            torchao_recipe_name(float8)
+    except ModelError as e:
+        raise CaptureError(str(e)) from None
+    if spec.parallel.float8_all_gather and (float8 is None or float8.name != "tensorwise"):
+        raise CaptureError(
+            "--float8-all-gather needs --recipe tensorwise (torchao all-gathers float8 "
+            "weights for tensorwise scaling only)"
+        )
+    gpu = gpu or (find_gpu("h100") if target is CaptureDevice.CODEGEN else None)
+    recorder = _Recorder()
+    eager = _EagerCollectives()
+    where = f"{spec.name or 'block'} {recipe or 'bf16'} on {target.value}"
+    torch._dynamo.reset()
+    try:
+        with recording(recorder), fake_world(spec.parallel.world_size):
+            inner = (
+                codegen_only.no_compute_inner
+                if target is CaptureDevice.CODEGEN
+                else _compile_fx_inner()
+            )
+            built = _build(
+                spec,
+                float8,
+                backend=functools.partial(recorder.backend, inner=inner),
+                initialize=target is CaptureDevice.CPU,
+                save_ops=save_ops,
+            )
+            with eager.recording():
+                _run(built, recorder, eager, codegen=target is CaptureDevice.CODEGEN, gpu=gpu)
+            groups = {built.tp_group: ("tp", spec.parallel.tp)}
+            groups[built.dp_group] = ("dp_shard", spec.parallel.fsdp)
+    except F8RoofError:
+        raise
+    except Exception as e:
+        first = next(iter(str(e).strip().splitlines()), type(e).__name__)
+        raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
+    finally:
+        torch._dynamo.reset()
+    shape = (spec.tokens, spec.dim, spec.ffn_dim)
+    capture = recorder.build(key=where, shape=shape, device=target)
+    kernels, gemms, collectives = [], [], []
+    for kind in (GraphKind.FWD, GraphKind.BWD):
+        if kind not in recorder.code:
+            continue
+        parsed = parse_output_code(recorder.code[kind])
+        launches = [k for k in capture.launches if k.graph is kind]
+        forward_collectives = _recomputed_collectives(recorder, kind)
+        recomputed_gemms = _recomputed_gemms(recorder, kind)
+        gathered = _gathered_storage(parsed.collectives, parsed.storage)
+        for launch in launches:
+            if launch.is_gemm:
+                operands = (launch.reads[0].shape, launch.reads[1].shape)
+                again = recomputed_gemms[operands] > 0
+                recomputed_gemms[operands] -= again
+                gemms.append(_gemm(launch, recomputed=again))
+            else:
+                kernels.append(_kernel(launch, gathered, parsed.storage, float8=float8 is not None))
+        # The k-th collective of an op in the code is the k-th of that op in the fx graph
+        # (Inductor keeps collectives in graph order unless asked to reorder them).
+        seen: dict[str, int] = {}
+        for c in parsed.collectives:
+            nth = seen[c.op] = seen.get(c.op, -1) + 1
+            flags = [forward for op, forward in forward_collectives if op == c.op]
+            recomputed = nth < len(flags) and flags[nth]
+            collectives.append(
+                _collective(c, kind, groups, launches, parsed.storage, recomputed=recomputed)
+            )
+    # FSDP2 all-gathers the weights in bf16 unless torchao's float8 all-gather is on: then each
+    # float8 linear casts its gathered weight in the compiled graph.
+    weights_cast = float8 is not None and not spec.parallel.float8_all_gather
+    collectives += [
+        replace(c, feeds_cast=True) if weights_cast and c.kind is CollectiveKind.ALL_GATHER else c
+        for c in eager.found
+    ]
+    return BlockCapture(
+        spec=spec,
+        recipe=recipe,
+        device=target.value,
+        kernels=tuple(kernels),
+        gemms=tuple(gemms),
+        collectives=tuple(collectives),
+        gpu=gpu.name if gpu else None,
+        disagreements=capture.disagreements(),
+    )
+
+
+def _compile_fx_inner() -> Callable[..., Any]:
+    from torch._inductor.compile_fx import compile_fx_inner
+
+    return compile_fx_inner
+
+
+def _run(
+    built: _Built,
+    recorder: _Recorder,
+    eager: _EagerCollectives,
+    *,
+    codegen: bool,
+    gpu: GPU | None,
+) -> None:
+    def step() -> None:
+        eager.graph = "fwd"
+        out = built.module(built.x)
+        eager.graph = "bwd"
+        out.backward(built.grad)
+
+    if codegen:
+        step()
+        for graph in recorder.graphs:
+            with recorder.compiling(graph):
+                recorder.code[graph.kind] = codegen_only.generate_cuda_code(
+                    graph.module, graph.example_inputs, graph.compile_kwargs, gpu=gpu
+                )
+        return
+    from torch._inductor.utils import run_and_get_code
+
+    _, sources = run_and_get_code(step)
+    if len(sources) != len(recorder.graphs):
+        raise CaptureError(f"got {len(sources)} output codes for {len(recorder.graphs)} graphs")
+    for graph, source in zip(recorder.graphs, sources):
+        recorder.code[graph.kind] = source
+
+
+def _recomputed_collectives(recorder: _Recorder, kind: GraphKind) -> list[tuple[str, bool]]:
+    """Per functional collective of the graph's fx nodes, in order: (op, a forward op)."""
+    if kind is not GraphKind.BWD:
+        return []
+    graph = next(g for g in recorder.graphs if g.kind is kind)
+    out = []
+    for node in graph.module.graph.nodes:
+        target = str(getattr(node.target, "overloadpacket", ""))
+        if target.startswith("_c10d_functional.") and not target.endswith("wait_tensor"):
+            op = target.split(".", 1)[1].removesuffix("_")
+            out.append((op, node.meta.get("partitioner_tag") == "is_forward"))
+    return out
+
+
+def _recomputed_gemms(recorder: _Recorder, kind: GraphKind) -> Counter[tuple[Any, ...]]:
+    """Operand shapes of the forward gemms a backward graph holds (recomputed), counted.
+
+    By shapes, not by the launch's own ops: Inductor credits an extern gemm's launch with the
+    ops it realized around it (a layout copy), not always with the gemm node."""
+    found: Counter[tuple[Any, ...]] = Counter()
+    if kind is not GraphKind.BWD:
+        return found
+    graph = next(g for g in recorder.graphs if g.kind is kind)
+    for node in graph.module.graph.nodes:
+        target = str(getattr(node.target, "overloadpacket", ""))
+        if target in GEMM_TARGETS and node.meta.get("partitioner_tag") == "is_forward":
+            a, b = (n.meta["val"] for n in node.args[:2])
+            found[(tuple(a.shape), tuple(b.shape))] += 1
+    return found
+
+
+def _gathered_storage(
+    collectives: Sequence[ParsedCollective], storage: dict[str, str] | Any
+) -> set[str]:
+    return {
+        storage.get(c.output.name, c.output.name)
+        for c in collectives
+        if c.op == CollectiveKind.ALL_GATHER.value
+    }
+
+
+def _reads_storage(launch: KernelLaunch, storages: set[str], storage: Any) -> bool:
+    return any(storage.get(b.name, b.name) in storages for b in launch.reads)
+
+
+# Ops a linear's module runs around a collective that are no float8 work: the concat/split of
+# a row-parallel output before its reduce-scatter (DTensor's redistribute).
+_MOVEMENT = frozenset({"aten.cat", "aten.split", "aten.split_with_sizes", "aten.clone"})
+
+
+def _work(launch: KernelLaunch, *, float8: bool) -> Work:
+    """float8 (only the linears' own ops), fused (theirs and the block's), or context. Unlike
+    a standalone linear's capture, a kernel of ops of no known module is the block's; bf16
+    has no float8 work, and moving a row-parallel output for its reduce-scatter is none."""
+    work = [o for o in launch.ops if o.is_work]
+    linear = float8 and any(o.linear and o.op not in _MOVEMENT for o in work)
+    if any(not o.linear for o in work):
+        return Work.FUSED if linear else Work.CONTEXT
+    return Work.FLOAT8 if linear else Work.CONTEXT
+
+
+def _kernel(launch: KernelLaunch, gathered: set[str], storage: Any, *, float8: bool) -> BlockKernel:
+    work = _work(launch, float8=float8)
+    return BlockKernel(
+        name=launch.name,
+        graph=launch.graph.value,
+        kind=launch.kind.value,
+        bytes_read=launch.bytes_read,
+        bytes_written=launch.bytes_written,
+        work=work.value,
+        float8_steps=launch.float8_steps if work is not Work.CONTEXT else (),
+        recomputed=launch.recomputed,
+        after_all_gather=_reads_storage(launch, gathered, storage),
+    )
+
+
+def _gemm(launch: KernelLaunch, *, recomputed: bool) -> BlockGemm:
+    """M, K, N from the first two operands (a (M, K), b (K, N)), batch dims folded into M."""
+    a, b = launch.reads[0].shape, launch.reads[1].shape
+    op = launch.name.split(".")[-2] if launch.name.startswith("torch.ops") else launch.name
+    return BlockGemm(
+        name=launch.name,
+        graph=launch.graph.value,
+        op=op.removeprefix("extern_kernels."),
+        m=int(torch.Size(a[:-1]).numel()),
+        k=a[-1],
+        n=b[-1],
+        dtype=launch.reads[0].dtype,
+        bytes=launch.bytes_total,
+        recomputed=recomputed,
+    )
+
+
+def _collective(
+    parsed: ParsedCollective,
+    kind: GraphKind,
+    groups: dict[str, tuple[str, int]],
+    launches: Sequence[KernelLaunch],
+    storage: Any,
+    *,
+    recomputed: bool,
+) -> Collective:
+    mesh, size = groups.get(parsed.group, ("?", parsed.group_size or 1))
+    op = CollectiveKind(parsed.op)
+    full = parsed.input if op is CollectiveKind.REDUCE_SCATTER else parsed.output
+    # A float8 cast reading a high-precision all-gathered tensor. An all-gather of float8
+    # (torchao's float8 TP) was cast before it, on the shard, where the cast can fuse into the
+    # norm; what reads it afterwards is a layout copy.
+    out = storage.get(parsed.output.name, parsed.output.name)
+    consumers = [k for k in launches[parsed.after :] if _reads_storage(k, {out}, storage)]
+    high_precision = not parsed.output.dtype.startswith("float8")
+    feeds_cast = (
+        op is CollectiveKind.ALL_GATHER
+        and high_precision
+        and any(any(s.startswith("cast") for s in k.float8_steps) for k in consumers)
+    )
+    return Collective(
+        kind=op,
+        bytes=full.nbytes,
+        dtype=parsed.output.dtype,
+        group_size=size,
+        graph=kind.value,
+        feeds_cast=feeds_cast,
+        mesh=mesh,
+        compiled=True,
+        recomputed=recomputed,
+        name=parsed.op,
+    )

@@ -1,0 +1,164 @@
+"""An architecture's transformer block as a `BlockSpec`: what `capture_block` compiles for one
+rank of a sharded run (issue 18). The verb-level glue between the catalog and the profiler."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from f8roof.architectures.catalog import BUILTIN_CONFIGS, Architecture, resolve_model
+from f8roof.errors import F8RoofError
+from f8roof.models.block import BlockCapture, BlockSpec, Mlp, MoeSpec, Norm, ParallelSpec, Recompute
+from f8roof.models.errors import ModelError
+from f8roof.models.hardware import find_gpu
+from f8roof.models.variant import Before
+
+__all__ = ["BlockComparison", "block_spec", "compare_block"]
+
+# The head width when neither the catalog's config nor the caller says it: llama's, mistral's
+# and qwen's 128 (head_dim in their config.json files, or hidden_size / num_attention_heads).
+DEFAULT_HEAD_DIM = 128
+
+
+def block_spec(
+    arch: Architecture,
+    *,
+    tokens: int,
+    seq_len: int | None = None,
+    parallel: ParallelSpec | None = None,
+    head_dim: int | None = None,
+) -> BlockSpec:
+    """The block of `arch` (one of its layers) for `tokens` per data-parallel rank.
+
+    Dims come from the linears: q_proj (or c_attn) K = dim; q/k/v widths over the head width
+    give the heads; gate_proj (or c_fc) N = the MLP width. The head width: `head_dim`, else the
+    built-in config's, else 128. Norm and MLP follow the linears' contexts (layernorm and gelu
+    for gpt2-style c_fc/c_proj). `seq_len` defaults to `tokens` (one sequence per rank).
+    """
+    by_name = {linear.fqn.rsplit(".", 1)[-1]: linear for linear in arch.linears}
+    try:
+        q = by_name.get("q_proj")
+        k = by_name.get("k_proj")
+        width = head_dim or _config_head_dim(arch.name) or DEFAULT_HEAD_DIM
+        if q is None or k is None:
+            raise F8RoofError(
+                f"{arch.name}: no q_proj/k_proj linears; sharded blocks know llama-style "
+                "attention only"
+            )
+        gate = by_name.get("gate_proj")
+        routed = next((linear for linear in arch.linears if linear.routed is not None), None)
+        moe = None
+        if routed is not None and routed.routed is not None:
+            moe = MoeSpec(routed.routed.experts, routed.routed.top_k, routed.N)
+        mlp = Mlp.SWIGLU if gate is not None else Mlp.GELU
+        ffn = (gate or by_name.get("c_fc") or by_name.get("up_proj") or routed or q).N
+        norm = Norm.LAYERNORM if q.context.before is Before.LAYERNORM else Norm.RMSNORM
+        for what, n in (("q_proj", q.N), ("k_proj", k.N)):
+            if n % width:
+                raise F8RoofError(
+                    f"{arch.name}: {what} width {n} is not a multiple of head_dim {width}"
+                )
+        return BlockSpec(
+            dim=q.K,
+            n_heads=q.N // width,
+            n_kv_heads=k.N // width,
+            head_dim=width,
+            ffn_dim=ffn,
+            tokens=tokens,
+            seq_len=seq_len or tokens,
+            norm=norm,
+            mlp=mlp,
+            moe=moe,
+            parallel=parallel or ParallelSpec(),
+            name=arch.name,
+        )
+    except ModelError as e:
+        raise F8RoofError(f"{arch.name}: {e}") from None
+
+
+def _config_head_dim(name: str) -> int | None:
+    """head_dim of a built-in config or a config.json file: its own, or hidden_size /
+    num_attention_heads."""
+    entry = BUILTIN_CONFIGS.get(name)
+    if entry is not None:
+        config = entry[1]
+    else:
+        path = Path(name)
+        path = path / "config.json" if path.is_dir() else path
+        if not path.is_file():
+            return None
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        config = config.get("text_config") or config
+    if config.get("head_dim"):
+        return int(config["head_dim"])
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    return hidden // heads if hidden and heads and hidden % heads == 0 else None
+
+
+@dataclass(frozen=True)
+class BlockComparison:
+    """One block compiled in bf16 and in a float8 recipe, same sharding and checkpointing."""
+
+    bf16: BlockCapture
+    float8: BlockCapture
+
+    @property
+    def spec(self) -> BlockSpec:
+        return self.float8.spec
+
+
+def compare_block(
+    *,
+    model: str,
+    tokens: int | None,
+    recipe: str,
+    tp: int = 1,
+    fsdp: int = 1,
+    float8_all_gather: bool = False,
+    recompute: str = "none",
+    device: str | None = None,
+    seq_len: int | None = None,
+    gpu: str = "h100",
+    shapes_given: bool = False,
+    **linear_options,
+) -> BlockComparison:
+    """`f8roof compare --model ... --tp ...`: the model's block compiled for one rank of the
+    sharded run, in bf16 and in `recipe` (torchao), on a fake process group (codegen for
+    `gpu` unless `device` says cpu). compare's per-linear options (`linear_options`: scaling,
+    implementation, context, the seed's flags, a calibration) do not apply: refused if given."""
+    from f8roof.profiler.block import capture_block
+
+    if tokens is None:
+        raise F8RoofError("--model needs --tokens (tokens per rank per step)")
+    if shapes_given:
+        raise F8RoofError("--model compiles a block: give it --tokens, not --shape")
+    given = sorted(name for name, value in linear_options.items() if value)
+    if given:
+        options = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise F8RoofError(f"{options} apply to one linear, not to compare --model's block")
+    try:
+        parallel = ParallelSpec(
+            tp=tp, fsdp=fsdp, float8_all_gather=float8_all_gather, recompute=Recompute(recompute)
+        )
+    except ValueError as e:
+        raise F8RoofError(str(e)) from None
+    device = device or "codegen"
+
+    spec = block_spec(
+        resolve_model(model),
+        tokens=tokens,
+        seq_len=seq_len,
+        parallel=parallel,
+        head_dim=_config_head_dim(model),
+    )
+    preset = find_gpu(gpu) if device == "codegen" else None
+    # bf16 all-gathers nothing in float8: the flag applies to the float8 compile only
+    plain = replace(spec, parallel=replace(parallel, float8_all_gather=False))
+    return BlockComparison(
+        bf16=capture_block(plain, recipe=None, device=device, gpu=preset),
+        float8=capture_block(spec, recipe=recipe, device=device, gpu=preset),
+    )

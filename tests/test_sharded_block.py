@@ -1,0 +1,377 @@
+"""One transformer block compiled as a rank of a sharded run (issue 18): the specs, the
+collective parser, and small-dim compiles on a fake process group (TP 2, FSDP 2, CPU and
+codegen for h100).
+
+Collective bytes are nccl-tests' size (models/block.py): the full tensor, i.e. an all-gather's
+output, a reduce-scatter's input. With sequence parallel, the norm output all-gathered before
+q/k/v (and before w1/w3) is the (batch, seq_len, dim) activation DTensor says, in bf16 (or
+float8 for torchao's float8 TP); each rank sends (tp-1)/tp of it in a ring.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import requires
+
+from f8roof.errors import F8RoofError
+from f8roof.models.block import (
+    BlockCapture,
+    BlockSpec,
+    Collective,
+    CollectiveKind,
+    ParallelSpec,
+    Recompute,
+)
+from f8roof.models.errors import ModelError
+
+AG, RS, AR = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_REDUCE
+SMALL = {
+    "dim": 64,
+    "n_heads": 2,
+    "n_kv_heads": 2,
+    "head_dim": 32,
+    "ffn_dim": 128,
+    "tokens": 32,
+    "seq_len": 32,
+}
+
+
+def small(**parallel: object) -> BlockSpec:
+    return BlockSpec.small(parallel=ParallelSpec(**parallel), **SMALL)  # type: ignore[arg-type]
+
+
+def linear_weight_numel(spec: BlockSpec) -> int:
+    """Elements of one TP rank's linear weights: q/k/v/o and the three MLP matrices."""
+    attention = 2 * spec.q_dim + 2 * spec.kv_dim
+    return spec.dim * (attention + 3 * spec.ffn_dim) // spec.parallel.tp
+
+
+# ---- specs (no torch) -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parallel", "message"),
+    [
+        ({"tp": 4}, "--tp 4 does not divide n_heads 2"),
+        ({"tp": 0}, "tp must be a positive integer"),
+    ],
+)
+def test_bad_degrees_raise_one_line(parallel: dict, message: str) -> None:
+    with pytest.raises(ModelError, match=message) as error:
+        small(**parallel)
+    assert "\n" not in str(error.value)
+
+
+def test_tp_must_divide_kv_heads() -> None:
+    with pytest.raises(ModelError, match=r"^--tp 16 does not divide n_kv_heads 8$"):
+        BlockSpec(
+            dim=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn_dim=14336,
+            tokens=8192, seq_len=8192, parallel=ParallelSpec(tp=16),
+        )  # fmt: skip
+
+
+def test_recompute_takes_members_only() -> None:
+    with pytest.raises(ModelError, match="recompute must be one of none, full, selective"):
+        ParallelSpec(recompute="sometimes")  # type: ignore[arg-type]
+
+
+def test_llama3_8b_block_from_the_catalog() -> None:
+    from f8roof.architectures.catalog import builtin
+    from f8roof.sharded import block_spec
+
+    spec = block_spec(builtin("llama3-8b"), tokens=8192, parallel=ParallelSpec(tp=2))
+    assert (spec.dim, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.ffn_dim) == (
+        4096, 32, 8, 128, 14336,
+    )  # fmt: skip
+    assert spec.local_seq_len == 4096
+    with pytest.raises(F8RoofError, match="llama3-8b: --tp 16 does not divide n_kv_heads 8"):
+        block_spec(builtin("llama3-8b"), tokens=8192, parallel=ParallelSpec(tp=16))
+
+
+def test_ring_bytes() -> None:
+    gather = Collective(AG, bytes=1000, dtype="bfloat16", group_size=4, graph="fwd")
+    reduce = Collective(AR, bytes=1000, dtype="float32", group_size=4, graph="bwd")
+    assert gather.ring_bytes_per_rank == pytest.approx(750)
+    assert reduce.ring_bytes_per_rank == pytest.approx(1500)
+
+
+def synthetic_capture() -> BlockCapture:
+    from f8roof.models.block import BlockGemm, BlockKernel
+
+    spec = small(tp=2, recompute=Recompute.SELECTIVE)
+    return BlockCapture(
+        spec=spec,
+        recipe="rowwise",
+        device="codegen",
+        gpu="h100",
+        kernels=(
+            BlockKernel("k0", "fwd", "reduction", 100, 50, "fused", ("amax",)),
+            BlockKernel("k1", "bwd", "pointwise", 10, 20, "context", recomputed=True),
+        ),
+        gemms=(
+            BlockGemm("g0", "fwd", "_scaled_mm", 8, 16, 32, "float8_e4m3fn", 900),
+            BlockGemm("g1", "bwd", "_scaled_mm", 8, 16, 32, "float8_e4m3fn", 900, True),
+        ),
+        collectives=(
+            Collective(AG, 64, "bfloat16", 2, "fwd", feeds_cast=True),
+            Collective(AG, 64, "bfloat16", 2, "fwd"),
+            Collective(RS, 256, "float32", 2, "bwd", mesh="dp_shard", compiled=False),
+        ),
+    )
+
+
+def test_capture_round_trips_and_totals() -> None:
+    import json
+
+    got = synthetic_capture()
+    assert BlockCapture.from_dict(json.loads(json.dumps(got.to_dict()))) == got
+    fwd, bwd = got.totals("fwd"), got.totals("bwd")
+    assert (fwd.kernel_bytes, fwd.float8_kernel_bytes, fwd.gemm_flops) == (150, 150, 8192)
+    assert fwd.collective_bytes == (("all_gather_into_tensor", "bfloat16", "tp", 128),)
+    assert (bwd.recomputed_kernel_bytes, bwd.recomputed_gemm_flops) == (30, 8192)
+    assert got.recomputed == ("bwd k1", "bwd g1")
+    with pytest.raises(ModelError, match="not a block capture"):
+        BlockCapture.from_dict({"spec": {}})
+
+
+# ---- the parser (no compile) ----------------------------------------------------------------
+
+WRAPPER = """
+class Runner:
+    def call(self, args):
+        primals_1, primals_2 = args
+        args.clear()
+        buf0 = torch.ops._c10d_functional.all_gather_into_tensor.default(primals_1, 2, '3')
+        assert_size_stride(buf0, (2, 32, 128), (4096, 128, 1), 'x')
+        torch.ops._c10d_functional.wait_tensor.default(buf0)
+        buf1 = empty_strided_cpu((64, 64), (64, 1), torch.bfloat16)
+        extern_kernels.mm(reinterpret_tensor(buf0, (64, 128), (128, 1), 0), primals_2, out=buf1)
+        buf2 = torch.ops._c10d_functional.reduce_scatter_tensor.default(buf1, 'sum', 2, '3')
+        torch.ops._c10d_functional.all_reduce_.default(buf2, 'max', '3')
+        return (buf2, )
+
+def get_args():
+    from torch._dynamo.testing import rand_strided
+    primals_1 = rand_strided((1, 32, 128), (4096, 128, 1), device='cpu', dtype=torch.bfloat16)
+    primals_2 = rand_strided((128, 64), (64, 1), device='cpu', dtype=torch.bfloat16)
+    return [primals_1, primals_2]
+"""
+
+
+def test_parser_keeps_collectives_apart_from_launches() -> None:
+    from f8roof.profiler.triton_code import parse_output_code
+
+    code = parse_output_code(WRAPPER)
+    assert [launch.name for launch in code.launches] == ["extern_kernels.mm"]
+    assert code.launches[0].reads[0].name == "buf0"  # the gathered tensor counts as data
+    ops = [(c.op, c.output.shape, c.group_size, c.after) for c in code.collectives]
+    assert ops == [
+        ("all_gather_into_tensor", (2, 32, 128), 2, 0),
+        ("reduce_scatter_tensor", (32, 64), 2, 1),
+        ("all_reduce", (32, 64), None, 1),
+    ]
+
+
+# ---- compiles (fake process group, small dims) ----------------------------------------------
+
+
+def capture(spec: BlockSpec, recipe: str | None, device: str = "cpu") -> BlockCapture:
+    from f8roof.profiler.block import capture_block
+
+    return capture_block(spec, recipe=recipe, device=device)
+
+
+def activation_bytes(spec: BlockSpec, itemsize: int) -> int:
+    """The SP activation as DTensor sees it: a (batch, seq_len / tp, dim) shard per rank of a
+    (batch, seq_len, dim) tensor, whose full size the all-gather returns."""
+    import torch
+    from torch.distributed.tensor import DTensor, Shard
+
+    from f8roof.profiler.block import MESH_DIMS, fake_world
+
+    with fake_world(spec.parallel.world_size):
+        from torch.distributed.device_mesh import init_device_mesh
+
+        mesh = init_device_mesh(
+            "cpu", (spec.parallel.fsdp, spec.parallel.tp), mesh_dim_names=MESH_DIMS
+        )
+        local = torch.empty(spec.batch, spec.local_seq_len, spec.dim)
+        full = DTensor.from_local(local, mesh["tp"], [Shard(1)]).shape
+    return full.numel() * itemsize
+
+
+@pytest.mark.slow
+def test_bf16_tp_sequence_parallel_collectives() -> None:
+    spec = small(tp=2)
+    got = capture(spec, None)
+    expected = activation_bytes(spec, 2)
+    assert expected == spec.tokens * spec.dim * 2
+    for graph in ("fwd", "bwd"):
+        # attention and MLP: one all-gather in, one reduce-scatter out, per pass
+        gathers = got.collectives_of(AG, graph=graph, mesh="tp")
+        scatters = got.collectives_of(RS, graph=graph, mesh="tp")
+        assert [c.bytes for c in gathers] == [expected, expected]
+        assert [c.bytes for c in scatters] == [expected, expected]
+        assert {c.dtype for c in (*gathers, *scatters)} == {"bfloat16"}
+        assert all(c.group_size == 2 and c.compiled for c in (*gathers, *scatters))
+    assert {g.op for g in got.gemms} == {"mm"}
+    assert len(got.gemms) == 7 * 3  # seven linears, three gemms each
+    assert not any(g.recomputed for g in got.gemms)
+
+
+@pytest.mark.slow
+@requires.torchao
+def test_tensorwise_float8_all_gather_moves_float8_weights() -> None:
+    spec = small(tp=2, fsdp=2, float8_all_gather=True)
+    got = capture(spec, "tensorwise")
+    assert {g.op for g in got.gemms} == {"_scaled_mm"}
+    # torchao's float8 TP all-gathers the norm output already cast (e4m3) in forward
+    tp_gathers = got.collectives_of(AG, graph="fwd", mesh="tp")
+    assert [c.dtype for c in tp_gathers] == ["float8_e4m3fn"] * 2
+    assert not any(c.feeds_cast for c in tp_gathers)  # cast before, on the shard
+    assert [c.bytes for c in tp_gathers] == [activation_bytes(spec, 1)] * 2
+    # FSDP2: weights in float8 (1 byte each), norms' weights in bf16, forward and backward
+    weights = linear_weight_numel(spec)
+    for graph in ("fwd", "bwd"):
+        fsdp = got.collectives_of(AG, graph=graph, mesh="dp_shard")
+        by_dtype = {c.dtype: c.bytes for c in fsdp}
+        assert not any(c.feeds_cast for c in fsdp)  # cast before the all-gather, on the shard
+        assert by_dtype == {"float8_e4m3fn": weights, "bfloat16": 2 * spec.dim * 2}
+    # gradients reduce-scattered in fp32 (torchtitan's reduce dtype), every parameter
+    (grads,) = got.collectives_of(RS, mesh="dp_shard")
+    assert grads.bytes == (weights + 2 * spec.dim) * 4
+    # the float8 scales' amax reduction of each all-gathered weight
+    assert got.collectives_of(AR, mesh="dp_shard")
+
+
+@pytest.mark.slow
+def test_selective_recompute_shows_in_backward() -> None:
+    got = capture(small(tp=2, recompute=Recompute.SELECTIVE), None)
+    recomputed = [g for g in got.gemms if g.recomputed]
+    assert recomputed and all(g.graph == "bwd" for g in recomputed)
+    # every second gemm is recomputed: fewer than the seven forward gemms, at least one
+    assert 1 <= len(recomputed) < 7
+    # the all-gathers before q/k/v and w1/w3 are not saved: gathered again in backward
+    assert [c.recomputed for c in got.collectives_of(AG, graph="bwd")].count(True) == 2
+    assert any(name.startswith("bwd ") for name in got.recomputed)
+
+
+@pytest.mark.slow
+@requires.torchao
+def test_codegen_rowwise_cast_after_all_gather() -> None:
+    spec = small(tp=2)
+    got = capture(spec, "rowwise", device="codegen")
+    assert got.gpu is not None and got.gpu.startswith("h100")
+    assert any(k.kind.startswith(("pointwise", "reduction", "persistent")) for k in got.kernels)
+    gathers = got.collectives_of(AG, graph="fwd", mesh="tp")
+    # rowwise all-gathers bf16 and casts afterwards: the cast cannot fuse into the norm
+    assert [c.dtype for c in gathers] == ["bfloat16", "bfloat16"]
+    assert all(c.feeds_cast for c in gathers)
+    assert got.casts_after_all_gather
+    assert {g.op for g in got.gemms} == {"_scaled_mm"}
+    # Every Triton kernel's bytes: the code's count and the scheduler's agree.
+    counts = [re.search(r"code (\d+), scheduler (\d+)", line) for line in got.disagreements]
+    triton = [m for m, line in zip(counts, got.disagreements) if m and " triton_" in line]
+    assert all(m.group(1) == m.group(2) for m in triton)
+
+
+# ---- the command line -----------------------------------------------------------------------
+
+
+def tiny_config(tmp_path) -> str:
+    """A llama config.json of the small block's dims (one layer)."""
+    import json
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 1,
+        "vocab_size": 256,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def test_cli_block_bad_degree_is_one_line(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    args = ["compare", "--model", tiny_config(tmp_path), "--tokens", "32", "--tp", "4"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "--tp 4 does not divide n_heads 2" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_cli_block_needs_tokens(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    result = CliRunner().invoke(main, ["compare", "--model", tiny_config(tmp_path)])
+    assert result.exit_code == 2
+    assert "--model needs --tokens" in result.output
+
+
+@pytest.mark.slow
+@requires.torchao
+def test_cli_block_codegen_lists_passes_and_collectives(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    args = ["compare", "--model", tiny_config(tmp_path), "--tokens", "32", "--tp", "2"]
+    args += ["--recipe", "rowwise", "--device", "codegen", "--recompute", "selective"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    text = result.output
+    assert "forward:" in text and "backward:" in text
+    assert "all_gather_into_tensor" in text and "reduce_scatter_tensor" in text
+    assert "_scaled_mm" in text and "mm " in text  # float8 beside bf16
+    assert "cast after it" in text  # rowwise all-gathers bf16, casts afterwards
+    assert "not fused into the norm): 0" not in text
+    assert "[recomputed]" in text
+
+
+@pytest.mark.parametrize(
+    ("parallel", "recipe", "message"),
+    [
+        ({"tp": 2, "recompute": Recompute.FULL}, None, "--recompute full does not compile"),
+        ({"tp": 2, "async_tp": True}, None, "async TP blocks are not compiled yet"),
+        ({"fsdp": 2, "float8_all_gather": True}, "rowwise", "needs --recipe tensorwise"),
+        ({"tp": 2}, "nonsense", "nonsense"),
+    ],
+)
+def test_what_does_not_compile_says_so_in_one_line(parallel, recipe, message) -> None:
+    from f8roof.profiler.capture import CaptureError
+
+    with pytest.raises(CaptureError, match=message) as error:
+        capture(small(**parallel), recipe)
+    assert "\n" not in str(error.value)
+
+
+def test_renderer_lists_per_pass_and_json_reads_back() -> None:
+    import json
+    from dataclasses import replace
+
+    from f8roof.renderers.block import block_to_json, render_block_text
+    from f8roof.sharded import BlockComparison
+
+    float8 = synthetic_capture()
+    bf16 = replace(float8, recipe=None, kernels=(), gemms=())
+    text = render_block_text(BlockComparison(bf16, float8))
+    forward, backward = text.split("backward:")
+    assert "bf16: 0 kernels" in forward and "rowwise: 1 kernels" in forward
+    assert "(graph; cast after it)" in forward
+    assert "reduce_scatter_tensor    dp_shard x2 float32" in backward
+    assert "(FSDP hook)" in backward and "[recomputed]" in backward
+    data = json.loads(block_to_json(BlockComparison(bf16, float8)))
+    assert BlockCapture.from_dict(data["float8"]) == float8
+    assert data["float8"]["totals"]["bwd"]["recomputed_gemm_flops"] == 8192
