@@ -6,49 +6,8 @@ Each kernel launch is counted three independent ways, which must agree:
   (`get_read_write_buffer_accesses`), matched to launches by the buffers they write;
 - inductor: `kernel_num_gb` from each Triton kernel's `inductor_meta` (Triton only).
 
-Counting rules: the one place where the three methods are reconciled.
-1. Unit: every buffer a kernel touches counts once, at the size of the view it receives;
-   in_ptr read, out_ptr written, in_out_ptr read and written (all three methods' convention).
-2. A kernel reading back a buffer it wrote itself moves no read bytes for it. Code: a read of
-   storage that neither is a graph input nor was written by an earlier launch (C++ kernels run
-   several loop nests in one function; a concat writes through views of its output).
-   Scheduler: a read of a buffer, or of the buffer a view lives in, written by an earlier node
-   of the same launch (as a FusedSchedulerNode already does inside itself).
-3. Scheduler dependencies that move no data are dropped: WeakDep (ordering only) and the
-   StarDep a mutation node holds on the buffer it mutates (that is its write). A mutation's
-   output is named after the buffer it mutates, as the kernel receives that buffer.
-4. Scheduler: a buffer read in part (the amax history's `[:-1]` slice) counts whole, as the
-   kernel receives a pointer to the whole view and the code method sees only that pointer.
-5. Scheduler: a fused intermediate the scheduler expects to stay in registers but the codegen
-   kept in memory (C++ outer-loop fusion writes per-row amax to a buffer and reads it back)
-   counts as written: what codegen removed is `V.graph.removed_buffers`, known after codegen.
-6. inductor: `kernel_num_gb` is bytes / 1e9 printed with repr (torch 2.11-2.13 do not round
-   it; only the benchmark harness prints it to 3 decimals), so round(kernel_num_gb * 1e9)
-   recovers the integer: the rounding is the double's, under 0.5 byte below 1e15 bytes, and
-   the comparison is exact.
-7. inductor: for a view bigger than the kernel's iteration space (the amax history's `[:-1]`
-   slice), kernel_num_gb counts only the iterated elements; the bytes beyond, computed from
-   the kernel body (`xnumel`, `r0_numel`, distinct `tl.load` indices), are added back.
-8. Reuse in place: Inductor stores a LayerNorm's rstd (or a C++ kernel its variance) through
-   an in_out_ptr into the allocation of an intermediate it fused away (the wrapper's
-   `buf3 = buf1  # reuse`). inductor: kernel_num_gb counts that in_out_ptr as read although
-   nothing had written it (rule 2): the read is taken out. Scheduler: the intermediate kept
-   (rule 5) and the output share one storage, written once (`wrapper_code.reuses`).
-9. Mix-order reductions (RMSNorm's backward with its weight gradient, at some shapes): codegen
-   fuses a row and a column reduction into one kernel that writes the column's partial results
-   to a workspace (`ws_ptr`, sized by codegen), and finishes them with an ATen reduction in
-   the wrapper (`buf3 = workspace_0[...].view(R, C).sum(dim=0)`), a launch of its own.
-   Scheduler: the split reduction's first-stage buffer is never stored (codegen removed it: no
-   write, no read), and its second stage (in `scheduler.removed_ops`) is that ATen launch, so
-   the fused node holding it is taken apart. The workspace bytes (the kernel's write, the ATen
-   launch's read) come from the code in all three counts: kernel_num_gb leaves them out too.
-10. Scheduler: for a node that is no plain SchedulerNode (an extern kernel such as a gemm, a
-   fused node) Inductor assumes at most 1e9 elements accessed per buffer dependency
-   (`get_read_write_buffer_accesses`), so buffers past 1e9 elements (32768 x 32768) come out
-   short. Their writes count whole, as their reads do (rule 4).
-11. inductor: a buffer a collective produced (all-gathered, reduce-scattered, all-reduced in
-   place) counts as nothing in kernel_num_gb (Inductor sizes it through the collective's wait,
-   whose layout holds no size): those reads are added back.
+The counting rules that reconcile the three (referred to below as 'rule N') are in
+`docs/counting.md`.
 
 Gemms (`extern_kernels._scaled_mm`, `mm`) are launches of kind extern_gemm with their operand
 bytes; every other launch is attributed to the roles whose tensors it serves and says what it
