@@ -40,7 +40,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from f8roof.errors import F8RoofError
 from f8roof.models.block import (
     TORCHTITAN_SAVE_OPS,
     BlockCapture,
@@ -66,6 +65,7 @@ from f8roof.profiler.capture import (
     KernelLaunch,
     Work,
     _Recorder,
+    compiling,
     recording,
 )
 from f8roof.profiler.graphs import Step
@@ -497,32 +497,23 @@ def capture_block(
     recorder = _Recorder()
     eager = _EagerCollectives()
     where = f"{spec.name or 'block'} {recipe or 'bf16'} on {target.value}"
-    torch._dynamo.reset()
-    try:
-        with recording(recorder), fake_world(spec.parallel.world_size):
-            inner = (
-                codegen_only.no_compute_inner
-                if target is CaptureDevice.CODEGEN
-                else _compile_fx_inner()
-            )
-            built = _build(
-                spec,
-                float8,
-                backend=functools.partial(recorder.backend, inner=inner),
-                initialize=target is CaptureDevice.CPU,
-                save_ops=save_ops,
-            )
-            with eager.recording():
-                _run(built, recorder, eager, codegen=target is CaptureDevice.CODEGEN, gpu=gpu)
-            groups = {built.tp_group: ("tp", spec.parallel.tp)}
-            groups[built.dp_group] = ("dp_shard", spec.parallel.fsdp)
-    except F8RoofError:
-        raise
-    except Exception as e:
-        first = next(iter(str(e).strip().splitlines()), type(e).__name__)
-        raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
-    finally:
-        torch._dynamo.reset()
+    with compiling(where), recording(recorder), fake_world(spec.parallel.world_size):
+        inner = (
+            codegen_only.no_compute_inner
+            if target is CaptureDevice.CODEGEN
+            else _compile_fx_inner()
+        )
+        built = _build(
+            spec,
+            float8,
+            backend=functools.partial(recorder.backend, inner=inner),
+            initialize=target is CaptureDevice.CPU,
+            save_ops=save_ops,
+        )
+        with eager.recording():
+            _run(built, recorder, eager, codegen=target is CaptureDevice.CODEGEN, gpu=gpu)
+        groups = {built.tp_group: ("tp", spec.parallel.tp)}
+        groups[built.dp_group] = ("dp_shard", spec.parallel.fsdp)
     shape = (spec.tokens, spec.dim, spec.ffn_dim)
     capture = recorder.build(key=where, shape=shape, device=target)
     kernels, gemms, collectives = [], [], []

@@ -367,6 +367,23 @@ def capture_and_measure(
     )
 
 
+@contextlib.contextmanager
+def compiling(where: str) -> Iterator[None]:
+    """Compile from scratch (a dynamo cache hit, same shapes and a new module, or the recompile
+    limit would skip Inductor and leave nothing to capture), and turn a failure into one
+    CaptureError line naming what was compiled (compile errors run to pages)."""
+    torch._dynamo.reset()
+    try:
+        yield
+    except F8RoofError:
+        raise
+    except Exception as e:
+        first = next(iter(str(e).strip().splitlines()), type(e).__name__)
+        raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
+    finally:
+        torch._dynamo.reset()
+
+
 def capture_step(
     factory: StepFactory,
     shape: tuple[int, int, int],
@@ -392,24 +409,13 @@ def capture_step(
         raise CaptureError("codegen-only code cannot be measured: nothing runs")
     recorder = _Recorder()
     measured = None
-    # Each capture compiles from scratch: a dynamo cache hit (same shapes, new module) or the
-    # recompile limit would skip Inductor and leave nothing to capture.
-    torch._dynamo.reset()
-    try:
-        with recording(recorder):
-            if target is CaptureDevice.CODEGEN:
-                _run_codegen(factory, recorder, gpu=gpu or find_gpu("h100"))
-            else:
-                step = _run_compiled(factory, recorder, device=target.value)
-                if measure is not None:
-                    measured = measure(step)
-    except F8RoofError:
-        raise
-    except Exception as e:
-        first = next(iter(str(e).strip().splitlines()), type(e).__name__)
-        raise CaptureError(f"compiling {where} failed: {type(e).__name__}: {first}") from e
-    finally:
-        torch._dynamo.reset()
+    with compiling(where), recording(recorder):
+        if target is CaptureDevice.CODEGEN:
+            _run_codegen(factory, recorder, gpu=gpu or find_gpu("h100"))
+        else:
+            step = _run_compiled(factory, recorder, device=target.value)
+            if measure is not None:
+                measured = measure(step)
     try:
         return recorder.build(key=key, shape=shape, device=target), measured
     except CodeParseError as e:
