@@ -68,6 +68,9 @@ Scale arithmetic (fp64 division, power-of-2 rounding, reciprocals, the outer pro
 scales, torchao's unit scales) works on scale vectors and is inlined into the pass that uses it;
 it costs launches, counted as small kernels, not bytes.
 
+MX and blockwise recipes (torchao only) have their own models, `models.block_traffic`, which
+`worst_traffic` and `ideal_traffic` hand them to.
+
 Known gaps against Inductor's code (torch 2.13, h100 codegen). Tensorwise moves 6MK + 8KN + 6MN
 + 26 in both implementations, 2KN above the worst case: the min-cut partitioner saves the bf16
 weight (alive anyway) and recasts it in backward (torchao's backward asks for that recast; the
@@ -239,8 +242,9 @@ def _worst_rowwise(
 
 def seed_small_kernels(recipe: Recipe) -> int:
     """The seed's launch-floor count: a scale kernel per dynamic role, two per delayed role
-    (history update and scale). Rowwise computes its scales in the amax pass: none."""
-    if recipe.is_rowwise:
+    (history update and scale). Rowwise computes its scales in the amax pass, MX and blockwise
+    in their cast kernels: none."""
+    if recipe.is_rowwise or recipe.is_block_scaled:
         return 0
     per = {ScalingType.DYNAMIC: 1, ScalingType.DELAYED: 2, ScalingType.STATIC: 0}
     return sum(per[recipe.scaling(r)] for r in ROLES)
@@ -264,7 +268,14 @@ def worst_traffic(
     limited: frozenset[Role] = frozenset(),
 ) -> TrafficModel:
     """The worst case of `implementation`'s algorithm (the seed's for the reference);
-    `fused` and `limited` are the roles with F and L set."""
+    `fused` and `limited` are the roles with F and L set. MX and blockwise recipes: see
+    `models.block_traffic`."""
+    if recipe.is_block_scaled:
+        from f8roof.models.block_traffic import block_worst_traffic  # it builds on this module
+
+        return block_worst_traffic(
+            recipe, implementation=implementation, fused=fused, limited=limited
+        )
     _check(recipe, implementation)
     kernels: list[KernelTraffic] = []
     for role in ROLES:
@@ -290,7 +301,12 @@ def ideal_traffic(
     fused: frozenset[Role] = frozenset(),
 ) -> TrafficModel:
     """The minimum: one bf16 read (free when fused and the scale is known up front), one
-    write per float8 copy, the rowwise scales, and torchao's rescales."""
+    write per float8 copy, the rowwise scales, and torchao's rescales. MX and blockwise
+    recipes: see `models.block_traffic`."""
+    if recipe.is_block_scaled:
+        from f8roof.models.block_traffic import block_ideal_traffic  # it builds on this module
+
+        return block_ideal_traffic(recipe, implementation=implementation, fused=fused)
     _check(recipe, implementation)
     kernels = []
     for role in ROLES:
