@@ -127,12 +127,13 @@ def test_mx_needs_mx_gemms():
     assert gpu_support_reason(Recipe.from_name("tensorwise"), find_gpu("mi300x")) is None
 
 
-def test_blockwise_needs_sm90_nvidia():
+def test_blockwise_needs_sm90():
+    # torch's _check_deepseek_support: 1x128/128x128 scales on compute capability 9.x only
     blockwise = Recipe.from_name("blockwise")
     assert gpu_support_reason(blockwise, find_gpu("h100")) is None
-    assert gpu_support_reason(blockwise, find_gpu("b200")) is None
-    with pytest.raises(UnsupportedOnGPU, match="mi300x cannot train blockwise"):
-        check_gpu_support(blockwise, find_gpu("mi300x"))
+    for name in ("b200", "mi300x"):
+        with pytest.raises(UnsupportedOnGPU, match=f"{name} has no 1x128/128x128 blockwise"):
+            check_gpu_support(blockwise, find_gpu(name))
 
 
 def test_gemm_kernels():

@@ -13,7 +13,8 @@ Block-scaled recipes (torchao 0.18 prototypes, torchao implementation only):
   GPUs without MX gemms). Rounding changes no bytes, so no field holds it.
 - `blockwise`: float8 e4m3 with one fp32 scale per 1x128 block of activations and gradients
   and per 128x128 block of the weight, as DeepSeek-V3 trains
-  (`prototype.blockwise_fp8_training.linear.Float8BlockwiseLinear`).
+  (`prototype.blockwise_fp8_training.linear.Float8BlockwiseLinear`; torch runs its gemms on
+  Hopper only).
 """
 
 from __future__ import annotations

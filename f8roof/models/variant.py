@@ -276,8 +276,10 @@ def gpu_support_reason(recipe: Recipe | None, gpu: GPU) -> str | None:
     10.0+ (tcgen05; torchao builds its MXFP8 casts only `is_sm_at_least_100`,
     mx_formats/kernels.py) or AMD gfx950 (MI355X; torchao's `is_MI350`), which the presets
     number 9.5 (MI300X, gfx942, is 9.4). mxfp8_emulated_rceil runs its gemms in bf16
-    anywhere. Blockwise: `Float8BlockwiseLinear` asserts `is_sm_at_least_90`, false on ROCm
-    (no `torch.version.cuda`), so NVIDIA 9.0+ only. Earlier recipes run on every preset."""
+    anywhere. Blockwise: torch's `_scaled_mm` runs 1x128/128x128 scales on compute capability
+    9.x only (aten/src/ATen/native/cuda/ScaledBlas.cpp, `_check_deepseek_support`: "only
+    supported in CUDA for SM90"; none on ROCm), and `Float8BlockwiseLinear` asserts
+    `is_sm_at_least_90`. Earlier recipes run on every preset."""
     if recipe is None or not recipe.is_block_scaled or recipe.emulated:
         return None
     cc = ".".join(map(str, gpu.compute_capability))
@@ -291,10 +293,10 @@ def gpu_support_reason(recipe: Recipe | None, gpu: GPU) -> str | None:
             f"or AMD MI355X; {gpu.name} is {'AMD ' if _is_amd(gpu) else ''}{cc}): "
             "use mxfp8_emulated_rceil, tensorwise or rowwise"
         )
-    if _is_amd(gpu) or gpu.compute_capability < (9, 0):
+    if _is_amd(gpu) or gpu.compute_capability[0] != 9:
         return (
-            f"{gpu.name} cannot train blockwise (torchao's Float8BlockwiseLinear needs NVIDIA "
-            f"compute capability 9.0+; {gpu.name} is {'AMD ' if _is_amd(gpu) else ''}{cc})"
+            f"{gpu.name} has no 1x128/128x128 blockwise float8 gemms (torch runs them on NVIDIA "
+            f"compute capability 9.x only; {gpu.name} is {'AMD ' if _is_amd(gpu) else ''}{cc})"
         )
     return None
 
