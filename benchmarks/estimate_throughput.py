@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
     calibration = None
     if args.calibration:
-        from f8roof.calibration import Calibration
+        from f8roof.calibration.file import Calibration
 
         calibration = Calibration.load(args.calibration)
     shapes = np.random.default_rng(0).integers(1, 32768, size=(args.shapes, 3))

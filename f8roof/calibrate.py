@@ -10,33 +10,30 @@ the datasheet model (a traffic calibration). The measuring itself lives in profi
 
 from __future__ import annotations
 
-import multiprocessing
-import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from f8roof.calibration import (
+from f8roof.calibration.file import (
     Calibration,
     Ceilings,
     Environment,
     GemmMeasurement,
-    KernelMeasurement,
     StepMeasurement,
+    kernel_from_json,
     sample_from_json,
     sample_to_json,
 )
-from f8roof.checkpoint import Checkpoint
+from f8roof.calibration.fitting import Measurements, fit_calibration, traffic_calibration
 from f8roof.errors import F8RoofError
-from f8roof.fitting import Measurements, fit_calibration, traffic_calibration
 from f8roof.models.datasheet import datasheet_timing
 from f8roof.models.fit import CPU_FIT_SHAPES, FIT_SHAPES, Shape, ShapeSample, shape_text
 from f8roof.models.gemm import GEMM_ROLES, fp8_gemm_dtype
-from f8roof.models.hardware import GPU
+from f8roof.models.hardware import GPU, resolve_gpu
 from f8roof.models.recipes import Recipe
 from f8roof.models.variant import Context, Implementation, Variant
+from f8roof.runner import Checkpoint, Task, run_tasks
 
 # What a GPU calibration measures by default: what users train with (torchao's recipes) and
 # the reference's delayed scaling, which only it has.
@@ -140,18 +137,57 @@ def parse_variants(
     return tuple(dict.fromkeys(variants))
 
 
-@dataclass(frozen=True)
-class Task:
-    """One measurement: `fn(**kwargs)` returns its checkpoint record. A module-level function
-    and plain arguments, so a task can run in a worker process."""
+def requested_contexts(
+    before: str | None, after: str | None, contexts: str | None
+) -> tuple[Context, ...]:
+    """--contexts lists several; --before/--after name one; not both."""
+    if contexts and (before or after):
+        raise F8RoofError("--contexts lists contexts; --before/--after name one: give one way")
+    if contexts:
+        return tuple(Context.from_name(c.strip()) for c in contexts.split(",") if c.strip())
+    return (Context.from_names(before, after),)
 
-    key: str
-    label: str
-    fn: Callable[..., dict[str, Any]]
-    kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def run(self) -> dict[str, Any]:
-        return self.fn(**self.kwargs)
+def requested_variants(
+    recipes: str | None,
+    implementation: str | None,
+    contexts: tuple[Context, ...],
+    *,
+    default: tuple[str, ...],
+) -> tuple[Variant, ...]:
+    """Comma-separated recipes ('impl:recipe' allowed; `default` when none) x contexts."""
+    from f8roof.profiler.graphs import resolve_implementation
+
+    names = tuple(p.strip() for p in (recipes or "").split(",") if p.strip()) or default
+    return parse_variants(
+        names, implementation=resolve_implementation(implementation), contexts=contexts
+    )
+
+
+def calibrate_options(
+    *,
+    device: str,
+    gpu: str,
+    recipes: str | None,
+    implementation: str | None,
+    contexts: tuple[Context, ...],
+    quick: bool,
+    jobs: int,
+    budget_s: float | None,
+    artifacts: str | None,
+) -> CalibrateOptions:
+    """`f8roof calibrate`'s options: on a CPU one tensorwise variant by default, elsewhere
+    CALIBRATION_VARIANTS; the codegen target only for codegen."""
+    default = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
+    return CalibrateOptions.defaults(
+        device,
+        variants=requested_variants(recipes, implementation, contexts, default=default),
+        quick=quick,
+        budget_s=budget_s,
+        gpu=resolve_gpu(gpu) if device == "codegen" else None,
+        artifacts=Path(artifacts) if artifacts else None,
+        jobs=jobs,
+    )
 
 
 def tasks(options: CalibrateOptions) -> list[Task]:
@@ -257,7 +293,7 @@ def measurements_from(
         and (r["step"]["M"], r["step"]["K"], r["step"]["N"]) in shapes
     ]  # a budget-cut run leaves out shapes not every variant reached
     kernels = [
-        KernelMeasurement.from_json(k, source="checkpoint", shapes=shapes)
+        kernel_from_json(k, source="checkpoint", shapes=shapes)
         for r in measured
         for k in r["kernels"]
     ]
@@ -275,39 +311,6 @@ def measurements_from(
     return Measurements(
         env, ceilings, tuple(options.shapes), tuple(gemms), tuple(kernels), tuple(steps)
     )
-
-
-def _run(todo: list[Task], checkpoint: Checkpoint, options: CalibrateOptions, progress) -> bool:
-    """Run the tasks (in `options.jobs` worker processes for codegen: compiles are CPU-bound
-    Python), checkpointing each record as it arrives. False when the budget stopped it."""
-    start = time.monotonic()
-    bar = iter(progress(todo)) if progress else None
-
-    def over_budget() -> bool:
-        return options.budget_s is not None and time.monotonic() - start > options.budget_s
-
-    if options.jobs <= 1:
-        for task in todo:
-            if bar:
-                next(bar, None)
-            if over_budget():
-                return False
-            checkpoint.add(task.key, task.run())
-        return True
-    context = multiprocessing.get_context("spawn")  # no fork of a process that imported torch
-    with ProcessPoolExecutor(max_workers=options.jobs, mp_context=context) as pool:
-        futures = {pool.submit(task.fn, **task.kwargs): task for task in todo}
-        try:
-            for future in as_completed(futures):
-                if bar:
-                    next(bar, None)
-                checkpoint.add(futures[future].key, future.result())
-                if over_budget():
-                    return False
-        finally:
-            for future in futures:
-                future.cancel()
-    return True
 
 
 MIN_PARTIAL_SHAPES = 2  # a budget-cut run is fitted when every variant has this many shapes
@@ -346,8 +349,12 @@ def calibrate(
         resume=resume,
     )
     work = codegen_tasks(options) if codegen else tasks(options)
-    finished = _run(
-        [t for t in work if checkpoint.done(t.key) is None], checkpoint, options, progress
+    finished = run_tasks(
+        [t for t in work if checkpoint.done(t.key) is None],
+        checkpoint,
+        budget_s=options.budget_s,
+        jobs=options.jobs,
+        progress=progress,
     )
     warnings = [
         f"bytes disagree: {r['key']}: {line}"
@@ -398,7 +405,7 @@ def generated_samples(
         options = replace(options, shapes=shape_subset)
     with tempfile.TemporaryDirectory(prefix="f8roof-build-") as scratch:
         checkpoint = Checkpoint(Path(scratch) / "build.jsonl", options.header(), resume=False)
-        _run(codegen_tasks(options), checkpoint, options, progress)
+        run_tasks(codegen_tasks(options), checkpoint, jobs=options.jobs, progress=progress)
         return _code_samples(checkpoint.records, options)
 
 

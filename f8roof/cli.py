@@ -1,4 +1,5 @@
-"""The f8roof command line. Thin: parse options, call one library function, render.
+"""The f8roof command line: parse options, make one library call, hand the result to one
+renderer (f8roof/renderers). Option rules live in the library (resolve.py, answer.py, ...).
 
 torch, triton and torchao are imported only inside the commands that compile (compare,
 calibrate, validate, estimate --overhead codegen), so `f8roof estimate` needs neither.
@@ -127,14 +128,19 @@ def _need_torch(what: str) -> None:
         raise F8RoofError(f"{what} compiles with torch: pip install 'f8roof[profile]'") from None
 
 
+def _warn(lines) -> None:
+    for line in lines:
+        click.echo(f"warning: {line}", err=True)
+
+
 def _scale_options(command):
-    """--tp, --ep, --fsdp, --recompute and --step-ms (how the model trains, f8roof.scale),
+    """--tp, --ep, --fsdp, --recompute and --step-ms (how the model trains, f8roof.architectures.training),
     handed to the command as one `setup` argument (a TrainingSetup)."""
     import functools
 
     @functools.wraps(command)
     def wrapper(*args, tp, ep, fsdp, recompute, step_ms, **kwargs):
-        from f8roof.scale import TrainingSetup
+        from f8roof.architectures.training import TrainingSetup
 
         setup = TrainingSetup.from_options(
             tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms
@@ -194,15 +200,17 @@ def main() -> None:
 @main.command()
 def gpus() -> None:
     """List the GPU presets (datasheet ceilings) and the device names they match."""
-    from f8roof.models.hardware import PRESETS
+    from f8roof.renderers.runs import gpus_text
 
-    click.echo(f"{'name':10} {'bf16 TFLOP/s':>12} {'fp8 TFLOP/s':>12} {'HBM TB/s':>9}  matches")
-    for gpu in PRESETS.values():
-        click.echo(
-            f"{gpu.name:10} {gpu.bf16_flops / 1e12:12.1f} {gpu.fp8_flops / 1e12:12.1f} "
-            f"{gpu.memory_bandwidth_bytes_per_s / 1e12:9.2f}  {', '.join(gpu.device_prefixes)}"
-        )
-    click.echo("custom GPU: --gpu custom:bf16=989e12,fp8=1979e12,bandwidth=3.35e12")
+    click.echo(gpus_text())
+
+
+@main.command()
+def models() -> None:
+    """List the built-in model architectures (for estimate --model and report --model)."""
+    from f8roof.renderers.runs import models_text
+
+    click.echo(models_text())
 
 
 @main.command()
@@ -245,7 +253,9 @@ def gpus() -> None:
     "--shapes-file", type=click.Path(dir_okay=False), default=None, help="CSV with columns M,K,N"
 )
 @click.option(
-    "--sweep", default=None, help="seed (M, K, N in 2^9..2^15, 343 shapes) or pow2 (2^7..2^16)"
+    "--sweep",
+    default=None,
+    help="seed-grid (M, K, N in 2^9..2^15, 343 shapes, the seed's sweep) or pow2 (2^7..2^16)",
 )
 @click.option("--out", default=None, help="write every row to FILE (.csv, .parquet, .json or .md)")
 @click.option(
@@ -260,100 +270,28 @@ def estimate(
     shape_texts, shapes_file, sweep, out, overhead, model, tokens, recipe, setup, **request
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
+    from f8roof.answer import ModelAnswer, Question, answer
     from f8roof.files import check_output_path
-    from f8roof.render import renderer_for
-    from f8roof.resolve import resolve
+    from f8roof.renderers.answers import render_answer
+    from f8roof.renderers.frames import renderer_for
 
-    if out:
+    if out is not None:
         check_output_path(out)
         renderer_for(out)  # an unknown format is refused before the work
-    resolved = resolve(_request(recipes=recipe, **request), many_recipes=bool(model))
-    if model or tokens is not None:
-        if shape_texts or shapes_file or sweep:
-            raise F8RoofError("--model replaces --shape, --shapes-file and --sweep: give one")
-        if request["before"] or request["after"]:
-            raise F8RoofError(
-                "--model takes each linear's context from the architecture: drop --before/--after"
-            )
-        _estimate_model(model, tokens, resolved, out=out, setup=setup)
-        return
-    if not setup.is_default:
-        raise F8RoofError("--tp, --ep, --fsdp, --recompute and --step-ms go with --model")
-    _estimate_shapes(resolved, shape_texts, shapes_file, sweep, out=out, overhead=overhead)
-
-
-def _warn_versions(calibration) -> None:
-    """Its fits describe the code of the versions that generated it; say where this differs."""
-    from f8roof.profiler.graphs import version_mismatch
-
-    env = calibration.environment
-    mismatch = version_mismatch({"torch": env.torch, "triton": env.triton, "torchao": env.torchao})
-    if mismatch:
-        click.echo(
-            f"warning: the calibration's code came from other versions: {mismatch}", err=True
-        )
-
-
-def _estimate_shapes(resolved, shape_texts, shapes_file, sweep, *, out, overhead) -> None:
-    from f8roof.estimate import breakeven_lines, breakevens, codegen_columns, estimate, implausible
-    from f8roof.files import write_frame
-    from f8roof.render import render_table
-    from f8roof.shapes import collect_shapes
-
-    shapes = collect_shapes(shape_texts, shapes_file, sweep)
-    config = resolved.config
     if overhead == "codegen":
         _need_torch("estimate --overhead codegen")
-        if config.calibration is not None:
-            _warn_versions(config.calibration)
-    frame = estimate(shapes, config, ranges=True)
-    if overhead == "codegen":
-        bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
-        for name, values in codegen_columns(frame, config, progress=bar).items():
-            frame[name] = values
-    click.echo(resolved.header)
-    click.echo(f"using {resolved.source}")
-    click.echo(render_table(frame, color=sys.stdout.isatty()))
-    found = breakevens(config)
-    for line in breakeven_lines(config, found):
-        click.echo(line)
-    for line in implausible(frame, config, found):
-        click.echo(f"warning: {line}", err=True)
-    if out:
+    question = Question(shape_texts, shapes_file, sweep, model, tokens, overhead)
+    bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
+    result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
+    _warn(result.warnings if not isinstance(result, ModelAnswer) else [])
+    click.echo(render_answer(result, color=sys.stdout.isatty()))
+    if out is not None:
+        from f8roof.renderers.frames import write_frame
+
+        frame = result.recommendation.layers if isinstance(result, ModelAnswer) else result.frame
         write_frame(frame, out)
-        click.echo(f"wrote {len(frame)} rows to {out}")
-
-
-def _estimate_model(model, tokens, resolved, *, out, setup) -> None:
-    """`estimate --model`: per layer type estimate and decision, and the step's total."""
-    from f8roof.files import write_frame
-    from f8roof.recommend import recommend_model
-    from f8roof.report import format_recommendation
-
-    if not model:
-        raise F8RoofError("--tokens goes with --model NAME|config.json")
-    if tokens is None:
-        raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
-    result = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup)
-    click.echo(resolved.header)
-    click.echo(f"using {resolved.source}")
-    click.echo(format_recommendation(result, color=sys.stdout.isatty()))
-    if out:
-        write_frame(result.layers, out)
-        click.echo(f"wrote {len(result.layers)} layer types to {out}")
-
-
-@main.command()
-def models() -> None:
-    """List the built-in model architectures (for estimate --model and report --model)."""
-    from f8roof.architectures import BUILTIN_NAMES, builtin
-
-    for name in BUILTIN_NAMES:
-        arch = builtin(name)
-        click.echo(
-            f"{name:16} {len(arch.linears):2} linear types, {arch.linear_count:5} linears, "
-            f"{arch.parameter_count / 1e9:7.2f}B linear weights  {arch.source}"
-        )
+        what = "layer types" if isinstance(result, ModelAnswer) else "rows"
+        click.echo(f"wrote {len(frame)} {what} to {out}")
 
 
 @main.command()
@@ -372,7 +310,7 @@ def models() -> None:
     "--level",
     type=click.Choice(["worst", "ideal", "fitted"]),
     default=None,
-    help="heatmap overhead level (default: fitted with a calibration, else worst)",
+    help="heatmap overhead level (default: fitted with a calibration, else the seed's worst case)",
 )
 @click.option(
     "--x", "x_axis", default="M", show_default=True, help="x axis: M, K, N or tied dims (K=N)"
@@ -394,7 +332,7 @@ def plot(
 ) -> None:
     """Draw a speedup heatmap, the overhead share, or predicted vs measured (needs matplotlib)."""
     from f8roof.files import check_output_path
-    from f8roof.plot import draw
+    from f8roof.renderers.plot import draw
 
     check_output_path(out)
     result, source = draw(
@@ -427,20 +365,15 @@ def plot(
 def report(model, tokens, no_plots, out, recipe, setup, **request) -> None:
     """One markdown report for a model: per layer table, totals, torchao's filter, plots."""
     from f8roof.files import check_output_path
-    from f8roof.report import write_report
+    from f8roof.renderers.report import check_report_path, report_lines, write_report
+    from f8roof.report import model_report
     from f8roof.resolve import resolve
 
     check_output_path(out)
+    check_report_path(out)
     resolved = resolve(_request(recipes=recipe, **request))
-    result = write_report(
-        model, tokens=tokens, resolved=resolved, out=out, plots=not no_plots, setup=setup
-    )
-    click.echo(f"using {resolved.source}")
-    for line in result.summary:
-        click.echo(line)
-    click.echo(f"wrote {result.path}" + (f" and {len(result.plots)} plots" if result.plots else ""))
-    if result.plot_note:
-        click.echo(result.plot_note)
+    built = model_report(model, tokens=tokens, resolved=resolved, setup=setup)
+    click.echo("\n".join(report_lines(write_report(built, out=out, plots=not no_plots))))
 
 
 @main.command("filter-compare")
@@ -470,59 +403,22 @@ def filter_compare(
 ) -> None:
     """torchao's auto filter (fixed K/N thresholds) vs f8roof, layer by layer, and the step
     time each choice predicts."""
-    from f8roof.autofilter import filter_compare_text
+    from f8roof.filter_compare import filter_compare as run
+    from f8roof.inputs.shapes import parse_ints
+    from f8roof.renderers.filters import render_filter_compare
 
-    text = filter_compare_text(
+    result = run(
         model,
-        tokens=_ints(tokens, "--tokens"),
-        tps=_ints(tps, "--tp"),
+        tokens=parse_ints(tokens, "--tokens"),
+        tps=parse_ints(tps, "--tp"),
         ep=ep,
         fsdp=fsdp,
         recompute=recompute,
         step_ms=step_ms,
         request=_request(recipes=recipe, **request),
-        filter_fqns=_csv(filter_fqns),
+        filter_fqns=tuple(f.strip() for f in filter_fqns.split(",") if f.strip()),
     )
-    click.echo(text)
-
-
-def _ints(text: str, option: str) -> list[int]:
-    try:
-        values = [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise F8RoofError(f"{option} {text!r}: expected integers, e.g. 2048,8192") from None
-    if not values:
-        raise F8RoofError(f"{option}: give at least one value")
-    return values
-
-
-def _variants(
-    recipes: str | None,
-    implementation: str | None,
-    contexts: tuple[str, ...],
-    *,
-    default: tuple[str, ...],
-):
-    """Recipes x contexts -> variants for calibrate and validate ('impl:recipe' allowed)."""
-    from f8roof.calibrate import parse_variants
-    from f8roof.models.variant import Context
-    from f8roof.profiler.graphs import resolve_implementation
-
-    impl = resolve_implementation(implementation)
-    names = _csv(recipes) or default
-    return parse_variants(
-        names, implementation=impl, contexts=tuple(Context.from_name(c) for c in contexts)
-    )
-
-
-def _contexts(before: str | None, after: str | None, contexts: str | None) -> tuple[str, ...]:
-    from f8roof.models.variant import Context
-
-    if contexts and (before or after):
-        raise F8RoofError("--contexts lists contexts; --before/--after name one: give one way")
-    if contexts:
-        return _csv(contexts)
-    return (Context.from_names(before, after).name,)
+    click.echo(render_filter_compare(result))
 
 
 @main.command()
@@ -555,73 +451,29 @@ def _contexts(before: str | None, after: str | None, contexts: str | None) -> tu
     help="worker processes for --device codegen",
 )
 @click.option("--resume", is_flag=True, help="continue from the checkpoint beside --out")
-@click.option(
-    "--budget",
-    type=SECONDS,
-    default=None,
-    help="stop measuring after this many seconds",
-)
+@click.option("--budget", type=SECONDS, default=None, help="stop measuring after this many seconds")
 @click.option(
     "--artifacts",
     type=click.Path(file_okay=False),
     default=None,
     help="directory for raw profiler traces and generated code",
 )
-def calibrate(
-    out,
-    device,
-    gpu,
-    recipes,
-    implementation,
-    before,
-    after,
-    contexts,
-    quick,
-    jobs,
-    resume,
-    budget,
-    artifacts,
-) -> None:
+def calibrate(out, resume, before, after, contexts, budget, **options) -> None:
     """Measure this device (or generate code for --gpu) and write one calibration file."""
-    from f8roof.calibrate import CALIBRATION_VARIANTS, CalibrateOptions
-    from f8roof.calibrate import calibrate as run_calibrate
+    from f8roof.calibrate import calibrate as run
+    from f8roof.calibrate import calibrate_options, requested_contexts
     from f8roof.files import check_output_path
-    from f8roof.models.hardware import resolve_gpu
+    from f8roof.renderers.runs import calibration_lines
 
     check_output_path(out)
     _need_torch("calibrate")
-    default = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
-    options = CalibrateOptions.defaults(
-        device,
-        variants=_variants(
-            recipes, implementation, _contexts(before, after, contexts), default=default
-        ),
-        quick=quick,
-        budget_s=budget,
-        gpu=resolve_gpu(gpu) if device == "codegen" else None,
-        artifacts=Path(artifacts) if artifacts else None,
-        jobs=jobs,
+    chosen = calibrate_options(
+        contexts=requested_contexts(before, after, contexts), budget_s=budget, **options
     )
-    calibration, warnings = run_calibrate(
-        options, Path(out), resume=resume, progress=_progress("calibrating", lambda t: t.label)
-    )
-    for line in warnings:
-        click.echo(f"warning: {line}", err=True)
-    click.echo(f"wrote {out}: {calibration.source}")
-    if calibration.is_measured:
-        residuals = calibration.kernel_time.residuals
-        click.echo(
-            f"{len(calibration.steps)} steps, {len(calibration.kernels)} kernel timings, "
-            f"{len(calibration.gemms)} gemm timings; kernel-time model residuals: median "
-            f"{residuals.median:.1%}, max {residuals.max:.1%} over {residuals.count} kernels"
-        )
-    for variant in calibration.variants:
-        regimes, unfitted = variant.traffic.regimes, variant.traffic.unfitted
-        click.echo(
-            f"  {variant.variant}: bytes = {regimes[0].total}"
-            + (f" (+{len(regimes) - 1} more regimes)" if len(regimes) > 1 else "")
-            + (f"; {len(unfitted)} shape groups unfitted" if unfitted else "")
-        )
+    bar = _progress("calibrating", lambda t: t.label)
+    calibration, warnings = run(chosen, Path(out), resume=resume, progress=bar)
+    _warn(warnings)
+    click.echo("\n".join(calibration_lines(calibration, out)))
 
 
 @main.command()
@@ -672,80 +524,26 @@ def calibrate(
     default=None,
     help="directory for the profiler traces of the first shape",
 )
-def validate(
-    calibration_path,
-    out_dir,
-    device,
-    recipes,
-    implementation,
-    before,
-    after,
-    contexts,
-    shape_texts,
-    limit,
-    budget,
-    resume,
-    traces,
-) -> None:
+def validate(calibration_path, out_dir, resume, traces, budget, **options) -> None:
     """Measure real speedups at unseen shapes and report the prediction error."""
-    from dataclasses import replace
-
     from f8roof import validate as v
-    from f8roof.calibration import Calibration
+    from f8roof.calibration.file import Calibration
     from f8roof.files import check_output_dir
-    from f8roof.shapes import parse_shape
+    from f8roof.renderers.runs import validation_lines
 
     check_output_dir(out_dir)
     _need_torch("validate")
     calibration = Calibration.load(calibration_path)
-    device = device or calibration.environment.device
-    if recipes or implementation or before or after or contexts:
-        variants = _variants(
-            recipes,
-            implementation,
-            _contexts(before, after, contexts),
-            default=v.VALIDATION_RECIPES,
-        )
-    else:
-        variants = v.calibrated_variants(calibration)
-    options = v.ValidateOptions.defaults(
-        device, variants=variants, shapes=tuple(parse_shape(t) for t in shape_texts)
-    )
-    options = replace(options, shapes=options.shapes[:limit], budget_s=budget)
+    chosen = v.validate_options(calibration, budget_s=budget, **options)
     frame, stats = v.validate(
         calibration,
-        options,
+        chosen,
         Path(out_dir),
         resume=resume,
-        progress=_progress("validating", lambda t: f"{t[0].key} {'x'.join(map(str, t[1]))}"),
+        progress=_progress("validating", lambda t: t.label),
         trace_dir=Path(traces) if traces else None,
     )
-    click.echo(f"wrote {out_dir}/validation.md and validation.csv ({len(frame)} rows)")
-    for name, s in stats.iterrows():
-        click.echo(
-            f"  {name}: speedup error median {s.median_abs_error_pct:.1f}%, max "
-            f"{s.max_abs_error_pct:.1f}% (seed: {s.seed_median_abs_error_pct:.1f}%, "
-            f"{s.seed_max_abs_error_pct:.1f}%); wall clock median "
-            f"{s.wall_median_abs_error_pct:.1f}%"
-        )
-
-
-def _compare_calibration(path, gpu, variant):
-    """The calibration compare puts beside its count, loaded before anything compiles."""
-    from f8roof.calibration import Calibration
-    from f8roof.calibrations import shipped_calibration
-
-    if path is None:
-        return None, None
-    if path == "shipped":
-        path = shipped_calibration(gpu)
-        if path is None:
-            raise F8RoofError(f"no shipped calibration for {gpu.name}: give a file")
-    calibration = Calibration.load(path)
-    calibration.variant(variant.key)  # refused now, in one line, if it lacks the variant
-    calibration.variant(variant.baseline.key)
-    _warn_versions(calibration)
-    return calibration, str(path)
+    click.echo("\n".join(validation_lines(frame, stats, out_dir)))
 
 
 @main.command()
@@ -767,78 +565,26 @@ def _compare_calibration(path, gpu, variant):
 @click.option("--no-fit", is_flag=True, help="skip the exact fit in M, K, N (fewer compiles)")
 @click.option(
     "--calibration",
-    "calibration_path",
     default=None,
     help="also show this calibration's fitted overhead at each shape ('shipped': the one for "
     "--gpu), and warn where its code came from other versions",
 )
 @click.option("--json", "as_json", is_flag=True, help="print a machine-readable report")
 @click.option("--out", default=None, help="also write the report to FILE")
-def compare(
-    recipe,
-    scaling,
-    implementation,
-    before,
-    after,
-    shape_texts,
-    device,
-    gpu,
-    fused,
-    compile_limitations,
-    no_fit,
-    calibration_path,
-    as_json,
-    out,
-) -> None:
+def compare(shape_texts, no_fit, as_json, out, **options) -> None:
     """Worst-case and ideal models beside the kernels torch.compile generates."""
-    from f8roof import compare as c
+    from f8roof.compare import CompareRequest, run_compare
     from f8roof.files import check_output_path, write_text_atomic
-    from f8roof.models.hardware import resolve_gpu
-    from f8roof.models.recipes import Recipe, Role, parse_scaling
-    from f8roof.models.traffic import context_fused_roles
-    from f8roof.models.variant import Context, Variant
-    from f8roof.resolve import parse_roles
-    from f8roof.shapes import parse_shape
+    from f8roof.renderers.comparison import render_text, to_json
 
     if out:
         check_output_path(out)
     _need_torch("compare")
-    from f8roof.profiler.graphs import resolve_implementation
-
-    recipe_value = Recipe.from_name(recipe, parse_scaling(scaling) if scaling else None)
-    impl = resolve_implementation(implementation)
-    variant = Variant.of(recipe_value, impl, Context.from_names(before, after))
-    target = resolve_gpu(gpu)
-    calibration, calibration_name = _compare_calibration(calibration_path, target, variant)
-    if implementation is None:
-        click.echo(f"implementation: {impl.value} (the default here; --impl)", err=True)
-    shapes = [parse_shape(t) for t in shape_texts] or [(4096, 4096, 4096)]
-    if device is None:
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "codegen"
-    elif device == "cuda":
-        from f8roof.profiler.device import require_device
-
-        require_device("cuda")
-
-    bar = _progress(
-        f"compiling {variant.key}", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}"
-    )
-    result = c.compare(
-        variant,
-        shapes,
-        device=device,
-        gpu=target,
-        fit=not no_fit,
-        fused=parse_roles(fused) if fused else context_fused_roles(variant.context),
-        limited=frozenset(Role) if compile_limitations else frozenset(),
-        progress=bar,
-    )
-    check = None
-    if calibration:
-        check = c.against_calibration(result, calibration, calibration_name)
-    text = c.to_json(result, check) if as_json else c.render_text(result, check)
+    bar = _progress("compiling", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}")
+    request = CompareRequest(shape_texts=tuple(shape_texts), fit=not no_fit, **options)
+    result = run_compare(request, progress=bar, warn=lambda line: click.echo(line, err=True))
+    render = to_json if as_json else render_text
+    text = render(result.comparison, result.check)
     click.echo(text, nl=False)
     if out:
         write_text_atomic(out, text)

@@ -14,13 +14,15 @@ the standalone linear's overhead, and the report names those kernels.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
-from f8roof.calibration import Calibration, regime_to_dict
+from f8roof.calibration.file import Calibration
+from f8roof.errors import F8RoofError
+from f8roof.estimate import EstimateConfig, fitted_overhead
 from f8roof.models.fit import (
     CPU_FIT_SHAPES,
     FIT_SHAPES,
@@ -31,9 +33,12 @@ from f8roof.models.fit import (
     TrafficFit,
     fit_traffic,
     from_sympy,
+    kernel_keys,
+    kind_family,
 )
 from f8roof.models.hardware import GPU
 from f8roof.models.monomials import ShapeArrays
+from f8roof.models.overhead import nearest_regime
 from f8roof.models.recipes import Role
 from f8roof.models.traffic import ideal_traffic, worst_traffic
 from f8roof.models.variant import Variant
@@ -150,245 +155,6 @@ def _pairs(shapes: list[Shape], graphs: list[Variant]) -> list[tuple[Shape, Vari
     return [(s, g) for s in shapes for g in graphs]
 
 
-def _mib(n: int) -> str:
-    return f"{n / 2**20:,.2f} MiB"
-
-
-def _diff_words(diff: Polynomial, against: str) -> str:
-    if not diff.terms:
-        return f"actual equals {against} exactly"
-    return f"actual - {against} = {diff}"
-
-
-def versions_text(versions: Mapping[str, str]) -> str:
-    return ", ".join(f"{name} {value}" for name, value in versions.items())
-
-
-def computes(launch) -> str:
-    """What a launch computes, in words: 'gemm', its float8 steps, its neighbours, or both."""
-    if launch.work.value == "gemm":
-        return "gemm"
-    steps = ", ".join(launch.float8_steps)
-    neighbours = "+".join(launch.context_modules)
-    if launch.work.value == "fused":
-        return f"{neighbours} + {steps}"
-    return neighbours if launch.work.value == "context" else steps
-
-
-def _kernel_lines(capture) -> list[str]:
-    header = (
-        f"  {'graph':5} {'kernel':50} {'kind':20} {'work':7} {'role':20} {'read B':>14} "
-        f"{'written B':>14}  computes"
-    )
-    lines = [header]
-    for k in capture.launches:
-        lines.append(
-            f"  {k.graph.value:5} {k.name[:50]:50} {k.kind.value:20} {k.work.value:7} "
-            f"{k.role or '-'!s:20} {k.bytes_read:>14,} {k.bytes_written:>14,}  {computes(k)}"
-        )
-    lines += [f"  byte counts disagree: {line}" for line in capture.disagreements()]
-    return lines
-
-
-def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
-    where = f"{c.device}" + (f" ({c.gpu})" if c.gpu else "")
-    title = (
-        f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
-        f"{c.variant.implementation.value}, context {c.variant.context.name}; "
-        f"kernels compiled on {where}"
-    )
-    lines = [title, f"versions: {versions_text(c.versions)}", ""]
-    for s in c.shapes:
-        M, K, N = s.shape
-        lines.append(f"shape M={M} K={K} N={N}: overhead bytes")
-        for label, value in (
-            ("worst", s.bytes_worst),
-            ("ideal", s.bytes_ideal),
-            ("actual", s.bytes_actual),
-        ):
-            ratio = f"  actual/{label} {s.bytes_actual / value:.3f}" if label != "actual" else ""
-            lines.append(f"  {label:7} {value:>16,} B  {_mib(value):>14}{ratio}")
-        if s.baseline is not None:
-            lines.append(
-                f"  actual = float8 graph's non-gemm {s.capture.overhead_bytes:,} B - bf16 "
-                f"graph's {s.baseline.overhead_bytes:,} B (the context's kernels in bf16)"
-            )
-        if s.bytes_actual > s.bytes_worst:
-            lines.append(
-                f"  !!! ACTUAL EXCEEDS THE SEED'S WORST CASE by {s.bytes_actual - s.bytes_worst:,} B "
-                f"({s.bytes_actual / s.bytes_worst - 1:+.1%}): the worst-case model is wrong here"
-            )
-        lines.append(f"  float8 graph ({s.capture.variant}): {len(s.capture.launches)} kernels")
-        lines += _kernel_lines(s.capture)
-        if s.baseline is not None:
-            lines.append(f"  bf16 graph ({s.baseline.variant}): {len(s.baseline.launches)} kernels")
-            lines += _kernel_lines(s.baseline)
-            fused = s.fused_into_neighbours()
-            lines.append(
-                "  fused into the neighbours: "
-                + ("nothing" if not fused else f"{len(fused)} kernels")
-            )
-            for k in fused:
-                lines.append(
-                    f"    {k.graph.value} {k.name}: {', '.join(k.float8_steps)} "
-                    f"({k.role or 'no role'}) in {'+'.join(k.context_modules)}'s kernel"
-                )
-        lines.append("")
-    lines.append(f"worst = {c.worst}")
-    lines.append(f"ideal = {c.ideal}")
-    if c.fit is not None:
-        for i, regime in enumerate(c.fit.regimes):
-            lines.append(_regime_text(c, i, regime))
-        for u in c.fit.unfitted:
-            lines.append(f"unfitted shapes {', '.join(map(str, u.shapes))}: {u.reason}")
-    if check is not None:
-        lines += ["", *check.lines()]
-    return "\n".join(lines) + "\n"
-
-
-def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
-    base = c.baseline_total(regime)
-    total = regime.total if base is None else regime.total - base
-    over_worst = total - c.worst
-    solved = (
-        f"; solved independently on {len(regime.shapes) - len(regime.verified)} shapes, "
-        f"exact on {len(regime.verified)} more"
-        if regime.verified
-        else ""
-    )
-    lines = [
-        f"actual (regime {index + 1}: {len(regime.kernels)} kernels, read off the buffers, exact at "
-        f"{len(regime.shapes)} shape{'s' * (len(regime.shapes) > 1)}{solved}) = {total}"
-        + (
-            f"  + split-reduction workspace <= {regime.workspace_max:,} B"
-            if regime.workspace_max
-            else ""
-        ),
-    ]
-    if base is not None:
-        lines.append(f"  = float8 graph {regime.total} - bf16 graph {base}")
-    elif c.baseline_fit is not None:
-        lines.append(
-            "  (no bf16 regime holds these shapes: the float8 graph's bytes, unsubtracted)"
-        )
-    lines += [
-        f"  {_diff_words(total - c.ideal, 'ideal')}  (what torch.compile moves beyond the minimum)",
-        f"  {_diff_words(over_worst, 'worst')}",
-    ]
-    worse = [f"{c}*{m}" if m != "1" else f"{c} (constant)" for m, c in over_worst.terms if c > 0]
-    if worse:
-        lines.append(
-            f"  !!! actual exceeds the seed's worst case in {', '.join(worse)}: "
-            "the worst-case model undercounts what torch.compile does"
-        )
-    for k in regime.kernels:
-        lines.append(f"    {k.key:6} {k.name[:58]:58} {k.role or '-'!s:20} {k.nbytes}")
-    shapes = regime.shapes
-    lo = [min(s[i] for s in shapes) for i in range(3)]
-    hi = [max(s[i] for s in shapes) for i in range(3)]
-    lines.append(
-        f"  shapes in this regime: M {lo[0]}..{hi[0]}, K {lo[1]}..{hi[1]}, N {lo[2]}..{hi[2]}"
-    )
-    return "\n".join(lines)
-
-
-def _poly_json(p: Polynomial) -> dict:
-    return {"expression": str(p), "coefficients": {m: str(c) for m, c in p.terms}}
-
-
-def _kernels_json(capture) -> list[dict]:
-    return [
-        {
-            "name": k.name,
-            "graph": k.graph.value,
-            "kind": k.kind.value,
-            "role": k.role,
-            "gemm": k.is_gemm,
-            "work": k.work.value,
-            "float8_steps": list(k.float8_steps),
-            "context_modules": list(k.context_modules),
-            "ops": [f"{o.module or '?'}:{o.op}" for o in k.ops if o.is_work],
-            "bytes_read": k.bytes_read,
-            "bytes_written": k.bytes_written,
-            "workspace_bytes": capture.workspace_bytes(k),
-            "bytes_code": k.bytes_code,
-            "bytes_scheduler": k.bytes_scheduler,
-            "bytes_inductor": k.bytes_inductor,
-        }
-        for k in capture.launches
-    ]
-
-
-def _shape_json(s: ShapeComparison) -> dict:
-    data = {
-        "M": s.shape[0],
-        "K": s.shape[1],
-        "N": s.shape[2],
-        "bytes_worst": s.bytes_worst,
-        "bytes_ideal": s.bytes_ideal,
-        "bytes_actual": s.bytes_actual,
-        "kernels": _kernels_json(s.capture),
-        "disagreements": list(s.capture.disagreements()),
-    }
-    if s.baseline is not None:
-        data |= {
-            "bytes_float8_graph": s.capture.overhead_bytes,
-            "bytes_bf16_graph": s.baseline.overhead_bytes,
-            "bf16_kernels": _kernels_json(s.baseline),
-            "bf16_disagreements": list(s.baseline.disagreements()),
-            "fused_into_neighbours": [
-                {
-                    "graph": k.graph.value,
-                    "name": k.name,
-                    "role": k.role,
-                    "float8_steps": list(k.float8_steps),
-                    "context_modules": list(k.context_modules),
-                }
-                for k in s.fused_into_neighbours()
-            ],
-        }
-    return data
-
-
-def _regime_json(c: Comparison, r: Regime) -> dict:
-    base = c.baseline_total(r)
-    total = r.total if base is None else r.total - base
-    fitted = regime_to_dict(r, polynomial=_poly_json)
-    return {
-        "actual": _poly_json(total),
-        "float8_graph": fitted.pop("total"),
-        "bf16_graph": None if base is None else _poly_json(base),
-        "actual_minus_worst": _poly_json(total - c.worst),
-        "actual_minus_ideal": _poly_json(total - c.ideal),
-        **fitted,
-    }
-
-
-def to_json(c: Comparison, check: CalibrationCheck | None = None) -> str:
-    data = {
-        "variant": c.variant.key,
-        "recipe": c.variant.recipe_name,
-        "implementation": c.variant.implementation.value,
-        "context": c.variant.context.name,
-        "versions": dict(c.versions),
-        "device": c.device,
-        "gpu": c.gpu,
-        "worst": _poly_json(c.worst),
-        "ideal": _poly_json(c.ideal),
-        "shapes": [_shape_json(s) for s in c.shapes],
-        "fitted": None
-        if c.fit is None
-        else {
-            "regimes": [_regime_json(c, r) for r in c.fit.regimes],
-            "unfitted": [
-                {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in c.fit.unfitted
-            ],
-        },
-        "calibration": None if check is None else check.to_dict(),
-    }
-    return json.dumps(data, indent=1) + "\n"
-
-
 @dataclass(frozen=True)
 class CalibrationCheck:
     """A calibration's fitted overhead bytes beside what this compile generated, per shape: does
@@ -398,21 +164,6 @@ class CalibrationCheck:
     shapes: tuple[Shape, ...]
     fitted: tuple[int, ...]
     generated: tuple[int, ...]
-
-    def lines(self) -> list[str]:
-        note = "its fits leave out split-reduction workspace, which Inductor sizes per shape"
-        out = [
-            f"calibration {self.source}",
-            f"  its fitted overhead beside this compile's ({note})",
-        ]
-        for (M, K, N), fitted, generated in zip(self.shapes, self.fitted, self.generated):
-            diff = generated - fitted
-            said = "equal" if diff == 0 else f"{diff:+,} B ({diff / max(fitted, 1):+.2%})"
-            out.append(
-                f"  M={M} K={K} N={N}: calibration {fitted:,} B, generated here {generated:,} B: "
-                f"{said}"
-            )
-        return out
 
     def to_dict(self) -> dict:
         return {
@@ -425,8 +176,6 @@ class CalibrationCheck:
 
 
 def against_calibration(c: Comparison, calibration: Calibration, name: str) -> CalibrationCheck:
-    from f8roof.estimate import fitted_overhead
-
     shapes = tuple(s.shape for s in c.shapes)
     M, K, N = (np.array(dim, dtype=np.float64) for dim in zip(*shapes))
     nbytes, _, _ = fitted_overhead(calibration, c.variant, ShapeArrays(M, K, N))
@@ -455,3 +204,145 @@ def capture_differences(expected, actual) -> list[str]:
             lines.append(f"only in {expected.device.value}: {' '.join(map(str, item))}")
     lines += [f"only in {actual.device.value}: {' '.join(map(str, item))}" for item in right]
     return lines
+
+
+def codegen_columns(
+    frame: pd.DataFrame, config: EstimateConfig, *, progress=None
+) -> dict[str, np.ndarray]:
+    """Overhead from the exact kernels Inductor generates for each shape (codegen-only, no GPU
+    needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
+    for the shapes that matter, not sweeps."""
+    from f8roof.profiler.capture import capture
+
+    calibration = config.calibration
+    if calibration is None:
+        raise F8RoofError(
+            "--overhead codegen times kernels with a calibration's kernel-time model: "
+            "give --calibration (or a GPU with a shipped one)"
+        )
+    variants = [config.variant]
+    if not config.context.is_standalone:
+        variants.append(config.variant.baseline)  # the context's own kernels, subtracted
+    shapes = list(zip(frame.M, frame.K, frame.N))
+    M, K, N = (np.array(c, dtype=np.float64) for c in zip(*shapes))
+    nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
+    for sign, variant in zip((1, -1), variants):
+        fit = calibration.variant(variant.key)
+        owners = nearest_regime(fit.traffic.regimes, ShapeArrays(M, K, N))
+        for i, shape in enumerate(progress(shapes) if progress else shapes):
+            samples = capture(
+                variant, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
+            ).samples()
+            regime = fit.traffic.regimes[owners[i]]
+            # The nearest calibration shape's per-kernel factors apply where it has this set.
+            same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
+                (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels
+            )
+            for key, sample in zip(kernel_keys(samples), samples):
+                kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
+                nbytes[i] += sign * sample.nbytes
+                time_s[i] += sign * float(
+                    calibration.kernel_time.time_s(sample.kind, sample.nbytes, kernel_id=kernel_id)
+                )
+    fp8_s = frame["fp8_s"].to_numpy() - frame["overhead_s_fitted"].to_numpy() + time_s
+    return {
+        "overhead_bytes_codegen": nbytes,
+        "overhead_s_codegen": time_s,
+        "fp8_s_codegen": fp8_s,
+        "speedup_codegen": frame["bf16_s"].to_numpy() / fp8_s,
+    }
+
+
+def version_warning(calibration: Calibration) -> list[str]:
+    """Its fits describe the code of the versions that generated it; say where this differs."""
+    from f8roof.profiler.graphs import version_mismatch
+
+    env = calibration.environment
+    mismatch = version_mismatch({"torch": env.torch, "triton": env.triton, "torchao": env.torchao})
+    return [f"the calibration's code came from other versions: {mismatch}"] if mismatch else []
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """`f8roof compare`'s options, in the CLI's words."""
+
+    recipe: str = "tensorwise"
+    scaling: str | None = None
+    implementation: str | None = None
+    before: str | None = None
+    after: str | None = None
+    shape_texts: tuple[str, ...] = ()
+    device: str | None = None  # codegen | cuda | cpu; None: cuda on a GPU, else codegen
+    gpu: str = "h100"  # the codegen target
+    fused: str | None = None  # the seed's F; None: what the context implies
+    compile_limitations: bool = False
+    fit: bool = True
+    calibration: str | None = None  # a file, or "shipped"
+
+
+@dataclass(frozen=True, eq=False)
+class CompareResult:
+    comparison: Comparison
+    check: CalibrationCheck | None
+
+
+def run_compare(
+    request: CompareRequest,
+    *,
+    progress: Callable | None = None,
+    warn: Callable[[str], None] = lambda line: None,
+) -> CompareResult:
+    """Resolve the request (recipe, implementation, context, F flags, calibration, device),
+    then compile and compare. Everything refusable is refused before the first compile; `warn`
+    hears each note as soon as it is known."""
+    from f8roof.calibrations import shipped_calibration
+    from f8roof.inputs.shapes import parse_shape
+    from f8roof.models.hardware import resolve_gpu
+    from f8roof.models.recipes import Recipe, parse_scaling
+    from f8roof.models.traffic import context_fused_roles
+    from f8roof.models.variant import Context
+    from f8roof.profiler.device import require_device
+    from f8roof.profiler.graphs import resolve_implementation
+    from f8roof.resolve import parse_roles
+
+    recipe = Recipe.from_name(
+        request.recipe, parse_scaling(request.scaling) if request.scaling else None
+    )
+    impl = resolve_implementation(request.implementation)
+    variant = Variant.of(recipe, impl, Context.from_names(request.before, request.after))
+    target = resolve_gpu(request.gpu)
+    if request.implementation is None:
+        warn(f"implementation: {impl.value} (the default here; --impl)")
+    calibration, name = None, ""
+    if request.calibration is not None:
+        path = request.calibration
+        if path == "shipped":
+            path = shipped_calibration(target)
+            if path is None:
+                raise F8RoofError(f"no shipped calibration for {target.name}: give a file")
+        calibration, name = Calibration.load(path), str(path)
+        calibration.variant(variant.key)  # refused now, in one line, if it lacks the variant
+        calibration.variant(variant.baseline.key)
+        for line in version_warning(calibration):
+            warn(f"warning: {line}")
+    shapes = [parse_shape(t) for t in request.shape_texts] or [(4096, 4096, 4096)]
+    device = request.device
+    if device is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "codegen"
+    elif device == "cuda":
+        require_device("cuda")
+    fused = parse_roles(request.fused) if request.fused else context_fused_roles(variant.context)
+    result = compare(
+        variant,
+        shapes,
+        device=device,
+        gpu=target,
+        fit=request.fit,
+        fused=fused,
+        limited=frozenset(Role) if request.compile_limitations else frozenset(),
+        progress=progress,
+    )
+    check = against_calibration(result, calibration, name) if calibration else None
+    return CompareResult(result, check)

@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from f8roof.calibration import Calibration
-from f8roof.errors import F8RoofError
+from f8roof.calibration.file import Calibration
+from f8roof.inputs.shapes import as_array
 from f8roof.models.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
@@ -33,7 +33,7 @@ from f8roof.models.gemm import (
 from f8roof.models.grouped import GROUPED_RECIPE, grouped_traffic
 from f8roof.models.hardware import GPU
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
-from f8roof.models.overhead import fitted_kernels, kernel_set_range, nearest_regime
+from f8roof.models.overhead import fitted_kernels, kernel_set_range
 from f8roof.models.recipes import Recipe, Role
 from f8roof.models.traffic import Level, TrafficModel, ideal_traffic, worst_traffic
 from f8roof.models.variant import (
@@ -43,7 +43,6 @@ from f8roof.models.variant import (
     Variant,
     fp8_reason_codes,
 )
-from f8roof.shapes import as_array
 
 
 @dataclass(frozen=True)
@@ -225,21 +224,6 @@ def fitted_overhead(
     return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
 
 
-# Relative spread of the fitted overhead over nearby kernel sets worth a note on a row.
-KERNEL_SET_SPREAD = 0.02
-
-
-def kernel_set_note(fitted: float, low: float, high: float) -> str:
-    """A row's note where the kernel sets compiled around its shape disagree on its overhead by
-    more than KERNEL_SET_SPREAD of it (see `models.overhead.kernel_set_range`); else ''."""
-    if not np.isfinite(high - low) or high - low <= KERNEL_SET_SPREAD * max(abs(fitted), 1.0):
-        return ""
-    return (
-        f"kernel set uncertain: overhead {low / 1e6:.4g}-{high / 1e6:.4g} MB at nearby fit "
-        f"shapes (fitted {fitted / 1e6:.4g}); --overhead codegen compiles this shape"
-    )
-
-
 def calibrated_columns(
     calibration: Calibration, variant: Variant, M, K, N, *, bf16_gemm_s, fp8_gemm_s, ranges=False
 ) -> dict[str, np.ndarray]:
@@ -277,54 +261,6 @@ def calibrated_columns(
     return columns
 
 
-def codegen_columns(
-    frame: pd.DataFrame, config: EstimateConfig, *, progress=None
-) -> dict[str, np.ndarray]:
-    """Overhead from the exact kernels Inductor generates for each shape (codegen-only, no GPU
-    needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
-    for the shapes that matter, not sweeps."""
-    from f8roof.models.fit import ShapeSample, kernel_keys, kind_family
-    from f8roof.profiler.capture import capture
-
-    calibration = config.calibration
-    if calibration is None:
-        raise F8RoofError(
-            "--overhead codegen times kernels with a calibration's kernel-time model: "
-            "give --calibration (or a GPU with a shipped one)"
-        )
-    variants = [config.variant]
-    if not config.context.is_standalone:
-        variants.append(config.variant.baseline)  # the context's own kernels, subtracted
-    shapes = list(zip(frame.M, frame.K, frame.N))
-    M, K, N = (np.array(c, dtype=np.float64) for c in zip(*shapes))
-    nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
-    for sign, variant in zip((1, -1), variants):
-        fit = calibration.variant(variant.key)
-        owners = nearest_regime(fit.traffic.regimes, ShapeArrays(M, K, N))
-        for i, shape in enumerate(progress(shapes) if progress else shapes):
-            samples = capture(
-                variant, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
-            ).samples()
-            regime = fit.traffic.regimes[owners[i]]
-            # The nearest calibration shape's per-kernel factors apply where it has this set.
-            same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
-                (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in regime.kernels
-            )
-            for key, sample in zip(kernel_keys(samples), samples):
-                kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
-                nbytes[i] += sign * sample.nbytes
-                time_s[i] += sign * float(
-                    calibration.kernel_time.time_s(sample.kind, sample.nbytes, kernel_id=kernel_id)
-                )
-    fp8_s = frame["fp8_s"].to_numpy() - frame["overhead_s_fitted"].to_numpy() + time_s
-    return {
-        "overhead_bytes_codegen": nbytes,
-        "overhead_s_codegen": time_s,
-        "fp8_s_codegen": fp8_s,
-        "speedup_codegen": frame["bf16_s"].to_numpy() / fp8_s,
-    }
-
-
 def square_breakeven(
     config: EstimateConfig, column: str = "speedup_worst", *, max_size: int = 65536
 ) -> int | None:
@@ -350,14 +286,6 @@ def breakevens(config: EstimateConfig) -> dict[str, int | None]:
         if not config.context.is_standalone:
             levels["fitted, with the context's kernels"] = "speedup_context"
     return {level: square_breakeven(config, column) for level, column in levels.items()}
-
-
-def breakeven_lines(config: EstimateConfig, found: dict[str, int | None]) -> list[str]:
-    lines = []
-    for level, size in found.items():
-        won = f"float8 wins for M = K = N >= {size}" if size else "float8 never wins up to 65536"
-        lines.append(f"breakeven ({level}): {won}")
-    return lines
 
 
 def implausible(

@@ -110,10 +110,3 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     old file or the new one, never half of one."""
     with atomic_path(path) as tmp:
         tmp.write_text(text)
-
-
-def write_frame(frame, path: str | Path) -> None:
-    """A DataFrame in the format the file name asks for (render.RENDERERS), atomically."""
-    from f8roof.render import renderer_for
-
-    renderer_for(path)(frame, path)

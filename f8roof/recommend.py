@@ -1,7 +1,7 @@
 """Which linears of a model should train in float8, and what the step gains.
 
 Layers x recipes -> one row per layer type: the estimate of the best recipe at the local shape
-each GPU runs (`f8roof.scale`: tensor parallel shards, routed experts' share of the tokens),
+each GPU runs (`f8roof.architectures.training`: tensor parallel shards, routed experts' share of the tokens),
 the decision (convert or keep bf16) and its margin, and totals weighted by each layer type's
 count.
 
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from f8roof.architectures import (
+from f8roof.architectures.catalog import (
     Architecture,
     as_module,
     check_tokens,
@@ -41,16 +41,23 @@ from f8roof.architectures import (
     module_linears,
     resolve_model,
 )
-from f8roof.calibration import Calibration
+from f8roof.architectures.training import (
+    ONE_GPU,
+    LocalLayer,
+    Recompute,
+    TrainingSetup,
+    local_layers,
+)
+from f8roof.calibration.file import Calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate, kernel_set_note, traffic_model
+from f8roof.estimate import EstimateConfig, estimate, traffic_model
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.models.grouped import GROUPED_RECIPE
+from f8roof.models.overhead import kernel_set_note
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import Level, context_fused_roles
 from f8roof.models.variant import Context, Implementation
 from f8roof.resolve import Request, Resolved, resolve
-from f8roof.scale import ONE_GPU, LocalLayer, Recompute, TrainingSetup, local_layers
 
 GROUPED_NOTE = "grouped gemm, rowwise; overhead: torchao's MoE kernels, read off their code"
 
@@ -457,6 +464,11 @@ def _note(row, criterion: str) -> str:
                 + ("decided on the worst case" if row.grouped else "calibrate to decide")
             )
     return "; ".join(n for n in notes if n)
+
+
+def best_recipe(rec: Recommendation) -> str:
+    """The recipe whose use for every converted layer gives the fastest step."""
+    return max(rec.recipe_totals, key=lambda name: rec.recipe_totals[name].speedup)
 
 
 def recommend_model(

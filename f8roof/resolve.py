@@ -20,11 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from f8roof.calibration import Calibration
+from f8roof.calibration.file import Calibration
 from f8roof.calibrations import ROOFLINE, shipped_calibration
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig
-from f8roof.gemm_table import load_gemm_table
+from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.models.errors import ModelError
 from f8roof.models.gemm import RooflineGemm, TableGemm
 from f8roof.models.hardware import GPU, resolve_gpu

@@ -6,21 +6,20 @@ machinery), profiled for the device clock and timed for the wall clock, and chec
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from f8roof.calibration import Calibration, StepMeasurement
-from f8roof.checkpoint import Checkpoint
+from f8roof.accuracy import Pair, markdown_report, summary, validation_frame
+from f8roof.calibration.file import Calibration, StepMeasurement
 from f8roof.errors import F8RoofError
 from f8roof.files import write_text_atomic
 from f8roof.models.fit import Shape, shape_text
 from f8roof.models.variant import Variant
-from f8roof.validation import Pair, markdown_report, summary, validation_frame
+from f8roof.runner import Checkpoint, Task, run_tasks
 
 # At least 30 shapes from 256 to 16384 per dimension, disjoint from FIT_SHAPES: squares (for
 # the measured breakeven), then transformer-like and odd (non-power-of-two) rectangles.
@@ -91,6 +90,40 @@ class ValidateOptions:
         return (*dict.fromkeys(v.baseline for v in self.variants), *self.variants)
 
 
+def validate_options(
+    calibration: Calibration,
+    *,
+    device: str | None,
+    recipes: str | None,
+    implementation: str | None,
+    before: str | None,
+    after: str | None,
+    contexts: str | None,
+    shape_texts: tuple[str, ...],
+    limit: int | None,
+    budget_s: float | None,
+) -> ValidateOptions:
+    """`f8roof validate`'s options: the calibration's device and its tensorwise and rowwise
+    variants unless others are named; the first `limit` shapes."""
+    from f8roof.calibrate import requested_contexts, requested_variants
+    from f8roof.inputs.shapes import parse_shape
+
+    device = device or calibration.environment.device
+    if recipes or implementation or before or after or contexts:
+        variants = requested_variants(
+            recipes,
+            implementation,
+            requested_contexts(before, after, contexts),
+            default=VALIDATION_RECIPES,
+        )
+    else:
+        variants = calibrated_variants(calibration)
+    options = ValidateOptions.defaults(
+        device, variants=variants, shapes=tuple(parse_shape(t) for t in shape_texts)
+    )
+    return replace(options, shapes=options.shapes[:limit], budget_s=budget_s)
+
+
 def measure(
     variant: Variant, shape: Shape, options: ValidateOptions, trace_path: Path | None
 ) -> dict[str, Any]:
@@ -109,6 +142,14 @@ def measure(
             variant.key, *shape, times.device_s, times.gemm_s, times.wall_s, times.launches
         )
     )
+
+
+def _trace(trace_dir: Path | None, variant: Variant, shape: Shape) -> Path | None:
+    """Where the first shape's profiler trace goes, when traces are asked for."""
+    if trace_dir is None:
+        return None
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    return trace_dir / f"validate_{variant.slug}_{shape_text(shape)}.json"
 
 
 def validate(
@@ -139,18 +180,19 @@ def validate(
         calibration.variant(variant.key)
     checkpoint = Checkpoint(out_dir / "validation.partial.jsonl", options.header(), resume=resume)
     work = [(v, s) for s in options.shapes for v in options.measured]
-    todo = [(v, s) for v, s in work if checkpoint.done(f"{v.key}/{shape_text(s)}") is None]
-    start = time.monotonic()
-    for variant, shape in progress(todo) if progress else todo:
-        if options.budget_s is not None and time.monotonic() - start > options.budget_s:
-            break
-        trace = None
-        if trace_dir is not None and shape == options.shapes[0]:
-            trace = trace_dir / f"validate_{variant.slug}_{shape_text(shape)}.json"
-            trace.parent.mkdir(parents=True, exist_ok=True)
-        checkpoint.add(
-            f"{variant.key}/{shape_text(shape)}", measure(variant, shape, options, trace)
+    todo = [
+        Task(
+            f"{v.key}/{shape_text(s)}",
+            f"{v.key} {shape_text(s)}",
+            measure,
+            {"variant": v, "shape": s, "options": options, "trace_path": _trace(trace_dir, v, s)}
+            if s == options.shapes[0]
+            else {"variant": v, "shape": s, "options": options, "trace_path": None},
         )
+        for v, s in work
+        if checkpoint.done(f"{v.key}/{shape_text(s)}") is None
+    ]
+    run_tasks(todo, checkpoint, budget_s=options.budget_s, progress=progress)
     steps = {
         (r["variant"], (r["M"], r["K"], r["N"])): StepMeasurement(
             **{k: v for k, v in r.items() if k != "key"}

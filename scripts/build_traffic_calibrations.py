@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 from f8roof.calibrate import CalibrateOptions, generated_samples
+from f8roof.calibration.fitting import traffic_calibration
 from f8roof.calibrations import SHIPPED
-from f8roof.fitting import traffic_calibration
 from f8roof.models.block_traffic import BytesSource, bytes_source
 from f8roof.models.datasheet import datasheet_timing
 from f8roof.models.hardware import find_gpu

@@ -4,14 +4,14 @@ import itertools
 
 import sympy as sp
 
-from f8roof.calibration import (
+from f8roof.calibration.file import (
     Ceilings,
     Environment,
     GemmMeasurement,
     KernelMeasurement,
     StepMeasurement,
 )
-from f8roof.fitting import Measurements
+from f8roof.calibration.fitting import Measurements
 from f8roof.models.fit import FIT_SHAPES, KernelSample, from_sympy, kernel_keys
 from f8roof.models.monomials import SYMBOLS
 from f8roof.models.recipes import Recipe

@@ -108,7 +108,7 @@ def test_model_configs_whose_heads_do_not_divide(config, message, tmp_path):
 def test_validate_unknown_recipe(tmp_path):
     import synthetic
 
-    from f8roof.fitting import fit_calibration
+    from f8roof.calibration.fitting import fit_calibration
 
     path = tmp_path / "c.json"
     fit_calibration(synthetic.measurements()).save(path)
@@ -129,7 +129,7 @@ def test_validate_unknown_recipe(tmp_path):
 def test_best_recipe_is_one_float8_can_run():
     """M = 8200 is no multiple of 16: tensorwise's grad_weight gemm cannot run, rowwise_gw_hp's
     (kept in bf16) can. The recommendation must pick the recipe that runs."""
-    from f8roof.architectures import builtin
+    from f8roof.architectures.catalog import builtin
     from f8roof.recommend import recommend
     from f8roof.resolve import Request, resolve
 
@@ -143,7 +143,7 @@ def test_best_recipe_is_one_float8_can_run():
 def test_a_cpu_calibration_is_labelled_cpu_and_implausible_results_warn(tmp_path):
     import synthetic
 
-    from f8roof.fitting import fit_calibration
+    from f8roof.calibration.fitting import fit_calibration
 
     measurements = synthetic.measurements(device="cpu")
     measurements = type(measurements)(

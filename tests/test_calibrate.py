@@ -12,16 +12,18 @@ import synthetic
 from click.testing import CliRunner
 
 import f8roof.calibrate as calibrate_module
-from f8roof.calibrate import CalibrateOptions, Task, calibrate
-from f8roof.calibration import Calibration
+from f8roof import runner as runner_module
+from f8roof.calibrate import CalibrateOptions, calibrate
+from f8roof.calibration.file import Calibration
+from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
 from f8roof.errors import F8RoofError
-from f8roof.fitting import fit_calibration
 from f8roof.models.recipes import Recipe
 from f8roof.models.variant import Implementation, Variant
 from f8roof.profiler import torchao_float8
 from f8roof.profiler.measure import launch_durations
 from f8roof.profiler.trace import EventKind, KernelEvent
+from f8roof.runner import Task
 
 ROOT = Path(__file__).parent.parent
 HAS_CUDA = __import__("torch").cuda.is_available()
@@ -52,11 +54,11 @@ def test_budget_stops_and_resume_measures_only_the_rest(tmp_path, fake_run, monk
     out = tmp_path / "cal.json"
     options = cpu_options(budget_s=0.0)
     clock = iter([0.0, 0.0, 1.0, 2.0])  # start, before task 0 (in budget), before task 1 (over)
-    monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(runner_module.time, "monotonic", lambda: next(clock))
     with pytest.raises(F8RoofError, match="budget of 0 s spent before every variant was measured"):
         calibrate(options, out, resume=False)
     assert fake_run == [0] and not out.exists()
-    monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: 0.0)
+    monkeypatch.setattr(runner_module.time, "monotonic", lambda: 0.0)
     calibrate(cpu_options(), out, resume=True)
     assert fake_run == [0, 1, 2, 3, 4]  # task 0 was not measured again
     assert Calibration.load(out).environment.device_name == "NVIDIA H200"
@@ -76,7 +78,7 @@ def test_budget_cut_run_is_fitted_on_the_shapes_every_variant_reached(tmp_path, 
     )
     monkeypatch.setattr(calibrate_module, "measurements_from", lambda *a: synthetic.measurements())
     clock = iter([0.0] * (done + 1) + [100.0] * 10)
-    monkeypatch.setattr(calibrate_module.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(runner_module.time, "monotonic", lambda: next(clock))
     out = tmp_path / "cal.json"
     _calibration, warnings = calibrate(options, out, resume=False)
     assert Calibration.load(out).variants

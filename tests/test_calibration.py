@@ -4,9 +4,9 @@ import pytest
 import synthetic
 from click.testing import CliRunner
 
-from f8roof.calibration import Calibration, CalibrationError
+from f8roof.calibration.file import Calibration, CalibrationError
+from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
-from f8roof.fitting import fit_calibration
 
 
 @pytest.fixture(scope="module")

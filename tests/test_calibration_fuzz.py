@@ -9,8 +9,8 @@ import synthetic
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from f8roof.calibration import Calibration, CalibrationError
-from f8roof.fitting import fit_calibration
+from f8roof.calibration.file import Calibration, CalibrationError
+from f8roof.calibration.fitting import fit_calibration
 
 
 @pytest.fixture(scope="module")

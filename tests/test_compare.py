@@ -225,7 +225,7 @@ def test_shipped_calibration_beside_this_compile_differs_by_the_workspace_only()
     """At a shape the shipped calibration was fitted on, with the versions that built it, its
     overhead and this compile's differ by exactly the split-reduction workspace the fits leave
     out: the shipped file still describes the code generated here."""
-    from f8roof.calibration import Calibration
+    from f8roof.calibration.file import Calibration
     from f8roof.calibrations import shipped_calibration
     from f8roof.compare import against_calibration
 

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import synthetic
 
+from f8roof.calibration.fitting import fit_calibration
 from f8roof.estimate import EstimateConfig, estimate
-from f8roof.fitting import fit_calibration
 from f8roof.models.fit import Polynomial, from_sympy
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import Recipe

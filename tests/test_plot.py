@@ -14,10 +14,11 @@ pytest.importorskip("matplotlib")
 from matplotlib.contour import ContourSet
 from matplotlib.image import imread
 
-from f8roof.architectures import builtin
+from f8roof.architectures.catalog import builtin
+from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
-from f8roof.fitting import fit_calibration
-from f8roof.plot import (
+from f8roof.recommend import recommend
+from f8roof.renderers.plot import (
     PlotError,
     heatmap,
     layer_speedups,
@@ -26,7 +27,6 @@ from f8roof.plot import (
     sizes,
     validation_scatter,
 )
-from f8roof.recommend import recommend
 from f8roof.resolve import Request, resolve
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -11,19 +11,19 @@ from click.testing import CliRunner
 from torch import nn
 
 import f8roof
-from f8roof.architectures import ArchitectureError, builtin, layer_type
-from f8roof.calibration import CalibrationError
+from f8roof.architectures.catalog import ArchitectureError, builtin, layer_type
+from f8roof.architectures.training import Recompute, TrainingSetup
+from f8roof.calibration.file import CalibrationError
+from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate
-from f8roof.fitting import fit_calibration
 from f8roof.models.gemm import GemmRole
 from f8roof.models.hardware import find_gpu
 from f8roof.models.recipes import RECIPE_NAMES, Recipe, Role
 from f8roof.models.variant import Before, Context, Implementation
 from f8roof.recommend import StepShare, canonical_fqn, module_filter, recommend
 from f8roof.resolve import Request, resolve
-from f8roof.scale import Recompute, TrainingSetup
 
 
 @pytest.fixture(scope="module")

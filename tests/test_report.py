@@ -4,12 +4,13 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from f8roof.architectures import builtin
+from f8roof.architectures.catalog import builtin
+from f8roof.architectures.training import TrainingSetup
 from f8roof.cli import main
 from f8roof.recommend import recommend
-from f8roof.report import format_recommendation, layer_rows, markdown, write_report
+from f8roof.renderers.report import format_recommendation, layer_rows, markdown, write_report
+from f8roof.report import model_report
 from f8roof.resolve import Request, resolve
-from f8roof.scale import TrainingSetup
 
 
 def run(*args):
@@ -54,9 +55,8 @@ def test_terminal_rendering_marks_decisions():
 
 
 def test_write_report_with_plots(tmp_path):
-    result = write_report(
-        "llama3-8b", tokens=8192, resolved=roofline("all"), out=tmp_path / "r" / "report.md"
-    )
+    built = model_report("llama3-8b", tokens=8192, resolved=roofline("all"))
+    result = write_report(built, out=tmp_path / "r" / "report.md")
     pytest.importorskip("matplotlib")
     text = result.path.read_text()
     assert len(result.plots) == 3 and not result.plot_note

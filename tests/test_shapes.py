@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from f8roof.errors import F8RoofError
-from f8roof.shapes import (
+from f8roof.inputs.shapes import (
     MAX_DIM,
     _read_lines,
     as_array,

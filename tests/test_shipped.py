@@ -9,7 +9,7 @@ import pytest
 import requires
 import torch
 
-from f8roof.calibration import Calibration
+from f8roof.calibration.file import Calibration
 from f8roof.calibrations import SHIPPED, shipped_calibration
 from f8roof.estimate import EstimateConfig, estimate
 from f8roof.models.fit import FIT_SHAPES, kind_family
@@ -150,7 +150,7 @@ def test_the_build_script_rebuilds_a_variant_byte_for_byte():
     import build_traffic_calibrations as build
 
     from f8roof.calibrate import CalibrateOptions, generated_samples
-    from f8roof.fitting import traffic_calibration
+    from f8roof.calibration.fitting import traffic_calibration
     from f8roof.models.datasheet import datasheet_timing
     from f8roof.profiler.device import environment
 

@@ -31,8 +31,8 @@ import numpy as np
 import sympy as sp
 
 from f8roof.models.errors import ModelError
+from f8roof.models.kernel_time import FixedCost, KernelTimeModel, KindTime, Residuals
 from f8roof.models.monomials import MONOMIALS, SYMBOLS, TERMS, monomial_row
-from f8roof.models.overhead import FixedCost, KernelTimeModel, KindTime, Residuals
 
 Shape = tuple[int, int, int]
 
@@ -382,7 +382,7 @@ CPU_FIT_SHAPES: tuple[Shape, ...] = (
 )
 
 
-# --- kernel time and fixed costs (see models/overhead.py for the models) ---------------------
+# --- kernel time and fixed costs (see models/kernel_time.py for the models) ---------------------
 
 
 def fit_kind(nbytes: np.ndarray, time_s: np.ndarray) -> KindTime:

@@ -27,11 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from f8roof.architectures import Architecture, check_tokens
+from f8roof.architectures.catalog import Architecture, check_tokens
+from f8roof.architectures.training import ONE_GPU, TrainingSetup
 from f8roof.errors import F8RoofError
-from f8roof.recommend import TIME_COLUMNS, Recommendation, StepShare, recommend
+from f8roof.recommend import TIME_COLUMNS, Recommendation, recommend
 from f8roof.resolve import Request, Resolved
-from f8roof.scale import ONE_GPU, TrainingSetup
 
 TORCHAO_VERSION = "0.18.0"
 TORCHAO_SOURCE = (
@@ -172,134 +172,6 @@ def compare_filters(
     return FilterComparison(rec, torchao, no_rule, fqns)
 
 
-# --- rendering ----------------------------------------------------------------------------------
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.4g}"
-
-
-def _decision(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    return "convert" if value else "keep bf16"
-
-
-def comparison_rows(cmp: FilterComparison) -> tuple[list[str], list[list[str]]]:
-    rec = cmp.recommendation
-    layers = cmp.layers
-    tp = rec.setup.tp > 1
-    header = ["layer", "count", "M", "K", "N"]
-    header += ["torchao sees K x N"] if tp else []
-    header += ["x fitted" if rec.criterion == "speedup" else "x worst"]
-    header += ["torchao", "f8roof", "torchao ms/step", "f8roof ms/step", "note"]
-    rows = []
-    for _, r in layers.iterrows():
-        notes = []
-        torchao = r.get("torchao_convert") if cmp.torchao is not None else None
-        if r["grouped"]:
-            notes.append("routed experts: not nn.Linear, outside torchao's filter")
-        elif torchao and not r["fp8_ok"]:
-            notes.append(f"torchao converts, but the local shape cannot run: {r['fp8_reason']}")
-        elif not r["fp8_ok"]:
-            notes.append(str(r["fp8_reason"]))
-        row = [str(r["fqn"]), str(r["count"]), str(r["M"]), str(r["K"]), str(r["N"])]
-        row += [f"{r['full_K']} x {r['full_N']}"] if tp else []
-        value = float(r[rec.criterion])
-        row += ["-" if math.isnan(value) else f"{value:.2f}"]
-        row += [_decision(torchao), _decision(bool(r["convert"]))]
-        row += [
-            _ms(r["torchao_step_s"]) if cmp.torchao is not None else "-",
-            _ms(r["f8roof_step_s"]),
-            "; ".join(notes),
-        ]
-        rows.append(row)
-    return header, rows
-
-
-def summary_lines(cmp: FilterComparison) -> list[str]:
-    rec = cmp.recommendation
-    level = "calibrated" if rec.criterion == "speedup" else "worst case"
-    choices = cmp.choices
-    bf16 = choices[0]
-    total = rec.totals.linears
-    parts = [
-        f"{c.name} {_ms(c.step_s)} ms ({bf16.step_s / c.step_s:.3f}x, "
-        f"{c.converted_linears} of {total} linears)"
-        for c in choices[1:]
-    ]
-    lines = [
-        f"linear time per step (fwd+bwd, device, {level}): bf16 {_ms(bf16.step_s)} ms; "
-        + "; ".join(parts)
-    ]
-    torchao, ours = cmp.choice("torchao auto filter"), cmp.choice("f8roof")
-    assert ours is not None
-    if torchao is None:
-        lines.append(f"torchao: {cmp.no_rule}")
-    else:
-        gain = torchao.step_s - ours.step_s
-        lines.append(
-            f"f8roof vs torchao's filter: {_ms(gain)} ms per step saved "
-            f"({gain / torchao.step_s:+.1%} of torchao's linear time)"
-        )
-    if rec.setup.step_s is not None:
-        for c in choices[1:3]:
-            share = StepShare(rec.setup.step_s, bf16.step_s, bf16.step_s - c.step_s)
-            if share.consistent:
-                lines.append(
-                    f"end to end ({c.name}): step speedup {share.speedup:.3f}x of the measured "
-                    f"{_ms(rec.setup.step_s)} ms bf16 step"
-                )
-    if rec.setup.tp > 1:
-        lines.append(
-            "torchao's filter sees the unsharded K x N (torchtitan converts before it applies "
-            "TP); f8roof decides on the local shape"
-        )
-    return lines
-
-
-def format_comparison(cmp: FilterComparison) -> str:
-    from f8roof.report import _aligned
-
-    rec = cmp.recommendation
-    header, rows = comparison_rows(cmp)
-    fqns = f", filter_fqns {list(cmp.filter_fqns)}" if cmp.filter_fqns else ""
-    return "\n".join(
-        [
-            (
-                f"{rec.architecture.name} on {rec.gpu}, {rec.tokens} tokens per GPU, "
-                f"{rec.setup.describe()}, recipe {cmp.recipe}: torchao's auto filter vs f8roof"
-            ),
-            f"torchao: {TORCHAO_SOURCE}{fqns}; f8roof: decisions by {rec.criterion_label}",
-            _aligned(header, rows, color=False),
-            *summary_lines(cmp),
-        ]
-    )
-
-
-def markdown_section(cmp: FilterComparison) -> str:
-    from f8roof.report import _md_table
-
-    header, rows = comparison_rows(cmp)
-    return "\n".join(
-        [
-            "## torchao's auto filter vs f8roof",
-            "",
-            (
-                f"torchao's `_auto_filter_for_recipe` ({TORCHAO_SOURCE}) converts by fixed K/N "
-                f"thresholds measured on H100, blind to the tokens and (applied before "
-                f"parallelism) to the TP shard; f8roof decides on the local shape at these "
-                f"tokens. Recipe {cmp.recipe}."
-            ),
-            "",
-            _md_table(header, rows),
-            "",
-            *[f"- {line}" for line in summary_lines(cmp)],
-            "",
-        ]
-    )
-
-
 def comparison_grid(
     architecture: Architecture,
     *,
@@ -341,45 +213,15 @@ def comparison_grid(
     return comparisons, pd.DataFrame(rows)
 
 
-def format_grid(grid: pd.DataFrame, *, model: str, recipe: str) -> str:
-    from f8roof.report import _aligned
-
-    header = [
-        "tokens",
-        "tp",
-        "bf16 ms",
-        "torchao ms",
-        "x torchao",
-        "f8roof ms",
-        "x f8roof",
-        "f8roof vs torchao",
-        "converted (torchao / f8roof / all)",
-    ]
-    rows = []
-    for r in grid.itertuples(index=False):
-        has = not math.isnan(r.torchao_ms)
-        rows.append(
-            [
-                str(r.tokens),
-                str(r.tp),
-                f"{r.bf16_ms:.4g}",
-                f"{r.torchao_ms:.4g}" if has else "-",
-                f"{r.bf16_ms / r.torchao_ms:.3f}" if has else "-",
-                f"{r.f8roof_ms:.4g}",
-                f"{r.bf16_ms / r.f8roof_ms:.3f}",
-                f"{(r.torchao_ms - r.f8roof_ms) / r.torchao_ms:+.1%}" if has else "-",
-                f"{r.torchao_linears if has else '-'} / {r.f8roof_linears} / {r.linears}",
-            ]
-        )
-    return "\n".join(
-        [
-            f"{model}, recipe {recipe}: linear time per step per GPU (fwd+bwd, device)",
-            _aligned(header, rows, color=False),
-        ]
-    )
+@dataclass(frozen=True, eq=False)
+class FilterCompareResult:
+    resolved: Resolved
+    model: str
+    comparisons: tuple[FilterComparison, ...]
+    grid: pd.DataFrame  # one row per (tokens, tp)
 
 
-def filter_compare_text(
+def filter_compare(
     model: str,
     *,
     tokens: Sequence[int],
@@ -390,10 +232,10 @@ def filter_compare_text(
     step_ms: float | None = None,
     request: Request | None = None,
     filter_fqns: Sequence[str] = (),
-) -> str:
-    """`f8roof filter-compare`: a table per (tokens, tp), and a summary grid when several.
+) -> FilterCompareResult:
+    """`f8roof filter-compare`: a comparison per (tokens, tp), and their summary grid.
     `request`: GPU, recipe (one), implementation and calibration, as for `f8roof estimate`."""
-    from f8roof.architectures import resolve_model
+    from f8roof.architectures.catalog import resolve_model
     from f8roof.resolve import resolve
 
     request = request or Request()
@@ -412,8 +254,4 @@ def filter_compare_text(
         setup=setup,
         filter_fqns=filter_fqns,
     )
-    parts = [resolved.header, f"using {resolved.source}"]
-    parts += [format_comparison(c) + "\n" for c in comparisons]
-    if len(comparisons) > 1:
-        parts.append(format_grid(grid, model=architecture.name, recipe=resolved.config.recipe.name))
-    return "\n".join(parts).rstrip()
+    return FilterCompareResult(resolved, architecture.name, tuple(comparisons), grid)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from f8roof.calibration import (
+from f8roof.calibration.file import (
     Calibration,
     CalibrationError,
     CalibrationKind,
@@ -34,8 +34,9 @@ from f8roof.models.fit import (
     fit_traffic,
 )
 from f8roof.models.gemm import linear_gemm_times
+from f8roof.models.kernel_time import KernelTimeModel, KindTime, Residuals
 from f8roof.models.monomials import ShapeArrays
-from f8roof.models.overhead import KernelTimeModel, KindTime, Residuals, fitted_kernels
+from f8roof.models.overhead import fitted_kernels
 from f8roof.models.variant import Variant
 
 

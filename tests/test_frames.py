@@ -10,11 +10,11 @@ import pyarrow.csv as pcsv
 import pytest
 from click.testing import CliRunner
 
-from f8roof import render
 from f8roof.cli import main
 from f8roof.errors import F8RoofError
 from f8roof.estimate import estimate
-from f8roof.render import RENDERERS, renderer_for, write_csv, write_parquet
+from f8roof.renderers import frames as render
+from f8roof.renderers.frames import RENDERERS, renderer_for, write_csv, write_parquet
 from f8roof.resolve import Request, resolve
 
 

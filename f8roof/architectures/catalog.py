@@ -10,7 +10,7 @@ A layer type stands for all its repeats: its fqn has `*` where the layer index g
 (`model.layers.*.self_attn.q_proj`) and `count` says how many there are. Each linear also says
 how tensor parallelism shards it (`tp`, torchtitan's plans: see `TPStyle`) and, for the routed
 experts of an MoE layer, how many experts share the layer's tokens (`routed`): one row stands
-for the grouped gemm of all of them, `count` for the MoE layers. `f8roof.scale` turns both into
+for the grouped gemm of all of them, `count` for the MoE layers. `f8roof.architectures.training` turns both into
 the local (M, K, N) each GPU runs. No torch import at module level: only `from_module` needs it.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_json
+from f8roof.inputs.shapes import MAX_DIM
 from f8roof.models.variant import Before, Context
-from f8roof.shapes import MAX_DIM
 
 
 class ArchitectureError(F8RoofError):
@@ -116,7 +116,7 @@ class Architecture:
 
     def shapes(self, tokens: int) -> list[tuple[int, int, int]]:
         """(M, K, N) per layer type, M = tokens per step, on one GPU without parallelism and
-        without routing (a routed expert's M is its share: see `f8roof.scale.local_layers`)."""
+        without routing (a routed expert's M is its share: see `f8roof.architectures.training.local_layers`)."""
         M = check_tokens(tokens)
         return [(M, linear.K, linear.N) for linear in self.linears]
 

@@ -3,10 +3,7 @@
 import pytest
 import synthetic
 
-from f8roof.calibration import StepMeasurement
-from f8roof.fitting import fit_calibration
-from f8roof.models.variant import Variant
-from f8roof.validation import (
+from f8roof.accuracy import (
     Pair,
     markdown_report,
     measured_square_breakeven,
@@ -14,6 +11,9 @@ from f8roof.validation import (
     summary,
     validation_frame,
 )
+from f8roof.calibration.file import StepMeasurement
+from f8roof.calibration.fitting import fit_calibration
+from f8roof.models.variant import Variant
 
 
 def step(variant, shape, device_s, wall_s=None):

@@ -1,6 +1,6 @@
 """Pictures of the estimate: speedup heatmaps, overhead shares, validation scatter, layers.
 
-matplotlib (the `plot` extra) is imported inside the functions, so `import f8roof.plot` costs
+matplotlib (the `plot` extra) is imported inside the functions, so `import f8roof.renderers.plot` costs
 nothing and a missing matplotlib is a one-line error. Figures are built with
 `matplotlib.figure.Figure` and written by the Agg / SVG canvases directly: no pyplot, so no
 global backend switch and nothing left open in a caller's notebook.

@@ -4,12 +4,8 @@ import re
 import pytest
 import sympy as sp
 
-from f8roof.architectures import Architecture, NamedLinear, TPStyle, builtin
-from f8roof.models.monomials import SYMBOLS
-from f8roof.models.recipes import Recipe, Role
-from f8roof.models.recompute import forward_share, is_forward
-from f8roof.models.traffic import worst_traffic
-from f8roof.scale import (
+from f8roof.architectures.catalog import Architecture, NamedLinear, TPStyle, builtin
+from f8roof.architectures.training import (
     GROUPED_M_ALIGNMENT,
     ParallelismError,
     Recompute,
@@ -18,6 +14,10 @@ from f8roof.scale import (
     padded_group_rows,
     tokens_per_expert,
 )
+from f8roof.models.monomials import SYMBOLS
+from f8roof.models.recipes import Recipe, Role
+from f8roof.models.recompute import forward_share, is_forward
+from f8roof.models.traffic import worst_traffic
 
 
 def by_name(layers):

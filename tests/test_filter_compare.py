@@ -4,18 +4,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from f8roof.architectures import builtin
-from f8roof.autofilter import (
+from f8roof.architectures.catalog import builtin
+from f8roof.architectures.training import TrainingSetup
+from f8roof.cli import main
+from f8roof.filter_compare import (
     NoAutoFilter,
     compare_filters,
     comparison_grid,
-    format_comparison,
-    markdown_section,
     torchao_auto_filter,
 )
-from f8roof.cli import main
+from f8roof.renderers.filters import format_comparison, markdown_section
 from f8roof.resolve import Request, resolve
-from f8roof.scale import TrainingSetup
 
 
 def roofline(recipe="tensorwise"):

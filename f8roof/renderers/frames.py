@@ -1,5 +1,5 @@
 """One renderer per output file format, all with the same signature: (DataFrame, path) -> None,
-each writing its file atomically (a reader never sees half of it). The terminal table is apart.
+each writing its file atomically (a reader never sees half of it). The terminal table is renderers/table.py.
 
 CSV and Parquet go through pyarrow: its CSV writer formats 200,000 rows in a few tenths of a
 second where pandas' `to_csv` takes seconds (it formats every value in Python). Floats are
@@ -10,7 +10,6 @@ booleans as true/false; NaN as an empty field.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -18,109 +17,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 import pandas as pd
 
 from f8roof.errors import F8RoofError
 from f8roof.files import atomic_path, write_text_atomic
+from f8roof.renderers.cells import number
 
 Renderer = Callable[[pd.DataFrame, str | Path], None]
 # Rows per slice of CSV formatted at once: large enough to amortise pyarrow's per-call work,
 # small enough that a few slices in flight stay a few tens of MiB.
 CSV_BATCH_ROWS = 32768
 CSV_MAX_THREADS = 4
-
-MAX_TABLE_ROWS = 60
-
-# Columns shown on the terminal: (column, header, unit scale). Times in microseconds.
-TABLE_COLUMNS = (
-    ("M", "M", None),
-    ("K", "K", None),
-    ("N", "N", None),
-    ("recipe", "recipe", None),
-    ("bf16_gemm_s", "bf16 gemm us", 1e6),
-    ("fp8_gemm_s", "fp8 gemm us", 1e6),
-    ("overhead_s_ideal", "ovh ideal us", 1e6),
-    ("overhead_s_fitted", "ovh fitted us", 1e6),
-    ("overhead_s_codegen", "ovh codegen us", 1e6),
-    ("overhead_s_worst", "ovh worst us", 1e6),
-    ("context_s", "context us", 1e6),
-    ("speedup_ideal", "x ideal", None),
-    ("speedup", "x fitted", None),
-    ("speedup_codegen", "x codegen", None),
-    ("speedup_worst", "x worst", None),
-    ("speedup_context", "x context", None),
-)
-# Shown only for a linear in a context: standalone they repeat `speedup` (and are 0).
-CONTEXT_COLUMNS = ("context_s", "speedup_context")
-
-
-def _speedup_cell(value: float, *, color: bool) -> str:
-    text = f"{value:.2f}" + ("+" if value > 1 else "-")
-    if not color:
-        return text
-    return click.style(text, fg="green" if value > 1 else "red")
-
-
-def _cell(value, scale: float | None) -> str:
-    if isinstance(value, (float, np.floating)):
-        if math.isnan(value):
-            return "-"
-        return f"{value * scale:.1f}" if scale else f"{value:.4g}"
-    return str(value)
-
-
-def render_table(frame: pd.DataFrame, *, color: bool = False) -> str:
-    """Aligned text; speedups marked '+' (float8 wins) or '-' and coloured on a terminal."""
-    standalone = "context" not in frame.columns or bool((frame["context"] == "none").all())
-    cols = [
-        c
-        for c in TABLE_COLUMNS
-        if c[0] in frame.columns and not (standalone and c[0] in CONTEXT_COLUMNS)
-    ]
-    shown = frame.head(MAX_TABLE_ROWS)
-    rows = [[h for _, h, _ in cols] + ["note"]]
-    raw = [[h for _, h, _ in cols] + ["note"]]
-    for _, record in shown.iterrows():
-        cells, plain = [], []
-        for name, _, scale in cols:
-            value = record[name]
-            if name.startswith("speedup"):
-                cells.append(_speedup_cell(float(value), color=color))
-                plain.append(_speedup_cell(float(value), color=False))
-            else:
-                cells.append(_cell(value, scale))
-                plain.append(cells[-1])
-        note = _note(record)
-        cells.append(note)
-        plain.append(note)
-        rows.append(cells)
-        raw.append(plain)
-    widths = [max(len(r[i]) for r in raw) for i in range(len(raw[0]))]
-    lines = [
-        "  ".join(cell + " " * (w - len(p)) for cell, p, w in zip(row, plain, widths)).rstrip()
-        for row, plain in zip(rows, raw)
-    ]
-    if len(frame) > len(shown):
-        lines.append(f"... {len(frame) - len(shown)} more rows (write them all with --out)")
-    return "\n".join(lines)
-
-
-def _note(record: pd.Series) -> str:
-    notes = []
-    if record.get("fp8_reason"):
-        notes.append(str(record["fp8_reason"]))
-    if record.get("gemm_extrapolated", False):
-        notes.append("gemm time extrapolated")
-    if "overhead_bytes_fitted_low" in record and "overhead_bytes_codegen" not in record:
-        from f8roof.estimate import kernel_set_note
-
-        fitted, low, high = (
-            float(record[f"overhead_bytes_fitted{end}"]) for end in ("", "_low", "_high")
-        )
-        notes.append(kernel_set_note(fitted, low, high))
-    return "; ".join(n for n in notes if n)
 
 
 def arrow_table(frame: pd.DataFrame):
@@ -218,8 +126,7 @@ def render_markdown(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(frame.columns) + " |"
     rule = "|" + "|".join("---" for _ in frame.columns) + "|"
     body = [
-        "| " + " | ".join(_cell(v, None) for v in row) + " |"
-        for row in frame.itertuples(index=False)
+        "| " + " | ".join(number(v) for v in row) + " |" for row in frame.itertuples(index=False)
     ]
     return "\n".join([header, rule, *body]) + "\n"
 
@@ -246,3 +153,8 @@ def renderer_for(path: str | Path) -> Renderer:
         if str(path).lower().endswith(suffix):
             return fn
     raise F8RoofError(f"cannot write {path}: use a .csv, .parquet, .json or .md file name")
+
+
+def write_frame(frame: pd.DataFrame, path: str | Path) -> None:
+    """A DataFrame in the format the file name asks for, atomically."""
+    renderer_for(path)(frame, path)

@@ -262,3 +262,14 @@ def as_array(shapes) -> np.ndarray:
     if array.size and (array.min() <= 0 or array.max() > MAX_DIM):
         raise F8RoofError(f"shapes must be integers in 1..{MAX_DIM} (2**31-1)")
     return array
+
+
+def parse_ints(text: str, option: str) -> list[int]:
+    """A comma list of integers for an option (`--tokens 2048,8192`)."""
+    try:
+        values = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise F8RoofError(f"{option} {text!r}: expected integers, e.g. 2048,8192") from None
+    if not values:
+        raise F8RoofError(f"{option}: give at least one value")
+    return values

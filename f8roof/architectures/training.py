@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from f8roof.architectures import (
+from f8roof.architectures.catalog import (
     Architecture,
     ArchitectureError,
     NamedLinear,

@@ -1,4 +1,5 @@
-"""An append-only JSON-lines checkpoint: every finished measurement survives a crash.
+"""Long runs (calibrate, validate) as tasks: each finished measurement lands in an append-only
+JSON-lines checkpoint, so it survives a crash, a Ctrl-C or a spent budget.
 
 Each record is one line, flushed and fsynced before the next measurement starts. A line cut
 short by a crash is dropped on reading; everything before it is kept. The first record is a
@@ -8,7 +9,12 @@ header naming what the run measures, so a resume against a different run is refu
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,3 +68,58 @@ class Checkpoint:
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One measurement: `fn(**kwargs)` returns its checkpoint record. A module-level function
+    and plain arguments, so a task can run in a worker process."""
+
+    key: str
+    label: str
+    fn: Callable[..., dict[str, Any]]
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def run(self) -> dict[str, Any]:
+        return self.fn(**self.kwargs)
+
+
+def run_tasks(
+    todo: list[Task],
+    checkpoint: Checkpoint,
+    *,
+    budget_s: float | None = None,
+    jobs: int = 1,
+    progress: Callable | None = None,
+) -> bool:
+    """Run the tasks (in `jobs` worker processes where asked: compiles are CPU-bound Python),
+    checkpointing each record as it arrives, with a progress bar; stop when `budget_s` is spent
+    (False then: what was measured stays in the checkpoint)."""
+    start = time.monotonic()
+    bar = iter(progress(todo)) if progress else None
+
+    def over_budget() -> bool:
+        return budget_s is not None and time.monotonic() - start > budget_s
+
+    if jobs <= 1:
+        for task in todo:
+            if bar:
+                next(bar, None)
+            if over_budget():
+                return False
+            checkpoint.add(task.key, task.run())
+        return True
+    context = multiprocessing.get_context("spawn")  # no fork of a process that imported torch
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+        futures = {pool.submit(task.fn, **task.kwargs): task for task in todo}
+        try:
+            for future in as_completed(futures):
+                if bar:
+                    next(bar, None)
+                checkpoint.add(futures[future].key, future.result())
+                if over_budget():
+                    return False
+        finally:
+            for future in futures:
+                future.cancel()
+    return True

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
 from fractions import Fraction
 from functools import cached_property
@@ -52,7 +52,15 @@ from f8roof.models.gemm import (
     fp8_gemm_dtype,
 )
 from f8roof.models.hardware import PRESETS
-from f8roof.models.overhead import FixedCost, KernelTimeModel, KindTime, Residuals
+from f8roof.models.kernel_time import FixedCost, KernelTimeModel, KindTime, Residuals
+from f8roof.models.records import (
+    Environment,
+    GemmMeasurement,
+    KernelMeasurement,
+    StepMeasurement,
+    coefficient_to_json,
+    polynomial_to_json,
+)
 from f8roof.models.variant import Variant
 
 SCHEMA_VERSION = 2
@@ -70,72 +78,11 @@ class CalibrationKind(str, Enum):
 
 
 @dataclass(frozen=True)
-class Environment:
-    device: str  # "cuda", "cpu", or "codegen" (traffic: code generated for `gpu`)
-    device_name: str  # as the device reports itself; the preset's name for codegen
-    gpu: str | None  # the GPU preset it matches; None for a CPU or a GPU without a preset
-    sm_count: int
-    torch: str
-    triton: str
-    torchao: str  # "none" when not installed
-    cuda: str
-    date: str | None  # None in traffic calibrations, so a rebuild is byte-identical
-    f8roof: str
-
-    @property
-    def label(self) -> str:
-        """How outputs name where the numbers come from."""
-        if self.device == "codegen":
-            return f"codegen for {self.gpu}"
-        return f"{self.device_name} ({self.device})"
-
-    @property
-    def versions(self) -> str:
-        return f"torch {self.torch}, triton {self.triton}, torchao {self.torchao}"
-
-
-@dataclass(frozen=True)
 class Ceilings:
     bf16_flops: float
     fp8_flops: float
     copy_bandwidth_bytes_per_s: float  # read + write; datasheet x efficiency for traffic
     launch_floor_s: float  # the shortest kernel the device shows (traffic: the model's floor)
-
-
-@dataclass(frozen=True)
-class GemmMeasurement:
-    dtype: str  # bf16, fp8, fp8_rowwise
-    gemm: str  # output, grad_input, grad_weight
-    m: int
-    k: int
-    n: int
-    time_s: float
-
-
-@dataclass(frozen=True)
-class KernelMeasurement:
-    variant: str
-    M: int
-    K: int
-    N: int
-    key: str
-    kernel: str
-    graph: str
-    kind: str
-    role: str | None
-    bytes_read: int
-    bytes_written: int
-    workspace_bytes: int  # split-reduction workspace among those bytes (see models/fit.py)
-    time_s: float
-    polynomial: Polynomial  # the other bytes, read off the kernel's buffer shapes
-
-    def to_json(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "polynomial"}
-        return {**data, "bytes_polynomial": _poly_to_json(self.polynomial)}
-
-    @classmethod
-    def from_json(cls, data: Any, *, source: str, shapes: set[Shape]) -> KernelMeasurement:
-        return _kernel_from(_Reader(data, source, "kernel"), shapes)
 
 
 def sample_to_json(sample: KernelSample) -> dict[str, Any]:
@@ -147,7 +94,9 @@ def sample_to_json(sample: KernelSample) -> dict[str, Any]:
         "role": sample.role,
         "bytes": sample.nbytes,
         "workspace_bytes": sample.workspace,
-        "bytes_polynomial": None if sample.polynomial is None else _poly_to_json(sample.polynomial),
+        "bytes_polynomial": None
+        if sample.polynomial is None
+        else polynomial_to_json(sample.polynomial),
     }
 
 
@@ -165,20 +114,6 @@ def sample_from_json(data: Any, *, source: str) -> KernelSample:
         r.int("workspace_bytes"),
         polynomial,
     )
-
-
-@dataclass(frozen=True)
-class StepMeasurement:
-    """One compiled forward+backward of a variant at a shape: both clocks."""
-
-    variant: str
-    M: int
-    K: int
-    N: int
-    device_s: float  # every device kernel of the step, summed (median over iterations)
-    gemm_s: float  # the gemm kernels among them
-    wall_s: float
-    launches: int
 
 
 @dataclass(frozen=True)
@@ -485,7 +420,7 @@ class _Reader:
             coefficient = Fraction(value)
             if coefficient == 0:
                 terms.fail(name, "zero coefficient: leave the term out")
-            canonical = _coefficient_to_json(coefficient)
+            canonical = coefficient_to_json(coefficient)
             if value != canonical:  # one spelling per value, so the file saves back unchanged
                 terms.fail(name, f"write {value!r} as {canonical!r}")
             coefficients[name] = coefficient
@@ -514,6 +449,11 @@ def _known_shape(reader: _Reader, shapes: set[Shape]) -> Shape:
     return shape
 
 
+def kernel_from_json(data: Any, *, source: str, shapes: set[Shape]) -> KernelMeasurement:
+    """A kernel timing as a checkpoint or a calibration file keeps it, checked field by field."""
+    return _kernel_from(_Reader(data, source, "kernel"), shapes)
+
+
 def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
     return KernelMeasurement(
         k.str("variant"),
@@ -531,15 +471,7 @@ def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
     )
 
 
-def _coefficient_to_json(c: Fraction) -> int | str:
-    return c.numerator if c.denominator == 1 else f"{c.numerator}/{c.denominator}"
-
-
-def _poly_to_json(poly: Polynomial) -> dict[str, int | str]:
-    return {m: _coefficient_to_json(c) for m, c in poly.terms}
-
-
-def regime_to_dict(r: Regime, polynomial=_poly_to_json) -> dict[str, Any]:
+def regime_to_dict(r: Regime, polynomial=polynomial_to_json) -> dict[str, Any]:
     """A regime as JSON; `polynomial` writes its polynomials (compare adds expressions)."""
     return {
         "shapes": [list(s) for s in r.shapes],

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from f8roof.calibration import Calibration, StepMeasurement
+from f8roof.calibration.file import Calibration, StepMeasurement
 from f8roof.estimate import EstimateConfig, estimate
 from f8roof.models.hardware import PRESETS
 from f8roof.models.traffic import context_fused_roles

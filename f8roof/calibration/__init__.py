@@ -1,0 +1,1 @@
+"""The calibration file: its format (file) and how measurements become one (fitting)."""

@@ -1,0 +1,1 @@
+"""What the user hands in besides options: shapes and measured gemm tables."""

@@ -1,0 +1,1 @@
+"""Every output: terminal tables, Markdown, CSV/Parquet/JSON files and plots."""

@@ -1,0 +1,86 @@
+"""The cells every table shares: speedups, times, margins, decisions, and the two table layouts
+(aligned text for the terminal, Markdown for reports), so each output formats a value one way."""
+
+from __future__ import annotations
+
+import math
+
+import click
+import numpy as np
+
+# Text columns are left-aligned in a terminal table; numbers right-aligned.
+TEXT_HEADERS = ("input from", "recipe", "decision", "tp", "torchao", "f8roof")
+
+
+def is_missing(value) -> bool:
+    return value is None or (isinstance(value, (float, np.floating)) and math.isnan(value))
+
+
+def speedup(value) -> str:
+    """'1.23+' where float8 wins, '0.87-' where it loses, '-' where there is none."""
+    if is_missing(value):
+        return "-"
+    return f"{float(value):.2f}" + ("+" if value > 1 else "-")
+
+
+def number(value, scale: float | None = None) -> str:
+    """A float scaled (seconds to microseconds) to one decimal, or 4 significant digits."""
+    if isinstance(value, (float, np.floating)):
+        if math.isnan(value):
+            return "-"
+        return f"{value * scale:.1f}" if scale else f"{value:.4g}"
+    return str(value)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g}"
+
+
+def margin(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:+.0%}"
+
+
+def decision(value) -> str:
+    """A convert flag as words; 'n/a' where there is no decision (a layer outside the filter)."""
+    if is_missing(value):
+        return "n/a"
+    return "convert" if value else "keep bf16"
+
+
+def styled_speedup(cell: str) -> str:
+    return click.style(cell, fg="green" if cell.endswith("+") else "red")
+
+
+def _styled(cell: str, padded: str) -> str:
+    if cell in ("convert", "keep bf16"):
+        return click.style(padded, fg="green" if cell == "convert" else "red")
+    if cell[-1:] in "+-" and cell[:-1].replace(".", "").isdigit():
+        return click.style(padded, fg="green" if cell.endswith("+") else "red")
+    return padded
+
+
+def aligned(header: list[str], rows: list[list[str]], *, color: bool = False) -> str:
+    """A terminal table: first and last columns and TEXT_HEADERS left-aligned, numbers right;
+    decisions and speedups green or red when `color`."""
+    widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
+    text_cols = {0, len(header) - 1} | {header.index(h) for h in TEXT_HEADERS if h in header}
+
+    def line(cells: list[str]) -> str:
+        out = []
+        for i, (cell, width) in enumerate(zip(cells, widths)):
+            padded = cell.ljust(width) if i in text_cols else cell.rjust(width)
+            out.append(_styled(cell, padded) if color else padded)
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(header), *(line(r) for r in rows)])
+
+
+def _md_escape(text: str) -> str:
+    """Keep '|' inside its cell and '*' (the layer-index wildcard) from turning into italics."""
+    return text.replace("|", "\\|").replace("*", "\\*")
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,265 @@
+"""compare's output: the worst and ideal models beside the generated kernels, per shape and as
+exact expressions in M, K, N, as text and as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from f8roof.calibration.file import regime_to_dict
+from f8roof.compare import CalibrationCheck, Comparison, ShapeComparison
+from f8roof.models.fit import Polynomial, Regime
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.2f} MiB"
+
+
+def _diff_words(diff: Polynomial, against: str) -> str:
+    if not diff.terms:
+        return f"actual equals {against} exactly"
+    return f"actual - {against} = {diff}"
+
+
+def versions_text(versions: Mapping[str, str]) -> str:
+    return ", ".join(f"{name} {value}" for name, value in versions.items())
+
+
+def computes(launch) -> str:
+    """What a launch computes, in words: 'gemm', its float8 steps, its neighbours, or both."""
+    if launch.work.value == "gemm":
+        return "gemm"
+    steps = ", ".join(launch.float8_steps)
+    neighbours = "+".join(launch.context_modules)
+    if launch.work.value == "fused":
+        return f"{neighbours} + {steps}"
+    return neighbours if launch.work.value == "context" else steps
+
+
+def _kernel_lines(capture) -> list[str]:
+    header = (
+        f"  {'graph':5} {'kernel':50} {'kind':20} {'work':7} {'role':20} {'read B':>14} "
+        f"{'written B':>14}  computes"
+    )
+    lines = [header]
+    for k in capture.launches:
+        lines.append(
+            f"  {k.graph.value:5} {k.name[:50]:50} {k.kind.value:20} {k.work.value:7} "
+            f"{k.role or '-'!s:20} {k.bytes_read:>14,} {k.bytes_written:>14,}  {computes(k)}"
+        )
+    lines += [f"  byte counts disagree: {line}" for line in capture.disagreements()]
+    return lines
+
+
+def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
+    where = f"{c.device}" + (f" ({c.gpu})" if c.gpu else "")
+    title = (
+        f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
+        f"{c.variant.implementation.value}, context {c.variant.context.name}; "
+        f"kernels compiled on {where}"
+    )
+    lines = [title, f"versions: {versions_text(c.versions)}", ""]
+    for s in c.shapes:
+        M, K, N = s.shape
+        lines.append(f"shape M={M} K={K} N={N}: overhead bytes")
+        for label, value in (
+            ("worst", s.bytes_worst),
+            ("ideal", s.bytes_ideal),
+            ("actual", s.bytes_actual),
+        ):
+            ratio = f"  actual/{label} {s.bytes_actual / value:.3f}" if label != "actual" else ""
+            lines.append(f"  {label:7} {value:>16,} B  {_mib(value):>14}{ratio}")
+        if s.baseline is not None:
+            lines.append(
+                f"  actual = float8 graph's non-gemm {s.capture.overhead_bytes:,} B - bf16 "
+                f"graph's {s.baseline.overhead_bytes:,} B (the context's kernels in bf16)"
+            )
+        if s.bytes_actual > s.bytes_worst:
+            lines.append(
+                f"  !!! ACTUAL EXCEEDS THE SEED'S WORST CASE by {s.bytes_actual - s.bytes_worst:,} B "
+                f"({s.bytes_actual / s.bytes_worst - 1:+.1%}): the worst-case model is wrong here"
+            )
+        lines.append(f"  float8 graph ({s.capture.variant}): {len(s.capture.launches)} kernels")
+        lines += _kernel_lines(s.capture)
+        if s.baseline is not None:
+            lines.append(f"  bf16 graph ({s.baseline.variant}): {len(s.baseline.launches)} kernels")
+            lines += _kernel_lines(s.baseline)
+            fused = s.fused_into_neighbours()
+            lines.append(
+                "  fused into the neighbours: "
+                + ("nothing" if not fused else f"{len(fused)} kernels")
+            )
+            for k in fused:
+                lines.append(
+                    f"    {k.graph.value} {k.name}: {', '.join(k.float8_steps)} "
+                    f"({k.role or 'no role'}) in {'+'.join(k.context_modules)}'s kernel"
+                )
+        lines.append("")
+    lines.append(f"worst = {c.worst}")
+    lines.append(f"ideal = {c.ideal}")
+    if c.fit is not None:
+        for i, regime in enumerate(c.fit.regimes):
+            lines.append(_regime_text(c, i, regime))
+        for u in c.fit.unfitted:
+            lines.append(f"unfitted shapes {', '.join(map(str, u.shapes))}: {u.reason}")
+    if check is not None:
+        lines += ["", *check.lines()]
+    return "\n".join(lines) + "\n"
+
+
+def _regime_text(c: Comparison, index: int, regime: Regime) -> str:
+    base = c.baseline_total(regime)
+    total = regime.total if base is None else regime.total - base
+    over_worst = total - c.worst
+    solved = (
+        f"; solved independently on {len(regime.shapes) - len(regime.verified)} shapes, "
+        f"exact on {len(regime.verified)} more"
+        if regime.verified
+        else ""
+    )
+    lines = [
+        f"actual (regime {index + 1}: {len(regime.kernels)} kernels, read off the buffers, exact at "
+        f"{len(regime.shapes)} shape{'s' * (len(regime.shapes) > 1)}{solved}) = {total}"
+        + (
+            f"  + split-reduction workspace <= {regime.workspace_max:,} B"
+            if regime.workspace_max
+            else ""
+        ),
+    ]
+    if base is not None:
+        lines.append(f"  = float8 graph {regime.total} - bf16 graph {base}")
+    elif c.baseline_fit is not None:
+        lines.append(
+            "  (no bf16 regime holds these shapes: the float8 graph's bytes, unsubtracted)"
+        )
+    lines += [
+        f"  {_diff_words(total - c.ideal, 'ideal')}  (what torch.compile moves beyond the minimum)",
+        f"  {_diff_words(over_worst, 'worst')}",
+    ]
+    worse = [f"{c}*{m}" if m != "1" else f"{c} (constant)" for m, c in over_worst.terms if c > 0]
+    if worse:
+        lines.append(
+            f"  !!! actual exceeds the seed's worst case in {', '.join(worse)}: "
+            "the worst-case model undercounts what torch.compile does"
+        )
+    for k in regime.kernels:
+        lines.append(f"    {k.key:6} {k.name[:58]:58} {k.role or '-'!s:20} {k.nbytes}")
+    shapes = regime.shapes
+    lo = [min(s[i] for s in shapes) for i in range(3)]
+    hi = [max(s[i] for s in shapes) for i in range(3)]
+    lines.append(
+        f"  shapes in this regime: M {lo[0]}..{hi[0]}, K {lo[1]}..{hi[1]}, N {lo[2]}..{hi[2]}"
+    )
+    return "\n".join(lines)
+
+
+def _poly_json(p: Polynomial) -> dict:
+    return {"expression": str(p), "coefficients": {m: str(c) for m, c in p.terms}}
+
+
+def _kernels_json(capture) -> list[dict]:
+    return [
+        {
+            "name": k.name,
+            "graph": k.graph.value,
+            "kind": k.kind.value,
+            "role": k.role,
+            "gemm": k.is_gemm,
+            "work": k.work.value,
+            "float8_steps": list(k.float8_steps),
+            "context_modules": list(k.context_modules),
+            "ops": [f"{o.module or '?'}:{o.op}" for o in k.ops if o.is_work],
+            "bytes_read": k.bytes_read,
+            "bytes_written": k.bytes_written,
+            "workspace_bytes": capture.workspace_bytes(k),
+            "bytes_code": k.bytes_code,
+            "bytes_scheduler": k.bytes_scheduler,
+            "bytes_inductor": k.bytes_inductor,
+        }
+        for k in capture.launches
+    ]
+
+
+def _shape_json(s: ShapeComparison) -> dict:
+    data = {
+        "M": s.shape[0],
+        "K": s.shape[1],
+        "N": s.shape[2],
+        "bytes_worst": s.bytes_worst,
+        "bytes_ideal": s.bytes_ideal,
+        "bytes_actual": s.bytes_actual,
+        "kernels": _kernels_json(s.capture),
+        "disagreements": list(s.capture.disagreements()),
+    }
+    if s.baseline is not None:
+        data |= {
+            "bytes_float8_graph": s.capture.overhead_bytes,
+            "bytes_bf16_graph": s.baseline.overhead_bytes,
+            "bf16_kernels": _kernels_json(s.baseline),
+            "bf16_disagreements": list(s.baseline.disagreements()),
+            "fused_into_neighbours": [
+                {
+                    "graph": k.graph.value,
+                    "name": k.name,
+                    "role": k.role,
+                    "float8_steps": list(k.float8_steps),
+                    "context_modules": list(k.context_modules),
+                }
+                for k in s.fused_into_neighbours()
+            ],
+        }
+    return data
+
+
+def _regime_json(c: Comparison, r: Regime) -> dict:
+    base = c.baseline_total(r)
+    total = r.total if base is None else r.total - base
+    fitted = regime_to_dict(r, polynomial=_poly_json)
+    return {
+        "actual": _poly_json(total),
+        "float8_graph": fitted.pop("total"),
+        "bf16_graph": None if base is None else _poly_json(base),
+        "actual_minus_worst": _poly_json(total - c.worst),
+        "actual_minus_ideal": _poly_json(total - c.ideal),
+        **fitted,
+    }
+
+
+def to_json(c: Comparison, check: CalibrationCheck | None = None) -> str:
+    data = {
+        "variant": c.variant.key,
+        "recipe": c.variant.recipe_name,
+        "implementation": c.variant.implementation.value,
+        "context": c.variant.context.name,
+        "versions": dict(c.versions),
+        "device": c.device,
+        "gpu": c.gpu,
+        "worst": _poly_json(c.worst),
+        "ideal": _poly_json(c.ideal),
+        "shapes": [_shape_json(s) for s in c.shapes],
+        "fitted": None
+        if c.fit is None
+        else {
+            "regimes": [_regime_json(c, r) for r in c.fit.regimes],
+            "unfitted": [
+                {"shapes": [list(s) for s in u.shapes], "reason": u.reason} for u in c.fit.unfitted
+            ],
+        },
+        "calibration": None if check is None else check.to_dict(),
+    }
+    return json.dumps(data, indent=1) + "\n"
+
+
+def calibration_check_lines(check: CalibrationCheck) -> list[str]:
+    note = "its fits leave out split-reduction workspace, which Inductor sizes per shape"
+    out = [
+        f"calibration {check.source}",
+        f"  its fitted overhead beside this compile's ({note})",
+    ]
+    for (M, K, N), fitted, generated in zip(check.shapes, check.fitted, check.generated):
+        diff = generated - fitted
+        said = "equal" if diff == 0 else f"{diff:+,} B ({diff / max(fitted, 1):+.2%})"
+        out.append(
+            f"  M={M} K={K} N={N}: calibration {fitted:,} B, generated here {generated:,} B: {said}"
+        )
+    return out

@@ -1,0 +1,377 @@
+"""A model's recommendation as text: the terminal table and totals, and the markdown report.
+
+Same content in both: one row per layer type (shape, count, the estimate at the decision level,
+convert or keep bf16 with the margin), the totals of the linear part of a training step, and,
+when recipes are compared, each recipe's total beside the best-per-layer total.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from f8roof import __version__
+from f8roof.errors import F8RoofError
+from f8roof.files import write_text_atomic
+from f8roof.recommend import TIME_COLUMNS, Recommendation, StepShare, best_recipe
+from f8roof.renderers.cells import aligned, margin, markdown_table, ms, speedup
+from f8roof.renderers.filters import markdown_section
+from f8roof.report import ModelReport
+
+if TYPE_CHECKING:
+    from f8roof.filter_compare import FilterComparison
+
+SPEEDUP_COLUMNS = (
+    ("speedup_ideal", "x ideal"),
+    ("speedup", "x fitted"),
+    ("speedup_worst", "x worst"),
+)
+
+
+TP_LABELS = {"column": "col", "row": "row", "replicated": "rep"}
+
+
+def _shape_columns(rec: Recommendation) -> list[tuple[str, object]]:
+    """(header, cell function) of the columns that say what each GPU runs: always M, K, N
+    (local); the TP style under --tp; experts per GPU and tokens per expert with routed
+    experts."""
+    columns: list[tuple[str, object]] = [
+        ("M", lambda r: str(r["M"])),
+        ("K", lambda r: str(r["K"])),
+        ("N", lambda r: str(r["N"])),
+    ]
+    if rec.setup.tp > 1:
+        # routed experts under EP are not TP-sharded (see f8roof.architectures.training): "-"
+        unsharded = rec.setup.ep > 1
+        columns.append(("tp", lambda r: "-" if unsharded and r["grouped"] else TP_LABELS[r["tp"]]))
+    if rec.has_grouped:
+        columns += [
+            ("experts/GPU", lambda r: str(r["experts_per_device"]) if r["grouped"] else "-"),
+            ("tokens/expert", lambda r: f"{r['tokens_per_expert']:.6g}" if r["grouped"] else "-"),
+        ]
+    return columns
+
+
+def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
+    """Header and cells of the per-layer table (shared by terminal and markdown). One recipe:
+    its speedup at every overhead level; several: each recipe's speedup on the decision column.
+    M, K, N are the local shape one GPU's gemms run."""
+    layers = rec.layers
+    bf16_col, fp8_col = TIME_COLUMNS[rec.criterion]
+    if len(rec.recipes) > 1:
+        speedups = [(f"{rec.criterion}_{r}", f"x {r}") for r in rec.recipes]
+    else:
+        speedups = [(c, h) for c, h in SPEEDUP_COLUMNS if c in layers.columns]
+    shape = _shape_columns(rec)
+    header = (
+        ["layer", "count"]
+        + [h for h, _ in shape]
+        + ["input from", "recipe", "bf16 us", "fp8 us"]
+        + [h for _, h in speedups]
+        + ["decision", "margin", "bf16 ms/step", "saved ms/step", "note"]
+    )
+    rows = []
+    for _, r in layers.iterrows():
+        rows.append(
+            [str(r["fqn"]), str(r["count"])]
+            + [cell(r) for _, cell in shape]
+            + [
+                _input_from(str(r["context"])),
+                str(r["recipe"]),
+                f"{r[bf16_col] * 1e6:.1f}",
+                f"{r[fp8_col] * 1e6:.1f}",
+            ]
+            + [speedup(_level_speedup(r, c)) for c, _ in speedups]
+            + [
+                str(r["decision"]),
+                margin(float(r["margin"])),
+                ms(r["bf16_step_s"]),
+                ms(r["saved_step_s"]),
+                str(r["note"]),
+            ]
+        )
+    return header, rows
+
+
+def _level_speedup(row, column: str) -> float:
+    """A row's speedup at one level; routed experts have no fitted level (their decision,
+    on the worst case, is said in their note)."""
+    if column == "speedup" and row["grouped"]:
+        return math.nan
+    return float(row[column])
+
+
+def _input_from(context: str) -> str:
+    """The op producing a layer's input (its context's `before`): what a cast may fuse into."""
+    return "-" if context == "none" else context.split("+")[0]
+
+
+def totals_lines(rec: Recommendation) -> list[str]:
+    t = rec.totals
+    level = (
+        "worst case"
+        if rec.criterion == "speedup_worst"
+        else (
+            "measured calibration" if rec.calibration.is_measured else "generated code, datasheet"
+        )
+    )
+    lines = [
+        (
+            f"total linear time per step (fwd+bwd, device, {level}): bf16 {ms(t.bf16_s)} ms -> "
+            f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears in float8: "
+            f"speedup {t.speedup:.3f}x of the linear part, {ms(t.saved_s)} ms saved per step"
+        )
+    ]
+    if len(rec.recipes) > 1:
+        each = ", ".join(f"{name} {tot.speedup:.3f}x" for name, tot in rec.recipe_totals.items())
+        best = best_recipe(rec)
+        lines.append(f"one recipe for every converted layer: {each}")
+        lines.append(
+            f"best single recipe: {best}; best recipe per layer: {t.speedup:.3f}x "
+            f"(torchao converts with one config per call: one call per recipe, each "
+            f"with its own module_filter)"
+        )
+    if rec.skipped_recipes:
+        lines.append(f"not compared (not in the calibration): {', '.join(rec.skipped_recipes)}")
+    share = rec.step_share
+    if share is not None:
+        lines.append(step_share_line(share, linear_speedup=t.speedup))
+    lines += [f"note: {line}" for line in scale_notes(rec)]
+    if rec.architecture.note:
+        lines.append(f"note: {rec.architecture.note}")
+    return lines
+
+
+def step_share_line(share: StepShare, *, linear_speedup: float, label: str = "") -> str:
+    """The end-to-end speedup a measured bf16 step implies, beside the linear part's."""
+    head = f"end to end{f' ({label})' if label else ''}: measured bf16 step {ms(share.step_s)} ms"
+    if not share.consistent:
+        return (
+            f"{head}, but the linears alone are predicted at {ms(share.linear_bf16_s)} ms: no "
+            f"end-to-end figure (is --tokens the tokens per GPU? the roofline's gemm efficiency?)"
+        )
+    return (
+        f"{head}, linears {ms(share.linear_bf16_s)} ms of it ({share.linear_fraction:.0%}, "
+        f"predicted); saving {ms(share.saved_s)} ms: step speedup {share.speedup:.3f}x "
+        f"(linear part {linear_speedup:.3f}x)"
+    )
+
+
+def scale_notes(rec: Recommendation) -> list[str]:
+    """What the training setup and routed experts change, and what is not modelled."""
+    lines = list(rec.setup.notes())
+    grouped = rec.layers[rec.layers["grouped"]]
+    if len(grouped):
+        first = grouped.iloc[0]
+        experts = rec.architecture.linears[int(grouped.index[0])].routed
+        assert experts is not None
+        lines.append(
+            f"routed experts: {first['experts_per_device']} of {experts.experts} experts per GPU "
+            f"(EP {rec.setup.ep}), top {experts.top_k}, {first['tokens_per_expert']:.6g} tokens "
+            f"per expert (balanced routing), M padded to a multiple of 16 (torchao's float8 "
+            f"grouped gemm); each row is one grouped gemm per layer: "
+            f"{first['experts_per_device']} experts' gemms in one launch (a measured gemm "
+            f"table times them as single gemms, each with its launch)"
+        )
+    return lines
+
+
+def headline(rec: Recommendation) -> str:
+    arch = rec.architecture
+    return (
+        f"{arch.name} on {rec.gpu}, M = {rec.tokens} tokens per step: {len(arch.linears)} "
+        f"linear types, {arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B "
+        f"linear weights"
+    )
+
+
+def setup_line(rec: Recommendation) -> str:
+    """How the model trains, when that is more than one GPU running it all ('' otherwise)."""
+    if rec.setup.replace_step(None).is_default:
+        return ""
+    if not rec.setup.is_parallel:
+        return f"setup: {rec.setup.describe()}"
+    local = rec.layers["K"] * rec.layers["N"] * rec.layers["count"]
+    local = local * rec.layers["experts_per_device"].clip(lower=1)
+    return (
+        f"setup: {rec.setup.describe()}; per GPU {local.sum() / 1e9:.2f}B linear weights; "
+        f"M, K, N below are the local shapes each GPU runs"
+    )
+
+
+def format_recommendation(rec: Recommendation, *, color: bool = False) -> str:
+    """The terminal rendering: headline, decision basis, per-layer table, totals."""
+    header, rows = layer_rows(rec)
+    setup = setup_line(rec)
+    return "\n".join(
+        [
+            headline(rec),
+            *([setup] if setup else []),
+            f"decisions by {rec.criterion_label}",
+            aligned(header, rows, color=color),
+            *totals_lines(rec),
+        ]
+    )
+
+
+def markdown(
+    rec: Recommendation,
+    *,
+    source: str,
+    plots: Sequence[tuple[str, str]] = (),
+    plot_note: str = "",
+    comparison: FilterComparison | None = None,
+) -> str:
+    """The markdown report; `plots` are (caption, relative path) pairs; `comparison` adds the
+    section on torchao's auto filter."""
+    arch = rec.architecture
+    header, rows = layer_rows(rec)
+    converted = rec.converted_fqns
+    setup = setup_line(rec)
+    parts = [
+        f"# f8roof report: {arch.name} at {rec.tokens} tokens per step",
+        "",
+        (
+            f"- model: {arch.name} ({arch.source}): {len(arch.linears)} linear types, "
+            f"{arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B linear weights"
+        ),
+        *([f"- {setup}"] if setup else []),
+        f"- GPU: {rec.gpu}; estimate: {source}",
+        f"- recipes compared: {', '.join(rec.recipes)}",
+        (
+            f"- decisions by {rec.criterion_label}; a layer whose K or N is not a multiple of 16 "
+            "is never converted"
+        ),
+        f"- f8roof {__version__}",
+        "",
+        "## Recommendation",
+        "",
+        *[f"- {line}" for line in totals_lines(rec)],
+        "",
+        "Convert: " + (", ".join(f"`{f}`" for f in converted) if converted else "nothing") + ".",
+        "",
+        "## Per layer type",
+        "",
+        (
+            "Times are one linear's forward + backward (device time); `ms/step` multiplies by the "
+            "count. `+` marks float8 faster."
+        ),
+        "",
+        markdown_table(header, rows),
+        "",
+    ]
+    if comparison is not None:
+        parts += [markdown_section(comparison)]
+    if plots or plot_note:
+        parts += ["## Plots", ""]
+        for caption, path in plots:
+            parts += [f"### {caption}", "", f"![{caption}]({path})", ""]
+        if plot_note:
+            parts += [plot_note, ""]
+    parts += [
+        "## Using it in training",
+        "",
+        "```python",
+        "from torchao.float8 import convert_to_float8_training",
+        "import f8roof",
+        "",
+        f"keep = f8roof.module_filter(model, tokens={rec.tokens}, gpu={rec.gpu!r}, "
+        f"recipe={best_recipe(rec)!r}"
+        + (
+            ", calibration='calibration.json'"
+            if rec.calibration is not None and rec.calibration.is_measured
+            else ""
+        )
+        + _setup_arguments(rec)
+        + ")",
+        "# with the Float8LinearConfig of the same recipe",
+        "convert_to_float8_training(model, module_filter_fn=keep)",
+        "```",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def _setup_arguments(rec: Recommendation) -> str:
+    """module_filter's keyword arguments for a non-default setup (", tp=2, ...")."""
+    setup, out = rec.setup, ""
+    if setup.tp > 1:
+        out += f", tp={setup.tp}"
+    if setup.ep > 1:
+        out += f", ep={setup.ep}"
+    if setup.fsdp:
+        out += ", fsdp=True"
+    if setup.recompute.value != "none":
+        out += f", recompute={setup.recompute.value!r}"
+    return out
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    path: Path
+    plots: tuple[Path, ...]
+    recommendation: Recommendation
+    plot_note: str  # why there are no plots, '' when there are
+    source: str = ""  # what the estimate used, in words
+
+    @property
+    def summary(self) -> list[str]:
+        return [headline(self.recommendation), *totals_lines(self.recommendation)]
+
+
+def write_report(report: ModelReport, *, out: str | Path, plots: bool = True) -> ReportResult:
+    """The markdown report, with its plots as PNGs beside it (`<stem>_*.png`). Without
+    matplotlib the report is written without plots and says so."""
+    from f8roof.renderers.plot import PlotError, heatmap, layer_speedups, overhead_share
+
+    path = check_report_path(out)
+    rec, config = report.recommendation, report.best
+    written: list[tuple[str, Path]] = []
+    note = ""
+    if plots:
+        stem = path.with_suffix("")
+        try:
+            written.append(
+                ("Speedup per layer type", layer_speedups(rec, out=f"{stem}_layers.png").path)
+            )
+            written.append(
+                (
+                    f"Speedup over M and K = N ({config.recipe.name})",
+                    heatmap(config, out=f"{stem}_heatmap.png").path,
+                )
+            )
+            written.append(
+                (
+                    f"Overhead share of float8 time ({config.recipe.name})",
+                    overhead_share(config, out=f"{stem}_overhead.png").path,
+                )
+            )
+        except PlotError as e:
+            note = f"(plots skipped: {e.message})"
+    relative = [(caption, p.name) for caption, p in written]
+    text = markdown(
+        rec, source=report.source, plots=relative, plot_note=note, comparison=report.comparison
+    )
+    write_text_atomic(path, text)
+    return ReportResult(path, tuple(p for _, p in written), rec, note, report.source)
+
+
+def report_lines(result: ReportResult) -> list[str]:
+    """What `f8roof report` prints: the source, the headline and totals, the files written."""
+    written = f"wrote {result.path}" + (f" and {len(result.plots)} plots" if result.plots else "")
+    return [
+        f"using {result.source}",
+        *result.summary,
+        written,
+        *([result.plot_note] if result.plot_note else []),
+    ]
+
+
+def check_report_path(out: str | Path) -> Path:
+    path = Path(out)
+    if path.suffix.lower() != ".md":
+        raise F8RoofError(f"cannot write the report to {out}: use a .md file name")
+    return path
