@@ -65,8 +65,7 @@ from enum import Enum
 
 import sympy as sp
 
-from f8roof.models.recipes import BLOCK_SCALE_BYTES, ROLES, Granularity, Recipe, Role
-from f8roof.models.traffic import (
+from f8roof.models.kernel_traffic import (
     BF16_BYTES,
     FP8_BYTES,
     KernelTraffic,
@@ -74,6 +73,7 @@ from f8roof.models.traffic import (
     TrafficModel,
     numel,
 )
+from f8roof.models.recipes import BLOCK_SCALE_BYTES, ROLES, Granularity, Recipe, Role
 from f8roof.models.variant import ContextError, Implementation
 
 # The cast kernels torchao 0.18 calls, in its call order, each with the (role, cast) it makes.
