@@ -23,6 +23,7 @@ import sympy as sp
 
 from f8roof.calibration.file import Calibration
 from f8roof.inputs.shapes import as_array
+from f8roof.models.block_traffic import is_read_off, kernel_kind, torchao_kernels
 from f8roof.models.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
@@ -41,6 +42,7 @@ from f8roof.models.variant import (
     Context,
     Implementation,
     Variant,
+    check_gpu_support,
     fp8_reason_codes,
 )
 
@@ -61,8 +63,10 @@ class EstimateConfig:
     grouped: bool = False
 
     def __post_init__(self) -> None:
-        # A recipe the implementation lacks (torchao has no delayed scaling) is refused here.
+        # A recipe the implementation lacks (torchao has no delayed scaling), or whose gemms
+        # the GPU has no kernel for (MX before Blackwell), is refused here.
         Variant(self.recipe, self.implementation, self.context)
+        check_gpu_support(self.recipe, self.gpu)
         if self.grouped and (
             self.recipe != GROUPED_RECIPE
             or self.context != Context()
@@ -212,16 +216,50 @@ def fitted_overhead(
     calibration: Calibration, variant: Variant, shapes: ShapeArrays
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The calibration's overhead at each shape: the float8 graph's fitted non-gemm kernels less
-    the bf16 graph's of the same context (bytes, seconds), and the context's own seconds."""
+    the bf16 graph's of the same context (bytes, seconds), and the context's own seconds.
+    A variant whose kernels are read off torchao's code (`models.block_traffic`) has no fits:
+    its kernels' bytes are timed by the calibration's kernel-time model, beside the bf16
+    graph's context (nothing fuses into torchao's opaque casts)."""
     bf16 = calibration.variant(variant.baseline.key)
-    fp8 = calibration.variant(variant.key)
     bf16_bytes, context_s = fitted_kernels(
         bf16.traffic.regimes, calibration.kernel_time, bf16.variant, shapes
     )
+    if uses_read_off(calibration, variant):
+        nbytes, seconds = read_off_kernels(calibration, variant.recipe, shapes)
+        return nbytes, seconds, context_s
+    fp8 = calibration.variant(variant.key)
     fp8_bytes, fp8_s = fitted_kernels(
         fp8.traffic.regimes, calibration.kernel_time, fp8.variant, shapes
     )
     return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
+
+
+def uses_read_off(calibration: Calibration, variant: Variant) -> bool:
+    """Whether the calibration times this variant's read-off kernels (it has no graphs of it)."""
+    return is_read_off(variant.recipe) and not calibration.has(variant.key)
+
+
+@lru_cache(maxsize=16)
+def _read_off_functions(recipe: Recipe):
+    """numpy functions (M, K, N) -> bytes of each read-off kernel, with its kind; built once."""
+    return tuple(
+        (kernel_kind(kernel), sp.lambdify(SYMBOLS, traffic.bytes_total, modules="numpy"))
+        for kernel, traffic in torchao_kernels(recipe)
+    )
+
+
+def read_off_kernels(
+    calibration: Calibration, recipe: Recipe, shapes: ShapeArrays
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and seconds of torchao's read-off kernels at each shape (their worst model: the
+    traffic their code moves), each timed by the calibration's model of its kernel kind."""
+    nbytes = np.zeros(np.shape(shapes.M))
+    seconds = np.zeros(np.shape(shapes.M))
+    for kind, fn in _read_off_functions(recipe):
+        moved = np.broadcast_to(np.asarray(fn(shapes.M, shapes.K, shapes.N), float), nbytes.shape)
+        nbytes = nbytes + moved
+        seconds = seconds + calibration.kernel_time.time_s(kind, moved)
+    return nbytes, seconds
 
 
 def calibrated_columns(
@@ -229,7 +267,9 @@ def calibrated_columns(
 ) -> dict[str, np.ndarray]:
     """The calibrated prediction: device clock first, the wall clock where it was measured."""
     bf16 = calibration.variant(variant.baseline.key)
-    fp8 = calibration.variant(variant.key)
+    read_off = uses_read_off(calibration, variant)
+    # read-off kernels: the fixed costs of the bf16 graph (no graph of theirs was compiled)
+    fp8 = bf16 if read_off else calibration.variant(variant.key)
     shapes = ShapeArrays(M, K, N)  # one: the overhead and its range share its distances
     overhead_bytes, overhead_s, context_s = fitted_overhead(calibration, variant, shapes)
     bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
@@ -239,7 +279,11 @@ def calibrated_columns(
     columns = {"overhead_bytes_fitted": overhead_bytes}
     # over the kernel sets compiled at the calibration shapes around each shape; none where
     # every calibration shape compiled to one set
-    found = ranges and kernel_set_range(fp8.traffic.regimes, bf16.traffic.regimes, shapes)
+    found = (
+        ranges
+        and not read_off
+        and kernel_set_range(fp8.traffic.regimes, bf16.traffic.regimes, shapes)
+    )
     if found:
         columns |= {"overhead_bytes_fitted_low": found[0], "overhead_bytes_fitted_high": found[1]}
     columns |= {

@@ -135,6 +135,17 @@ def bytes_source(recipe: Recipe | None) -> tuple[BytesSource, str]:
     return BytesSource.GENERATED, "Inductor generates every cast of this recipe"
 
 
+def is_read_off(recipe: Recipe | None) -> bool:
+    return bytes_source(recipe)[0] is BytesSource.READ_OFF
+
+
+def kernel_kind(kernel: str) -> str:
+    """The Inductor kernel kind whose time model a read-off kernel is timed by: a cast
+    reduces each block and casts it in one pass over its tile, as Inductor's persistent
+    reductions do; `to_blocked` is a copy (pointwise)."""
+    return "pointwise" if kernel == "to_blocked" else "persistent_reduction"
+
+
 def torchao_kernels(recipe: Recipe) -> tuple[tuple[str, KernelTraffic], ...]:
     """The worst model's passes beside the torchao kernel each is (`to_blocked` for the scale
     rearrangements Inductor compiles): what `compare` lists for a read-off variant."""
