@@ -31,7 +31,7 @@ from f8roof.models.gemm import (
     TableGemm,
     linear_gemm_times,
 )
-from f8roof.models.grouped import GROUPED_RECIPE, grouped_traffic
+from f8roof.models.grouped import grouped_traffic, is_grouped_recipe
 from f8roof.models.hardware import GPU
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
 from f8roof.models.overhead import fitted_kernels, kernel_set_range
@@ -68,14 +68,16 @@ class EstimateConfig:
         Variant(self.recipe, self.implementation, self.context)
         check_gpu_support(self.recipe, self.gpu)
         if self.grouped and (
-            self.recipe != GROUPED_RECIPE
+            not is_grouped_recipe(self.recipe)
             or self.context != Context()
             or self.fused
             or self.limited
             or self.calibration is not None
         ):
             # a calibration's fitted overhead is Float8Linear's, not the grouped path's
-            raise ValueError("a grouped config is rowwise, standalone, uncalibrated, without F/L")
+            raise ValueError(
+                "a grouped config is rowwise or MXFP8, standalone, uncalibrated, without F/L"
+            )
 
     @property
     def variant(self) -> Variant:
@@ -116,7 +118,7 @@ def traffic_model(
     """The sympy model of an overhead at `level`: torchao's grouped-gemm path for routed
     experts (`grouped`), else the linear's worst or ideal model with the seed's F and L."""
     if grouped:
-        return grouped_traffic(level)
+        return grouped_traffic(level, recipe)
     if level is Level.WORST:
         return worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
     return ideal_traffic(recipe, implementation=implementation, fused=fused)

@@ -355,3 +355,127 @@ def test_hand_written_kernels_do_not_generate_here(name, why):
     with pytest.raises(CaptureError, match=why):
         capture(variant, (256, 256, 512), device="codegen", gpu=find_gpu("b200"))
     assert bytes_source(variant.recipe)[0] is BytesSource.READ_OFF
+
+
+# ---- routed experts on torchao's MXFP8 grouped path -------------------------------------------
+
+
+def test_mx_grouped_traffic():
+    from f8roof.models.grouped import grouped_traffic
+    from f8roof.models.kernel_traffic import Level
+
+    n = 8192 * 8192
+    worst = grouped_traffic(Level.WORST, Recipe.from_name("mxfp8_rceil"))
+    # per role: two casts (2 x (2n read + n + n/32 written)); rearranged scales: the weight's
+    # forward ones and both grad_weight operands' (n/32 read and written): 6n + 4n/32 each
+    assert at(worst.total, 8192, 8192, 8192) == 3 * (6 * n + 4 * n // 32) == 1_233_125_376
+    ideal = grouped_traffic(Level.IDEAL, Recipe.from_name("mxfp8_rceil"))
+    assert at(ideal.total, 8192, 8192, 8192) == 3 * (4 * n + n // 16)
+    hp = grouped_traffic(Level.WORST, Recipe.from_name("mxfp8_rceil_wgrad_with_hp"))
+    # no column casts of input and grad_output (nor their rearrangements): 3n + n/32 each; the
+    # weight's two casts and its forward rearrangement: 6n + 4n/32; 817,889,280 in all
+    assert at(hp.total, 8192, 8192, 8192) == 2 * (3 * n + n // 32) + 6 * n + 4 * n // 32
+    with pytest.raises(ModelError, match="rowwise or MXFP8"):
+        grouped_traffic(Level.WORST, Recipe.from_name("tensorwise"))
+
+
+def test_mx_grouped_model_follows_torchaos_code():
+    grouped = pytest.importorskip("torchao.prototype.moe_training.mxfp8_grouped_mm")
+    from f8roof.models.grouped import MX_GROUPED_KERNELS
+
+    pattern = (
+        r"\b(mxfp8_quantize_2d_1x32_cutedsl|triton_to_mxfp8_dim0|triton_mx_block_rearrange_\w+"
+        r"|mxfp8_quantize_cuda_3d|_to_mxfp8_dim1_kernel_wrapper)\("
+    )
+    calls = [
+        name
+        for f in (grouped._compute_fwd_sm100, grouped._compute_dgrad_sm100)
+        for name in re.findall(pattern, inspect.getsource(f))
+    ]
+    wgrad = inspect.getsource(grouped._compute_wgrad_sm100)
+    calls += re.findall(pattern, wgrad)
+    # the CUDA colwise cast is `_to_mxfp8_dim1_kernel_wrapper(..., MXFP8Dim1CastKernelChoice.CUDA)`
+    assert wgrad.count("cast_kernel_choice=MXFP8Dim1CastKernelChoice.CUDA") == 2
+    expected = []
+    for kernel, _, _, rearrange in MX_GROUPED_KERNELS:
+        expected.append("_to_mxfp8_dim1_kernel_wrapper" if kernel == "mxfp8_quantize" else kernel)
+        if rearrange and kernel != "mxfp8_quantize":
+            expected.append(rearrange)
+    expected += ["triton_mx_block_rearrange_2d_K_groups"] * 2  # after both colwise casts
+    assert calls == expected
+    # the recipes leave token groups unpadded (no padding pass to model)
+    from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig, MXFP8TrainingRecipe
+
+    for name in ("mxfp8_rceil", "mxfp8_rceil_wgrad_with_hp"):
+        config = MXFP8TrainingOpConfig.from_recipe(MXFP8TrainingRecipe(name))
+        assert not config.pad_token_groups_for_grouped_mm
+
+
+def test_moe_experts_train_on_the_mxfp8_grouped_path():
+    from f8roof.estimate import EstimateConfig
+    from f8roof.recommend import grouped_config
+
+    mx = Recipe.from_name("mxfp8_rceil")
+    config = grouped_config(EstimateConfig(mx, find_gpu("b200")))
+    assert config.grouped and config.recipe == mx and config.implementation is TORCHAO
+    rowwise = grouped_config(EstimateConfig(Recipe.from_name("tensorwise"), find_gpu("b200")))
+    assert rowwise.recipe == Recipe.from_name("rowwise")
+
+
+# ---- the command line -------------------------------------------------------------------------
+
+
+def _run(*args):
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    return CliRunner().invoke(main, list(args))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("estimate", "--gpu", "h100", "--recipe", "mxfp8_rceil"), "h100 has no MX gemms"),
+        (("estimate", "--gpu", "mi300x", "--recipe", "mxfp8_rceil"), "mi300x has no MX gemms"),
+        (("estimate", "--gpu", "b200", "--recipe", "blockwise"), "b200 has no 1x128/128x128"),
+        (
+            (
+                "estimate",
+                "--gpu",
+                "h100",
+                "--recipe",
+                "tensorwise,mxfp8_rceil",
+                "--model",
+                "gpt2",
+                "--tokens",
+                "4096",
+            ),
+            "h100 has no MX gemms",
+        ),
+    ],
+)
+def test_unsupported_recipes_are_one_line_exit_2(args, message):
+    result = _run(*args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
+
+
+def test_compare_lists_the_read_off_kernels():
+    pytest.importorskip("torchao.prototype.moe_training")
+    args = ("compare", "--gpu", "b200", "--recipe", "mxfp8_rceil", "--shape", "8192,8192,8192")
+    result = _run(*args, "--device", "codegen")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "READ OFF torchao's code for b200, not compiled" in out
+    assert out.count("triton_to_mxfp8_dim0") == 3 and out.count("mxfp8_quantize ") == 3
+    assert "worst       1,245,708,288 B" in out and "ideal         817,889,280 B" in out
+    assert "read-off    1,245,708,288 B" in out
+    import json
+
+    report = _run(*args, "--device", "codegen", "--json").stdout
+    data = json.loads(report[report.index("{") :])
+    assert data["bytes_source"] == "read-off" and len(data["shapes"][0]["kernels"]) == 12
+    refused = _run("compare", "--gpu", "h100", "--recipe", "mxfp8_rceil", "--device", "codegen")
+    assert refused.exit_code == 2 and "h100 has no MX gemms" in refused.output
