@@ -479,3 +479,32 @@ def test_compare_lists_the_read_off_kernels():
     assert data["bytes_source"] == "read-off" and len(data["shapes"][0]["kernels"]) == 12
     refused = _run("compare", "--gpu", "h100", "--recipe", "mxfp8_rceil", "--device", "codegen")
     assert refused.exit_code == 2 and "h100 has no MX gemms" in refused.output
+
+
+def test_calibrate_refuses_what_cannot_be_generated(tmp_path):
+    pytest.importorskip("torchao.prototype.moe_training")
+    out = str(tmp_path / "c.json")
+    result = _run(
+        "calibrate",
+        "--device",
+        "codegen",
+        "--gpu",
+        "b200",
+        "--recipes",
+        "mxfp8_rceil",
+        "--out",
+        out,
+    )
+    assert result.exit_code == 2 and "read off torchao's code" in result.output
+    result = _run(
+        "calibrate",
+        "--device",
+        "codegen",
+        "--gpu",
+        "h100",
+        "--recipes",
+        "mxfp8_emulated_rceil,blockwise",
+        "--out",
+        out,
+    )
+    assert result.exit_code == 2 and "torchao:blockwise cannot be compiled" in result.output
