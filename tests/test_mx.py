@@ -508,3 +508,36 @@ def test_calibrate_refuses_what_cannot_be_generated(tmp_path):
         out,
     )
     assert result.exit_code == 2 and "torchao:blockwise cannot be compiled" in result.output
+
+
+# ---- the shipped b200 file --------------------------------------------------------------------
+
+
+def test_b200_estimate_answers_from_the_shipped_file():
+    result = _run(
+        "estimate", "--gpu", "b200", "--recipe", "mxfp8_rceil,tensorwise,rowwise",
+        "--model", "llama3-8b", "--tokens", "8192",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "using shipped b200.json: traffic from generated code" in result.output
+    assert "x mxfp8_rceil" in result.output and "x tensorwise" in result.output
+
+
+def test_read_off_kernels_timed_by_the_shipped_kernel_time_model():
+    from f8roof.estimate import estimate
+    from f8roof.resolve import Request, resolve
+
+    config = resolve(Request(gpu="b200", recipes="mxfp8_rceil")).config
+    assert config.calibration is not None and config.implementation is TORCHAO
+    row = estimate([(8192, 8192, 8192)], config).iloc[0]
+    # the read-off kernels are the worst model's passes: 99/16 of each role's numel
+    assert row["overhead_bytes_fitted"] == pytest.approx(1_245_708_288)
+    kernel_time = config.calibration.kernel_time
+    expected = 6 * kernel_time.time_s("persistent_reduction", 2 * 8192**2 + 33 * 8192**2 // 32)
+    expected += 6 * kernel_time.time_s("pointwise", 2 * 8192**2 // 32)
+    assert row["overhead_s_fitted"] == pytest.approx(float(expected))
+    # emulated MX is in the file, fitted from its generated code: 97/4 of each numel
+    emulated = resolve(Request(gpu="b200", recipes="mxfp8_emulated_rceil")).config
+    assert emulated.calibration.has("torchao:mxfp8_emulated_rceil@rmsnorm+none")
+    fitted = estimate([(8192, 8192, 8192)], emulated).iloc[0]["overhead_bytes_fitted"]
+    assert fitted == pytest.approx(97 * 3 * 8192**2 / 4)
