@@ -341,6 +341,11 @@ def test_emulated_mx_generated_bytes_equal_the_worst_model():
     # MK 65,536, KN 131,072, MN 131,072: 97/4 x 327,680 = 7,946,240
     assert captured.overhead_bytes == 7_946_240
     assert captured.overhead_bytes == at(models("mxfp8_emulated_rceil")[0].total, *shape)
+    # the block-shaped buffers ((M, K/32, 32), a scale per block) are read as the linear's
+    # tensors, so the exact fits see every byte: no workspace, each kernel 97/16 of a numel
+    samples = captured.samples()
+    assert all(s.workspace == 0 and s.polynomial is not None for s in samples)
+    assert {str(s.polynomial) for s in samples} == {"97/16*MK", "97/16*KN", "97/16*MN"}
     gemms = [launch for launch in captured.launches if launch.is_gemm]
     assert len(gemms) == 3 and all(g.name == "extern_kernels.mm" for g in gemms)  # bf16 mm
 
