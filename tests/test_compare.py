@@ -242,7 +242,9 @@ def test_shipped_calibration_beside_this_compile_differs_by_the_workspace_only()
     )
     assert check.generated == (row.bytes_actual,)
     assert check.generated[0] - check.fitted[0] == workspace
-    assert "M=1536 K=2560 N=1024: calibration" in "\n".join(check.lines())
+    from f8roof.renderers.comparison import calibration_check_lines
+
+    assert "M=1536 K=2560 N=1024: calibration" in "\n".join(calibration_check_lines(check))
 
 
 def test_calibration_without_the_variant_is_refused_before_compiling():

@@ -186,7 +186,7 @@ def render_text(c: Comparison | ReadOffComparison, check: CalibrationCheck | Non
         for u in c.fit.unfitted:
             lines.append(f"unfitted shapes {', '.join(map(str, u.shapes))}: {u.reason}")
     if check is not None:
-        lines += ["", *check.lines()]
+        lines += ["", *calibration_check_lines(check)]
     return "\n".join(lines) + "\n"
 
 
