@@ -236,6 +236,15 @@ def fitted_overhead(
     return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
 
 
+def calibration_covers(calibration: Calibration, variant: Variant) -> bool:
+    """The calibration has the variant's graphs, or (torchao's read-off MX and blockwise
+    kernels, `models.block_traffic`) the bf16 graph of its context and the kernel-time model
+    that times them."""
+    if is_read_off(variant.recipe):
+        return calibration.has(variant.baseline.key)
+    return calibration.has(variant.key)
+
+
 def uses_read_off(calibration: Calibration, variant: Variant) -> bool:
     """Whether the calibration times this variant's read-off kernels (it has no graphs of it)."""
     return is_read_off(variant.recipe) and not calibration.has(variant.key)

@@ -51,7 +51,7 @@ from f8roof.architectures.training import (
 )
 from f8roof.calibration.file import Calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate, traffic_model
+from f8roof.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.models.grouped import GROUPED_RECIPE, is_grouped_recipe
 from f8roof.models.overhead import kernel_set_note
@@ -297,8 +297,8 @@ def _by_context(
     for context in dict.fromkeys(contexts):
         rows = [i for i, c in enumerate(contexts) if c == context]
         used = context
-        if config.calibration is not None and not config.calibration.has(
-            replace(config, context=context).variant.key
+        if config.calibration is not None and not calibration_covers(
+            config.calibration, replace(config, context=context).variant
         ):
             used = Context()
         part = _timed(

@@ -23,7 +23,7 @@ from pathlib import Path
 from f8roof.calibration.file import Calibration
 from f8roof.calibrations import ROOFLINE, shipped_calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig
+from f8roof.estimate import EstimateConfig, calibration_covers
 from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.models.block_traffic import is_read_off
 from f8roof.models.errors import ModelError
@@ -224,7 +224,7 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     ]
     if calibration is None:
         return Resolved(tuple(configs), (), source, gemm_label)
-    usable = [c for c in configs if _calibrated(calibration, c.variant)]
+    usable = [c for c in configs if calibration_covers(calibration, c.variant)]
     shipped = request.calibration is None
     if shipped and not usable:
         # What the shipped file lacks (a per-role scaling, a context it has no graphs of) is
@@ -239,15 +239,6 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
             calibration.variant(c.variant.baseline.key if is_read_off(c.recipe) else c.variant.key)
     skipped = tuple(c.variant.key for c in configs if c not in usable)
     return Resolved(tuple(usable), skipped, source, gemm_label)
-
-
-def _calibrated(calibration: Calibration, variant: Variant) -> bool:
-    """The calibration has the variant's graphs, or (torchao's read-off MX and blockwise
-    kernels, `models.block_traffic`) the bf16 graph of its context and the kernel-time model
-    that times them."""
-    if is_read_off(variant.recipe):
-        return calibration.has(variant.baseline.key)
-    return calibration.has(variant.key)
 
 
 def _gemm(
