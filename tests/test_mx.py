@@ -546,3 +546,21 @@ def test_read_off_kernels_timed_by_the_shipped_kernel_time_model():
     assert emulated.calibration.has("torchao:mxfp8_emulated_rceil@rmsnorm+none")
     fitted = estimate([(8192, 8192, 8192)], emulated).iloc[0]["overhead_bytes_fitted"]
     assert fitted == pytest.approx(97 * 3 * 8192**2 / 4)
+
+
+def test_module_filter_for_mxfp8_is_quantize_filter_fn():
+    """torchao converts MX with `quantize_(model, MXFP8TrainingOpConfig..., filter_fn=...)`:
+    the same (module, fqn) call, here on b200's shipped file."""
+    from torch import nn
+
+    import f8roof
+
+    model = nn.Sequential(nn.Linear(4096, 4096), nn.Linear(4096, 100))
+    keep = f8roof.module_filter(model, 16384, gpu="b200", recipe="mxfp8_rceil")
+    assert keep.recommendation.recipes == ("mxfp8_rceil",) and keep.recommendation.gpu == "b200"
+    converted = {
+        fqn for fqn, m in model.named_modules() if isinstance(m, nn.Linear) and keep(m, fqn)
+    }
+    assert converted == {"0"}  # N = 100: not a multiple of MX's 32-element blocks
+    with pytest.raises(Exception, match="h100 has no MX gemms"):
+        f8roof.module_filter(model, 16384, gpu="h100", recipe="mxfp8_rceil")
