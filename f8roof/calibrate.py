@@ -27,12 +27,13 @@ from f8roof.calibration.file import (
 )
 from f8roof.calibration.fitting import Measurements, fit_calibration, traffic_calibration
 from f8roof.errors import F8RoofError
+from f8roof.models.block_traffic import bytes_source, is_read_off
 from f8roof.models.datasheet import datasheet_timing
 from f8roof.models.fit import CPU_FIT_SHAPES, FIT_SHAPES, Shape, ShapeSample, shape_text
 from f8roof.models.gemm import GEMM_ROLES, fp8_gemm_dtype
 from f8roof.models.hardware import GPU, resolve_gpu
 from f8roof.models.recipes import Recipe
-from f8roof.models.variant import Context, Implementation, Variant
+from f8roof.models.variant import Context, Implementation, Variant, check_gpu_support
 from f8roof.runner import Checkpoint, Task, run_tasks
 
 # What a GPU calibration measures by default: what users train with (torchao's recipes) and
@@ -179,12 +180,23 @@ def calibrate_options(
     """`f8roof calibrate`'s options: on a CPU one tensorwise variant by default, elsewhere
     CALIBRATION_VARIANTS; the codegen target only for codegen."""
     default = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
+    variants = requested_variants(recipes, implementation, contexts, default=default)
+    target = resolve_gpu(gpu) if device == "codegen" else None
+    for variant in variants:
+        if device != "cuda" and is_read_off(variant.recipe):
+            # torchao's MX / blockwise casts: hand-written kernels nothing generates here
+            raise F8RoofError(
+                f"{variant.key} cannot be compiled without a GPU ({bytes_source(variant.recipe)[1]}); "
+                "its traffic is read off torchao's code: see f8roof compare"
+            )
+        if target is not None:
+            check_gpu_support(variant.recipe, target)
     return CalibrateOptions.defaults(
         device,
-        variants=requested_variants(recipes, implementation, contexts, default=default),
+        variants=variants,
         quick=quick,
         budget_s=budget_s,
-        gpu=resolve_gpu(gpu) if device == "codegen" else None,
+        gpu=target,
         artifacts=Path(artifacts) if artifacts else None,
         jobs=jobs,
     )

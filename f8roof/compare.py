@@ -184,6 +184,92 @@ def class_rates_for(gpu: GPU | None) -> ClassRates | None:
     )
 
 
+@dataclass(frozen=True)
+class ReadOffKernel:
+    """One kernel torchao runs, its bytes at one shape read off its code."""
+
+    kernel: str  # torchao's kernel (`triton_to_mxfp8_dim0`), or `to_blocked` (Inductor's)
+    name: str  # the model's pass (`input.cast_rows`)
+    kind: str  # the Inductor kernel kind its time is modelled by
+    bytes_read: int
+    bytes_written: int
+
+
+@dataclass(frozen=True)
+class ReadOffShape:
+    shape: Shape
+    bytes_worst: int
+    bytes_ideal: int
+    kernels: tuple[ReadOffKernel, ...]
+
+    @property
+    def bytes_actual(self) -> int:
+        return sum(k.bytes_read + k.bytes_written for k in self.kernels)
+
+
+@dataclass(frozen=True)
+class ReadOffComparison:
+    """compare for a variant whose casts are hand-written kernels this machine cannot generate
+    (`models.block_traffic.READ_OFF_REASONS`): their traffic read off torchao's code."""
+
+    variant: Variant
+    gpu: str | None
+    versions: Mapping[str, str]
+    reason: str
+    worst: Polynomial
+    ideal: Polynomial
+    shapes: tuple[ReadOffShape, ...]
+
+
+def read_off_compare(
+    variant: Variant,
+    shapes: list[Shape],
+    *,
+    gpu: GPU | None,
+    fused: frozenset[Role] = frozenset(),
+    limited: frozenset[Role] = frozenset(),
+) -> ReadOffComparison:
+    """The read-off kernels at each shape beside the worst and ideal models; nothing compiles."""
+    from f8roof.models.block_traffic import bytes_source, kernel_kind, torchao_kernels
+    from f8roof.profiler.graphs import versions
+
+    recipe, implementation = variant.recipe, variant.implementation
+    worst = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
+    ideal = ideal_traffic(recipe, implementation=implementation, fused=fused)
+    worst, ideal = from_sympy(worst.total), from_sympy(ideal.total)
+    kernels = [
+        (
+            kernel,
+            traffic.name,
+            kernel_kind(kernel),
+            from_sympy(traffic.bytes_read),
+            from_sympy(traffic.bytes_written),
+        )
+        for kernel, traffic in torchao_kernels(recipe)
+    ]
+    rows = tuple(
+        ReadOffShape(
+            s,
+            int(worst.exact(s)),
+            int(ideal.exact(s)),
+            tuple(
+                ReadOffKernel(kernel, name, kind, int(read.exact(s)), int(written.exact(s)))
+                for kernel, name, kind, read, written in kernels
+            ),
+        )
+        for s in shapes
+    )
+    return ReadOffComparison(
+        variant,
+        gpu.name if gpu else None,
+        versions(),
+        bytes_source(recipe)[1],
+        worst,
+        ideal,
+        rows,
+    )
+
+
 def _pairs(shapes: list[Shape], graphs: list[Variant]) -> list[tuple[Shape, Variant]]:
     return [(s, g) for s in shapes for g in graphs]
 
@@ -315,7 +401,7 @@ class CompareRequest:
 
 @dataclass(frozen=True, eq=False)
 class CompareResult:
-    comparison: Comparison
+    comparison: Comparison | ReadOffComparison
     check: CalibrationCheck | None
 
 
@@ -329,6 +415,7 @@ def run_compare(
     then compile and compare. Everything refusable is refused before the first compile; `warn`
     hears each note as soon as it is known."""
     from f8roof.inputs.shapes import parse_shape
+    from f8roof.models.block_traffic import is_read_off
     from f8roof.models.hardware import resolve_gpu
     from f8roof.models.support import check_recipes
     from f8roof.models.traffic import context_fused_roles
@@ -340,7 +427,9 @@ def run_compare(
     target = resolve_gpu(request.gpu)
     check_recipes(target, request.recipe)  # a recipe the target cannot run: one line, first
     recipe = one_recipe(request.recipe, request.scaling)
-    impl = resolve_implementation(request.implementation)
+    # MX and blockwise exist in torchao only: it is the default for them wherever torch runs
+    default = "torchao" if recipe.is_block_scaled else None
+    impl = resolve_implementation(request.implementation or default)
     variant = Variant.of(recipe, impl, Context.from_names(request.before, request.after))
     if request.implementation is None:
         warn(f"implementation: {impl.value} (the default here; --impl)")
@@ -359,6 +448,16 @@ def run_compare(
     elif device == "cuda":
         require_device("cuda")
     fused = parse_roles(request.fused) if request.fused else context_fused_roles(variant.context)
+    limited = frozenset(Role) if request.compile_limitations else frozenset()
+    if is_read_off(recipe) and device != "cuda":
+        if calibration is not None:
+            raise F8RoofError(
+                f"{recipe.name}'s kernels are read off torchao's code here, not generated: no "
+                "calibration fits to check them against; drop --calibration"
+            )
+        warn(f"{recipe.name}: kernels read off torchao's code, not compiled here")
+        comparison = read_off_compare(variant, shapes, gpu=target, fused=fused, limited=limited)
+        return CompareResult(comparison, None)
     result = compare(
         variant,
         shapes,
@@ -366,7 +465,7 @@ def run_compare(
         gpu=target,
         fit=request.fit,
         fused=fused,
-        limited=frozenset(Role) if request.compile_limitations else frozenset(),
+        limited=limited,
         progress=progress,
     )
     check = against_calibration(result, calibration, name) if calibration else None

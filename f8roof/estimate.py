@@ -34,6 +34,7 @@ from f8roof.models.band import (
     linear_speedup_bands,
     measured_rates,
 )
+from f8roof.models.block_traffic import is_read_off, kernel_kind, torchao_kernels
 from f8roof.models.decision import DECISIONS, DecisionPolicy, decide_codes
 from f8roof.models.errors import ModelError
 from f8roof.models.gemm import (
@@ -43,7 +44,7 @@ from f8roof.models.gemm import (
     TableGemm,
     linear_gemm_times,
 )
-from f8roof.models.grouped import GROUPED_RECIPE, grouped_traffic
+from f8roof.models.grouped import grouped_traffic, is_grouped_recipe
 from f8roof.models.hardware import GPU
 from f8roof.models.kernel_classes import GpuFamily
 from f8roof.models.monomials import SYMBOLS, ShapeArrays
@@ -55,6 +56,7 @@ from f8roof.models.variant import (
     Context,
     Implementation,
     Variant,
+    check_gpu_support,
     fp8_reason_codes,
 )
 
@@ -75,17 +77,21 @@ class EstimateConfig:
     grouped: bool = False
 
     def __post_init__(self) -> None:
-        # A recipe the implementation lacks (torchao has no delayed scaling) is refused here.
+        # A recipe the implementation lacks (torchao has no delayed scaling), or whose gemms
+        # the GPU has no kernel for (MX before Blackwell), is refused here.
         Variant(self.recipe, self.implementation, self.context)
+        check_gpu_support(self.recipe, self.gpu)
         if self.grouped and (
-            self.recipe != GROUPED_RECIPE
+            not is_grouped_recipe(self.recipe)
             or self.context != Context()
             or self.fused
             or self.limited
             or self.calibration is not None
         ):
             # a calibration's fitted overhead is Float8Linear's, not the grouped path's
-            raise ValueError("a grouped config is rowwise, standalone, uncalibrated, without F/L")
+            raise ValueError(
+                "a grouped config is rowwise or MXFP8, standalone, uncalibrated, without F/L"
+            )
 
     @property
     def variant(self) -> Variant:
@@ -149,7 +155,7 @@ def traffic_model(
     """The sympy model of an overhead at `level`: torchao's grouped-gemm path for routed
     experts (`grouped`), else the linear's worst or ideal model with the seed's F and L."""
     if grouped:
-        return grouped_traffic(level)
+        return grouped_traffic(level, recipe)
     if level is Level.WORST:
         return worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
     return ideal_traffic(recipe, implementation=implementation, fused=fused)
@@ -252,16 +258,69 @@ def fitted_overhead(
     calibration: Calibration, variant: Variant, shapes: ShapeArrays
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The calibration's overhead at each shape: the float8 graph's fitted non-gemm kernels less
-    the bf16 graph's of the same context (bytes, seconds), and the context's own seconds."""
+    the bf16 graph's of the same context (bytes, seconds), and the context's own seconds.
+    A variant whose kernels are read off torchao's code (`models.block_traffic`) has no fits:
+    its kernels' bytes are timed by the calibration's kernel-time model, beside the bf16
+    graph's context (nothing fuses into torchao's opaque casts)."""
     bf16 = calibration.variant(variant.baseline.key)
-    fp8 = calibration.variant(variant.key)
     bf16_bytes, context_s = fitted_kernels(
         bf16.traffic.kernel_sets, calibration.kernel_time, bf16.variant, shapes
     )
+    if uses_read_off(calibration, variant):
+        nbytes, seconds = read_off_kernels(calibration, variant.recipe, shapes)
+        return nbytes, seconds, context_s
+    fp8 = calibration.variant(variant.key)
     fp8_bytes, fp8_s = fitted_kernels(
         fp8.traffic.kernel_sets, calibration.kernel_time, fp8.variant, shapes
     )
     return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
+
+
+def calibration_covers(calibration: Calibration, variant: Variant) -> bool:
+    """The calibration has the variant's graphs, or (torchao's read-off MX and blockwise
+    kernels, `models.block_traffic`) the bf16 graph of its context and the kernel-time model
+    that times them."""
+    if is_read_off(variant.recipe):
+        return calibration.has(variant.baseline.key)
+    return calibration.has(variant.key)
+
+
+def uses_read_off(calibration: Calibration, variant: Variant) -> bool:
+    """Whether the calibration times this variant's read-off kernels (it has no graphs of it)."""
+    return is_read_off(variant.recipe) and not calibration.has(variant.key)
+
+
+def _read_off_kind_bytes(recipe: Recipe, M, K, N) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The read-off kernels' bytes and count per kind at every shape (as `fitted_kind_bytes`)."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for kind, fn in _read_off_functions(recipe):
+        nbytes = np.broadcast_to(np.asarray(fn(M, K, N), dtype=np.float64), np.shape(M))
+        total, count = out.get(kind, (0.0, 0.0))
+        out[kind] = (total + nbytes, count + np.ones(np.shape(M)))
+    return out
+
+
+@lru_cache(maxsize=16)
+def _read_off_functions(recipe: Recipe):
+    """numpy functions (M, K, N) -> bytes of each read-off kernel, with its kind; built once."""
+    return tuple(
+        (kernel_kind(kernel), sp.lambdify(SYMBOLS, traffic.bytes_total, modules="numpy"))
+        for kernel, traffic in torchao_kernels(recipe)
+    )
+
+
+def read_off_kernels(
+    calibration: Calibration, recipe: Recipe, shapes: ShapeArrays
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and seconds of torchao's read-off kernels at each shape (their worst model: the
+    traffic their code moves), each timed by the calibration's model of its kernel kind."""
+    nbytes = np.zeros(np.shape(shapes.M))
+    seconds = np.zeros(np.shape(shapes.M))
+    for kind, fn in _read_off_functions(recipe):
+        moved = np.broadcast_to(np.asarray(fn(shapes.M, shapes.K, shapes.N), float), nbytes.shape)
+        nbytes = nbytes + moved
+        seconds = seconds + calibration.kernel_time.time_s(kind, moved)
+    return nbytes, seconds
 
 
 def calibrated_columns(
@@ -269,7 +328,9 @@ def calibrated_columns(
 ) -> dict[str, np.ndarray]:
     """The calibrated prediction: device clock first, the wall clock where it was measured."""
     bf16 = calibration.variant(variant.baseline.key)
-    fp8 = calibration.variant(variant.key)
+    read_off = uses_read_off(calibration, variant)
+    # read-off kernels: the fixed costs of the bf16 graph (no graph of theirs was compiled)
+    fp8 = bf16 if read_off else calibration.variant(variant.key)
     shapes = ShapeArrays(M, K, N)  # one: the overhead and its range share its distances
     overhead_bytes, overhead_s, context_s = fitted_overhead(calibration, variant, shapes)
     bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
@@ -279,7 +340,11 @@ def calibrated_columns(
     columns = {"overhead_bytes_fitted": overhead_bytes}
     # over the kernel sets compiled at the calibration shapes around each shape; none where
     # every calibration shape compiled to one set
-    found = ranges and kernel_set_range(fp8.traffic.kernel_sets, bf16.traffic.kernel_sets, shapes)
+    found = (
+        ranges
+        and not read_off
+        and kernel_set_range(fp8.traffic.kernel_sets, bf16.traffic.kernel_sets, shapes)
+    )
     if found:
         columns |= {"overhead_bytes_fitted_low": found[0], "overhead_bytes_fitted_high": found[1]}
     columns |= {
@@ -318,20 +383,28 @@ def band_columns(
     holds it anyway, at every fit shape (tested without `contain`)."""
     calibration = config.calibration
     assert calibration is not None
-    fp8 = calibration.variant(config.variant.key)
     bf16 = calibration.variant(config.variant.baseline.key)
     shapes = ShapeArrays(M, K, N)
-    fp8_kinds = fitted_kind_bytes(fp8.traffic.kernel_sets, shapes)
     bf16_kinds = fitted_kind_bytes(bf16.traffic.kernel_sets, shapes)
     zero = np.zeros(len(M))
+    if uses_read_off(calibration, config.variant):
+        # torchao's opaque casts are the overhead on their own, beside the bf16 graph
+        fp8_kinds = _read_off_kind_bytes(config.recipe, M, K, N)
+        fp8 = bf16
+        extra = {kind: (zero, zero) for kind in bf16_kinds}
+    else:
+        fp8 = calibration.variant(config.variant.key)
+        fp8_kinds = fitted_kind_bytes(fp8.traffic.kernel_sets, shapes)
+        extra = bf16_kinds
     overhead = CornerTimes(zero, zero, zero)
     context = CornerTimes(zero, zero, zero)
     for kind in sorted(set(fp8_kinds) | set(bf16_kinds)):
         rate = kind_rate(rates, kind)
         fp8_bytes, fp8_count = fp8_kinds.get(kind, (zero, zero))
+        less_bytes, less_count = extra.get(kind, (zero, zero))
         bf16_bytes, bf16_count = bf16_kinds.get(kind, (zero, zero))
         overhead = overhead + corner_times(
-            rate, nbytes=fp8_bytes - bf16_bytes, kernels=fp8_count - bf16_count
+            rate, nbytes=fp8_bytes - less_bytes, kernels=fp8_count - less_count
         )
         context = context + corner_times(rate, nbytes=bf16_bytes, kernels=bf16_count)
     gemm = config.gemm_model

@@ -48,6 +48,10 @@ class NoAutoFilter(F8RoofError):
 
 
 def no_rule_reason(recipe: str) -> str:
+    if recipe.startswith("mxfp8") or recipe == "blockwise":
+        # torchao 0.18: quantize_(model, MXFP8TrainingOpConfig, filter_fn=...) and
+        # Float8BlockwiseLinearConfig take the user's filter; no _auto_filter_for_* for them
+        return f"torchao has no auto filter for {recipe} (quantize_ takes your filter_fn)"
     if recipe == "rowwise_gw_hp":
         return "torchao's _auto_filter_for_recipe raises NotImplementedError for rowwise_with_gw_hp"
     return f"torchao has no recipe {recipe!r} (it removed delayed and static scaling)"

@@ -18,7 +18,8 @@ that many gemms, launches included). torchao trains them with its float8 MoE pat
 (torchao.prototype.moe_training: rowwise scales in all three gemms of `_scaled_grouped_mm`,
 casts by hand-written Triton kernels that torch.compile calls as opaque custom ops), so their
 overhead comes from the model of those kernels (`models.grouped`, worst and ideal) whatever the
-calibration, and their recipe is always rowwise.
+calibration, and their recipe is rowwise, or for the MXFP8 recipes torchao's MXFP8 grouped
+path (`_MXFP8GroupedMM`, read off its kernels too).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from f8roof.architectures.training import (
 )
 from f8roof.calibration.file import Calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate, traffic_model
+from f8roof.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
 from f8roof.models.decision import (
     DEFAULT_POLICY,
     DecisionPolicy,
@@ -59,14 +60,14 @@ from f8roof.models.decision import (
     settle_command,
 )
 from f8roof.models.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
-from f8roof.models.grouped import GROUPED_RECIPE
+from f8roof.models.grouped import GROUPED_RECIPE, is_grouped_recipe
 from f8roof.models.overhead import kernel_set_note
 from f8roof.models.recipes import Recipe
 from f8roof.models.traffic import Level, context_fused_roles
 from f8roof.models.variant import TORCHAO_RECIPES, Context, Implementation
 from f8roof.resolve import Request, Resolved, resolve
 
-GROUPED_NOTE = "grouped gemm, rowwise; overhead: torchao's MoE kernels, read off their code"
+GROUPED_NOTE = "grouped gemm, {recipe}; overhead: torchao's MoE kernels, read off their code"
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
@@ -405,8 +406,8 @@ def _by_context(
     for context, in_block in dict.fromkeys(keys):
         rows = [i for i, key in enumerate(keys) if key == (context, in_block)]
         used = context
-        if config.calibration is not None and not config.calibration.has(
-            replace(config, context=context).variant.key
+        if config.calibration is not None and not calibration_covers(
+            config.calibration, replace(config, context=context).variant
         ):
             used = Context()
         part = _timed(
@@ -442,15 +443,20 @@ def grouped_config(config: EstimateConfig) -> EstimateConfig:
     token permutation, and torchao's hand-written casts fuse nothing. The gemms are timed as
     the reference's because `_scaled_grouped_mm` takes row/column scales with fast accumulation
     in all three gemms, unlike Float8Linear's unit-scale backward gemms."""
+    # MXFP8 recipes train experts on torchao's MXFP8 grouped path; every other recipe on its
+    # float8 rowwise one
+    mx = is_grouped_recipe(config.recipe) and config.recipe != GROUPED_RECIPE
+    recipe = config.recipe if mx else GROUPED_RECIPE
     gemm = config.gemm_model
+    fp8 = "fp8" if mx else "fp8_rowwise"
     if isinstance(gemm, TableGemm) and not all(
-        (dtype, role) in gemm.tables for dtype in ("bf16", "fp8_rowwise") for role in GEMM_ROLES
+        (dtype, role) in gemm.tables for dtype in ("bf16", fp8) for role in GEMM_ROLES
     ):
         gemm = RooflineGemm(config.gpu)
     return replace(
         config,
-        recipe=GROUPED_RECIPE,
-        implementation=Implementation.REFERENCE,
+        recipe=recipe,
+        implementation=Implementation.TORCHAO if mx else Implementation.REFERENCE,
         context=Context(),
         fused=frozenset(),
         limited=frozenset(),
@@ -579,7 +585,7 @@ def _note(row, criterion: str) -> str:
     tell; how a routed expert's row is estimated; a padded or unsharded shape."""
     notes = []
     if row.grouped:
-        notes.append(GROUPED_NOTE)
+        notes.append(GROUPED_NOTE.format(recipe=row.recipe))
     if row.shape_note:
         notes.append(row.shape_note)
     if row.context_note:

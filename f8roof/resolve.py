@@ -23,12 +23,21 @@ from pathlib import Path
 from f8roof.calibration.file import Calibration
 from f8roof.calibrations import ROOFLINE, shipped_calibration
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig
+from f8roof.estimate import EstimateConfig, calibration_covers
 from f8roof.inputs.gemm_table import load_gemm_table
+from f8roof.models.block_traffic import is_read_off
 from f8roof.models.errors import ModelError
 from f8roof.models.gemm import RooflineGemm, TableGemm
 from f8roof.models.hardware import GPU, resolve_gpu
-from f8roof.models.recipes import RECIPE_NAMES, ROLES, Recipe, RecipeError, Role, parse_scaling
+from f8roof.models.recipes import (
+    ALL_RECIPE_NAMES,
+    RECIPE_NAMES,
+    ROLES,
+    Recipe,
+    RecipeError,
+    Role,
+    parse_scaling,
+)
 from f8roof.models.support import check_recipes
 from f8roof.models.traffic import context_fused_roles
 from f8roof.models.variant import (
@@ -107,7 +116,7 @@ def parse_recipes(
         else [t.strip() for t in text.split(",") if t.strip()]
     )
     if not names:
-        raise RecipeError("no recipe given; known: all, " + ", ".join(RECIPE_NAMES))
+        raise RecipeError("no recipe given; known: all, " + ", ".join(ALL_RECIPE_NAMES))
     if scaling and len(names) > 1:
         raise RecipeError("--scaling sets one tensorwise recipe; give a single --recipe with it")
     per_role = parse_scaling(scaling) if scaling else None
@@ -151,6 +160,8 @@ def _implementation(
     only the reference's graphs of it."""
     if text is not None:
         return parse_implementation(text)
+    if recipe.is_block_scaled:  # MX and blockwise: torchao's only
+        return Implementation.TORCHAO
     candidates = [Implementation.REFERENCE]
     if recipe.name in TORCHAO_RECIPES:
         candidates.insert(0, Implementation.TORCHAO)
@@ -252,7 +263,7 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     ]
     if calibration is None:
         return Resolved(tuple(configs), (), source, gemm_label)
-    usable = [c for c in configs if calibration.has(c.variant.key)]
+    usable = [c for c in configs if calibration_covers(calibration, c.variant)]
     shipped = request.calibration is None
     if shipped and not usable:
         # What the shipped file lacks (a per-role scaling, a context it has no graphs of) is
@@ -263,7 +274,8 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
         return Resolved(roofline, (), source, gemm_label if gemm else "roofline at the seed's 60%")
     if len(configs) == 1 or not usable:
         for c in configs:
-            calibration.variant(c.variant.key)  # refuses, naming what the file has
+            # refuses, naming what the file has
+            calibration.variant(c.variant.baseline.key if is_read_off(c.recipe) else c.variant.key)
     skipped = tuple(c.variant.key for c in configs if c not in usable)
     return Resolved(tuple(usable), skipped, source, gemm_label)
 

@@ -1,4 +1,4 @@
-"""Build the shipped traffic calibrations: f8roof/calibrations/{h100,h200,h100-meta}.json.
+"""Build the shipped traffic calibrations: f8roof/calibrations/{h100,h200,h100-meta,b200}.json.
 
 Each is the exact bytes of the code torch.compile generates (codegen-only, no GPU) for every
 shipped variant at the 12 fit shapes, timed by models/datasheet.py for that GPU. The kernels
@@ -8,7 +8,13 @@ every variant again for h200 at one shape and comparing the kernels. Rerun it wh
 torchao changes (the files record both versions); on the same versions it rewrites the files
 byte for byte.
 
-    PYTHONPATH=. python scripts/build_traffic_calibrations.py [--jobs 2] [--out DIR]
+`--gpu b200` builds b200.json alone, from code generated for b200 (compute capability 10.0,
+148 SMs: Inductor's heuristics read both), with the block-scaled recipes whose casts Inductor
+generates (mxfp8_emulated_rceil) beside the others; those whose casts are hand-written kernels
+(mxfp8_rceil, mxfp8_rceil_wgrad_with_hp, blockwise) cannot be generated without a GPU, and
+their traffic is read off their code (models/block_traffic.py).
+
+    PYTHONPATH=. python scripts/build_traffic_calibrations.py [--gpu h100|b200] [--jobs 2] [--out DIR]
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ from pathlib import Path
 from f8roof.calibrate import CalibrateOptions, generated_samples
 from f8roof.calibration.fitting import traffic_calibration
 from f8roof.calibrations import SHIPPED
+from f8roof.models.block_traffic import BytesSource, bytes_source
 from f8roof.models.datasheet import datasheet_timing
 from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import TORCHAO_RECIPES, Context, Implementation, Variant
+from f8roof.models.recipes import BLOCK_SCALED_NAMES, Recipe
+from f8roof.models.variant import FLOAT8_LINEAR_RECIPES, Context, Implementation, Variant
 
 # The contexts the built-in architectures put linears in (architectures.input_context) and
 # torchao's float8 benchmark's LayerNorm -> Linear -> Sigmoid.
@@ -45,15 +52,25 @@ REFERENCE_RECIPES = (
 )
 CODE_FOR = "h100"
 CHECKED = "h200"
+# The presets each --gpu writes: h100's code serves h200 and h100-meta (same SMs and compute
+# capability); b200's is its own.
+WRITTEN = {"h100": ("h100", "h200", "h100-meta"), "b200": ("b200",)}
+# The block-scaled recipes Inductor generates code for (bytes_source), shipped for b200 only:
+# the GPUs without MX gemms train tensorwise or rowwise.
+GENERATED_BLOCK_SCALED = tuple(
+    n for n in BLOCK_SCALED_NAMES if bytes_source(Recipe.from_name(n))[0] is BytesSource.GENERATED
+)
 
 
-def shipped_variants() -> tuple[Variant, ...]:
-    """torchao's recipes in every context; the reference's (delayed and static scaling
-    included, which only it has) for the standalone linear."""
+def shipped_variants(gpu: str = CODE_FOR) -> tuple[Variant, ...]:
+    """torchao's recipes in every context (on b200 the generated block-scaled ones too); the
+    reference's (delayed and static scaling included, which only it has) for the standalone
+    linear."""
+    recipes = (*FLOAT8_LINEAR_RECIPES, *(GENERATED_BLOCK_SCALED if gpu == "b200" else ()))
     torchao = tuple(
         Variant(Recipe.from_name(r), Implementation.TORCHAO, Context.from_name(c))
         for c in CONTEXTS
-        for r in TORCHAO_RECIPES
+        for r in recipes
     )
     reference = tuple(
         Variant(Recipe.from_name(r), Implementation.REFERENCE) for r in REFERENCE_RECIPES
@@ -78,10 +95,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--out", type=Path, default=Path("f8roof/calibrations"))
+    parser.add_argument(
+        "--gpu", choices=sorted(WRITTEN), default=CODE_FOR, help="whose code to generate"
+    )
     args = parser.parse_args()
     start = time.monotonic()
     options = CalibrateOptions.defaults(
-        "codegen", variants=shipped_variants(), gpu=find_gpu(CODE_FOR), jobs=args.jobs
+        "codegen", variants=shipped_variants(args.gpu), gpu=find_gpu(args.gpu), jobs=args.jobs
     )
     samples = generated_samples(options)
     print(
@@ -89,10 +109,12 @@ def main() -> None:
         f"in {time.monotonic() - start:.0f} s",
         flush=True,
     )
-    check_same_code(samples, options, jobs=args.jobs)
+    if args.gpu == CODE_FOR:
+        check_same_code(samples, options, jobs=args.jobs)
     from f8roof.profiler.device import environment
 
-    for preset, name in SHIPPED.items():
+    for preset in WRITTEN[args.gpu]:
+        name = SHIPPED[preset]
         gpu = find_gpu(preset)
         calibration = traffic_calibration(
             samples,

@@ -64,7 +64,7 @@ from f8roof.models.records import (
 )
 from f8roof.models.variant import Variant
 
-SCHEMA_VERSION = 3  # 3: "kernel_sets" (was "regimes")
+SCHEMA_VERSION = 3  # 3: "kernel_sets" (was "kernel sets")
 BF16 = Variant(None, None).key  # the baseline's key when the linear stands alone
 _RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
 

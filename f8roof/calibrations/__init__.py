@@ -13,7 +13,12 @@ from pathlib import Path
 
 from f8roof.models.hardware import GPU
 
-SHIPPED = {"h100": "h100.json", "h200": "h200.json", "h100-meta": "h100-meta.json"}
+SHIPPED = {
+    "h100": "h100.json",
+    "h200": "h200.json",
+    "h100-meta": "h100-meta.json",
+    "b200": "b200.json",
+}
 
 ROOFLINE = "roofline presets (datasheet x the seed's efficiencies), no calibration"
 

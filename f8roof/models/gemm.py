@@ -13,7 +13,7 @@ import numpy as np
 
 from f8roof.models.errors import ModelError
 from f8roof.models.hardware import GPU
-from f8roof.models.recipes import Recipe
+from f8roof.models.recipes import Granularity, Recipe
 from f8roof.models.variant import Implementation
 
 
@@ -81,9 +81,17 @@ def fp8_gemm_dtype(
     fp8 with one scale per tensor, or fp8 with row/column scales. torchao (0.18) runs its
     rowwise backward gemms as tensorwise `_scaled_mm` with unit scales and rescales the bf16
     result in a kernel of its own: without fast accumulation the rowwise CUTLASS kernel is
-    slower than cuBLAS (torchao/float8/float8_ops.py, `addmm_float8_unwrapped`)."""
+    slower than cuBLAS (torchao/float8/float8_ops.py, `addmm_float8_unwrapped`).
+    Block-scaled recipes until gemm families of their own are measured: MX gemms as fp8 (on
+    Blackwell the block-scaled tcgen05 MMA runs at the dense fp8 rate), blockwise as
+    fp8_rowwise (a scaled kernel below tensorwise's rate), mxfp8_emulated_rceil as bf16 (its
+    gemms multiply dequantized bf16 copies)."""
     if recipe is None or (role is GemmRole.GRAD_WEIGHT and recipe.grad_weight_in_bf16):
         return "bf16"
+    if recipe.emulated:
+        return "bf16"
+    if recipe.granularity is Granularity.BLOCKWISE:
+        return "fp8_rowwise"
     if not recipe.is_rowwise:
         return "fp8"
     if implementation is Implementation.TORCHAO and role is not GemmRole.OUTPUT:

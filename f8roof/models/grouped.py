@@ -36,6 +36,25 @@ second float8 copy. Per expert:
 Launches: one kernel per cast above plus the fill and the reciprocals, each for all of a
 layer's experts at once; like the seed's rowwise, no launch floor is counted for them.
 
+MXFP8 recipes (mxfp8_rceil, mxfp8_rceil_wgrad_with_hp) route experts through
+`mxfp8_grouped_mm._MXFP8GroupedMM` instead (torchao 0.18, the sm100 path; no token-group
+padding, as the recipes set `pad_token_groups_for_grouped_mm=False`), whose casts are also
+hand-written kernels, each one pass over a tile (e8m0 scales, 1 byte per 32 elements, s = n/32):
+    forward
+      input        mxfp8_quantize_2d_1x32_cutedsl: reads 2MK, writes MK + s in the blocked
+                   layout the gemm reads
+      weight       triton_to_mxfp8_dim0 over the (E, N, K) view: reads 2KN, writes KN + s; then
+                   triton_mx_block_rearrange_per_group_3d: reads s, writes s
+    backward
+      grad_output  mxfp8_quantize_2d_1x32_cutedsl: reads 2MN, writes MN + s (blocked)
+      weight       mxfp8_quantize_cuda_3d (32x1 blocks, blocked scales): reads 2KN, writes KN + s
+      grad_output, input  (grad_weight gemm; none with wgrad_with_hp, a bf16 grouped mm)
+                   mxfp8_quantize (CUDA, colwise) each: reads 2n, writes n + s; then
+                   triton_mx_block_rearrange_2d_K_groups each: reads s, writes s
+worst (every kernel reads its input from HBM) per expert: 6MK + 6KN + 6MN + 4(MK + KN + MN)/32;
+ideal as `block_traffic`'s: each bf16 tensor read once, both float8 copies and their scales
+written once, already blocked: 4n + n/16 per role.
+
 Pass names follow `traffic`'s (`{role}.amax_rows`, `{role}.cast_cols`, ...): the row casts of
 input and weight are the forward's (`models.recompute`).
 """
@@ -44,7 +63,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from f8roof.models.recipes import Recipe, Role
+from f8roof.models.errors import ModelError
+from f8roof.models.recipes import Granularity, Recipe, Role
 from f8roof.models.traffic import (
     BF16_BYTES,
     DIMS,
@@ -102,8 +122,61 @@ def _cast(role: Role, cast: str, level: Level) -> tuple[KernelTraffic, ...]:
     return (_pass(role, f"cast_{cast}", BF16_BYTES * n, FP8_BYTES * n + scales), reciprocal)
 
 
-def grouped_traffic(level: Level) -> TrafficModel:
-    """One expert's share of torchao's float8 grouped-gemm overhead (see the module docstring)."""
+# torchao's MXFP8 grouped-gemm kernels in `_MXFP8GroupedMM`'s call order: (kernel, role,
+# cast, whether the cast writes the blocked scale layout itself, or a rearrangement follows)
+MX_GROUPED_KERNELS: tuple[tuple[str, Role, str, str | None], ...] = (
+    ("mxfp8_quantize_2d_1x32_cutedsl", Role.INPUT, "rows", None),
+    ("triton_to_mxfp8_dim0", Role.WEIGHT, "rows", "triton_mx_block_rearrange_per_group_3d"),
+    ("mxfp8_quantize_2d_1x32_cutedsl", Role.GRAD_OUTPUT, "rows", None),
+    ("mxfp8_quantize_cuda_3d", Role.WEIGHT, "cols", None),
+    ("mxfp8_quantize", Role.GRAD_OUTPUT, "cols", "triton_mx_block_rearrange_2d_K_groups"),
+    ("mxfp8_quantize", Role.INPUT, "cols", "triton_mx_block_rearrange_2d_K_groups"),
+)
+
+
+def is_grouped_recipe(recipe: Recipe) -> bool:
+    """A recipe torchao trains routed experts with: float8 rowwise, or MXFP8 (not emulated)."""
+    return recipe == GROUPED_RECIPE or (
+        recipe.granularity is Granularity.MX and not recipe.emulated
+    )
+
+
+def _mx_grouped(recipe: Recipe, level: Level) -> tuple[KernelTraffic, ...]:
+    casts = [
+        (role, cast, rearrange)
+        for _, role, cast, rearrange in MX_GROUPED_KERNELS
+        # wgrad_with_hp: grad_weight is a bf16 grouped mm, no column casts of its operands
+        if not (recipe.grad_weight_in_bf16 and cast == "cols" and role is not Role.WEIGHT)
+    ]
+    if level is Level.IDEAL:  # one bf16 read per role, its copies and blocked scales
+        return tuple(
+            _pass(
+                role,
+                "cast",
+                BF16_BYTES * numel(role),
+                sum(1 for r, _, _ in casts if r is role)
+                * (FP8_BYTES + sp.Rational(1, 32))
+                * numel(role),
+            )
+            for role in (Role.INPUT, Role.WEIGHT, Role.GRAD_OUTPUT)
+        )
+    kernels = []
+    for role, cast, rearrange in casts:
+        n = numel(role)
+        scales = n / 32
+        kernels.append(_pass(role, f"cast_{cast}", BF16_BYTES * n, FP8_BYTES * n + scales))
+        if rearrange is not None:
+            kernels.append(_pass(role, f"swizzle_{cast}", scales, scales))
+    return tuple(kernels)
+
+
+def grouped_traffic(level: Level, recipe: Recipe = GROUPED_RECIPE) -> TrafficModel:
+    """One expert's share of torchao's grouped-gemm overhead for `recipe` (float8 rowwise, or
+    MXFP8: see the module docstring)."""
+    if not is_grouped_recipe(recipe):
+        raise ModelError(f"torchao trains routed experts in rowwise or MXFP8, not {recipe.name}")
+    if recipe.granularity is Granularity.MX:
+        return TrafficModel(level, recipe, _mx_grouped(recipe, level), 0, Implementation.TORCHAO)
     kernels = tuple(
         k for _, casts in TORCHAO_KERNELS for role, cast in casts for k in _cast(role, cast, level)
     )

@@ -69,6 +69,9 @@ Scale arithmetic (fp64 division, power-of-2 rounding, reciprocals, the outer pro
 scales, torchao's unit scales) works on scale vectors and is inlined into the pass that uses it;
 it costs launches, counted as small kernels, not bytes.
 
+MX and blockwise recipes (torchao only) have their own models, `models.block_traffic`, which
+`worst_traffic` and `ideal_traffic` hand them to.
+
 Known gaps against Inductor's code (torch 2.13, h100 codegen). Tensorwise moves 6MK + 8KN + 6MN
 + 26 in both implementations, 2KN above the worst case: the min-cut partitioner saves the bf16
 weight (alive anyway) and recasts it in backward (torchao's backward asks for that recast; the
@@ -79,73 +82,23 @@ long reductions through a partial-amax workspace: scale-vector terms, O(M + K + 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from enum import Enum
-from functools import cached_property
-
 import sympy as sp
 
+from f8roof.models.block_traffic import block_ideal_traffic, block_worst_traffic
 from f8roof.models.gemm import GemmRole
+from f8roof.models.kernel_traffic import (
+    BF16_BYTES,
+    DIMS,
+    FP8_BYTES,
+    SCALE_BYTES,
+    KernelTraffic,
+    Level,
+    TrafficModel,
+    numel,
+)
 from f8roof.models.monomials import K, M, N
 from f8roof.models.recipes import ROLES, Recipe, Role, ScalingType
 from f8roof.models.variant import After, Before, Context, Implementation, torchao_recipe_name
-
-BF16_BYTES = 2
-FP8_BYTES = 1
-SCALE_BYTES = 4  # fp32
-
-# (rows, cols) of each role's tensor in torch layout.
-DIMS: dict[Role, tuple[sp.Symbol, sp.Symbol]] = {
-    Role.INPUT: (M, K),
-    Role.WEIGHT: (N, K),
-    Role.GRAD_OUTPUT: (M, N),
-}
-
-
-class Level(str, Enum):
-    WORST = "worst"
-    IDEAL = "ideal"
-
-
-@dataclass(frozen=True)
-class KernelTraffic:
-    """One pass over memory the model expects, e.g. `weight.amax` or `input.cast_cols`.
-
-    `role` is the role whose tensor the pass moves; None for a pass over a gemm's bf16 output
-    (torchao's `grad_input.rescale`), named after the gemm."""
-
-    name: str
-    role: Role | None
-    bytes_read: sp.Expr
-    bytes_written: sp.Expr
-
-    @property
-    def bytes_total(self) -> sp.Expr:
-        return sp.expand(self.bytes_read + self.bytes_written)
-
-
-@dataclass(frozen=True)
-class TrafficModel:
-    level: Level
-    recipe: Recipe
-    kernels: tuple[KernelTraffic, ...]
-    small_kernels: int  # the seed's count of scale kernels, each costing a launch floor
-    implementation: Implementation = Implementation.REFERENCE
-
-    @cached_property
-    def total(self) -> sp.Expr:
-        return sp.expand(sum((k.bytes_total for k in self.kernels), sp.Integer(0)))
-
-    def role_total(self, role: Role | None) -> sp.Expr:
-        """Bytes of one role's passes; None: of the passes over gemm outputs (rescales)."""
-        return sp.expand(
-            sum((k.bytes_total for k in self.kernels if k.role is role), sp.Integer(0))
-        )
-
-
-def numel(role: Role) -> sp.Expr:
-    rows, cols = DIMS[role]
-    return rows * cols
 
 
 def rowwise_casts(
@@ -240,8 +193,9 @@ def _worst_rowwise(
 
 def seed_small_kernels(recipe: Recipe) -> int:
     """The seed's launch-floor count: a scale kernel per dynamic role, two per delayed role
-    (history update and scale). Rowwise computes its scales in the amax pass: none."""
-    if recipe.is_rowwise:
+    (history update and scale). Rowwise computes its scales in the amax pass, MX and blockwise
+    in their cast kernels: none."""
+    if recipe.is_rowwise or recipe.is_block_scaled:
         return 0
     per = {ScalingType.DYNAMIC: 1, ScalingType.DELAYED: 2, ScalingType.STATIC: 0}
     return sum(per[recipe.scaling(r)] for r in ROLES)
@@ -265,7 +219,12 @@ def worst_traffic(
     limited: frozenset[Role] = frozenset(),
 ) -> TrafficModel:
     """The worst case of `implementation`'s algorithm (the seed's for the reference);
-    `fused` and `limited` are the roles with F and L set."""
+    `fused` and `limited` are the roles with F and L set. MX and blockwise recipes: see
+    `models.block_traffic`."""
+    if recipe.is_block_scaled:
+        return block_worst_traffic(
+            recipe, implementation=implementation, fused=fused, limited=limited
+        )
     _check(recipe, implementation)
     kernels: list[KernelTraffic] = []
     for role in ROLES:
@@ -315,7 +274,10 @@ def ideal_traffic(
     torchao's rescale of grad_input (2MK read and written) fuses into the backward of the op
     before the linear, which reads grad_input anyway: with the input's producer in the graph
     only the scale vectors are read.
+    MX and blockwise recipes: see `models.block_traffic`.
     """
+    if recipe.is_block_scaled:
+        return block_ideal_traffic(recipe, implementation=implementation, fused=fused)
     _check(recipe, implementation)
     kernels = []
     for role in ROLES:

@@ -6,8 +6,9 @@ Float8Linear or f8roof's reference autograd.Function) and the context (the op pr
 linear's input and the op consuming its output). Its `key` is the name calibration files and
 checkpoints use: `bf16`, `torchao:rowwise`, `reference:tensorwise_delayed@layernorm+sigmoid`.
 
-Also here: the one float8 alignment rule (which dims `_scaled_mm` needs divisible by 16), used
-by estimate, capture and recommend alike.
+Also here: the one float8 alignment rule (which dims `_scaled_mm` needs divisible by 16, or by
+the block for MX and blockwise recipes), used by estimate, capture and recommend alike, and which
+GPUs run a recipe's gemms at all (`gpu_support_reason`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from enum import Enum
 
 import numpy as np
 
-from f8roof.models.recipes import Recipe, RecipeError
+from f8roof.models.hardware import GPU
+from f8roof.models.recipes import BLOCK_ELEMENTS, Recipe, RecipeError
+from f8roof.models.support import unsupported_reason
 
 
 class Implementation(str, Enum):
@@ -97,11 +100,22 @@ def _member(enum: type[Enum], value: str, what: str):
 
 
 # f8roof recipe name -> torchao's Float8LinearRecipeName value (torchao 0.18).
-TORCHAO_RECIPES = {
+FLOAT8_LINEAR_RECIPES = {
     "tensorwise": "tensorwise",
     "rowwise": "rowwise",
     "rowwise_gw_hp": "rowwise_with_gw_hp",
 }
+# Block-scaled recipes, torchao 0.18 prototypes: MXTrainingRecipe values for
+# `MXFP8TrainingOpConfig.from_recipe` (prototype/moe_training/config.py); blockwise has no recipe
+# enum, its module is `Float8BlockwiseLinear` (prototype/blockwise_fp8_training/linear.py).
+BLOCK_SCALED_RECIPES = {
+    "mxfp8_rceil": "mxfp8_rceil",
+    "mxfp8_rceil_wgrad_with_hp": "mxfp8_rceil_wgrad_with_hp",
+    "mxfp8_emulated_rceil": "mxfp8_emulated_rceil",
+    "blockwise": "Float8BlockwiseLinear",
+}
+# Every recipe torchao has, by f8roof name.
+TORCHAO_RECIPES = {**FLOAT8_LINEAR_RECIPES, **BLOCK_SCALED_RECIPES}
 
 
 def torchao_recipe_name(recipe: Recipe) -> str:
@@ -129,6 +143,11 @@ class Variant:
             raise ContextError("a float8 variant names its implementation; bf16 has none")
         if self.implementation is Implementation.TORCHAO:
             torchao_recipe_name(self.recipe)
+        if self.implementation is Implementation.REFERENCE and self.recipe.is_block_scaled:
+            raise ContextError(
+                f"f8roof's reference float8 linear has no {self.recipe.name} recipe (only "
+                "torchao implements MX and blockwise scaling): use --impl torchao"
+            )
 
     @classmethod
     def of(
@@ -183,23 +202,35 @@ FP8_DIM_MULTIPLE = 16  # cuBLASLt float8 gemms need these dims divisible by 16
 DIM_NAMES = ("M", "K", "N")
 
 
+def dim_multiple(recipe: Recipe) -> int:
+    """What the checked dims must be multiples of. MX: 32, the scale block; torchao 0.18's casts
+    assert it (`to_mx`: the last dim; `mxfp8_quantize_cuda`: rows and columns). Blockwise:
+    128; its Triton casts assert it on both dims of the weight and on M for grad_output's
+    transposed cast (`triton_fp8_blockwise_*`), `Float8BlockwiseLinear.from_float` on K, N."""
+    return BLOCK_ELEMENTS.get(recipe.granularity, FP8_DIM_MULTIPLE)
+
+
 def fp8_checked_dims(recipe: Recipe) -> tuple[bool, bool, bool]:
-    """Which of M, K, N must be multiples of 16. `_scaled_mm` needs its contraction dim and its
-    second operand's dims divisible by 16: K and N (output, grad_input), and M where the
-    grad_weight gemm (contracting over M) runs in float8."""
+    """Which of M, K, N must be multiples of `dim_multiple`. `_scaled_mm` needs its contraction
+    dim and its second operand's dims divisible by 16: K and N (output, grad_input), and M
+    where the grad_weight gemm (contracting over M) runs in float8. MX and blockwise cast every
+    role along both dims (M too, unless grad_weight stays in bf16: then only the weight is cast
+    along both, N x K); blockwise has no bf16 grad_weight option."""
     return (not recipe.grad_weight_in_bf16, True, True)
 
 
 def fp8_shape_reason(recipe: Recipe, M: int, K: int, N: int) -> str | None:
     """Why float8 gemms cannot run this shape, or None when they can."""
+    multiple = dim_multiple(recipe)
     bad = [
         f"{name}={value}"
         for name, value, check in zip(DIM_NAMES, (M, K, N), fp8_checked_dims(recipe))
-        if check and value % FP8_DIM_MULTIPLE
+        if check and value % multiple
     ]
     if not bad:
         return None
-    return f"{', '.join(bad)} not a multiple of {FP8_DIM_MULTIPLE} (float8 gemms need it)"
+    what = "float8 gemms" if multiple == FP8_DIM_MULTIPLE else f"{recipe.name}'s scale blocks"
+    return f"{', '.join(bad)} not a multiple of {multiple} ({what} need it)"
 
 
 def fp8_reason_codes(
@@ -207,14 +238,17 @@ def fp8_reason_codes(
 ) -> tuple[np.ndarray, list[str]]:
     """`fp8_shape_reason` over arrays, as codes into a table of eight messages ('' where float8
     can run, else which dims are misaligned): a million shapes need no million strings."""
+    multiple = dim_multiple(recipe)
     code = np.zeros(np.shape(K), dtype=np.intp)
     for bit, (values, check) in enumerate(zip((M, K, N), fp8_checked_dims(recipe))):
         if check:
-            code |= (np.asarray(values) % FP8_DIM_MULTIPLE != 0).astype(np.intp) << bit
+            code |= (np.asarray(values) % multiple != 0).astype(np.intp) << bit
     table = [""]
     for c in range(1, 8):  # one message per combination of failing dims, looked up per shape
         bad = [name for bit, name in enumerate(DIM_NAMES) if c >> bit & 1]
-        plural = " not a multiple of 16" if len(bad) == 1 else " not multiples of 16"
+        plural = (
+            f" not a multiple of {multiple}" if len(bad) == 1 else f" not multiples of {multiple}"
+        )
         table.append(" and ".join(bad) + plural)
     return code, table
 
@@ -223,3 +257,26 @@ def fp8_reasons(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> 
     """`fp8_reason_codes` as one string per shape."""
     code, table = fp8_reason_codes(recipe, M, K, N)
     return np.array(table, dtype=object)[code]
+
+
+# --- which GPUs run a recipe's gemms -----------------------------------------------------------
+
+
+class UnsupportedOnGPU(ContextError):
+    """A recipe whose gemms the GPU has no kernel for."""
+
+
+def gpu_support_reason(recipe: Recipe | None, gpu: GPU) -> str | None:
+    """Why `gpu` cannot run `recipe`'s gemms as torchao 0.18 runs them, or None when it can:
+    `models.support` holds torch's rules per gemm kind. mxfp8_emulated_rceil runs its gemms in
+    bf16, anywhere."""
+    if recipe is None or recipe.emulated:
+        return None
+    return unsupported_reason(gpu, recipe.name)
+
+
+def check_gpu_support(recipe: Recipe | None, gpu: GPU) -> None:
+    """Raise UnsupportedOnGPU with `gpu_support_reason`'s one line, if any."""
+    reason = gpu_support_reason(recipe, gpu)
+    if reason is not None:
+        raise UnsupportedOnGPU(reason)

@@ -21,6 +21,7 @@ What is compiled is any `graphs.StepFactory` (`capture_step`); `capture` builds 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import math
 import operator
@@ -29,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from fractions import Fraction
 from typing import Any, TypeVar
 from unittest import mock
 
@@ -39,7 +41,7 @@ from f8roof.errors import F8RoofError
 from f8roof.models.fit import FitError, KernelSample, buffer_polynomial
 from f8roof.models.hardware import GPU, find_gpu
 from f8roof.models.kernel_classes import KernelClass
-from f8roof.models.recipes import ROLES, Role
+from f8roof.models.recipes import BLOCK_ELEMENTS, ROLES, Role
 from f8roof.models.variant import Variant, fp8_shape_reason
 from f8roof.profiler import codegen_only, torchao_float8
 from f8roof.profiler.graphs import Step, StepFactory, step_factory
@@ -238,6 +240,9 @@ class Capture:
     code: Mapping[GraphKind, str]
     launches: tuple[KernelLaunch, ...]
     unmatched_scheduler_nodes: tuple[str, ...] = ()  # "fwd:op12": bytes no launch accounts for
+    # MX / blockwise: elements per scale block; buffers reshaped into blocks ((M, K/32, 32),
+    # (M*K/32, 32), a scale per block (M, K/32)) are a linear's tensors, not workspace
+    block_elements: int | None = None
 
     @property
     def overhead_launches(self) -> tuple[KernelLaunch, ...]:
@@ -281,7 +286,24 @@ class Capture:
             buffer.name.startswith(("buf", "workspace"))  # workspace_0: rule 9
             and bool(buffer.shape)
             and not set(buffer.shape) <= {1, *self.shape}
+            and self._blocked(buffer) is None
         )
+
+    def _blocked(self, buffer: BufferAccess) -> tuple[tuple[int, int], int] | None:
+        """A block-scaled capture's buffer holding one role's tensor in blocks, or one value
+        per block: (the role's two dims, elements per stored value: 1 or the block), when
+        exactly one role's numel matches. None otherwise (and for every other capture)."""
+        if self.block_elements is None or not buffer.shape:
+            return None
+        M, K, N = self.shape
+        numel = math.prod(buffer.shape)
+        found = [
+            (dims, per)
+            for dims in ((M, K), (N, K), (M, N))
+            for per in (1, self.block_elements)
+            if numel * per == dims[0] * dims[1]
+        ]
+        return found[0] if len(found) == 1 else None
 
     def sample(self, launch: KernelLaunch) -> KernelSample:
         """The launch as the fits see it: bytes, workspace, and the polynomial of its other
@@ -293,7 +315,11 @@ class Capture:
             if self._is_workspace(b):
                 continue
             itemsize = b.nbytes // math.prod(b.shape)
-            if not b.name.startswith("buf"):
+            blocked = None if set(b.shape) <= {1, *sizes} else self._blocked(b)
+            if blocked is not None:
+                dims, per = blocked
+                buffers.append((Fraction(itemsize, per), dims))
+            elif not b.name.startswith("buf"):
                 # Module state such as an amax history (16,): a fixed length, not a size.
                 fixed = [d for d in b.shape if d not in sizes]
                 itemsize *= math.prod(fixed)
@@ -357,7 +383,7 @@ def capture_and_measure(
         if reason is not None:
             where = f"{variant.key} at M,K,N={','.join(map(str, shape))} on {device}"
             raise CaptureError(f"cannot capture {where}: {reason}")
-    return capture_step(
+    captured, measured = capture_step(
         step_factory(variant, shape),
         shape,
         device=device,
@@ -365,6 +391,10 @@ def capture_and_measure(
         gpu=gpu,
         measure=measure,
     )
+    if variant.recipe is not None and variant.recipe.is_block_scaled:
+        block = BLOCK_ELEMENTS[variant.recipe.granularity]
+        captured = dataclasses.replace(captured, block_elements=block)
+    return captured, measured
 
 
 @contextlib.contextmanager

@@ -20,10 +20,11 @@ import sys
 from collections.abc import Iterator
 from types import ModuleType
 
+import torch
 from torch import nn
 
 from f8roof.errors import F8RoofError
-from f8roof.models.recipes import Recipe
+from f8roof.models.recipes import Granularity, Recipe
 from f8roof.models.variant import torchao_recipe_name
 
 # The import-time messages to drop, by logger: torchao's extension loader and torch's pytree.
@@ -79,11 +80,55 @@ def version() -> str | None:
 
 
 def convert(module: nn.Module, recipe: Recipe) -> nn.Module:
-    """`module` with its nn.Linear layers swapped for torchao's Float8Linear of `recipe`, as
-    users (and torchtitan) convert models. Call inside `inductor_patch_scope`."""
+    """`module` with its nn.Linear layers converted to torchao's training of `recipe`, as
+    users (and torchtitan) convert models: Float8Linear for tensorwise and rowwise, the MXFP8
+    weight wrapper of `MXFP8TrainingOpConfig` for MX, `fp8_blockwise_mm` for blockwise. Call
+    inside `inductor_patch_scope`."""
     float8 = import_float8()
-    config = float8.Float8LinearConfig.from_recipe_name(torchao_recipe_name(recipe))
+    name = torchao_recipe_name(recipe)
+    if recipe.granularity is Granularity.MX:
+        return _convert_mx(module, name)
+    if recipe.granularity is Granularity.BLOCKWISE:
+        return _convert_blockwise(module)
+    config = float8.Float8LinearConfig.from_recipe_name(name)
     return float8.convert_to_float8_training(module, config=config)
+
+
+def _convert_mx(module: nn.Module, name: str) -> nn.Module:
+    """torchao's MXFP8 training for nn.Linear: `quantize_` with `MXFP8TrainingOpConfig` wraps
+    each linear's weight so that `F.linear` runs `mx_mm` (torchao 0.18's documented way)."""
+    from torchao.prototype.moe_training.config import MXFP8TrainingOpConfig, MXFP8TrainingRecipe
+    from torchao.quantization import quantize_
+
+    config = MXFP8TrainingOpConfig.from_recipe(MXFP8TrainingRecipe(name))
+    quantize_(module, config, filter_fn=lambda m, _: isinstance(m, nn.Linear))
+    return module
+
+
+class BlockwiseLinear(nn.Linear):
+    """torchao's `Float8BlockwiseLinear.forward` (`fp8_blockwise_mm`, 128-element blocks,
+    cuBLAS gemms): its constructor asserts an sm90 device is present, which codegen without a
+    GPU does not have; the autograd function compiled is torchao's own."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        from torchao.prototype.blockwise_fp8_training.linear import fp8_blockwise_mm
+
+        return fp8_blockwise_mm.apply(input, self.weight, 128, torch.bfloat16, False)
+
+
+def _convert_blockwise(module: nn.Module) -> nn.Module:
+    for name, child in list(module.named_children()):
+        if type(child) is nn.Linear:
+            if child.bias is not None:
+                raise F8RoofError("torchao's blockwise linear has no bias (Float8BlockwiseLinear)")
+            blockwise = BlockwiseLinear(
+                child.in_features, child.out_features, bias=False, device="meta"
+            )
+            blockwise.weight = child.weight
+            setattr(module, name, blockwise)
+        else:
+            _convert_blockwise(child)
+    return module
 
 
 @contextlib.contextmanager

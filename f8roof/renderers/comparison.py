@@ -7,7 +7,7 @@ import json
 from collections.abc import Mapping
 
 from f8roof.calibration.file import kernel_set_to_dict
-from f8roof.compare import CalibrationCheck, Comparison, ShapeComparison
+from f8roof.compare import CalibrationCheck, Comparison, ReadOffComparison, ShapeComparison
 from f8roof.models.fit import KernelSet, Polynomial
 
 
@@ -62,7 +62,90 @@ def _kernel_lines(c: Comparison, capture) -> list[str]:
     return lines
 
 
-def render_text(c: Comparison, check: CalibrationCheck | None = None) -> str:
+def read_off_text(c: ReadOffComparison) -> str:
+    """The read-off kernels per shape beside worst and ideal, saying they were read, not
+    compiled."""
+    target = f" for {c.gpu}" if c.gpu else ""
+    lines = [
+        (
+            f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
+            f"{c.variant.implementation.value}, context {c.variant.context.name}; kernels READ "
+            f"OFF torchao's code{target}, not compiled: {c.reason}"
+        ),
+        f"versions: {versions_text(c.versions)}",
+        "",
+    ]
+    for s in c.shapes:
+        M, K, N = s.shape
+        lines.append(f"shape M={M} K={K} N={N}: overhead bytes")
+        for label, value in (
+            ("worst", s.bytes_worst),
+            ("ideal", s.bytes_ideal),
+            ("read-off", s.bytes_actual),
+        ):
+            ratio = (
+                f"  read-off/{label} {s.bytes_actual / value:.3f}" if label != "read-off" else ""
+            )
+            lines.append(f"  {label:8} {value:>16,} B  {_mib(value):>14}{ratio}")
+        lines.append(
+            f"  {len(s.kernels)} read-off kernels (torchao's casts; to_blocked: Inductor's)"
+        )
+        lines.append(
+            f"  {'kernel':50} {'pass':26} {'timed as':20} {'read B':>14} {'written B':>14}"
+        )
+        for k in s.kernels:
+            lines.append(
+                f"  {k.kernel:50} {k.name:26} {k.kind:20} {k.bytes_read:>14,} {k.bytes_written:>14,}"
+            )
+        lines.append("")
+    lines.append(f"worst = {c.worst}")
+    lines.append(f"ideal = {c.ideal}")
+    return "\n".join(lines) + "\n"
+
+
+def read_off_json(c: ReadOffComparison) -> str:
+    data = {
+        "variant": c.variant.key,
+        "recipe": c.variant.recipe_name,
+        "implementation": c.variant.implementation.value,
+        "context": c.variant.context.name,
+        "versions": dict(c.versions),
+        "device": "read-off",
+        "gpu": c.gpu,
+        "bytes_source": "read-off",
+        "reason": c.reason,
+        "worst": _poly_json(c.worst),
+        "ideal": _poly_json(c.ideal),
+        "shapes": [
+            {
+                "M": s.shape[0],
+                "K": s.shape[1],
+                "N": s.shape[2],
+                "bytes_worst": s.bytes_worst,
+                "bytes_ideal": s.bytes_ideal,
+                "bytes_read_off": s.bytes_actual,
+                "kernels": [
+                    {
+                        "kernel": k.kernel,
+                        "pass": k.name,
+                        "kind": k.kind,
+                        "bytes_read": k.bytes_read,
+                        "bytes_written": k.bytes_written,
+                    }
+                    for k in s.kernels
+                ],
+            }
+            for s in c.shapes
+        ],
+        "fitted": None,
+        "calibration": None,
+    }
+    return json.dumps(data, indent=1) + "\n"
+
+
+def render_text(c: Comparison | ReadOffComparison, check: CalibrationCheck | None = None) -> str:
+    if isinstance(c, ReadOffComparison):
+        return read_off_text(c)
     where = f"{c.device}" + (f" ({c.gpu})" if c.gpu else "")
     title = (
         f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
@@ -238,7 +321,9 @@ def _kernel_set_json(c: Comparison, r: KernelSet) -> dict:
     }
 
 
-def to_json(c: Comparison, check: CalibrationCheck | None = None) -> str:
+def to_json(c: Comparison | ReadOffComparison, check: CalibrationCheck | None = None) -> str:
+    if isinstance(c, ReadOffComparison):
+        return read_off_json(c)
     data = {
         "variant": c.variant.key,
         "recipe": c.variant.recipe_name,
