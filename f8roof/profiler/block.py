@@ -497,7 +497,9 @@ def capture_block(
     recorder = _Recorder()
     eager = _EagerCollectives()
     where = f"{spec.name or 'block'} {recipe or 'bf16'} on {target.value}"
-    with compiling(where), recording(recorder), fake_world(spec.parallel.world_size):
+    # torchao's conversion patches Inductor's min/max codegen process-wide: undone on exit
+    scope = torchao_float8.inductor_patch_scope()
+    with compiling(where), scope, recording(recorder), fake_world(spec.parallel.world_size):
         inner = (
             codegen_only.no_compute_inner
             if target is CaptureDevice.CODEGEN
