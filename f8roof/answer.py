@@ -23,6 +23,7 @@ from f8roof.models.decision import DEFAULT_POLICY, DecisionPolicy, settle_comman
 from f8roof.models.step import StepSummary
 from f8roof.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.resolve import Request, Resolved, resolve
+from f8roof.sharded import CompiledStep, compiled_step
 from f8roof.step_summary import Sharding, summarize_step
 from f8roof.torchtitan_names import RECIPES, converter_lines, filter_fqns_for, to_torchtitan_fqn
 
@@ -43,6 +44,7 @@ class ModelAnswer:
     summary: StepSummary | None = None
     converter: tuple[str, ...] = ()  # torchtitan filter_fqns and converter lines (--setup)
     filter_fqns: tuple[str, ...] = ()
+    compiled: CompiledStep | None = None  # --overhead codegen: the block compiled as one rank
 
 
 @dataclass(frozen=True)
@@ -73,11 +75,6 @@ class Question:
                 raise F8RoofError("--tokens goes with --model NAME|config.json")
             if self.tokens is None:
                 raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
-            if self.overhead == "codegen":
-                raise F8RoofError(
-                    "--overhead codegen compiles given shapes; with --model the shipped fits "
-                    "answer: drop one"
-                )
         elif not setup.is_default:
             raise F8RoofError("--tp, --ep, --fsdp, --recompute and --step-ms go with --model")
 
@@ -102,10 +99,14 @@ def answer(
         )
         sharding = question.sharding or Sharding(fsdp_degree=setup.fsdp_degree)
         summary = summarize_step(rec, resolved, sharding=sharding)
-        if question.sharding is None:
-            return ModelAnswer(resolved, rec, summary)
-        fqns, lines = torchtitan_lines(rec, sharding)
-        return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns))
+        compiled = None
+        if question.overhead == "codegen":
+            compiled = compiled_step(question.model, rec, resolved, setup, summary)
+        lines: list[str] = []
+        fqns: list[str] = []
+        if question.sharding is not None:
+            fqns, lines = torchtitan_lines(rec, sharding)
+        return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns), compiled)
     return answer_shapes(question, resolved, progress=progress)
 
 

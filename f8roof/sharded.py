@@ -162,3 +162,95 @@ def compare_block(
         bf16=capture_block(plain, recipe=None, device=device, gpu=preset),
         float8=capture_block(spec, recipe=recipe, device=device, gpu=preset),
     )
+
+
+@dataclass(frozen=True)
+class CompiledStep:
+    """`estimate --model ... --overhead codegen`: the step with every block linear in float8,
+    from one block compiled as one rank of the run compiles it (TP, SP, FSDP, checkpointing),
+    beside the same from the per-layer fits. The compiled block holds what the per-layer rows
+    cannot: casts that lost their fusion after an all-gather, float8 all-gathers, recomputed
+    casts. Each graph's non-gemm kernels are timed by the calibration's kernel-time model and
+    its gemms by its gemm model; lm_head and everything outside the blocks stay as they are."""
+
+    block_bf16_s: float  # one block, forward and backward, non-gemm kernels and gemms
+    block_fp8_s: float
+    layers: int
+    casts_after_all_gather: int  # float8 casts reading an all-gathered tensor, per block
+    step_bf16_s: float  # the step summary's bf16 step (measured or modelled)
+    step_fp8_s: float  # with every block linear in float8, from the compiled block
+    fits_step_fp8_s: float  # the same from the per-layer fits
+    where: str  # what was compiled, in words
+
+    @property
+    def speedup(self) -> float:
+        return self.step_bf16_s / self.step_fp8_s
+
+    @property
+    def fits_speedup(self) -> float:
+        return self.step_bf16_s / self.fits_step_fp8_s
+
+
+def _gemm_dtype(gemm, recipe: str | None) -> str:
+    """bf16 for `mm`; the recipe's float8 gemm family for `_scaled_mm` (torchao's rowwise
+    backward runs unit-scaled gemms: timed as rowwise, the family's slower end)."""
+    if "scaled" not in gemm.op:
+        return "bf16"
+    return "fp8_rowwise" if recipe and recipe.startswith("rowwise") else "fp8"
+
+
+def block_time_s(capture: BlockCapture, *, calibration, gemm_model) -> float:
+    """One rank's compiled block, forward and backward: every non-gemm kernel by the kernel-time
+    model (recomputed ones included), every gemm by the gemm model."""
+    from f8roof.models.gemm import GemmRole
+
+    kernels = sum(
+        float(calibration.kernel_time.time_s(k.kind, k.bytes_total)) for k in capture.kernels
+    )
+    gemms = sum(
+        float(gemm_model.time_s(_gemm_dtype(g, capture.recipe), GemmRole.OUTPUT, g.m, g.k, g.n)[0])
+        for g in capture.gemms
+    )
+    return kernels + gemms
+
+
+def compiled_step(model: str, rec, resolved, setup, summary) -> CompiledStep:
+    """Compile the model's block for `setup` (codegen for the calibration's GPU) in bf16 and in
+    the recommendation's recipe, time both, and put the difference into the step."""
+    config = resolved.config
+    if resolved.calibration is None:
+        raise F8RoofError("--overhead codegen times kernels with a calibration: drop it")
+    if len(rec.recipes) != 1:
+        raise F8RoofError("--overhead codegen with --model compiles one recipe: give one")
+    recipe = rec.recipes[0]
+    fsdp = setup.fsdp_degree or 1
+    comparison = compare_block(
+        model=model,
+        tokens=rec.tokens,
+        recipe=recipe,
+        tp=setup.tp,
+        fsdp=fsdp,
+        recompute=setup.recompute.value,
+        gpu=config.gpu.name,
+    )
+    timed = {
+        name: block_time_s(c, calibration=resolved.calibration, gemm_model=config.gemm_model)
+        for name, c in (("bf16", comparison.bf16), ("float8", comparison.float8))
+    }
+    layers = summary.layers
+    block = rec.layers[rec.layers["fqn"] != "lm_head"]
+    fits_saved = float((block["count"] * (block["bf16_s"] - block["fp8_s"])).sum())
+    where = (
+        f"one block of {rec.architecture.name} at {rec.tokens} tokens per rank, TP {setup.tp}, "
+        f"FSDP {fsdp}, recompute {setup.recompute.value}, {recipe}, codegen for {config.gpu.name}"
+    )
+    return CompiledStep(
+        block_bf16_s=timed["bf16"],
+        block_fp8_s=timed["float8"],
+        layers=layers,
+        casts_after_all_gather=len(comparison.float8.casts_after_all_gather),
+        step_bf16_s=summary.bf16_s,
+        step_fp8_s=summary.bf16_s - layers * (timed["bf16"] - timed["float8"]),
+        fits_step_fp8_s=summary.bf16_s - fits_saved,
+        where=where,
+    )

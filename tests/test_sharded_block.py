@@ -375,3 +375,27 @@ def test_renderer_lists_per_pass_and_json_reads_back() -> None:
     data = json.loads(block_to_json(BlockComparison(bf16, float8)))
     assert BlockCapture.from_dict(data["float8"]) == float8
     assert data["float8"]["totals"]["bwd"]["recomputed_gemm_flops"] == 8192
+
+
+@pytest.mark.slow
+@requires.torchao
+def test_estimate_model_codegen_compiles_the_block(tmp_path):
+    """estimate --model --overhead codegen: the step with every block linear in float8 from the
+    block compiled as one rank (TP 2 x FSDP 2, selective), beside the per-layer fits."""
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    config = tiny_config(tmp_path)
+    args = ["estimate", "--model", config, "--tokens", "64", "--tp", "2", "--fsdp", "2"]
+    result = CliRunner().invoke(
+        main, [*args, "--recompute", "selective", "--recipe", "rowwise", "--overhead", "codegen"]
+    )
+    assert result.exit_code == 0, result.output
+    compiled = result.output[result.output.index("compiled: ") :].splitlines()
+    assert "TP 2, FSDP 2, recompute selective, rowwise, codegen for h100" in compiled[0]
+    bf16_ms, fp8_ms = (float(x) for x in re.findall(r"([\d.]+) ms", compiled[1])[:2])
+    assert bf16_ms > 0 and fp8_ms > 0
+    casts = int(re.search(r"; (\d+) float8 casts read an all-gathered", compiled[1]).group(1))
+    assert casts > 0  # sequence parallelism: the casts sit after the all-gather
+    assert "from the compiled block" in compiled[2] and "from the per-layer fits" in compiled[2]
