@@ -346,7 +346,12 @@ class _EagerCollectives:
         import torch.distributed as dist
         from torch.distributed.fsdp._fully_shard import _fsdp_collectives
 
-        all_gather, reduce_scatter = dist.all_gather_single, dist.reduce_scatter_single
+        # FSDP2 calls all_gather_single / reduce_scatter_single from torch 2.13 on, the
+        # *_into_tensor / *_tensor forms before (torch 2.11, the GPU machine's): patch the one
+        # it calls, so each collective is recorded once.
+        gather_name = _first_of(dist, "all_gather_single", "all_gather_into_tensor")
+        scatter_name = _first_of(dist, "reduce_scatter_single", "reduce_scatter_tensor")
+        all_gather, reduce_scatter = getattr(dist, gather_name), getattr(dist, scatter_name)
         metadatas = _fsdp_collectives._get_all_gather_input_metadatas
 
         def gather(output: torch.Tensor, input: torch.Tensor, **kw: Any) -> Any:
@@ -370,8 +375,8 @@ class _EagerCollectives:
             return all_reduce(tensor, op, group)
 
         patches = [
-            (dist, "all_gather_single", _positional(gather, "output_tensor", "input_tensor")),
-            (dist, "reduce_scatter_single", _positional(scatter, "output", "input")),
+            (dist, gather_name, _positional(gather, "output_tensor", "input_tensor")),
+            (dist, scatter_name, _positional(scatter, "output", "input")),
             (_fsdp_collectives, "_get_all_gather_input_metadatas", record_metadatas),
         ]
         if torchao_float8.available():  # bf16 blocks need no torchao
@@ -422,9 +427,14 @@ class _EagerCollectives:
         )
 
 
+def _first_of(module: Any, *names: str) -> str:
+    return next(name for name in names if hasattr(module, name))
+
+
 def _positional(fn: Callable[..., Any], *names: str) -> Callable[..., Any]:
     """`fn(output, input, **rest)` however the caller names the first two (torch's own
-    `all_gather_single(output_tensor, input_tensor)`, `reduce_scatter_single(output, input)`)."""
+    `all_gather_single(output_tensor, input_tensor)`, `reduce_scatter_single(output, input)`,
+    and torch 2.11's `all_gather_into_tensor` and `reduce_scatter_tensor` alike)."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
         given = list(args) + [kwargs.pop(n) for n in names[len(args) :]]
