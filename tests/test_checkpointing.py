@@ -137,6 +137,8 @@ def test_sac_sees_aten_mm_for_a_float8_linear_eager_and_compiled(recipe, amax):
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
+    from f8roof.profiler import torchao_float8
+
     seen: set[str] = set()
 
     def policy(ctx, func, *args, **kwargs):
@@ -151,12 +153,14 @@ def test_sac_sees_aten_mm_for_a_float8_linear_eager_and_compiled(recipe, amax):
         model = torch.nn.Sequential(
             torch.nn.Linear(32, 32, bias=False), torch.nn.Linear(32, 32, bias=False)
         ).to(torch.bfloat16)
-        convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe))
-        wrapped = checkpoint_wrapper(model, context_fn=context_fn, preserve_rng_state=False)
-        if compiled:
-            wrapped = torch.compile(wrapped)
-        x = torch.randn(16, 32, dtype=torch.bfloat16, requires_grad=True)
-        wrapped(x).sum().backward()
+        # torchao's conversion patches Inductor process-wide: undone after, for later tests
+        with torchao_float8.inductor_patch_scope():
+            convert_to_float8_training(model, config=Float8LinearConfig.from_recipe_name(recipe))
+            wrapped = checkpoint_wrapper(model, context_fn=context_fn, preserve_rng_state=False)
+            if compiled:
+                wrapped = torch.compile(wrapped)
+            x = torch.randn(16, 32, dtype=torch.bfloat16, requires_grad=True)
+            wrapped(x).sum().backward()
         assert MM in seen, (compiled, sorted(seen))
         assert SCALED_MM not in seen
         assert amax in seen
