@@ -127,7 +127,12 @@ def test_a_new_policy_is_one_entry():
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "recipe, amax", [("tensorwise", "aten.max.default"), ("rowwise", "aten.amax.default")]
+    "recipe, amax",
+    [
+        ("tensorwise", "aten.max.default"),
+        # row-wise _scaled_mm on CPU: refused by torch 2.11's CPU backend (skipped there)
+        pytest.param("rowwise", "aten.amax.default", marks=pytest.mark.cpu_rowwise),
+    ],
 )
 def test_sac_sees_aten_mm_for_a_float8_linear_eager_and_compiled(recipe, amax):
     """The module's claim: SAC's policy sees a float8 linear as aten.mm (not _scaled_mm)."""
