@@ -64,8 +64,7 @@ from __future__ import annotations
 import sympy as sp
 
 from f8roof.models.errors import ModelError
-from f8roof.models.recipes import Granularity, Recipe, Role
-from f8roof.models.traffic import (
+from f8roof.models.kernel_traffic import (
     BF16_BYTES,
     DIMS,
     FP8_BYTES,
@@ -75,6 +74,7 @@ from f8roof.models.traffic import (
     TrafficModel,
     numel,
 )
+from f8roof.models.recipes import Granularity, Recipe, Role
 from f8roof.models.variant import Implementation
 
 # torchao's float8 grouped gemm (`_to_fp8_rowwise_then_scaled_grouped_mm`) scales rowwise only

@@ -11,6 +11,22 @@ from f8roof.compare import CalibrationCheck, Comparison, ReadOffComparison, Shap
 from f8roof.models.fit import KernelSet, Polynomial
 
 
+def _levels(s, *, actual: str) -> list[str]:
+    """A shape's overhead bytes at the seed's worst case, the ideal and what the code moves
+    (`actual`: generated, or read off torchao's kernels), with their ratios."""
+    M, K, N = s.shape
+    width = len(actual)
+    lines = [f"shape M={M} K={K} N={N}: overhead bytes"]
+    for label, value in (
+        ("worst", s.bytes_worst),
+        ("ideal", s.bytes_ideal),
+        (actual, s.bytes_actual),
+    ):
+        ratio = f"  {actual}/{label} {s.bytes_actual / value:.3f}" if label != actual else ""
+        lines.append(f"  {label:{width}} {value:>16,} B  {_mib(value):>14}{ratio}")
+    return lines
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.2f} MiB"
 
@@ -76,17 +92,7 @@ def read_off_text(c: ReadOffComparison) -> str:
         "",
     ]
     for s in c.shapes:
-        M, K, N = s.shape
-        lines.append(f"shape M={M} K={K} N={N}: overhead bytes")
-        for label, value in (
-            ("worst", s.bytes_worst),
-            ("ideal", s.bytes_ideal),
-            ("read-off", s.bytes_actual),
-        ):
-            ratio = (
-                f"  read-off/{label} {s.bytes_actual / value:.3f}" if label != "read-off" else ""
-            )
-            lines.append(f"  {label:8} {value:>16,} B  {_mib(value):>14}{ratio}")
+        lines += _levels(s, actual="read-off")
         lines.append(
             f"  {len(s.kernels)} read-off kernels (torchao's casts; to_blocked: Inductor's)"
         )
@@ -154,15 +160,7 @@ def render_text(c: Comparison | ReadOffComparison, check: CalibrationCheck | Non
     )
     lines = [title, f"versions: {versions_text(c.versions)}", ""]
     for s in c.shapes:
-        M, K, N = s.shape
-        lines.append(f"shape M={M} K={K} N={N}: overhead bytes")
-        for label, value in (
-            ("worst", s.bytes_worst),
-            ("ideal", s.bytes_ideal),
-            ("actual", s.bytes_actual),
-        ):
-            ratio = f"  actual/{label} {s.bytes_actual / value:.3f}" if label != "actual" else ""
-            lines.append(f"  {label:7} {value:>16,} B  {_mib(value):>14}{ratio}")
+        lines += _levels(s, actual="actual")
         if s.baseline is not None:
             lines.append(
                 f"  actual = float8 graph's non-gemm {s.capture.overhead_bytes:,} B - bf16 "
