@@ -312,28 +312,19 @@ def _comm(rec, rows, convert, block, layers, sharding, notes, lin_bf16, lin_fp8)
         else:
             ag_fp8 = ag_bf16
         rs = float(collective_time_s("reduce_scatter", nbytes=block_params * FP32_BYTES, **kw))
-        fwd_bf16 = float((counts * lin_bf16)[block].sum()) / layers / 3
-        fwd_fp8 = float((counts * lin_fp8)[block].sum()) / layers / 3
-        comm_bf16 += (
-            fsdp_exposed_time_s(
-                all_gather_s=ag_bf16,
+        exposed = []
+        for all_gather, linears in ((ag_bf16, lin_bf16), (ag_fp8, lin_fp8)):
+            forward_s = float((counts * linears)[block].sum()) / layers / 3
+            total = fsdp_exposed_time_s(
+                all_gather_s=all_gather,
                 reduce_scatter_s=rs,
-                forward_compute_s=fwd_bf16,
-                backward_compute_s=2 * fwd_bf16,
+                forward_compute_s=forward_s,
+                backward_compute_s=2 * forward_s,
                 layers=layers,
             )
-            / layers
-        )
-        comm_fp8 += (
-            fsdp_exposed_time_s(
-                all_gather_s=ag_fp8,
-                reduce_scatter_s=rs,
-                forward_compute_s=fwd_fp8,
-                backward_compute_s=2 * fwd_fp8,
-                layers=layers,
-            )
-            / layers
-        )
+            exposed.append(total / layers)
+        comm_bf16 += exposed[0]
+        comm_fp8 += exposed[1]
         notes.append(
             f"FSDP {fsdp}: weights all-gathered "
             + ("in float8 (tensorwise) " if sharding.float8_all_gather else "in bf16 ")
