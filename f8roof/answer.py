@@ -23,7 +23,7 @@ from f8roof.models.decision import DEFAULT_POLICY, DecisionPolicy, settle_comman
 from f8roof.models.step import StepSummary
 from f8roof.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.resolve import Request, Resolved, resolve
-from f8roof.sharded import CompiledStep, compiled_step
+from f8roof.sharded import BlockComparison, compiled_block, shipped_block
 from f8roof.step_summary import Sharding, summarize_step
 from f8roof.torchtitan_names import RECIPES, converter_lines, filter_fqns_for, to_torchtitan_fqn
 
@@ -44,7 +44,7 @@ class ModelAnswer:
     summary: StepSummary | None = None
     converter: tuple[str, ...] = ()  # torchtitan filter_fqns and converter lines (--setup)
     filter_fqns: tuple[str, ...] = ()
-    compiled: CompiledStep | None = None  # --overhead codegen: the block compiled as one rank
+    block: BlockComparison | None = None  # the sharded block its blocks were timed from
 
 
 @dataclass(frozen=True)
@@ -98,16 +98,51 @@ def answer(
             policy=DecisionPolicy.from_name(question.policy),
         )
         sharding = question.sharding or Sharding(fsdp_degree=setup.fsdp_degree)
-        summary = summarize_step(rec, resolved, sharding=sharding)
-        compiled = None
-        if question.overhead == "codegen":
-            compiled = compiled_step(question.model, rec, resolved, setup, summary)
+        block, why_not = sharded_block(question, rec, resolved, sharding)
+        summary = summarize_step(
+            rec, resolved, sharding=sharding, block=block, why_not_block=why_not
+        )
         lines: list[str] = []
         fqns: list[str] = []
         if question.sharding is not None:
             fqns, lines = torchtitan_lines(rec, sharding)
-        return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns), compiled)
+        return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns), block)
     return answer_shapes(question, resolved, progress=progress)
+
+
+def sharded_block(
+    question: Question, rec: Recommendation, resolved: Resolved, sharding: Sharding
+) -> tuple[BlockComparison | None, str]:
+    """The block one rank of the run executes, to time the step's blocks from: compiled
+    (`--overhead codegen`) or the shipped sharded fits; None and why where neither applies
+    (the step is then summed from the per-layer fits)."""
+    setup = rec.setup
+    if question.overhead != "codegen" and setup.tp == 1 and not setup.fsdp:
+        return None, ""  # one GPU, no sharding: the per-layer rows are the block
+    converted = rec.layers[rec.layers["convert"]]
+    recipes = sorted({str(r) for r in converted["recipe"]}) or list(rec.recipes[:1])
+    if len(recipes) != 1:
+        return None, f"the block mixes recipes ({', '.join(recipes)})"
+    if resolved.calibration is None:
+        return None, "timing a block's kernels needs a calibration"
+    if setup.recompute.value == "full":
+        return None, "--recompute full does not compile on a fake process group yet"
+    if sharding.async_tp:
+        return None, "async TP does not compile on a fake process group yet"
+    if question.overhead == "codegen":
+        gpu = resolved.config.gpu.name
+        block = compiled_block(
+            question.model,
+            tokens=rec.tokens,
+            recipe=recipes[0],
+            setup=setup,
+            sharding=sharding,
+            gpu=gpu,
+        )
+        return block, ""
+    return shipped_block(
+        question.model, tokens=rec.tokens, recipe=recipes[0], setup=setup, sharding=sharding
+    )
 
 
 def answer_shapes(
@@ -202,6 +237,7 @@ def setup_question(
         precompute_scales=req.precompute_scales,
         sac_policy=req.sac_policy,
         filter_fqns=req.filter_fqns,
+        seq_len=req.seq_len,
     )
     step_ms = None if setup.step_s is None else setup.step_s * 1e3
     new_question = Question(

@@ -162,6 +162,7 @@ class SetupRequest:
 
     model: str  # an f8roof built-in name
     tokens_per_rank: int  # local_batch_size x seq_len
+    seq_len: int | None = None
     tp: int = 1
     fsdp: int | None = None  # FSDP degree; None: torchtitan's -1, every remaining rank
     dp_replicate: int = 1
@@ -405,6 +406,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
     return SetupRequest(
         model=model,
         tokens_per_rank=batch * seq_len,
+        seq_len=seq_len,
         tp=tp,
         fsdp=fsdp,
         dp_replicate=par.integer("data_parallel_replicate_degree", 1),

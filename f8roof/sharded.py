@@ -4,21 +4,34 @@ rank of a sharded run (issue 18). The verb-level glue between the catalog and th
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from f8roof.architectures.catalog import BUILTIN_CONFIGS, Architecture, resolve_model
 from f8roof.errors import F8RoofError
+from f8roof.models import checkpointing
 from f8roof.models.block import BlockCapture, BlockSpec, Mlp, MoeSpec, Norm, ParallelSpec, Recompute
 from f8roof.models.errors import ModelError
 from f8roof.models.hardware import find_gpu
 from f8roof.models.variant import Before
 
-__all__ = ["BlockComparison", "block_spec", "compare_block"]
+__all__ = [
+    "BlockComparison",
+    "CaptureTimes",
+    "block_spec",
+    "capture_times",
+    "compare_block",
+    "compiled_block",
+    "shipped_block",
+]
 
 # The head width when neither the catalog's config nor the caller says it: llama's, mistral's
 # and qwen's 128 (head_dim in their config.json files, or hidden_size / num_attention_heads).
 DEFAULT_HEAD_DIM = 128
+# llama3's training sequence (torchtitan's llama3 configs: seq_len 8192): the layout a sharded
+# block assumes when only the tokens per rank are given
+LLAMA3_SEQ_LEN = 8192
 
 
 def block_spec(
@@ -101,10 +114,12 @@ def _config_head_dim(name: str) -> int | None:
 
 @dataclass(frozen=True)
 class BlockComparison:
-    """One block compiled in bf16 and in a float8 recipe, same sharding and checkpointing."""
+    """One block in bf16 and in a float8 recipe, same sharding and checkpointing: compiled, or
+    rebuilt from the shipped fit (`source` says which)."""
 
     bf16: BlockCapture
     float8: BlockCapture
+    source: str = ""
 
     @property
     def spec(self) -> BlockSpec:
@@ -124,6 +139,7 @@ def compare_block(
     seq_len: int | None = None,
     gpu: str = "h100",
     shapes_given: bool = False,
+    sac_policy: str | None = None,
     **linear_options,
 ) -> BlockComparison:
     """`f8roof compare --model ... --tp ...`: the model's block compiled for one rank of the
@@ -156,39 +172,13 @@ def compare_block(
         head_dim=_config_head_dim(model),
     )
     preset = find_gpu(gpu) if device == "codegen" else None
+    sac = checkpointing.sac_policy(sac_policy) if sac_policy else None
     # bf16 all-gathers nothing in float8: the flag applies to the float8 compile only
     plain = replace(spec, parallel=replace(parallel, float8_all_gather=False))
     return BlockComparison(
-        bf16=capture_block(plain, recipe=None, device=device, gpu=preset),
-        float8=capture_block(spec, recipe=recipe, device=device, gpu=preset),
+        bf16=capture_block(plain, recipe=None, device=device, gpu=preset, sac=sac),
+        float8=capture_block(spec, recipe=recipe, device=device, gpu=preset, sac=sac),
     )
-
-
-@dataclass(frozen=True)
-class CompiledStep:
-    """`estimate --model ... --overhead codegen`: the step with every block linear in float8,
-    from one block compiled as one rank of the run compiles it (TP, SP, FSDP, checkpointing),
-    beside the same from the per-layer fits. The compiled block holds what the per-layer rows
-    cannot: casts that lost their fusion after an all-gather, float8 all-gathers, recomputed
-    casts. Each graph's non-gemm kernels are timed by the calibration's kernel-time model and
-    its gemms by its gemm model; lm_head and everything outside the blocks stay as they are."""
-
-    block_bf16_s: float  # one block, forward and backward, non-gemm kernels and gemms
-    block_fp8_s: float
-    layers: int
-    casts_after_all_gather: int  # float8 casts reading an all-gathered tensor, per block
-    step_bf16_s: float  # the step summary's bf16 step (measured or modelled)
-    step_fp8_s: float  # with every block linear in float8, from the compiled block
-    fits_step_fp8_s: float  # the same from the per-layer fits
-    where: str  # what was compiled, in words
-
-    @property
-    def speedup(self) -> float:
-        return self.step_bf16_s / self.step_fp8_s
-
-    @property
-    def fits_speedup(self) -> float:
-        return self.step_bf16_s / self.fits_step_fp8_s
 
 
 def _gemm_dtype(gemm, recipe: str | None) -> str:
@@ -199,58 +189,102 @@ def _gemm_dtype(gemm, recipe: str | None) -> str:
     return "fp8_rowwise" if recipe and recipe.startswith("rowwise") else "fp8"
 
 
-def block_time_s(capture: BlockCapture, *, calibration, gemm_model) -> float:
-    """One rank's compiled block, forward and backward: every non-gemm kernel by the kernel-time
-    model (recomputed ones included), every gemm by the gemm model."""
+@dataclass(frozen=True)
+class CaptureTimes:
+    """One rank's block in one precision, timed: non-gemm kernels by the calibration's
+    kernel-time model, gemms by its gemm model (attention, an extern kernel, is neither)."""
+
+    gemm_s: float  # gemms the passes run once
+    kernel_s: float  # non-gemm kernels the passes run once
+    recompute_s: float  # forward kernels and gemms the backward runs again
+    fwd_s: float  # the forward graph, everything in it
+    bwd_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.gemm_s + self.kernel_s + self.recompute_s
+
+
+def capture_times(capture: BlockCapture, *, calibration, gemm_model) -> CaptureTimes:
+    """Time every kernel and gemm of a compiled (or fitted) block: see CaptureTimes."""
     from f8roof.models.gemm import GemmRole
 
-    kernels = sum(
-        float(calibration.kernel_time.time_s(k.kind, k.bytes_total)) for k in capture.kernels
+    parts = {"gemm": 0.0, "kernel": 0.0, "recompute": 0.0, "fwd": 0.0, "bwd": 0.0}
+
+    def add(what: str, item, seconds: float) -> None:
+        parts["recompute" if item.recomputed else what] += seconds
+        parts[item.graph] += seconds
+
+    for k in capture.kernels:
+        add("kernel", k, float(calibration.kernel_time.time_s(k.kind, k.bytes_total)))
+    for g in capture.gemms:
+        dtype = _gemm_dtype(g, capture.recipe)
+        add("gemm", g, float(gemm_model.time_s(dtype, GemmRole.OUTPUT, g.m, g.k, g.n)[0]))
+    return CaptureTimes(
+        gemm_s=parts["gemm"],
+        kernel_s=parts["kernel"],
+        recompute_s=parts["recompute"],
+        fwd_s=parts["fwd"],
+        bwd_s=parts["bwd"],
     )
-    gemms = sum(
-        float(gemm_model.time_s(_gemm_dtype(g, capture.recipe), GemmRole.OUTPUT, g.m, g.k, g.n)[0])
-        for g in capture.gemms
-    )
-    return kernels + gemms
 
 
-def compiled_step(model: str, rec, resolved, setup, summary) -> CompiledStep:
-    """Compile the model's block for `setup` (codegen for the calibration's GPU) in bf16 and in
-    the recommendation's recipe, time both, and put the difference into the step."""
-    config = resolved.config
-    if resolved.calibration is None:
-        raise F8RoofError("--overhead codegen times kernels with a calibration: drop it")
-    if len(rec.recipes) != 1:
-        raise F8RoofError("--overhead codegen with --model compiles one recipe: give one")
-    recipe = rec.recipes[0]
-    fsdp = setup.fsdp_degree or 1
+def compiled_block(model: str, *, tokens: int, recipe: str, setup, sharding, gpu: str):
+    """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`."""
+    fsdp = sharding.fsdp_degree or 1
+    seq_len = sharding.seq_len or math.gcd(tokens, LLAMA3_SEQ_LEN)
     comparison = compare_block(
         model=model,
-        tokens=rec.tokens,
+        tokens=tokens,
+        seq_len=seq_len,
         recipe=recipe,
         tp=setup.tp,
         fsdp=fsdp,
+        float8_all_gather=sharding.float8_all_gather and fsdp > 1,
         recompute=setup.recompute.value,
-        gpu=config.gpu.name,
+        gpu=gpu,
+        sac_policy=sharding.sac_policy,
     )
-    timed = {
-        name: block_time_s(c, calibration=resolved.calibration, gemm_model=config.gemm_model)
-        for name, c in (("bf16", comparison.bf16), ("float8", comparison.float8))
-    }
-    layers = summary.layers
-    block = rec.layers[rec.layers["fqn"] != "lm_head"]
-    fits_saved = float((block["count"] * (block["bf16_s"] - block["fp8_s"])).sum())
     where = (
-        f"one block of {rec.architecture.name} at {rec.tokens} tokens per rank, TP {setup.tp}, "
-        f"FSDP {fsdp}, recompute {setup.recompute.value}, {recipe}, codegen for {config.gpu.name}"
+        f"one block compiled at {tokens} tokens per rank ({tokens // seq_len} x {seq_len}), "
+        f"TP {setup.tp}, FSDP {fsdp}, "
+        f"recompute {setup.recompute.value}, {recipe}, codegen for {gpu}"
     )
-    return CompiledStep(
-        block_bf16_s=timed["bf16"],
-        block_fp8_s=timed["float8"],
-        layers=layers,
-        casts_after_all_gather=len(comparison.float8.casts_after_all_gather),
-        step_bf16_s=summary.bf16_s,
-        step_fp8_s=summary.bf16_s - layers * (timed["bf16"] - timed["float8"]),
-        fits_step_fp8_s=summary.bf16_s - fits_saved,
-        where=where,
+    return replace(comparison, source=where)
+
+
+def shipped_block(
+    model: str, *, tokens: int, recipe: str, setup, sharding
+) -> tuple[BlockComparison | None, str]:
+    """The block from the shipped sharded fits (calibrations/blocks.json), or None and why."""
+    from f8roof.calibration.block_file import SHIPPED, BlockKey, shipped_fit, shipped_source
+
+    if not SHIPPED.is_file():
+        return None, "no shipped sharded block file"
+    gather = sharding.float8_all_gather and (sharding.fsdp_degree or 1) > 1
+    seq_len = sharding.seq_len or math.gcd(tokens, LLAMA3_SEQ_LEN)
+    several = tokens > seq_len
+    name = resolve_model(model).name
+    want = BlockKey(name, setup.tp, setup.recompute.value, recipe, gather, several)
+    fit8 = shipped_fit(want)
+    fit16 = shipped_fit(BlockKey(name, setup.tp, setup.recompute.value, "bf16", False, several))
+    if fit8 is None or fit16 is None:
+        return None, f"no shipped sharded block for {want}"
+    try:
+        bf16, float8 = (f.at(tokens, seq_len=seq_len) for f in (fit16, fit8))
+    except ModelError as e:
+        return None, f"the shipped sharded block for {want} does not hold here: {e}"
+    knots = fit8.tokens
+    checks = [c for f in (fit8, fit16) for c in f.checks]
+    worst = max((c.worst for c in checks), default=float("nan"))
+    slowest = max((c.time_error or 0.0 for c in checks), default=float("nan"))
+    checked = ", ".join(str(c.tokens) for c in fit8.checks)
+    layout = f"{tokens // seq_len} x {seq_len} tokens per rank"
+    if sharding.seq_len is None:
+        layout += " (no seq_len given: sequences of up to 8192, llama3's)"
+    source = (
+        f"the shipped sharded block for {want} at {layout} (piecewise affine "
+        f"in tokens through compiles at {', '.join(map(str, knots))}; against fresh compiles at "
+        f"{checked}: bytes within {worst:.1%}, block time within {slowest:.1%}; {shipped_source()})"
     )
+    return BlockComparison(bf16, float8, source), ""

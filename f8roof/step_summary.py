@@ -53,10 +53,13 @@ from f8roof.models.gemm import GemmRole, fp8_gemm_dtype
 from f8roof.models.step import BlockTimes, StepSummary, step_summary
 from f8roof.recommend import Recommendation, _forward_share_fn
 from f8roof.resolve import Resolved
+from f8roof.sharded import BlockComparison, capture_times
 from f8roof.torchtitan_names import filter_names
 
 BF16_BYTES = 2
 FP32_BYTES = 4
+# torchtitan's llama job configs keep the output projection (lm_head) in bf16
+DEFAULT_FILTER = ("output",)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Sharding:
     sac_policy: str = TOML_LAYOUT_POLICY
     filter_fqns: tuple[str, ...] = ()
     gpus_per_node: int = 8
+    seq_len: int | None = None  # None: unknown (the sharded block assumes sequences of 8192)
 
     def __post_init__(self) -> None:
         if self.fsdp_degree is not None and self.fsdp_degree < 1:
@@ -84,28 +88,49 @@ def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
 
 
 def summarize_step(
-    rec: Recommendation, resolved: Resolved, *, sharding: Sharding = Sharding()
+    rec: Recommendation,
+    resolved: Resolved,
+    *,
+    sharding: Sharding = Sharding(),
+    block: BlockComparison | None = None,
+    why_not_block: str = "",
 ) -> StepSummary:
-    """The step summary of a recommendation (see the module docstring)."""
+    """The step as torchtitan runs it: every linear in float8 but the setup's filter_fqns
+    (torchtitan's llama configs' ["output"] without a setup), which is what published runs
+    measure; f8roof's own decisions' step is noted beside it. With `block` (one rank's sharded
+    block, compiled or from the shipped fits) the blocks are timed from that block's graphs,
+    and the per-layer fits' answer is noted too; `why_not_block` says why there is none."""
     try:
-        return _summarize(rec, resolved, sharding)
+        advice = _summarize(rec, resolved, sharding, block, [], as_run=False)
+        chosen = int(rec.layers["convert"].astype(bool).sum())
+        decided = f"{chosen} of {len(rec.layers)} layer types in float8"
+        notes = [f"with f8roof's decisions ({decided}): x{advice.speedup:.3f}"]
+        if block is None:
+            if why_not_block:
+                notes.append(f"blocks from the per-layer fits: {why_not_block}")
+        else:
+            fits = _summarize(rec, resolved, sharding, None, [], as_run=True)
+            notes.append(f"per-layer fits alone: x{fits.speedup:.3f}")
+        return _summarize(rec, resolved, sharding, block, notes, as_run=True)
     except ModelError as e:
         raise F8RoofError(str(e)) from None
 
 
-def _summarize(rec: Recommendation, resolved: Resolved, sharding: Sharding) -> StepSummary:
+def _summarize(
+    rec: Recommendation,
+    resolved: Resolved,
+    sharding: Sharding,
+    block_graphs: BlockComparison | None,
+    notes: list[str],
+    *,
+    as_run: bool,
+) -> StepSummary:
+    """`as_run`: every linear float8 can run in float8 but the filtered ones; otherwise
+    f8roof's decisions (the setup's filters still apply)."""
     rows = rec.layers
     setup = rec.setup
-    notes: list[str] = []
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
     head = (rows["fqn"] == "lm_head").to_numpy()
-    filtered = np.array([_filtered(f, sharding.filter_fqns) for f in rows["fqn"]])
-    convert = rows["convert"].to_numpy(dtype=bool) & ~filtered
-    if (rows["convert"].to_numpy(dtype=bool) & filtered).any():
-        notes.append("the setup's filter_fqns keep layers f8roof would convert in bf16")
-    counts = rows["count"].to_numpy(dtype=np.float64)
-    layers = int(counts[block].max()) if block.any() else 1
-
     bf16_col, fp8_col = (
         ("bf16_s", "fp8_s")
         if rec.criterion == "speedup"
@@ -114,6 +139,19 @@ def _summarize(rec: Recommendation, resolved: Resolved, sharding: Sharding) -> S
             "fp8_s_worst",
         )
     )
+    filters = sharding.filter_fqns or (DEFAULT_FILTER if as_run else ())
+    filtered = np.array([_filtered(f, filters) for f in rows["fqn"]])
+    if as_run:
+        convert = np.isfinite(rows[fp8_col].to_numpy(dtype=np.float64)) & ~filtered
+        notes.append(
+            "float8 as torchtitan converts it: every linear but filter_fqns "
+            f"{list(filters)}" + ("" if sharding.filter_fqns else " (torchtitan's llama configs')")
+        )
+    else:
+        convert = rows["convert"].to_numpy(dtype=bool) & ~filtered
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    layers = _layers(rec)
+
     bf16 = rows[bf16_col].to_numpy(dtype=np.float64)
     fp8 = rows[fp8_col].to_numpy(dtype=np.float64)
     rec_bf16 = _column(rows, "recompute_bf16_s")
@@ -127,28 +165,46 @@ def _summarize(rec: Recommendation, resolved: Resolved, sharding: Sharding) -> S
     re_fp8 = np.where(convert, rec_fp8, rec_bf16)
     if setup.recompute is Recompute.SELECTIVE:
         re_bf16, re_fp8 = _selective(rows, resolved, convert, block, sharding)
+        source = sac_policy(sharding.sac_policy).source
         notes.append(
-            f"selective: torchtitan's per-op SAC ({sac_policy(sharding.sac_policy).source}); "
-            "float8 casts rerun in the backward (not in the save list)"
+            f"selective: torchtitan's per-op SAC ({source}); float8 casts rerun in the "
+            "backward (not in the save list)"
+            if block_graphs is None
+            else f"selective: torchtitan's per-op SAC compiled into the block ({source}: its "
+            "2025-05 and 0.3.0 lists decide a dense llama block alike, float8 gemms reaching "
+            "SAC as aten.mm)"
         )
 
     def per_block(values):
         return float((counts * values)[block].sum()) / layers
 
-    comm_bf16, comm_fp8 = _comm(
-        rec, rows, convert, block, layers, sharding, notes, lin_bf16, lin_fp8
-    )
-    bf16_block = BlockTimes(
-        linear_gemm_s=per_block(lin_bf16),
-        comm_exposed_s=comm_bf16,
-        recompute_s=per_block(re_bf16),
-    )
-    fp8_block = BlockTimes(
-        linear_gemm_s=per_block(gemm_fp8),
-        overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
-        comm_exposed_s=comm_fp8,
-        recompute_s=per_block(re_fp8),
-    )
+    if block_graphs is not None:
+        # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
+        # per-layer difference puts it back
+        kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
+        bf16_block, fp8_block = _graph_blocks(
+            rec, resolved, sharding, block_graphs, per_block(kept), notes, convert
+        )
+    else:
+        forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
+        gemms = (per_block(lin_bf16), per_block(lin_fp8))
+        comm_bf16, comm_fp8 = _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms)
+        fsdp = _fsdp_comm(
+            rec, rows, convert, block, layers, sharding, notes, [(f, 2 * f) for f in forward]
+        )
+        comm_bf16 += fsdp[0]
+        comm_fp8 += fsdp[1]
+        bf16_block = BlockTimes(
+            linear_gemm_s=per_block(lin_bf16),
+            comm_exposed_s=comm_bf16,
+            recompute_s=per_block(re_bf16),
+        )
+        fp8_block = BlockTimes(
+            linear_gemm_s=per_block(gemm_fp8),
+            overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
+            comm_exposed_s=comm_fp8,
+            recompute_s=per_block(re_fp8),
+        )
     other = ~block & ~head
     if other.any():
         notes.append(
@@ -226,112 +282,200 @@ def _selective(rows, resolved: Resolved, convert, block, sharding: Sharding):
     return re_bf16, re_fp8
 
 
-def _comm(rec, rows, convert, block, layers, sharding, notes, lin_bf16, lin_fp8):
-    """Exposed communication of one block, per precision (see the module docstring)."""
-    setup = rec.setup
-    tp, fsdp = setup.tp, sharding.fsdp_degree
-    if tp == 1 and not (fsdp and fsdp > 1):
-        if setup.fsdp:
-            notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
-        return 0.0, 0.0
+def _fabric(rec, notes: list[str]) -> Interconnect | None:
     try:
-        fabric: Interconnect = find_interconnect(rec.gpu)
+        return find_interconnect(rec.gpu)
     except CommError as e:
         notes.append(f"communication not modelled: {e}")
+        return None
+
+
+def _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms):
+    """Exposed sequence-parallel communication of one block from the per-layer rows, per
+    precision (see the module docstring); async TP hides it behind `gemms` (seconds per
+    precision)."""
+    setup = rec.setup
+    tp = setup.tp
+    fabric = _fabric(rec, notes) if tp > 1 else None
+    if fabric is None:
         return 0.0, 0.0
     tokens = rec.tokens
     counts = rows["count"].to_numpy(dtype=np.float64)
     dense_block = block & ~rows["grouped"].to_numpy(dtype=bool)
     if rows["grouped"].any():
         notes.append("routed experts' all-to-all (EP) is not modelled")
-    comm_bf16 = comm_fp8 = 0.0
-    if tp > 1:
+    place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
+    row_par = dense_block & (rows["tp"] == "row").to_numpy()
+    hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
+    per_block = counts[row_par] / layers  # sub-blocks (attention, MLP) per block
+    nbytes = tokens * hidden * BF16_BYTES
+    kw = {"group_size": tp, "placement": place, "fabric": fabric}
+    ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
+    rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
+    # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again
+    again = setup.recompute is not Recompute.NONE
+    full_again = setup.recompute is Recompute.FULL
+    bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
+    tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
+    fp8_ag = ag
+    if tensorwise and (convert & dense_block).any():
+        fp8_ag = float8_all_gather_time_s(numel=tokens * hidden, **kw)
+        notes.append("tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)")
+    fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
+    notes.append(
+        f"TP {tp}: sequence-parallel all-gathers/reduce-scatters of tokens x hidden, "
+        f"{place.value}-node, " + _tp_overlap_note(sharding)
+    )
+    return _tp_exposed(sharding, (float(np.sum(bf16_t)), float(np.sum(fp8_t))), gemms)
+
+
+def _tp_overlap_note(sharding: Sharding) -> str:
+    return "async TP: hidden behind the gemms" if sharding.async_tp else "exposed (no async TP)"
+
+
+def _tp_exposed(sharding: Sharding, comm, gemms) -> tuple[float, float]:
+    """async TP splits each collective against the gemm it feeds or drains: it hides behind
+    the block's gemms (forward and backward, per precision); without it TP comm is exposed."""
+    overlap = Overlap.OVERLAPPED if sharding.async_tp else Overlap.EXPOSED
+    bf16, fp8 = (
+        float(exposed_time_s(c, overlap=overlap, compute_time_s=g)) for c, g in zip(comm, gemms)
+    )
+    return bf16, fp8
+
+
+def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
+    """FSDP's exposed time per block, per precision: weights all-gathered, gradients
+    reduce-scattered, hidden behind `compute` ((forward, backward) seconds per precision)."""
+    setup = rec.setup
+    tp, fsdp = setup.tp, sharding.fsdp_degree
+    if not (fsdp and fsdp > 1):
+        if setup.fsdp:
+            notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
+        return 0.0, 0.0
+    fabric = _fabric(rec, notes)
+    if fabric is None:
+        return 0.0, 0.0
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=sharding.gpus_per_node)
+    kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
+    K = rows["full_K"].to_numpy(dtype=np.float64)
+    N = rows["full_N"].to_numpy(dtype=np.float64)
+    shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, tp)
+    experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
+    params = counts * K * N * experts / shard
+    block_params = float(params[block].sum()) / layers
+    fp8_params = float(params[block & convert].sum()) / layers
+    ag_bf16 = float(collective_time_s("all_gather", nbytes=block_params * BF16_BYTES, **kw))
+    if sharding.float8_all_gather:
+        ag_fp8 = float(
+            collective_time_s(
+                "all_gather",
+                nbytes=(block_params - fp8_params) * BF16_BYTES,
+                **kw,
+            )
+            + float8_all_gather_time_s(
+                numel=fp8_params,
+                tensors=int(np.sum((block & convert) * counts) / layers),
+                scales_precomputed=sharding.precompute_scales,
+                **kw,
+            )
+        )
+    else:
+        ag_fp8 = ag_bf16
+    rs = float(collective_time_s("reduce_scatter", nbytes=block_params * FP32_BYTES, **kw))
+    exposed = []
+    for all_gather, (forward_s, backward_s) in zip((ag_bf16, ag_fp8), compute):
+        total = fsdp_exposed_time_s(
+            all_gather_s=all_gather,
+            reduce_scatter_s=rs,
+            forward_compute_s=forward_s,
+            backward_compute_s=backward_s,
+            layers=layers,
+        )
+        exposed.append(total / layers)
+    notes.append(
+        f"FSDP {fsdp}: weights all-gathered "
+        + ("in float8 (tensorwise) " if sharding.float8_all_gather else "in bf16 ")
+        + f"and gradients reduce-scattered in fp32, {place.value}-node, overlapped with "
+        "the block's compute; first gather and last reduce-scatter exposed"
+    )
+    return exposed[0], exposed[1]
+
+
+def _graph_blocks(rec, resolved: Resolved, sharding: Sharding, graphs, kept_s, notes, convert):
+    """One block per precision from its graphs (compiled, or the shipped fits at these
+    tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
+    the rows' weights hidden behind the graphs' own forward and backward. `kept_s`: what the
+    block linears the recommendation keeps in bf16 change against the all-float8 graph."""
+    calibration = resolved.calibration
+    times = [
+        capture_times(c, calibration=calibration, gemm_model=resolved.config.gemm_model)
+        for c in (graphs.bf16, graphs.float8)
+    ]
+    rows, layers = rec.layers, _layers(rec)
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    comm = [0.0, 0.0]
+    if rec.setup.tp > 1 and (fabric := _fabric(rec, notes)) is not None:
+        tp = rec.setup.tp
         place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
-        row_par = dense_block & (rows["tp"] == "row").to_numpy()
-        hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
-        per_block = counts[row_par] / layers  # sub-blocks (attention, MLP) per block
-        nbytes = tokens * hidden * BF16_BYTES
-        kw = {"group_size": tp, "placement": place, "fabric": fabric}
-        ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
-        rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
-        # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again
-        again = setup.recompute is not Recompute.NONE
-        full_again = setup.recompute is Recompute.FULL
-        bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
-        tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
-        fp8_ag = ag
-        if tensorwise and (convert & dense_block).any():
-            fp8_ag = float8_all_gather_time_s(numel=tokens * hidden, **kw)
-            notes.append("tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)")
-        fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
-        # async TP splits each collective against the gemm it feeds or drains: it hides behind
-        # the block's linears (their whole time, forward and backward, in each precision)
-        overlap = Overlap.OVERLAPPED if sharding.async_tp else Overlap.EXPOSED
-        gemms_bf16 = float((counts * lin_bf16)[block].sum()) / layers
-        gemms_fp8 = float((counts * lin_fp8)[block].sum()) / layers
-        comm_bf16 += float(
-            exposed_time_s(float(np.sum(bf16_t)), overlap=overlap, compute_time_s=gemms_bf16)
-        )
-        comm_fp8 += float(
-            exposed_time_s(float(np.sum(fp8_t)), overlap=overlap, compute_time_s=gemms_fp8)
-        )
-        notes.append(
-            f"TP {tp}: sequence-parallel all-gathers/reduce-scatters of tokens x hidden, "
-            f"{place.value}-node, "
-            + (
-                "async TP: hidden behind the gemms"
-                if sharding.async_tp
-                else "exposed (no async TP)"
-            )
-        )
-    if fsdp and fsdp > 1:
-        place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=sharding.gpus_per_node)
-        kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
-        K = rows["full_K"].to_numpy(dtype=np.float64)
-        N = rows["full_N"].to_numpy(dtype=np.float64)
-        shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, tp)
-        experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
-        params = counts * K * N * experts / shard
-        block_params = float(params[block].sum()) / layers
-        fp8_params = float(params[block & convert].sum()) / layers
-        ag_bf16 = float(collective_time_s("all_gather", nbytes=block_params * BF16_BYTES, **kw))
-        if sharding.float8_all_gather:
-            ag_fp8 = float(
-                collective_time_s(
-                    "all_gather",
-                    nbytes=(block_params - fp8_params) * BF16_BYTES,
-                    **kw,
+        for i, capture in enumerate((graphs.bf16, graphs.float8)):
+            comm[i] = sum(
+                float(
+                    collective_time_s(
+                        c.kind.value,
+                        nbytes=c.bytes,
+                        group_size=c.group_size,
+                        placement=place,
+                        fabric=fabric,
+                    )
                 )
-                + float8_all_gather_time_s(
-                    numel=fp8_params,
-                    tensors=int(np.sum((block & convert) * counts) / layers),
-                    scales_precomputed=sharding.precompute_scales,
-                    **kw,
-                )
+                for c in capture.collectives
+                if c.compiled and c.mesh == "tp"
             )
-        else:
-            ag_fp8 = ag_bf16
-        rs = float(collective_time_s("reduce_scatter", nbytes=block_params * FP32_BYTES, **kw))
-        exposed = []
-        for all_gather, linears in ((ag_bf16, lin_bf16), (ag_fp8, lin_fp8)):
-            forward_s = float((counts * linears)[block].sum()) / layers / 3
-            total = fsdp_exposed_time_s(
-                all_gather_s=all_gather,
-                reduce_scatter_s=rs,
-                forward_compute_s=forward_s,
-                backward_compute_s=2 * forward_s,
-                layers=layers,
-            )
-            exposed.append(total / layers)
-        comm_bf16 += exposed[0]
-        comm_fp8 += exposed[1]
+        gemms = tuple(t.gemm_s + t.recompute_s for t in times)
+        comm = list(_tp_exposed(sharding, comm, gemms))
         notes.append(
-            f"FSDP {fsdp}: weights all-gathered "
-            + ("in float8 (tensorwise) " if sharding.float8_all_gather else "in bf16 ")
-            + f"and gradients reduce-scattered in fp32, {place.value}-node, overlapped with "
-            "the linears' compute (a third forward, two thirds backward); first gather and "
-            "last reduce-scatter exposed"
+            f"TP {tp}: the collectives the compiled graphs hold, {place.value}-node, "
+            + _tp_overlap_note(sharding)
         )
-    elif setup.fsdp:
-        notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
-    return comm_bf16, comm_fp8
+    compute = tuple((t.fwd_s, t.bwd_s) for t in times)
+    fsdp = _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute)
+    t16, t8 = times
+    bf16 = BlockTimes(
+        linear_gemm_s=t16.gemm_s,
+        other_compute_s=t16.kernel_s,
+        comm_exposed_s=comm[0] + fsdp[0],
+        recompute_s=t16.recompute_s,
+    )
+    notes.append(f"blocks from {graphs.source}")
+    notes.append(
+        "each block's gemms, kernels and recompute as its graphs hold them (attention, an "
+        "extern kernel, is not timed: the same in both precisions)"
+    )
+    if not (block & convert).any():
+        notes.append("no block linear in float8: the float8 block is the bf16 one")
+        return bf16, bf16
+    # float8's non-gemm time beyond bf16's is its overhead; a kept layer's difference
+    # (usually negative: kept because float8 loses) comes off the overhead, then the gemms
+    other = min(t16.kernel_s, t8.kernel_s)
+    extra = t8.kernel_s - other + kept_s
+    fp8 = BlockTimes(
+        linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
+        overhead_s=max(extra, 0.0),
+        other_compute_s=other,
+        comm_exposed_s=comm[1] + fsdp[1],
+        recompute_s=t8.recompute_s,
+    )
+    if (block & ~convert).any():
+        notes.append(
+            "block linears kept in bf16 corrected from the all-float8 graph by their "
+            "per-layer difference (its collectives and recompute stay the all-float8 graph's)"
+        )
+    return bf16, fp8
+
+
+def _layers(rec) -> int:
+    rows = rec.layers
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    return int(counts[block].max()) if block.any() else 1

@@ -44,3 +44,8 @@ def test_block_codegen_cost_runs_small():
     pytest.importorskip("triton")
     out = run("block_codegen_cost.py", "--small", "--recipe", "bf16", "--tp", "2")
     assert "small bf16 tp=2" in out and "codegen" in out and "collectives" in out
+
+
+def test_model_answer_cost_runs():
+    out = run("model_answer_cost.py", "--repeat", "1")
+    assert "model answer from shipped files: first" in out and "fresh process" in out

@@ -1,6 +1,7 @@
 """`f8roof estimate --setup FILE` and the step summary in --out files, through click."""
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -24,7 +25,8 @@ def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
     assert "step (measured bf16 step): bf16 762.0 ms" in text
     assert "torchtitan filter_fqns: ['output'," in text
     assert "--model.converters float8 --float8.recipe_name rowwise" in text
-    assert "TP 2: sequence-parallel" in text and "FSDP 2:" in text
+    assert "TP 2: the collectives the compiled graphs hold" in text and "FSDP 2:" in text
+    assert "blocks from the shipped sharded block for llama3-8b TP 2, recompute selective" in text
     doc = json.loads(out.read_text())
     summary = doc["summary"]
     assert summary["bf16_s"] == pytest.approx(0.762) and summary["step_measured"]
@@ -53,6 +55,29 @@ def test_setup_matches_the_same_question_asked_with_options(tmp_path):
     sa, sb = json.loads(a.read_text())["summary"], json.loads(b.read_text())["summary"]
     for key in ("bf16_s", "fp8_s", "speedup", "comm_bf16_s", "recompute_fp8_s"):
         assert sa[key] == pytest.approx(sb[key]), key
+
+
+def test_1207_as_options_and_as_setup_give_one_answer_from_the_sharded_block(tmp_path):
+    """Issue 18's question both ways: the torchtitan job config of pytorch/torchtitan#1207 and
+    the same setup as options; both time the blocks from the shipped sharded block."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    by_file = run("estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(a))
+    by_options = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--fsdp", "2",
+        "--recompute", "selective", "--recipe", "rowwise", "--step-ms", "762", "--out", str(b),
+    )  # fmt: skip
+    assert by_file.exit_code == 0, by_file.output
+    assert by_options.exit_code == 0, by_options.output
+    sa, sb = json.loads(a.read_text())["summary"], json.loads(b.read_text())["summary"]
+    for key in ("bf16_s", "fp8_s", "speedup", "comm_fp8_s", "recompute_fp8_s", "linear_fp8_s"):
+        assert sa[key] == pytest.approx(sb[key]), key
+    for summary in (sa, sb):
+        notes = "\n".join(summary["assumptions"])
+        assert "blocks from the shipped sharded block" in notes
+        fits = float(re.search(r"per-layer fits alone: x([\d.]+)", notes)[1])
+        assert fits != pytest.approx(summary["speedup"], abs=1e-4)  # the graphs decided
+    # float8's amax all-reduces and recomputed casts: more comm and recompute than bf16
+    assert sa["comm_fp8_s"] > sa["comm_bf16_s"] and sa["recompute_fp8_s"] > sa["recompute_bf16_s"]
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".parquet", ".md"])
@@ -99,30 +124,6 @@ def test_bad_setup_file_is_one_line(tmp_path):
     assert result.exit_code == 2
     assert "unknown key 'seqlen' in [training]" in result.output
     assert len(result.output.strip().splitlines()) == 1
-
-
-def test_issue_18_question_by_file_and_by_options(tmp_path):
-    """torchtitan#1207's run: the fixture, and the same question as options (--fsdp 2). The
-    fixture keeps `output` in bf16 (torchtitan's filter_fqns); the options convert lm_head
-    where f8roof says so: that is the one difference."""
-    a, b = tmp_path / "a.json", tmp_path / "b.json"
-    # the expected speedup decides (the conservative default keeps an uncertain lm_head)
-    by_file = run(
-        "estimate", "--setup", FIXTURE, "--step-ms", "762", "--policy", "expected", "--out", str(a)
-    )
-    by_options = run(
-        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--fsdp", "2",
-        "--recompute", "selective", "--recipe", "rowwise", "--step-ms", "762", "--out", str(b),
-        "--policy", "expected",
-    )  # fmt: skip
-    assert by_file.exit_code == 0 and by_options.exit_code == 0, by_options.output
-    assert "FSDP 2" in by_options.output
-    sa, sb = json.loads(a.read_text())["summary"], json.loads(b.read_text())["summary"]
-    for key in ("bf16_s", "comm_bf16_s", "comm_fp8_s", "recompute_bf16_s", "recompute_fp8_s"):
-        assert sa[key] == pytest.approx(sb[key]), key
-    head = sb["lm_head_bf16_s"] - sb["lm_head_fp8_s"]
-    assert head > 0
-    assert sa["fp8_s"] - sb["fp8_s"] == pytest.approx(head)
 
 
 def test_fsdp_takes_an_optional_degree():

@@ -38,6 +38,7 @@ def test_fixture_is_torchtitan_1207s_run():
     assert got == SetupRequest(
         model="llama3-8b",
         tokens_per_rank=8192,
+        seq_len=8192,
         tp=2,
         fsdp=2,
         dp_replicate=1,

@@ -380,8 +380,8 @@ def test_renderer_lists_per_pass_and_json_reads_back() -> None:
 @pytest.mark.slow
 @requires.torchao
 def test_estimate_model_codegen_compiles_the_block(tmp_path):
-    """estimate --model --overhead codegen: the step with every block linear in float8 from the
-    block compiled as one rank (TP 2 x FSDP 2, selective), beside the per-layer fits."""
+    """estimate --model --overhead codegen: the step's blocks timed from the block compiled as
+    one rank (TP 2 x FSDP 2, selective), the per-layer fits' answer beside it."""
     from click.testing import CliRunner
 
     from f8roof.cli import main
@@ -392,10 +392,38 @@ def test_estimate_model_codegen_compiles_the_block(tmp_path):
         main, [*args, "--recompute", "selective", "--recipe", "rowwise", "--overhead", "codegen"]
     )
     assert result.exit_code == 0, result.output
-    compiled = result.output[result.output.index("compiled: ") :].splitlines()
-    assert "TP 2, FSDP 2, recompute selective, rowwise, codegen for h100" in compiled[0]
-    bf16_ms, fp8_ms = (float(x) for x in re.findall(r"([\d.]+) ms", compiled[1])[:2])
-    assert bf16_ms > 0 and fp8_ms > 0
-    casts = int(re.search(r"; (\d+) float8 casts read an all-gathered", compiled[1]).group(1))
+    assert (
+        "blocks from one block compiled at 64 tokens per rank (1 x 64), TP 2, FSDP 2, recompute "
+        "selective, rowwise, codegen for h100" in result.output
+    )
+    assert re.search(r"per-layer fits alone: x\d\.\d{3}", result.output)
+    casts = int(
+        re.search(r"float8 block: (\d+) float8 casts read an all-gathered", result.output)[1]
+    )
     assert casts > 0  # sequence parallelism: the casts sit after the all-gather
-    assert "from the compiled block" in compiled[2] and "from the per-layer fits" in compiled[2]
+    # the step converts every linear as torchtitan does, timed from the graphs; f8roof keeps
+    # them all in bf16 at 64 tokens, so its decisions' step is the bf16 block's: x1.000
+    step = re.search(r"float8 [\d.]+ ms: x(\d\.\d{3})", result.output)[1]
+    fits = re.search(r"per-layer fits alone: x(\d\.\d{3})", result.output)[1]
+    assert step != fits
+    assert re.search(
+        r"with f8roof's decisions \(0 of \d+ layer types in float8\): x1\.000", result.output
+    )
+
+
+@pytest.mark.slow
+@requires.torchao
+def test_both_torchtitan_policies_decide_a_llama_block_alike():
+    """Under compile a float8 linear reaches SAC as aten.mm, so torchtitan's 2025-05 list
+    (no _scaled_mm) and 0.3.0's (with it) save and recompute the same ops of a llama block."""
+    from f8roof.models.checkpointing import SAC_POLICIES
+    from f8roof.profiler.block import capture_block
+
+    spec = BlockSpec.small(
+        parallel=ParallelSpec(tp=2, recompute=Recompute.SELECTIVE), tokens=256, seq_len=256
+    )
+    old, new = (
+        capture_block(spec, recipe="rowwise", device="codegen", sac=SAC_POLICIES[name])
+        for name in ("torchtitan-2025-05", "torchtitan-0.3.0")
+    )
+    assert old == new and old.recomputed

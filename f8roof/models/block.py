@@ -25,7 +25,6 @@ from typing import Any
 from f8roof.models.errors import ModelError
 
 __all__ = [
-    "TORCHTITAN_SAVE_OPS",
     "BlockCapture",
     "BlockGemm",
     "BlockKernel",
@@ -54,30 +53,7 @@ class Mlp(str, Enum):
 class Recompute(str, Enum):
     NONE = "none"
     FULL = "full"  # the whole block recomputed in backward (torchtitan's full AC)
-    SELECTIVE = "selective"  # per-op: save `save_ops`' outputs, recompute the rest
-
-
-# torchtitan's per-op SAC save list, torchtitan 0.2.0 (PyPI),
-# torchtitan/models/llama3/infra/parallelize.py `_op_sac_save_list`: every second mm is
-# recomputed (`_apply_ac_to_transformer_block` in distributed/activation_checkpoint.py).
-# torchtitan 0.3.0 (distributed/activation_checkpoint.py `_get_default_save_ops`) widens it to
-# `get_default_op_list().compute_intensive_ops` plus attention variants, max, topk and
-# reduce_scatter/all_to_all. The float8 gemm (`_scaled_mm`) is in 0.3.0's list, not in 0.2.0's:
-# listed here so float8 gemms are saved like bf16 ones. `_scaled_dot_product_flash_attention_for_cpu`
-# stands in for the CUDA flash op on a CPU capture (SDPA dispatches there on CPU).
-# The data table proper (per torchtitan version) belongs to the SAC policy module (issue 18 B).
-TORCHTITAN_SAVE_OPS: frozenset[str] = frozenset(
-    {
-        "aten.mm",
-        "aten._scaled_mm",
-        "aten._scaled_dot_product_efficient_attention",
-        "aten._scaled_dot_product_flash_attention",
-        "aten._scaled_dot_product_cudnn_attention",
-        "aten._scaled_dot_product_flash_attention_for_cpu",
-        "_c10d_functional.reduce_scatter_tensor",
-        "aten.max",
-    }
-)
+    SELECTIVE = "selective"  # per-op (models/checkpointing.py): save some ops, recompute the rest
 
 
 def _positive(**values: int) -> None:

@@ -110,7 +110,7 @@ def step_summary(
     assumptions: tuple[str, ...] | list[str] = (),
 ) -> StepSummary:
     """The step in both precisions (see the module docstring). `lm_head_fp8_s` None: lm_head
-    stays bf16 (torchtitan's default filter_fqns = ["output"])."""
+    stays bf16 (torchtitan's llama configs filter "output")."""
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise StepError(f"layers must be an integer >= 1 (got {layers!r})")
     _check_time("step", "lm_head_bf16_s", lm_head_bf16_s)
@@ -121,7 +121,7 @@ def step_summary(
     head_fp8 = lm_head_bf16_s if lm_head_fp8_s is None else lm_head_fp8_s
     _check_time("step", "lm_head_fp8_s", head_fp8)
     if lm_head_fp8_s is None:
-        notes.append("lm_head (torchtitan's output) stays bf16: torchtitan's default filter_fqns")
+        notes.append("lm_head (torchtitan's output) stays bf16")
     model_bf16 = layers * bf16.total_s + lm_head_bf16_s
     model_fp8 = layers * fp8.total_s + head_fp8
     if step_s is not None:

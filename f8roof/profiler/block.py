@@ -12,8 +12,10 @@ torchtitan/models/llama3/infra/parallelize.py, `apply_tp`, `apply_compile`, `app
   torchao's `Float8ColwiseParallel`, `Float8RowwiseParallel`, `PrepareFloat8ModuleInput`
   (torchtitan picks them whenever float8 is tensorwise: the all-gather moves float8);
 - checkpointing of the block: none, full (`torch.utils.checkpoint`), or selective per op
-  (`create_selective_checkpoint_contexts`, torchtitan's policy: `save_ops`' outputs saved,
-  every second gemm recomputed);
+  (`create_selective_checkpoint_contexts` with a torchtitan policy from
+  models/checkpointing.py: its save list's outputs saved, every second matmul recomputed).
+  Under compile the policy sees a torchao float8 linear's gemm as `aten.mm` (checked on torch
+  2.13: the tensor subclass is unwrapped below it), so float8 gemms follow the mm rule;
 - `torch.compile(block, fullgraph=True)`, then FSDP2 `fully_shard` around the compiled block
   (fp32 master weights, bf16 compute, fp32 gradient reduction: torchtitan's defaults;
   torchao's float8 all-gather where asked). FSDP2's all-gathers and reduce-scatters run in its
@@ -41,7 +43,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from f8roof.models.block import (
-    TORCHTITAN_SAVE_OPS,
     BlockCapture,
     BlockGemm,
     BlockKernel,
@@ -52,6 +53,7 @@ from f8roof.models.block import (
     Norm,
     Recompute,
 )
+from f8roof.models.checkpointing import Decision, SacPolicy, sac_policy
 from f8roof.models.errors import ModelError
 from f8roof.models.hardware import GPU, find_gpu
 from f8roof.models.recipes import Recipe
@@ -71,12 +73,17 @@ from f8roof.profiler.capture import (
 from f8roof.profiler.graphs import Step
 from f8roof.profiler.triton_code import ParsedCollective, parse_output_code
 
-__all__ = ["DEFAULT_ALTERNATE_OPS", "BlockModule", "capture_block", "fake_world"]
+__all__ = ["BlockModule", "capture_block", "fake_world"]
 
 DTYPE = torch.bfloat16
 MESH_DIMS = ("dp_shard", "tp")
-# torchtitan's SAC recomputes every second of these even when saved (its `mm` count).
-DEFAULT_ALTERNATE_OPS: frozenset[str] = frozenset({"aten.mm", "aten._scaled_mm"})
+# A codegen capture traces on CPU tensors, where SDPA dispatches to the CPU flash op; the
+# policies name the CUDA ops it stands for.
+CPU_STAND_INS = {
+    "aten._scaled_dot_product_flash_attention_for_cpu.default": (
+        "aten._scaled_dot_product_flash_attention.default"
+    ),
+}
 
 
 # ---- the block ------------------------------------------------------------------------------
@@ -167,28 +174,24 @@ class Checkpointed(nn.Module):
         return checkpoint(self.block, x, context_fn=self.context_fn, **kwargs)
 
 
-def sac_context(
-    save_ops: frozenset[str], alternate_ops: frozenset[str] = DEFAULT_ALTERNATE_OPS
-) -> Callable[[], Any]:
-    """torchtitan's per-op policy as a `context_fn`: save the outputs of `save_ops` (names as
-    `str(op.overloadpacket)`, e.g. 'aten.mm'), recompute everything else, and recompute every
-    second op of `alternate_ops` even when saved (counted apart in forward and recompute)."""
+def sac_context(policy: SacPolicy) -> Callable[[], Any]:
+    """A torchtitan per-op policy as a `context_fn`: each op saved or recomputed as
+    `policy.decide` says, its matmuls counted apart in the forward and the recompute."""
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
 
     def context() -> Any:
         counts = {True: 0, False: 0}
 
-        def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
-            name = str(getattr(func, "overloadpacket", func))
-            if name in alternate_ops:
+        def choose(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+            name = CPU_STAND_INS.get(str(func), str(func))
+            if name in policy.mm_ops:
                 counts[ctx.is_recompute] += 1
-                if counts[ctx.is_recompute] % 2 == 0:
-                    return CheckpointPolicy.PREFER_RECOMPUTE
-            if name in save_ops:
+            decision = policy.decide(name, mm_count=counts[ctx.is_recompute])
+            if decision is Decision.SAVE:
                 return CheckpointPolicy.MUST_SAVE
             return CheckpointPolicy.PREFER_RECOMPUTE
 
-        return create_selective_checkpoint_contexts(policy)
+        return create_selective_checkpoint_contexts(choose)
 
     return context
 
@@ -274,7 +277,7 @@ def _build(
     *,
     backend: Callable[[Step], Any],
     initialize: bool,
-    save_ops: frozenset[str],
+    sac: SacPolicy,
 ) -> _Built:
     par = spec.parallel
     mesh = _mesh(spec)
@@ -297,7 +300,7 @@ def _build(
     if par.recompute is Recompute.FULL:
         block = Checkpointed(block)
     elif par.recompute is Recompute.SELECTIVE:
-        block = Checkpointed(block, context_fn=sac_context(save_ops))
+        block = Checkpointed(block, context_fn=sac_context(sac))
     # fp32 master weights under FSDP (its mixed precision casts to bf16); bf16 without.
     block = block.to_empty(device="cpu").to(torch.float32 if par.fsdp > 1 else DTYPE)
     if initialize:
@@ -467,12 +470,13 @@ def capture_block(
     recipe: str | None,
     device: str,
     gpu: GPU | None = None,
-    save_ops: frozenset[str] = TORCHTITAN_SAVE_OPS,
+    sac: SacPolicy | None = None,
 ) -> BlockCapture:
     """Compile one rank's forward+backward of the block and read off its kernels, gemms and
     collectives. `recipe` None is bf16; otherwise tensorwise, rowwise or rowwise_gw_hp
     (torchao). `device`: "cpu" compiles and runs here, "codegen" generates the CUDA code for
-    `gpu` (default h100) without running it."""
+    `gpu` (default h100) without running it. `sac`: the per-op policy of a selective
+    block (default: torchtitan's current one)."""
     target = CaptureDevice(device)
     if target is CaptureDevice.CUDA:
         raise CaptureError("sharded blocks compile on a fake process group: use cpu or codegen")
@@ -520,7 +524,7 @@ def capture_block(
             float8,
             backend=functools.partial(recorder.backend, inner=inner),
             initialize=target is CaptureDevice.CPU,
-            save_ops=save_ops,
+            sac=sac or sac_policy(),
         )
         with eager.recording():
             _run(built, recorder, eager, codegen=target is CaptureDevice.CODEGEN, gpu=gpu)
@@ -539,10 +543,11 @@ def capture_block(
         gathered = _gathered_storage(parsed.collectives, parsed.storage)
         for launch in launches:
             if launch.is_gemm:
-                operands = (launch.reads[0].shape, launch.reads[1].shape)
-                again = recomputed_gemms[operands] > 0
-                recomputed_gemms[operands] -= again
-                gemms.append(_gemm(launch, recomputed=again))
+                gemm = _gemm(launch, recomputed=False)
+                dims = (gemm.m, gemm.k, gemm.n)
+                again = recomputed_gemms[dims] > 0
+                recomputed_gemms[dims] -= again
+                gemms.append(replace(gemm, recomputed=again))
             else:
                 kernels.append(_kernel(launch, gathered, parsed.storage, float8=float8 is not None))
         # The k-th collective of an op in the code is the k-th of that op in the fx graph
@@ -626,10 +631,11 @@ def _recomputed_collectives(recorder: _Recorder, kind: GraphKind) -> list[tuple[
 
 
 def _recomputed_gemms(recorder: _Recorder, kind: GraphKind) -> Counter[tuple[Any, ...]]:
-    """Operand shapes of the forward gemms a backward graph holds (recomputed), counted.
+    """(M, K, N) of the forward gemms a backward graph holds (recomputed), counted.
 
-    By shapes, not by the launch's own ops: Inductor credits an extern gemm's launch with the
-    ops it realized around it (a layout copy), not always with the gemm node."""
+    By dims, not by the launch's own ops: Inductor credits an extern gemm's launch with the
+    ops it realized around it (a layout copy), not always with the gemm node; and not by the
+    launch's operands, which may not list a view of an all-gathered input."""
     found: Counter[tuple[Any, ...]] = Counter()
     if kind is not GraphKind.BWD:
         return found
@@ -638,7 +644,7 @@ def _recomputed_gemms(recorder: _Recorder, kind: GraphKind) -> Counter[tuple[Any
         target = str(getattr(node.target, "overloadpacket", ""))
         if target in GEMM_TARGETS and node.meta.get("partitioner_tag") == "is_forward":
             a, b = (n.meta["val"] for n in node.args[:2])
-            found[(tuple(a.shape), tuple(b.shape))] += 1
+            found[(int(torch.Size(a.shape[:-1]).numel()), int(a.shape[-1]), int(b.shape[-1]))] += 1
     return found
 
 
@@ -688,17 +694,28 @@ def _kernel(launch: KernelLaunch, gathered: set[str], storage: Any, *, float8: b
 
 
 def _gemm(launch: KernelLaunch, *, recomputed: bool) -> BlockGemm:
-    """M, K, N from the first two operands (a (M, K), b (K, N)), batch dims folded into M."""
-    a, b = launch.reads[0].shape, launch.reads[1].shape
+    """M and N from the output (batch dims folded into M); K from the operand a (M, K), or
+    from b (K, N) alone where the code hands a in a form the reads do not list (a view of an
+    all-gathered float8 tensor): then b is the read matrix whose last dim is N."""
+    out = launch.writes[0].shape
+    m, n = int(torch.Size(out[:-1]).numel()), out[-1]
+    matrices = [r for r in launch.reads if len(r.shape) >= 2]
+    if not matrices:
+        raise CaptureError(f"{launch.name}: a gemm without matrix operands in the code")
+    first = matrices[0]
+    if len(matrices) > 1 or first.shape[-1] != n:
+        k = first.shape[-1]
+    else:
+        k = first.shape[-2]
     op = launch.name.split(".")[-2] if launch.name.startswith("torch.ops") else launch.name
     return BlockGemm(
         name=launch.name,
         graph=launch.graph.value,
         op=op.removeprefix("extern_kernels."),
-        m=int(torch.Size(a[:-1]).numel()),
-        k=a[-1],
-        n=b[-1],
-        dtype=launch.reads[0].dtype,
+        m=m,
+        k=k,
+        n=n,
+        dtype=first.dtype,
         bytes=launch.bytes_total,
         recomputed=recomputed,
     )

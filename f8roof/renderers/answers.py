@@ -8,7 +8,7 @@ from f8roof.answer import ModelAnswer, ShapesAnswer
 from f8roof.models.step import StepSummary
 from f8roof.renderers.report import format_recommendation
 from f8roof.renderers.table import breakeven_lines, render_table, uncertain_lines
-from f8roof.sharded import CompiledStep
+from f8roof.sharded import BlockComparison
 
 
 def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> str:
@@ -19,8 +19,8 @@ def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) ->
         lines.append(format_recommendation(rec, color=color, end_to_end=summary is None))
         if answer.summary is not None:
             lines += step_summary_lines(answer.summary)
-        if answer.compiled is not None:
-            lines += compiled_step_lines(answer.compiled)
+        if answer.block is not None:
+            lines += block_lines(answer.block)
         if answer.converter:
             lines += ["", f"torchtitan filter_fqns: {list(answer.filter_fqns)}", *answer.converter]
     else:
@@ -52,18 +52,12 @@ def step_summary_lines(summary: StepSummary) -> list[str]:
     return lines
 
 
-def compiled_step_lines(step: CompiledStep) -> list[str]:
-    """The step with every block linear in float8 from the compiled block, beside the fits."""
-    return [
-        "",
-        f"compiled: {step.where}",
-        (
-            f"  per block bf16 {step.block_bf16_s * 1e3:.2f} ms -> float8 "
-            f"{step.block_fp8_s * 1e3:.2f} ms; {step.casts_after_all_gather} float8 casts read an "
-            "all-gathered tensor (not fused into the norm)"
-        ),
-        (
-            f"  step with every block linear in float8: x{step.speedup:.3f} from the compiled "
-            f"block, x{step.fits_speedup:.3f} from the per-layer fits"
-        ),
-    ]
+def block_lines(block: BlockComparison) -> list[str]:
+    """What the sharded block's float8 graph holds that the per-layer rows cannot."""
+    casts = len(block.float8.casts_after_all_gather)
+    recomputed = len(block.float8.recomputed)
+    line = (
+        f"  float8 block: {casts} float8 casts read an all-gathered tensor (not fused into the "
+        f"norm); the backward reruns {recomputed} forward kernels, gemms and collectives"
+    )
+    return [line]

@@ -1,0 +1,223 @@
+"""Build the shipped sharded block file (f8roof/calibrations/blocks.json) on CPU.
+
+For each built-in dense architecture, TP degree, checkpointing policy and recipe: one block
+compiled as one rank of the sharded run (codegen for h100 on a fake process group, as
+`compare --model` does) at two token counts per rank, the exact affine fit through them, and
+the fit checked against fresh compiles at two more token counts, users' sizes between them.
+Tensorwise is also compiled with FSDP2's float8 all-gather (at FSDP 2: the weights reach the
+graph in float8, so their casts leave it). Every compile is checkpointed as it lands, so an
+interrupted run resumes (`--resume`).
+
+    PYTHONPATH=. python scripts/build_block_fits.py --jobs 2 [--out FILE] [--resume]
+    PYTHONPATH=. python scripts/build_block_fits.py --small --out /tmp/blocks.json  # tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from pathlib import Path
+
+from f8roof.calibration.block_file import SHIPPED, BlockFits
+from f8roof.errors import F8RoofError
+from f8roof.models.block import BlockCapture, BlockSpec, ParallelSpec, Recompute
+from f8roof.models.block_fit import check, fit_block
+from f8roof.runner import Checkpoint, Task, run_tasks
+
+MODELS = ("llama3-8b", "llama3-70b")
+TP_DEGREES = (1, 2, 8)
+POLICIES = (Recompute.NONE, Recompute.SELECTIVE)
+# (recipe, float8 all-gather); torchao all-gathers float8 weights for tensorwise only
+RECIPES = ((None, False), ("tensorwise", False), ("rowwise", False), ("tensorwise", True))
+# Layouts (sequences per rank, seq_len). One sequence per rank and several compile to
+# different graphs: with several, each sequence-parallel all-gather along the sequence is
+# followed by a copy that interleaves the ranks' chunks (with one it is free). So each regime
+# has its own piecewise fit: knots at users' sizes (issue 18: 2048-16384 tokens per rank),
+# checks held out between the knots and far beyond them (torchtitan's published Llama3-8B
+# async TP run: 12 sequences of 8192).
+LAYOUTS = {
+    "one": {
+        "knots": ((1, 2048), (1, 4096), (1, 8192), (1, 16384)),
+        "checks": ((1, 3072), (1, 6144), (1, 12288)),
+    },
+    "several": {
+        "knots": ((2, 2048), (2, 4096), (2, 8192), (8, 8192)),
+        "checks": ((3, 2048), (3, 4096), (12, 8192)),
+    },
+}
+SMALL_LAYOUTS = {"one": {"knots": ((1, 256), (1, 1024)), "checks": ((1, 512),)}}
+CODE_FOR = "h100"
+
+
+def spec_for(
+    model: str, *, tp: int, recompute: Recompute, gather: bool, batch: int, seq_len: int
+) -> BlockSpec:
+    parallel = ParallelSpec(
+        tp=tp, fsdp=2 if gather else 1, float8_all_gather=gather, recompute=recompute
+    )
+    tokens = batch * seq_len
+    if model == "small":
+        return BlockSpec.small(parallel=parallel, tokens=tokens, seq_len=seq_len)
+    from f8roof.architectures.catalog import resolve_model
+    from f8roof.sharded import block_spec
+
+    return block_spec(resolve_model(model), tokens=tokens, seq_len=seq_len, parallel=parallel)
+
+
+def compile_one(
+    model: str, tp: int, recompute: str, recipe: str | None, gather: bool, batch: int, seq_len: int
+) -> dict:
+    """One block's codegen, as a checkpoint record (a worker process runs it)."""
+    from f8roof.models.hardware import find_gpu
+    from f8roof.profiler.block import capture_block
+
+    spec = spec_for(
+        model,
+        tp=tp,
+        recompute=Recompute(recompute),
+        gather=gather,
+        batch=batch,
+        seq_len=seq_len,
+    )
+    start = time.monotonic()
+    capture = capture_block(spec, recipe=recipe, device="codegen", gpu=find_gpu(CODE_FOR))
+    return {"capture": capture.to_dict(), "seconds": time.monotonic() - start}
+
+
+def key(model: str, tp: int, recompute: str, recipe: str | None, gather: bool) -> str:
+    gathered = "+fp8ag" if gather else ""
+    return f"{model}/tp{tp}/{recompute}/{recipe or 'bf16'}{gathered}"
+
+
+def record_key(capture: BlockCapture) -> str:
+    """A compile's checkpoint key, from what it compiled."""
+    spec, par = capture.spec, capture.spec.parallel
+    entry = key(spec.name, par.tp, par.recompute.value, capture.recipe, par.float8_all_gather)
+    return f"{entry}/{spec.batch}x{spec.seq_len}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes")
+    parser.add_argument("--out", type=Path, default=SHIPPED)
+    parser.add_argument("--checkpoint", type=Path, help="default: OUT with .jsonl")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted run")
+    parser.add_argument(
+        "--small", action="store_true", help="a tiny block, TP 2, selective, bf16 and rowwise"
+    )
+    args = parser.parse_args()
+    if args.small:
+        layouts = SMALL_LAYOUTS
+        entries = list(itertools.product(("small",), (2,), POLICIES[1:], RECIPES[:3:2]))
+    else:
+        layouts = LAYOUTS
+        entries = list(itertools.product(MODELS, TP_DEGREES, POLICIES, RECIPES))
+    points = sorted(
+        {p for layout in layouts.values() for points in layout.values() for p in points}
+    )
+    header = {
+        "entries": [key(m, t, p.value, r, g) for m, t, p, (r, g) in entries],
+        "layouts": [list(p) for p in points],
+        "gpu": CODE_FOR,
+    }
+    checkpoint_path = args.checkpoint or args.out.with_suffix(".jsonl")
+    start = time.monotonic()
+    try:
+        checkpoint = Checkpoint(checkpoint_path, header, resume=args.resume)
+        todo = []
+        for (model, tp, policy, (recipe, gather)), (batch, seq_len) in itertools.product(
+            entries, points
+        ):
+            name = f"{key(model, tp, policy.value, recipe, gather)}/{batch}x{seq_len}"
+            if checkpoint.done(name) is None:
+                arguments = {
+                    "model": model,
+                    "tp": tp,
+                    "recompute": policy.value,
+                    "recipe": recipe,
+                    "gather": gather,
+                    "batch": batch,
+                    "seq_len": seq_len,
+                }
+                todo.append(Task(name, name, compile_one, arguments))
+        print(f"{len(todo)} compiles to run ({len(checkpoint.records)} checkpointed)", flush=True)
+        run_tasks(todo, checkpoint, jobs=args.jobs, progress=_progress)
+    except F8RoofError as e:
+        sys.exit(str(e))
+    captures = {r["key"]: BlockCapture.from_dict(r["capture"]) for r in checkpoint.records}
+    compile_s = sorted(r["seconds"] for r in checkpoint.records)
+    timer = _timer()
+    fits = []
+    for model, tp, policy, (recipe, gather) in entries:
+        name = key(model, tp, policy.value, recipe, gather)
+        for regime, layout in layouts.items():
+
+            def compiled(points, name=name):
+                return [captures[f"{name}/{b}x{s}"] for b, s in points]
+
+            fit = fit_block(compiled(layout["knots"]))
+            fit = fit.with_checks(check(fit, c, timer=timer) for c in compiled(layout["checks"]))
+            worst = max(c.worst for c in fit.checks)
+            slowest = max(c.time_error or 0.0 for c in fit.checks)
+            print(
+                f"{name} ({regime} sequence per rank): bytes within {worst:.1%}, "
+                f"block time within {slowest:.2%}",
+                flush=True,
+            )
+            fits.append(fit)
+    from f8roof.models.checkpointing import DEFAULT_POLICY
+
+    produced_by = _environment() | {
+        "sac_policy": DEFAULT_POLICY,
+        "command": "python scripts/build_block_fits.py" + (" --small" if args.small else ""),
+        "layouts": {
+            regime: {what: [list(p) for p in ps] for what, ps in layout.items()}
+            for regime, layout in layouts.items()
+        },
+        "compile_s_median": compile_s[len(compile_s) // 2],
+        "time_checked_with": f"the shipped {CODE_FOR} calibration",
+    }
+    BlockFits(tuple(fits), produced_by).save(args.out)
+    print(
+        f"wrote {args.out}: {len(fits)} fits from {len(captures)} compiles "
+        f"(median {produced_by['compile_s_median']:.1f} s each) in {time.monotonic() - start:.0f} s"
+    )
+
+
+def _timer():
+    """A block's time (kernels and gemms) by the shipped h100 calibration: what the checks
+    compare besides bytes."""
+    from f8roof.resolve import Request, resolve
+    from f8roof.sharded import capture_times
+
+    resolved = resolve(Request(gpu=CODE_FOR))
+
+    def seconds(capture: BlockCapture) -> float:
+        times = capture_times(
+            capture, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
+        )
+        return times.total_s
+
+    return seconds
+
+
+def _environment() -> dict:
+    from f8roof.models.hardware import find_gpu
+    from f8roof.profiler.device import environment
+
+    env = environment("codegen", gpu=find_gpu(CODE_FOR))
+    return {name: getattr(env, name) for name in ("torch", "triton", "torchao", "gpu")}
+
+
+def _progress(todo):
+    start = time.monotonic()
+    for i, task in enumerate(todo):
+        if i % 8 == 0:
+            print(f"[{i}/{len(todo)} done, {time.monotonic() - start:.0f} s]", flush=True)
+        yield task
+
+
+if __name__ == "__main__":
+    main()
