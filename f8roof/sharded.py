@@ -34,6 +34,11 @@ DEFAULT_HEAD_DIM = 128
 LLAMA3_SEQ_LEN = 8192
 
 
+def assumed_seq_len(tokens: int) -> int:
+    """One sequence up to llama3's 8192 tokens, whole sequences of it (or of a divisor) above."""
+    return tokens if tokens <= LLAMA3_SEQ_LEN else math.gcd(tokens, LLAMA3_SEQ_LEN)
+
+
 def block_spec(
     arch: Architecture,
     *,
@@ -232,7 +237,7 @@ def capture_times(capture: BlockCapture, *, calibration, gemm_model) -> CaptureT
 def compiled_block(model: str, *, tokens: int, recipe: str, setup, sharding, gpu: str):
     """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`."""
     fsdp = sharding.fsdp_degree or 1
-    seq_len = sharding.seq_len or math.gcd(tokens, LLAMA3_SEQ_LEN)
+    seq_len = sharding.seq_len or assumed_seq_len(tokens)
     comparison = compare_block(
         model=model,
         tokens=tokens,
@@ -262,7 +267,7 @@ def shipped_block(
     if not SHIPPED.is_file():
         return None, "no shipped sharded block file"
     gather = sharding.float8_all_gather and (sharding.fsdp_degree or 1) > 1
-    seq_len = sharding.seq_len or math.gcd(tokens, LLAMA3_SEQ_LEN)
+    seq_len = sharding.seq_len or assumed_seq_len(tokens)
     several = tokens > seq_len
     name = resolve_model(model).name
     want = BlockKey(name, setup.tp, setup.recompute.value, recipe, gather, several)

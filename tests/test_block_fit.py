@@ -276,3 +276,23 @@ def test_the_build_script_fits_real_compiles(tmp_path):
         assert fit.tokens == (256, 1024) and [c.tokens for c in fit.checks] == [512]
         assert fit.checks[0].worst < 0.01
     assert out.with_suffix(".jsonl").is_file()  # the checkpoint, for --resume
+
+
+def test_estimate_picks_the_layout_of_the_tokens():
+    """--tokens alone: one sequence up to llama3's 8192, whole sequences above; the sharded
+    block of that layout times the step."""
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+    from f8roof.sharded import assumed_seq_len
+
+    assert [assumed_seq_len(t) for t in (6000, 8192, 16384, 12000)] == [6000, 8192, 8192, 32]
+    args = ["estimate", "--model", "llama3-8b", "--tp", "8", "--recipe", "tensorwise"]
+    for tokens, layout in (("8192", "one sequence per rank at 1 x 8192"),
+                           ("16384", "several sequences per rank at 2 x 8192")):  # fmt: skip
+        result = CliRunner().invoke(main, [*args, "--tokens", tokens])
+        assert result.exit_code == 0, result.output
+        assert (
+            f"shipped sharded block for llama3-8b TP 8, recompute none, tensorwise, {layout}"
+            in (result.output)
+        )
