@@ -1,23 +1,28 @@
 """A model's recommendation at training scale -> the step summary (models/step.py).
 
-From the per-layer rows `recommend` produced (each linear's bf16 and float8 time at its local
-shape) and how the run is sharded and checkpointed, one transformer block's time parts per
-precision, then the step:
-- linears: the recommended decisions (a setup's `filter_fqns` keeps its layers in bf16);
-- communication (models/comm.py, the GPU's fabric): sequence-parallel TP, per block one
-  all-gather of the norm's output before each column-parallel group and one reduce-scatter
-  after each row-parallel linear, tokens x hidden bf16, mirrored in the backward, exposed unless
-  async TP; tensorwise gathers the forward inputs in float8 (torchao's float8 TP plan), with
-  one amax all-reduce each. FSDP: each block's weight shards gathered (bf16, or float8 with
-  float8 all-gather) before forward and backward, gradients reduce-scattered in fp32
-  (torchtitan's mixed_precision_reduce), hidden behind the block's linear compute, the only
-  compute f8roof times (a lower bound: attention and norms hide more);
-- recompute (models/checkpointing.py): full reruns every block linear's forward (the rows'
-  own recompute columns); selective follows torchtitan's per-op SAC: every second matmul of a
-  block reruns its forward gemm, in both precisions (a float8 linear shows SAC aten.mm), the
-  float8 casts (not in the save list) rerun for every float8 linear, and the forward's
-  all-gathers (not saved; reduce-scatters are) run again.
-Routed experts' all-to-all, pipeline and context parallelism are not modelled (said so).
+Which linears run in float8: as torchtitan converts them (every linear but `filter_fqns`; the
+llama configs' ["output"] without a setup), the figure published runs measure; f8roof's own
+decisions' step is noted beside it.
+
+One transformer block's time parts per precision, then the step. Two sources for the block:
+- the sharded block's graphs (`f8roof.sharded`: the shipped fits at these tokens, or
+  `--overhead codegen`'s compile): every kernel, gemm, recomputed op and TP collective one rank
+  runs, timed by the calibration; block linears kept in bf16 put back by their per-layer
+  difference;
+- otherwise (no fit: full AC, async TP, MoE, other architectures; said why) the per-layer rows
+  `recommend` produced, with communication and recompute modelled around them:
+  - communication (models/comm.py, the GPU's fabric): sequence-parallel TP, per block one
+    all-gather of the norm's output before each column-parallel group and one reduce-scatter
+    after each row-parallel linear, tokens x hidden bf16, mirrored in the backward; tensorwise
+    gathers the forward inputs in float8 (torchao's float8 TP plan);
+  - recompute (models/checkpointing.py): full reruns every block linear's forward; selective
+    follows torchtitan's per-op SAC: every second matmul reruns its forward gemm in both
+    precisions (a float8 linear shows SAC aten.mm), the float8 casts rerun for every float8
+    linear, and the forward's all-gathers run again.
+TP communication is exposed unless async TP. FSDP, in both: each block's weight shards gathered
+(bf16, or float8 with float8 all-gather) before forward and backward, gradients
+reduce-scattered in fp32 (torchtitan's mixed_precision_reduce), hidden behind the block's
+compute. Routed experts' all-to-all, pipeline and context parallelism are not modelled (said so).
 """
 
 from __future__ import annotations
