@@ -58,7 +58,7 @@ from f8roof.models.gemm import GemmRole, fp8_gemm_dtype
 from f8roof.models.step import BlockTimes, StepSummary, step_summary
 from f8roof.recommend import Recommendation, _forward_share_fn
 from f8roof.resolve import Resolved
-from f8roof.sharded import BlockComparison, capture_times
+from f8roof.sharded import BlockComparison, CaptureTimes, capture_times
 from f8roof.torchtitan_names import filter_names
 
 BF16_BYTES = 2
@@ -106,6 +106,16 @@ def summarize_step(
     block, compiled or from the shipped fits) the blocks are timed from that block's graphs,
     and the per-layer fits' answer is noted too; `why_not_block` says why there is none."""
     try:
+        if block is not None:  # timed once, read by both summaries that use the graphs
+            block = _TimedBlock(
+                block,
+                tuple(
+                    capture_times(
+                        c, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
+                    )
+                    for c in (block.bf16, block.float8)
+                ),
+            )
         advice = _summarize(rec, resolved, sharding, block, [], as_run=False)
         chosen = int(rec.layers["convert"].astype(bool).sum())
         decided = f"{chosen} of {len(rec.layers)} layer types in float8"
@@ -125,7 +135,7 @@ def _summarize(
     rec: Recommendation,
     resolved: Resolved,
     sharding: Sharding,
-    block_graphs: BlockComparison | None,
+    block_graphs: _TimedBlock | None,
     notes: list[str],
     *,
     as_run: bool,
@@ -169,8 +179,9 @@ def _summarize(
     re_bf16 = rec_bf16
     re_fp8 = np.where(convert, rec_fp8, rec_bf16)
     if setup.recompute is Recompute.SELECTIVE:
-        re_bf16, re_fp8 = _selective(rows, resolved, convert, block, sharding)
         source = sac_policy(sharding.sac_policy).source
+        if block_graphs is None:  # the graphs hold their own recompute
+            re_bf16, re_fp8 = _selective(rows, resolved, convert, block, sharding)
         notes.append(
             f"selective: torchtitan's per-op SAC ({source}); float8 casts rerun in the "
             "backward (not in the save list)"
@@ -188,7 +199,7 @@ def _summarize(
         # per-layer difference puts it back
         kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
         bf16_block, fp8_block = _graph_blocks(
-            rec, resolved, sharding, block_graphs, per_block(kept), notes, convert
+            rec, sharding, block_graphs, per_block(kept), notes, convert
         )
     else:
         forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
@@ -407,16 +418,20 @@ def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
     return exposed[0], exposed[1]
 
 
-def _graph_blocks(rec, resolved: Resolved, sharding: Sharding, graphs, kept_s, notes, convert):
+@dataclass(frozen=True)
+class _TimedBlock:
+    """A sharded block and its graphs' times (bf16, float8)."""
+
+    graphs: BlockComparison
+    times: tuple[CaptureTimes, CaptureTimes]
+
+
+def _graph_blocks(rec, sharding: Sharding, timed: _TimedBlock, kept_s, notes, convert):
     """One block per precision from its graphs (compiled, or the shipped fits at these
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
     the rows' weights hidden behind the graphs' own forward and backward. `kept_s`: what the
     block linears the recommendation keeps in bf16 change against the all-float8 graph."""
-    calibration = resolved.calibration
-    times = [
-        capture_times(c, calibration=calibration, gemm_model=resolved.config.gemm_model)
-        for c in (graphs.bf16, graphs.float8)
-    ]
+    graphs, times = timed.graphs, timed.times
     rows, layers = rec.layers, _layers(rec)
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
     comm = [0.0, 0.0]

@@ -96,6 +96,7 @@ class GemmTerm:
     m: Affine
     k: Affine
     n: Affine
+    bytes: Affine  # operands, scales and output: one dim of each scales with the tokens
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,6 @@ class BlockFit:
         gemms = []
         for i, t in enumerate(piece.gemms):
             m, k, n = (_whole(d.at(tokens), "gemm dim") for d in (t.m, t.k, t.n))
-            size = _DTYPE_BYTES.get(t.dtype, 2)
             gemms.append(
                 BlockGemm(
                     name=f"{t.graph}-{t.op}-{i}",
@@ -200,7 +200,7 @@ class BlockFit:
                     k=k,
                     n=n,
                     dtype=t.dtype,
-                    bytes=size * (m * k + k * n) + 2 * m * n,
+                    bytes=round(t.bytes.at(tokens)),
                     recomputed=t.recomputed,
                 )
             )
@@ -287,10 +287,6 @@ class BlockFit:
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError(f"not a block fit: {type(e).__name__}: {e}") from None
-
-
-# bytes per element of a gemm operand, for a fitted gemm's byte count (time uses M, K, N)
-_DTYPE_BYTES = {"float8_e4m3fn": 1, "float8_e5m2": 1, "bfloat16": 2, "float32": 4}
 
 
 def _share(total: Fraction, count: int) -> int:
@@ -393,6 +389,7 @@ def _segment(low: BlockCapture, high: BlockCapture) -> Segment:
             m=through(a.m, b.m),
             k=through(a.k, b.k),
             n=through(a.n, b.n),
+            bytes=through(a.bytes, b.bytes),
         )
         for a, b in _paired(low.gemms, high.gemms, t1, t2)
     )
