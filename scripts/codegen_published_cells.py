@@ -4,7 +4,7 @@ torchao's rowwise heatmap (data/published/linear_rowwise_heatmap_h100.csv) measu
 Linear -> Sigmoid forward + backward at 144 shapes. Each cell's prediction is timed from the
 exact kernels torch.compile generates for that shape (codegen for h100, no GPU): this script
 compiles the bf16 graph and the float8 graph of every cell once and keeps each kernel's graph,
-kind, class, role and bytes in data/codegen/heatmap_h100.jsonl (one line per cell and variant,
+kind, class, role, bytes and elements accessed along a strided index (profiler/triton_code.py) in data/codegen/heatmap_h100.jsonl (one line per cell and variant,
 sorted). The compiles are checkpointed beside the output, so an interrupted run resumes.
 Rerun it when torch or torchao changes; on the same versions it writes the file byte for byte.
 
@@ -72,12 +72,19 @@ def main() -> None:
                     "class": s.get("class"),
                     "role": s["role"],
                     "bytes": s["bytes"],
+                    "scattered_elements": s.get("scattered_elements", 0),
                     "kernel": s["kernel"],
                 }
                 for s in record["samples"]
             ]
             lines.append(
-                {"M": shape[0], "K": shape[1], "N": shape[2], "variant": variant.key, "kernels": kernels}
+                {
+                    "M": shape[0],
+                    "K": shape[1],
+                    "N": shape[2],
+                    "variant": variant.key,
+                    "kernels": kernels,
+                }
             )
     header = {"versions": env.versions, "gpu": "h100", "cells": len(options.shapes)}
     text = json.dumps(header) + "\n" + "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)

@@ -53,7 +53,12 @@ from f8roof.models.gemm import (
 )
 from f8roof.models.hardware import PRESETS, find_gpu
 from f8roof.models.kernel_classes import KernelClass
-from f8roof.models.kernel_time import FixedCost, KernelTimeModel, KindTime, Residuals
+from f8roof.models.kernel_time import (
+    FixedCost,
+    KernelTimeModel,
+    KindTime,
+    Residuals,
+)
 from f8roof.models.records import (
     Environment,
     GemmMeasurement,
@@ -107,6 +112,16 @@ def sample_to_json(sample: KernelSample) -> dict[str, Any]:
         if sample.polynomial is None
         else polynomial_to_json(sample.polynomial),
         **({} if sample.kernel_class is None else {"class": sample.kernel_class}),
+        **(
+            {}
+            if not sample.scattered_elements
+            else {
+                "scattered_elements": sample.scattered_elements,
+                "scattered_polynomial": None
+                if sample.scattered_polynomial is None
+                else polynomial_to_json(sample.scattered_polynomial),
+            }
+        ),
     }
 
 
@@ -114,6 +129,16 @@ def sample_from_json(data: Any, *, source: str) -> KernelSample:
     r = _Reader(data, source, "sample")
     polynomial = (
         None if r.optional_obj("bytes_polynomial") is None else r.polynomial("bytes_polynomial")
+    )
+    scattered = (
+        r.int("scattered_elements")
+        if isinstance(data, dict) and "scattered_elements" in data
+        else 0
+    )
+    scattered_polynomial = (
+        r.polynomial("scattered_polynomial")
+        if scattered and r.optional_obj("scattered_polynomial") is not None
+        else None
     )
     return KernelSample(
         r.str("kernel"),
@@ -124,6 +149,8 @@ def sample_from_json(data: Any, *, source: str) -> KernelSample:
         r.int("workspace_bytes"),
         polynomial,
         r.kernel_class(),
+        scattered,
+        scattered_polynomial,
     )
 
 
@@ -207,6 +234,11 @@ class Calibration:
                         "k_overhead": e.k_overhead,
                         "latency_s": e.latency_s,
                         "tiles": [list(t) for t in e.tiles],
+                        **(
+                            {}
+                            if e.slow_accum_factor == 1
+                            else {"slow_accum_factor": e.slow_accum_factor}
+                        ),
                     }
                     for dtype, e in gemm.efficiencies
                 },
@@ -555,6 +587,11 @@ def kernel_set_to_dict(r: KernelSet, polynomial=polynomial_to_json) -> dict[str,
                 "role": k.role,
                 "bytes": polynomial(k.nbytes),
                 **({} if k.kernel_class is None else {"class": k.kernel_class}),
+                **(
+                    {"scattered_elements": polynomial(k.scattered_elements)}
+                    if k.scattered_elements.terms
+                    else {}
+                ),
             }
             for k in r.kernels
         ],
@@ -596,6 +633,9 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
                 k.optional_str("role"),
                 k.polynomial("bytes"),
                 k.kernel_class(),
+                k.polynomial("scattered_elements")
+                if "scattered_elements" in k.data
+                else Polynomial.from_map({}),
             )
             for k in r.objs("kernels")
         )
@@ -643,6 +683,7 @@ def _datasheet_gemm_from(root: _Reader) -> TiledGemm | None:
                 e.int("k_overhead"),
                 e.num("latency_s"),
                 tiles,
+                e.num("slow_accum_factor", positive=True) if "slow_accum_factor" in e.data else 1.0,
             )
         except ModelError as error:
             e.fail("peak_fraction", str(error))
@@ -677,6 +718,16 @@ def _kernel_time_to_dict(model: KernelTimeModel) -> dict[str, Any]:
         "pooled": _kind_to_dict(model.pooled),
         "factors": dict(model.factors),
         "residuals": vars(model.residuals),
+        **(
+            {"classes": {name: _kind_to_dict(k) for name, k in model.classes}}
+            if model.classes
+            else {}
+        ),
+        **(
+            {"scattered_bytes_per_element": model.scattered_bytes_per_element}
+            if model.scattered_bytes_per_element
+            else {}
+        ),
     }
 
 
@@ -688,9 +739,20 @@ def _kernel_time_from(reader: _Reader) -> KernelTimeModel:
     kinds = reader.obj("kinds")
     factors = reader.obj("factors")
     res = reader.obj("residuals")
+    classes = reader.obj("classes") if "classes" in reader.data else None
+    if classes is not None:
+        for name in classes.data:
+            if name not in KERNEL_CLASS_VALUES:
+                classes.fail(name, "unknown kernel class")
     return KernelTimeModel(
         tuple((name, _kind_from(kinds.obj(name))) for name in kinds.data),
         _kind_from(reader.obj("pooled")),
         tuple((name, factors.num(name, positive=True)) for name in factors.data),
         Residuals(res.num("median"), res.num("max"), res.int("count")),
+        ()
+        if classes is None
+        else tuple((name, _kind_from(classes.obj(name))) for name in classes.data),
+        reader.num("scattered_bytes_per_element")
+        if "scattered_bytes_per_element" in reader.data
+        else 0.0,
     )

@@ -236,6 +236,8 @@ class BlockKernel:
     # saving them, with or without checkpointing).
     recomputed: bool = False
     after_all_gather: bool = False  # reads an all-gathered tensor (a cast that lost its fusion)
+    kernel_class: str | None = None  # models.kernel_classes.KernelClass value, from its code
+    scattered_elements: int = 0  # elements it walks along a strided index: a sector each
 
     @property
     def bytes_total(self) -> int:
@@ -255,6 +257,7 @@ class BlockGemm:
     dtype: str
     bytes: int
     recomputed: bool = False
+    kernel_class: str | None = None  # the gemm's mode (KernelClass value: accumulation, scales)
 
     @property
     def flops(self) -> int:

@@ -85,6 +85,8 @@ class KernelGroup:
     count: Affine
     bytes_read: Affine
     bytes_written: Affine
+    kernel_class: str | None = None
+    scattered_elements: Affine = Affine(Fraction(0), Fraction(0))
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class GemmTerm:
     k: Affine
     n: Affine
     bytes: Affine  # operands, scales and output: one dim of each scales with the tokens
+    kernel_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,8 @@ class BlockFit:
                         float8_steps=g.float8_steps,
                         recomputed=g.recomputed,
                         after_all_gather=g.after_all_gather,
+                        kernel_class=g.kernel_class,
+                        scattered_elements=_share(g.scattered_elements.at(tokens), count),
                     )
                 )
         gemms = []
@@ -202,6 +207,7 @@ class BlockFit:
                     dtype=t.dtype,
                     bytes=round(t.bytes.at(tokens)),
                     recomputed=t.recomputed,
+                    kernel_class=t.kernel_class,
                 )
             )
         collectives = []
@@ -259,7 +265,16 @@ class BlockFit:
     def from_dict(cls, data: Mapping[str, Any]) -> BlockFit:
         def read(kind: type, row: Mapping[str, Any]) -> Any:
             values = dict(row)
-            for name in ("count", "bytes", "bytes_read", "bytes_written", "m", "k", "n"):
+            for name in (
+                "count",
+                "bytes",
+                "bytes_read",
+                "bytes_written",
+                "scattered_elements",
+                "m",
+                "k",
+                "n",
+            ):
                 if name in values:
                     values[name] = Affine.from_json(values[name])
             if "float8_steps" in values:
@@ -300,7 +315,15 @@ def _whole(value: Fraction, what: str) -> int:
 
 
 def _kernel_key(k: BlockKernel) -> tuple[Any, ...]:
-    return (k.graph, k.kind, k.work, k.recomputed, k.after_all_gather, k.float8_steps)
+    return (
+        k.graph,
+        k.kind,
+        k.work,
+        k.recomputed,
+        k.after_all_gather,
+        k.float8_steps,
+        k.kernel_class,
+    )
 
 
 def _collective_key(c: Collective) -> tuple[Any, ...]:
@@ -369,9 +392,18 @@ def _segment(low: BlockCapture, high: BlockCapture) -> Segment:
         ]
 
     kernels = tuple(
-        KernelGroup(*key, *terms)
+        KernelGroup(
+            *key[:6],
+            *terms[:3],
+            kernel_class=key[6],
+            scattered_elements=terms[3],
+        )
         for key, terms in groups(
-            _kernel_key, lambda k: (k.bytes_read, k.bytes_written), 2, low.kernels, high.kernels
+            _kernel_key,
+            lambda k: (k.bytes_read, k.bytes_written, k.scattered_elements),
+            3,
+            low.kernels,
+            high.kernels,
         )
     )
     collectives = tuple(
@@ -390,6 +422,7 @@ def _segment(low: BlockCapture, high: BlockCapture) -> Segment:
             k=through(a.k, b.k),
             n=through(a.n, b.n),
             bytes=through(a.bytes, b.bytes),
+            kernel_class=a.kernel_class,
         )
         for a, b in _paired(low.gemms, high.gemms, t1, t2)
     )

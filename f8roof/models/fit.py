@@ -159,6 +159,10 @@ class KernelSample:
     workspace: int = 0  # split-reduction workspace bytes among nbytes
     polynomial: Polynomial | None = None  # its other bytes read off its buffers' shapes
     kernel_class: str | None = None  # models.kernel_classes.KernelClass value, from its code
+    # Elements it loads or stores along a strided index (a transposed float8 copy stored from
+    # a row reduction: each element in its own memory sector), and their polynomial.
+    scattered_elements: int = 0
+    scattered_polynomial: Polynomial | None = None
 
     @property
     def fitted_bytes(self) -> int:
@@ -244,6 +248,7 @@ class ShapeSample:
                 kind_family(self.kernels[i].kind),
                 self.kernels[i].role,
                 str(self.kernels[i].polynomial),
+                str(self.kernels[i].scattered_polynomial or Polynomial(())),
             )
             for i in canonical_order(list(self.kernels))
         )
@@ -260,6 +265,8 @@ class FittedKernel:
     # KernelClass value read off its code at the kernel set's first shape; None in files written
     # before kernel classes (the band then takes the widest range of its kind's classes)
     kernel_class: str | None = None
+    # elements walked along a strided index (KernelSample.scattered_elements)
+    scattered_elements: Polynomial = Polynomial(())
 
 
 @dataclass(frozen=True)
@@ -301,6 +308,7 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
             first.kernels[i].role,
             first.kernels[i].polynomial,
             first.kernels[i].kernel_class,
+            first.kernels[i].scattered_polynomial or Polynomial(()),
         )
         for i in order
     )
@@ -311,6 +319,12 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
                 raise FitError(
                     f"kernel {k.name} at {sample.shape}: its buffers give "
                     f"{k.polynomial.exact(sample.shape)} bytes, the code {k.fitted_bytes}"
+                )
+            scattered = k.scattered_polynomial or Polynomial(())
+            if scattered.exact(sample.shape) != k.scattered_elements:
+                raise FitError(
+                    f"kernel {k.name} at {sample.shape}: its scattered buffers give "
+                    f"{scattered.exact(sample.shape)} elements, the code {k.scattered_elements}"
                 )
     verified: tuple[Shape, ...] = ()
     if len(samples) >= len(MONOMIALS) + verify:
@@ -335,7 +349,10 @@ def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:
     groups: dict[tuple, list[ShapeSample]] = {}
     unfitted = []
     for sample in samples:
-        if any(k.polynomial is None for k in sample.kernels):
+        if any(
+            k.polynomial is None or (k.scattered_elements and k.scattered_polynomial is None)
+            for k in sample.kernels
+        ):
             unfitted.append(
                 Unfitted(
                     (sample.shape,),

@@ -130,16 +130,23 @@ class RooflineGemm:
 class GemmEfficiency:
     """How one gemm kernel family approaches peak on a GPU: `peak_fraction` of its peak FLOP/s
     per SM once the tiles fill the SMs, `k_overhead` K-steps of prologue/epilogue per tile, a
-    fixed `latency_s`, and the output tiles (rows, cols) its library picks from."""
+    fixed `latency_s`, the output tiles (rows, cols) its library picks from, and for float8 the
+    factor on its time without fast accumulation (the backward gemms: Hopper's fp8 MMA
+    accumulates in reduced precision, so cuBLAS promotes partial sums every few K-steps)."""
 
     peak_fraction: float
     k_overhead: int
     latency_s: float
     tiles: tuple[tuple[int, int], ...]
+    slow_accum_factor: float = 1.0
 
     def __post_init__(self) -> None:
         if not 0 < self.peak_fraction <= 1 or self.k_overhead < 0 or self.latency_s < 0:
             raise ModelError(f"bad gemm efficiency {self}")
+        if not 1 <= self.slow_accum_factor <= 4:
+            raise ModelError(
+                f"a slow-accumulation factor lies in [1, 4], got {self.slow_accum_factor}"
+            )
 
 
 # Split-K (TiledGemm): when the output tiles fill under half the SMs and K exceeds this many
@@ -174,10 +181,12 @@ class TiledGemm:
         return found
 
     def time_s(
-        self, dtype: str, role: GemmRole, M, K, N, groups=1
+        self, dtype: str, role: GemmRole, M, K, N, groups=1, *, slow_accum: bool | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(time, extrapolated flags); a model never extrapolates. `groups`: a grouped gemm of
-        that many gemms of this shape, one launch whose tiles share the waves."""
+        that many gemms of this shape, one launch whose tiles share the waves. `slow_accum`:
+        float8 without fast accumulation; by default the backward roles (grad_input,
+        grad_weight), as torchao and the reference run them."""
         grouped = not (np.isscalar(groups) and groups == 1)
         values = (*gemm_dims(role, M, K, N), *((groups,) if grouped else ()))
         dims = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in values))
@@ -215,6 +224,10 @@ class TiledGemm:
         if grouped:
             traffic *= g[0]
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
+        if slow_accum is None:
+            slow_accum = role is not GemmRole.OUTPUT
+        if slow_accum and dtype != "bf16":
+            compute *= eff.slow_accum_factor
         compute += eff.latency_s
         time = np.maximum(compute, memory, out=compute).reshape(shape)
         return time, np.zeros(shape, dtype=bool)

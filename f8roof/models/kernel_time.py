@@ -48,21 +48,58 @@ class Residuals:
     count: int
 
 
+# A memory sector: what one scattered element access moves (32 bytes on NVIDIA GPUs and AMD's).
+SECTOR_BYTES = 32
+
+
 @dataclass(frozen=True)
 class KernelTimeModel:
     kinds: tuple[tuple[str, KindTime], ...]
     pooled: KindTime  # for a kind calibration never saw
     factors: tuple[tuple[str, float], ...]  # per fitted kernel id ("recipe/kernel-set index/key")
     residuals: Residuals
+    # per kernel class (models.kernel_classes.KernelClass value): a rate fitted to public
+    # measurements; a kernel of a class listed here is timed by it, not by its kind
+    classes: tuple[tuple[str, KindTime], ...] = ()
+    # the traffic each element a kernel walks along a strided index adds, in bytes (0: none
+    # modelled; SECTOR_BYTES: a whole sector each, nothing merged on the way), timed at its
+    # kernel's rate
+    scattered_bytes_per_element: float = 0.0
 
-    def kind(self, kind: str) -> KindTime:
+    def __post_init__(self) -> None:
+        if not 0 <= self.scattered_bytes_per_element <= SECTOR_BYTES:
+            raise ModelError(
+                f"scattered bytes per element in [0, {SECTOR_BYTES}], "
+                f"got {self.scattered_bytes_per_element}"
+            )
+
+    def kind(self, kind: str, kernel_class: str | None = None) -> KindTime:
+        if kernel_class is not None:
+            found = dict(self.classes).get(kernel_class)
+            if found is not None:
+                return found
         return dict(self.kinds).get(kind, self.pooled)
 
     def factor(self, kernel_id: str | None) -> float:
         return dict(self.factors).get(kernel_id, 1.0) if kernel_id else 1.0
 
-    def time_s(self, kind: str, nbytes, *, kernel_id: str | None = None):
-        return self.kind(kind).time_s(nbytes) * self.factor(kernel_id)
+    def scattered_s(self, kind: str, kernel_class: str | None, elements):
+        """What a kernel's scattered element accesses add to its time."""
+        rate = self.kind(kind, kernel_class).bandwidth_bytes_per_s
+        return np.asarray(elements, dtype=np.float64) * self.scattered_bytes_per_element / rate
+
+    def time_s(
+        self,
+        kind: str,
+        nbytes,
+        *,
+        kernel_id: str | None = None,
+        kernel_class: str | None = None,
+        scattered_elements=0,
+    ):
+        base = self.kind(kind, kernel_class).time_s(nbytes)
+        extra = self.scattered_s(kind, kernel_class, scattered_elements)
+        return (base + extra) * self.factor(kernel_id)
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,15 @@ def fitted_kernels(
     time_coef = np.zeros((len(kernel_sets), len(MONOMIALS)))
     for index, kernel_set in enumerate(kernel_sets):
         for kernel in kernel_set.kernels:
-            model = kernel_time.kind(kernel.kind)
+            model = kernel_time.kind(kernel.kind, kernel.kernel_class)
             factor = kernel_time.factor(f"{variant}/{index}/{kernel.key}")
             coef = np.array([float(c) for c in kernel.nbytes.coefficients()])
+            scattered = np.array([float(c) for c in kernel.scattered_elements.coefficients()])
             bytes_coef[index] += coef
             time_coef[index] += coef * factor / model.bandwidth_bytes_per_s
+            time_coef[index] += factor * kernel_time.scattered_s(
+                kernel.kind, kernel.kernel_class, scattered
+            )
             time_coef[index, -1] += model.floor_s * factor  # the constant: one floor each
     nbytes, time_s = bytes_coef @ shapes.monomials, time_coef @ shapes.monomials
     if len(kernel_sets) == 1:

@@ -513,7 +513,14 @@ def capture_block(
     where = f"{spec.name or 'block'} {recipe or 'bf16'} on {target.value}"
     # torchao's conversion patches Inductor's min/max codegen process-wide: undone on exit
     scope = torchao_float8.inductor_patch_scope()
-    with compiling(where), scope, recording(recorder), fake_world(spec.parallel.world_size):
+    settings = torch._inductor.config.patch(torchtitan_inductor_settings(recipe))
+    with (
+        compiling(where),
+        scope,
+        settings,
+        recording(recorder),
+        fake_world(spec.parallel.world_size),
+    ):
         inner = (
             codegen_only.no_compute_inner
             if target is CaptureDevice.CODEGEN
@@ -577,6 +584,18 @@ def capture_block(
         gpu=gpu.name if gpu else None,
         disagreements=capture.disagreements(),
     )
+
+
+# What torchtitan's float8 converter sets in Inductor, by recipe: `emulate_precision_casts`
+# for rowwise only (torchtitan/components/quantization/float8.py, from PR #1110 of 2025-04-16
+# to 0.3.0; "short-term solution for pytorch/pytorch#150859"). It adds a full-size buffer to
+# the backward kernel that casts the norm's output (+4MK bytes rowwise), so the training runs'
+# blocks are compiled with it and the per-layer linears (torchao's benchmark) without.
+TORCHTITAN_INDUCTOR_SETTINGS = {"rowwise": {"emulate_precision_casts": True}}
+
+
+def torchtitan_inductor_settings(recipe: str | None) -> dict[str, Any]:
+    return dict(TORCHTITAN_INDUCTOR_SETTINGS.get(recipe or "", {}))
 
 
 def _compile_fx_inner() -> Callable[..., Any]:
@@ -690,6 +709,8 @@ def _kernel(launch: KernelLaunch, gathered: set[str], storage: Any, *, float8: b
         float8_steps=launch.float8_steps if work is not Work.CONTEXT else (),
         recomputed=launch.recomputed,
         after_all_gather=_reads_storage(launch, gathered, storage),
+        kernel_class=None if launch.kernel_class is None else launch.kernel_class.value,
+        scattered_elements=launch.scattered_elements,
     )
 
 
@@ -718,6 +739,7 @@ def _gemm(launch: KernelLaunch, *, recomputed: bool) -> BlockGemm:
         dtype=first.dtype,
         bytes=launch.bytes_total,
         recomputed=recomputed,
+        kernel_class=None if launch.kernel_class is None else launch.kernel_class.value,
     )
 
 

@@ -159,6 +159,9 @@ class KernelLaunch:
     # What the kernel does to memory, read off its code (triton_code.classify); None only for
     # launches built by hand.
     kernel_class: KernelClass | None = None
+    # Buffers it walks along its strided index (triton_code._scattered), by name.
+    scattered: frozenset[str] = frozenset()
+    bytes_reread: int = 0  # what its later loops over the reduction load again
 
     def __post_init__(self) -> None:
         if self.bytes_code != self.bytes_read + self.bytes_written:
@@ -177,6 +180,13 @@ class KernelLaunch:
     @property
     def bytes_total(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    @property
+    def scattered_elements(self) -> int:
+        """Elements it loads or stores along a strided index: one memory sector each."""
+        return sum(
+            math.prod(b.shape) for b in (*self.reads, *self.writes) if b.name in self.scattered
+        )
 
     @property
     def is_gemm(self) -> bool:
@@ -310,26 +320,30 @@ class Capture:
         bytes read off its buffers' shapes (None where a dim is ambiguous)."""
         workspace = self.workspace_bytes(launch)
         sizes = set(self.shape)
-        buffers = []
+        buffers, scattered = [], []
         for b in (*launch.reads, *launch.writes):
             if self._is_workspace(b):
                 continue
+            into = buffers
             itemsize = b.nbytes // math.prod(b.shape)
             blocked = None if set(b.shape) <= {1, *sizes} else self._blocked(b)
             if blocked is not None:
                 dims, per = blocked
-                buffers.append((Fraction(itemsize, per), dims))
+                into.append((Fraction(itemsize, per), dims))
             elif not b.name.startswith("buf"):
                 # Module state such as an amax history (16,): a fixed length, not a size.
                 fixed = [d for d in b.shape if d not in sizes]
                 itemsize *= math.prod(fixed)
-                buffers.append((itemsize, tuple(d for d in b.shape if d in sizes)))
+                into.append((itemsize, tuple(d for d in b.shape if d in sizes)))
             else:
-                buffers.append((itemsize, b.shape))
+                into.append((itemsize, b.shape))
+            if b.name in launch.scattered:
+                scattered.append((1, b.shape))  # elements, each its own sector
         try:
             polynomial = buffer_polynomial(self.shape, buffers)
+            scattered_polynomial = buffer_polynomial(self.shape, scattered)
         except FitError:
-            polynomial = None
+            polynomial = scattered_polynomial = None
         return KernelSample(
             launch.name,
             launch.graph.value,
@@ -339,6 +353,8 @@ class Capture:
             workspace,
             polynomial,
             None if launch.kernel_class is None else launch.kernel_class.value,
+            launch.scattered_elements,
+            scattered_polynomial,
         )
 
     def samples(self) -> list[KernelSample]:
@@ -958,4 +974,6 @@ def _launch(
         role=",".join(r.value for r in ROLES if r in roles) or None,
         ops=ops,
         kernel_class=parsed.kernel_class,
+        scattered=parsed.scattered,
+        bytes_reread=parsed.bytes_reread,
     )

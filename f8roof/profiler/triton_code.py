@@ -125,6 +125,8 @@ class KernelSource:
     atomic: bool = False  # the body calls tl.atomic_*
     # pointer -> the unit-stride terms of its tl.load/tl.store indices (see `_unit_terms`)
     unit_terms: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    # pointer -> how many more loops over the reduction load it again (see `_reloads`)
+    reloads: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,11 @@ class ParsedLaunch:
     # transposed copy, as for `_scaled_mm`'s column-major second operand.
     changes_layout: bool = False
     numel: int | None = None  # Triton: elements iterated
+    # Buffers a reduction walks along its strided index (`_scattered`): a transposed float8
+    # copy stored from a row reduction moves one byte per 32-byte sector.
+    scattered: frozenset[str] = frozenset()
+    # Bytes its later loops over the reduction load again (KernelSource.reloads).
+    bytes_reread: int = 0
 
     @property
     def bytes_total(self) -> int:
@@ -295,6 +302,7 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
         None if hint is None else ast.unparse(hint).rsplit(".", 1)[-1].lower(),
         atomic,
         _unit_terms(fn),
+        _reloads(fn),
     )
 
 
@@ -357,6 +365,27 @@ def _unit_terms(fn: ast.FunctionDef) -> dict[str, frozenset[str]]:
         if unit:
             seen.setdefault(node.args[0].left.id, set()).update(unit)
     return {name: frozenset(found) for name, found in seen.items()}
+
+
+def _reloads(fn: ast.FunctionDef) -> dict[str, int]:
+    """Per pointer, how many of the kernel's loops over its reduction load it beyond the first:
+    a looped reduction that needs the row's statistic before it can use the row (a norm's
+    mean, a row amax before the cast) walks the row again, once per statistic."""
+    loops = [s for s in fn.body if isinstance(s, ast.For)]
+    seen: dict[str, int] = {}
+    for loop in loops:
+        loaded = {
+            node.args[0].left.id
+            for node in ast.walk(loop)
+            if isinstance(node, ast.Call)
+            and ast.unparse(node.func) == "tl.load"
+            and node.args
+            and isinstance(node.args[0], ast.BinOp)
+            and isinstance(node.args[0].left, ast.Name)
+        }
+        for name in loaded:
+            seen[name] = seen.get(name, 0) + 1
+    return {name: count - 1 for name, count in seen.items() if count > 1}
 
 
 def _summands(node: ast.expr) -> list[ast.expr]:
@@ -594,6 +623,12 @@ class _CallWalker:
             workspace,
             changes_layout=_changes_layout(kernel, zip(kernel.params, args), self._access),
             numel=kernel.numel,
+            scattered=_scattered(kernel, zip(kernel.params, args), self._access),
+            reread=sum(
+                self._access(arg, param.dtype).nbytes * kernel.reloads[param.name]
+                for param, arg in zip(kernel.params, args)
+                if param.dtype is not None and param.name in kernel.reloads
+            ),
         )
 
     def _resolve_pending(self, name: str, shape: tuple[int, ...]) -> None:
@@ -666,6 +701,8 @@ class _CallWalker:
         kernel_class: KernelClass | None = None,
         changes_layout: bool = False,
         numel: int | None = None,
+        scattered: frozenset[str] = frozenset(),
+        reread: int = 0,
     ) -> None:
         # A read of storage nothing has written yet is the kernel reading back its own output:
         # no memory traffic beyond the write (see ParsedLaunch).
@@ -688,6 +725,8 @@ class _CallWalker:
                 kernel_class,
                 changes_layout,
                 numel,
+                scattered,
+                reread,
             )
         )
 
@@ -755,6 +794,36 @@ def _changes_layout(
 
 
 _REDUCING_KINDS = frozenset({KernelKind.REDUCTION, KernelKind.PERSISTENT_REDUCTION})
+
+
+def _scattered(
+    kernel: KernelSource,
+    bound: Iterable[tuple[Param, ast.expr]],
+    access: Callable[[ast.expr, str | None], BufferAccess],
+) -> frozenset[str]:
+    """Full-size buffers a reduction walks along its strided index: the ones whose loads or
+    stores have no unit-stride term in the index its threads run along.
+
+    A row reduction (hint inner or default) lays its threads along the row (`r0_*`) and runs
+    one or a few rows per program; a store indexed `x0 + M*r0_1` (the transposed float8 copy
+    `_scaled_mm` wants, written from the row being cast) then puts each thread's element in
+    another row of the output, one element per 32-byte sector, and nothing in the program can
+    gather them. An outer reduction lays its threads along `x`. Pointwise kernels are tiled in
+    2D by Inductor when they transpose (class pointwise_transpose), so they are not here."""
+    if kernel.kind not in _REDUCING_KINDS or kernel.numel is None:
+        return frozenset()
+    along = "x" if kernel.reduction_hint in ("outer", "outer_tiny") else "r"
+    found = set()
+    for param, arg in bound:
+        terms = kernel.unit_terms.get(param.name)
+        if param.dtype is None or not terms:
+            continue
+        view = access(arg, param.dtype)
+        if view.nbytes // dtype_bytes(param.dtype) != kernel.numel:
+            continue
+        if not any(t.startswith(along) for t in terms):
+            found.add(view.name)
+    return frozenset(found)
 
 
 def classify(launch: ParsedLaunch, source: KernelSource | None, *, split: bool) -> KernelClass:

@@ -1,0 +1,510 @@
+"""Fit the public time model (`models/public_times.py`) to published measurements, and check it.
+
+Data (all in the repository, each row with its source):
+- cells: torchao's rowwise heatmap (LayerNorm -> Linear -> Sigmoid forward + backward speedups,
+  `data/published/linear_rowwise_heatmap_h100.csv`), each cell timed from the exact kernels
+  torch.compile generates for it (`data/codegen/heatmap_h100.jsonl`);
+- gemms: bf16 and float8 gemm times (`data/published/gemms_*.csv`), the rows whose part, kernel
+  and accumulation are known (`gemm_rows` says which are left out and why);
+- kernels: published copy efficiencies of memory-bound kernels (`kernels_h100.csv`).
+
+Which part each source ran on: the heatmap, pytorch/ao#940, FBGEMM#2546 and float8_experimental
+on Meta's 500 W, 2.4 TB/s H100 (`h100-meta`): #940's bf16 at 16384^3 runs 585 TFLOP/s, FBGEMM's
+"H100 500W" figure, against 790-800 on 700 W SXM parts (zzc0721#79, OpenXLA), and torchao's own
+roofline script models that variant; Azure, OpenXLA and zzc0721 on 700 W H100 SXM (`h100`).
+Both parts share the memory parameters (fractions of their own datasheet bandwidth) and the
+gemm shape parameters; the 500 W part's gemm peak fractions are the 700 W part's times a
+power-cap ratio per dtype, fitted.
+
+Residuals are logs (speedups and times span decades): log(predicted / measured). The fit is
+deterministic (a fixed start, scipy's bounded trust-region least squares) and its values are
+rounded to 4 significant digits before use, so a rebuild writes the same bytes.
+Cross-validation: 10 folds over the cells (cell i in fold i mod 10, cells sorted by shape),
+each predicted by a fit without its fold; and every source left out in turn.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from f8roof.models.gemm import GemmEfficiency, GemmRole, linear_gemm_times
+from f8roof.models.hardware import find_gpu
+from f8roof.models.public_times import (
+    FITTED_CLASSES,
+    TIED_CLASSES,
+    TILES,
+    ParameterRange,
+    PartTimes,
+    PublicTimes,
+)
+from f8roof.models.recipes import Recipe
+from f8roof.models.variant import Implementation
+
+DATA = Path("data")
+HEATMAP = DATA / "published" / "linear_rowwise_heatmap_h100.csv"
+CELLS = DATA / "codegen" / "heatmap_h100.jsonl"
+FOLDS = 10
+RESIDUAL_QUANTILES = (0.1, 0.9)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    start: float
+    low: float
+    high: float
+    unit: str
+    what: str
+
+
+# The fitted parameters, their start and physical bounds.
+PARAMETERS = (
+    Parameter("pointwise", 0.85, 0.3, 1.0, "of HBM", "pointwise kernels"),
+    Parameter("pointwise_transpose", 0.7, 0.05, 1.0, "of HBM", "pointwise kernels, 2D-tiled"),
+    Parameter("reduction_inner", 0.8, 0.05, 1.0, "of HBM", "row reductions (norms, row amax)"),
+    Parameter("reduction_persistent", 0.8, 0.05, 1.0, "of HBM", "one-program-per-row reductions"),
+    Parameter("reduction_split", 0.6, 0.05, 1.0, "of HBM", "split and column reductions"),
+    Parameter("scattered", 16.0, 0.0, 32.0, "B/element", "traffic of a strided access"),
+    Parameter("floor_us", 2.0, 1.0, 6.0, "us", "an empty kernel's time"),
+    Parameter("bf16_peak", 0.8, 0.3, 1.0, "of peak", "bf16 gemms, 700 W"),
+    Parameter("fp8_peak", 0.7, 0.3, 1.0, "of peak", "fp8 gemms (one scale per tensor), 700 W"),
+    Parameter("slow_accum", 1.1, 1.0, 4.0, "x", "fp8 time without fast accumulation"),
+    Parameter("rowwise", 0.95, 0.4, 1.0, "x fp8", "row-scaled fp8 gemm's peak fraction"),
+    Parameter("cap_bf16", 0.75, 0.4, 1.0, "x", "bf16 gemm throughput at 500 W / 700 W"),
+    Parameter("cap_fp8", 0.85, 0.4, 1.0, "x", "fp8 gemm throughput at 500 W / 700 W"),
+    Parameter("latency_us", 4.0, 1.0, 12.0, "us", "a gemm's fixed time"),
+    Parameter("k_steps_bf16", 192.0, 0.0, 1024.0, "K-steps", "bf16 prologue/epilogue per tile"),
+    Parameter("k_steps_fp8", 128.0, 0.0, 1024.0, "K-steps", "fp8 prologue/epilogue per tile"),
+)
+NAMES = tuple(p.name for p in PARAMETERS)
+PARTS = ("h100", "h100-meta")
+
+
+def rounded(x: np.ndarray) -> np.ndarray:
+    """4 significant digits (K-steps: whole), so a rebuild's numbers are the file's bytes."""
+    out = np.array([float(f"{v:.4g}") for v in x])
+    for name in ("k_steps_bf16", "k_steps_fp8"):
+        i = NAMES.index(name)
+        out[i] = round(out[i])
+    return out
+
+
+def parts_of(x: np.ndarray) -> dict[str, PartTimes]:
+    """The two fitted parts from a parameter vector."""
+    p = dict(zip(NAMES, x))
+    fractions = tuple((c, float(p[c])) for c in FITTED_CLASSES)
+    out = {}
+    for part in PARTS:
+        cap = (
+            {"bf16": 1.0, "fp8": 1.0}
+            if part == "h100"
+            else {
+                "bf16": p["cap_bf16"],
+                "fp8": p["cap_fp8"],
+            }
+        )
+        gemms = (
+            ("bf16", _gemm(p["bf16_peak"] * cap["bf16"], p["k_steps_bf16"], p, "bf16", 1.0)),
+            ("fp8", _gemm(p["fp8_peak"] * cap["fp8"], p["k_steps_fp8"], p, "fp8", None)),
+            (
+                "fp8_rowwise",
+                _gemm(
+                    p["fp8_peak"] * cap["fp8"] * p["rowwise"],
+                    p["k_steps_fp8"],
+                    p,
+                    "fp8_rowwise",
+                    None,
+                ),
+            ),
+        )
+        out[part] = PartTimes(part, p["floor_us"] * 1e-6, fractions, gemms, p["scattered"])
+    return out
+
+
+def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | None):
+    return GemmEfficiency(
+        min(float(fraction), 1.0),
+        k_steps,  # type: ignore[arg-type]  # a float while fitting, whole once rounded
+        p["latency_us"] * 1e-6,
+        TILES[family],
+        p["slow_accum"] if slow is None else slow,
+    )
+
+
+# ---- data -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cells:
+    """The heatmap's cells: shapes, measured speedups, and per graph (bf16, fp8) the bytes per
+    fitted class, the scattered bytes and the kernel count of the code generated for each."""
+
+    shape: np.ndarray  # (cells, 3)
+    measured: np.ndarray
+    class_bytes: dict[str, np.ndarray]  # graph -> (cells, classes)
+    scattered: dict[str, np.ndarray]  # graph -> (cells, classes): elements walked strided
+    kernels: dict[str, np.ndarray]
+    versions: str
+    source: str
+
+
+def load_cells(root: Path = Path(".")) -> Cells:
+    frame = pd.read_csv(root / HEATMAP)
+    lines = (root / CELLS).read_text().splitlines()
+    header = json.loads(lines[0])
+    records = [json.loads(line) for line in lines[1:]]
+    shapes = sorted({(r["M"], r["K"], r["N"]) for r in records})
+    index = {s: i for i, s in enumerate(shapes)}
+    n = len(shapes)
+    columns = list(FITTED_CLASSES)
+    class_bytes = {g: np.zeros((n, len(columns))) for g in ("bf16", "fp8")}
+    scattered = {g: np.zeros((n, len(columns))) for g in ("bf16", "fp8")}
+    kernels = {g: np.zeros(n) for g in ("bf16", "fp8")}
+    for r in records:
+        graph = "bf16" if r["variant"].startswith("bf16") else "fp8"
+        i = index[(r["M"], r["K"], r["N"])]
+        for k in r["kernels"]:
+            name = TIED_CLASSES.get(k["class"], k["class"])
+            class_bytes[graph][i, columns.index(name)] += k["bytes"]
+            scattered[graph][i, columns.index(name)] += k["scattered_elements"]
+            kernels[graph][i] += 1
+    measured = np.full(n, np.nan)
+    for row in frame.itertuples():
+        measured[index[(row.M, row.K, row.N)]] = row.measured_speedup
+    if np.isnan(measured).any():
+        raise ValueError("a compiled cell has no measured speedup")
+    return Cells(
+        np.array(shapes, dtype=np.float64),
+        measured,
+        class_bytes,
+        scattered,
+        kernels,
+        header["versions"],
+        frame.source.iloc[0],
+    )
+
+
+@dataclass(frozen=True)
+class GemmRows:
+    source: np.ndarray  # short source names
+    part: np.ndarray
+    family: np.ndarray
+    slow: np.ndarray
+    mkn: np.ndarray  # (rows, 3)
+    time_s: np.ndarray
+    left_out: tuple[str, ...] = field(default=())
+
+
+SOURCE_NAMES = {
+    "pytorch/ao PR #940": "ao#940",
+    "pytorch-labs/float8_experimental PR #100": "float8_experimental#100",
+    "meta-pytorch/float8_experimental PR #38": "float8_experimental#38",
+    "pytorch/FBGEMM PR #2546": "FBGEMM#2546",
+    "Azure/AI-benchmarking-guide": "Azure",
+    "openxla/xla": "OpenXLA",
+    "zzc0721": "zzc0721#79",
+}
+
+
+def _short(source: str) -> str:
+    return next((v for k, v in SOURCE_NAMES.items() if source.startswith(k)), source[:30])
+
+
+def gemm_rows(root: Path = Path(".")) -> GemmRows:
+    """The H100 gemm rows the fit uses, in (m, k, n) of (m, k) @ (k, n); what is left out, why."""
+    rows: list[tuple] = []
+    left_out = [
+        ("ao#940 rowwise rows: the CUTLASS rowwise kernel of 2024-10, replaced since "
+        "(pytorch/pytorch#144809, #147971)"),
+        "float8_experimental fp8 rows: 2023 cuBLASLt, accumulation mode not stated",
+        "FBGEMM#2546 blockwise and 'incl. scaling' rows: not a gemm alone",
+        "OpenXLA sm_90 fp8 rows: the median takes in a transpose kernel (values above peak)",
+        "H200 NVL, B200/B300, MI300X rows: other parts (no public time model for them yet)",
+    ]
+    a = pd.read_csv(root / DATA / "published" / "gemms_a.csv")
+    for r in a.itertuples():
+        source = _short(r.source)
+        if source == "ao#940" and r.dtype in ("bf16", "fp8_tensorwise"):
+            slow = r.dtype != "bf16" and str(r.fast_accum) == "False"
+            family = "bf16" if r.dtype == "bf16" else "fp8"
+            rows.append((source, "h100-meta", family, slow, r.M, r.K, r.N, r.time_s))
+        elif source == "float8_experimental#100" and r.dtype == "bf16":
+            rows.append((source, "h100-meta", "bf16", False, r.M, r.K, r.N, r.time_s))
+        elif source == "FBGEMM#2546" and r.dtype in ("bf16", "fp8_rowwise"):
+            family = "bf16" if r.dtype == "bf16" else "fp8_rowwise"
+            rows.append((source, "h100-meta", family, False, r.M, r.K, r.N, r.time_s))
+    b = pd.read_csv(root / DATA / "published" / "gemms_b.csv")
+    for r in b.itertuples():
+        source = _short(r.source)
+        if source not in ("float8_experimental#38", "Azure"):
+            continue
+        m, k, n = int(r.M), int(r.K), int(r.N)
+        if source == "float8_experimental#38" and r.dtype == "bf16":
+            rows.append((source, "h100-meta", "bf16", False, m, k, n, float(r.time_us_or_tflops)))
+        elif source == "Azure" and r.dtype == "fp8 (cuBLASLt)":
+            part = "h100" if str(r.gpu).startswith("H100") else "h200"
+            seconds = 2 * m * k * n / (float(r.time_us_or_tflops) * 1e12)
+            rows.append((source, part, "fp8", False, m, k, n, seconds))
+    c = pd.read_csv(root / DATA / "published" / "gemms_h100_bf16.csv")
+    for r in c.itertuples():
+        scale = 1e12 if r.unit == "TFLOP/s" else 1.0
+        flops = 2 * r.M * r.K * r.N
+        rows.append(
+            (
+                _short(r.source),
+                "h100",
+                "bf16",
+                False,
+                r.M,
+                r.K,
+                r.N,
+                flops / (float(r.time_s_or_flops) * scale),
+            )
+        )
+    cols = list(zip(*rows))
+    return GemmRows(
+        np.array(cols[0]),
+        np.array(cols[1]),
+        np.array(cols[2]),
+        np.array(cols[3], dtype=bool),
+        np.array(cols[4:7], dtype=np.float64).T,
+        np.array(cols[7], dtype=np.float64),
+        tuple(left_out),
+    )
+
+
+@dataclass(frozen=True)
+class KernelRows:
+    source: np.ndarray
+    part: np.ndarray
+    kernel_class: np.ndarray
+    fraction: np.ndarray
+
+
+def kernel_rows(root: Path = Path(".")) -> KernelRows:
+    frame = pd.read_csv(root / DATA / "published" / "kernels_h100.csv")
+    part = np.array(["h100-meta" if "Meta" in g else "h100" for g in frame.gpu])
+    source = np.array(
+        ["torchao roofline_utils" if "ao" in s else "Azure copy" for s in frame.source]
+    )
+    return KernelRows(
+        source,
+        part,
+        frame.kernel_class.to_numpy(),
+        frame.fraction_of_datasheet_bandwidth.to_numpy(float),
+    )
+
+
+@dataclass(frozen=True)
+class Data:
+    cells: Cells
+    gemms: GemmRows
+    kernels: KernelRows
+
+
+def load(root: Path = Path(".")) -> Data:
+    return Data(load_cells(root), gemm_rows(root), kernel_rows(root))
+
+
+# ---- the model on the data ------------------------------------------------------------------
+
+ROWWISE = Recipe.from_name("rowwise")
+
+
+def cell_times(part: PartTimes, cells: Cells, rows=slice(None)) -> tuple[np.ndarray, np.ndarray]:
+    """bf16 and float8 graph times of the cells (heatmap: torchao rowwise, its context in both),
+    kernels timed as `KernelTimeModel` times them, gemms by the part's tiled roofline."""
+    gpu = find_gpu(part.part)
+    model = part.kernel_time(gpu)
+    gemm = part.gemm_model(gpu)
+    M, K, N = (cells.shape[rows, i] for i in range(3))
+    inverse = np.array([1 / model.kind("", c).bandwidth_bytes_per_s for c in FITTED_CLASSES])
+    out = []
+    for graph, recipe in (("bf16", None), ("fp8", ROWWISE)):
+        gemm_s, _ = linear_gemm_times(gemm, recipe, M, K, N, implementation=Implementation.TORCHAO)
+        b = cells.class_bytes[graph][rows]
+        s = cells.scattered[graph][rows]
+        kernels_s = (b + s * part.scattered_bytes_per_element) @ inverse
+        kernels_s = kernels_s + cells.kernels[graph][rows] * part.floor_s
+        out.append(gemm_s + kernels_s)
+    return out[0], out[1]
+
+
+def gemm_times(parts: dict[str, PartTimes], gemms: GemmRows) -> np.ndarray:
+    out = np.empty(len(gemms.time_s))
+    for name in np.unique(gemms.part):
+        part = parts["h100" if name == "h200" else name]
+        model = part.gemm_model(find_gpu(name))
+        for family in np.unique(gemms.family):
+            for slow in (False, True):
+                pick = (gemms.part == name) & (gemms.family == family) & (gemms.slow == slow)
+                if pick.any():
+                    m, k, n = gemms.mkn[pick].T
+                    out[pick] = model.time_s(family, GemmRole.OUTPUT, m, k, n, slow_accum=slow)[0]
+    return out
+
+
+def residuals(x: np.ndarray, data: Data, *, cells=None, gemms=None, kernels=None) -> np.ndarray:
+    """log(predicted / measured) of the chosen cells, gemm rows and kernel rows (masks)."""
+    parts = parts_of(x)
+    c = slice(None) if cells is None else cells
+    bf16, fp8 = cell_times(parts["h100-meta"], data.cells, c)
+    out = [np.log(bf16 / fp8) - np.log(data.cells.measured[c])]
+    g = np.ones(len(data.gemms.time_s), bool) if gemms is None else gemms
+    if g.any():
+        out.append(np.log(gemm_times(parts, data.gemms)[g] / data.gemms.time_s[g]))
+    k = np.ones(len(data.kernels.fraction), bool) if kernels is None else kernels
+    if k.any():
+        predicted = np.array(
+            [parts[p].fraction(kc) for p, kc in zip(data.kernels.part, data.kernels.kernel_class)]
+        )
+        out.append(np.log(predicted[k] / data.kernels.fraction[k]))
+    return np.concatenate(out)
+
+
+def fit(data: Data, *, cells=None, gemms=None, kernels=None) -> np.ndarray:
+    """The parameters minimising the squared log residuals of the chosen rows, rounded."""
+    from scipy.optimize import least_squares
+
+    start = np.array([p.start for p in PARAMETERS])
+    low = np.array([p.low for p in PARAMETERS])
+    high = np.array([p.high for p in PARAMETERS])
+    found = least_squares(
+        lambda x: residuals(x, data, cells=cells, gemms=gemms, kernels=kernels),
+        start,
+        bounds=(low, high),
+        x_scale=np.maximum(np.abs(start), 1e-3),
+        xtol=1e-10,
+        ftol=1e-10,
+    )
+    return np.clip(rounded(found.x), low, high)
+
+
+def cell_speedups(x: np.ndarray, data: Data) -> np.ndarray:
+    bf16, fp8 = cell_times(parts_of(x)["h100-meta"], data.cells)
+    return bf16 / fp8
+
+
+# ---- checks -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Report:
+    x: np.ndarray
+    kfold_predicted: np.ndarray  # per cell, by a fit without its fold
+    folds: tuple[np.ndarray, ...]  # each fold's parameters
+    leave_out: dict[str, tuple[np.ndarray, float, int]]  # source -> (params, median |err|, rows)
+    in_sample_gemm_error: np.ndarray
+
+
+def cross_validate(data: Data) -> Report:
+    n = len(data.cells.measured)
+    fold_of = np.arange(n) % FOLDS
+    x = fit(data)
+    predicted = np.empty(n)
+    folds = []
+    for f in range(FOLDS):
+        xf = fit(data, cells=fold_of != f)
+        folds.append(xf)
+        predicted[fold_of == f] = cell_speedups(xf, data)[fold_of == f]
+    leave_out = {}
+    g, k = data.gemms, data.kernels
+    all_g, all_k = np.ones(len(g.time_s), bool), np.ones(len(k.fraction), bool)
+    for source in [*dict.fromkeys(g.source), *dict.fromkeys(k.source)]:
+        keep_g, keep_k = g.source != source, k.source != source
+        xs = fit(data, gemms=keep_g, kernels=keep_k)
+        err = (
+            np.exp(
+                np.abs(
+                    residuals(
+                        xs,
+                        data,
+                        cells=np.zeros(len(data.cells.measured), bool),
+                        gemms=~keep_g,
+                        kernels=~keep_k,
+                    )
+                )
+            )
+            - 1
+        )
+        leave_out[str(source)] = (xs, float(np.median(err)), int((~keep_g).sum() + (~keep_k).sum()))
+    xh = fit(data, cells=np.zeros(n, bool))
+    err = np.abs(cell_speedups(xh, data) / data.cells.measured - 1)
+    leave_out["heatmap"] = (xh, float(np.median(err)), n)
+    gemm_error = (
+        np.exp(residuals(x, data, cells=np.zeros(n, bool), gemms=all_g, kernels=~all_k)) - 1
+    )
+    return Report(x, predicted, tuple(folds), leave_out, gemm_error)
+
+
+def parameter_ranges(report: Report) -> tuple[ParameterRange, ...]:
+    """Each parameter over the fold fits and the leave-one-source-out fits (not the fit
+    without the heatmap: nothing else constrains the kernel classes, they sit at their start)."""
+    fits = [report.x, *report.folds, *(v[0] for s, v in report.leave_out.items() if s != "heatmap")]
+    stack = np.array(fits)
+    return tuple(
+        ParameterRange(name, float(report.x[i]), float(stack[:, i].min()), float(stack[:, i].max()))
+        for i, name in enumerate(NAMES)
+    )
+
+
+def band_quantiles(data: Data, report: Report) -> tuple[float, float, float]:
+    """log(measured / predicted) quantiles of the cross-validated cells, and the band's
+    coverage: each fold's cells checked against quantiles taken from the other folds."""
+    r = np.log(data.cells.measured / report.kfold_predicted)
+    low, high = (float(np.quantile(r, q)) for q in RESIDUAL_QUANTILES)
+    fold_of = np.arange(len(r)) % FOLDS
+    inside = 0
+    for f in range(FOLDS):
+        rest = r[fold_of != f]
+        lo, hi = (np.quantile(rest, q) for q in RESIDUAL_QUANTILES)
+        mine = r[fold_of == f]
+        inside += int(((mine >= lo) & (mine <= hi)).sum())
+    return min(low, 0.0), max(high, 0.0), inside / len(r)
+
+
+def public_times(data: Data, report: Report) -> PublicTimes:
+    parts = parts_of(report.x)
+    low, high, coverage = band_quantiles(data, report)
+    error = np.abs(report.kfold_predicted / data.cells.measured - 1)
+    by_n = tuple(
+        (int(v), float(f"{np.median(error[data.cells.shape[:, 2] == v]):.4g}"))
+        for v in np.unique(data.cells.shape[:, 2])
+    )
+    h100 = parts["h100"]
+    h200 = PartTimes(
+        "h200", h100.floor_s, h100.fractions, h100.gemms, h100.scattered_bytes_per_element
+    )
+    return PublicTimes(
+        (parts["h100"], parts["h100-meta"], h200),
+        parameter_ranges(report),
+        float(f"{low:.4g}"),
+        float(f"{high:.4g}"),
+        float(f"{coverage:.4g}"),
+        float(f"{np.median(error):.4g}"),
+        by_n,
+        (
+            ("h100-meta", "fitted: the heatmap, ao#940, FBGEMM#2546, float8_experimental"),
+            ("h100", "fitted: Azure, OpenXLA, zzc0721 gemms; memory fractions shared"),
+            (
+                "h200",
+                ("h100's parameters at the H200's datasheet bandwidth (same SMs and clocks; "
+                "no public H200 kernel measurement in the fit)"),
+            ),
+        ),
+        (
+            data.cells.source,
+            *dict.fromkeys(str(s) for s in data.gemms.source),
+            *dict.fromkeys(str(s) for s in data.kernels.source),
+        ),
+    )
+
+
+def finite(value: float) -> bool:
+    return math.isfinite(value)
