@@ -355,13 +355,29 @@ def codegen_columns(
             kernel_set = fit.traffic.kernel_sets[owners[i]]
             # The nearest calibration shape's per-kernel factors apply where it has this set.
             same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
-                (k.graph, kind_family(k.kind), k.role, str(k.nbytes)) for k in kernel_set.kernels
+                (
+                    k.graph,
+                    kind_family(k.kind),
+                    k.role,
+                    str(k.nbytes),
+                    str(k.scattered_elements),
+                    str(k.reread),
+                )
+                for k in kernel_set.kernels
             )
             for key, sample in zip(kernel_keys(samples), samples):
                 kernel_id = f"{fit.variant}/{owners[i]}/{key}" if same_set else None
                 nbytes[i] += sign * sample.nbytes
                 time_s[i] += sign * float(
-                    calibration.kernel_time.time_s(sample.kind, sample.nbytes, kernel_id=kernel_id)
+                    calibration.kernel_time.time_s(
+                        sample.kind,
+                        sample.nbytes,
+                        kernel_id=kernel_id,
+                        kernel_class=sample.kernel_class,
+                        scattered_elements=sample.scattered_elements,
+                        reread_bytes=sample.reread,
+                        arithmetic=sample.arithmetic,
+                    )
                 )
     fp8_s = frame["fp8_s"].to_numpy() - frame["overhead_s_fitted"].to_numpy() + time_s
     return {

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import sympy as sp
 
-from f8roof.calibration.file import Calibration
+from f8roof.calibration.file import Calibration, retimed
 from f8roof.inputs.shapes import as_array
 from f8roof.models.band import (
     ClassRates,
@@ -245,7 +245,9 @@ def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd
             )
         )
         rates = config.class_rates
-        if rates is not None:
+        if config.calibration.public is not None and config.gemm is None:
+            columns.update(public_band_columns(config, columns, Mf, Kf, Nf))
+        elif rates is not None:
             columns.update(band_columns(config, columns, rates, Mf, Kf, Nf))
     code, table = fp8_reason_codes(config.recipe, M, K, N)
     columns["fp8_ok"] = code == 0
@@ -366,6 +368,36 @@ def calibrated_columns(
     return columns
 
 
+def public_band_columns(config: EstimateConfig, columns: dict, M, K, N) -> dict[str, np.ndarray]:
+    """The band of a calibration timed by the public time model: the speedups under the fits
+    at its two ends (`PublicTimes.ends`: the alternative fits whose heatmap speedups ran lowest
+    and highest) and its own, widened by the cross-validated residual quantiles of the cells."""
+    calibration = config.calibration
+    assert calibration is not None and calibration.public is not None
+    public = calibration.public
+    speedups = [np.asarray(columns["speedup"])]
+    contexts = [np.asarray(columns["speedup_context"])]
+    for part in public.ends(config.gpu.name):
+        alternative = retimed(calibration, part, config.gpu)
+        gemm = alternative.gemm_model
+        bf16_gemm_s, _ = linear_gemm_times(gemm, None, M, K, N)
+        fp8_gemm_s, _ = linear_gemm_times(
+            gemm, config.recipe, M, K, N, implementation=config.implementation
+        )
+        found = calibrated_columns(
+            alternative, config.variant, M, K, N, bf16_gemm_s=bf16_gemm_s, fp8_gemm_s=fp8_gemm_s
+        )
+        speedups.append(found["speedup"])
+        contexts.append(found["speedup_context"])
+    low, high = np.exp(public.residual_low), np.exp(public.residual_high)
+    return {
+        "speedup_low": np.min(speedups, axis=0) * low,
+        "speedup_high": np.max(speedups, axis=0) * high,
+        "speedup_context_low": np.min(contexts, axis=0) * low,
+        "speedup_context_high": np.max(contexts, axis=0) * high,
+    }
+
+
 def band_columns(
     config: EstimateConfig, columns: dict, rates: ClassRates, M, K, N, *, contain: bool = True
 ) -> dict[str, np.ndarray]:
@@ -385,7 +417,9 @@ def band_columns(
     assert calibration is not None
     bf16 = calibration.variant(config.variant.baseline.key)
     shapes = ShapeArrays(M, K, N)
-    bf16_kinds = fitted_kind_bytes(bf16.traffic.kernel_sets, shapes)
+    bf16_kinds = fitted_kind_bytes(
+        bf16.traffic.kernel_sets, shapes, kernel_time=calibration.kernel_time
+    )
     zero = np.zeros(len(M))
     if uses_read_off(calibration, config.variant):
         # torchao's opaque casts are the overhead on their own, beside the bf16 graph
@@ -394,7 +428,9 @@ def band_columns(
         extra = {kind: (zero, zero) for kind in bf16_kinds}
     else:
         fp8 = calibration.variant(config.variant.key)
-        fp8_kinds = fitted_kind_bytes(fp8.traffic.kernel_sets, shapes)
+        fp8_kinds = fitted_kind_bytes(
+            fp8.traffic.kernel_sets, shapes, kernel_time=calibration.kernel_time
+        )
         extra = bf16_kinds
     overhead = CornerTimes(zero, zero, zero)
     context = CornerTimes(zero, zero, zero)

@@ -70,6 +70,13 @@ CALIBRATION = stack(
         help="calibration file (default: the shipped one for --gpu)",
     ),
     click.option("--no-calibration", is_flag=True, help="datasheet rooflines, no calibration"),
+    click.option(
+        "--times",
+        type=click.Choice(["public", "datasheet"]),
+        default=None,
+        help="how a traffic calibration is timed: fitted to public measurements (default where "
+        "the GPU has a fitted part: h100, h100-meta, h200) or the datasheet model",
+    ),
 )
 SEED = stack(
     click.option(

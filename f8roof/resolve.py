@@ -6,6 +6,9 @@ turns them into one `EstimateConfig` per recipe and a line saying what the numbe
 rules, once:
 - calibration: the file given; else the shipped one for the GPU (traffic from generated code,
   or a measured one where it exists) unless `no_calibration`; else datasheet rooflines;
+- times: a traffic calibration is timed by the model fitted to public measurements where it
+  has the GPU's part (`--times public`, the default there), else by the datasheet model
+  (`--times datasheet`, the only choice for other parts);
 - GPU: the one asked for, which must be the one the calibration describes; else the
   calibration's; else h100. A calibration of a device without a preset (a CPU) is labelled
   with its device name and its measured ceilings stand in for a datasheet;
@@ -20,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from f8roof.calibration.file import Calibration
+from f8roof.calibration import public_file
+from f8roof.calibration.file import Calibration, CalibrationKind, timed_publicly
 from f8roof.calibrations import ROOFLINE, shipped_calibration
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, calibration_covers
@@ -67,6 +71,7 @@ class Request:
     gemm_efficiency: float | None = None
     calibration: str | Path | Calibration | None = None
     no_calibration: bool = False
+    times: str | None = None  # public | datasheet; None: public where the GPU has a part
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,35 @@ def _implementation(
     return candidates[0]
 
 
+TIMES = ("public", "datasheet")
+
+
+def _timed(calibration: Calibration, times: str | None) -> Calibration:
+    """The traffic calibration timed as asked (see the module docstring)."""
+    if times is not None and times not in TIMES:
+        raise F8RoofError(f"unknown --times {times!r}; known: {', '.join(TIMES)}")
+    if calibration.kind is not CalibrationKind.TRAFFIC:
+        if times == "datasheet" or (times == "public" and calibration.public is None):
+            raise F8RoofError(
+                f"--times {times}: the calibration is {calibration.kind.value}, its times are "
+                "its own"
+            )
+        return calibration
+    if times == "datasheet":
+        return calibration
+    model = public_file.shipped()
+    has_part = model is not None and model.part(calibration.environment.gpu or "") is not None
+    if not has_part:
+        if times == "public":
+            fitted = "none" if model is None else ", ".join(p.part for p in model.parts)
+            raise F8RoofError(
+                f"--times public: no public time model for {calibration.environment.label} "
+                f"(fitted: {fitted}); use --times datasheet"
+            )
+        return calibration
+    return timed_publicly(calibration, model)
+
+
 def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str]:
     given = request.calibration
     if given is not None and request.no_calibration:
@@ -179,14 +213,20 @@ def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None,
     if isinstance(given, Calibration):
         return given, given.source
     if given is not None:
-        loaded = Calibration.load(given)
+        loaded = _timed(Calibration.load(given), request.times)
         return loaded, f"{given}: {loaded.source}"
     if request.no_calibration:
+        if request.times is not None:
+            raise F8RoofError("--times needs a calibration; --no-calibration has none")
         return None, ROOFLINE
     path = shipped_calibration(gpu or resolve_gpu(DEFAULT_GPU))
     if path is None:
+        if request.times == "public":
+            raise F8RoofError(
+                f"--times public: no shipped calibration for {(gpu or resolve_gpu(DEFAULT_GPU)).name}"
+            )
         return None, ROOFLINE
-    loaded = Calibration.load(path)
+    loaded = _timed(Calibration.load(path), request.times)
     return loaded, f"shipped {path.name}: {loaded.source}"
 
 
@@ -296,6 +336,8 @@ def _gemm(
         return roofline, f"roofline at {request.gemm_efficiency:.0%} of peak"
     if calibration is None:
         return None, "roofline at the seed's 60% of peak"
+    if calibration.kind is CalibrationKind.PUBLIC:
+        return None, "tiled roofline fitted to public measurements"
     if calibration.datasheet_gemm is not None:
         return None, "tiled roofline (datasheet, public sweeps)"
     return None, "measured (calibration)"

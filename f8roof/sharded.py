@@ -220,11 +220,23 @@ def capture_times(capture: BlockCapture, *, calibration, gemm_model) -> CaptureT
         parts["recompute" if item.recomputed else what] += seconds
         parts[item.graph] += seconds
 
+    model = calibration.kernel_time
     for k in capture.kernels:
-        add("kernel", k, float(calibration.kernel_time.time_s(k.kind, k.bytes_total)))
+        seconds = model.time_s(
+            k.kind,
+            k.bytes_total,
+            kernel_class=k.kernel_class,
+            scattered_elements=k.scattered_elements,
+            reread_bytes=k.bytes_reread,
+            arithmetic=k.arithmetic,
+        )
+        add("kernel", k, float(seconds))
     for g in capture.gemms:
         dtype = _gemm_dtype(g, capture.recipe)
-        add("gemm", g, float(gemm_model.time_s(dtype, GemmRole.OUTPUT, g.m, g.k, g.n)[0]))
+        # the compiled call says whether it accumulates fast (blocks fitted before it did not)
+        slow = None if g.kernel_class is None else g.kernel_class.endswith("_slow")
+        time_s, _ = gemm_model.time_s(dtype, GemmRole.OUTPUT, g.m, g.k, g.n, slow_accum=slow)
+        add("gemm", g, float(time_s))
     return CaptureTimes(
         gemm_s=parts["gemm"],
         kernel_s=parts["kernel"],

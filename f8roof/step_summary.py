@@ -27,13 +27,15 @@ compute. Routed experts' all-to-all, pipeline and context parallelism are not mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from f8roof.architectures.catalog import TPStyle
 from f8roof.architectures.training import Recompute
 from f8roof.errors import F8RoofError
+from f8roof.models.attention import FORWARD_SHARE, attention_s
 from f8roof.models.checkpointing import (
     MM,
     TOML_LAYOUT_POLICY,
@@ -58,7 +60,7 @@ from f8roof.models.gemm import GemmRole, fp8_gemm_dtype
 from f8roof.models.step import BlockTimes, StepSummary, step_summary
 from f8roof.recommend import Recommendation, _forward_share_fn
 from f8roof.resolve import Resolved
-from f8roof.sharded import BlockComparison, CaptureTimes, capture_times
+from f8roof.sharded import BlockComparison, CaptureTimes, assumed_seq_len, capture_times
 from f8roof.torchtitan_names import filter_names
 
 BF16_BYTES = 2
@@ -194,12 +196,15 @@ def _summarize(
     def per_block(values):
         return float((counts * values)[block].sum()) / layers
 
+    attention, attention_again = _attention(rec, resolved, sharding, notes)
+
     if block_graphs is not None:
         # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
         # per-layer difference puts it back
         kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
-        bf16_block, fp8_block = _graph_blocks(
-            rec, sharding, block_graphs, per_block(kept), notes, convert
+        bf16_block, fp8_block = (
+            replace(b, other_compute_s=b.other_compute_s + attention)
+            for b in _graph_blocks(rec, sharding, block_graphs, per_block(kept), notes, convert)
         )
     else:
         forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
@@ -212,14 +217,16 @@ def _summarize(
         comm_fp8 += fsdp[1]
         bf16_block = BlockTimes(
             linear_gemm_s=per_block(lin_bf16),
+            other_compute_s=attention,
             comm_exposed_s=comm_bf16,
-            recompute_s=per_block(re_bf16),
+            recompute_s=per_block(re_bf16) + attention_again,
         )
         fp8_block = BlockTimes(
             linear_gemm_s=per_block(gemm_fp8),
             overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
+            other_compute_s=attention,
             comm_exposed_s=comm_fp8,
-            recompute_s=per_block(re_fp8),
+            recompute_s=per_block(re_fp8) + attention_again,
         )
     other = ~block & ~head
     if other.any():
@@ -251,6 +258,43 @@ def _summarize(
         rest_s=0.0,
         assumptions=notes,
     )
+
+
+def _attention(
+    rec: Recommendation, resolved: Resolved, sharding: Sharding, notes: list[str]
+) -> tuple[float, float]:
+    """One block's attention (forward + backward) on one GPU, and what full checkpointing
+    reruns of it, from the output projection's heads (`models/attention.py`); (0, 0) for an
+    architecture without one. The same in both precisions: it only lengthens the step."""
+    found = [
+        linear
+        for linear in rec.architecture.linears
+        if linear.heads and linear.tp is TPStyle.ROW and not linear.grouped
+    ]
+    if not found:
+        notes.append("attention: no output projection with heads known, not timed")
+        return 0.0, 0.0
+    out = found[0]
+    heads = out.heads // max(rec.setup.tp, 1)
+    seq_len = sharding.seq_len or assumed_seq_len(rec.tokens)
+    gemm = resolved.config.gemm_model
+    size = 8192.0
+    seconds, _ = gemm.time_s("bf16", GemmRole.OUTPUT, size, size, size)
+    throughput = 2 * size**3 / float(seconds)
+    block_s = attention_s(
+        tokens=rec.tokens,
+        seq_len=seq_len,
+        heads=heads,
+        head_dim=out.K // out.heads,
+        gemm_flops_per_s=throughput,
+    )
+    again = FORWARD_SHARE * block_s if rec.setup.recompute is Recompute.FULL else 0.0
+    notes.append(
+        f"attention: {block_s * 1e3:.2f} ms per block (FlashAttention-2's causal throughput at "
+        f"S = {seq_len}, {heads} heads of {out.K // out.heads}), the same in both precisions"
+        + ("; full AC reruns its forward" if again else "")
+    )
+    return block_s, again
 
 
 def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
@@ -470,7 +514,7 @@ def _graph_blocks(rec, sharding: Sharding, timed: _TimedBlock, kept_s, notes, co
     notes.append(f"blocks from {graphs.source}")
     notes.append(
         "each block's gemms, kernels and recompute as its graphs hold them (attention, an "
-        "extern kernel, is not timed: the same in both precisions)"
+        "extern kernel there, timed by its FLOPs)"
     )
     if not (block & convert).any():
         notes.append("no block linear in float8: the float8 block is the bf16 one")

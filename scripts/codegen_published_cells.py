@@ -73,6 +73,8 @@ def main() -> None:
                     "role": s["role"],
                     "bytes": s["bytes"],
                     "scattered_elements": s.get("scattered_elements", 0),
+                    "reread_bytes": s.get("reread_bytes", 0),
+                    "arithmetic": s.get("arithmetic", 0),
                     "kernel": s["kernel"],
                 }
                 for s in record["samples"]

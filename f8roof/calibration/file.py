@@ -1,11 +1,14 @@
 """The calibration file: what one device (or one target's generated code) showed, and the fits.
 
-Two kinds, one format:
+Three kinds, one format:
 - `measured`: a GPU (or CPU) run: every kernel's bytes and device time, steps on both clocks,
   gemm grids; the fits made from them (exact bytes per kernel set, kernel-time model, fixed costs).
 - `traffic`: no device: the exact bytes of the code Inductor generates for a target GPU
   (codegen-only), timed with the datasheet model (bytes / (bandwidth x efficiency) + a floor per
   kernel; gemms by the roofline or a given table). Nothing in it claims to be measured.
+- `public`: a traffic calibration timed by the model fitted to other people's published
+  measurements (`models/public_times.py`, `calibration/public_file.py`): what an estimate uses
+  by default for a GPU part that model covers. Made at load time, never measured.
 
 Variants are keyed by `Variant.key` (`bf16`, `torchao:rowwise@layernorm+sigmoid`, ...); every
 float8 variant has the bf16 baseline of its context beside it, because overhead is what the
@@ -22,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from fractions import Fraction
 from functools import cached_property
@@ -51,7 +54,7 @@ from f8roof.models.gemm import (
     TiledGemm,
     fp8_gemm_dtype,
 )
-from f8roof.models.hardware import PRESETS, find_gpu
+from f8roof.models.hardware import GPU, PRESETS, find_gpu
 from f8roof.models.kernel_classes import KernelClass
 from f8roof.models.kernel_time import (
     FixedCost,
@@ -59,6 +62,7 @@ from f8roof.models.kernel_time import (
     KindTime,
     Residuals,
 )
+from f8roof.models.public_times import PartTimes, PublicTimes
 from f8roof.models.records import (
     Environment,
     GemmMeasurement,
@@ -89,6 +93,7 @@ CEILING_TOLERANCE = 1.05
 class CalibrationKind(str, Enum):
     MEASURED = "measured"  # kernels and gemms timed on a device
     TRAFFIC = "traffic"  # bytes from generated code, times from the datasheet model
+    PUBLIC = "public"  # bytes from generated code, times fitted to published measurements
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,17 @@ def sample_to_json(sample: KernelSample) -> dict[str, Any]:
                 else polynomial_to_json(sample.scattered_polynomial),
             }
         ),
+        **(
+            {}
+            if not sample.reread
+            else {
+                "reread_bytes": sample.reread,
+                "reread_polynomial": None
+                if sample.reread_polynomial is None
+                else polynomial_to_json(sample.reread_polynomial),
+            }
+        ),
+        **({"arithmetic": sample.arithmetic} if sample.arithmetic else {}),
     }
 
 
@@ -140,6 +156,12 @@ def sample_from_json(data: Any, *, source: str) -> KernelSample:
         if scattered and r.optional_obj("scattered_polynomial") is not None
         else None
     )
+    reread = r.int("reread_bytes") if isinstance(data, dict) and "reread_bytes" in data else 0
+    reread_polynomial = (
+        r.polynomial("reread_polynomial")
+        if reread and r.optional_obj("reread_polynomial") is not None
+        else None
+    )
     return KernelSample(
         r.str("kernel"),
         r.str("graph"),
@@ -151,6 +173,9 @@ def sample_from_json(data: Any, *, source: str) -> KernelSample:
         r.kernel_class(),
         scattered,
         scattered_polynomial,
+        reread,
+        reread_polynomial,
+        r.int("arithmetic") if isinstance(data, dict) and "arithmetic" in data else 0,
     )
 
 
@@ -174,6 +199,8 @@ class Calibration:
     kernel_time: KernelTimeModel
     fit_shapes: tuple[Shape, ...]
     schema_version: int = SCHEMA_VERSION
+    # the public time model that times it (kind public), with its ranges and checks
+    public: PublicTimes | None = field(default=None, compare=False)
 
     @property
     def is_measured(self) -> bool:
@@ -211,6 +238,12 @@ class Calibration:
             text = f"calibration measured on {env.label}, {env.date} ({env.versions})"
             return text if gemms is None else f"{text}; gemms: {gemms}"
         gemm = gemms or ("tiled roofline" if self.datasheet_gemm else "a measured table")
+        if self.kind is CalibrationKind.PUBLIC and self.public is not None:
+            return (
+                f"traffic from generated code ({env.versions}, codegen for {env.gpu}); times "
+                f"fitted to public measurements (gemms: {gemm}; heatmap cross-validated median "
+                f"error {self.public.cv_median:.1%})"
+            )
         return (
             f"traffic from generated code ({env.versions}, codegen for {env.gpu}); "
             f"times from the datasheet (gemms: {gemm})"
@@ -268,7 +301,8 @@ class Calibration:
                 f"{source}: schema_version {version} is not supported (this f8roof reads "
                 f"{SCHEMA_VERSION}); make it again with this version's `f8roof calibrate`"
             )
-        kind = CalibrationKind(root.choice("kind", tuple(k.value for k in CalibrationKind)))
+        # a public calibration is a traffic file timed at load time: files hold the other two
+        kind = CalibrationKind(root.choice("kind", ("measured", "traffic")))
         env = root.obj("environment")
         environment = Environment(
             device=env.choice("device", ("cuda", "cpu", "codegen")),
@@ -365,15 +399,15 @@ class Calibration:
         if gemm is not None and gemm.gpu.name != env.gpu:
             raise CalibrationError(f"{claim} disagrees with datasheet_gemm.gpu {gemm.gpu.name!r}")
         # a GPU does not beat its datasheet: traffic files hold the peaks, measured ones less
-        for field, peak in (
+        for name, peak in (
             ("bf16_flops", preset.bf16_flops),
             ("fp8_flops", preset.fp8_flops),
             ("copy_bandwidth_bytes_per_s", preset.memory_bandwidth_bytes_per_s),
         ):
-            value = getattr(self.ceilings, field)
+            value = getattr(self.ceilings, name)
             if value > peak * CEILING_TOLERANCE:
                 raise CalibrationError(
-                    f"{claim}: ceilings.{field} {value:.4g} exceeds that GPU's datasheet "
+                    f"{claim}: ceilings.{name} {value:.4g} exceeds that GPU's datasheet "
                     f"{peak:.4g}: the file describes another GPU"
                 )
 
@@ -408,6 +442,36 @@ class Calibration:
                 dtype = fp8_gemm_dtype(variant.recipe, role, variant.implementation)
                 if (dtype, role) not in table.tables:
                     raise CalibrationError(f"{source}: gemms: no {dtype} {role.value} times")
+
+
+def timed_publicly(calibration: Calibration, times: PublicTimes) -> Calibration:
+    """A traffic calibration timed by the public time model's part for its GPU (the part's
+    kernel classes, launch floor and gemm families; the copy ceiling at its pointwise
+    fraction). CalibrationError where the model has no such part."""
+    env = calibration.environment
+    part = times.part(env.gpu or "")
+    if calibration.kind is not CalibrationKind.TRAFFIC or part is None:
+        fitted = ", ".join(p.part for p in times.parts)
+        raise CalibrationError(
+            f"no public time model for {env.label} (fitted: {fitted}): use --times datasheet"
+        )
+    return replace(retimed(calibration, part, PRESETS[part.part]), public=times)
+
+
+def retimed(calibration: Calibration, part: PartTimes, gpu: GPU) -> Calibration:
+    """The calibration's bytes timed by one part of the public time model (kind public)."""
+    ceilings = replace(
+        calibration.ceilings,
+        copy_bandwidth_bytes_per_s=gpu.memory_bandwidth_bytes_per_s * part.fraction("pointwise"),
+        launch_floor_s=part.floor_s,
+    )
+    return replace(
+        calibration,
+        kind=CalibrationKind.PUBLIC,
+        ceilings=ceilings,
+        datasheet_gemm=part.gemm_model(gpu),
+        kernel_time=part.kernel_time(gpu),
+    )
 
 
 class _Reader:
@@ -592,6 +656,8 @@ def kernel_set_to_dict(r: KernelSet, polynomial=polynomial_to_json) -> dict[str,
                     if k.scattered_elements.terms
                     else {}
                 ),
+                **({"reread_bytes": polynomial(k.reread)} if k.reread.terms else {}),
+                **({"arithmetic_per_byte": k.arithmetic_per_byte} if k.arithmetic_per_byte else {}),
             }
             for k in r.kernels
         ],
@@ -636,6 +702,10 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
                 k.polynomial("scattered_elements")
                 if "scattered_elements" in k.data
                 else Polynomial.from_map({}),
+                k.polynomial("reread_bytes")
+                if "reread_bytes" in k.data
+                else Polynomial.from_map({}),
+                k.num("arithmetic_per_byte") if "arithmetic_per_byte" in k.data else 0.0,
             )
             for k in r.objs("kernels")
         )
@@ -728,6 +798,8 @@ def _kernel_time_to_dict(model: KernelTimeModel) -> dict[str, Any]:
             if model.scattered_bytes_per_element
             else {}
         ),
+        **({"reread_share": model.reread_share} if model.reread_share else {}),
+        **({"arithmetic_per_s": model.arithmetic_per_s} if model.arithmetic_per_s else {}),
     }
 
 
@@ -755,4 +827,6 @@ def _kernel_time_from(reader: _Reader) -> KernelTimeModel:
         reader.num("scattered_bytes_per_element")
         if "scattered_bytes_per_element" in reader.data
         else 0.0,
+        reader.num("reread_share") if "reread_share" in reader.data else 0.0,
+        reader.num("arithmetic_per_s") if "arithmetic_per_s" in reader.data else 0.0,
     )

@@ -26,8 +26,7 @@ each predicted by a fit without its fold; and every source left out in turn.
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +49,8 @@ DATA = Path("data")
 HEATMAP = DATA / "published" / "linear_rowwise_heatmap_h100.csv"
 CELLS = DATA / "codegen" / "heatmap_h100.jsonl"
 FOLDS = 10
-RESIDUAL_QUANTILES = (0.1, 0.9)
+SOURCE_ROWS = 20
+RESIDUAL_QUANTILES = (0.05, 0.95)
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ PARAMETERS = (
     Parameter("reduction_persistent", 0.8, 0.05, 1.0, "of HBM", "one-program-per-row reductions"),
     Parameter("reduction_split", 0.6, 0.05, 1.0, "of HBM", "split and column reductions"),
     Parameter("scattered", 16.0, 0.0, 32.0, "B/element", "traffic of a strided access"),
+    Parameter("reread", 0.5, 0.0, 1.0, "of a byte", "a row loaded again in a later loop"),
+    Parameter("arithmetic", 15.0, 1.0, 33.5, "Top/s", "a kernel's operations (FP32 lanes' peak)"),
     Parameter("floor_us", 2.0, 1.0, 6.0, "us", "an empty kernel's time"),
     Parameter("bf16_peak", 0.8, 0.3, 1.0, "of peak", "bf16 gemms, 700 W"),
     Parameter("fp8_peak", 0.7, 0.3, 1.0, "of peak", "fp8 gemms (one scale per tensor), 700 W"),
@@ -123,14 +125,23 @@ def parts_of(x: np.ndarray) -> dict[str, PartTimes]:
                 ),
             ),
         )
-        out[part] = PartTimes(part, p["floor_us"] * 1e-6, fractions, gemms, p["scattered"])
+        out[part] = PartTimes(
+            part,
+            p["floor_us"] * 1e-6,
+            fractions,
+            gemms,
+            p["scattered"],
+            p["reread"],
+            p["arithmetic"] * 1e12,
+        )
     return out
 
 
 def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | None):
+    whole = float(k_steps).is_integer()
     return GemmEfficiency(
         min(float(fraction), 1.0),
-        k_steps,  # type: ignore[arg-type]  # a float while fitting, whole once rounded
+        int(k_steps) if whole else k_steps,  # type: ignore[arg-type]  # float while fitting
         p["latency_us"] * 1e-6,
         TILES[family],
         p["slow_accum"] if slow is None else slow,
@@ -142,14 +153,19 @@ def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | N
 
 @dataclass(frozen=True)
 class Cells:
-    """The heatmap's cells: shapes, measured speedups, and per graph (bf16, fp8) the bytes per
-    fitted class, the scattered bytes and the kernel count of the code generated for each."""
+    """The heatmap's cells (shapes, measured speedups) and every kernel the code generated for
+    each has (its cell, graph, fitted class, bytes, scattered elements, bytes loaded again,
+    arithmetic): one array each, a kernel per entry."""
 
     shape: np.ndarray  # (cells, 3)
     measured: np.ndarray
-    class_bytes: dict[str, np.ndarray]  # graph -> (cells, classes)
-    scattered: dict[str, np.ndarray]  # graph -> (cells, classes): elements walked strided
-    kernels: dict[str, np.ndarray]
+    cell: np.ndarray  # per kernel: its cell's index
+    fp8: np.ndarray  # per kernel: in the float8 graph (else bf16)
+    kernel_class: np.ndarray  # per kernel: index into FITTED_CLASSES
+    nbytes: np.ndarray
+    scattered: np.ndarray
+    reread: np.ndarray
+    arithmetic: np.ndarray
     versions: str
     source: str
 
@@ -161,20 +177,22 @@ def load_cells(root: Path = Path(".")) -> Cells:
     records = [json.loads(line) for line in lines[1:]]
     shapes = sorted({(r["M"], r["K"], r["N"]) for r in records})
     index = {s: i for i, s in enumerate(shapes)}
-    n = len(shapes)
-    columns = list(FITTED_CLASSES)
-    class_bytes = {g: np.zeros((n, len(columns))) for g in ("bf16", "fp8")}
-    scattered = {g: np.zeros((n, len(columns))) for g in ("bf16", "fp8")}
-    kernels = {g: np.zeros(n) for g in ("bf16", "fp8")}
+    rows = []
     for r in records:
-        graph = "bf16" if r["variant"].startswith("bf16") else "fp8"
-        i = index[(r["M"], r["K"], r["N"])]
         for k in r["kernels"]:
-            name = TIED_CLASSES.get(k["class"], k["class"])
-            class_bytes[graph][i, columns.index(name)] += k["bytes"]
-            scattered[graph][i, columns.index(name)] += k["scattered_elements"]
-            kernels[graph][i] += 1
-    measured = np.full(n, np.nan)
+            rows.append(
+                (
+                    index[(r["M"], r["K"], r["N"])],
+                    not r["variant"].startswith("bf16"),
+                    FITTED_CLASSES.index(TIED_CLASSES.get(k["class"], k["class"])),
+                    k["bytes"],
+                    k["scattered_elements"],
+                    k["reread_bytes"],
+                    k["arithmetic"],
+                )
+            )
+    columns = list(zip(*rows))
+    measured = np.full(len(shapes), np.nan)
     for row in frame.itertuples():
         measured[index[(row.M, row.K, row.N)]] = row.measured_speedup
     if np.isnan(measured).any():
@@ -182,9 +200,10 @@ def load_cells(root: Path = Path(".")) -> Cells:
     return Cells(
         np.array(shapes, dtype=np.float64),
         measured,
-        class_bytes,
-        scattered,
-        kernels,
+        np.array(columns[0]),
+        np.array(columns[1], dtype=bool),
+        np.array(columns[2]),
+        *(np.array(c, dtype=np.float64) for c in columns[3:]),
         header["versions"],
         frame.source.iloc[0],
     )
@@ -199,6 +218,15 @@ class GemmRows:
     mkn: np.ndarray  # (rows, 3)
     time_s: np.ndarray
     left_out: tuple[str, ...] = field(default=())
+
+    @property
+    def weight(self) -> np.ndarray:
+        """sqrt(min(1, SOURCE_ROWS / rows of the row's source)): a sweep of 125 shapes counts
+        as much as SOURCE_ROWS rows, not as 125 (its rows are not independent: one GPU, one
+        library, one day)."""
+        names, counts = np.unique(self.source, return_counts=True)
+        rows = dict(zip(names, counts))
+        return np.sqrt(np.minimum(1.0, SOURCE_ROWS / np.array([rows[s] for s in self.source])))
 
 
 SOURCE_NAMES = {
@@ -220,8 +248,10 @@ def gemm_rows(root: Path = Path(".")) -> GemmRows:
     """The H100 gemm rows the fit uses, in (m, k, n) of (m, k) @ (k, n); what is left out, why."""
     rows: list[tuple] = []
     left_out = [
-        ("ao#940 rowwise rows: the CUTLASS rowwise kernel of 2024-10, replaced since "
-        "(pytorch/pytorch#144809, #147971)"),
+        (
+            "ao#940 rowwise rows: the CUTLASS rowwise kernel of 2024-10, replaced since "
+            "(pytorch/pytorch#144809, #147971)"
+        ),
         "float8_experimental fp8 rows: 2023 cuBLASLt, accumulation mode not stated",
         "FBGEMM#2546 blockwise and 'incl. scaling' rows: not a gemm alone",
         "OpenXLA sm_90 fp8 rows: the median takes in a transpose kernel (values above peak)",
@@ -319,20 +349,22 @@ ROWWISE = Recipe.from_name("rowwise")
 
 def cell_times(part: PartTimes, cells: Cells, rows=slice(None)) -> tuple[np.ndarray, np.ndarray]:
     """bf16 and float8 graph times of the cells (heatmap: torchao rowwise, its context in both),
-    kernels timed as `KernelTimeModel` times them, gemms by the part's tiled roofline."""
+    each kernel timed as `KernelTimeModel` times it, gemms by the part's tiled roofline."""
     gpu = find_gpu(part.part)
     model = part.kernel_time(gpu)
     gemm = part.gemm_model(gpu)
+    bandwidth = np.array([model.kind("", c).bandwidth_bytes_per_s for c in FITTED_CLASSES])
+    extra = model.extra_bytes(cells.scattered, cells.reread)
+    busy = model.busy_s(bandwidth[cells.kernel_class], cells.nbytes, extra, cells.arithmetic)
+    kernel_s = part.floor_s + busy
+    n = len(cells.measured)
     M, K, N = (cells.shape[rows, i] for i in range(3))
-    inverse = np.array([1 / model.kind("", c).bandwidth_bytes_per_s for c in FITTED_CLASSES])
     out = []
-    for graph, recipe in (("bf16", None), ("fp8", ROWWISE)):
+    for fp8, recipe in ((False, None), (True, ROWWISE)):
+        pick = cells.fp8 == fp8
+        kernels = np.bincount(cells.cell[pick], weights=kernel_s[pick], minlength=n)[rows]
         gemm_s, _ = linear_gemm_times(gemm, recipe, M, K, N, implementation=Implementation.TORCHAO)
-        b = cells.class_bytes[graph][rows]
-        s = cells.scattered[graph][rows]
-        kernels_s = (b + s * part.scattered_bytes_per_element) @ inverse
-        kernels_s = kernels_s + cells.kernels[graph][rows] * part.floor_s
-        out.append(gemm_s + kernels_s)
+        out.append(gemm_s + kernels)
     return out[0], out[1]
 
 
@@ -350,15 +382,19 @@ def gemm_times(parts: dict[str, PartTimes], gemms: GemmRows) -> np.ndarray:
     return out
 
 
-def residuals(x: np.ndarray, data: Data, *, cells=None, gemms=None, kernels=None) -> np.ndarray:
-    """log(predicted / measured) of the chosen cells, gemm rows and kernel rows (masks)."""
+def residuals(
+    x: np.ndarray, data: Data, *, cells=None, gemms=None, kernels=None, weighted=False
+) -> np.ndarray:
+    """log(predicted / measured) of the chosen cells, gemm rows and kernel rows (masks);
+    `weighted`: each gemm source's rows scaled so no source outweighs SOURCE_ROWS rows."""
     parts = parts_of(x)
     c = slice(None) if cells is None else cells
     bf16, fp8 = cell_times(parts["h100-meta"], data.cells, c)
     out = [np.log(bf16 / fp8) - np.log(data.cells.measured[c])]
     g = np.ones(len(data.gemms.time_s), bool) if gemms is None else gemms
     if g.any():
-        out.append(np.log(gemm_times(parts, data.gemms)[g] / data.gemms.time_s[g]))
+        weight = data.gemms.weight[g] if weighted else 1.0
+        out.append(weight * np.log(gemm_times(parts, data.gemms)[g] / data.gemms.time_s[g]))
     k = np.ones(len(data.kernels.fraction), bool) if kernels is None else kernels
     if k.any():
         predicted = np.array(
@@ -376,7 +412,7 @@ def fit(data: Data, *, cells=None, gemms=None, kernels=None) -> np.ndarray:
     low = np.array([p.low for p in PARAMETERS])
     high = np.array([p.high for p in PARAMETERS])
     found = least_squares(
-        lambda x: residuals(x, data, cells=cells, gemms=gemms, kernels=kernels),
+        lambda x: residuals(x, data, cells=cells, gemms=gemms, kernels=kernels, weighted=True),
         start,
         bounds=(low, high),
         x_scale=np.maximum(np.abs(start), 1e-3),
@@ -454,18 +490,46 @@ def parameter_ranges(report: Report) -> tuple[ParameterRange, ...]:
     )
 
 
+def alternatives(report: Report) -> list[np.ndarray]:
+    """The fold fits and the leave-one-source-out fits (not the one without the heatmap)."""
+    return [*report.folds, *(v[0] for s, v in report.leave_out.items() if s != "heatmap")]
+
+
+def band_ends(data: Data, report: Report) -> tuple[np.ndarray, np.ndarray]:
+    """The alternative fits whose heatmap speedups run lowest and highest on average (log)."""
+    fits = alternatives(report)
+    mean = [float(np.mean(np.log(cell_speedups(x, data)))) for x in fits]
+    return fits[int(np.argmin(mean))], fits[int(np.argmax(mean))]
+
+
+def cell_band(data: Data, report: Report, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
+    """The estimate's band at the cells: the ends' speedups (and the fit's), widened by the
+    residual quantiles (`estimate.public_band_columns` computes the same from the file)."""
+    ends = band_ends(data, report)
+    speedups = np.array([cell_speedups(x, data) for x in (report.x, *ends)])
+    return speedups.min(axis=0) * np.exp(low), speedups.max(axis=0) * np.exp(high)
+
+
 def band_quantiles(data: Data, report: Report) -> tuple[float, float, float]:
     """log(measured / predicted) quantiles of the cross-validated cells, and the band's
     coverage: each fold's cells checked against quantiles taken from the other folds."""
     r = np.log(data.cells.measured / report.kfold_predicted)
     low, high = (float(np.quantile(r, q)) for q in RESIDUAL_QUANTILES)
     fold_of = np.arange(len(r)) % FOLDS
+    ends = np.array([cell_speedups(x, data) for x in band_ends(data, report)])
+    # each fold's cells: their cross-validated prediction and the ends, relative to the fit's
+    spread = ends / cell_speedups(report.x, data)
     inside = 0
     for f in range(FOLDS):
         rest = r[fold_of != f]
-        lo, hi = (np.quantile(rest, q) for q in RESIDUAL_QUANTILES)
-        mine = r[fold_of == f]
-        inside += int(((mine >= lo) & (mine <= hi)).sum())
+        lo = min(float(np.quantile(rest, RESIDUAL_QUANTILES[0])), 0.0)
+        hi = max(float(np.quantile(rest, RESIDUAL_QUANTILES[1])), 0.0)
+        mine = fold_of == f
+        predicted = report.kfold_predicted[mine]
+        band_low = predicted * np.minimum(1.0, spread[:, mine].min(axis=0)) * np.exp(lo)
+        band_high = predicted * np.maximum(1.0, spread[:, mine].max(axis=0)) * np.exp(hi)
+        measured = data.cells.measured[mine]
+        inside += int(((measured >= band_low) & (measured <= band_high)).sum())
     return min(low, 0.0), max(high, 0.0), inside / len(r)
 
 
@@ -477,12 +541,11 @@ def public_times(data: Data, report: Report) -> PublicTimes:
         (int(v), float(f"{np.median(error[data.cells.shape[:, 2] == v]):.4g}"))
         for v in np.unique(data.cells.shape[:, 2])
     )
-    h100 = parts["h100"]
-    h200 = PartTimes(
-        "h200", h100.floor_s, h100.fractions, h100.gemms, h100.scattered_bytes_per_element
-    )
+    low_end, high_end = band_ends(data, report)
     return PublicTimes(
-        (parts["h100"], parts["h100-meta"], h200),
+        with_h200(parts),
+        with_h200(parts_of(low_end)),
+        with_h200(parts_of(high_end)),
         parameter_ranges(report),
         float(f"{low:.4g}"),
         float(f"{high:.4g}"),
@@ -494,8 +557,10 @@ def public_times(data: Data, report: Report) -> PublicTimes:
             ("h100", "fitted: Azure, OpenXLA, zzc0721 gemms; memory fractions shared"),
             (
                 "h200",
-                ("h100's parameters at the H200's datasheet bandwidth (same SMs and clocks; "
-                "no public H200 kernel measurement in the fit)"),
+                (
+                    "h100's parameters at the H200's datasheet bandwidth (same SMs and clocks; "
+                    "no public H200 kernel measurement in the fit)"
+                ),
             ),
         ),
         (
@@ -506,5 +571,73 @@ def public_times(data: Data, report: Report) -> PublicTimes:
     )
 
 
-def finite(value: float) -> bool:
-    return math.isfinite(value)
+def with_h200(parts: dict[str, PartTimes]) -> tuple[PartTimes, ...]:
+    """The fitted parts and h200: h100's parameters (same SMs and clocks), timed at the H200's
+    own datasheet bandwidth by `PartTimes.kernel_time`."""
+    h100 = parts["h100"]
+    h200 = replace(h100, part="h200")
+    return (parts["h100"], parts["h100-meta"], h200)
+
+
+def summary(data: Data, report: Report, times: PublicTimes) -> list[str]:
+    """What the fit script prints: data, parameters, residuals, cross-validated errors."""
+    cells = data.cells
+    lines = [
+        (
+            f"data: {len(cells.measured)} heatmap cells ({cells.source[:60]}...), code of "
+            f"{cells.versions}; {len(data.gemms.time_s)} gemm rows; {len(data.kernels.fraction)} "
+            "kernel rows"
+        ),
+    ]
+    for source in dict.fromkeys(data.gemms.source):
+        pick = data.gemms.source == source
+        parts = ", ".join(sorted(set(data.gemms.part[pick])))
+        families = ", ".join(sorted(set(data.gemms.family[pick])))
+        lines.append(f"  {source}: {pick.sum()} gemms ({families}) on {parts}")
+    lines += [f"  left out: {why}" for why in data.gemms.left_out]
+    lines.append(f"parameters ({len(PARAMETERS)}; range over fold and leave-one-source-out fits):")
+    for p, r in zip(PARAMETERS, parameter_ranges(report)):
+        lines.append(
+            f"  {p.name:22s} {r.value:10.4g} {p.unit:9s} range {r.low:.4g}..{r.high:.4g}  "
+            f"bounds [{p.low:g}, {p.high:g}]  {p.what}"
+        )
+    n = len(cells.measured)
+    none = np.zeros(n, bool)
+    gemm_error = report.in_sample_gemm_error
+    lines.append("fitted gemm rows, |time error| (in sample):")
+    for source in dict.fromkeys(data.gemms.source):
+        e = np.abs(gemm_error[data.gemms.source == source])
+        lines.append(f"  {source:26s} median {np.median(e):.1%}  max {e.max():.1%}  ({len(e)})")
+    kernel_error = (
+        np.exp(residuals(report.x, data, cells=none, gemms=np.zeros(len(data.gemms.time_s), bool)))
+        - 1
+    )
+    for source, e in zip(data.kernels.source, kernel_error):
+        lines.append(f"  kernel row {source}: {e:+.1%}")
+    cv = report.kfold_predicted / cells.measured - 1
+    lines.append(
+        f"heatmap cells, {FOLDS}-fold cross-validated |speedup error|: median {np.median(np.abs(cv)):.1%}, "
+        f"90th percentile {np.quantile(np.abs(cv), 0.9):.1%}, max {np.abs(cv).max():.1%}"
+    )
+    for value, error in times.cv_by_n:
+        pick = cells.shape[:, 2] == value
+        lines.append(
+            f"  N={value:<6d} median |error| {error:.1%}  median error {np.median(cv[pick]):+.1%}  "
+            f"({pick.sum()} cells)"
+        )
+    low, high = cell_band(data, report, times.residual_low, times.residual_high)
+    width = (high - low) / cell_speedups(report.x, data)
+    inside = (data.cells.measured >= low) & (data.cells.measured <= high)
+    lines.append(
+        f"band at the cells (the ends' fits, widened): median width {np.median(width):.1%}, "
+        f"holds {inside.mean():.1%} of the measurements (in sample)"
+    )
+    lines.append(
+        f"band: measured/predicted in [{np.exp(times.residual_low):.3f}, "
+        f"{np.exp(times.residual_high):.3f}] (cross-validated {RESIDUAL_QUANTILES[0]:.0%}-"
+        f"{RESIDUAL_QUANTILES[1]:.0%} quantiles); coverage of held-out folds {times.coverage:.1%}"
+    )
+    lines.append("each source left out, predicted by the others (median |error| of its rows):")
+    for source, (_, error, rows) in report.leave_out.items():
+        lines.append(f"  {source:26s} {error:.1%}  ({rows} rows)")
+    return lines

@@ -87,6 +87,8 @@ class KernelGroup:
     bytes_written: Affine
     kernel_class: str | None = None
     scattered_elements: Affine = Affine(Fraction(0), Fraction(0))
+    bytes_reread: Affine = Affine(Fraction(0), Fraction(0))
+    arithmetic: Affine = Affine(Fraction(0), Fraction(0))
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,8 @@ class BlockFit:
                         after_all_gather=g.after_all_gather,
                         kernel_class=g.kernel_class,
                         scattered_elements=_share(g.scattered_elements.at(tokens), count),
+                        bytes_reread=_share(g.bytes_reread.at(tokens), count),
+                        arithmetic=_share(g.arithmetic.at(tokens), count),
                     )
                 )
         gemms = []
@@ -271,6 +275,8 @@ class BlockFit:
                 "bytes_read",
                 "bytes_written",
                 "scattered_elements",
+                "bytes_reread",
+                "arithmetic",
                 "m",
                 "k",
                 "n",
@@ -397,11 +403,19 @@ def _segment(low: BlockCapture, high: BlockCapture) -> Segment:
             *terms[:3],
             kernel_class=key[6],
             scattered_elements=terms[3],
+            bytes_reread=terms[4],
+            arithmetic=terms[5],
         )
         for key, terms in groups(
             _kernel_key,
-            lambda k: (k.bytes_read, k.bytes_written, k.scattered_elements),
-            3,
+            lambda k: (
+                k.bytes_read,
+                k.bytes_written,
+                k.scattered_elements,
+                k.bytes_reread,
+                k.arithmetic,
+            ),
+            5,
             low.kernels,
             high.kernels,
         )

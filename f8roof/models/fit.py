@@ -163,6 +163,11 @@ class KernelSample:
     # a row reduction: each element in its own memory sector), and their polynomial.
     scattered_elements: int = 0
     scattered_polynomial: Polynomial | None = None
+    # Bytes its later loops over a row load again (a row walked once per statistic), and
+    # their polynomial: beyond nbytes, which counts every buffer once.
+    reread: int = 0
+    reread_polynomial: Polynomial | None = None
+    arithmetic: int = 0  # operations it evaluates over its iteration space
 
     @property
     def fitted_bytes(self) -> int:
@@ -249,6 +254,7 @@ class ShapeSample:
                 self.kernels[i].role,
                 str(self.kernels[i].polynomial),
                 str(self.kernels[i].scattered_polynomial or Polynomial(())),
+                str(self.kernels[i].reread_polynomial or Polynomial(())),
             )
             for i in canonical_order(list(self.kernels))
         )
@@ -267,6 +273,11 @@ class FittedKernel:
     kernel_class: str | None = None
     # elements walked along a strided index (KernelSample.scattered_elements)
     scattered_elements: Polynomial = Polynomial(())
+    # bytes its later loops over a row load again (KernelSample.reread)
+    reread: Polynomial = Polynomial(())
+    # operations it evaluates per byte it moves (KernelSample.arithmetic at the set's first
+    # shape over its bytes, 4 significant digits: both grow with its iteration space)
+    arithmetic_per_byte: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -292,6 +303,12 @@ class TrafficFit:
     unfitted: tuple[Unfitted, ...]
 
 
+def arithmetic_per_byte(sample: KernelSample) -> float:
+    if not sample.arithmetic or sample.fitted_bytes <= 0:
+        return 0.0
+    return float(f"{sample.arithmetic / sample.fitted_bytes:.4g}")
+
+
 def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
     """Polynomials from the first shape's buffers, checked against the measured bytes at every
     shape; where the set has 7 + `verify` shapes, the total is also solved for independently
@@ -309,6 +326,8 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
             first.kernels[i].polynomial,
             first.kernels[i].kernel_class,
             first.kernels[i].scattered_polynomial or Polynomial(()),
+            first.kernels[i].reread_polynomial or Polynomial(()),
+            arithmetic_per_byte(first.kernels[i]),
         )
         for i in order
     )
@@ -319,6 +338,12 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
                 raise FitError(
                     f"kernel {k.name} at {sample.shape}: its buffers give "
                     f"{k.polynomial.exact(sample.shape)} bytes, the code {k.fitted_bytes}"
+                )
+            reread = k.reread_polynomial or Polynomial(())
+            if reread.exact(sample.shape) != k.reread:
+                raise FitError(
+                    f"kernel {k.name} at {sample.shape}: its reloaded buffers give "
+                    f"{reread.exact(sample.shape)} bytes, the code {k.reread}"
                 )
             scattered = k.scattered_polynomial or Polynomial(())
             if scattered.exact(sample.shape) != k.scattered_elements:
@@ -350,7 +375,9 @@ def fit_traffic(samples: list[ShapeSample], *, verify: int = 2) -> TrafficFit:
     unfitted = []
     for sample in samples:
         if any(
-            k.polynomial is None or (k.scattered_elements and k.scattered_polynomial is None)
+            k.polynomial is None
+            or (k.scattered_elements and k.scattered_polynomial is None)
+            or (k.reread and k.reread_polynomial is None)
             for k in sample.kernels
         ):
             unfitted.append(

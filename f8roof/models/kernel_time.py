@@ -19,6 +19,7 @@ wall = max(device + extra, floor).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,8 +66,18 @@ class KernelTimeModel:
     # modelled; SECTOR_BYTES: a whole sector each, nothing merged on the way), timed at its
     # kernel's rate
     scattered_bytes_per_element: float = 0.0
+    # the share of a DRAM byte each byte a kernel's later loops load again costs (0: the row
+    # is still in cache; 1: it is read again from HBM), timed at its kernel's rate
+    reread_share: float = 0.0
+    # operations per second a kernel's arithmetic runs at (0: none modelled): a kernel takes
+    # the longer of its traffic's time and its arithmetic's
+    arithmetic_per_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.arithmetic_per_s < math.inf:
+            raise ModelError(f"an arithmetic rate is finite and >= 0, got {self.arithmetic_per_s}")
+        if not 0 <= self.reread_share <= 1:
+            raise ModelError(f"a reread share lies in [0, 1], got {self.reread_share}")
         if not 0 <= self.scattered_bytes_per_element <= SECTOR_BYTES:
             raise ModelError(
                 f"scattered bytes per element in [0, {SECTOR_BYTES}], "
@@ -83,10 +94,20 @@ class KernelTimeModel:
     def factor(self, kernel_id: str | None) -> float:
         return dict(self.factors).get(kernel_id, 1.0) if kernel_id else 1.0
 
-    def scattered_s(self, kind: str, kernel_class: str | None, elements):
-        """What a kernel's scattered element accesses add to its time."""
-        rate = self.kind(kind, kernel_class).bandwidth_bytes_per_s
-        return np.asarray(elements, dtype=np.float64) * self.scattered_bytes_per_element / rate
+    def extra_bytes(self, elements, reread):
+        """Traffic the counted bytes leave out: scattered elements' sectors, rows read again."""
+        return (
+            np.asarray(elements, dtype=np.float64) * self.scattered_bytes_per_element
+            + np.asarray(reread, dtype=np.float64) * self.reread_share
+        )
+
+    def busy_s(self, bandwidth: float, nbytes, extra_bytes, arithmetic):
+        """A kernel's time beyond its floor: its traffic at `bandwidth`, or its arithmetic,
+        whichever takes longer."""
+        memory = (np.asarray(nbytes, np.float64) + extra_bytes) / bandwidth
+        if not self.arithmetic_per_s:
+            return memory
+        return np.maximum(memory, np.asarray(arithmetic, np.float64) / self.arithmetic_per_s)
 
     def time_s(
         self,
@@ -96,10 +117,13 @@ class KernelTimeModel:
         kernel_id: str | None = None,
         kernel_class: str | None = None,
         scattered_elements=0,
+        reread_bytes=0,
+        arithmetic=0,
     ):
-        base = self.kind(kind, kernel_class).time_s(nbytes)
-        extra = self.scattered_s(kind, kernel_class, scattered_elements)
-        return (base + extra) * self.factor(kernel_id)
+        rate = self.kind(kind, kernel_class)
+        extra = self.extra_bytes(scattered_elements, reread_bytes)
+        busy = self.busy_s(rate.bandwidth_bytes_per_s, nbytes, extra, arithmetic)
+        return (rate.floor_s + busy) * self.factor(kernel_id)
 
 
 @dataclass(frozen=True)

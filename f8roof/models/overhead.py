@@ -31,10 +31,14 @@ def fitted_kernels(
             factor = kernel_time.factor(f"{variant}/{index}/{kernel.key}")
             coef = np.array([float(c) for c in kernel.nbytes.coefficients()])
             scattered = np.array([float(c) for c in kernel.scattered_elements.coefficients()])
+            reread = np.array([float(c) for c in kernel.reread.coefficients()])
             bytes_coef[index] += coef
-            time_coef[index] += coef * factor / model.bandwidth_bytes_per_s
-            time_coef[index] += factor * kernel_time.scattered_s(
-                kernel.kind, kernel.kernel_class, scattered
+            # traffic or arithmetic, term by term (both grow with the same tensors)
+            time_coef[index] += factor * kernel_time.busy_s(
+                model.bandwidth_bytes_per_s,
+                coef,
+                kernel_time.extra_bytes(scattered, reread),
+                coef * kernel.arithmetic_per_byte,
             )
             time_coef[index, -1] += model.floor_s * factor  # the constant: one floor each
     nbytes, time_s = bytes_coef @ shapes.monomials, time_coef @ shapes.monomials
@@ -123,11 +127,15 @@ def rate_key(kernel) -> str:
 
 
 def fitted_kind_bytes(
-    kernel_sets: tuple[KernelSet, ...], shapes: ShapeArrays
+    kernel_sets: tuple[KernelSet, ...],
+    shapes: ShapeArrays,
+    *,
+    kernel_time: KernelTimeModel | None = None,
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per rate key (`rate_key`: a kernel's class, or its kind in files without classes), the
     fitted kernels' bytes and their count at every shape (each shape in its nearest kernel set):
-    what the band times (`models.band`)."""
+    what the band times (`models.band`). With `kernel_time`, the traffic its counted bytes
+    leave out (`KernelTimeModel.extra_bytes`) is added to each kernel's."""
     kinds = sorted({rate_key(k) for r in kernel_sets for k in r.kernels})
     owner, columns = nearest_kernel_set(kernel_sets, shapes), np.arange(len(shapes))
     out = {}
@@ -137,6 +145,11 @@ def fitted_kind_bytes(
         for index, kernel_set in enumerate(kernel_sets):
             for kernel in (k for k in kernel_set.kernels if rate_key(k) == kind):
                 coef[index] += np.array([float(c) for c in kernel.nbytes.coefficients()])
+                if kernel_time is not None:
+                    coef[index] += kernel_time.extra_bytes(
+                        [float(c) for c in kernel.scattered_elements.coefficients()],
+                        [float(c) for c in kernel.reread.coefficients()],
+                    )
                 count[index] += 1
         values = coef @ shapes.monomials
         out[kind] = (values[owner, columns], count[owner])

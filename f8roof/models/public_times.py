@@ -7,16 +7,23 @@ One `PartTimes` per part holds a handful of physical parameters, each bounded:
 - the traffic each element a reduction walks along its strided index adds (a transposed float8
   copy stored from a row reduction, a column amax read by a row-shaped reduction: one memory
   sector per element), in bytes: 0 if the caches merged every sector, 32 if none;
+- the share of a DRAM byte that a byte a reduction loads again in a later loop over its row
+  costs (0: the row is still in cache; 1: read again from HBM);
+- the rate of a kernel's arithmetic (operations per second, below the FP32 lanes' peak:
+  132 SMs x 128 lanes x 1.98 GHz = 33.5 T/s on an H100 SXM): a fused float8 cast that
+  evaluates a norm, an amax, a power-of-2 scale and a clamp per element, pass after pass, is
+  bound by it rather than by memory; a kernel takes the longer of the two;
 - one launch floor (the time of an empty kernel) for every class;
 - per gemm family (bf16, fp8 with one scale per tensor, fp8 with row scales) a tiled roofline
   (`models/gemm.TiledGemm`: peak fraction, K-step overhead, latency) and, for float8, the factor
   on its time without fast accumulation.
-A kernel then takes floor + (bytes + scattered elements x those bytes) / (bandwidth x its
-class's fraction), exactly as `KernelTimeModel` times it: the estimate and the fit share it.
+A kernel then takes floor + (bytes + scattered elements x those bytes + reloaded bytes x
+that share) / (bandwidth x its class's fraction), exactly as `KernelTimeModel` times it.
 
 `PublicTimes` holds the parts, each parameter's range over the fits that left out one source
-or one fold (the disagreement between sources), the cross-validated residual quantiles, and
-what the fit was checked on. `scripts/fit_public_times.py` makes it from the repository's data
+or one fold, the two of those fits whose heatmap speedups run lowest and highest (the band's
+ends before the residual spread: the disagreement between sources, as parameters that move
+together), the cross-validated residual quantiles, and what the fit was checked on. `scripts/fit_public_times.py` makes it from the repository's data
 (`data/published`, `data/codegen`); nothing in it is a measured float8 linear of f8roof's own.
 """
 
@@ -59,6 +66,8 @@ class PartTimes:
     fractions: tuple[tuple[str, float], ...]  # FITTED_CLASSES -> fraction of datasheet HBM
     gemms: tuple[tuple[str, GemmEfficiency], ...]  # GEMM_FAMILIES
     scattered_bytes_per_element: float
+    reread_share: float
+    arithmetic_per_s: float
 
     def __post_init__(self) -> None:
         if not 0 < self.floor_s <= 1e-4:
@@ -71,6 +80,10 @@ class PartTimes:
                 raise ModelError(f"{self.part}: {name} fraction {value} outside (0, 1]")
         if not 0 <= self.scattered_bytes_per_element <= SECTOR_BYTES:
             raise ModelError(f"{self.part}: scattered bytes per element outside [0, 32]")
+        if not 0 <= self.reread_share <= 1:
+            raise ModelError(f"{self.part}: reread share outside [0, 1]")
+        if not 0 < self.arithmetic_per_s < 1e15:
+            raise ModelError(f"{self.part}: an arithmetic rate in (0, 1e15) operations/s")
         if sorted(d for d, _ in self.gemms) != sorted(GEMM_FAMILIES):
             raise ModelError(f"{self.part}: gemm families {', '.join(GEMM_FAMILIES)}")
 
@@ -87,7 +100,14 @@ class PartTimes:
         ]
         pooled = KindTime(self.floor_s, bandwidth * self.fraction(KernelClass.POINTWISE.value))
         return KernelTimeModel(
-            (), pooled, (), Residuals(0.0, 0.0, 0), tuple(classes), self.scattered_bytes_per_element
+            (),
+            pooled,
+            (),
+            Residuals(0.0, 0.0, 0),
+            tuple(classes),
+            self.scattered_bytes_per_element,
+            self.reread_share,
+            self.arithmetic_per_s,
         )
 
     def gemm_model(self, gpu: GPU) -> TiledGemm:
@@ -114,6 +134,8 @@ class PublicTimes:
     """Parts fitted to public measurements, with what the band and the README need."""
 
     parts: tuple[PartTimes, ...]
+    low_parts: tuple[PartTimes, ...]  # the alternative fit whose speedups run lowest
+    high_parts: tuple[PartTimes, ...]  # and highest
     ranges: tuple[ParameterRange, ...]  # the shared parameters, over the alternative fits
     residual_low: float  # log(measured / predicted) quantiles of the cross-validated cells
     residual_high: float
@@ -126,9 +148,19 @@ class PublicTimes:
     def __post_init__(self) -> None:
         if not self.residual_low <= 0 <= self.residual_high:
             raise ModelError("residual quantiles must bracket 0")
+        names = sorted(p.part for p in self.parts)
+        for ends in (self.low_parts, self.high_parts):
+            if sorted(p.part for p in ends) != names:
+                raise ModelError("the band's ends hold the same parts as the fit")
 
     def part(self, name: str) -> PartTimes | None:
         return next((p for p in self.parts if p.part == name), None)
+
+    def ends(self, name: str) -> tuple[PartTimes, PartTimes]:
+        """The part as the lowest- and the highest-speedup alternative fits have it."""
+        low = next(p for p in self.low_parts if p.part == name)
+        high = next(p for p in self.high_parts if p.part == name)
+        return low, high
 
     def range_of(self, name: str) -> ParameterRange | None:
         return next((r for r in self.ranges if r.name == name), None)

@@ -711,6 +711,8 @@ def _kernel(launch: KernelLaunch, gathered: set[str], storage: Any, *, float8: b
         after_all_gather=_reads_storage(launch, gathered, storage),
         kernel_class=None if launch.kernel_class is None else launch.kernel_class.value,
         scattered_elements=launch.scattered_elements,
+        bytes_reread=launch.bytes_reread,
+        arithmetic=launch.arithmetic,
     )
 
 

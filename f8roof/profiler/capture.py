@@ -161,7 +161,8 @@ class KernelLaunch:
     kernel_class: KernelClass | None = None
     # Buffers it walks along its strided index (triton_code._scattered), by name.
     scattered: frozenset[str] = frozenset()
-    bytes_reread: int = 0  # what its later loops over the reduction load again
+    reloads: tuple[tuple[str, int], ...] = ()  # buffer -> later loops loading it again
+    arithmetic: int = 0  # operations it evaluates (triton_code._arithmetic)
 
     def __post_init__(self) -> None:
         if self.bytes_code != self.bytes_read + self.bytes_written:
@@ -180,6 +181,12 @@ class KernelLaunch:
     @property
     def bytes_total(self) -> int:
         return self.bytes_read + self.bytes_written
+
+    @property
+    def bytes_reread(self) -> int:
+        """What its later loops over the reduction load again (a row walked once per statistic)."""
+        again = dict(self.reloads)
+        return sum(b.nbytes * again[b.name] for b in _unique_reads(self.reads) if b.name in again)
 
     @property
     def scattered_elements(self) -> int:
@@ -321,6 +328,7 @@ class Capture:
         workspace = self.workspace_bytes(launch)
         sizes = set(self.shape)
         buffers, scattered = [], []
+        again = dict(launch.reloads)
         for b in (*launch.reads, *launch.writes):
             if self._is_workspace(b):
                 continue
@@ -339,11 +347,18 @@ class Capture:
                 into.append((itemsize, b.shape))
             if b.name in launch.scattered:
                 scattered.append((1, b.shape))  # elements, each its own sector
+
         try:
             polynomial = buffer_polynomial(self.shape, buffers)
             scattered_polynomial = buffer_polynomial(self.shape, scattered)
+            reread = [
+                (b.nbytes // math.prod(b.shape) * again[b.name], b.shape)
+                for b in _unique_reads(launch.reads)
+                if b.name in again
+            ]
+            reread_polynomial = buffer_polynomial(self.shape, reread)
         except FitError:
-            polynomial = scattered_polynomial = None
+            polynomial = scattered_polynomial = reread_polynomial = None
         return KernelSample(
             launch.name,
             launch.graph.value,
@@ -355,6 +370,9 @@ class Capture:
             None if launch.kernel_class is None else launch.kernel_class.value,
             launch.scattered_elements,
             scattered_polynomial,
+            launch.bytes_reread,
+            reread_polynomial,
+            launch.arithmetic,
         )
 
     def samples(self) -> list[KernelSample]:
@@ -941,6 +959,10 @@ def _data_roles(
     return roles_of_node
 
 
+def _unique_reads(reads):
+    return {b.name: b for b in reads}.values()
+
+
 def _launch(
     kind: GraphKind,
     parsed: ParsedLaunch,
@@ -975,5 +997,6 @@ def _launch(
         ops=ops,
         kernel_class=parsed.kernel_class,
         scattered=parsed.scattered,
-        bytes_reread=parsed.bytes_reread,
+        reloads=parsed.reloads,
+        arithmetic=parsed.arithmetic,
     )

@@ -127,6 +127,7 @@ class KernelSource:
     unit_terms: Mapping[str, frozenset[str]] = field(default_factory=dict)
     # pointer -> how many more loops over the reduction load it again (see `_reloads`)
     reloads: Mapping[str, int] = field(default_factory=dict)
+    arithmetic: int | None = None  # operations over its iteration space (`_arithmetic`)
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,9 @@ class ParsedLaunch:
     # Buffers a reduction walks along its strided index (`_scattered`): a transposed float8
     # copy stored from a row reduction moves one byte per 32-byte sector.
     scattered: frozenset[str] = frozenset()
-    # Bytes its later loops over the reduction load again (KernelSource.reloads).
-    bytes_reread: int = 0
+    # Buffer -> how many later loops over the reduction load it again (KernelSource.reloads).
+    reloads: tuple[tuple[str, int], ...] = ()
+    arithmetic: int = 0  # operations evaluated (KernelSource.arithmetic)
 
     @property
     def bytes_total(self) -> int:
@@ -303,10 +305,49 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
         atomic,
         _unit_terms(fn),
         _reloads(fn),
+        _arithmetic(fn),
     )
 
 
 _NUMEL = re.compile(r"^([xyz]|r\d_)numel$")
+
+
+def _arithmetic(fn: ast.FunctionDef) -> int | None:
+    """The arithmetic a Triton kernel evaluates: each `tmpN = ...` that is not a load is one
+    operation on every element of the block it runs on. In a looped reduction the statements
+    inside a loop run on every element of the iteration space, the others once per row; in a
+    pointwise or persistent kernel every statement runs on the whole space. A fused float8
+    cast evaluates a norm's statistics, the amax, a power-of-2 scale, the clamp and the cast
+    per element, pass after pass: it can be bound by arithmetic rather than memory."""
+    sizes = {
+        stmt.targets[0].id: stmt.value.value
+        for stmt in fn.body
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.targets[0], ast.Name)
+        and _NUMEL.match(stmt.targets[0].id)
+        and isinstance(stmt.value, ast.Constant)
+    }
+    if not sizes:
+        return None
+    numel = math.prod(sizes.values())
+    rows = math.prod(v for k, v in sizes.items() if not k.startswith("r"))
+
+    def count(nodes: Iterable[ast.stmt]) -> int:
+        return sum(
+            1
+            for node in nodes
+            for n in ast.walk(node)
+            if isinstance(n, ast.Assign)
+            and isinstance(n.targets[0], ast.Name)
+            and n.targets[0].id.startswith("tmp")
+            and not (isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "tl.load")
+        )
+
+    loops = [s for s in fn.body if isinstance(s, ast.For)]
+    if not loops:
+        return count(fn.body) * numel
+    outside = [s for s in fn.body if not isinstance(s, ast.For)]
+    return count(loops) * numel + count(outside) * rows
 
 
 def _iterated_numel(fn: ast.FunctionDef) -> int | None:
@@ -623,9 +664,10 @@ class _CallWalker:
             workspace,
             changes_layout=_changes_layout(kernel, zip(kernel.params, args), self._access),
             numel=kernel.numel,
+            arithmetic=kernel.arithmetic or 0,
             scattered=_scattered(kernel, zip(kernel.params, args), self._access),
-            reread=sum(
-                self._access(arg, param.dtype).nbytes * kernel.reloads[param.name]
+            reloads=tuple(
+                (self._access(arg, param.dtype).name, kernel.reloads[param.name])
                 for param, arg in zip(kernel.params, args)
                 if param.dtype is not None and param.name in kernel.reloads
             ),
@@ -702,7 +744,8 @@ class _CallWalker:
         changes_layout: bool = False,
         numel: int | None = None,
         scattered: frozenset[str] = frozenset(),
-        reread: int = 0,
+        reloads: tuple[tuple[str, int], ...] = (),
+        arithmetic: int = 0,
     ) -> None:
         # A read of storage nothing has written yet is the kernel reading back its own output:
         # no memory traffic beyond the write (see ParsedLaunch).
@@ -726,7 +769,8 @@ class _CallWalker:
                 changes_layout,
                 numel,
                 scattered,
-                reread,
+                reloads,
+                arithmetic,
             )
         )
 
