@@ -6,13 +6,11 @@ rank, parallel degrees, checkpointing, recipe, the measured bf16 step) and answe
 step comes from the published bf16 throughput: torchtitan logs tokens per second per GPU, so
 one step is local_batch x seq_len / (tps x TP degree).
 
-Sources:
-- pytorch/torchtitan#1207: Llama3-8B, 4 H100, FSDP 2 x TP 2, per-op SAC, compile, local batch
-  1 x 8192; bf16 5378, rowwise 5189 tokens/s/GPU (tests/data/torchtitan_llama3_8b_tp2_fsdp2.toml).
-- torchtitan benchmarks/asyncTP_llama3_h100_2025-06_torchtitan.md: Grand Teton H100s at 500 W
-  (f8roof's h100-meta), 8 per node on NVLink; Llama3 8B on 64 GPUs, FSDP 8 x TP 8, per-op SAC,
-  local batch 12; Llama3 70B on 256 GPUs, FSDP 32 x TP 8, full AC, local batch 16; seq_len 8192
-  (torchtitan's llama3 configs). Vanilla TP and async TP tokens/s/GPU per recipe.
+The runs and their measured tokens/s are data/published/runs_h100_dev.csv's (each row names its
+source): torchtitan#1207 (Llama3-8B, 4 H100, FSDP 2 x TP 2, per-op SAC, one 8192-token sequence
+per rank) and torchtitan's async TP benchmark (Grand Teton H100s at 500 W, f8roof's h100-meta;
+Llama3 8B FSDP 8 x TP 8 per-op SAC local batch 12, Llama3 70B FSDP 32 x TP 8 full AC local
+batch 16; seq_len 8192, torchtitan's llama3 configs; vanilla and async TP).
 
     PYTHONPATH=. python scripts/published_runs.py [--overhead codegen]
 """
@@ -21,10 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 from click.testing import CliRunner
 
 from f8roof.cli import main as cli
@@ -79,66 +80,46 @@ step_ms = {self.step_ms:.1f}
 """
 
 
-def _async_tp_runs() -> list[Run]:
-    # (model, local batch, fsdp, ac, {recipe: (vanilla, async)}, bf16 (vanilla, async))
-    table = [
-        (
-            "llama3-8b",
-            12,
-            8,
-            "selective",
-            {"tensorwise": (5078.1, 5570.1), "rowwise": (3708.5, 3914.9)},
-            (4378.0, 4809.4),
-        ),
-        (
-            "llama3-70b",
-            16,
-            32,
-            "full",
-            {"tensorwise": (809.8, 942.4), "rowwise": (599.6, 624.8)},
-            (597.3, 652.4),
-        ),
-    ]
-    runs = []
-    for model, batch, fsdp, ac, recipes, bf16 in table:
-        for async_tp in (False, True):
-            for recipe, tps in recipes.items():
-                name = f"asyncTP bench {model} FSDP {fsdp} x TP 8, {ac} AC, {recipe}"
-                name += ", async TP" if async_tp else ""
-                runs.append(
-                    Run(
-                        name,
-                        model,
-                        batch,
-                        fsdp,
-                        8,
-                        ac,
-                        recipe,
-                        async_tp,
-                        "h100-meta",
-                        bf16[async_tp],
-                        tps[async_tp],
-                    )
-                )
-    return runs
+RUNS_CSV = Path(__file__).resolve().parent.parent / "data" / "published" / "runs_h100_dev.csv"
+SETUP = re.compile(r"FSDP=(\d+) TP=(\d+)")
 
 
-RUNS = [
-    Run(
-        "torchtitan#1207 llama3-8b FSDP 2 x TP 2, selective AC, rowwise",
-        "llama3-8b",
-        1,
-        2,
-        2,
-        "selective",
-        "rowwise",
-        False,
-        "h100",
-        5378.0,
-        5189.0,
-    ),
-    *_async_tp_runs(),
-]
+def runs(path: Path = RUNS_CSV) -> list[Run]:
+    """The published runs (data/published/runs_h100_dev.csv), their setup read off each row's
+    `setup` text: parallel degrees, checkpointing, local batch (1 where the row names none:
+    torchtitan#1207 ran one sequence per rank), vanilla or async TP; the part from `gpu`
+    (torchtitan's 500 W H100s: h100-meta)."""
+    out = []
+    for row in pd.read_csv(path).itertuples():
+        found = SETUP.search(row.setup)
+        if found is None:
+            raise SystemExit(f"{row.source}: no FSDP=.. TP=.. in {row.setup!r}")
+        fsdp, tp = (int(x) for x in found.groups())
+        batch = re.search(r"local bs (\d+)", row.setup)
+        ac = "full" if "full AC" in row.setup else "selective"
+        async_tp = "async TP" in row.setup
+        model = row.model.lower()
+        name = f"{_short(row.source)} {model} FSDP {fsdp} x TP {tp}, {ac} AC, {row.recipe}"
+        out.append(
+            Run(
+                name + (", async TP" if async_tp else ""),
+                model,
+                int(batch.group(1)) if batch else 1,
+                fsdp,
+                tp,
+                ac,
+                row.recipe,
+                async_tp,
+                "h100-meta" if "500W" in row.gpu else "h100",
+                float(row.tokens_per_s_bf16),
+                float(row.tokens_per_s_fp8),
+            )
+        )
+    return out
+
+
+def _short(source: str) -> str:
+    return "torchtitan#1207" if "#1207" in source else "asyncTP bench"
 
 
 def predict(run: Run, *, overhead: str) -> dict:
@@ -157,9 +138,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overhead", default="fitted", choices=("fitted", "codegen"))
     args = parser.parse_args()
-    print("| run | tokens/rank | predicted | per-layer fits alone | measured | blocks from |")
-    print("|---|---|---|---|---|---|")
-    for run in RUNS:
+    print(
+        "| run | tokens/rank | predicted | measured | error | per-layer fits alone | blocks from |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    errors: dict[str, list[tuple[float, float]]] = {}
+    for run in runs():
         summary = predict(run, overhead=args.overhead)
         notes = summary["assumptions"]
         fits = next((n.split("x")[-1] for n in notes if n.startswith("per-layer fits alone")), "")
@@ -167,11 +151,18 @@ def main() -> None:
         source = source.removeprefix("blocks from ")
         if source.startswith(("the shipped", "one block compiled")):
             source = "shipped sharded block" if "shipped" in source else "compiled block"
+        error = summary["speedup"] / run.measured - 1
+        key = f"{run.recipe}, TP {run.tp}"
+        errors.setdefault(key, []).append((abs(error), abs(1 / run.measured - 1)))
         print(
-            f"| {run.name} | {run.tokens} | {summary['speedup']:.3f}x | "
-            f"{fits + 'x' if fits else '-'} | {run.measured:.3f}x | {source} |",
+            f"| {run.name} | {run.tokens} | {summary['speedup']:.3f}x | {run.measured:.3f}x | "
+            f"{error:+.1%} | {fits + 'x' if fits else '-'} | {source} |",
             flush=True,
         )
+    print()
+    for key, pairs in errors.items():
+        model, one = (float(np.mean(v)) for v in zip(*pairs))
+        print(f"{key}: mean |error| {model:.1%} (predicting 1.0: {one:.1%}), {len(pairs)} runs")
 
 
 if __name__ == "__main__":

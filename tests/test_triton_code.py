@@ -6,6 +6,7 @@ linear after RMSNorm at M,K,N = 4096,2048,5120, where Inductor picks a mix-order
 cpu_*: C++ code from a CPU compile. Every kernel_num_gb in them must match the parsed bytes.
 """
 
+import math
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,51 @@ def triton_poi_fused_index_put_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK : tl
 """
     kernel = parse_triton_kernel("triton_poi_fused_index_put_0", source)
     assert kernel.atomic
+
+
+# torchao rowwise between LayerNorm and Sigmoid at M, K, N = 8192, 4096, 1024 (codegen for
+# h100, torch 2.13, torchao 0.18), and the bf16 graph's backward: the kernels the public time
+# model's scattered, reloaded and arithmetic terms are read off.
+ROWWISE_LN = "codegen_h100_torchao_rowwise_layernorm_sigmoid_{}_8192x4096x1024.py.txt"
+BIG_M, BIG_K, BIG_N = 8192, 4096, 1024
+
+
+def launch_named(code, suffix: str):
+    return next(launch for launch in code.launches if launch.name.endswith(suffix))
+
+
+def test_transposed_float8_store_from_a_row_reduction_is_scattered():
+    code = parse(ROWWISE_LN.format("bwd"))
+    norm = launch_named(code, "_9")  # LayerNorm backward fused with the input's dim-0 cast
+    scattered = [w for w in norm.writes if w.name in norm.scattered]
+    assert [(w.dtype, math.prod(w.shape)) for w in scattered] == [("float8_e4m3fn", BIG_M * BIG_K)]
+    assert not [r for r in norm.reads if r.name in norm.scattered]  # it reads its rows whole
+    cast = launch_named(code, "_2")  # grad_output's casts after Sigmoid's backward
+    assert {math.prod(w.shape) for w in cast.writes if w.name in cast.scattered} == {BIG_M * BIG_N}
+
+
+def test_outer_reductions_and_tiled_transposes_are_not_scattered():
+    code = parse(ROWWISE_LN.format("bwd"))
+    for suffix in ("_0", "_3", "_5", "_7"):  # column amaxes (outer hint), the 2D-tiled cast
+        assert not launch_named(code, suffix).scattered
+
+
+def test_a_norm_fused_with_a_rowwise_cast_walks_its_row_four_times():
+    code = parse(ROWWISE_LN.format("fwd"))
+    norm = launch_named(code, "_0")  # statistics, amax, and the cast each walk the row again
+    (again,) = [times for name, times in norm.reloads]
+    assert again == 3
+    weight = launch_named(code, "_1")  # amax, then the cast
+    assert [times for _, times in weight.reloads] == [1]
+    assert not launch_named(code, "sigmoid_2").reloads
+
+
+def test_fused_rowwise_cast_does_three_times_the_arithmetic_per_byte_of_the_norm_alone():
+    fp8 = launch_named(parse(ROWWISE_LN.format("bwd")), "_9")
+    bf16 = launch_named(
+        parse("codegen_h100_bf16_layernorm_sigmoid_bwd_8192x4096x1024.py.txt"), "_sum_1"
+    )
+    per_byte = [launch.arithmetic / launch.bytes_total for launch in (fp8, bf16)]
+    assert per_byte[0] > 2.5 * per_byte[1] > 0
+    # every Triton launch counts its arithmetic over its whole iteration space
+    assert all(launch.arithmetic >= 0 for launch in overhead(parse(ROWWISE_LN.format("bwd"))))

@@ -69,8 +69,9 @@ class KernelTimeModel:
     # the share of a DRAM byte each byte a kernel's later loops load again costs (0: the row
     # is still in cache; 1: it is read again from HBM), timed at its kernel's rate
     reread_share: float = 0.0
-    # operations per second a kernel's arithmetic runs at (0: none modelled): a kernel takes
-    # the longer of its traffic's time and its arithmetic's
+    # operations per second a generated kernel's arithmetic runs at (0: none modelled): a
+    # kernel takes the longer of its traffic's time and its arithmetic's (extern kernels
+    # count no arithmetic)
     arithmetic_per_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -101,7 +102,7 @@ class KernelTimeModel:
             + np.asarray(reread, dtype=np.float64) * self.reread_share
         )
 
-    def busy_s(self, bandwidth: float, nbytes, extra_bytes, arithmetic):
+    def busy_s(self, bandwidth, nbytes, extra_bytes, arithmetic):
         """A kernel's time beyond its floor: its traffic at `bandwidth`, or its arithmetic,
         whichever takes longer."""
         memory = (np.asarray(nbytes, np.float64) + extra_bytes) / bandwidth

@@ -312,13 +312,16 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
 _NUMEL = re.compile(r"^([xyz]|r\d_)numel$")
 
 
+_REDUCING_CALL = re.compile(r"(max2|min2|sum|prod|welford|reduce|argmax|argmin|any|all)\b")
+_INDEX_VAR = re.compile(r"^([xyz]|r\d*_?)\d+$")
+
+
 def _arithmetic(fn: ast.FunctionDef) -> int | None:
-    """The arithmetic a Triton kernel evaluates: each `tmpN = ...` that is not a load is one
-    operation on every element of the block it runs on. In a looped reduction the statements
-    inside a loop run on every element of the iteration space, the others once per row; in a
-    pointwise or persistent kernel every statement runs on the whole space. A fused float8
-    cast evaluates a norm's statistics, the amax, a power-of-2 scale, the clamp and the cast
-    per element, pass after pass: it can be bound by arithmetic rather than memory."""
+    """The arithmetic a Triton kernel evaluates: each `tmpN = ...` computed from an element
+    of a tensor (not a load, not a constant, not a row's statistic) is one operation on every
+    element of the kernel's iteration space. A fused float8 cast evaluates a norm, an amax, a
+    power-of-2 scale, the clamp and the cast per element, pass after pass: it can be bound by
+    arithmetic rather than memory (`models/kernel_time.KernelTimeModel.arithmetic_per_s`)."""
     sizes = {
         stmt.targets[0].id: stmt.value.value
         for stmt in fn.body
@@ -329,25 +332,30 @@ def _arithmetic(fn: ast.FunctionDef) -> int | None:
     }
     if not sizes:
         return None
-    numel = math.prod(sizes.values())
-    rows = math.prod(v for k, v in sizes.items() if not k.startswith("r"))
-
-    def count(nodes: Iterable[ast.stmt]) -> int:
-        return sum(
-            1
-            for node in nodes
-            for n in ast.walk(node)
-            if isinstance(n, ast.Assign)
-            and isinstance(n.targets[0], ast.Name)
-            and n.targets[0].id.startswith("tmp")
-            and not (isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "tl.load")
-        )
-
-    loops = [s for s in fn.body if isinstance(s, ast.For)]
-    if not loops:
-        return count(fn.body) * numel
-    outside = [s for s in fn.body if not isinstance(s, ast.For)]
-    return count(loops) * numel + count(outside) * rows
+    reducing = any(k.startswith("r") for k in sizes)
+    along = ("r",) if reducing else ("x", "y", "z")
+    elementwise: set[str] = set()
+    count = 0
+    for node in ast.walk(fn):  # assignments to tmps are single statements in program order
+        if not (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id.startswith("tmp")
+        ):
+            continue
+        names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+        value = node.value
+        if isinstance(value, ast.Call) and ast.unparse(value.func).startswith("tl.load"):
+            index = names - {"tl"}
+            if any(_INDEX_VAR.match(n) and n.startswith(along) for n in index):
+                elementwise.add(node.targets[0].id)
+            continue
+        if isinstance(value, ast.Call) and _REDUCING_CALL.search(ast.unparse(value.func)):
+            continue  # a row's statistic
+        if names & elementwise:
+            elementwise.add(node.targets[0].id)
+            count += 1
+    return count * math.prod(sizes.values())
 
 
 def _iterated_numel(fn: ast.FunctionDef) -> int | None:

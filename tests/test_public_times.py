@@ -1,0 +1,142 @@
+"""The time model fitted to public measurements: its file, its fit script, and the estimate
+that uses it by default (`--times public`)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from f8roof.calibration import public_file
+from f8roof.calibration.file import CalibrationError
+from f8roof.cli import main
+from f8roof.models.errors import ModelError
+from f8roof.models.kernel_time import KernelTimeModel, KindTime, Residuals
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shipped() -> dict:
+    return json.loads(public_file.SHIPPED.read_text())
+
+
+@pytest.mark.slow
+def test_the_fit_script_rebuilds_the_shipped_file_byte_for_byte(tmp_path):
+    out = tmp_path / "public_times.json"
+    done = subprocess.run(
+        [sys.executable, "scripts/fit_public_times.py", "--out", str(out), "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == public_file.SHIPPED.read_bytes()
+
+
+def test_the_shipped_fit_meets_its_cross_validated_targets():
+    times = public_file.load(public_file.SHIPPED)
+    assert times.cv_median <= 0.10
+    assert max(error for _, error in times.cv_by_n) <= 0.15
+    assert times.coverage >= 0.80
+    assert {p.part for p in times.parts} == {"h100", "h100-meta", "h200"}
+
+
+def test_the_file_round_trips(tmp_path):
+    times = public_file.load(public_file.SHIPPED)
+    path = tmp_path / "again.json"
+    public_file.save(times, path)
+    assert public_file.load(path) == times
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda d: d["parts"]["h100"]["fractions"].update(pointwise=1.5), "pointwise"),
+        (lambda d: d["parts"]["h100"]["fractions"].pop("reduction_inner"), "fractions"),
+        (lambda d: d["parts"]["h100"]["gemms"]["bf16"].update(peak_fraction="x"), "peak_fraction"),
+        (lambda d: d["parts"]["h100"].update(floor_s=-1.0), "floor_s"),
+        (lambda d: d["parts"]["h100"].update(scattered_bytes_per_element=64), "scattered"),
+        (lambda d: d["parts"]["h100"].update(arithmetic_per_s=0), "arithmetic_per_s"),
+        (lambda d: d["parts"].update(nope=d["parts"]["h100"]), "nope"),
+        (lambda d: d.update(residual_quantiles=[0.1, 0.2]), "bracket 0"),
+        (lambda d: d.update(schema_version=9), "schema_version"),
+        (lambda d: d.pop("band_low_parts"), "band_low_parts"),
+    ],
+)
+def test_a_damaged_file_is_refused_naming_the_field(tmp_path, edit, field):
+    data = shipped()
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(CalibrationError) as found:
+        public_file.load(path)
+    message = str(found.value)
+    assert str(path) in message and field in message and "\n" not in message
+
+
+def test_a_kernel_takes_the_longer_of_its_traffic_and_its_arithmetic():
+    model = KernelTimeModel(
+        (),
+        KindTime(2e-6, 1e12),
+        (),
+        Residuals(0.0, 0.0, 0),
+        arithmetic_per_s=1e13,
+        scattered_bytes_per_element=8.0,
+    )
+    memory = model.time_s("reduction", 1e9)  # 1 ms of traffic
+    assert memory == pytest.approx(2e-6 + 1e-3)
+    assert model.time_s("reduction", 1e9, arithmetic=5e9) == pytest.approx(memory)
+    assert model.time_s("reduction", 1e9, arithmetic=2e10) == pytest.approx(2e-6 + 2e-3)
+    # each scattered element moves 8 bytes more, at the kernel's bandwidth
+    assert model.time_s("reduction", 1e9, scattered_elements=1e8) == pytest.approx(2e-6 + 1.8e-3)
+    with pytest.raises(ModelError):
+        KernelTimeModel((), KindTime(0, 1), (), Residuals(0, 0, 0), scattered_bytes_per_element=33)
+
+
+def run(*args):
+    return CliRunner().invoke(main, ["estimate", *args])
+
+
+def test_public_times_are_the_default_and_datasheet_times_an_option():
+    shape = ["--shape", "8192,4096,4096", "--recipe", "rowwise"]
+    public = run("--gpu", "h100-meta", *shape)
+    datasheet = run("--gpu", "h100-meta", *shape, "--times", "datasheet")
+    assert public.exit_code == datasheet.exit_code == 0, public.output + datasheet.output
+    assert "times fitted to public measurements" in public.output
+    assert "times from the datasheet" in datasheet.output
+    def row(output):
+        return next(line for line in output.splitlines() if line.startswith("8192"))
+
+    assert row(public.output) != row(datasheet.output)
+
+
+def test_public_times_for_a_part_without_a_fit_is_one_line():
+    result = run("--gpu", "b200", "--shape", "4096,4096,4096", "--times", "public")
+    assert result.exit_code == 2
+    assert "no public time model for" in result.output and "--times datasheet" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_the_band_holds_the_expected_speedup_and_widens_below_it(tmp_path):
+    out = tmp_path / "rows.csv"
+    shapes = [
+        "--shape",
+        "1024,1024,1024",
+        "--shape",
+        "16384,8192,1024",
+        "--shape",
+        "8192,8192,8192",
+    ]
+    result = run("--gpu", "h100-meta", "--recipe", "rowwise", *shapes, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    frame = pd.read_csv(out)
+    assert np.all(frame["speedup_low"] < frame["speedup"])
+    assert np.all(frame["speedup"] < frame["speedup_high"])
+    width = (frame["speedup_high"] - frame["speedup_low"]) / frame["speedup"]
+    assert np.all(width < 0.6)
