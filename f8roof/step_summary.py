@@ -58,7 +58,7 @@ from f8roof.models.comm import (
 from f8roof.models.errors import ModelError
 from f8roof.models.gemm import GemmRole, fp8_gemm_dtype
 from f8roof.models.step import BlockTimes, StepSummary, step_summary
-from f8roof.recommend import Recommendation, _forward_share_fn
+from f8roof.recommend import Recommendation, _forward_share_fn, _fp8_band
 from f8roof.resolve import Resolved
 from f8roof.sharded import BlockComparison, CaptureTimes, assumed_seq_len, capture_times
 from f8roof.torchtitan_names import filter_names
@@ -257,7 +257,20 @@ def _summarize(
         step_s=step_s,
         rest_s=0.0,
         assumptions=notes,
+        fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
     )
+
+
+def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[float, float]:
+    """How much the converted linears' float8 time per step moves at their bands' fast and
+    slow ends (`recommend._fp8_band`): the step's band. Zero where the rows carry none."""
+    ends = _fp8_band(rows, criterion)
+    if ends is None:
+        return 0.0, 0.0
+    expected = rows["fp8_s"].to_numpy(dtype=np.float64)
+    weight = np.where(convert, counts, 0.0)
+    fast, slow = (float(np.nansum(weight * (end - expected))) for end in ends)
+    return min(fast, 0.0), max(slow, 0.0)
 
 
 def _attention(

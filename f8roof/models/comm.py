@@ -35,15 +35,21 @@ async TP (torch's micro-pipeline TP) splits them against that gemm.
 Sources (per GPU preset, per GPU, bytes per second unless said):
 | preset | NVLink/IF datasheet (one way) | ring busbw | NVLS all-reduce busbw (8 GPUs) | NIC (per GPU) | NIC busbw | latency intra / inter |
 |---|---|---|---|---|---|---|
-| h100 | 450 GB/s (NVLink 4, 900 GB/s both ways; H100 datasheet) | 370 GB/s (NVIDIA/nccl-tests#212, sjeaugey: "effective NVLink bandwidth of 370GB/s"; NVIDIA/nccl#1455: 365-370 at 2-8 GPUs) | 480 GB/s (nccl-tests#212; nccl-tests#290: 476) | 400 Gb/s ConnectX-7 (DGX H100) | 47 GB/s (nccl-tests#290, AddyLaddy: "NDR @ 400Gbps you should see 46-48GB/s per NIC") | 10 us / 25 us (see below) |
-| h200 | 450 GB/s (same NVLink 4) | 370 GB/s (same fabric) | 475 GB/s (NVIDIA/nccl-tests#272, 8x H200) | 400 Gb/s (DGX H200) | 47 GB/s | 10 us / 25 us |
-| b200 | 900 GB/s (NVLink 5, 1.8 TB/s both ways; DGX B200 datasheet) | 720 GB/s (NCCL's own B200 link model, maxBw 721.8, NVIDIA/nccl#1807) | 830 GB/s (NVIDIA/nccl#1807, 8x B200) | 400 Gb/s ConnectX-7 (DGX B200) | 47 GB/s | 10 us / 25 us |
-| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 368 GB/s (assumption: NCCL's 0.82 of line rate on NVLink applied to the links; no public rccl-tests figure found) | none (no NVSwitch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 10 us / 25 us |
-Latency, an assumption bracketed by public small-message figures: intra-node between
-microsoft/mscclpp#164's 7.7 us (a hand-tuned 8-GPU all-reduce, a floor) and ~18 us of
-nccl-tests at 32 KB in kvcache-ai/Mooncake#3484; inter-node NCCL's own tuning model gives
-25.9 us for a 4 KB multi-node all-reduce (NVIDIA/nccl#1453 log) and 2-node NVLSTree measures
-46 us (NVIDIA/nccl#1244).
+| h100 | 450 GB/s (NVLink 4, 900 GB/s both ways; H100 datasheet) | 370 GB/s (NVIDIA/nccl-tests#212, sjeaugey: "effective NVLink bandwidth of 370GB/s"; NVIDIA/nccl#1455: 365-370 at 2-8 GPUs) | 480 GB/s (nccl-tests#212; nccl-tests#290: 476) | 400 Gb/s ConnectX-7 (DGX H100) | 47 GB/s (nccl-tests#290, AddyLaddy: "NDR @ 400Gbps you should see 46-48GB/s per NIC") | 35 us / 63 us (see below) |
+| h200 | 450 GB/s (same NVLink 4) | 370 GB/s (same fabric) | 475 GB/s (NVIDIA/nccl-tests#272, 8x H200) | 400 Gb/s (DGX H200) | 47 GB/s | 35 us / 63 us |
+| b200 | 900 GB/s (NVLink 5, 1.8 TB/s both ways; DGX B200 datasheet) | 720 GB/s (NCCL's own B200 link model, maxBw 721.8, NVIDIA/nccl#1807) | 830 GB/s (NVIDIA/nccl#1807, 8x B200) | 400 Gb/s ConnectX-7 (DGX B200) | 47 GB/s | 35 us / 63 us (H100's) |
+| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 368 GB/s (assumption: NCCL's 0.82 of line rate on NVLink applied to the links; no public rccl-tests figure found) | none (no NVSwitch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
+Latency, from nccl-tests on 8 H100 SXM in one node (togethercomputer/together-nccl-tests
+`benchmarks/H100/results/20260305_220043/{all_reduce,all_gather,reduce_scatter}_ring.out`,
+NCCL 2.26.2, one process driving the 8 GPUs): every collective takes 34.5-37 us from 8 B to
+256 KB, and latency + bytes x factor / busbw with that 35 us stays within 15% of their 1-8 MB
+points (all-reduce 46 and 79 us measured at 1 and 8 MB, 40 and 73 modelled), the regime of
+float8's amax all-reduces (a scalar, or M fp32 values for a row-parallel linear's row amax).
+Launches from one process per GPU, or CUDA graphs, run faster (2 GPUs, NVLS, graphs: 6 us,
+NVIDIA/nccl#1259): no public multi-process table of 8 H100s was found, so 35 us may overstate
+them. Across nodes, 63 us at 16 B on two AWS p5 nodes (EFA, NCCL 2.20-2.22,
+KeitaW/p5-nccl-test-2024-07-19): the only published H100 small-message multi-node figure on
+an RDMA fabric found; no InfiniBand one was. B200 and MI300X take H100's figures (assumed).
 """
 
 from __future__ import annotations
@@ -166,8 +172,8 @@ _NVLINK4 = {
     "intra_busbw_bytes_per_s": 370 * GB,
     "inter_line_bytes_per_s": 50 * GB,
     "inter_busbw_bytes_per_s": 47 * GB,
-    "intra_latency_s": 10e-6,
-    "inter_latency_s": 25e-6,
+    "intra_latency_s": 35e-6,
+    "inter_latency_s": 63e-6,
 }
 
 INTERCONNECTS: dict[str, Interconnect] = {
@@ -182,8 +188,8 @@ INTERCONNECTS: dict[str, Interconnect] = {
             nvls_allreduce_busbw_bytes_per_s=830 * GB,
             inter_line_bytes_per_s=50 * GB,
             inter_busbw_bytes_per_s=47 * GB,
-            intra_latency_s=10e-6,
-            inter_latency_s=25e-6,
+            intra_latency_s=35e-6,
+            inter_latency_s=63e-6,
         ),
         Interconnect(
             "mi300x",
@@ -192,8 +198,8 @@ INTERCONNECTS: dict[str, Interconnect] = {
             nvls_allreduce_busbw_bytes_per_s=None,
             inter_line_bytes_per_s=50 * GB,
             inter_busbw_bytes_per_s=47 * GB,
-            intra_latency_s=10e-6,
-            inter_latency_s=25e-6,
+            intra_latency_s=35e-6,
+            inter_latency_s=63e-6,
             measured=False,
         ),
     )

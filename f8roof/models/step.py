@@ -83,6 +83,10 @@ class StepSummary:
     lm_head_fp8_s: float
     rest_s: float  # embedding, loss, optimizer: measured step minus the model, or modelled
     assumptions: tuple[str, ...] = ()
+    # the speedup with the float8 linears at their band's slow and fast ends (the expected
+    # speedup where the rows carry no band)
+    speedup_low: float = 0.0
+    speedup_high: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -108,9 +112,11 @@ def step_summary(
     step_s: float | None = None,
     rest_s: float = 0.0,
     assumptions: tuple[str, ...] | list[str] = (),
+    fp8_band_s: tuple[float, float] = (0.0, 0.0),
 ) -> StepSummary:
     """The step in both precisions (see the module docstring). `lm_head_fp8_s` None: lm_head
-    stays bf16 (torchtitan's llama configs filter "output")."""
+    stays bf16 (torchtitan's llama configs filter "output"). `fp8_band_s`: what the float8
+    linears' time moves by, per step, at their band's fast and slow ends."""
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise StepError(f"layers must be an integer >= 1 (got {layers!r})")
     _check_time("step", "lm_head_bf16_s", lm_head_bf16_s)
@@ -149,6 +155,9 @@ def step_summary(
     if fp8_s <= 0:
         raise StepError("the modelled float8 step is not positive: the model does not fit")
     linear_bf16 = layers * bf16.linear_s + lm_head_bf16_s
+    fast_s, slow_s = fp8_band_s
+    if not (fast_s <= 0 <= slow_s and fp8_s + fast_s > 0):
+        raise StepError(f"the float8 band {fp8_band_s} does not bracket the expected step")
     return StepSummary(
         bf16_s=bf16_s,
         fp8_s=fp8_s,
@@ -166,4 +175,6 @@ def step_summary(
         lm_head_fp8_s=head_fp8,
         rest_s=rest,
         assumptions=tuple(notes),
+        speedup_low=bf16_s / (fp8_s + slow_s),
+        speedup_high=bf16_s / (fp8_s + fast_s),
     )

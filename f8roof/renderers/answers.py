@@ -40,6 +40,11 @@ def step_summary_lines(summary: StepSummary) -> list[str]:
     head = (
         f"step ({where}): bf16 {ms(summary.bf16_s)}, float8 {ms(summary.fp8_s)}: "
         f"x{summary.speedup:.3f}"
+        + (
+            f" (band {summary.speedup_low:.3f}-{summary.speedup_high:.3f})"
+            if summary.speedup_high > summary.speedup_low
+            else ""
+        )
     )
     parts = (
         f"  linears {ms(summary.linear_bf16_s)} -> {ms(summary.linear_fp8_s)} "
