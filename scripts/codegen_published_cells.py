@@ -77,7 +77,13 @@ def main() -> None:
                 for s in record["samples"]
             ]
             lines.append(
-                {"M": shape[0], "K": shape[1], "N": shape[2], "variant": variant.key, "kernels": kernels}
+                {
+                    "M": shape[0],
+                    "K": shape[1],
+                    "N": shape[2],
+                    "variant": variant.key,
+                    "kernels": kernels,
+                }
             )
     header = {"versions": env.versions, "gpu": "h100", "cells": len(options.shapes)}
     text = json.dumps(header) + "\n" + "".join(json.dumps(x, sort_keys=True) + "\n" for x in lines)
