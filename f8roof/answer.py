@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from f8roof.architectures.training import TrainingSetup
@@ -164,9 +165,36 @@ def answer_shapes(
     if "speedup_low" in frame.columns:
         frame["decision"] = decisions(frame, policy=DecisionPolicy.from_name(question.policy))
         settle = _settle(frame, config)
+    check_finite(frame, resolved)
     return ShapesAnswer(
         resolved, frame, found, warnings + implausible(frame, config, found), settle
     )
+
+
+# the times and speedups every row of an estimate has (NaN is allowed elsewhere: a routed
+# expert's fitted overhead, the wall clock of a traffic calibration)
+_FINITE = ("bf16_gemm_s", "fp8_gemm_s", "bf16_s", "fp8_s", "context_s")
+
+
+def check_finite(frame: pd.DataFrame, resolved: Resolved) -> None:
+    """Refuse, naming the shape and what the numbers rest on, an estimate that is not finite:
+    the files are checked on load, so this is a file whose numbers, each in range, still
+    describe no device (or a bug); an answer never prints inf or NaN."""
+    columns = [
+        c
+        for c in frame.columns
+        if c in _FINITE or c.startswith(("overhead_s_", "fp8_s_", "speedup"))
+        if c != "speedup_wall"
+    ]
+    for column in columns:
+        values = frame[column].to_numpy(dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            row = frame.iloc[int(bad[0])]
+            raise F8RoofError(
+                f"the estimate's {column} at {row.M}x{row.K}x{row.N} is {values[bad[0]]}: "
+                f"the numbers it rests on ({resolved.source}) describe no device"
+            )
 
 
 def _settle(frame: pd.DataFrame, config) -> str | None:

@@ -2,6 +2,7 @@
 its field or option (exit 2), every file checked on load, no inf or NaN from a file accepted.
 One test per class of case, through the CLI where a user meets it."""
 
+import json
 import sys
 from pathlib import Path
 
@@ -92,3 +93,85 @@ def test_a_model_table_and_its_summary_are_written_as_one_set(tmp_path, monkeypa
     monkeypatch.setattr(frames, "summary_csv", broken)
     result = run("estimate", "--model", "gpt2", "--tokens", "1024", "--out", out)
     assert result.exit_code != 0 and list(tmp_path.iterdir()) == []
+
+
+# --- calibration files: every field checked on load ------------------------------------------
+
+
+def _shipped() -> dict:
+    from f8roof.calibrations import shipped_calibration
+    from f8roof.models.hardware import resolve_gpu
+
+    return json.loads(shipped_calibration(resolve_gpu("h100")).read_text())
+
+
+def _kernel(d):
+    return d["variants"][1]["kernel_sets"][0]["kernels"][0]
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda d: d["datasheet_gemm"]["dtypes"]["bf16"].update(tiles=[]), "bf16.tiles: empty"),
+        (
+            lambda d: d["ceilings"].update(copy_bandwidth_bytes_per_s=1e-300),
+            "ceilings.copy_bandwidth_bytes_per_s",
+        ),
+        (
+            lambda d: d["kernel_time"]["pooled"].update(bandwidth_bytes_per_s=1e-3),
+            "kernel_time.pooled.bandwidth_bytes_per_s",
+        ),
+        (lambda d: d["ceilings"].update(launch_floor_s=1e6), "ceilings.launch_floor_s"),
+        (lambda d: d["kernel_time"]["pooled"].update(floor_s=1e6), "pooled.floor_s"),
+        (lambda d: _kernel(d).update(kind="bogus"), "kernels[0].kind"),
+        (lambda d: _kernel(d).update(graph="sideways"), "kernels[0].graph"),
+        (lambda d: _kernel(d).update(role="chef"), "kernels[0].role"),
+        (lambda d: _kernel(d).update(role="weight,input"), "kernels[0].role"),
+        (lambda d: d["environment"].update(sm_count=0), "environment.sm_count"),
+        (lambda d: d["variants"][1]["kernel_sets"][0].update(shapes=[]), "shapes: empty"),
+        (lambda d: d["fit_shapes"].append(d["fit_shapes"][0]), "fit_shapes: a shape appears"),
+        (lambda d: d["kernel_time"]["kinds"].update(bogus=d["kernel_time"]["pooled"]), "bogus"),
+    ],
+    ids=[
+        "empty tiles",
+        "tiny bandwidth",
+        "tiny kernel bandwidth",
+        "launch floor of 10^6 s",
+        "kernel floor of 10^6 s",
+        "kernel kind",
+        "graph",
+        "role",
+        "roles out of order",
+        "sm 0",
+        "kernel set without shapes",
+        "a fit shape twice",
+        "kernel-time kind",
+    ],
+)
+def test_a_damaged_calibration_is_refused_naming_the_field(edit, field, tmp_path):
+    data = _shipped()
+    edit(data)
+    path = tmp_path / "damaged.json"
+    path.write_text(json.dumps(data))
+    refused(run("estimate", "--calibration", path, "--shape", "4096,4096,4096"), field)
+
+
+def test_a_key_twice_in_a_file_is_refused(tmp_path):
+    path = tmp_path / "twice.json"
+    text = json.dumps(_shipped())
+    path.write_text(text.replace('"kind": "traffic"', '"kind": "traffic", "kind": "measured"', 1))
+    refused(run("estimate", "--calibration", path, "--shape", "64,64,64"), "'kind' appears twice")
+
+
+def test_an_estimate_that_is_not_finite_is_refused_not_printed():
+    from f8roof.answer import check_finite
+    from f8roof.errors import F8RoofError
+    from f8roof.estimate import estimate
+    from f8roof.resolve import Request, resolve
+
+    resolved = resolve(Request(gpu="h100"))
+    frame = estimate([(4096, 4096, 4096)], resolved.config, ranges=True)
+    check_finite(frame, resolved)
+    frame.loc[0, "speedup"] = float("inf")
+    with pytest.raises(F8RoofError, match="speedup at 4096x4096x4096 is inf"):
+        check_finite(frame, resolved)
