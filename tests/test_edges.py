@@ -3,6 +3,8 @@ its field or option (exit 2), every file checked on load, no inf or NaN from a f
 One test per class of case, through the CLI where a user meets it."""
 
 import json
+import math
+import re
 import sys
 from pathlib import Path
 
@@ -175,3 +177,84 @@ def test_an_estimate_that_is_not_finite_is_refused_not_printed():
     frame.loc[0, "speedup"] = float("inf")
     with pytest.raises(F8RoofError, match="speedup at 4096x4096x4096 is inf"):
         check_finite(frame, resolved)
+
+
+# --- the sharded block file --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def blocks() -> dict:
+    from f8roof.calibration.block_file import SHIPPED
+
+    return json.loads(SHIPPED.read_text())
+
+
+def _fit(data: dict, recipe="tensorwise") -> dict:
+    return next(
+        f
+        for f in data["fits"]
+        if f["capture"]["recipe"] == recipe
+        and f["capture"]["spec"]["parallel"]["tp"] == 2
+        and f["capture"]["spec"]["name"] == "llama3-8b"
+        and f["capture"]["spec"]["parallel"]["recompute"] == "none"
+        and f["capture"]["spec"]["tokens"] == f["capture"]["spec"]["seq_len"]
+    )
+
+
+def _segments(data):
+    return _fit(data)["segments"]
+
+
+def _duplicate(data):
+    twin = json.loads(json.dumps(_fit(data, recipe=None)))
+    twin["capture"]["recipe"] = "tensorwise"
+    data["fits"].insert(0, twin)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda d: [k.update(count=["-3", "0"]) for s in _segments(d) for k in s["kernels"]],
+            "count is -3",
+        ),
+        (
+            lambda d: _segments(d)[0]["kernels"][0].update(bytes_read=["1" + "0" * 23, "0"]),
+            "bytes_read is 1" + "0" * 23,
+        ),
+        (lambda d: _segments(d)[0]["kernels"][0].update(kind="bogus"), "kind 'bogus'"),
+        (lambda d: _segments(d)[0]["gemms"][0].update(dtype="float3"), "dtype 'float3'"),
+        (lambda d: _segments(d)[0]["gemms"][0].update(m=["0", "0"]), "m is 0"),
+        (lambda d: _fit(d)["checks"][0].update(kernel_bytes_error=math.nan), "kernel_bytes_error"),
+        (_duplicate, "two fits for llama3-8b TP 2"),
+    ],
+    ids=["negative count", "1e23 bytes", "kind", "dtype", "gemm dim 0", "NaN check", "twice"],
+)
+def test_a_damaged_block_file_is_refused_naming_the_fit(edit, message, blocks, tmp_path):
+    from f8roof.calibration import block_file
+
+    data = json.loads(json.dumps(blocks))
+    edit(data)
+    path = tmp_path / "blocks.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(block_file.BlockFileError, match=re.escape(message)):
+        block_file.BlockFits.load(path)
+
+
+def test_the_estimate_refuses_a_damaged_shipped_block_file(blocks, tmp_path, monkeypatch):
+    from f8roof.calibration import block_file
+
+    data = json.loads(json.dumps(blocks))
+    _duplicate(data)
+    path = tmp_path / "blocks.json"
+    path.write_text(json.dumps(data))
+    monkeypatch.setattr(block_file, "SHIPPED", path)
+    for cached in (block_file._shipped_index, block_file.shipped_fit):
+        cached.cache_clear()
+    try:
+        result = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2")
+    finally:
+        monkeypatch.undo()
+        for cached in (block_file._shipped_index, block_file.shipped_fit):
+            cached.cache_clear()
+    refused(result, "two fits for llama3-8b TP 2")
