@@ -140,7 +140,13 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     lines = [
         (
             f"total linear time per step (fwd+bwd, device, {level}): bf16 {ms(t.bf16_s)} ms -> "
-            f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears in float8: "
+            f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears"
+            + (
+                ""
+                if t.linears == rec.architecture.linear_count
+                else " on each GPU (its share of the routed experts)"
+            )
+            + " in float8: "
             f"speedup {t.speedup:.3f}x of the linear part"
             + (
                 ""

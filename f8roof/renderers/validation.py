@@ -11,6 +11,7 @@ import pandas as pd
 from f8roof.accuracy import GROUP, group_name, measured_square_breakeven, summary
 from f8roof.calibration.file import Calibration
 from f8roof.files import write_texts_atomic
+from f8roof.renderers.runs import percent
 from f8roof.validate import ValidationRun
 
 
@@ -49,11 +50,16 @@ def markdown_report(frame: pd.DataFrame, calibration: Calibration) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, s in summary(frame).iterrows():
+        cells = (
+            s.median_abs_error_pct,
+            s.max_abs_error_pct,
+            s.seed_median_abs_error_pct,
+            s.seed_max_abs_error_pct,
+            s.wall_median_abs_error_pct,
+            s.wall_max_abs_error_pct,
+        )
         lines.append(
-            f"| {name} | {int(s.shapes)} | {s.median_abs_error_pct:.1f}% "
-            f"| {s.max_abs_error_pct:.1f}% | {s.seed_median_abs_error_pct:.1f}% "
-            f"| {s.seed_max_abs_error_pct:.1f}% | {s.wall_median_abs_error_pct:.1f}% "
-            f"| {s.wall_max_abs_error_pct:.1f}% |"
+            f"| {name} | {int(s.shapes)} | " + " | ".join(percent(c) for c in cells) + " |"
         )
     lines += ["", "## Square breakeven (measured)", ""]
     for key, group in frame.groupby(GROUP, sort=False):
