@@ -635,3 +635,14 @@ def test_a_gemm_table_is_refused_for_block_scaled_gemms(tmp_path):
         ),
         "mxfp8_rceil runs block-scaled gemms",
     )
+
+
+@pytest.mark.parametrize("gpu, recipe", [("b200", "mxfp8_rceil"), ("h100", "blockwise")])
+def test_block_scaled_worst_and_ideal_overheads_take_their_launches(gpu, recipe):
+    from f8roof.estimate import estimate
+    from f8roof.resolve import Request, resolve
+
+    frame = estimate([(16, 16, 16)], resolve(Request(gpu=gpu, recipes=recipe)).config)
+    # three casts at least, each a 2 us launch; it was 0.0 us
+    assert frame["overhead_s_ideal"].item() >= 3 * 2e-6
+    assert frame["overhead_s_worst"].item() >= frame["overhead_s_ideal"].item()
