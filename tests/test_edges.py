@@ -646,3 +646,28 @@ def test_block_scaled_worst_and_ideal_overheads_take_their_launches(gpu, recipe)
     # three casts at least, each a 2 us launch; it was 0.0 us
     assert frame["overhead_s_ideal"].item() >= 3 * 2e-6
     assert frame["overhead_s_worst"].item() >= frame["overhead_s_ideal"].item()
+
+
+# --- MI300X: the fnuz float8 encodings it runs -------------------------------------------------
+
+
+def test_mi300x_code_is_generated_with_fnuz_casts():
+    pytest.importorskip("torchao")
+    from f8roof.models.hardware import find_gpu
+    from f8roof.models.variant import Variant
+    from f8roof.profiler.capture import capture
+
+    got = capture(
+        Variant.from_key("torchao:tensorwise"),
+        (64, 64, 64),
+        device="codegen",
+        gpu=find_gpu("mi300x"),
+    )
+    code = "\n".join(got.code.values())
+    assert "float8_e4m3fnuz" in code and "float8_e5m2fnuz" in code
+    assert "float8_e4m3fn)" not in code and "float8_e5m2)" not in code
+    refused(
+        run("compare", "--gpu", "mi300x", "--device", "codegen", "--shape", "64,64,64",
+            "--no-fit", "--impl", "reference"),
+        "mi300x runs the fnuz encodings: use --impl torchao",
+    )  # fmt: skip
