@@ -279,16 +279,23 @@ def answer_setup(
     from f8roof.setup_file import in_setup_terms
 
     check_setup_options(question, setup, recipe_given=recipe_given)
+    gpu = options["gpu"]
     try:
         new_question, new_setup, recipe, gpu = setup_question(
-            path, question=question, setup=setup, recipe_given=recipe_given, gpu=options["gpu"]
+            path, question=question, setup=setup, recipe_given=recipe_given, gpu=gpu
         )
         request = Request(recipes=recipe, **{**options, "gpu": gpu})
         result = answer(new_question, request, setup=new_setup, progress=progress)
     except (F8RoofError, ModelError) as e:
         message = e.message if isinstance(e, F8RoofError) else str(e)
-        step_from_file = setup.step_s is None
-        raise F8RoofError(in_setup_terms(message, path, step_from_file=step_from_file)) from None
+        raise F8RoofError(
+            in_setup_terms(
+                message,
+                path,
+                step_from_file=setup.step_s is None,
+                gpu_from_file=options["gpu"] is None and gpu is not None,
+            )
+        ) from None
     assert isinstance(result, ModelAnswer)
     return result
 

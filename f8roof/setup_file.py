@@ -538,14 +538,18 @@ _FILE_TERMS = {
 }
 
 
-def in_setup_terms(message: str, path: str, *, step_from_file: bool = True) -> str:
+def in_setup_terms(
+    message: str, path: str, *, step_from_file: bool = True, gpu_from_file: bool = False
+) -> str:
     """A message about options that came from a setup file, in the file's words: its keys
     for the options they stand for (`--tp 3 does not divide ...` -> `tensor_parallel_degree 3
     does not divide ...`), the file named. `step_from_file` False: --step-ms was given on the
-    command line and keeps its name."""
+    command line and keeps its name; `gpu_from_file`: the GPU is the file's [f8roof] gpu."""
     if message.startswith("setup"):  # the file's own words already
         return message
     terms = {k: v for k, v in _FILE_TERMS.items() if step_from_file or k != "--step-ms"}
+    if gpu_from_file:
+        terms["--gpu"] = "gpu in [f8roof]"
     pattern = re.compile("|".join(rf"(?<![\w-]){re.escape(k)}(?![\w-])" for k in terms))
     translated = pattern.sub(lambda m: terms[m.group(0)], message)
     if translated == message:

@@ -671,3 +671,13 @@ def test_mi300x_code_is_generated_with_fnuz_casts():
             "--no-fit", "--impl", "reference"),
         "mi300x runs the fnuz encodings: use --impl torchao",
     )  # fmt: skip
+
+
+def test_a_gpu_from_the_setup_is_named_as_the_files_key(tmp_path):
+    from f8roof.calibrations import shipped_calibration
+    from f8roof.models.hardware import resolve_gpu
+
+    text = LLAMA + OP_SAC + '[f8roof]\ngpu = "b200"\n'
+    h100 = shipped_calibration(resolve_gpu("h100"))
+    result = run("estimate", "--setup", setup_file(tmp_path, text), "--calibration", h100)
+    refused(result, "drop gpu in [f8roof]")
