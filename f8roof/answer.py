@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from f8roof.architectures.training import TrainingSetup
@@ -20,6 +21,7 @@ from f8roof.errors import F8RoofError
 from f8roof.estimate import breakevens, decisions, estimate, implausible
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.models.decision import DEFAULT_POLICY, DecisionPolicy, settle_command
+from f8roof.models.errors import ModelError
 from f8roof.models.step import StepSummary
 from f8roof.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.resolve import Request, Resolved, resolve
@@ -102,6 +104,7 @@ def answer(
         summary = summarize_step(
             rec, resolved, sharding=sharding, block=block, why_not_block=why_not
         )
+        check_finite(rec.layers, resolved, grouped_nan=True)
         lines: list[str] = []
         fqns: list[str] = []
         if question.sharding is not None:
@@ -119,16 +122,13 @@ def sharded_block(
     setup = rec.setup
     if question.overhead != "codegen" and setup.tp == 1 and not setup.fsdp:
         return None, ""  # one GPU, no sharding: the per-layer rows are the block
-    converted = rec.layers[rec.layers["convert"]]
-    recipes = sorted({str(r) for r in converted["recipe"]}) or list(rec.recipes[:1])
-    if len(recipes) != 1:
-        return None, f"the block mixes recipes ({', '.join(recipes)})"
-    if resolved.calibration is None:
-        return None, "timing a block's kernels needs a calibration"
-    if setup.recompute.value == "full":
-        return None, "--recompute full does not compile on a fake process group yet"
-    if sharding.async_tp:
-        return None, "async TP does not compile on a fake process group yet"
+    why = _why_no_block(rec, resolved, sharding)
+    if why and question.overhead == "codegen":
+        # asked for and impossible: never an answer without it and without a word
+        raise F8RoofError(f"--overhead codegen compiles one block of the model, and cannot: {why}")
+    if why:
+        return None, why
+    recipes = _block_recipes(rec)
     if question.overhead == "codegen":
         gpu = resolved.config.gpu.name
         block = compiled_block(
@@ -143,6 +143,33 @@ def sharded_block(
     return shipped_block(
         question.model, tokens=rec.tokens, recipe=recipes[0], setup=setup, sharding=sharding
     )
+
+
+def _block_recipes(rec: Recommendation) -> list[str]:
+    converted = rec.layers[rec.layers["convert"]]
+    return sorted({str(r) for r in converted["recipe"]}) or list(rec.recipes[:1])
+
+
+def _why_no_block(rec: Recommendation, resolved: Resolved, sharding: Sharding) -> str:
+    """Why no sharded block (compiled or shipped) can time this answer's blocks; "" if one can."""
+    setup = rec.setup
+    if rec.architecture.is_moe:
+        return "MoE blocks are not compiled yet"
+    recipes = _block_recipes(rec)
+    if len(recipes) != 1:
+        return f"the block mixes recipes ({', '.join(recipes)})"
+    if resolved.calibration is None:
+        return "timing a block's kernels needs a calibration"
+    if resolved.config.implementation.value != "torchao":
+        return (
+            f"the sharded block is torchao's Float8Linear, not --impl "
+            f"{resolved.config.implementation.value}"
+        )
+    if setup.recompute.value == "full":
+        return "full recompute (layer SAC too) does not compile on a fake process group yet"
+    if sharding.async_tp:
+        return "async TP does not compile on a fake process group yet"
+    return ""
 
 
 def answer_shapes(
@@ -164,9 +191,40 @@ def answer_shapes(
     if "speedup_low" in frame.columns:
         frame["decision"] = decisions(frame, policy=DecisionPolicy.from_name(question.policy))
         settle = _settle(frame, config)
+    check_finite(frame, resolved)
     return ShapesAnswer(
         resolved, frame, found, warnings + implausible(frame, config, found), settle
     )
+
+
+# the times and speedups every row of an estimate has (NaN is allowed elsewhere: a routed
+# expert's fitted overhead, the wall clock of a traffic calibration)
+_FINITE = ("bf16_gemm_s", "fp8_gemm_s", "bf16_s", "fp8_s", "context_s")
+
+
+def check_finite(frame: pd.DataFrame, resolved: Resolved, *, grouped_nan: bool = False) -> None:
+    """Refuse, naming the shape and what the numbers rest on, an estimate that is not finite:
+    the files are checked on load, so this is a file whose numbers, each in range, still
+    describe no device (or a bug); an answer never prints inf or NaN. `grouped_nan`: a model's
+    rows, whose routed experts have no fitted overhead (NaN by design)."""
+    columns = [
+        c
+        for c in frame.columns
+        if c in _FINITE or c.startswith(("overhead_s_", "fp8_s_", "speedup"))
+        if c != "speedup_wall" and not c.startswith("speedup_level")
+    ]
+    for column in columns:
+        values = frame[column].to_numpy(dtype=np.float64)
+        ok = np.isfinite(values)
+        if grouped_nan and "grouped" in frame.columns:
+            ok |= frame["grouped"].to_numpy(dtype=bool) & np.isnan(values)
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            row = frame.iloc[int(bad[0])]
+            raise F8RoofError(
+                f"the estimate's {column} at {row.M}x{row.K}x{row.N} is {values[bad[0]]}: "
+                f"the numbers it rests on ({resolved.source}) describe no device"
+            )
 
 
 def _settle(frame: pd.DataFrame, config) -> str | None:
@@ -195,7 +253,7 @@ def torchtitan_lines(rec: Recommendation, sharding: Sharding) -> tuple[list[str]
             continue  # no torchtitan name (routed experts, other families): not listed
         if not convert:
             kept.append(fqn)
-    fqns = list(dict.fromkeys([*sharding.filter_fqns, *filter_fqns_for(kept)]))
+    fqns = list(dict.fromkeys([*(sharding.filter_fqns or ()), *filter_fqns_for(kept)]))
     recipe = best_recipe(rec)
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
     if recipe not in RECIPES:
@@ -204,6 +262,56 @@ def torchtitan_lines(rec: Recommendation, sharding: Sharding) -> tuple[list[str]
         recipe=recipe, filter_fqns=fqns, float8_all_gather=sharding.float8_all_gather
     )
     return fqns, lines
+
+
+def answer_setup(
+    path: str,
+    *,
+    question: Question,
+    setup: TrainingSetup,
+    recipe_given: bool,
+    options: dict,
+    progress: Callable | None = None,
+) -> ModelAnswer:
+    """`estimate --setup FILE`: the model question the file asks, answered; `options` the
+    command line's other Request fields (gpu, calibration, ...). A problem with what the file
+    says is told in the file's words: its keys, not the options they stand for."""
+    from f8roof.setup_file import in_setup_terms
+
+    check_setup_options(question, setup, recipe_given=recipe_given)
+    gpu = options["gpu"]
+    try:
+        new_question, new_setup, recipe, gpu = setup_question(
+            path, question=question, setup=setup, recipe_given=recipe_given, gpu=gpu
+        )
+        request = Request(recipes=recipe, **{**options, "gpu": gpu})
+        result = answer(new_question, request, setup=new_setup, progress=progress)
+    except (F8RoofError, ModelError) as e:
+        message = e.message if isinstance(e, F8RoofError) else str(e)
+        raise F8RoofError(
+            in_setup_terms(
+                message,
+                path,
+                step_from_file=setup.step_s is None,
+                gpu_from_file=options["gpu"] is None and gpu is not None,
+            )
+        ) from None
+    assert isinstance(result, ModelAnswer)
+    return result
+
+
+def check_setup_options(question: Question, setup: TrainingSetup, *, recipe_given: bool) -> None:
+    """What --setup replaces must not be given beside it: one line each."""
+    if question.shape_texts or question.shapes_file or question.sweep:
+        raise F8RoofError("--setup asks about a model: drop --shape, --shapes-file and --sweep")
+    if question.model or question.tokens is not None:
+        raise F8RoofError("--setup names the model and its tokens: drop --model and --tokens")
+    if setup.tp != 1 or setup.ep != 1 or setup.fsdp or setup.recompute.value != "none":
+        raise F8RoofError(
+            "--setup sets the parallelism and checkpointing: drop --tp, --ep, --fsdp, --recompute"
+        )
+    if recipe_given:
+        raise F8RoofError("--setup sets the recipe ([float8] recipe_name): drop --recipe")
 
 
 def setup_question(
@@ -219,16 +327,7 @@ def setup_question(
     --gpu on the command line win over the file's [f8roof] section."""
     from f8roof.setup_file import read_setup, training_setup
 
-    if question.shape_texts or question.shapes_file or question.sweep:
-        raise F8RoofError("--setup asks about a model: drop --shape, --shapes-file and --sweep")
-    if question.model or question.tokens is not None:
-        raise F8RoofError("--setup names the model and its tokens: drop --model and --tokens")
-    if setup.tp != 1 or setup.ep != 1 or setup.fsdp or setup.recompute.value != "none":
-        raise F8RoofError(
-            "--setup sets the parallelism and checkpointing: drop --tp, --ep, --fsdp, --recompute"
-        )
-    if recipe_given:
-        raise F8RoofError("--setup sets the recipe ([float8] recipe_name): drop --recipe")
+    check_setup_options(question, setup, recipe_given=recipe_given)
     req = read_setup(path)
     sharding = Sharding(
         fsdp_degree=req.fsdp,
@@ -238,6 +337,8 @@ def setup_question(
         sac_policy=req.sac_policy,
         filter_fqns=req.filter_fqns,
         seq_len=req.seq_len,
+        moe_fqns=req.moe_fqns,
+        assumptions=req.assumptions,
     )
     step_ms = None if setup.step_s is None else setup.step_s * 1e3
     new_question = Question(
@@ -247,4 +348,4 @@ def setup_question(
         sharding=sharding,
         policy=question.policy,
     )
-    return new_question, training_setup(req, step_ms=step_ms), req.recipe, gpu or req.gpu
+    return new_question, training_setup(req, step_ms=step_ms), req.f8roof_recipe, gpu or req.gpu

@@ -180,8 +180,12 @@ def calibrate_options(
     """`f8roof calibrate`'s options: on a CPU one tensorwise variant by default, elsewhere
     CALIBRATION_VARIANTS; the codegen target only for codegen."""
     default = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
-    variants = requested_variants(recipes, implementation, contexts, default=default)
     target = resolve_gpu(gpu) if device == "codegen" else None
+    if target is not None and target.fp8_dtype_family.value == "fnuz":
+        # an fnuz part (MI300X): torchao's casts are generated with its encodings, the
+        # reference's are not (e4m3fn/e5m2 only), so the defaults are torchao's
+        default = tuple(v for v in default if not v.startswith("reference:"))
+    variants = requested_variants(recipes, implementation, contexts, default=default)
     for variant in variants:
         if device != "cuda" and is_read_off(variant.recipe):
             # torchao's MX / blockwise casts: hand-written kernels nothing generates here
@@ -191,6 +195,13 @@ def calibrate_options(
             )
         if target is not None:
             check_gpu_support(variant.recipe, target)
+            fnuz = target.fp8_dtype_family.value == "fnuz"
+            if fnuz and variant.recipe is not None and variant.implementation.value == "reference":
+                raise F8RoofError(
+                    f"{variant.key}: f8roof's reference linear casts to float8_e4m3fn/e5m2, and "
+                    f"{target.name} runs the fnuz encodings: calibrate torchao's recipes for it "
+                    "(--recipes tensorwise,rowwise,rowwise_gw_hp)"
+                )
     return CalibrateOptions.defaults(
         device,
         variants=variants,

@@ -108,7 +108,7 @@ def estimate(
     **request,
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
-    from f8roof.answer import ModelAnswer, Question, answer, setup_question
+    from f8roof.answer import ModelAnswer, Question, answer, answer_setup
     from f8roof.files import check_output_path
     from f8roof.renderers.answers import render_answer
     from f8roof.renderers.frames import renderer_for
@@ -121,17 +121,19 @@ def estimate(
     question = Question(
         shape_texts, shapes_file, sweep, model, tokens, overhead=overhead, policy=policy
     )
+    bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
     if setup_file is not None:
         given = click.get_current_context().get_parameter_source("recipe")
-        question, setup, recipe, request["gpu"] = setup_question(
+        result = answer_setup(
             setup_file,
             question=question,
             setup=setup,
             recipe_given=given is not click.core.ParameterSource.DEFAULT,
-            gpu=request["gpu"],
+            options=request,
+            progress=bar,
         )
-    bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
-    result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
+    else:
+        result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
     _warn(result.warnings if not isinstance(result, ModelAnswer) else [])
     click.echo(render_answer(result, color=sys.stdout.isatty()))
     if out is not None:

@@ -44,7 +44,7 @@ from f8roof.models.monomials import ShapeArrays
 from f8roof.models.overhead import nearest_kernel_set
 from f8roof.models.recipes import Role
 from f8roof.models.traffic import ideal_traffic, worst_traffic
-from f8roof.models.variant import Variant
+from f8roof.models.variant import Implementation, Variant
 
 
 @dataclass(frozen=True)
@@ -465,6 +465,15 @@ def run_compare(
         require_device("cuda")
     fused = parse_roles(request.fused) if request.fused else context_fused_roles(variant.context)
     limited = frozenset(Role) if request.compile_limitations else frozenset()
+    if (
+        device == "codegen"
+        and impl is Implementation.REFERENCE
+        and target.fp8_dtype_family.value == "fnuz"
+    ):
+        raise F8RoofError(
+            f"f8roof's reference linear casts to float8_e4m3fn/e5m2; {target.name} runs the fnuz "
+            "encodings: use --impl torchao (its code is generated with them)"
+        )
     if is_read_off(recipe) and device != "cuda":
         if calibration is not None:
             raise F8RoofError(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,48 +19,119 @@ class OutputError(F8RoofError):
     """An output path that cannot be written."""
 
 
-def read_json(path: str | Path, *, what: str, error: type[Exception]) -> Any:
-    """Parse a JSON file, turning an unreadable or malformed one into `error` naming it."""
+class _Refused(ValueError):
+    """What the strict JSON reader refuses: a key twice in one object."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def read_text(path: str | Path, *, what: str, error: type[Exception]) -> str:
+    """A text file f8roof reads (UTF-8, as JSON, TOML and CSV files are), turning an
+    unreadable or undecodable one into `error` naming it."""
     path = Path(path)
     name = f"{what} {path}".strip()
     try:
-        return json.loads(path.read_text())
+        return path.read_text(encoding="utf-8")
     except OSError as e:
-        raise error(f"cannot read {name}: {e.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"cannot read {name}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise error(
+            f"{name} is not UTF-8 text (byte {e.start} is {e.object[e.start : e.start + 1]!r}): "
+            "save it as UTF-8"
+        ) from None
+
+
+def read_json(path: str | Path, *, what: str, error: type[Exception]) -> Any:
+    """Parse a JSON file, turning an unreadable or malformed one into `error` naming it. A key
+    twice in one object (Python's parser keeps the last silently) is refused; NaN and Infinity
+    are read, for the file's own checks to refuse naming the field."""
+    path = Path(path)
+    name = f"{what} {path}".strip()
+    text = read_text(path, what=what, error=error)
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _Refused as e:
+        raise error(f"{name}: {e}") from None
+    except json.JSONDecodeError as e:
         raise error(f"{name} is not valid JSON (truncated?): {e}") from None
     except RecursionError:
         raise error(f"{name} nests deeper than any f8roof file does") from None
 
 
+def _name_max(directory: Path) -> int:
+    """The longest file name (bytes) the directory's file system takes."""
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def _short(path: Path) -> str:
+    """A path for a one-line message: a very long name shortened in the middle."""
+    text = str(path)
+    return text if len(text) <= 120 else f"{text[:60]}...{text[-40:]}"
+
+
 def check_output_path(path: str | Path) -> Path:
     """Refuse, before any work, an output file that cannot be written: a directory in its
-    place, a parent that is a file or cannot be created, a directory without write access."""
+    place, a parent that is a file or does not exist (f8roof creates no directories for a
+    file), a directory without write access, a name longer than the file system takes."""
     if not str(path).strip():
         raise OutputError("an empty output path: name the file to write")
     path = Path(path)
-    if path.is_dir():
-        raise OutputError(f"cannot write {path}: it is a directory")
-    check_output_dir(path.parent if str(path.parent) else Path("."), what=f"cannot write {path}")
+    what = f"cannot write {_short(path)}"
+    parent = path.parent if str(path.parent) else Path(".")
+    try:
+        if path.is_dir():
+            raise OutputError(f"{what}: it is a directory")
+        _check_directory(parent, what=what, create=False)
+        limit = _name_max(parent)
+        if len(path.name.encode()) > limit:
+            raise OutputError(
+                f"{what}: the file name is {len(path.name.encode())} bytes, longer than the "
+                f"{limit} its file system takes"
+            )
+    except OSError as e:  # a path the system refuses to look at (too long, a loop)
+        raise OutputError(f"{what}: {e.strerror or e}") from None
     return path
 
 
 def check_output_dir(directory: str | Path, *, what: str | None = None) -> Path:
-    """The directory exists or can be created, and can be written to."""
+    """The directory exists, or its parent does and it can be created there, and can be
+    written to. Missing ancestors are refused: a mistyped path must not become a tree of new
+    directories (at the file system's root, for `/nonexistent/...`)."""
     if not str(directory).strip():
         raise OutputError("an empty output directory: name the directory to write into")
     directory = Path(directory)
-    what = what or f"cannot write into {directory}"
-    existing = directory
-    while not existing.exists():  # the nearest ancestor that exists decides
-        if existing.parent == existing:
-            break
-        existing = existing.parent
-    if existing.exists() and not existing.is_dir():
-        raise OutputError(f"{what}: {existing} is a file, not a directory")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise OutputError(f"{what}: {existing} is not writable")
+    what = what or f"cannot write into {_short(directory)}"
+    try:
+        _check_directory(directory, what=what, create=True)
+    except OSError as e:
+        raise OutputError(f"{what}: {e.strerror or e}") from None
     return directory
+
+
+def _check_directory(directory: Path, *, what: str, create: bool) -> None:
+    """`directory` exists (or, with `create`, its parent does) and can be written to."""
+    existing = directory
+    if create and not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.exists():
+        missing = existing
+        while not missing.parent.exists() and missing.parent != missing:
+            missing = missing.parent
+        raise OutputError(f"{what}: no directory {_short(missing)} (create it first)")
+    if not existing.is_dir():
+        raise OutputError(f"{what}: {_short(existing)} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise OutputError(f"{what}: {_short(existing)} is not writable")
 
 
 def _new_file_mode() -> int:
@@ -74,43 +147,96 @@ def _new_file_mode() -> int:
     return 0o666 & ~mask
 
 
-@contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A temporary file name beside `path` for a writer that wants a name (pyarrow's CSV and
-    Parquet writers): when the block ends the file is synced to disk and renamed over `path`
-    (one rename, so atomic within a file system); if the block raises, it is removed. An
-    OSError on the way (no permission, disk full; pyarrow's ArrowIOError is one) becomes an
-    OutputError naming the file."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+def _temporary(path: Path) -> Path:
+    """An empty temporary file beside `path`, with the permissions `path` will have. Its name
+    keeps `path`'s suffix (writers that pick a format by it) and fits the file system even
+    when `path`'s name is near the limit."""
+    stem = path.name
+    while len(stem.encode()) > 200:
+        stem = stem[:-1]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     tmp = Path(name)
+    # mkstemp makes the file private (0o600); the result gets the permissions of the file it
+    # replaces, or those of any new file (0o644 under the usual umask 022: calibration files
+    # are meant to be shared), as if written in place.
+    os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode())
+    return tmp
+
+
+def _sync(tmp: Path) -> None:
+    fd = os.open(tmp, os.O_RDONLY)
     try:
-        # mkstemp makes the file private (0o600); the result gets the permissions of the file
-        # it replaces, or those of any new file (0o644 under the usual umask 022: calibration
-        # files are meant to be shared), as if written in place.
-        os.chmod(tmp, path.stat().st_mode & 0o7777 if path.exists() else _new_file_mode())
-        yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Ctrl-C waits until the block ends (the main thread only: signals go there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[object] = []
+    previous = signal.signal(signal.SIGINT, lambda *args: caught.append(args))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def atomic_set(*paths: str | Path) -> Iterator[tuple[Path, ...]]:
+    """Temporary file names beside each of `paths` for writers that want names (pyarrow's CSV
+    and Parquet writers, matplotlib): when the block ends every file is synced to disk and
+    renamed over its path, Ctrl-C held off between the first rename and the last, so a reader
+    sees the old set of files or the new one (each rename is atomic within a file system). If
+    the block raises (an error, Ctrl-C), every temporary file is removed and no path changes.
+    An OSError on the way (no permission, disk full; pyarrow's ArrowIOError is one) becomes an
+    OutputError naming the file."""
+    targets = tuple(Path(p) for p in paths)
+    temps: list[Path] = []
+    current = targets[0] if targets else Path(".")
+    try:
+        for current in targets:
+            temps.append(_temporary(current))
+        yield tuple(temps)
+        for current, tmp in zip(targets, temps):
+            _sync(tmp)
+        with _ctrl_c_deferred():
+            for current, tmp in zip(targets, temps):
+                os.replace(tmp, current)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {_short(current)}: {e.strerror or e}") from None
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary file name beside `path` for a writer that wants a name: `atomic_set` of
+    one file (synced, renamed over `path` when the block ends; removed if it raises)."""
+    with atomic_set(path) as (tmp,):
+        yield tmp
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write through a temporary file in the same directory, fsync, rename: readers see the
     old file or the new one, never half of one."""
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_texts_atomic(texts: dict[Path, str]) -> None:
+    """Several text files as one set (`atomic_set`): all written, or none changed."""
+    with atomic_set(*texts) as temps:
+        for tmp, text in zip(temps, texts.values()):
+            tmp.write_text(text, encoding="utf-8")

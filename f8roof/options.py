@@ -130,11 +130,12 @@ PARALLEL = (
         "--fsdp",
         type=int,
         is_flag=False,
-        flag_value=0,
+        flag_value=-1,
         default=None,
         metavar="[N]",
         help="FSDP, optionally its degree N (it changes no gemm shape; with N the step summary "
-        "models its all-gathers and reduce-scatters)",
+        "models its all-gathers and reduce-scatters); alone or -1: degree unknown, 1: off "
+        "(torchtitan's data_parallel_shard_degree)",
     ),
     click.option(
         "--recompute",
@@ -148,7 +149,7 @@ PARALLEL = (
         "--step-ms",
         type=float,
         default=None,
-        help="measured bf16 step time (ms): also report the end-to-end speedup",
+        help="measured bf16 step time (ms, up to a day): also report the end-to-end speedup",
     ),
 )
 

@@ -45,7 +45,6 @@ from f8roof.architectures.catalog import (
 from f8roof.architectures.training import (
     ONE_GPU,
     LocalLayer,
-    Recompute,
     TrainingSetup,
     local_layers,
 )
@@ -228,7 +227,9 @@ def recommend(
     criterion = "speedup" if calibration is not None else "speedup_worst"
     bf16_col, fp8_col = TIME_COLUMNS[criterion]
     local = local_layers(architecture, tokens, setup)
-    frames = [_layer_frame(local, c, setup.recompute) for c in configs]
+    blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
+    share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
+    frames = [_layer_frame(local, c, share) for c in configs]
     recipes = tuple(c.recipe.name for c in configs)
     # layers x recipes; a recipe float8 cannot run at a layer's shape never wins there
     scores = np.stack(
@@ -348,11 +349,12 @@ def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
 
 
 def _layer_frame(
-    local: Sequence[LocalLayer], config: EstimateConfig, recompute: Recompute
+    local: Sequence[LocalLayer], config: EstimateConfig, recompute: float
 ) -> pd.DataFrame:
     """The estimate of every row under one config. Dense rows as `estimate` gives them; routed
     experts' rows replaced by a grouped gemm: experts-per-device gemms at M = tokens per
-    expert, rowwise, overhead of torchao's grouped path (see the module docstring)."""
+    expert, rowwise, overhead of torchao's grouped path (see the module docstring).
+    `recompute`: the share of the blocks full recompute reruns (0: none)."""
     frame = _by_context(local, config, recompute)
     for column in _LABELS:
         frame[column] = frame[column].astype(str)
@@ -395,7 +397,7 @@ _LABELS = ("recipe", "implementation", "context")
 
 
 def _by_context(
-    local: Sequence[LocalLayer], config: EstimateConfig, recompute: Recompute
+    local: Sequence[LocalLayer], config: EstimateConfig, recompute: float
 ) -> pd.DataFrame:
     """Each row estimated in its own context (the op producing its input), with the seed's F
     flags that context implies; a context the calibration lacks falls back to the standalone
@@ -413,7 +415,7 @@ def _by_context(
         part = _timed(
             [local[i].shape for i in rows],
             replace(config, context=used, fused=context_fused_roles(used)),
-            recompute if in_block else Recompute.NONE,
+            recompute if in_block else 0.0,
         )
         part.index = rows
         part["context_note"] = (
@@ -468,12 +470,13 @@ def grouped_config(config: EstimateConfig) -> EstimateConfig:
     )
 
 
-def _timed(shapes, config: EstimateConfig, recompute: Recompute, groups=None) -> pd.DataFrame:
-    """`estimate`, plus the recomputed forward under full activation checkpointing. `groups`:
-    experts per grouped gemm, per shape (routed experts)."""
+def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> pd.DataFrame:
+    """`estimate`, plus the recomputed forward under full activation checkpointing of a share
+    `recompute` of the blocks (1: every block). `groups`: experts per grouped gemm, per shape
+    (routed experts)."""
     frame = estimate(shapes, config, groups=groups, ranges=True)
-    if recompute is Recompute.FULL:
-        _add_recompute(frame, config, 1 if groups is None else groups)
+    if recompute:
+        _add_recompute(frame, config, 1 if groups is None else groups, recompute)
     return frame
 
 
@@ -501,13 +504,17 @@ def _forward_share_fn(
     return sp.lambdify(SYMBOLS, forward_share(model), modules="numpy")
 
 
-def _add_recompute(frame: pd.DataFrame, config: EstimateConfig, groups) -> None:
+def _add_recompute(
+    frame: pd.DataFrame, config: EstimateConfig, groups, blocks: float = 1.0
+) -> None:
     """Full activation checkpointing runs each linear's forward again in the backward: its
     output gemm in both precisions, and the forward share of the float8 overhead (input and
     weight casts, `models.recompute.forward_share` of the worst-case model, applied to every
     overhead level). Times and speedups are updated in place; the recomputed parts are kept
     in their own columns. Wall-clock columns are left out (NaN): the fitted fixed costs are
-    per compiled step, not per recomputed forward."""
+    per compiled step, not per recomputed forward. `blocks`: the share of the blocks
+    checkpointed (torchtitan's layer SAC: every n-th), which scales what is recomputed (a row
+    stands for the layer in every block)."""
     M, K, N = (frame[c].to_numpy(dtype=np.float64) for c in ("M", "K", "N"))
     gemm = config.gemm_model
     bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N, groups)
@@ -518,6 +525,7 @@ def _add_recompute(frame: pd.DataFrame, config: EstimateConfig, groups) -> None:
     )
     share = np.broadcast_to(np.asarray(share_fn(M, K, N), dtype=np.float64), M.shape)
     frame["forward_share"] = share
+    bf16_fwd, fp8_fwd, share = bf16_fwd * blocks, fp8_fwd * blocks, share * blocks
     levels = [lvl for lvl in ("worst", "ideal", "fitted") if f"overhead_s_{lvl}" in frame]
     # the recomputed float8 forward at the decision level (fitted when calibrated)
     decision_level = "fitted" if "fp8_s" in frame else "worst"

@@ -5,7 +5,10 @@ none), recipes, an implementation, a context and the seed's knobs in its own way
 turns them into one `EstimateConfig` per recipe and a line saying what the numbers rest on. The
 rules, once:
 - calibration: the file given; else the shipped one for the GPU (traffic from generated code,
-  or a measured one where it exists) unless `no_calibration`; else datasheet rooflines;
+  or a measured one where it exists) unless `no_calibration`; else, for a preset, its
+  datasheet timing (models/datasheet.py: gemms tiled at its fitted fractions, MXFP8 and
+  blockwise gemms at their own, bytes at its copy fraction); the seed's rooflines (60% of peak)
+  only with `no_calibration` or a custom GPU;
 - times: a traffic calibration is timed by the model fitted to public measurements where it
   has the GPU's part (`--times public`, the default there), else by the datasheet model
   (`--times datasheet`, the only choice for other parts);
@@ -30,9 +33,10 @@ from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, calibration_covers
 from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.models.block_traffic import is_read_off
+from f8roof.models.datasheet import KERNEL_FLOOR_S, PRESET_EFFICIENCIES, datasheet_timing
 from f8roof.models.errors import ModelError
-from f8roof.models.gemm import RooflineGemm, TableGemm
-from f8roof.models.hardware import GPU, resolve_gpu
+from f8roof.models.gemm import BlockScaledGemm, RooflineGemm, TableGemm
+from f8roof.models.hardware import GPU, PRESETS, resolve_gpu
 from f8roof.models.recipes import (
     ALL_RECIPE_NAMES,
     RECIPE_NAMES,
@@ -276,6 +280,8 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     calibration, source = _calibration(request, asked)
     gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
     check_recipes(gpu, request.recipes)
+    if request.gemm_table is not None:
+        _check_table_recipes(recipes)
     named = asked is not None or request.calibration is not None  # else h100 by default
     gemm, gemm_label = _gemm(request, gpu, calibration, gpu_named=named)
     if gemm is not None and calibration is not None:
@@ -302,6 +308,8 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
         for r in recipes
     ]
     if calibration is None:
+        if source == ROOFLINE and not request.no_calibration:
+            configs, source, gemm_label = _datasheet(configs, gemm, gemm_label)
         return Resolved(tuple(configs), (), source, gemm_label)
     usable = [c for c in configs if calibration_covers(calibration, c.variant)]
     shipped = request.calibration is None
@@ -309,15 +317,66 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
         # What the shipped file lacks (a per-role scaling, a context it has no graphs of) is
         # estimated on the datasheet rooflines, saying so; a file the user gave is refused.
         missing = ", ".join(c.variant.key for c in configs)
-        roofline = tuple(replace(c, calibration=None, gemm=gemm) for c in configs)
-        source = f"{ROOFLINE} ({missing} is not in the shipped calibration)"
-        return Resolved(roofline, (), source, gemm_label if gemm else "roofline at the seed's 60%")
+        roofline = [replace(c, calibration=None, gemm=gemm) for c in configs]
+        timed, source, label = _datasheet(roofline, gemm, gemm_label)
+        source = f"{source} ({missing} is not in the shipped calibration)"
+        return Resolved(tuple(timed), (), source, label)
     if len(configs) == 1 or not usable:
         for c in configs:
             # refuses, naming what the file has
             calibration.variant(c.variant.baseline.key if is_read_off(c.recipe) else c.variant.key)
     skipped = tuple(c.variant.key for c in configs if c not in usable)
     return Resolved(tuple(usable), skipped, source, gemm_label)
+
+
+def _check_table_recipes(recipes: list[Recipe]) -> None:
+    """A gemm table holds bf16 and fp8 (tensorwise, rowwise) gemms: a block-scaled recipe's
+    gemms are other kernels, which it would time silently as fp8's."""
+    scaled = [r.name for r in recipes if r.is_block_scaled and not r.emulated]
+    if scaled:
+        raise F8RoofError(
+            f"--gemm-table holds bf16 and fp8 gemm times; {', '.join(scaled)} runs block-scaled "
+            "gemms (other kernels) a table cannot hold yet: drop --gemm-table for it"
+        )
+
+
+def _datasheet(
+    configs: list[EstimateConfig], gemm, gemm_label: str
+) -> tuple[list[EstimateConfig], str, str]:
+    """No calibration for a preset: its datasheet timing (models/datasheet.py), not the seed's
+    60% roofline: gemms tiled at the preset's fitted fractions (a block-scaled recipe's at its
+    own family), worst and ideal bytes at its copy fraction. A given gemm table or efficiency
+    still times the gemms. A custom GPU keeps the seed's rooflines."""
+    gpu = configs[0].gpu
+    if gpu.name not in PRESETS or PRESETS[gpu.name] != gpu:
+        return configs, ROOFLINE, gemm_label
+    timing = datasheet_timing(gpu)
+    tiled = timing.all_gemms
+    assert tiled is not None
+    timed = [
+        replace(
+            c,
+            gemm=gemm if gemm is not None else BlockScaledGemm.of(tiled, c.recipe),
+            memory_efficiency=timing.memory_efficiency,
+            launch_floor_s=KERNEL_FLOOR_S,
+        )
+        for c in configs
+    ]
+    whose = (
+        "its fitted fractions"
+        if gpu.name in PRESET_EFFICIENCIES
+        else "H100 SXM's fitted fractions (none published for this part)"
+    )
+    label = gemm_label if gemm is not None else f"tiled roofline ({gpu.name}'s fitted fractions)"
+    if gpu.name not in PRESET_EFFICIENCIES and gemm is None:
+        label = "tiled roofline (H100 SXM's fitted fractions)"
+    source = (
+        f"{gpu.name}'s datasheet timing, no calibration (models/datasheet.py: gemms at {whose} "
+        f"of peak, MXFP8 and blockwise at their own, bytes at "
+        f"{timing.memory_efficiency:.0%} of its bandwidth; sources and assumptions: f8roof gpus; "
+        "worst and ideal overheads only)"
+    )
+    return timed, source, label
 
 
 def _gemm(

@@ -15,21 +15,25 @@ built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section hol
 
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 `SetupRequest.assumptions`; keys without a sensible default (model name and flavor, seq_len,
-the batch size) are required.
+the batch size) are required. Every key read is honoured or refused in one line: pipeline,
+context and expert-tensor parallelism (degrees above 1), float8 emulation and converters other
+than float8 are refused; a key that changes nothing f8roof models is accepted and ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/torchtitan_names.py.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from f8roof.architectures.training import TrainingSetup
+from f8roof.architectures.training import TrainingSetup, check_step_ms
 from f8roof.errors import F8RoofError
+from f8roof.files import read_text
 from f8roof.models.checkpointing import TOML_LAYOUT_POLICY, RecomputePolicy
 from f8roof.torchtitan_names import RECIPES
 
@@ -40,6 +44,7 @@ else:  # Python 3.10: the same parser from PyPI (pyproject's tomli marker)
 
 
 AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
+F8ROOF_RECIPES = {"rowwise_with_gw_hp": "rowwise_gw_hp"}  # torchtitan's recipe names -> f8roof's
 
 # torchtitan (model name, flavor) -> f8roof built-in (f8roof/architectures/catalog.py BUILTIN_NAMES).
 # Flavors from torchtitan's model registries: models/llama3 ("8B", "70B", "405B"),
@@ -74,6 +79,10 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "data_parallel_replicate_degree",
             "tensor_parallel_degree",
             "enable_async_tensor_parallel",
+            "pipeline_parallel_degree",  # 1, or refused
+            "context_parallel_degree",  # 1, or refused
+            "expert_parallel_degree",
+            "expert_tensor_parallel_degree",  # 1, or refused
         }
     ),
     "activation_checkpoint": frozenset({"mode", "selective_ac_option"}),
@@ -84,6 +93,8 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "enable_fsdp_float8_all_gather",
             "precompute_float8_dynamic_scale_for_fsdp",
             "enable_float8_linear",  # the 2024 layout's switch (before [model] converters)
+            "moe_fqns_prototype",
+            "emulate",  # false, or refused
         }
     ),
     "compile": frozenset({"enable"}),  # torchtitan's later [compile] section
@@ -114,7 +125,6 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
             "enable_compiled_autograd",
             "fsdp_reshard_after_forward",
             "disable_loss_parallel",
-            "pipeline_parallel_degree",
             "pipeline_parallel_split_points",
             "module_fqns_per_model_part",
             "pipeline_parallel_first_stage_less_layers",
@@ -123,16 +133,13 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
             "pipeline_parallel_schedule",
             "pipeline_parallel_schedule_csv",
             "pipeline_parallel_microbatch_size",
-            "context_parallel_degree",
             "context_parallel_rotate_method",
-            "expert_parallel_degree",
-            "expert_tensor_parallel_degree",
         }
     ),
     "activation_checkpoint": frozenset(
         {"per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop"}
     ),
-    "float8": frozenset({"force_recompute_fp8_weight_in_bwd", "emulate", "moe_fqns_prototype"}),
+    "float8": frozenset({"force_recompute_fp8_weight_in_bwd"}),
     "compile": frozenset({"components", "backend"}),
     "f8roof": frozenset(),
 }
@@ -166,15 +173,17 @@ class SetupRequest:
     tp: int = 1
     fsdp: int | None = None  # FSDP degree; None: torchtitan's -1, every remaining rank
     dp_replicate: int = 1
+    ep: int = 1  # expert parallel degree
     recompute: RecomputePolicy = RecomputePolicy.NONE
     recompute_every: int | None = None  # layer SAC: every n-th block checkpointed whole
     sac_policy: str = TOML_LAYOUT_POLICY
     async_tp: bool = False
     float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
-    recipe: str = "tensorwise"
+    recipe: str = "tensorwise"  # torchtitan's name (rowwise_with_gw_hp)
     float8_all_gather: bool = False
     precompute_scales: bool = False
     filter_fqns: tuple[str, ...] = ()
+    moe_fqns: tuple[str, ...] = ()  # routed experts torchtitan converts (moe_fqns_prototype)
     compile: bool = False
     gpu: str | None = None
     step_ms: float | None = None
@@ -184,7 +193,7 @@ class SetupRequest:
     def __post_init__(self) -> None:
         if self.model not in F8ROOF_MODELS:
             raise F8RoofError(f"setup: unknown f8roof model {self.model!r}")
-        for name in ("tokens_per_rank", "tp", "dp_replicate"):
+        for name in ("tokens_per_rank", "tp", "dp_replicate", "ep"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise F8RoofError(f"setup: {name} must be a positive integer (got {value!r})")
@@ -202,6 +211,11 @@ class SetupRequest:
     @property
     def auto_filter(self) -> bool:
         return AUTO_FILTER in self.filter_fqns
+
+    @property
+    def f8roof_recipe(self) -> str:
+        """The recipe's name in f8roof (torchtitan's rowwise_with_gw_hp is rowwise_gw_hp)."""
+        return F8ROOF_RECIPES.get(self.recipe, self.recipe)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -286,6 +300,12 @@ def _model_name(model: _Section) -> tuple[str, bool]:
     if name.lower() in F8ROOF_MODELS and not model.has("flavor"):
         return name.lower(), False
     flavor = model.string("flavor")
+    if flavor is None and name not in {n for n, _ in TORCHTITAN_MODELS}:
+        raise _fail(
+            f"unknown model {name!r} ('name' in [model] of {model.path}): torchtitan's "
+            f"{', '.join(sorted({n for n, _ in TORCHTITAN_MODELS}))} with a flavor, or an "
+            f"f8roof built-in ({', '.join(sorted(F8ROOF_MODELS))})"
+        )
     if flavor is None:
         raise _fail(f"missing key 'flavor' in [model] of {model.path}")
     key = (name, flavor)
@@ -310,6 +330,11 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
     seq_len = training.integer("seq_len", None)
     if seq_len is None:
         raise _fail(f"missing key 'seq_len' in [training] of {path}")
+    if training.has("local_batch_size") and training.has("batch_size"):
+        raise _fail(
+            f"[training] of {path} has both 'local_batch_size' and 'batch_size' (its name "
+            "before 2025-06): give one"
+        )
     if training.has("local_batch_size"):
         batch = training.integer("local_batch_size")
     elif training.has("batch_size"):  # torchtitan before 2025-06: the per-rank batch
@@ -333,6 +358,27 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
         )
     fsdp = None if shard == -1 else shard
     async_tp = par.boolean("enable_async_tensor_parallel", False)
+    for key, what in (
+        ("pipeline_parallel_degree", "pipeline parallelism (its stages and bubbles)"),
+        ("context_parallel_degree", "context parallelism (ring attention)"),
+        ("expert_tensor_parallel_degree", "expert tensor parallelism"),
+    ):
+        degree = par.integer(key, 1)
+        if degree != 1:
+            raise _fail(f"'{key}' = {degree} in [parallelism] of {path}: {what} is not modelled")
+    ep = par.integer("expert_parallel_degree", 1)
+    if tp > 1 and seq_len % tp:
+        # torchtitan's sequence parallelism shards each sequence over the TP ranks
+        raise _fail(
+            f"'seq_len' {seq_len} in [training] of {path} does not divide by "
+            f"'tensor_parallel_degree' {tp} (sequence parallelism splits each sequence)"
+        )
+    replicate = par.integer("data_parallel_replicate_degree", 1)
+    if replicate > 1:
+        assumptions.append(
+            f"data_parallel_replicate_degree {replicate} (HSDP): the gradient all-reduce "
+            "across replicas is not modelled"
+        )
 
     ac = sec["activation_checkpoint"]
     mode_name = ac.string("mode")
@@ -351,18 +397,37 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
         option = ac.values.get("selective_ac_option")
         if option is None:
             option = "2"
-            assumptions.append("selective_ac_option not set: torchtitan's default '2' (layer SAC)")
+            assumptions.append(
+                "selective_ac_option not set: torchtitan's default '2' (layer SAC: every 2nd "
+                "block checkpointed whole)"
+            )
         option = str(option).strip()
         if option != "op":
-            if not option.isdigit() or int(option) < 1:
+            if not option.isdigit():
                 raise _fail(
                     f"'selective_ac_option' in [activation_checkpoint] of {path} must be 'op' "
-                    f"or a positive integer (got {option!r})"
+                    f"or an integer >= 0 (got {option!r})"
                 )
-            recompute_every = int(option)
+            # torchtitan checkpoints blocks whose count divides by n; 0: every block
+            recompute_every = max(int(option), 1)
 
     converters = sec["model"].names("converters")
+    for converter in converters:
+        if converter == "mx":
+            raise _fail(
+                f"converters = ['mx'] in [model] of {path}: torchtitan's MX converter ([mx]) is "
+                "not read from a setup; ask f8roof estimate --model ... --recipe mxfp8_rceil"
+            )
+        if converter != "float8":
+            raise _fail(
+                f"unknown converter {converter!r} in [model] of {path}: f8roof reads float8"
+            )
     f8 = sec["float8"]
+    if f8.boolean("emulate", False):
+        raise _fail(
+            f"'emulate' = true in [float8] of {path}: torchtitan emulates float8 in bf16 (a "
+            "test mode), which f8roof does not model"
+        )
     float8 = (
         "float8" in converters
         or f8.boolean("enable_float8_linear", False)
@@ -390,6 +455,17 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
     if recipe_name is None:
         assumptions.append("float8.recipe_name not set: torchao's default recipe, tensorwise")
     recipe = recipe_name or "tensorwise"
+    filter_fqns = f8.names("filter_fqns")
+    if not f8.has("filter_fqns"):
+        assumptions.append(
+            "float8.filter_fqns not set: torchtitan's default [] (every nn.Linear in float8, "
+            "the output projection too)"
+        )
+    if AUTO_FILTER in filter_fqns and recipe not in ("tensorwise", "rowwise"):
+        raise _fail(
+            f"filter_fqns {AUTO_FILTER!r} with recipe_name {recipe!r} in [float8] of {path}: "
+            "torchao's _auto_filter_for_recipe has no rule for it (NotImplementedError)"
+        )
     fsdp_on = fsdp is None or fsdp > 1
     # torchtitan gathers in float8 only with FSDP on, and precomputes scales only then
     float8_all_gather = all_gather and fsdp_on
@@ -398,10 +474,11 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
     extra = sec["f8roof"]
     gpu = extra.string("gpu")
     step_ms = extra.values.get("step_ms")
-    if step_ms is not None and (
-        isinstance(step_ms, bool) or not isinstance(step_ms, (int, float)) or not step_ms > 0
-    ):
-        raise _fail(f"'step_ms' in [f8roof] of {path} must be a positive number (got {step_ms!r})")
+    if step_ms is not None:
+        try:
+            check_step_ms(step_ms)
+        except F8RoofError as e:
+            raise _fail(f"'step_ms' in [f8roof] of {path}: {e.message}") from None
 
     return SetupRequest(
         model=model,
@@ -409,7 +486,8 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
         seq_len=seq_len,
         tp=tp,
         fsdp=fsdp,
-        dp_replicate=par.integer("data_parallel_replicate_degree", 1),
+        dp_replicate=replicate,
+        ep=ep,
         recompute=recompute,
         recompute_every=recompute_every,
         async_tp=async_tp,
@@ -417,7 +495,8 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
         recipe=recipe,
         float8_all_gather=float8_all_gather,
         precompute_scales=precompute_scales,
-        filter_fqns=f8.names("filter_fqns"),
+        filter_fqns=filter_fqns,
+        moe_fqns=f8.names("moe_fqns_prototype"),
         compile=compile_,
         gpu=gpu,
         step_ms=None if step_ms is None else float(step_ms),
@@ -428,25 +507,51 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
 
 def read_setup(path: str | Path) -> SetupRequest:
     p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise _fail(f"cannot read {p}: {e.strerror or e}") from None
-    return parse_setup(text, path=str(p))
+    return parse_setup(read_text(p, what="setup", error=F8RoofError), path=str(p))
 
 
 def training_setup(request: SetupRequest, *, step_ms: float | None = None) -> TrainingSetup:
     """The estimate's TrainingSetup for a setup; `step_ms` (the command line's) wins over the
-    file's [f8roof] step_ms. Layer SAC (selective_ac_option = n) is refused: f8roof models
-    per-op SAC and full AC."""
-    if request.recompute_every is not None:
-        raise _fail(
-            f"selective_ac_option = '{request.recompute_every}' (layer SAC) is not modelled: "
-            "f8roof models 'op' (per-op SAC) and mode = 'full'"
-        )
+    file's [f8roof] step_ms. Layer SAC (selective_ac_option = n) is full recompute of every
+    n-th block, as torchtitan wraps them."""
+    layer_sac = request.recompute_every is not None
     return TrainingSetup.from_options(
         tp=request.tp,
-        fsdp=request.fsdp_enabled,
-        recompute=request.recompute.value,
+        ep=request.ep,
+        fsdp=request.fsdp if request.fsdp is not None else True,
+        recompute="full" if layer_sac else request.recompute.value,
+        recompute_every=request.recompute_every or 1,
         step_ms=step_ms if step_ms is not None else request.step_ms,
     )
+
+
+# The command line's options for what a setup file's keys say, in the models' messages
+_FILE_TERMS = {
+    "--tp": "tensor_parallel_degree",
+    "--ep": "expert_parallel_degree",
+    "--fsdp": "data_parallel_shard_degree",
+    "--tokens": "local_batch_size x seq_len",
+    "--recompute": "[activation_checkpoint] mode",
+    "--recipe": "recipe_name",
+    "--model": "[model] name",
+    "--step-ms": "step_ms",
+}
+
+
+def in_setup_terms(
+    message: str, path: str, *, step_from_file: bool = True, gpu_from_file: bool = False
+) -> str:
+    """A message about options that came from a setup file, in the file's words: its keys
+    for the options they stand for (`--tp 3 does not divide ...` -> `tensor_parallel_degree 3
+    does not divide ...`), the file named. `step_from_file` False: --step-ms was given on the
+    command line and keeps its name; `gpu_from_file`: the GPU is the file's [f8roof] gpu."""
+    if message.startswith("setup"):  # the file's own words already
+        return message
+    terms = {k: v for k, v in _FILE_TERMS.items() if step_from_file or k != "--step-ms"}
+    if gpu_from_file:
+        terms["--gpu"] = "gpu in [f8roof]"
+    pattern = re.compile("|".join(rf"(?<![\w-]){re.escape(k)}(?![\w-])" for k in terms))
+    translated = pattern.sub(lambda m: terms[m.group(0)], message)
+    if translated == message:
+        return message
+    return f"setup {path}: {translated}"

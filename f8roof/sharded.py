@@ -4,11 +4,11 @@ rank of a sharded run (issue 18). The verb-level glue between the catalog and th
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from f8roof.architectures.catalog import BUILTIN_CONFIGS, Architecture, resolve_model
+from f8roof.architectures.catalog import BUILTIN_CONFIGS, Architecture, builtin, resolve_model
+from f8roof.architectures.training import TrainingSetup
 from f8roof.errors import F8RoofError
 from f8roof.models import checkpointing
 from f8roof.models.block import BlockCapture, BlockSpec, Mlp, MoeSpec, Norm, ParallelSpec, Recompute
@@ -34,9 +34,14 @@ DEFAULT_HEAD_DIM = 128
 LLAMA3_SEQ_LEN = 8192
 
 
-def assumed_seq_len(tokens: int) -> int:
-    """One sequence up to llama3's 8192 tokens, whole sequences of it (or of a divisor) above."""
-    return tokens if tokens <= LLAMA3_SEQ_LEN else math.gcd(tokens, LLAMA3_SEQ_LEN)
+def assumed_seq_len(tokens: int, tp: int = 1) -> int:
+    """One sequence up to llama3's 8192 tokens; above, the longest sequence up to 8192 that
+    divides the tokens into whole sequences, each split evenly over the `tp` ranks (sequence
+    parallelism): 16384 -> 2 x 8192, 100000 -> 16 x 6250 (not 3125 x 32)."""
+    for length in range(min(tokens, LLAMA3_SEQ_LEN), 0, -1):
+        if tokens % length == 0 and length % tp == 0:
+            return length
+    return tokens
 
 
 def block_spec(
@@ -161,6 +166,20 @@ def compare_block(
     if given:
         options = ", ".join("--" + name.replace("_", "-") for name in given)
         raise F8RoofError(f"{options} apply to one linear, not to compare --model's block")
+    # the degrees and token splits estimate takes, refused alike
+    TrainingSetup(tp=tp, fsdp=isinstance(fsdp, int) and fsdp > 1, fsdp_degree=fsdp)
+    for name, value in (("--tokens", tokens), ("--seq-len", seq_len or tokens)):
+        if tp > 1 and value % tp:
+            raise F8RoofError(
+                f"{name} {value}: sequence parallelism splits each sequence over its TP ranks, "
+                f"and --tp {tp} does not divide it"
+            )
+    if float8_all_gather and fsdp < 2:
+        # torchtitan turns it on only with FSDP (parallel_dims.dp_shard_enabled)
+        raise F8RoofError(
+            f"--float8-all-gather gathers FSDP's weight shards in float8: give --fsdp 2 or more "
+            f"(got --fsdp {fsdp})"
+        )
     try:
         parallel = ParallelSpec(
             tp=tp, fsdp=fsdp, float8_all_gather=float8_all_gather, recompute=Recompute(recompute)
@@ -249,7 +268,7 @@ def capture_times(capture: BlockCapture, *, calibration, gemm_model) -> CaptureT
 def compiled_block(model: str, *, tokens: int, recipe: str, setup, sharding, gpu: str):
     """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`."""
     fsdp = sharding.fsdp_degree or 1
-    seq_len = sharding.seq_len or assumed_seq_len(tokens)
+    seq_len = sharding.seq_len or assumed_seq_len(tokens, setup.tp)
     comparison = compare_block(
         model=model,
         tokens=tokens,
@@ -279,9 +298,14 @@ def shipped_block(
     if not SHIPPED.is_file():
         return None, "no shipped sharded block file"
     gather = sharding.float8_all_gather and (sharding.fsdp_degree or 1) > 1
-    seq_len = sharding.seq_len or assumed_seq_len(tokens)
+    seq_len = sharding.seq_len or assumed_seq_len(tokens, setup.tp)
     several = tokens > seq_len
-    name = resolve_model(model).name
+    arch = resolve_model(model)
+    # the shipped fits are of the built-in models' blocks: the one whose linears these are,
+    # whatever a config is named
+    name = next((n for n in BUILTIN_CONFIGS if builtin(n).linears == arch.linears), None)
+    if name is None:
+        return None, f"no shipped sharded block for {arch.name} (they are built-in models')"
     want = BlockKey(name, setup.tp, setup.recompute.value, recipe, gather, several)
     fit8 = shipped_fit(want)
     fit16 = shipped_fit(BlockKey(name, setup.tp, setup.recompute.value, "bf16", False, several))
@@ -298,7 +322,9 @@ def shipped_block(
     checked = ", ".join(str(c.tokens) for c in fit8.checks)
     layout = f"{tokens // seq_len} x {seq_len} tokens per rank"
     if sharding.seq_len is None:
-        layout += " (no seq_len given: sequences of up to 8192, llama3's)"
+        layout += (
+            " (no seq_len given: the longest sequences up to llama3's 8192 that divide the tokens)"
+        )
     source = (
         f"the shipped sharded block for {want} at {layout} (piecewise affine "
         f"in tokens through compiles at {', '.join(map(str, knots))}; against fresh compiles at "

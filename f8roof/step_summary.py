@@ -1,8 +1,9 @@
 """A model's recommendation at training scale -> the step summary (models/step.py).
 
-Which linears run in float8: as torchtitan converts them (every linear but `filter_fqns`; the
-llama configs' ["output"] without a setup), the figure published runs measure; f8roof's own
-decisions' step is noted beside it.
+Which linears run in float8: as torchtitan converts them (every nn.Linear but `filter_fqns`,
+torchao's auto filter with "auto_filter_small_kn"; the llama configs' ["output"] without a
+setup; routed experts, 3D parameters no nn.Linear, only with `moe_fqns_prototype`), the figure
+published runs measure; f8roof's own decisions' step is noted beside it.
 
 One transformer block's time parts per precision, then the step. Two sources for the block:
 - the sharded block's graphs (`f8roof.sharded`: the shipped fits at these tokens, or
@@ -79,19 +80,58 @@ class Sharding:
     float8_all_gather: bool = False
     precompute_scales: bool = False
     sac_policy: str = TOML_LAYOUT_POLICY
-    filter_fqns: tuple[str, ...] = ()
+    # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
+    # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
+    filter_fqns: tuple[str, ...] | None = None
     gpus_per_node: int = 8
     seq_len: int | None = None  # None: unknown (the sharded block assumes sequences of 8192)
+    moe_fqns: tuple[str, ...] = ()  # torchtitan's moe_fqns_prototype: routed experts in float8
+    assumptions: tuple[str, ...] = ()  # what the setup file left to torchtitan's defaults
 
     def __post_init__(self) -> None:
         if self.fsdp_degree is not None and self.fsdp_degree < 1:
             raise F8RoofError(f"FSDP degree must be >= 1 (got {self.fsdp_degree})")
 
+    @property
+    def auto_filter(self) -> bool:
+        return AUTO_FILTER in (self.filter_fqns or ())
+
+
+AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
+
 
 def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
     """torchtitan's rule: a filter entry that is a substring of the fqn; entries may be
     torchtitan's names or f8roof's."""
-    return any(f in fqn for f in filter_names(filters))
+    return any(f in fqn for f in filter_names(f for f in filters if f != AUTO_FILTER))
+
+
+def _kept_by_filters(rec: Recommendation, sharding: Sharding, *, as_run: bool):
+    """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
+    for the step as run without a setup), torchao's auto filter among them, and the note
+    saying which."""
+    rows = rec.layers
+    given = sharding.filter_fqns
+    filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
+    kept = np.array([_filtered(f, filters) for f in rows["fqn"]], dtype=bool)
+    names = [f for f in filters if f != AUTO_FILTER]
+    if given is None:
+        note = f"filter_fqns {names} (torchtitan's llama configs')"
+    elif not filters:
+        note = "filter_fqns [] (none)"
+    else:
+        note = f"filter_fqns {list(filters)}"
+    if AUTO_FILTER in filters:
+        from f8roof.filter_compare import TORCHAO_SOURCE, torchao_auto_filter
+
+        recipe = rec.recipes[0]
+        # torchtitan converts before it parallelizes: the filter sees the whole weight
+        converts = torchao_auto_filter(
+            recipe, rows["full_K"].to_numpy(dtype=np.int64), rows["full_N"].to_numpy(np.int64)
+        )
+        kept |= ~converts & ~rows["grouped"].to_numpy(dtype=bool)
+        note += f", with torchao's auto filter for {recipe} ({TORCHAO_SOURCE}) on whole weights"
+    return kept, note
 
 
 def summarize_step(
@@ -128,6 +168,7 @@ def summarize_step(
         else:
             fits = _summarize(rec, resolved, sharding, None, [], as_run=True)
             notes.append(f"per-layer fits alone: x{fits.speedup:.3f}")
+        notes += [f"setup: {a}" for a in sharding.assumptions]
         return _summarize(rec, resolved, sharding, block, notes, as_run=True)
     except ModelError as e:
         raise F8RoofError(str(e)) from None
@@ -156,13 +197,22 @@ def _summarize(
             "fp8_s_worst",
         )
     )
-    filters = sharding.filter_fqns or (DEFAULT_FILTER if as_run else ())
-    filtered = np.array([_filtered(f, filters) for f in rows["fqn"]])
+    filtered, filter_note = _kept_by_filters(rec, sharding, as_run=as_run)
+    grouped = rows["grouped"].to_numpy(dtype=bool)
     if as_run:
         convert = np.isfinite(rows[fp8_col].to_numpy(dtype=np.float64)) & ~filtered
+        experts = ""
+        if grouped.any():
+            moe = [f for f in rows.loc[grouped, "fqn"] if any(m in f for m in sharding.moe_fqns)]
+            convert &= ~grouped | rows["fqn"].isin(moe).to_numpy()
+            experts = (
+                f"; routed experts in float8 rowwise (moe_fqns_prototype {list(sharding.moe_fqns)})"
+                if moe
+                else "; routed experts (3D parameters, no nn.Linear) stay bf16: torchtitan's "
+                "float8 converter converts them only with moe_fqns_prototype"
+            )
         notes.append(
-            "float8 as torchtitan converts it: every linear but filter_fqns "
-            f"{list(filters)}" + ("" if sharding.filter_fqns else " (torchtitan's llama configs')")
+            f"float8 as torchtitan converts it: every nn.Linear but {filter_note}{experts}"
         )
     else:
         convert = rows["convert"].to_numpy(dtype=bool) & ~filtered
@@ -180,6 +230,11 @@ def _summarize(
     gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
     re_bf16 = rec_bf16
     re_fp8 = np.where(convert, rec_fp8, rec_bf16)
+    if setup.ep > 1 and grouped.any():
+        notes.append(
+            f"routed experts' all-to-all (EP {setup.ep}) is not modelled: the exposed "
+            "communication leaves it out"
+        )
     if setup.recompute is Recompute.SELECTIVE:
         source = sac_policy(sharding.sac_policy).source
         if block_graphs is None:  # the graphs hold their own recompute
@@ -241,11 +296,13 @@ def _summarize(
     step_s = setup.step_s
     model_bf16 = layers * bf16_block.total_s + head_bf16
     if step_s is not None and step_s <= model_bf16:
-        notes.append(
-            f"the measured step ({step_s * 1e3:.1f} ms) is shorter than the modelled blocks and "
-            f"lm_head ({model_bf16 * 1e3:.1f} ms): the modelled step is shown instead"
+        # never replaced by the modelled step: the measured one holds these, so one of the
+        # inputs (the step, the tokens, the GPU) is not what ran
+        raise F8RoofError(
+            f"--step-ms {step_s * 1e3:g} is shorter than the modelled blocks and lm_head of "
+            f"that step ({model_bf16 * 1e3:.1f} ms bf16): a measured step holds them; check "
+            "the step, the tokens per rank and the GPU"
         )
-        step_s = None
     if step_s is None:
         notes.append("embedding, loss and optimizer are not modelled: the modelled step omits them")
     return step_summary(
@@ -375,8 +432,6 @@ def _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms):
     tokens = rec.tokens
     counts = rows["count"].to_numpy(dtype=np.float64)
     dense_block = block & ~rows["grouped"].to_numpy(dtype=bool)
-    if rows["grouped"].any():
-        notes.append("routed experts' all-to-all (EP) is not modelled")
     place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
     row_par = dense_block & (rows["tp"] == "row").to_numpy()
     hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
@@ -385,9 +440,10 @@ def _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms):
     kw = {"group_size": tp, "placement": place, "fabric": fabric}
     ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
     rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
-    # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again
-    again = setup.recompute is not Recompute.NONE
-    full_again = setup.recompute is Recompute.FULL
+    # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again (full
+    # AC of every n-th block only: that share of the blocks)
+    full_again = setup.recompute_share(layers)
+    again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
     bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
     tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
     fp8_ag = ag

@@ -47,9 +47,11 @@ def as_estimated(data: public_fit.Data, report: public_fit.Report) -> list[str]:
         predicted[fold_of == f] = frame["speedup_context"].to_numpy()
     error = np.abs(predicted / data.cells.measured - 1)
     lines = [
-        ("the same cells as `f8roof estimate --gpu h100-meta` answers them (the shipped "
-        f"calibration's fitted bytes), {public_fit.FOLDS}-fold: median |error| "
-        f"{np.median(error):.1%}, max {error.max():.1%}")
+        (
+            "the same cells as `f8roof estimate --gpu h100-meta` answers them (the shipped "
+            f"calibration's fitted bytes), {public_fit.FOLDS}-fold: median |error| "
+            f"{np.median(error):.1%}, max {error.max():.1%}"
+        )
     ]
     for value in np.unique(shapes[:, 2]):
         pick = shapes[:, 2] == value

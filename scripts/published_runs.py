@@ -74,6 +74,7 @@ enable_async_tensor_parallel = {str(self.async_tp).lower()}
 mode = "{self.ac}"{selective}
 [float8]
 recipe_name = "{self.recipe}"
+filter_fqns = ["output"]
 [f8roof]
 gpu = "{self.gpu}"
 step_ms = {self.step_ms:.1f}

@@ -126,7 +126,8 @@ def test_config_json_round_trip(tmp_path):
             resolve_model(str(path.parent)),
         ):
             assert arch.linears == builtin(name).linears
-            assert arch.name == name  # the folder's name when the file has no _name_or_path
+            # the file, when it has no _name_or_path: never its folder's name
+            assert arch.name == str(path)
 
 
 def test_config_defaults_follow_hugging_face():

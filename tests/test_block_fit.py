@@ -286,7 +286,9 @@ def test_estimate_picks_the_layout_of_the_tokens():
     from f8roof.cli import main
     from f8roof.sharded import assumed_seq_len
 
-    assert [assumed_seq_len(t) for t in (6000, 8192, 16384, 12000)] == [6000, 8192, 8192, 32]
+    got = [assumed_seq_len(t) for t in (6000, 8192, 16384, 12000, 100000)]
+    assert got == [6000, 8192, 8192, 6000, 6250]  # 100000: 16 x 6250, not 3125 x 32
+    assert assumed_seq_len(8200, tp=8) == 1640  # each sequence split over the TP ranks
     args = ["estimate", "--model", "llama3-8b", "--tp", "8", "--recipe", "tensorwise"]
     for tokens, layout in (("8192", "one sequence per rank at 1 x 8192"),
                            ("16384", "several sequences per rank at 2 x 8192")):  # fmt: skip

@@ -42,7 +42,7 @@ def test_setup_matches_the_same_question_asked_with_options(tmp_path):
         "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 1\nseq_len = 8192\n"
         "compile = true\n[parallelism]\ntensor_parallel_degree = 2\n"
         "data_parallel_shard_degree = 1\n[activation_checkpoint]\nmode = 'full'\n"
-        "[float8]\nrecipe_name = 'rowwise'\n"
+        "[float8]\nrecipe_name = 'rowwise'\nfilter_fqns = ['output']\n"
     )
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     by_file = run("estimate", "--setup", str(short), "--step-ms", "762", "--out", str(a))
@@ -136,7 +136,11 @@ def test_fsdp_takes_an_optional_degree():
 
     with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
         TrainingSetup.from_options(fsdp=-2)
-    assert TrainingSetup.from_options(fsdp=1) == TrainingSetup()
+    with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
+        TrainingSetup.from_options(fsdp=0)
+    off = TrainingSetup.from_options(fsdp=1)  # off, as torchtitan's 1, and said so
+    assert not off.fsdp and off.fsdp_degree == 1 and off.describe() == "FSDP 1 (off)"
+    assert TrainingSetup.from_options(fsdp=-1) == TrainingSetup(fsdp=True)
     assert TrainingSetup.from_options(fsdp=4).fsdp_degree == 4
 
 

@@ -1,6 +1,9 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from f8roof.models.datasheet import datasheet_timing
 from f8roof.models.gemm import (
     GemmRole,
     GemmTableError,
@@ -9,7 +12,7 @@ from f8roof.models.gemm import (
     TableGemm,
     linear_gemm_times,
 )
-from f8roof.models.hardware import find_gpu
+from f8roof.models.hardware import PRESETS, find_gpu
 from f8roof.models.recipes import Recipe
 
 
@@ -98,3 +101,38 @@ def test_table_without_a_dtype_is_refused():
     table = TableGemm.from_records(records, label="t")
     with pytest.raises(GemmTableError, match="no fp8 output"):
         table.time_s("fp8", GemmRole.OUTPUT, 256, 256, 256)
+
+
+# --- the tiled model never times a gemm faster for growing a dimension (issue 26) ------------
+
+
+# small outputs over long reductions (split-K) and everything else
+DIM = st.one_of(st.integers(1, 1024), st.integers(1, 2**17))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    preset=st.sampled_from(sorted(PRESETS)),
+    dims=st.tuples(DIM, DIM, DIM),
+    grown=st.integers(0, 2),
+    by=st.one_of(st.integers(1, 512), st.integers(1, 2**16)),
+    groups=st.sampled_from([1, 8, 32]),
+)
+def test_tiled_gemm_time_never_falls_as_a_dimension_grows(preset, dims, grown, by, groups):
+    model = datasheet_timing(PRESETS[preset]).all_gemms
+    larger = list(dims)
+    larger[grown] += by
+    for dtype, _ in model.efficiencies:
+        small = float(model.time_s(dtype, GemmRole.OUTPUT, *dims, groups)[0])
+        large = float(model.time_s(dtype, GemmRole.OUTPUT, *larger, groups)[0])
+        assert large >= small * (1 - 1e-12), (dtype, dims, larger)
+
+
+def test_the_split_k_threshold_is_no_cliff():
+    """512 x 512 over K = 2048 ran unsplit and K = 2560 split: 28 us became 19 us for the
+    linear. A split is priced at the threshold's K below it, and taken where it wins."""
+    gemm = datasheet_timing(find_gpu("h100")).gemm
+    times = [
+        float(gemm.time_s("bf16", GemmRole.OUTPUT, 512, k, 512)[0]) for k in range(1024, 8193, 256)
+    ]
+    assert times == sorted(times)

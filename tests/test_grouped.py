@@ -99,9 +99,10 @@ def test_a_grouped_gemm_shares_its_waves():
     output = GemmRole.OUTPUT
     one, _ = tiled.time_s("fp8_rowwise", output, 16, 7168, 2048)
     many, _ = tiled.time_s("fp8_rowwise", output, 16, 7168, 2048, 128)
-    # 128 experts of 16 rows: one launch, their tiles in shared waves, well below 128 launches
-    # (reading 128 experts' weights bounds it: 1.9 GB of float8)
-    assert one < many < 128 * one / 2
+    # 128 experts of 16 rows: one launch, their tiles in shared waves, below 128 launches
+    # (reading 128 experts' weights bounds it: 1.9 GB of float8; one expert alone splits its
+    # K over the idle SMs, so 128 launches come near that bound too)
+    assert one < many < 128 * one
     # compute-bound and tile-aligned: 8 groups of 1024 rows run as one gemm of 8192 rows
     grouped, _ = tiled.time_s("bf16", output, 1024, 4096, 4096, 8)
     single, _ = tiled.time_s("bf16", output, 8192, 4096, 4096)

@@ -208,7 +208,10 @@ def test_flags_bracket():
         worst, ideal = models(name, fused=fused, limited=limited)
         gap = sp.Poly(sp.expand(worst.total - ideal.total), *SYMBOLS)
         assert all(c >= 0 for c in gap.coeffs()), (name, fused, limited)
-        assert worst.small_kernels == 0 == ideal.small_kernels
+        # no scale kernels, but a launch floor per launch: each worst kernel, each unfused
+        # role's ideal cast (issue 26: a 16^3 MX linear's casts took no time)
+        assert worst.small_kernels == len(worst.kernels) >= ideal.small_kernels
+        assert ideal.small_kernels == len([r for r in ROLES if r not in fused])
     # F frees nothing of torchao's opaque MX casts; L splits the scale rearrangement in two
     plain, _ = models("mxfp8_rceil")
     fused, _ = models("mxfp8_rceil", fused=frozenset(ROLES))

@@ -621,8 +621,8 @@ def test_estimate_model_recompute_and_step():
     assert "recompute " in result.output and "linears 471.2 ms -> " in result.output
     assert "note: recompute full" in result.output and "note: FSDP" in result.output
     short = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--step-ms", "10")
-    assert short.exit_code == 0
-    assert "the measured step (10.0 ms) is shorter than the modelled blocks" in short.output
+    assert short.exit_code == 2  # never replaced by the modelled step
+    assert "--step-ms 10 is shorter than the modelled blocks and lm_head" in short.output
 
 
 @pytest.mark.parametrize(
@@ -634,7 +634,7 @@ def test_estimate_model_recompute_and_step():
         ),
         (["--tp", "0"], "Error: --tp must be a positive integer (got 0)"),
         (["--ep", "2"], "Error: --ep 2: llama3-8b has no routed experts"),
-        (["--step-ms", "-1"], "Error: --step-ms must be a positive number (got -1.0)"),
+        (["--step-ms", "-1"], "Error: --step-ms must be a positive number of milliseconds"),
         (["--recompute", "half"], "Invalid value for '--recompute'"),
     ],
 )

@@ -141,7 +141,7 @@ def test_converter_off_is_noted():
         (MINIMAL + "[activation_checkpoint]\nmode = 'op'\n", "must be none, full or selective"),
         (
             MINIMAL + "[activation_checkpoint]\nselective_ac_option = 'ops'\n",
-            "must be 'op' or a positive integer",
+            "must be 'op' or an integer >= 0",
         ),
         (MINIMAL + "[parallelism]\ntensor_parallel_degree = 0\n", "must be an integer >= 1"),
         (MINIMAL + "[parallelism]\ntensor_parallel_degree = '2'\n", "must be an integer >= 1"),
@@ -219,10 +219,10 @@ def test_training_setup_of_a_setup():
     assert setup.tp == 2 and setup.fsdp and setup.recompute.value == "selective"
     assert setup.step_s == pytest.approx(0.762)
     assert training_setup(req).step_s is None
-    with pytest.raises(
-        F8RoofError, match=r"selective_ac_option = '2' \(layer SAC\) is not modelled"
-    ):
-        training_setup(parse_setup(MINIMAL))
+    # torchtitan's default selective_ac_option '2': layer SAC, every 2nd block checkpointed whole
+    layer_sac = training_setup(parse_setup(MINIMAL))
+    assert layer_sac.recompute.value == "full" and layer_sac.recompute_every == 2
+    assert layer_sac.recompute_share(32) == 0.5 and layer_sac.recompute_share(31) == 15 / 31
 
 
 def test_filter_names_spell_both_ways():

@@ -52,6 +52,9 @@ class TPStyle(str, Enum):
     REPLICATED = "replicated"
 
 
+MAX_EXPERTS = 2**20
+
+
 @dataclass(frozen=True)
 class RoutedExperts:
     """The routed experts of an MoE layer: `experts` of them, each token goes to `top_k`."""
@@ -67,6 +70,11 @@ class RoutedExperts:
         if self.top_k > self.experts:
             raise ArchitectureError(
                 f"top_k {self.top_k} exceeds the {self.experts} experts it chooses from"
+            )
+        if self.experts > MAX_EXPERTS:
+            raise ArchitectureError(
+                f"{self.experts} routed experts per layer exceed {MAX_EXPERTS} (2**20, the "
+                "million experts of PEER, the most any published MoE has)"
             )
 
 
@@ -469,7 +477,10 @@ def from_hf_config(
         if not isinstance(data, dict):
             raise ArchitectureError(f"{path}: expected a JSON object (a config.json)")
         where = str(path)
-        name = name or data.get("_name_or_path") or path.parent.name or path.stem
+        # the model it names (a Hugging Face repository id), else the file: never its folder,
+        # which may be named anything (another model's name too)
+        named = data.get("_name_or_path")
+        name = name or (named if isinstance(named, str) and named.strip() else str(path))
         source = source or str(path)
     cfg = _Config(_text_config(data), where)
     parser = _parser_for(cfg)

@@ -84,10 +84,36 @@ class Recompute(str, Enum):
             ) from None
 
 
+# The most ranks one parallel degree may have: more GPUs than any training run has used (the
+# largest published ones are tens of thousands). A degree beyond is a typo, not a setup.
+MAX_DEGREE = 2**18
+# The longest measured step --step-ms takes: a day, in ms. Longer is no step.
+MAX_STEP_MS = 86_400_000.0
+
+
 def _positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ParallelismError(f"{name} must be a positive integer (got {value!r})")
+    if value > MAX_DEGREE:
+        raise ParallelismError(
+            f"{name} {value} exceeds {MAX_DEGREE} ranks, more GPUs than any training run has used"
+        )
     return value
+
+
+def check_step_ms(step_ms) -> float:
+    """A measured bf16 step in milliseconds: positive, finite, at most a day."""
+    if (
+        isinstance(step_ms, bool)
+        or not isinstance(step_ms, (int, float))
+        or not math.isfinite(step_ms)
+        or not 0 < step_ms <= MAX_STEP_MS
+    ):
+        raise ParallelismError(
+            f"--step-ms must be a positive number of milliseconds up to {MAX_STEP_MS:.0f} (a day) "
+            f"(got {step_ms!r})"
+        )
+    return float(step_ms)
 
 
 @dataclass(frozen=True)
@@ -99,25 +125,35 @@ class TrainingSetup:
     fsdp: bool = False
     recompute: Recompute = Recompute.NONE
     step_s: float | None = None  # measured bf16 step time, for the end-to-end speedup
-    fsdp_degree: int | None = None  # when known (--fsdp N): the step summary models its comm
+    # when known (--fsdp N): the step summary models its comm; 1 (FSDP off) when given as 1
+    fsdp_degree: int | None = None
+    # full recompute of every n-th block only (torchtitan's layer SAC, selective_ac_option n)
+    recompute_every: int = 1
 
     def __post_init__(self) -> None:
         _positive_int("--tp", self.tp)
         _positive_int("--ep", self.ep)
+        if not isinstance(self.fsdp, bool):
+            raise ParallelismError(f"fsdp must be True or False (got {self.fsdp!r})")
         if self.fsdp_degree is not None:
             _positive_int("--fsdp", self.fsdp_degree)
-            if not self.fsdp or self.fsdp_degree < 2:
+            if self.fsdp != (self.fsdp_degree > 1):
                 raise ParallelismError(
-                    f"an FSDP degree ({self.fsdp_degree}) needs FSDP on and at least 2 ranks"
+                    f"an FSDP degree ({self.fsdp_degree}) needs FSDP on and at least 2 ranks "
+                    "(1: FSDP off)"
+                )
+            if self.tp * self.fsdp_degree > MAX_DEGREE:
+                raise ParallelismError(
+                    f"--tp {self.tp} x --fsdp {self.fsdp_degree} ranks exceed {MAX_DEGREE}, more "
+                    "GPUs than any training run has used"
                 )
         if not isinstance(self.recompute, Recompute):
             raise ParallelismError(f"recompute must be a Recompute (got {self.recompute!r})")
-        if not isinstance(self.fsdp, bool):
-            raise ParallelismError(f"fsdp must be True or False (got {self.fsdp!r})")
-        if self.step_s is not None and not (
-            isinstance(self.step_s, (int, float)) and math.isfinite(self.step_s) and self.step_s > 0
-        ):
-            raise ParallelismError(f"--step-ms must be a positive number (got {self.step_s!r})")
+        _positive_int("recompute_every", self.recompute_every)
+        if self.recompute_every > 1 and self.recompute is not Recompute.FULL:
+            raise ParallelismError("checkpointing every n-th block is full recompute of those")
+        if self.step_s is not None:
+            check_step_ms(self.step_s * 1e3)
 
     @classmethod
     def from_options(
@@ -128,25 +164,25 @@ class TrainingSetup:
         fsdp: bool | int | None = False,
         recompute: str | Recompute = "none",
         step_ms: float | None = None,
+        recompute_every: int = 1,
     ) -> TrainingSetup:
         """From user-facing values (the CLI's and module_filter's): recompute by name, the
-        step in milliseconds, FSDP as a flag or a degree (`--fsdp` alone: 0, on with its
-        degree unknown; `--fsdp 1`: off, as torchtitan's data_parallel_shard_degree = 1)."""
+        step in milliseconds, FSDP as a flag or a degree (`--fsdp` alone: -1, on with its
+        degree unknown, as torchtitan's data_parallel_shard_degree = -1; `--fsdp 1`: off, as
+        torchtitan's 1, and said so; 0 is no degree)."""
         degree = None
         if fsdp is None:
             fsdp = False
         elif not isinstance(fsdp, bool):
-            if not isinstance(fsdp, int) or fsdp < 0:
-                raise ParallelismError(f"--fsdp takes a degree >= 1 (got {fsdp!r})")
-            degree = fsdp if fsdp >= 2 else None
+            if not isinstance(fsdp, int) or fsdp == 0 or fsdp < -1:
+                raise ParallelismError(
+                    f"--fsdp takes a degree >= 1, or nothing for FSDP of unknown degree "
+                    f"(got {fsdp!r})"
+                )
+            degree = None if fsdp == -1 else fsdp
             fsdp = fsdp != 1
-        if step_ms is not None and not (
-            isinstance(step_ms, (int, float))
-            and not isinstance(step_ms, bool)
-            and math.isfinite(step_ms)
-            and step_ms > 0
-        ):
-            raise ParallelismError(f"--step-ms must be a positive number (got {step_ms!r})")
+        if step_ms is not None:
+            check_step_ms(step_ms)
         return cls(
             tp=tp,
             ep=ep,
@@ -154,6 +190,7 @@ class TrainingSetup:
             recompute=Recompute.from_name(recompute),
             step_s=None if step_ms is None else step_ms / 1e3,
             fsdp_degree=degree,
+            recompute_every=recompute_every,
         )
 
     @property
@@ -176,9 +213,21 @@ class TrainingSetup:
             parts.append(f"EP {self.ep}")
         if self.fsdp:
             parts.append(f"FSDP {self.fsdp_degree}" if self.fsdp_degree else "FSDP")
-        if self.recompute is not Recompute.NONE:
+        elif self.fsdp_degree == 1:
+            parts.append("FSDP 1 (off)")
+        if self.recompute_every > 1:
+            parts.append(f"recompute full every {_nth(self.recompute_every)} block (layer SAC)")
+        elif self.recompute is not Recompute.NONE:
             parts.append(f"recompute {self.recompute.value}")
         return ", ".join(parts) or "one GPU, no parallelism"
+
+    def recompute_share(self, blocks: int) -> float:
+        """The share of `blocks` transformer blocks full recompute reruns: all of them, or
+        with layer SAC every n-th (torchtitan counts blocks from 1 and checkpoints those whose
+        count divides by n: blocks // n of them); 0 without full recompute."""
+        if self.recompute is not Recompute.FULL:
+            return 0.0
+        return (blocks // self.recompute_every) / blocks if blocks else 1.0
 
     def notes(self) -> list[str]:
         """What the setup changes and what it does not model, one line each."""
@@ -196,7 +245,20 @@ class TrainingSetup:
                 "all-gather and reduce-scatter time are not in these times (the step summary "
                 "models them when the FSDP degree is known: --fsdp N or --setup)"
             )
-        if self.recompute is Recompute.FULL:
+        if self.fsdp_degree == 1:
+            lines.append(
+                "FSDP 1: one rank holds every weight, so FSDP is off (torchtitan's "
+                "data_parallel_shard_degree = 1); nothing is all-gathered or reduce-scattered"
+            )
+        if self.recompute is Recompute.FULL and self.recompute_every > 1:
+            lines.append(
+                f"recompute full on every {_nth(self.recompute_every)} block (torchtitan's layer "
+                f"SAC, selective_ac_option = '{self.recompute_every}'): those blocks' linears "
+                "run their forward gemm and forward float8 overhead again in the backward, in "
+                "both precisions (included above as the mean over all blocks); lm_head is not "
+                "checkpointed"
+            )
+        elif self.recompute is Recompute.FULL:
             lines.append(
                 "recompute full: every block's linears run their forward gemm and forward "
                 "float8 overhead again in the backward, in both precisions (included above); "
@@ -211,6 +273,12 @@ class TrainingSetup:
 
 
 ONE_GPU = TrainingSetup()  # the default: no parallelism, no recompute, no measured step
+
+
+def _nth(n: int) -> str:
+    """2 -> '2nd', 3 -> '3rd', 11 -> '11th'."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -284,11 +352,7 @@ def local_layers(
     tp, ep = setup.tp, setup.ep
     if ep > 1 and not architecture.is_moe:
         raise ParallelismError(f"--ep {ep}: {architecture.name} has no routed experts")
-    if ep > 1 and tp > 1 and tokens % tp:
-        raise ParallelismError(
-            f"--tokens {tokens}: with --ep, TP ranks split the tokens routed to experts, and "
-            f"--tp {tp} does not divide them"
-        )
+
     out = []
     for linear in architecture.linears:
         K, N, notes = linear.K, linear.N, []
@@ -311,4 +375,10 @@ def local_layers(
         if M > math.ceil(rows):
             notes.append(f"M padded from {rows:.4g} to {M}")
         out.append(LocalLayer(linear, M, K, N, per_device, rows, tuple(notes)))
+    if tp > 1 and tokens % tp:
+        # sequence parallelism (torchtitan's TP plan) shards the sequence dim over the TP ranks
+        raise ParallelismError(
+            f"--tokens {tokens}: sequence parallelism splits each rank's tokens over its TP "
+            f"ranks, and --tp {tp} does not divide them"
+        )
     return out

@@ -11,15 +11,21 @@ timed by its own calibration.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
+from f8roof.calibration.file import GRAPHS, KERNEL_KINDS, MAX_KERNEL_BYTES
 from f8roof.errors import F8RoofError
 from f8roof.files import read_json, write_text_atomic
-from f8roof.models.block_fit import BlockFit
+from f8roof.models.block import CollectiveKind
+from f8roof.models.block_fit import Affine, BlockFit
 from f8roof.models.errors import ModelError
+from f8roof.models.hardware import PRESETS
+from f8roof.models.recipes import ALL_RECIPE_NAMES
 
 SCHEMA_VERSION = 1
 SHIPPED = Path(__file__).resolve().parent.parent / "calibrations" / "blocks.json"
@@ -70,11 +76,14 @@ class BlockFits:
     produced_by: dict[str, Any] = field(default_factory=dict)  # stack, codegen target, command
 
     def __post_init__(self) -> None:
-        keys = [BlockKey.of(f) for f in self.fits]
-        if len(set(keys)) != len(keys):
-            raise BlockFileError(
-                "a block file holds one fit per architecture/TP/policy/recipe/sequences"
-            )
+        seen: set[BlockKey] = set()
+        for key in (BlockKey.of(f) for f in self.fits):
+            if key in seen:
+                raise BlockFileError(
+                    f"two fits for {key}: a block file holds one fit per architecture, TP, "
+                    "policy, recipe and sequences"
+                )
+            seen.add(key)
 
     def find(self, key: BlockKey) -> BlockFit | None:
         return self._index.get(key)
@@ -122,9 +131,162 @@ def _read(path: str | Path) -> tuple[list[Any], dict[str, Any]]:
 
 def _parse(path: str | Path, raw: Any) -> BlockFit:
     try:
-        return BlockFit.from_dict(raw)
+        fit = BlockFit.from_dict(raw)
     except ModelError as e:
         raise BlockFileError(f"block file {path}: {e}") from None
+    problem = _problem(fit)
+    if problem:
+        raise BlockFileError(f"block file {path}: the fit for {BlockKey.of(fit)}: {problem}")
+    return fit
+
+
+# What a fit's fields may hold: the values the profiler records (profiler/block.py), torch's
+# dtype names, counts and bytes that are whole and in range at every knot (the fit is exact
+# there; between knots and beyond them it is what they give).
+WORK = ("float8", "context", "fused")
+GEMM_OPS = ("mm", "addmm", "bmm", "_scaled_mm", "_grouped_mm", "_scaled_grouped_mm")
+MESHES = ("tp", "dp_shard")
+DTYPES = (
+    "bfloat16",
+    "float16",
+    "float32",
+    "float64",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "int8",
+    "int32",
+    "int64",
+    "uint8",
+)
+MAX_COUNT = 2**20  # launches of one kind in one block
+MAX_GEMM_DIM = 2**31 - 1  # inputs/shapes.MAX_DIM
+
+
+def _problem(fit: BlockFit) -> str:
+    """What is wrong with a parsed fit, in words naming the field; "" when nothing is."""
+    capture = fit.capture
+    if capture.recipe is not None and capture.recipe not in ALL_RECIPE_NAMES:
+        return f"capture.recipe {capture.recipe!r} is no recipe"
+    if capture.device not in ("cpu", "codegen", "cuda"):
+        return f"capture.device {capture.device!r} is not cpu, codegen or cuda"
+    if capture.gpu is not None and capture.gpu not in PRESETS:
+        return f"capture.gpu {capture.gpu!r} is no GPU preset"
+    for s in fit.segments:
+        t1, t2 = s.tokens
+        where = f"segment {t1}-{t2}"
+        if not 0 < t1 < t2:
+            return f"{where}: tokens must rise from a positive count"
+        for i, k in enumerate(s.kernels):
+            item = f"{where}: kernels[{i}]"
+            problem = (
+                _choice("graph", k.graph, GRAPHS)
+                or _choice("kind", k.kind, KERNEL_KINDS)
+                or _choice("work", k.work, WORK)
+                or _flags(recomputed=k.recomputed, after_all_gather=k.after_all_gather)
+                or _steps(k.float8_steps)
+                or _whole("count", k.count, (t1, t2), 0, MAX_COUNT)
+                or _whole("bytes_read", k.bytes_read, (t1, t2), 0, MAX_KERNEL_BYTES, k.count)
+                or _whole("bytes_written", k.bytes_written, (t1, t2), 0, MAX_KERNEL_BYTES, k.count)
+            )
+            if problem:
+                return f"{item}: {problem}"
+        for i, g in enumerate(s.gemms):
+            problem = (
+                _choice("graph", g.graph, GRAPHS)
+                or _choice("op", g.op, GEMM_OPS)
+                or _choice("dtype", g.dtype, DTYPES)
+                or _flags(recomputed=g.recomputed)
+                or next(
+                    (
+                        p
+                        for name in ("m", "k", "n")
+                        if (p := _whole(name, getattr(g, name), (t1, t2), 1, MAX_GEMM_DIM))
+                    ),
+                    "",
+                )
+                or _whole("bytes", g.bytes, (t1, t2), 0, MAX_KERNEL_BYTES)
+            )
+            if problem:
+                return f"{where}: gemms[{i}]: {problem}"
+        for i, c in enumerate(s.collectives):
+            problem = (
+                _choice("kind", c.kind, tuple(k.value for k in CollectiveKind))
+                or _choice("dtype", c.dtype, DTYPES)
+                or _choice("mesh", c.mesh, MESHES)
+                or _choice("graph", c.graph, GRAPHS)
+                or _flags(compiled=c.compiled, recomputed=c.recomputed, feeds_cast=c.feeds_cast)
+                or (
+                    ""
+                    if _is_int(c.group_size) and 1 <= c.group_size <= 2**18
+                    else f"group_size {c.group_size!r} is no group of ranks"
+                )
+                or _whole("count", c.count, (t1, t2), 0, MAX_COUNT)
+                or _whole("bytes", c.bytes, (t1, t2), 0, MAX_KERNEL_BYTES, c.count)
+            )
+            if problem:
+                return f"{where}: collectives[{i}]: {problem}"
+    for i, check in enumerate(fit.checks):
+        numbers = {
+            "kernel_bytes_error": check.kernel_bytes_error,
+            "gemm_flops_error": check.gemm_flops_error,
+            "collective_bytes_error": check.collective_bytes_error,
+            **({} if check.time_error is None else {"time_error": check.time_error}),
+        }
+        for name, value in numbers.items():
+            if not _is_number(value) or not 0 <= value < math.inf:
+                return f"checks[{i}].{name} {value!r} is not a finite error >= 0"
+        for name in ("tokens", "kernels_fit", "kernels_compiled"):
+            value = getattr(check, name)
+            if not _is_int(value) or value < (name == "tokens"):
+                return f"checks[{i}].{name} {value!r} is not a count"
+    return ""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _choice(name: str, value: Any, options: tuple[str, ...]) -> str:
+    return "" if value in options else f"{name} {value!r} is not one of {', '.join(options)}"
+
+
+def _flags(**values: Any) -> str:
+    bad = [name for name, value in values.items() if not isinstance(value, bool)]
+    return f"{bad[0]} must be true or false" if bad else ""
+
+
+def _steps(steps: Any) -> str:
+    if all(isinstance(step, str) for step in steps):
+        return ""
+    return f"float8_steps {list(steps)!r} must be strings"
+
+
+def _whole(
+    name: str,
+    term: Affine,
+    knots: tuple[int, int],
+    low: int,
+    high: int,
+    count: Affine | None = None,
+) -> str:
+    """An affine count or size: a whole number in [low, high] at both knots; with `count`, the
+    summed size of that many launches, each in [low, high]."""
+    for tokens in knots:
+        value: Fraction = term.at(tokens)
+        top = high if count is None else high * count.at(tokens)
+        if value.denominator != 1 or not low <= value <= top:
+            each = "" if count is None else " per launch"
+            return (
+                f"{name} is {value} at {tokens} tokens (a whole number in {low}..{high:.3g}{each})"
+            )
+    return ""
 
 
 def _raw_key(path: str | Path, raw: Any) -> BlockKey:
@@ -147,7 +309,13 @@ def _raw_key(path: str | Path, raw: Any) -> BlockKey:
 @cache
 def _shipped_index() -> tuple[dict[BlockKey, Any], dict[str, Any]]:
     fits, produced_by = _read(SHIPPED)
-    return {_raw_key(SHIPPED, f): f for f in fits}, produced_by
+    index: dict[BlockKey, Any] = {}
+    for raw in fits:
+        key = _raw_key(SHIPPED, raw)
+        if key in index:  # never the last one silently
+            raise BlockFileError(f"block file {SHIPPED}: two fits for {key}")
+        index[key] = raw
+    return index, produced_by
 
 
 @cache

@@ -79,6 +79,20 @@ _RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
 
 
 KERNEL_CLASS_VALUES = frozenset(c.value for c in KernelClass)
+# What a kernel record may say (profiler/triton_code.py KernelKind, but gemms, which are no
+# kernel records; fit.GRAPH_ORDER; recipes.Role): anything else is a damaged file.
+KERNEL_KINDS = ("pointwise", "reduction", "persistent_reduction", "template", "cpp", "extern")
+GRAPHS = ("fwd", "bwd")
+ROLE_NAMES = ("input", "weight", "grad_output")
+# Ranges a device's numbers fall in (a CPU's to the fastest GPU's, with room): a value outside
+# is a damaged file, and would time a linear at inf or 0.
+FLOPS_RANGE = (1e9, 1e18)  # FLOP/s
+BANDWIDTH_RANGE = (1e8, 1e15)  # bytes/s
+MAX_FLOOR_S = 1e-2  # the shortest kernel of a device: 10 ms is none
+MAX_TIME_S = 1e4  # one measured gemm, kernel or step
+MAX_KERNEL_BYTES = 2**50  # one kernel's traffic: a PiB is none
+MAX_FACTOR = 1e3  # a fitted time factor (measured / modelled)
+MAX_K_OVERHEAD = 2**20  # a gemm tile's prologue and epilogue, in K steps
 
 
 class CalibrationError(F8RoofError):
@@ -164,11 +178,11 @@ def sample_from_json(data: Any, *, source: str) -> KernelSample:
     )
     return KernelSample(
         r.str("kernel"),
-        r.str("graph"),
-        r.str("kind"),
-        r.optional_str("role"),
-        r.int("bytes"),
-        r.int("workspace_bytes"),
+        r.choice("graph", GRAPHS),
+        r.choice("kind", KERNEL_KINDS),
+        r.role("role"),
+        r.int("bytes", maximum=MAX_KERNEL_BYTES),
+        r.int("workspace_bytes", maximum=MAX_KERNEL_BYTES),
         polynomial,
         r.kernel_class(),
         scattered,
@@ -308,7 +322,7 @@ class Calibration:
             device=env.choice("device", ("cuda", "cpu", "codegen")),
             device_name=env.str("device_name"),
             gpu=env.optional_str("gpu"),
-            sm_count=env.int("sm_count"),
+            sm_count=env.int("sm_count", minimum=1),
             torch=env.str("torch"),
             triton=env.str("triton"),
             torchao=env.str("torchao"),
@@ -320,13 +334,15 @@ class Calibration:
             env.fail("gpu", f"{environment.gpu!r} is not a GPU preset ({', '.join(PRESETS)})")
         ceil = root.obj("ceilings")
         ceilings = Ceilings(
-            *(
-                ceil.num(f, positive=True)
-                for f in ("bf16_flops", "fp8_flops", "copy_bandwidth_bytes_per_s", "launch_floor_s")
-            )
+            ceil.num("bf16_flops", within=FLOPS_RANGE),
+            ceil.num("fp8_flops", within=FLOPS_RANGE),
+            ceil.num("copy_bandwidth_bytes_per_s", within=BANDWIDTH_RANGE),
+            ceil.num("launch_floor_s", positive=True, at_most=MAX_FLOOR_S),
         )
         fit_shapes = tuple(_shape(r, r.where) for r in root.items("fit_shapes"))
         shape_set = set(fit_shapes)
+        if len(shape_set) != len(fit_shapes):
+            root.fail("fit_shapes", "a shape appears twice")
         gemms = tuple(
             GemmMeasurement(
                 g.choice("dtype", GEMM_DTYPES),
@@ -334,7 +350,7 @@ class Calibration:
                 g.int("m", minimum=1),
                 g.int("k", minimum=1),
                 g.int("n", minimum=1),
-                g.num("time_s", positive=True),
+                g.num("time_s", positive=True, at_most=MAX_TIME_S),
             )
             for g in root.objs("gemms")
         )
@@ -343,9 +359,9 @@ class Calibration:
             StepMeasurement(
                 s.str("variant"),
                 *_known_shape(s, shape_set),
-                s.num("device_s", positive=True),
-                s.num("gemm_s", positive=True),
-                s.num("wall_s", positive=True),
+                s.num("device_s", positive=True, at_most=MAX_TIME_S),
+                s.num("gemm_s", positive=True, at_most=MAX_TIME_S),
+                s.num("wall_s", positive=True, at_most=MAX_TIME_S),
                 s.int("launches"),
             )
             for s in root.objs("steps")
@@ -493,7 +509,14 @@ class _Reader:
             self.fail(key, f"missing (expected {kind})")
         return self.data[key]
 
-    def num(self, key: str, *, positive: bool = False) -> float:
+    def num(
+        self,
+        key: str,
+        *,
+        positive: bool = False,
+        within: tuple[float, float] | None = None,
+        at_most: float | None = None,
+    ) -> float:
         value = self._get(key, "a number")
         if (
             isinstance(value, bool)
@@ -505,14 +528,29 @@ class _Reader:
             )
         if value < 0 or (positive and value == 0):
             self.fail(key, f"must be {'positive' if positive else 'non-negative'}, got {value}")
+        if within is not None and not within[0] <= value <= within[1]:
+            self.fail(key, f"{value:.4g} is outside {within[0]:.0e}..{within[1]:.0e}")
+        if at_most is not None and value > at_most:
+            self.fail(key, f"{value:.4g} exceeds {at_most:.4g}")
         return float(value)
 
-    def int(self, key: str, *, minimum: int = 0) -> int:
+    def int(self, key: str, *, minimum: int = 0, maximum: int | None = None) -> int:
         value = self._get(key, "an integer")
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, f"expected an integer, got {type(value).__name__} {str(value)[:40]!r}")
         if value < minimum:
             self.fail(key, f"must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            self.fail(key, f"{value} exceeds {maximum}")
+        return value
+
+    def role(self, key: str) -> str | None:
+        """A kernel's roles: null, or roles.Role values joined by commas, in that order."""
+        value = self.optional_str(key)
+        if value is not None:
+            parts = value.split(",")
+            if [r for r in ROLE_NAMES if r in parts] != parts:
+                self.fail(key, f"{value!r} is not a comma list of {', '.join(ROLE_NAMES)}")
         return value
 
     def str(self, key: str) -> str:
@@ -623,13 +661,13 @@ def _kernel_from(k: _Reader, shapes: set[Shape]) -> KernelMeasurement:
         *_known_shape(k, shapes),
         k.str("key"),
         k.str("kernel"),
-        k.str("graph"),
-        k.str("kind"),
-        k.optional_str("role"),
-        k.int("bytes_read"),
-        k.int("bytes_written"),
-        k.int("workspace_bytes"),
-        k.num("time_s", positive=True),
+        k.choice("graph", GRAPHS),
+        k.choice("kind", KERNEL_KINDS),
+        k.role("role"),
+        k.int("bytes_read", maximum=MAX_KERNEL_BYTES),
+        k.int("bytes_written", maximum=MAX_KERNEL_BYTES),
+        k.int("workspace_bytes", maximum=MAX_KERNEL_BYTES),
+        k.num("time_s", positive=True, at_most=MAX_TIME_S),
         k.polynomial("bytes_polynomial"),
         k.kernel_class(),
     )
@@ -684,6 +722,8 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
     kernel_sets = []
     for r in reader.objs("kernel_sets"):
         kernel_set_shapes = tuple(_shape(s, s.where) for s in r.items("shapes"))
+        if not kernel_set_shapes:
+            r.fail("shapes", "empty: a kernel set is fitted at one calibration shape or more")
         verified = tuple(_shape(s, s.where) for s in r.items("verified"))
         for shape in kernel_set_shapes + verified:
             if shape not in shapes:
@@ -694,9 +734,9 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
             FittedKernel(
                 k.str("key"),
                 k.str("name"),
-                k.str("graph"),
-                k.str("kind"),
-                k.optional_str("role"),
+                k.choice("graph", GRAPHS),
+                k.choice("kind", KERNEL_KINDS),
+                k.role("role"),
                 k.polynomial("bytes"),
                 k.kernel_class(),
                 k.polynomial("scattered_elements")
@@ -709,13 +749,21 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
             )
             for k in r.objs("kernels")
         )
+        if len({k.key for k in kernels}) != len(kernels):
+            r.fail("kernels", "a kernel key appears twice")
         total = r.polynomial("total")
         if sum((k.nbytes for k in kernels), Polynomial.from_map({})) != total:
             raise CalibrationError(
                 f"{r.source}: field {r.where}.total: is not the sum of its kernels"
             )
         kernel_sets.append(
-            KernelSet(kernel_set_shapes, kernels, total, verified, r.int("workspace_max_bytes"))
+            KernelSet(
+                kernel_set_shapes,
+                kernels,
+                total,
+                verified,
+                r.int("workspace_max_bytes", maximum=MAX_KERNEL_BYTES),
+            )
         )
     unfitted = tuple(
         Unfitted(tuple(_shape(s, s.where) for s in u.items("shapes")), u.str("reason"))
@@ -727,10 +775,10 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
     cost = None
     if fixed is not None:
         cost = FixedCost(
-            fixed.num("gemm_factor", positive=True),
-            fixed.num("device_extra_s"),
-            fixed.num("wall_extra_s"),
-            fixed.num("wall_floor_s", positive=True),
+            fixed.num("gemm_factor", positive=True, at_most=MAX_FACTOR),
+            fixed.num("device_extra_s", at_most=MAX_TIME_S),
+            fixed.num("wall_extra_s", at_most=MAX_TIME_S),
+            fixed.num("wall_floor_s", positive=True, at_most=MAX_TIME_S),
         )
     return VariantFit(key, TrafficFit(tuple(kernel_sets), unfitted), cost)
 
@@ -747,11 +795,13 @@ def _datasheet_gemm_from(root: _Reader) -> TiledGemm | None:
             dtypes.fail(dtype, f"unknown gemm dtype; known: {', '.join(GEMM_DTYPES)}")
         e = dtypes.obj(dtype)
         tiles = tuple(_tile(t) for t in e.items("tiles"))
+        if not tiles:
+            e.fail("tiles", "empty: a gemm runs in tiles of one shape or more")
         try:
             family = GemmEfficiency(
                 e.num("peak_fraction", positive=True),
-                e.int("k_overhead"),
-                e.num("latency_s"),
+                e.int("k_overhead", maximum=MAX_K_OVERHEAD),
+                e.num("latency_s", at_most=MAX_FLOOR_S),
                 tiles,
                 e.num("slow_accum_factor", positive=True) if "slow_accum_factor" in e.data else 1.0,
             )
@@ -804,13 +854,19 @@ def _kernel_time_to_dict(model: KernelTimeModel) -> dict[str, Any]:
 
 
 def _kind_from(reader: _Reader) -> KindTime:
-    return KindTime(reader.num("floor_s"), reader.num("bandwidth_bytes_per_s", positive=True))
+    return KindTime(
+        reader.num("floor_s", at_most=MAX_FLOOR_S),
+        reader.num("bandwidth_bytes_per_s", within=BANDWIDTH_RANGE),
+    )
 
 
 def _kernel_time_from(reader: _Reader) -> KernelTimeModel:
     kinds = reader.obj("kinds")
     factors = reader.obj("factors")
     res = reader.obj("residuals")
+    for name in kinds.data:
+        if name not in KERNEL_KINDS:
+            kinds.fail(name, f"unknown kernel kind; known: {', '.join(KERNEL_KINDS)}")
     classes = reader.obj("classes") if "classes" in reader.data else None
     if classes is not None:
         for name in classes.data:
@@ -819,7 +875,9 @@ def _kernel_time_from(reader: _Reader) -> KernelTimeModel:
     return KernelTimeModel(
         tuple((name, _kind_from(kinds.obj(name))) for name in kinds.data),
         _kind_from(reader.obj("pooled")),
-        tuple((name, factors.num(name, positive=True)) for name in factors.data),
+        tuple(
+            (name, factors.num(name, positive=True, at_most=MAX_FACTOR)) for name in factors.data
+        ),
         Residuals(res.num("median"), res.num("max"), res.int("count")),
         ()
         if classes is None

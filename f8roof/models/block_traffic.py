@@ -234,7 +234,9 @@ def block_worst_traffic(
             kernels += _worst_emulated(role, cast, fused=role in fused, limited=role in limited)
         else:
             kernels += _worst_cast(recipe, role, cast, limited=role in limited)
-    return TrafficModel(Level.WORST, recipe, tuple(kernels), 0, implementation)
+    # no scale kernels (each cast computes its block scales), but every kernel is a launch: a
+    # launch floor each, or a 16 x 16 x 16 linear's casts would take no time at all
+    return TrafficModel(Level.WORST, recipe, tuple(kernels), len(kernels), implementation)
 
 
 def block_ideal_traffic(
@@ -254,4 +256,6 @@ def block_ideal_traffic(
         else:
             written = len(casts) * (FP8_BYTES * n + scale_bytes(recipe, role))
         kernels.append(_kernel(role, "cast", read, written))
-    return TrafficModel(Level.IDEAL, recipe, tuple(kernels), 0, implementation)
+    # a launch (and its floor) per role whose cast does not fuse into its producer's kernel
+    launches = sum(1 for role in ROLES if role not in fused)
+    return TrafficModel(Level.IDEAL, recipe, tuple(kernels), launches, implementation)

@@ -152,7 +152,10 @@ class GemmEfficiency:
 # Split-K (TiledGemm): when the output tiles fill under half the SMs and K exceeds this many
 # times the larger output dim, K is split across the idle SMs in slices of at least SPLIT_K_MIN.
 # cuBLAS's heuristics are not public: these thresholds only keep thin long-K gemms from being
-# modelled on one SM, and no measured point the model cites is a split-K gemm.
+# modelled on one SM, and no measured point the model cites is a split-K gemm. So that time
+# never falls as a dimension grows, a split is priced at K = max(K, SPLIT_K_RATIO x the larger
+# output dim) (below the ratio a split gemm costs what it costs there) and chosen only where it
+# beats the unsplit one; its slices are at least SPLIT_K_MIN K-steps (a shorter one costs that).
 SPLIT_K_RATIO = 4
 SPLIT_K_MIN = 256
 
@@ -196,8 +199,8 @@ class TiledGemm:
         sms = self.gpu.sm_count
         per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / sms
         k_steps = k + eff.k_overhead
-        long_reduction = k > SPLIT_K_RATIO * np.maximum(m, n)
-        any_long = long_reduction.any()
+        # the K a split is priced at (see SPLIT_K_RATIO)
+        split_k = np.maximum(k, SPLIT_K_RATIO * np.maximum(m, n))
         compute = np.full(m.shape, np.inf)
         tile_s, scratch = np.empty(m.shape), np.empty(m.shape)
         for rows, cols in eff.tiles:
@@ -208,16 +211,13 @@ class TiledGemm:
             np.ceil(np.multiply(tiles, 1 / sms, out=tile_s), out=tile_s)  # waves
             tile_s *= k_steps
             # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
-            # layer) is spread over the idle SMs by splitting K, as cuBLAS does. Rare: only
-            # those shapes are recomputed.
-            if any_long:
-                split = long_reduction & (tiles < sms / 2)
-                if split.any():
-                    few, long_k = tiles[split], k[split]
-                    splits = np.maximum(1, np.minimum(sms // few, long_k // SPLIT_K_MIN))
-                    tile_s[split] = np.ceil(few * splits / sms) * (
-                        np.ceil(long_k / splits) + eff.k_overhead
-                    )
+            # layer) is spread over the idle SMs by splitting K, as cuBLAS does: sms // tiles
+            # slices, one wave. Rare: only those shapes are recomputed.
+            split = tiles < sms / 2
+            if split.any():
+                slices = sms // tiles[split]
+                slice_k = np.maximum(np.ceil(split_k[split] / slices), SPLIT_K_MIN)
+                tile_s[split] = np.minimum(tile_s[split], slice_k + eff.k_overhead)
             tile_s *= 2 * rows * cols / per_sm
             np.minimum(compute, tile_s, out=compute)
         traffic = operand_bytes(dtype) * (m * k + k * n) + OUTPUT_BYTES * m * n
@@ -403,3 +403,32 @@ def linear_gemm_times(
         total = total + time
         extrapolated = extrapolated | extra
     return total, extrapolated
+
+
+@dataclass(frozen=True)
+class BlockScaledGemm:
+    """A gemm model whose block-scaled recipe's gemms run their own kernel family. Recipes name
+    their gemms by `fp8_gemm_dtype` (MX as fp8, blockwise as fp8_rowwise: the families a
+    measured table keeps); a model that has the block-scaled families (a preset's datasheet
+    timing: mxfp8, fp8_blockwise) times them as those, not as tensorwise or rowwise fp8."""
+
+    base: TiledGemm
+    families: tuple[tuple[str, str], ...]  # requested dtype -> the family that runs it
+
+    def time_s(
+        self, dtype: str, role: GemmRole, M, K, N, groups=1
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return self.base.time_s(dict(self.families).get(dtype, dtype), role, M, K, N, groups)
+
+    @classmethod
+    def of(cls, model: TiledGemm, recipe: Recipe) -> TiledGemm | BlockScaledGemm:
+        """`model` as `recipe` runs its gemms: unchanged unless the recipe is block-scaled
+        and the model has that family."""
+        has = {d for d, _ in model.efficiencies}
+        if recipe.emulated:  # dequantized bf16 gemms
+            return model
+        if recipe.granularity is Granularity.MX and "mxfp8" in has:
+            return cls(model, (("fp8", "mxfp8"),))
+        if recipe.granularity is Granularity.BLOCKWISE and "fp8_blockwise" in has:
+            return cls(model, (("fp8_rowwise", "fp8_blockwise"),))
+        return model

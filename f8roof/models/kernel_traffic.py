@@ -55,7 +55,9 @@ class TrafficModel:
     level: Level
     recipe: Recipe
     kernels: tuple[KernelTraffic, ...]
-    small_kernels: int  # the seed's count of scale kernels, each costing a launch floor
+    # the seed's count of scale kernels, each costing a launch floor (block-scaled recipes,
+    # which have none: their launches, models/block_traffic.py)
+    small_kernels: int
     implementation: Implementation = Implementation.REFERENCE
 
     @cached_property

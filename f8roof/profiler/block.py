@@ -55,7 +55,7 @@ from f8roof.models.block import (
 )
 from f8roof.models.checkpointing import Decision, SacPolicy, sac_policy
 from f8roof.models.errors import ModelError
-from f8roof.models.hardware import GPU, find_gpu
+from f8roof.models.hardware import GPU, Float8Family, find_gpu
 from f8roof.models.recipes import Recipe
 from f8roof.models.variant import torchao_recipe_name
 from f8roof.profiler import codegen_only, torchao_float8
@@ -496,6 +496,16 @@ def capture_block(
         )
     if spec.moe is not None:
         raise CaptureError(f"{spec.name or 'block'}: MoE blocks are not compiled yet")
+    if (
+        recipe is not None
+        and target is CaptureDevice.CODEGEN
+        and (gpu or find_gpu("h100")).fp8_dtype_family is Float8Family.FNUZ
+    ):
+        # torchao's float8 TP plan casts to its module-level e4m3fn, whatever the config says
+        raise CaptureError(
+            f"{(gpu or find_gpu('h100')).name} runs the fnuz float8 encodings; sharded float8 "
+            "blocks are compiled for OCP float8 only (compare one linear: --shape)"
+        )
     try:
         float8 = Recipe.from_name(recipe) if recipe is not None else None
         if float8 is not None:

@@ -39,7 +39,7 @@ from torch import nn
 
 from f8roof.errors import F8RoofError
 from f8roof.models.fit import FitError, KernelSample, buffer_polynomial
-from f8roof.models.hardware import GPU, find_gpu
+from f8roof.models.hardware import GPU, Float8Family, find_gpu
 from f8roof.models.kernel_classes import KernelClass
 from f8roof.models.recipes import BLOCK_ELEMENTS, ROLES, Role
 from f8roof.models.variant import Variant, fp8_shape_reason
@@ -417,8 +417,13 @@ def capture_and_measure(
         if reason is not None:
             where = f"{variant.key} at M,K,N={','.join(map(str, shape))} on {device}"
             raise CaptureError(f"cannot capture {where}: {reason}")
+    # the float8 encodings of the part codegen targets (MI300X: fnuz; a CUDA device: its own)
+    fnuz = (
+        CaptureDevice(device) is CaptureDevice.CODEGEN
+        and (gpu or find_gpu("h100")).fp8_dtype_family is Float8Family.FNUZ
+    )
     captured, measured = capture_step(
-        step_factory(variant, shape),
+        step_factory(variant, shape, fnuz=fnuz),
         shape,
         device=device,
         key=variant.key,

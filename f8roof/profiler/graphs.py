@@ -97,32 +97,44 @@ def input_count(context: Context) -> int:
     return 2 if context.before is Before.SILU_MUL else 1
 
 
-def build_module(variant: Variant, K: int, N: int) -> nn.Module:
+def build_module(variant: Variant, K: int, N: int, *, fnuz: bool = False) -> nn.Module:
     """The variant's module, on the current default device (meta for uninitialized steps).
-    torchao converts it as users do; call inside `torchao_float8.inductor_patch_scope`."""
+    torchao converts it as users do; call inside `torchao_float8.inductor_patch_scope`.
+    `fnuz`: the part runs the fnuz float8 encodings (MI300X): torchao's casts to them; f8roof's
+    reference linear casts to e4m3fn/e5m2 only, refused."""
     context = variant.context
+    if fnuz and variant.implementation is Implementation.REFERENCE and variant.recipe:
+        raise ContextError(
+            "f8roof's reference linear casts to float8_e4m3fn/e5m2; this GPU runs the fnuz "
+            "encodings (MI300X): use --impl torchao"
+        )
     if variant.implementation is Implementation.REFERENCE:
         linear = make_linear(variant.recipe, in_features=K, out_features=N, device=None)
     else:
         linear = nn.Linear(K, N, bias=False, dtype=DTYPE)
     module = ContextLinear(_before(context.before, K), linear, _AFTER[context.after]())
     if variant.implementation is Implementation.TORCHAO:
-        module = torchao_float8.convert(module, variant.recipe)
+        module = torchao_float8.convert(module, variant.recipe, fnuz=fnuz)
     return module
 
 
 def build_step(
-    variant: Variant, shape: tuple[int, int, int], *, device: str, initialize: bool
+    variant: Variant,
+    shape: tuple[int, int, int],
+    *,
+    device: str,
+    initialize: bool,
+    fnuz: bool = False,
 ) -> Step:
     """The variant's step at (M, K, N) on `device`: random weights and data when `initialize`,
     else uninitialized (built on the meta device and materialized without init)."""
     M, K, N = shape
     if initialize:
         with torch.device(device):
-            module = build_module(variant, K, N)
+            module = build_module(variant, K, N, fnuz=fnuz)
     else:
         with torch.device("meta"):
-            module = build_module(variant, K, N)
+            module = build_module(variant, K, N, fnuz=fnuz)
         module = module.to_empty(device=device)
     make = torch.randn if initialize else torch.empty
     inputs = tuple(
@@ -167,5 +179,8 @@ def version_mismatch(calibration_versions: dict[str, str]) -> str | None:
     return "; ".join(differ) or None
 
 
-def step_factory(variant: Variant, shape: tuple[int, int, int]) -> StepFactory:
-    return functools.partial(build_step, variant, shape)
+def step_factory(
+    variant: Variant, shape: tuple[int, int, int], *, fnuz: bool = False
+) -> StepFactory:
+    """`fnuz`: the step as a part that runs the fnuz float8 encodings trains it (MI300X)."""
+    return functools.partial(build_step, variant, shape, fnuz=fnuz)

@@ -79,19 +79,39 @@ def version() -> str | None:
     return sys.modules["torchao"].__version__
 
 
-def convert(module: nn.Module, recipe: Recipe) -> nn.Module:
+def convert(module: nn.Module, recipe: Recipe, *, fnuz: bool = False) -> nn.Module:
     """`module` with its nn.Linear layers converted to torchao's training of `recipe`, as
     users (and torchtitan) convert models: Float8Linear for tensorwise and rowwise, the MXFP8
     weight wrapper of `MXFP8TrainingOpConfig` for MX, `fp8_blockwise_mm` for blockwise. Call
-    inside `inductor_patch_scope`."""
+    inside `inductor_patch_scope`. `fnuz`: the float8_e4m3fnuz / e5m2fnuz casts torchao makes
+    on an MI300X (its `Float8TypeConfig` picks them on ROCm; codegen elsewhere does not)."""
     float8 = import_float8()
     name = torchao_recipe_name(recipe)
+    if fnuz and recipe.granularity in (Granularity.MX, Granularity.BLOCKWISE):
+        raise F8RoofError(f"{recipe.name} has no fnuz float8 kernels (MI300X runs neither)")
     if recipe.granularity is Granularity.MX:
         return _convert_mx(module, name)
     if recipe.granularity is Granularity.BLOCKWISE:
         return _convert_blockwise(module)
     config = float8.Float8LinearConfig.from_recipe_name(name)
+    if fnuz:
+        config = fnuz_config(config)
     return float8.convert_to_float8_training(module, config=config)
+
+
+def fnuz_config(config):
+    """A Float8LinearConfig with every cast's target in the fnuz encodings (same bytes)."""
+    import dataclasses
+
+    fnuz = {torch.float8_e4m3fn: torch.float8_e4m3fnuz, torch.float8_e5m2: torch.float8_e5m2fnuz}
+    casts = {
+        f.name: dataclasses.replace(cast, target_dtype=fnuz[cast.target_dtype])
+        for f in dataclasses.fields(config)
+        if f.name.startswith("cast_config")
+        and (cast := getattr(config, f.name)) is not None
+        and cast.target_dtype in fnuz
+    }
+    return dataclasses.replace(config, **casts)
 
 
 def _convert_mx(module: nn.Module, name: str) -> nn.Module:

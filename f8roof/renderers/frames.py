@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from f8roof.errors import F8RoofError
-from f8roof.files import atomic_path, write_text_atomic
+from f8roof.files import atomic_path, atomic_set, write_text_atomic
 from f8roof.renderers.cells import number
 
 Renderer = Callable[[pd.DataFrame, str | Path], None]
@@ -170,9 +170,10 @@ def write_frame(
         write_text_atomic(path, json.dumps({"summary": summary, "layers": layers}, indent=1) + "\n")
     elif name.endswith(".md"):
         write_text_atomic(path, render_markdown(frame) + "\n" + summary_markdown(summary))
-    else:
-        renderer_for(path)(frame, path)
-        write_text_atomic(summary_path(path), summary_csv(summary))
+    else:  # the table and its summary as one set: both written, or neither changed
+        with atomic_set(path, summary_path(path)) as (table, beside):
+            renderer_for(path)(frame, table)
+            beside.write_text(summary_csv(summary), encoding="utf-8")
 
 
 def summary_path(path: str | Path) -> Path:

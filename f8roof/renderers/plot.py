@@ -17,6 +17,7 @@ import pandas as pd
 
 from f8roof.errors import F8RoofError
 from f8roof.estimate import EstimateConfig, estimate
+from f8roof.files import atomic_path
 from f8roof.models.grouped import GROUPED_RECIPE
 from f8roof.models.variant import FP8_DIM_MULTIPLE
 from f8roof.resolve import Request
@@ -54,11 +55,18 @@ class Plot:
     data: pd.DataFrame  # what was drawn
 
 
-def _figure(width_in: float, height_in: float):
+def check_matplotlib() -> None:
+    """Plotting needs matplotlib: a PlotError saying so, before anything is drawn."""
     try:
-        from matplotlib.figure import Figure
+        import matplotlib.figure  # noqa: F401
     except ImportError:
         raise PlotError("plotting needs matplotlib: pip install 'f8roof[plot]'") from None
+
+
+def _figure(width_in: float, height_in: float):
+    check_matplotlib()
+    from matplotlib.figure import Figure
+
     return Figure(figsize=(width_in, height_in), dpi=DPI, layout="constrained")
 
 
@@ -70,8 +78,9 @@ def check_out(out: str | Path) -> Path:
 
 
 def _save(figure, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=DPI)
+    """Atomically (files.atomic_path), in the format the name's suffix says."""
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=DPI, format=path.suffix.lstrip(".").lower())
 
 
 def context_text(config: EstimateConfig) -> str:

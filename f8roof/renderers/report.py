@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from f8roof import __version__
 from f8roof.errors import F8RoofError
-from f8roof.files import write_text_atomic
+from f8roof.files import atomic_set
 from f8roof.recommend import TIME_COLUMNS, Recommendation, best_recipe
 from f8roof.renderers.cells import (
     aligned,
@@ -140,7 +140,13 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     lines = [
         (
             f"total linear time per step (fwd+bwd, device, {level}): bf16 {ms(t.bf16_s)} ms -> "
-            f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears in float8: "
+            f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears"
+            + (
+                ""
+                if t.linears == rec.architecture.linear_count
+                else " on each GPU (its share of the routed experts)"
+            )
+            + " in float8: "
             f"speedup {t.speedup:.3f}x of the linear part"
             + (
                 ""
@@ -344,40 +350,57 @@ class ReportResult:
 
 
 def write_report(report: ModelReport, *, out: str | Path, plots: bool = True) -> ReportResult:
-    """The markdown report, with its plots as PNGs beside it (`<stem>_*.png`). Without
-    matplotlib the report is written without plots and says so."""
-    from f8roof.renderers.plot import PlotError, heatmap, layer_speedups, overhead_share
+    """The markdown report, with its plots as PNGs beside it (`<stem>_*.png`), written as one
+    set: every file drawn into a temporary beside it, then all renamed (`files.atomic_set`),
+    so an error or Ctrl-C leaves the previous report whole. Without matplotlib the report is
+    written without plots and says so."""
+    from f8roof.renderers.plot import (
+        PlotError,
+        check_matplotlib,
+        heatmap,
+        layer_speedups,
+        overhead_share,
+    )
 
     path = check_report_path(out)
     rec, config = report.recommendation, report.best
-    written: list[tuple[str, Path]] = []
-    note = ""
-    if plots:
-        stem = path.with_suffix("")
-        try:
-            written.append(
-                ("Speedup per layer type", layer_speedups(rec, out=f"{stem}_layers.png").path)
-            )
-            written.append(
-                (
-                    f"Speedup over M and K = N ({config.recipe.name})",
-                    heatmap(config, out=f"{stem}_heatmap.png").path,
-                )
-            )
-            written.append(
-                (
-                    f"Overhead share of float8 time ({config.recipe.name})",
-                    overhead_share(config, out=f"{stem}_overhead.png").path,
-                )
-            )
-        except PlotError as e:
-            note = f"(plots skipped: {e.message})"
-    relative = [(caption, p.name) for caption, p in written]
-    text = markdown(
-        rec, source=report.source, plots=relative, plot_note=note, comparison=report.comparison
+    stem = path.with_suffix("")
+    drawn = (
+        [
+            (
+                "Speedup per layer type",
+                Path(f"{stem}_layers.png"),
+                lambda o: layer_speedups(rec, out=o),
+            ),
+            (
+                f"Speedup over M and K = N ({config.recipe.name})",
+                Path(f"{stem}_heatmap.png"),
+                lambda o: heatmap(config, out=o),
+            ),
+            (
+                f"Overhead share of float8 time ({config.recipe.name})",
+                Path(f"{stem}_overhead.png"),
+                lambda o: overhead_share(config, out=o),
+            ),
+        ]
+        if plots
+        else []
     )
-    write_text_atomic(path, text)
-    return ReportResult(path, tuple(p for _, p in written), rec, note, report.source)
+    note = ""
+    if drawn:
+        try:
+            check_matplotlib()
+        except PlotError as e:
+            note, drawn = f"(plots skipped: {e.message})", []
+    with atomic_set(path, *(p for _, p, _ in drawn)) as (md, *pngs):
+        for (_, _, draw), png in zip(drawn, pngs):
+            draw(png)
+        relative = [(caption, p.name) for caption, p, _ in drawn]
+        text = markdown(
+            rec, source=report.source, plots=relative, plot_note=note, comparison=report.comparison
+        )
+        md.write_text(text, encoding="utf-8")
+    return ReportResult(path, tuple(p for _, p, _ in drawn), rec, note, report.source)
 
 
 def report_lines(result: ReportResult) -> list[str]:

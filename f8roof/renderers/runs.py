@@ -3,6 +3,8 @@ renderers/gpus.py)."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from f8roof.calibration.file import Calibration
@@ -30,13 +32,23 @@ def calibration_lines(calibration: Calibration, out: str) -> list[str]:
 def validation_lines(frame: pd.DataFrame, stats: pd.DataFrame, out_dir: str) -> list[str]:
     lines = [f"wrote {out_dir}/validation.md and validation.csv ({len(frame)} rows)"]
     for name, s in stats.iterrows():
+        seed = (
+            f"the seed's model: {percent(s.seed_median_abs_error_pct)}, "
+            f"{percent(s.seed_max_abs_error_pct)}"
+            if math.isfinite(s.seed_median_abs_error_pct)
+            else "the seed's model: none here, its datasheet rooflines need a GPU preset"
+        )
         lines.append(
-            f"  {name}: speedup error median {s.median_abs_error_pct:.1f}%, max "
-            f"{s.max_abs_error_pct:.1f}% (the seed's model: {s.seed_median_abs_error_pct:.1f}%, "
-            f"{s.seed_max_abs_error_pct:.1f}%); wall clock median "
-            f"{s.wall_median_abs_error_pct:.1f}%"
+            f"  {name}: speedup error median {percent(s.median_abs_error_pct)}, max "
+            f"{percent(s.max_abs_error_pct)} ({seed}); wall clock median "
+            f"{percent(s.wall_median_abs_error_pct)}"
         )
     return lines
+
+
+def percent(value: float) -> str:
+    """'12.3%', or '-' where there is no figure (never 'nan%')."""
+    return f"{value:.1f}%" if math.isfinite(value) else "-"
 
 
 def models_text() -> str:

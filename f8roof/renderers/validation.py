@@ -10,17 +10,22 @@ import pandas as pd
 
 from f8roof.accuracy import GROUP, group_name, measured_square_breakeven, summary
 from f8roof.calibration.file import Calibration
-from f8roof.files import write_text_atomic
+from f8roof.files import write_texts_atomic
+from f8roof.renderers.runs import percent
 from f8roof.validate import ValidationRun
 
 
 def write_validation(run: ValidationRun, calibration: Calibration, out_dir: str | Path) -> None:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out_dir / "validation.csv", run.frame.to_csv(index=False))
-    write_text_atomic(out_dir / "validation.md", markdown_report(run.frame, calibration))
     environment = pd.Series(asdict(run.environment)).to_json(indent=1)
-    write_text_atomic(out_dir / "environment.json", environment + "\n")
+    write_texts_atomic(  # one set: all three written, or none changed
+        {
+            out_dir / "validation.csv": run.frame.to_csv(index=False),
+            out_dir / "validation.md": markdown_report(run.frame, calibration),
+            out_dir / "environment.json": environment + "\n",
+        }
+    )
 
 
 def markdown_report(frame: pd.DataFrame, calibration: Calibration) -> str:
@@ -45,11 +50,16 @@ def markdown_report(frame: pd.DataFrame, calibration: Calibration) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, s in summary(frame).iterrows():
+        cells = (
+            s.median_abs_error_pct,
+            s.max_abs_error_pct,
+            s.seed_median_abs_error_pct,
+            s.seed_max_abs_error_pct,
+            s.wall_median_abs_error_pct,
+            s.wall_max_abs_error_pct,
+        )
         lines.append(
-            f"| {name} | {int(s.shapes)} | {s.median_abs_error_pct:.1f}% "
-            f"| {s.max_abs_error_pct:.1f}% | {s.seed_median_abs_error_pct:.1f}% "
-            f"| {s.seed_max_abs_error_pct:.1f}% | {s.wall_median_abs_error_pct:.1f}% "
-            f"| {s.wall_max_abs_error_pct:.1f}% |"
+            f"| {name} | {int(s.shapes)} | " + " | ".join(percent(c) for c in cells) + " |"
         )
     lines += ["", "## Square breakeven (measured)", ""]
     for key, group in frame.groupby(GROUP, sort=False):
