@@ -358,7 +358,10 @@ def _attention(
         head_dim=out.K // out.heads,
         gemm_flops_per_s=throughput,
     )
-    again = FORWARD_SHARE * block_s if rec.setup.recompute is Recompute.FULL else 0.0
+    # full checkpointing reruns the forward of the blocks it wraps (layer SAC: every n-th)
+    again = 0.0
+    if rec.setup.recompute is Recompute.FULL:
+        again = FORWARD_SHARE * block_s * rec.setup.recompute_share(_layers(rec))
     notes.append(
         f"attention: {block_s * 1e3:.2f} ms per block (FlashAttention-2's causal throughput at "
         f"S = {seq_len}, {heads} heads of {out.K // out.heads}), the same in both precisions"

@@ -530,5 +530,5 @@ def sources_markdown() -> str:
     """The sources table of this module's docstring (README-ready)."""
     doc = __doc__ or ""
     start = doc.index("| preset")
-    end = doc.index("Latency, an assumption")
+    end = doc.index("Latency, from nccl-tests")
     return doc[start:end].strip() + "\n"
