@@ -13,8 +13,8 @@ import argparse
 import resource
 import time
 
-from f8roof.models.block import BlockSpec, ParallelSpec, Recompute
 from f8roof.profiler.block import capture_block
+from f8roof.training.block import BlockSpec, ParallelSpec, Recompute
 
 
 def llama3_8b(*, tp: int, fsdp: int, recompute: Recompute, tokens: int) -> BlockSpec:

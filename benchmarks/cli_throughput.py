@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from f8roof.cli import main as cli
-from f8roof.estimate import estimate
+from f8roof.engine.estimate import estimate
+from f8roof.engine.resolve import Request, resolve
 from f8roof.inputs.shapes import read_shapes_file
 from f8roof.renderers.frames import write_csv, write_parquet
-from f8roof.resolve import Request, resolve
 
 TARGET_SHAPES_PER_S = 500_000
 

@@ -13,11 +13,11 @@ import argparse
 import resource
 import time
 
-from f8roof.compare import compare
-from f8roof.models.fit import FIT_SHAPES
-from f8roof.models.hardware import find_gpu
-from f8roof.models.variant import Variant
+from f8roof.engine.compare import compare
+from f8roof.hardware.presets import find_gpu
 from f8roof.profiler.capture import Capture, capture
+from f8roof.traffic.fit import FIT_SHAPES
+from f8roof.traffic.variant import Variant
 
 
 def peak_rss_mib() -> float:

@@ -17,9 +17,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core, as the target says
 
 import numpy as np
 
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.recipes import Recipe
 
 TARGET_SHAPES_PER_S = 1_000_000
 

@@ -1,12 +1,18 @@
-"""The one family of user-facing errors: one line, exit code 2, never a traceback."""
+"""The one family of user-facing errors: a problem with what the user asked for (a bad shape,
+a bad file, no GPU, a value the models refuse). The library raises them; the command line
+(`f8roof/cli`) prints their one line and exits 2. Anything else is a bug and keeps its
+traceback. No click here: the library depends on nothing of the command line's."""
 
-import click
 
-
-class F8RoofError(click.ClickException):
-    """A problem with what the user asked for (bad shape, bad file, no GPU)."""
+class F8RoofError(Exception):
+    """One line naming the problem; the CLI's exit code 2."""
 
     exit_code = 2
+
+
+class ModelError(F8RoofError, ValueError):
+    """A value the models refuse (an unknown GPU or recipe, a gemm table with a hole, bytes no
+    polynomial fits)."""
 
 
 def reason(error: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""Build the shipped sharded block file (f8roof/calibrations/blocks.json) on CPU.
+"""Build the shipped sharded block file (f8roof/calibration/data/blocks.json) on CPU.
 
 For each built-in dense architecture, TP degree, checkpointing policy and recipe: one block
 compiled as one rank of the sharded run (codegen for h100 on a fake process group, as
@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from f8roof.calibration.block_file import SHIPPED, BlockFits
+from f8roof.device.runner import Checkpoint, Task, run_tasks
 from f8roof.errors import F8RoofError
-from f8roof.models.block import BlockCapture, BlockSpec, ParallelSpec, Recompute
-from f8roof.models.block_fit import check, fit_block
-from f8roof.runner import Checkpoint, Task, run_tasks
+from f8roof.training.block import BlockCapture, BlockSpec, ParallelSpec, Recompute
+from f8roof.training.block_fit import check, fit_block
 
 MODELS = ("llama3-8b", "llama3-70b")
 TP_DEGREES = (1, 2, 8)
@@ -60,8 +60,8 @@ def spec_for(
     tokens = batch * seq_len
     if model == "small":
         return BlockSpec.small(parallel=parallel, tokens=tokens, seq_len=seq_len)
-    from f8roof.architectures.catalog import resolve_model
-    from f8roof.sharded import block_spec
+    from f8roof.engine.sharded import block_spec
+    from f8roof.training.catalog import resolve_model
 
     return block_spec(resolve_model(model), tokens=tokens, seq_len=seq_len, parallel=parallel)
 
@@ -70,7 +70,7 @@ def compile_one(
     model: str, tp: int, recompute: str, recipe: str | None, gather: bool, batch: int, seq_len: int
 ) -> dict:
     """One block's codegen, as a checkpoint record (a worker process runs it)."""
-    from f8roof.models.hardware import find_gpu
+    from f8roof.hardware.presets import find_gpu
     from f8roof.profiler.block import capture_block
 
     spec = spec_for(
@@ -167,7 +167,7 @@ def main() -> None:
                 flush=True,
             )
             fits.append(fit)
-    from f8roof.models.checkpointing import DEFAULT_POLICY
+    from f8roof.training.checkpointing import DEFAULT_POLICY
 
     produced_by = _environment() | {
         "sac_policy": DEFAULT_POLICY,
@@ -189,8 +189,8 @@ def main() -> None:
 def _timer():
     """A block's time (kernels and gemms) by the shipped h100 calibration: what the checks
     compare besides bytes."""
-    from f8roof.resolve import Request, resolve
-    from f8roof.sharded import capture_times
+    from f8roof.engine.resolve import Request, resolve
+    from f8roof.engine.sharded import capture_times
 
     resolved = resolve(Request(gpu=CODE_FOR))
 
@@ -204,7 +204,7 @@ def _timer():
 
 
 def _environment() -> dict:
-    from f8roof.models.hardware import find_gpu
+    from f8roof.hardware.presets import find_gpu
     from f8roof.profiler.device import environment
 
     env = environment("codegen", gpu=find_gpu(CODE_FOR))

@@ -1,7 +1,7 @@
-"""Build the shipped traffic calibrations: f8roof/calibrations/{h100,h200,h100-meta,b200}.json.
+"""Build the shipped traffic calibrations: f8roof/calibration/data/{h100,h200,h100-meta,b200}.json.
 
 Each is the exact bytes of the code torch.compile generates (codegen-only, no GPU) for every
-shipped variant at the 12 fit shapes, timed by models/datasheet.py for that GPU. The kernels
+shipped variant at the 12 fit shapes, timed by timing/datasheet.py for that GPU. The kernels
 are generated once, for the h100 preset: h200 and h100-meta have the same SMs and compute
 capability, which is all Inductor's heuristics read, and this script checks it by generating
 every variant again for h200 at one shape and comparing the kernels. Rerun it when torch or
@@ -12,7 +12,7 @@ byte for byte.
 148 SMs: Inductor's heuristics read both), with the block-scaled recipes whose casts Inductor
 generates (mxfp8_emulated_rceil) beside the others; those whose casts are hand-written kernels
 (mxfp8_rceil, mxfp8_rceil_wgrad_with_hp, blockwise) cannot be generated without a GPU, and
-their traffic is read off their code (models/block_traffic.py).
+their traffic is read off their code (traffic/block_scaled.py).
 
     PYTHONPATH=. python scripts/build_traffic_calibrations.py [--gpu h100|b200] [--jobs 2] [--out DIR]
 """
@@ -24,14 +24,14 @@ import sys
 import time
 from pathlib import Path
 
-from f8roof.calibrate import CalibrateOptions, generated_samples
 from f8roof.calibration.fitting import traffic_calibration
-from f8roof.calibrations import SHIPPED
-from f8roof.models.block_traffic import BytesSource, bytes_source
-from f8roof.models.datasheet import datasheet_timing
-from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import BLOCK_SCALED_NAMES, Recipe
-from f8roof.models.variant import FLOAT8_LINEAR_RECIPES, Context, Implementation, Variant
+from f8roof.calibration.shipped import SHIPPED
+from f8roof.device.calibrate import CalibrateOptions, generated_samples
+from f8roof.hardware.presets import find_gpu
+from f8roof.timing.datasheet import datasheet_timing
+from f8roof.traffic.block_scaled import BytesSource, bytes_source
+from f8roof.traffic.recipes import BLOCK_SCALED_NAMES, Recipe
+from f8roof.traffic.variant import FLOAT8_LINEAR_RECIPES, Context, Implementation, Variant
 
 # The contexts the built-in architectures put linears in (architectures.input_context) and
 # torchao's float8 benchmark's LayerNorm -> Linear -> Sigmoid.

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from f8roof.calibrate import CalibrateOptions, codegen_tasks
+from f8roof.device.calibrate import CalibrateOptions, codegen_tasks
+from f8roof.device.runner import Checkpoint, run_tasks
 from f8roof.files import write_text_atomic
-from f8roof.models.fit import shape_text
-from f8roof.models.hardware import find_gpu
-from f8roof.models.variant import Variant
-from f8roof.runner import Checkpoint, run_tasks
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.fit import shape_text
+from f8roof.traffic.variant import Variant
 
 HEATMAP = Path("data/published/linear_rowwise_heatmap_h100.csv")
 OUT = Path("data/codegen/heatmap_h100.jsonl")

@@ -12,12 +12,12 @@ recipes and shapes still run; a summary ends the output. Exit code 1 only if a c
 import argparse
 import sys
 
-from f8roof.calibrate import CALIBRATION_VARIANTS
-from f8roof.compare import capture_differences
+from f8roof.device.calibrate import CALIBRATION_VARIANTS
+from f8roof.engine.compare import capture_differences
 from f8roof.errors import reason
-from f8roof.models.hardware import find_gpu
-from f8roof.models.variant import Variant
+from f8roof.hardware.presets import find_gpu
 from f8roof.profiler.capture import Capture, capture
+from f8roof.traffic.variant import Variant
 
 SHAPES = ((1024, 2048, 4096), (4096, 1536, 768))
 # What calibration measures by default, and torchao's benchmark context.

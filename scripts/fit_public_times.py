@@ -1,5 +1,5 @@
 """Fit the public time model to the repository's published data and write
-f8roof/calibrations/public_times.json (byte for byte the same on a rebuild: a test checks it).
+f8roof/calibration/data/public_times.json (byte for byte the same on a rebuild: a test checks it).
 
 Prints every parameter with its range over the fits that leave out a fold or a source, the data
 behind the fit, the residuals on it, the cross-validated error of the heatmap cells (10 folds,
@@ -18,11 +18,11 @@ import numpy as np
 
 from f8roof.calibration import public_file, public_fit
 from f8roof.calibration.file import Calibration, retimed
-from f8roof.calibrations import shipped_calibration
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import Context, Implementation
+from f8roof.calibration.shipped import shipped_calibration
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import Context, Implementation
 
 VARIANT = {
     "recipe": Recipe.from_name("rowwise"),

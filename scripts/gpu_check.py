@@ -15,13 +15,13 @@ import time
 
 import torch
 
-from f8roof.calibrate import CALIBRATION_VARIANTS
+from f8roof.device.calibrate import CALIBRATION_VARIANTS
 from f8roof.errors import reason
-from f8roof.models.gemm import GEMM_ROLES
-from f8roof.models.variant import Variant
 from f8roof.profiler.capture import Capture, capture_and_measure
 from f8roof.profiler.measure import launch_durations
 from f8roof.profiler.timing import StepTimes, gemm_fn, measure_step
+from f8roof.timing.gemm import GEMM_ROLES
+from f8roof.traffic.variant import Variant
 
 # What calibration measures by default, and torchao's benchmark context.
 VARIANTS = (*CALIBRATION_VARIANTS, "torchao:tensorwise@layernorm+sigmoid")

@@ -12,10 +12,10 @@ from f8roof.calibration.file import (
     StepMeasurement,
 )
 from f8roof.calibration.fitting import Measurements
-from f8roof.models.fit import FIT_SHAPES, KernelSample, from_sympy, kernel_keys
-from f8roof.models.monomials import SYMBOLS
-from f8roof.models.recipes import Recipe
-from f8roof.models.traffic import worst_traffic
+from f8roof.traffic.fit import FIT_SHAPES, KernelSample, from_sympy, kernel_keys
+from f8roof.traffic.monomials import SYMBOLS
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.worst_ideal import worst_traffic
 
 GRID = [2**i for i in range(8, 15)]
 FLOOR_S, BANDWIDTH = 3e-6, 3e12

@@ -3,17 +3,17 @@
 import pytest
 import synthetic
 
-from f8roof.accuracy import (
+from f8roof.calibration.file import StepMeasurement
+from f8roof.calibration.fitting import fit_calibration
+from f8roof.device.accuracy import (
     Pair,
     measured_square_breakeven,
     percent_error,
     summary,
     validation_frame,
 )
-from f8roof.calibration.file import StepMeasurement
-from f8roof.calibration.fitting import fit_calibration
-from f8roof.models.variant import Variant
 from f8roof.renderers.validation import markdown_report
+from f8roof.traffic.variant import Variant
 
 
 def step(variant, shape, device_s, wall_s=None):

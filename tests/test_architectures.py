@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from f8roof.architectures.catalog import (
+from f8roof.training.catalog import (
     BUILTIN_CONFIGS,
     BUILTIN_NAMES,
     ArchitectureError,
@@ -350,7 +350,7 @@ def test_no_torch_at_import():
     import subprocess
     import sys
 
-    code = "import sys, f8roof.architectures.catalog; print('torch' in sys.modules)"
+    code = "import sys, f8roof.training.catalog; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert torch  # the walker itself is tested above with real modules

@@ -129,12 +129,12 @@ def test_validate_unknown_recipe(tmp_path):
 def test_best_recipe_is_one_float8_can_run():
     """M = 8200 is no multiple of 16: tensorwise's grad_weight gemm cannot run, rowwise_gw_hp's
     (kept in bf16) can. The recommendation must pick the recipe that runs."""
-    from f8roof.architectures.catalog import builtin
-    from f8roof.models.decision import DecisionPolicy
-    from f8roof.recommend import recommend
+    from f8roof.engine.decision import DecisionPolicy
+    from f8roof.engine.recommend import recommend
+    from f8roof.training.catalog import builtin
 
     EXPECTED = DecisionPolicy.EXPECTED
-    from f8roof.resolve import Request, resolve
+    from f8roof.engine.resolve import Request, resolve
 
     resolved = resolve(Request(gpu="h100", recipes="tensorwise,rowwise_gw_hp"))
     rec = recommend(builtin("llama3-8b"), tokens=8200, resolved=resolved, policy=EXPECTED)

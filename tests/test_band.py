@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from f8roof.models.band import (
+from f8roof.errors import ModelError
+from f8roof.timing.band import (
     ClassRate,
     ClassRates,
     CornerTimes,
@@ -15,8 +16,7 @@ from f8roof.models.band import (
     linear_speedup_bands,
     memory_time_band,
 )
-from f8roof.models.errors import ModelError
-from f8roof.models.kernel_classes import GpuFamily, KernelClass, Range
+from f8roof.timing.kernel_classes import GpuFamily, KernelClass, Range
 
 C = KernelClass
 H100_BANDWIDTH = 3.35e12

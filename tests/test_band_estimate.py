@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from f8roof.calibration.file import Calibration
-from f8roof.calibrations import shipped_calibration
-from f8roof.estimate import EstimateConfig, band_columns, estimate
-from f8roof.models.hardware import find_gpu
-from f8roof.models.traffic import context_fused_roles
-from f8roof.models.variant import Variant
+from f8roof.calibration.shipped import shipped_calibration
+from f8roof.engine.estimate import EstimateConfig, band_columns, estimate
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.variant import Variant
+from f8roof.traffic.worst_ideal import context_fused_roles
 
 
 @pytest.mark.parametrize("gpu_name", ["h100", "h200", "h100-meta"])
@@ -53,8 +53,8 @@ def test_a_measured_calibration_collapses_the_band_to_its_residual():
     import synthetic
 
     from f8roof.calibration.fitting import fit_calibration
-    from f8roof.models.recipes import Recipe
-    from f8roof.models.variant import Implementation
+    from f8roof.traffic.recipes import Recipe
+    from f8roof.traffic.variant import Implementation
 
     calibration = fit_calibration(synthetic.measurements())
     assert calibration.is_measured and calibration.kernel_time.residuals.median < 1e-6

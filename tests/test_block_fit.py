@@ -1,4 +1,4 @@
-"""The sharded block over tokens (models/block_fit.py, calibration/block_file.py): exact affine
+"""The sharded block over tokens (training/block_fit.py, calibration/block_file.py): exact affine
 fits through two compiles, rebuilt captures, gemm pairing, the file, and the shipped fits
 checked against fresh compiles at users' shapes (issue 18)."""
 
@@ -23,7 +23,8 @@ from f8roof.calibration.block_file import (
     shipped_block_fits,
     shipped_fit,
 )
-from f8roof.models.block import (
+from f8roof.errors import ModelError
+from f8roof.training.block import (
     BlockCapture,
     BlockGemm,
     BlockKernel,
@@ -33,8 +34,7 @@ from f8roof.models.block import (
     ParallelSpec,
     Recompute,
 )
-from f8roof.models.block_fit import Affine, check, fit_block
-from f8roof.models.errors import ModelError
+from f8roof.training.block_fit import Affine, check, fit_block
 
 ROOT = Path(__file__).resolve().parent.parent
 TP = 2
@@ -241,9 +241,9 @@ def test_shipped_fit_matches_a_fresh_compile_at_a_users_shape():
     tokens per rank (3 sequences of 8192), compiled now and set beside the shipped fit."""
     if not _stack_of_the_shipped_file():
         pytest.skip("the shipped block file was compiled with another torch")
-    from f8roof.architectures.catalog import resolve_model
+    from f8roof.engine.sharded import block_spec
     from f8roof.profiler.block import capture_block
-    from f8roof.sharded import block_spec
+    from f8roof.training.catalog import resolve_model
 
     parallel = ParallelSpec(tp=8, recompute=Recompute.SELECTIVE)
     spec = block_spec(resolve_model("llama3-8b"), tokens=24576, seq_len=8192, parallel=parallel)
@@ -284,7 +284,7 @@ def test_estimate_picks_the_layout_of_the_tokens():
     from click.testing import CliRunner
 
     from f8roof.cli import main
-    from f8roof.sharded import assumed_seq_len
+    from f8roof.engine.sharded import assumed_seq_len
 
     got = [assumed_seq_len(t) for t in (6000, 8192, 16384, 12000, 100000)]
     assert got == [6000, 8192, 8192, 6000, 6250]  # 100000: 16 x 6250, not 3125 x 32

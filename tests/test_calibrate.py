@@ -11,19 +11,19 @@ import pytest
 import synthetic
 from click.testing import CliRunner
 
-import f8roof.calibrate as calibrate_module
-from f8roof import runner as runner_module
-from f8roof.calibrate import CalibrateOptions, calibrate
+import f8roof.device.calibrate as calibrate_module
 from f8roof.calibration.file import Calibration
 from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
+from f8roof.device import runner as runner_module
+from f8roof.device.calibrate import CalibrateOptions, calibrate
+from f8roof.device.runner import Task
 from f8roof.errors import F8RoofError
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import Implementation, Variant
 from f8roof.profiler import torchao_float8
 from f8roof.profiler.measure import launch_durations
 from f8roof.profiler.trace import EventKind, KernelEvent
-from f8roof.runner import Task
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import Implementation, Variant
 
 ROOT = Path(__file__).parent.parent
 HAS_CUDA = __import__("torch").cuda.is_available()
@@ -243,8 +243,8 @@ def test_validate_limit_must_leave_a_shape(tmp_path):
 
 
 def test_default_validation_shapes_are_unseen_aligned_and_span_the_range():
-    from f8roof.models.fit import FIT_SHAPES
-    from f8roof.validate import VALIDATION_SHAPES
+    from f8roof.device.validate import VALIDATION_SHAPES
+    from f8roof.traffic.fit import FIT_SHAPES
 
     assert len(set(VALIDATION_SHAPES)) == len(VALIDATION_SHAPES) >= 30
     assert not set(VALIDATION_SHAPES) & set(FIT_SHAPES)

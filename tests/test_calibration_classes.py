@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from f8roof.calibration.file import Calibration, CalibrationError, sample_from_json, sample_to_json
-from f8roof.calibrations import shipped_calibration
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.fit import KernelSample
-from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import Implementation
+from f8roof.calibration.shipped import shipped_calibration
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.fit import KernelSample
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import Implementation
 
 GPU = find_gpu("h100")
 

@@ -6,8 +6,6 @@ import requires
 import torch
 from torch import nn
 
-from f8roof.models.recipes import Role
-from f8roof.models.variant import Implementation, Variant
 from f8roof.profiler import capture as capture_module
 from f8roof.profiler.capture import (
     BufferAccess,
@@ -24,6 +22,8 @@ from f8roof.profiler.capture import (
 )
 from f8roof.profiler.float8_linear import Float8Linear
 from f8roof.profiler.graphs import Step, build_module
+from f8roof.traffic.recipes import Role
+from f8roof.traffic.variant import Implementation, Variant
 
 SHAPE = (40, 72, 104)  # M, K, N: CPU takes any shape; not multiples of 16 on purpose
 
@@ -306,8 +306,8 @@ def test_launches_keep_their_kernel_class_from_the_code():
     overhead bytes per class (what the band and, later, calibrations carry)."""
     from pathlib import Path
 
-    from f8roof.models.kernel_classes import KernelClass
     from f8roof.profiler.triton_code import parse_output_code
+    from f8roof.timing.kernel_classes import KernelClass
 
     code = (Path(__file__).parent / "data" / "codegen_h100_tensorwise_fwd.py.txt").read_text()
     launches = tuple(

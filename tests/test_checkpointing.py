@@ -2,7 +2,8 @@
 
 import pytest
 
-from f8roof.models.checkpointing import (
+from f8roof.errors import ModelError
+from f8roof.training.checkpointing import (
     DEFAULT_POLICY,
     LLAMA_FORWARD_LINEARS,
     MM,
@@ -19,7 +20,6 @@ from f8roof.models.checkpointing import (
     sac_policy,
     save_ops,
 )
-from f8roof.models.errors import ModelError
 
 
 def test_policy_names():

@@ -132,7 +132,7 @@ def test_fsdp_takes_an_optional_degree():
     assert "FSDP degree unknown" in alone.output
     bad = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "two")
     assert bad.exit_code == 2 and "'two' is not a valid integer" in bad.output
-    from f8roof.architectures.training import ParallelismError, TrainingSetup
+    from f8roof.training.parallel import ParallelismError, TrainingSetup
 
     with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
         TrainingSetup.from_options(fsdp=-2)

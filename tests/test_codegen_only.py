@@ -7,10 +7,10 @@ import requires
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from f8roof.models.hardware import find_gpu
-from f8roof.models.variant import Variant
+from f8roof.hardware.presets import find_gpu
 from f8roof.profiler import codegen_only
 from f8roof.profiler.capture import CaptureDevice, CaptureError, GraphKind, KernelKind, capture
+from f8roof.traffic.variant import Variant
 
 SHAPE = (32, 80, 112)  # M, K, N: multiples of 16, as CUDA float8 gemms need, and distinct
 TRITON_KINDS = {KernelKind.POINTWISE, KernelKind.REDUCTION, KernelKind.PERSISTENT_REDUCTION}

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from f8roof.models.comm import (
+from f8roof.hardware.presets import PRESETS
+from f8roof.timing.comm import (
     INTERCONNECTS,
     Algorithm,
     CollectiveKind,
@@ -26,7 +27,6 @@ from f8roof.models.comm import (
     precomputed_scales_time_s,
     sources_markdown,
 )
-from f8roof.models.hardware import PRESETS
 
 H100 = find_interconnect("h100")
 GIB = 2**30

@@ -7,11 +7,11 @@ import requires
 from click.testing import CliRunner
 
 from f8roof.cli import main
-from f8roof.compare import compare
-from f8roof.models.hardware import find_gpu
-from f8roof.models.variant import Variant
+from f8roof.engine.compare import compare
+from f8roof.hardware.presets import find_gpu
 from f8roof.profiler import torchao_float8
 from f8roof.renderers.comparison import calibration_check_lines
+from f8roof.traffic.variant import Variant
 
 
 def run_json(*args: str) -> dict:
@@ -105,7 +105,7 @@ def test_cuda_shape_not_multiple_of_16_is_refused_before_compiling():
 
 @pytest.mark.slow
 def test_capture_differences_are_order_free_and_name_free():
-    from f8roof.compare import capture_differences
+    from f8roof.engine.compare import capture_differences
     from f8roof.profiler.capture import capture
 
     recipe, shape = Variant.from_key("reference:tensorwise"), (256, 512, 768)
@@ -227,8 +227,8 @@ def test_shipped_calibration_beside_this_compile_differs_by_the_workspace_only()
     overhead and this compile's differ by exactly the split-reduction workspace the fits leave
     out: the shipped file still describes the code generated here."""
     from f8roof.calibration.file import Calibration
-    from f8roof.calibrations import shipped_calibration
-    from f8roof.compare import against_calibration
+    from f8roof.calibration.shipped import shipped_calibration
+    from f8roof.engine.compare import against_calibration
 
     gpu = find_gpu("h100")
     variant = Variant.from_key("torchao:rowwise@layernorm+sigmoid")
@@ -257,7 +257,7 @@ def test_calibration_without_the_variant_is_refused_before_compiling():
 
 @pytest.mark.slow
 def test_calibration_from_other_versions_is_warned_about(tmp_path):
-    from f8roof.calibrations import shipped_calibration
+    from f8roof.calibration.shipped import shipped_calibration
 
     data = json.loads(shipped_calibration(find_gpu("h100")).read_text())
     data["environment"]["torch"] = "2.9.0"
@@ -277,12 +277,12 @@ def test_each_kernel_shows_its_class_and_time_range():
     at the class's range on the target GPU (no compile: a recorded sample's launches)."""
     from pathlib import Path
 
-    from f8roof.compare import Comparison, ShapeComparison, class_rates_for
-    from f8roof.models.fit import Polynomial
+    from f8roof.engine.compare import Comparison, ShapeComparison, class_rates_for
     from f8roof.profiler import capture as capture_module
     from f8roof.profiler.capture import Capture, CaptureDevice, GraphKind
     from f8roof.profiler.triton_code import parse_output_code
     from f8roof.renderers.comparison import render_text, to_json
+    from f8roof.traffic.fit import Polynomial
 
     code = (Path(__file__).parent / "data" / "codegen_h100_rowwise_bwd.py.txt").read_text()
     launches = tuple(

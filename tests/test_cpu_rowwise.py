@@ -8,15 +8,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from f8roof import validate as validate_module
-from f8roof.calibrate import CalibrateOptions, calibrate, parse_variants
 from f8roof.cli import main
+from f8roof.device import validate as validate_module
+from f8roof.device.calibrate import CalibrateOptions, calibrate, parse_variants
 from f8roof.errors import F8RoofError
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import Context, Implementation
 from f8roof.profiler import cpu_rowwise
 from f8roof.profiler.cpu_rowwise import cpu_rowwise_refusal, require_cpu_rowwise
 from f8roof.profiler.timing import gemm_fn
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import Context, Implementation
 
 TORCH = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
 REFUSAL = "CPU torch._scaled_mm refuses row-wise scales on torch 2.11.0: RuntimeError: no"
@@ -88,7 +88,7 @@ def test_require_refuses_only_rowwise_on_cpu(refused) -> None:
 
 
 def test_calibrate_cpu_rowwise_refused_before_measuring(refused, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("f8roof.calibrate.tasks", pytest.fail)  # nothing may be measured
+    monkeypatch.setattr("f8roof.device.calibrate.tasks", pytest.fail)  # nothing may be measured
     options = CalibrateOptions.defaults("cpu", variants=VARIANTS)
     with pytest.raises(F8RoofError, match="rowwise cannot run on cpu here"):
         calibrate(options, tmp_path / "c.json", resume=False)

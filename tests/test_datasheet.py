@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from f8roof.models.datasheet import datasheet_timing
-from f8roof.models.gemm import GemmRole, RooflineGemm
-from f8roof.models.hardware import find_gpu
+from f8roof.hardware.presets import find_gpu
+from f8roof.timing.datasheet import datasheet_timing
+from f8roof.timing.gemm import GemmRole, RooflineGemm
 
-# Public measurements on stock 700 W H100 SXM parts, TFLOP/s (sources: models/datasheet.py).
+# Public measurements on stock 700 W H100 SXM parts, TFLOP/s (sources: timing/datasheet.py).
 BF16_H100 = {2048: 677, 4096: 789, 8192: 798}  # torch.mm sweep, torch 2.7
 FP8_H100 = {1024: 274, 2048: 1011, 4096: 1217, 8192: 1290, 16384: 1377}  # Azure NDv5 cublaslt
 

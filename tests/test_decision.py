@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from f8roof.models.decision import (
+from f8roof.engine.decision import (
     Decision,
     DecisionPolicy,
     decide,
     decide_codes,
     settle_command,
 )
-from f8roof.models.errors import ModelError
+from f8roof.errors import ModelError
 
 P = DecisionPolicy
 # (low, expected, high): a sure win, a straddle, a sure loss, a win only at the high end

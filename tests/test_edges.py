@@ -101,8 +101,8 @@ def test_a_model_table_and_its_summary_are_written_as_one_set(tmp_path, monkeypa
 
 
 def _shipped() -> dict:
-    from f8roof.calibrations import shipped_calibration
-    from f8roof.models.hardware import resolve_gpu
+    from f8roof.calibration.shipped import shipped_calibration
+    from f8roof.hardware.presets import resolve_gpu
 
     return json.loads(shipped_calibration(resolve_gpu("h100")).read_text())
 
@@ -166,10 +166,10 @@ def test_a_key_twice_in_a_file_is_refused(tmp_path):
 
 
 def test_an_estimate_that_is_not_finite_is_refused_not_printed():
-    from f8roof.answer import check_finite
+    from f8roof.engine.answer import check_finite
+    from f8roof.engine.estimate import estimate
+    from f8roof.engine.resolve import Request, resolve
     from f8roof.errors import F8RoofError
-    from f8roof.estimate import estimate
-    from f8roof.resolve import Request, resolve
 
     resolved = resolve(Request(gpu="h100"))
     frame = estimate([(4096, 4096, 4096)], resolved.config, ranges=True)
@@ -571,7 +571,7 @@ def test_the_total_counts_the_linears_of_one_gpu_and_says_so():
 def test_validation_without_a_seed_model_prints_no_nan():
     import pandas as pd
 
-    from f8roof.accuracy import summary
+    from f8roof.device.accuracy import summary
     from f8roof.renderers.runs import validation_lines
 
     nan = float("nan")
@@ -591,10 +591,10 @@ def test_validation_without_a_seed_model_prints_no_nan():
 
 @pytest.mark.parametrize("gpu", ["mi355x", "b300", "gb200", "b200-750w", "mi300x"])
 def test_a_preset_without_a_shipped_file_times_gemms_at_its_own_fractions(gpu):
-    from f8roof.models.datasheet import datasheet_timing
-    from f8roof.models.gemm import GemmRole
-    from f8roof.models.hardware import resolve_gpu
-    from f8roof.resolve import Request, resolve
+    from f8roof.engine.resolve import Request, resolve
+    from f8roof.hardware.presets import resolve_gpu
+    from f8roof.timing.datasheet import datasheet_timing
+    from f8roof.timing.gemm import GemmRole
 
     result = run("estimate", "--gpu", gpu, "--shape", "4096,4096,4096")
     assert result.exit_code == 0, result.output
@@ -639,8 +639,8 @@ def test_a_gemm_table_is_refused_for_block_scaled_gemms(tmp_path):
 
 @pytest.mark.parametrize("gpu, recipe", [("b200", "mxfp8_rceil"), ("h100", "blockwise")])
 def test_block_scaled_worst_and_ideal_overheads_take_their_launches(gpu, recipe):
-    from f8roof.estimate import estimate
-    from f8roof.resolve import Request, resolve
+    from f8roof.engine.estimate import estimate
+    from f8roof.engine.resolve import Request, resolve
 
     frame = estimate([(16, 16, 16)], resolve(Request(gpu=gpu, recipes=recipe)).config)
     # three casts at least, each a 2 us launch; it was 0.0 us
@@ -653,9 +653,9 @@ def test_block_scaled_worst_and_ideal_overheads_take_their_launches(gpu, recipe)
 
 def test_mi300x_code_is_generated_with_fnuz_casts():
     pytest.importorskip("torchao")
-    from f8roof.models.hardware import find_gpu
-    from f8roof.models.variant import Variant
+    from f8roof.hardware.presets import find_gpu
     from f8roof.profiler.capture import capture
+    from f8roof.traffic.variant import Variant
 
     got = capture(
         Variant.from_key("torchao:tensorwise"),
@@ -674,8 +674,8 @@ def test_mi300x_code_is_generated_with_fnuz_casts():
 
 
 def test_a_gpu_from_the_setup_is_named_as_the_files_key(tmp_path):
-    from f8roof.calibrations import shipped_calibration
-    from f8roof.models.hardware import resolve_gpu
+    from f8roof.calibration.shipped import shipped_calibration
+    from f8roof.hardware.presets import resolve_gpu
 
     text = LLAMA + OP_SAC + '[f8roof]\ngpu = "b200"\n'
     h100 = shipped_calibration(resolve_gpu("h100"))

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from f8roof.estimate import EstimateConfig, estimate, square_breakeven
-from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe, Role
+from f8roof.engine.estimate import EstimateConfig, estimate, square_breakeven
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.recipes import Recipe, Role
 
 CONTRACT = [
     "M",

@@ -4,17 +4,17 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from f8roof.architectures.catalog import builtin
-from f8roof.architectures.training import TrainingSetup
 from f8roof.cli import main
-from f8roof.filter_compare import (
+from f8roof.engine.filter_compare import (
     NoAutoFilter,
     compare_filters,
     comparison_grid,
     torchao_auto_filter,
 )
+from f8roof.engine.resolve import Request, resolve
 from f8roof.renderers.filters import format_comparison, markdown_section
-from f8roof.resolve import Request, resolve
+from f8roof.training.catalog import builtin
+from f8roof.training.parallel import TrainingSetup
 
 
 def roofline(recipe="tensorwise"):
@@ -207,7 +207,7 @@ def test_filter_compare_follows_the_policy():
     """With the shipped calibration (a band per layer) f8roof's choice depends on --policy:
     the conservative filter converts no more than the expected one, the optimistic no fewer;
     an uncertain layer stays in bf16 and says so."""
-    from f8roof.filter_compare import filter_compare
+    from f8roof.engine.filter_compare import filter_compare
 
     converted = {}
     for policy in ("conservative", "expected", "optimistic"):

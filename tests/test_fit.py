@@ -4,7 +4,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from f8roof.models.fit import (
+from f8roof.timing.overhead import nearest_kernel_set
+from f8roof.traffic.fit import (
     FIT_SHAPES,
     FitError,
     KernelSample,
@@ -16,10 +17,9 @@ from f8roof.models.fit import (
     from_sympy,
     kernel_keys,
 )
-from f8roof.models.monomials import ShapeArrays
-from f8roof.models.overhead import nearest_kernel_set
-from f8roof.models.recipes import Recipe
-from f8roof.models.traffic import worst_traffic
+from f8roof.traffic.monomials import ShapeArrays
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.worst_ideal import worst_traffic
 
 
 def bytes_of(coefficients, shape):

@@ -3,12 +3,12 @@ import pytest
 import synthetic
 
 from f8roof.calibration.fitting import fit_calibration
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.fit import Polynomial, from_sympy
-from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import Recipe
-from f8roof.models.traffic import worst_traffic
-from f8roof.models.variant import Implementation
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.fit import Polynomial, from_sympy
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import Implementation
+from f8roof.traffic.worst_ideal import worst_traffic
 
 REFERENCE = Implementation.REFERENCE
 

@@ -23,9 +23,9 @@ import pytest
 import requires
 import torch
 
-from f8roof.models.recipes import RECIPE_NAMES, Recipe
 from f8roof.profiler import float8_linear
 from f8roof.profiler.float8_linear import Float8Linear, make_linear
+from f8roof.traffic.recipes import RECIPE_NAMES, Recipe
 
 M, K, N = 32, 48, 64
 FP8_OUTPUT_BOUND = 0.075

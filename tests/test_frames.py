@@ -11,11 +11,11 @@ import pytest
 from click.testing import CliRunner
 
 from f8roof.cli import main
+from f8roof.engine.estimate import estimate
+from f8roof.engine.resolve import Request, resolve
 from f8roof.errors import F8RoofError
-from f8roof.estimate import estimate
 from f8roof.renderers import frames as render
 from f8roof.renderers.frames import RENDERERS, renderer_for, write_csv, write_parquet
-from f8roof.resolve import Request, resolve
 
 
 @pytest.fixture(scope="module")

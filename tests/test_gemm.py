@@ -3,8 +3,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from f8roof.models.datasheet import datasheet_timing
-from f8roof.models.gemm import (
+from f8roof.hardware.presets import PRESETS, find_gpu
+from f8roof.timing.datasheet import datasheet_timing
+from f8roof.timing.gemm import (
     GemmRole,
     GemmTableError,
     GridTable,
@@ -12,8 +13,7 @@ from f8roof.models.gemm import (
     TableGemm,
     linear_gemm_times,
 )
-from f8roof.models.hardware import PRESETS, find_gpu
-from f8roof.models.recipes import Recipe
+from f8roof.traffic.recipes import Recipe
 
 
 def test_roofline_matches_hand_computation_compute_bound():

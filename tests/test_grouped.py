@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 import sympy as sp
 
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.datasheet import datasheet_timing
-from f8roof.models.gemm import GemmRole, RooflineGemm, TableGemm
-from f8roof.models.grouped import GROUPED_RECIPE, TORCHAO_KERNELS, grouped_traffic
-from f8roof.models.hardware import find_gpu
-from f8roof.models.monomials import SYMBOLS, K, M, N
-from f8roof.models.recipes import Recipe, Role
-from f8roof.models.recompute import forward_share, is_forward
-from f8roof.models.traffic import Level, worst_traffic
-from f8roof.models.variant import Before, Context, Implementation
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.hardware.presets import find_gpu
+from f8roof.timing.datasheet import datasheet_timing
+from f8roof.timing.gemm import GemmRole, RooflineGemm, TableGemm
+from f8roof.traffic.grouped import GROUPED_RECIPE, TORCHAO_KERNELS, grouped_traffic
+from f8roof.traffic.monomials import SYMBOLS, K, M, N
+from f8roof.traffic.recipes import Recipe, Role
+from f8roof.traffic.variant import Before, Context, Implementation
+from f8roof.traffic.worst_ideal import Level, worst_traffic
+from f8roof.training.recompute import forward_share, is_forward
 
 SCALES = 32 * K + 24 * M + 24 * N  # scale vectors: written, read by a cast, inverted
 

@@ -9,13 +9,13 @@ import pytest
 import sympy as sp
 
 import f8roof
-from f8roof import calibrations
+from f8roof.calibration import shipped as calibrations
 from f8roof.calibration.file import Calibration
-from f8roof.models.monomials import SYMBOLS, ShapeArrays
-from f8roof.models.overhead import fitted_kernels
-from f8roof.models.recipes import Recipe
-from f8roof.models.traffic import context_fused_roles, ideal_traffic
-from f8roof.models.variant import Context, Implementation, Variant
+from f8roof.timing.overhead import fitted_kernels
+from f8roof.traffic.monomials import SYMBOLS, ShapeArrays
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import Context, Implementation, Variant
+from f8roof.traffic.worst_ideal import context_fused_roles, ideal_traffic
 
 SHIPPED = sorted(
     Path(f8roof.__file__).parent / "calibrations" / name for name in calibrations.SHIPPED.values()

@@ -3,9 +3,9 @@ that rest on no public figure say so."""
 
 import pytest
 
-from f8roof.models.errors import ModelError
-from f8roof.models.hardware import PRESETS
-from f8roof.models.kernel_classes import (
+from f8roof.errors import ModelError
+from f8roof.hardware.presets import PRESETS
+from f8roof.timing.kernel_classes import (
     EFFICIENCY_TABLE,
     ClassEfficiency,
     GpuFamily,

@@ -3,9 +3,9 @@
 import pytest
 import requires
 
-from f8roof.models.hardware import find_gpu
-from f8roof.models.variant import Variant
+from f8roof.hardware.presets import find_gpu
 from f8roof.profiler.capture import capture
+from f8roof.traffic.variant import Variant
 
 
 @pytest.mark.slow

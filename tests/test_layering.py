@@ -1,7 +1,8 @@
 """The package's layering, read from its source: every import counts, deferred ones (inside
-functions, under TYPE_CHECKING) too. Dependencies point one way (ARCHITECTURE.md):
-cli -> renderers -> commands (estimate, compare, ...) -> calibration, architectures, inputs,
-profiler -> models -> errors."""
+functions, under TYPE_CHECKING) too. Packages stack one way (ARCHITECTURE.md), bottom first:
+errors, files -> hardware -> traffic -> timing -> inputs -> training -> calibration ->
+profiler -> engine -> device -> renderers -> cli. Inside the engine the estimate never
+compiles: only `compare` and `sharded` reach the profiler, and none of it renders or parses."""
 
 import ast
 from pathlib import Path
@@ -10,24 +11,40 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "f8roof"
 
-# A module (or package) may import only these (its own package always).
+STACK = (
+    ("f8roof.errors",),
+    ("f8roof.files",),
+    ("f8roof.hardware",),
+    ("f8roof.traffic",),
+    ("f8roof.timing",),
+    ("f8roof.inputs",),
+    ("f8roof.training",),
+    ("f8roof.calibration",),
+    ("f8roof.profiler",),
+    ("f8roof.engine",),
+    ("f8roof.device",),
+    ("f8roof.renderers",),
+    ("f8roof.cli", "f8roof.__main__"),
+)
+# A layer may import its own package and every layer below it.
 ALLOWED = {
-    "f8roof.errors": set(),
-    "f8roof.files": {"f8roof.errors"},
-    "f8roof.models": {"f8roof.errors"},
-    "f8roof.profiler": {"f8roof.models", "f8roof.errors"},
-    "f8roof.inputs": {"f8roof.models", "f8roof.errors", "f8roof.files"},
-    "f8roof.calibration": {"f8roof.models", "f8roof.errors", "f8roof.files"},
-    "f8roof.calibrations": {"f8roof.models", "f8roof.errors"},
-    "f8roof.architectures": {"f8roof.models", "f8roof.errors", "f8roof.files", "f8roof.inputs"},
+    name: {below for layer in STACK[: i + 1] for below in layer}
+    for i, layer in enumerate(STACK)
+    for name in layer
 }
-# Nothing below the command line renders or parses options, and the estimate never compiles.
-NEVER = {
-    "f8roof.estimate": {"f8roof.profiler", "f8roof.compare", "f8roof.renderers", "f8roof.cli"},
-    "f8roof.resolve": {"f8roof.profiler", "f8roof.renderers", "f8roof.cli"},
-    "f8roof.recommend": {"f8roof.profiler", "f8roof.renderers", "f8roof.cli"},
-}
-COMMANDS_NEVER = {"f8roof.renderers", "f8roof.cli"}
+# The engine's modules that decide an answer never compile, render or parse options.
+ANSWERING = (
+    "f8roof.engine.estimate",
+    "f8roof.engine.resolve",
+    "f8roof.engine.recommend",
+    "f8roof.engine.step_summary",
+    "f8roof.engine.decision",
+    "f8roof.engine.filter_compare",
+    "f8roof.engine.report",
+)
+NEVER = {m: {"f8roof.profiler", "f8roof.engine.compare", "f8roof.engine.answer"} for m in ANSWERING}
+# the package root (`f8roof.__version__`, the lazy `module_filter`) is imported from anywhere
+ROOT_MODULE = "f8roof"
 
 
 def module_name(path: Path) -> str:
@@ -73,20 +90,24 @@ def layer_of(module: str) -> str | None:
     return next((p for p in ALLOWED if _within(module, [p])), None)
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m != ROOT_MODULE))
 def test_imports_point_down(module):
     layer = layer_of(module)
-    targets = {t for t in GRAPH[module] if t != "f8roof"}  # the package root: __version__ only
-    if layer is not None:
-        upward = {t for t in targets if not _within(t, [layer, *ALLOWED[layer]])}
-        assert not upward, f"{module} imports {sorted(upward)} above its layer ({layer})"
-    never = NEVER.get(module, set()) | (
-        COMMANDS_NEVER
-        if not _within(module, ["f8roof.cli", "f8roof.renderers", "f8roof.__main__"])
-        else set()
-    )
-    bad = {t for t in targets if _within(t, never)}
+    assert layer is not None, f"{module} is in no layer of STACK: place it"
+    targets = {t for t in GRAPH[module] if t != ROOT_MODULE}
+    upward = {t for t in targets if not _within(t, [layer, *ALLOWED[layer]])}
+    assert not upward, f"{module} imports {sorted(upward)} above its layer ({layer})"
+    bad = {t for t in targets if _within(t, NEVER.get(module, set()))}
     assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_the_layout_stays_navigable():
+    """At most 8 modules at the top level besides __init__/__main__, at most 12 per folder."""
+    top = [p for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert len(top) <= 8, sorted(p.name for p in top)
+    for folder in (p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()):
+        modules = [p for p in folder.glob("*.py") if p.name != "__init__.py"]
+        assert len(modules) <= 12, f"{folder.name}: {len(modules)} modules"
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -129,20 +150,20 @@ def test_no_import_cycles():
 def test_cycle_finder_sees_deferred_import_cycles():
     """The four cycles this layout removed, as they were: each is found."""
     old = {
-        "f8roof.autofilter": {"f8roof.report"},
-        "f8roof.report": {"f8roof.autofilter"},
+        "f8roof.autofilter": {"f8roof.engine.report"},
+        "f8roof.engine.report": {"f8roof.autofilter"},
         "f8roof.calibration": {"f8roof.files"},
         "f8roof.files": {"f8roof.render"},
-        "f8roof.render": {"f8roof.estimate"},
-        "f8roof.estimate": {"f8roof.calibration", "f8roof.profiler.capture"},
+        "f8roof.render": {"f8roof.engine.estimate"},
+        "f8roof.engine.estimate": {"f8roof.calibration", "f8roof.profiler.capture"},
         "f8roof.profiler.capture": {"f8roof.profiler.device"},
         "f8roof.profiler.device": {"f8roof.calibration"},
-        "f8roof.models.fit": {"f8roof.models.overhead"},
-        "f8roof.models.overhead": {"f8roof.models.fit"},
+        "f8roof.traffic.fit": {"f8roof.timing.overhead"},
+        "f8roof.timing.overhead": {"f8roof.traffic.fit"},
     }
     found = cycles(old)
-    assert ["f8roof.autofilter", "f8roof.report"] in found
-    assert ["f8roof.models.fit", "f8roof.models.overhead"] in found
+    assert ["f8roof.autofilter", "f8roof.engine.report"] in found
+    assert ["f8roof.timing.overhead", "f8roof.traffic.fit"] in found
     assert any("f8roof.profiler.device" in c and "f8roof.render" in c for c in found)
 
 

@@ -9,7 +9,10 @@ import pytest
 import requires
 import sympy as sp
 
-from f8roof.models.block_traffic import (
+from f8roof.errors import ModelError
+from f8roof.hardware.presets import find_gpu
+from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
+from f8roof.traffic.block_scaled import (
     BLOCKWISE_CAST_KERNELS,
     MX_CAST_KERNELS,
     BytesSource,
@@ -17,11 +20,8 @@ from f8roof.models.block_traffic import (
     cast_order,
     torchao_kernels,
 )
-from f8roof.models.errors import ModelError
-from f8roof.models.gemm import GemmRole, fp8_gemm_dtype
-from f8roof.models.hardware import find_gpu
-from f8roof.models.monomials import SYMBOLS, K, M, N
-from f8roof.models.recipes import (
+from f8roof.traffic.monomials import SYMBOLS, K, M, N
+from f8roof.traffic.recipes import (
     BLOCK_SCALED_NAMES,
     ROLES,
     Granularity,
@@ -29,9 +29,7 @@ from f8roof.models.recipes import (
     RecipeError,
     Role,
 )
-from f8roof.models.recompute import forward_share, is_forward
-from f8roof.models.traffic import ideal_traffic, worst_traffic
-from f8roof.models.variant import (
+from f8roof.traffic.variant import (
     ContextError,
     Implementation,
     UnsupportedOnGPU,
@@ -41,6 +39,8 @@ from f8roof.models.variant import (
     fp8_shape_reason,
     gpu_support_reason,
 )
+from f8roof.traffic.worst_ideal import ideal_traffic, worst_traffic
+from f8roof.training.recompute import forward_share, is_forward
 
 TORCHAO = Implementation.TORCHAO
 FLAG_SETS = [frozenset(c) for k in range(4) for c in itertools.combinations(ROLES, k)]
@@ -374,8 +374,8 @@ def test_hand_written_kernels_do_not_generate_here(name, why):
 
 
 def test_mx_grouped_traffic():
-    from f8roof.models.grouped import grouped_traffic
-    from f8roof.models.kernel_traffic import Level
+    from f8roof.traffic.grouped import grouped_traffic
+    from f8roof.traffic.kernel_traffic import Level
 
     n = 8192 * 8192
     worst = grouped_traffic(Level.WORST, Recipe.from_name("mxfp8_rceil"))
@@ -394,7 +394,7 @@ def test_mx_grouped_traffic():
 
 def test_mx_grouped_model_follows_torchaos_code():
     grouped = pytest.importorskip("torchao.prototype.moe_training.mxfp8_grouped_mm")
-    from f8roof.models.grouped import MX_GROUPED_KERNELS
+    from f8roof.traffic.grouped import MX_GROUPED_KERNELS
 
     pattern = (
         r"\b(mxfp8_quantize_2d_1x32_cutedsl|triton_to_mxfp8_dim0|triton_mx_block_rearrange_\w+"
@@ -425,8 +425,8 @@ def test_mx_grouped_model_follows_torchaos_code():
 
 
 def test_moe_experts_train_on_the_mxfp8_grouped_path():
-    from f8roof.estimate import EstimateConfig
-    from f8roof.recommend import grouped_config
+    from f8roof.engine.estimate import EstimateConfig
+    from f8roof.engine.recommend import grouped_config
 
     mx = Recipe.from_name("mxfp8_rceil")
     config = grouped_config(EstimateConfig(mx, find_gpu("b200")))
@@ -546,8 +546,8 @@ def test_b200_estimate_answers_from_the_shipped_file():
 
 
 def test_read_off_kernels_timed_by_the_shipped_kernel_time_model():
-    from f8roof.estimate import estimate
-    from f8roof.resolve import Request, resolve
+    from f8roof.engine.estimate import estimate
+    from f8roof.engine.resolve import Request, resolve
 
     config = resolve(Request(gpu="b200", recipes="mxfp8_rceil")).config
     assert config.calibration is not None and config.implementation is TORCHAO

@@ -14,10 +14,10 @@ pytest.importorskip("matplotlib")
 from matplotlib.contour import ContourSet
 from matplotlib.image import imread
 
-from f8roof.architectures.catalog import builtin
 from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
-from f8roof.recommend import recommend
+from f8roof.engine.recommend import recommend
+from f8roof.engine.resolve import Request, resolve
 from f8roof.renderers.plot import (
     PlotError,
     heatmap,
@@ -27,7 +27,7 @@ from f8roof.renderers.plot import (
     sizes,
     validation_scatter,
 )
-from f8roof.resolve import Request, resolve
+from f8roof.training.catalog import builtin
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -6,10 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from f8roof.models.datasheet import PRESET_EFFICIENCIES, datasheet_timing, preset_efficiency
-from f8roof.models.gemm import GEMM_DTYPES, GemmRole
-from f8roof.models.hardware import PRESETS, Float8Family, UnknownGPUError, Vendor, find_gpu
-from f8roof.models.support import (
+from f8roof.hardware.presets import PRESETS, Float8Family, UnknownGPUError, Vendor, find_gpu
+from f8roof.hardware.support import (
     ScaledGemm,
     UnsupportedGemmError,
     check_supported,
@@ -17,6 +15,8 @@ from f8roof.models.support import (
     supports,
     unsupported_reason,
 )
+from f8roof.timing.datasheet import PRESET_EFFICIENCIES, datasheet_timing, preset_efficiency
+from f8roof.timing.gemm import GEMM_DTYPES, GemmRole
 
 NEW = ("b200", "b200-750w", "gb200", "b300", "mi300x", "mi355x", "mi350x")
 
@@ -159,7 +159,7 @@ def test_mx_on_h100_is_refused_in_one_line_naming_where_it_runs():
 
 
 def test_custom_gpus_are_nvidia_hopper_like():
-    from f8roof.models.hardware import custom_gpu
+    from f8roof.hardware.presets import custom_gpu
 
     gpu = custom_gpu("custom:bf16=989e12,fp8=1979e12,bandwidth=3.35e12")
     assert gpu.vendor is Vendor.NVIDIA and unsupported_reason(gpu, ScaledGemm.MXFP8)

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from f8roof.calibration import public_file
 from f8roof.calibration.file import CalibrationError
 from f8roof.cli import main
-from f8roof.models.errors import ModelError
-from f8roof.models.kernel_time import KernelTimeModel, KindTime, Residuals
+from f8roof.errors import ModelError
+from f8roof.timing.kernel_time import KernelTimeModel, KindTime, Residuals
 
 ROOT = Path(__file__).resolve().parent.parent
 

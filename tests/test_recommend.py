@@ -12,21 +12,20 @@ from click.testing import CliRunner
 from torch import nn
 
 import f8roof
-from f8roof.architectures.catalog import ArchitectureError, builtin, layer_type
-from f8roof.architectures.training import Recompute, TrainingSetup
 from f8roof.calibration.file import CalibrationError
 from f8roof.calibration.fitting import fit_calibration
 from f8roof.cli import main
-from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.decision import DecisionPolicy
-from f8roof.models.errors import ModelError
-from f8roof.models.gemm import GemmRole
-from f8roof.models.hardware import find_gpu
-from f8roof.models.recipes import RECIPE_NAMES, Recipe, Role
-from f8roof.models.variant import Before, Context, Implementation
-from f8roof.recommend import StepShare, canonical_fqn, module_filter, recommend
-from f8roof.resolve import Request, all_recipes, resolve
+from f8roof.engine.decision import DecisionPolicy
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.engine.recommend import StepShare, canonical_fqn, module_filter, recommend
+from f8roof.engine.resolve import Request, all_recipes, resolve
+from f8roof.errors import F8RoofError, ModelError
+from f8roof.hardware.presets import find_gpu
+from f8roof.timing.gemm import GemmRole
+from f8roof.traffic.recipes import RECIPE_NAMES, Recipe, Role
+from f8roof.traffic.variant import Before, Context, Implementation
+from f8roof.training.catalog import ArchitectureError, builtin, layer_type
+from f8roof.training.parallel import Recompute, TrainingSetup
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,13 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from f8roof.architectures.catalog import builtin
-from f8roof.architectures.training import TrainingSetup
 from f8roof.cli import main
-from f8roof.recommend import recommend
+from f8roof.engine.recommend import recommend
+from f8roof.engine.report import model_report
+from f8roof.engine.resolve import Request, resolve
 from f8roof.renderers.report import format_recommendation, layer_rows, markdown, write_report
-from f8roof.report import model_report
-from f8roof.resolve import Request, resolve
+from f8roof.training.catalog import builtin
+from f8roof.training.parallel import TrainingSetup
 
 
 def run(*args):

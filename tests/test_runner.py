@@ -1,7 +1,7 @@
 import pytest
 
+from f8roof.device.runner import Checkpoint
 from f8roof.errors import F8RoofError
-from f8roof.runner import Checkpoint
 
 
 def test_records_survive_and_resume(tmp_path):

@@ -5,15 +5,15 @@ from pathlib import Path
 import pytest
 
 from f8roof.errors import F8RoofError
-from f8roof.models.checkpointing import RecomputePolicy
-from f8roof.setup_file import (
+from f8roof.training.checkpointing import RecomputePolicy
+from f8roof.training.setup_file import (
     TORCHTITAN_MODELS,
     SetupRequest,
     parse_setup,
     read_setup,
     training_setup,
 )
-from f8roof.torchtitan_names import (
+from f8roof.training.torchtitan_names import (
     converter_lines,
     filter_fqns_for,
     to_f8roof_fqn,
@@ -168,7 +168,7 @@ def test_unreadable_file(tmp_path):
 
 
 def test_torchtitan_models_map_to_builtins():
-    from f8roof.architectures.catalog import BUILTIN_NAMES
+    from f8roof.training.catalog import BUILTIN_NAMES
 
     assert set(TORCHTITAN_MODELS.values()) <= set(BUILTIN_NAMES)
     assert TORCHTITAN_MODELS[("llama3", "8B")] == "llama3-8b"
@@ -226,7 +226,7 @@ def test_training_setup_of_a_setup():
 
 
 def test_filter_names_spell_both_ways():
-    from f8roof.torchtitan_names import filter_names
+    from f8roof.training.torchtitan_names import filter_names
 
     assert filter_names(["output", " attention.wk", "", "layers.0.moe.router.gate"]) == (
         "output",

@@ -2,7 +2,7 @@
 collective parser, and small-dim compiles on a fake process group (TP 2, FSDP 2, CPU and
 codegen for h100).
 
-Collective bytes are nccl-tests' size (models/block.py): the full tensor, i.e. an all-gather's
+Collective bytes are nccl-tests' size (training/block.py): the full tensor, i.e. an all-gather's
 output, a reduce-scatter's input. With sequence parallel, the norm output all-gathered before
 q/k/v (and before w1/w3) is the (batch, seq_len, dim) activation DTensor says, in bf16 (or
 float8 for torchao's float8 TP); each rank sends (tp-1)/tp of it in a ring.
@@ -15,8 +15,8 @@ import re
 import pytest
 import requires
 
-from f8roof.errors import F8RoofError
-from f8roof.models.block import (
+from f8roof.errors import F8RoofError, ModelError
+from f8roof.training.block import (
     BlockCapture,
     BlockSpec,
     Collective,
@@ -24,7 +24,6 @@ from f8roof.models.block import (
     ParallelSpec,
     Recompute,
 )
-from f8roof.models.errors import ModelError
 
 AG, RS, AR = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_REDUCE
 SMALL = {
@@ -78,8 +77,8 @@ def test_recompute_takes_members_only() -> None:
 
 
 def test_llama3_8b_block_from_the_catalog() -> None:
-    from f8roof.architectures.catalog import builtin
-    from f8roof.sharded import block_spec
+    from f8roof.engine.sharded import block_spec
+    from f8roof.training.catalog import builtin
 
     spec = block_spec(builtin("llama3-8b"), tokens=8192, parallel=ParallelSpec(tp=2))
     assert (spec.dim, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.ffn_dim) == (
@@ -98,7 +97,7 @@ def test_ring_bytes() -> None:
 
 
 def synthetic_capture() -> BlockCapture:
-    from f8roof.models.block import BlockGemm, BlockKernel
+    from f8roof.training.block import BlockGemm, BlockKernel
 
     spec = small(tp=2, recompute=Recompute.SELECTIVE)
     return BlockCapture(
@@ -361,8 +360,8 @@ def test_renderer_lists_per_pass_and_json_reads_back() -> None:
     import json
     from dataclasses import replace
 
+    from f8roof.engine.sharded import BlockComparison
     from f8roof.renderers.block import block_to_json, render_block_text
-    from f8roof.sharded import BlockComparison
 
     float8 = synthetic_capture()
     bf16 = replace(float8, recipe=None, kernels=(), gemms=())
@@ -416,8 +415,8 @@ def test_estimate_model_codegen_compiles_the_block(tmp_path):
 def test_both_torchtitan_policies_decide_a_llama_block_alike():
     """Under compile a float8 linear reaches SAC as aten.mm, so torchtitan's 2025-05 list
     (no _scaled_mm) and 0.3.0's (with it) save and recompute the same ops of a llama block."""
-    from f8roof.models.checkpointing import SAC_POLICIES
     from f8roof.profiler.block import capture_block
+    from f8roof.training.checkpointing import SAC_POLICIES
 
     spec = BlockSpec.small(
         parallel=ParallelSpec(tp=2, recompute=Recompute.SELECTIVE), tokens=256, seq_len=256

@@ -10,13 +10,13 @@ import requires
 import torch
 
 from f8roof.calibration.file import Calibration
-from f8roof.calibrations import SHIPPED, shipped_calibration
-from f8roof.estimate import EstimateConfig, estimate
-from f8roof.models.fit import FIT_SHAPES, kind_family
-from f8roof.models.hardware import find_gpu
-from f8roof.models.monomials import ShapeArrays
-from f8roof.models.overhead import nearest_kernel_set
-from f8roof.models.variant import Variant
+from f8roof.calibration.shipped import SHIPPED, shipped_calibration
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.hardware.presets import find_gpu
+from f8roof.timing.overhead import nearest_kernel_set
+from f8roof.traffic.fit import FIT_SHAPES, kind_family
+from f8roof.traffic.monomials import ShapeArrays
+from f8roof.traffic.variant import Variant
 
 ROOT = Path(__file__).parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -83,7 +83,7 @@ def test_fits_match_fresh_captures(key, shape, bounded):
     """The kernel set Inductor generates at the shape is one of the variant's fitted kernel sets,
     whose polynomial gives its bytes exactly: what compare counts (the float8 graph minus the bf16
     graph of its context) less the split-reduction workspace Inductor's heuristics size, which
-    models/fit.py keeps out of the exact fit and which stays within the kernel set's bound. Where the
+    traffic/fit.py keeps out of the exact fit and which stays within the kernel set's bound. Where the
     estimate's kernel set (that of the nearest fit shape) is that set, overhead_bytes_fitted is it."""
     from f8roof.profiler.capture import capture
 
@@ -149,10 +149,10 @@ def test_the_build_script_rebuilds_a_variant_byte_for_byte():
 
     import build_traffic_calibrations as build
 
-    from f8roof.calibrate import CalibrateOptions, generated_samples
     from f8roof.calibration.fitting import traffic_calibration
-    from f8roof.models.datasheet import datasheet_timing
+    from f8roof.device.calibrate import CalibrateOptions, generated_samples
     from f8roof.profiler.device import environment
+    from f8roof.timing.datasheet import datasheet_timing
 
     key = "torchao:tensorwise"
     assert Variant.from_key(key) in build.shipped_variants()

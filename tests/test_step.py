@@ -2,8 +2,8 @@
 
 import pytest
 
-from f8roof.models.errors import ModelError
-from f8roof.models.step import BlockTimes, StepError, step_summary
+from f8roof.errors import ModelError
+from f8roof.training.step import BlockTimes, StepError, step_summary
 
 BF16 = BlockTimes(linear_gemm_s=10e-3, other_compute_s=5e-3, comm_exposed_s=1e-3, recompute_s=2e-3)
 FP8 = BlockTimes(

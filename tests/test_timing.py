@@ -8,8 +8,6 @@ import pytest
 import requires
 import torch
 
-from f8roof.models.gemm import GEMM_ROLES, GemmRole, gemm_dims
-from f8roof.models.variant import Variant
 from f8roof.profiler.timing import (
     TimingResult,
     gemm_fn,
@@ -18,6 +16,8 @@ from f8roof.profiler.timing import (
     summarize,
     time_fn,
 )
+from f8roof.timing.gemm import GEMM_ROLES, GemmRole, gemm_dims
+from f8roof.traffic.variant import Variant
 
 M, K, N = 32, 48, 64
 

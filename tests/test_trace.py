@@ -234,8 +234,8 @@ def test_not_gemm_kernels(name: str) -> None:
 @pytest.mark.slow
 def test_profile_step_cpu(tmp_path: Path) -> None:
     """A real profiled compiled step: C++ kernels and gemms in every step, trace exported."""
-    from f8roof.models.recipes import Recipe
     from f8roof.profiler.float8_linear import make_linear
+    from f8roof.traffic.recipes import Recipe
 
     # Dynamo would reuse a graph compiled by an earlier test without C++ kernel profiling.
     torch._dynamo.reset()

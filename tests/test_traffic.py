@@ -7,9 +7,9 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from f8roof.models.recipes import ROLES, Recipe, Role
-from f8roof.models.traffic import K, M, N, context_fused_roles, ideal_traffic, worst_traffic
-from f8roof.models.variant import TORCHAO_RECIPES, Context, ContextError, Implementation
+from f8roof.traffic.recipes import ROLES, Recipe, Role
+from f8roof.traffic.variant import TORCHAO_RECIPES, Context, ContextError, Implementation
+from f8roof.traffic.worst_ideal import K, M, N, context_fused_roles, ideal_traffic, worst_traffic
 
 SEED_FUSED = frozenset({Role.INPUT, Role.GRAD_OUTPUT})
 ALL = frozenset(Role)
@@ -203,7 +203,7 @@ def test_context_fused_roles_from_context():
 
 
 def test_models_import_no_torch():
-    code = "import sys, f8roof.models.traffic; print('torch' in sys.modules)"
+    code = "import sys, f8roof.traffic.worst_ideal; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

@@ -4,8 +4,11 @@ import re
 import pytest
 import sympy as sp
 
-from f8roof.architectures.catalog import Architecture, NamedLinear, TPStyle, builtin
-from f8roof.architectures.training import (
+from f8roof.traffic.monomials import SYMBOLS
+from f8roof.traffic.recipes import Recipe, Role
+from f8roof.traffic.worst_ideal import worst_traffic
+from f8roof.training.catalog import Architecture, NamedLinear, TPStyle, builtin
+from f8roof.training.parallel import (
     GROUPED_M_ALIGNMENT,
     ParallelismError,
     Recompute,
@@ -14,10 +17,7 @@ from f8roof.architectures.training import (
     padded_group_rows,
     tokens_per_expert,
 )
-from f8roof.models.monomials import SYMBOLS
-from f8roof.models.recipes import Recipe, Role
-from f8roof.models.recompute import forward_share, is_forward
-from f8roof.models.traffic import worst_traffic
+from f8roof.training.recompute import forward_share, is_forward
 
 
 def by_name(layers):

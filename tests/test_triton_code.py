@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from f8roof.models.kernel_classes import KernelClass
 from f8roof.profiler.triton_code import (
     GB,
     BufferAccess,
@@ -22,6 +21,7 @@ from f8roof.profiler.triton_code import (
     parse_output_code,
     parse_triton_kernel,
 )
+from f8roof.timing.kernel_classes import KernelClass
 
 DATA = Path(__file__).parent / "data"
 M, K, N = 64, 96, 128

@@ -13,23 +13,23 @@ import pytest
 import synthetic
 from click.testing import CliRunner
 
-from f8roof.architectures.catalog import (
+from f8roof.calibration.file import Calibration, CalibrationError
+from f8roof.calibration.fitting import fit_calibration
+from f8roof.calibration.shipped import shipped_calibration
+from f8roof.cli import main
+from f8roof.engine.filter_compare import compare_filters
+from f8roof.engine.recommend import recommend
+from f8roof.engine.resolve import Request, resolve
+from f8roof.hardware.presets import resolve_gpu
+from f8roof.renderers.filters import comparison_rows, summary_lines
+from f8roof.traffic.variant import Before, Context
+from f8roof.training.catalog import (
     ArchitectureError,
     builtin,
     from_hf_config,
     from_module,
 )
-from f8roof.architectures.training import TrainingSetup
-from f8roof.calibration.file import Calibration, CalibrationError
-from f8roof.calibration.fitting import fit_calibration
-from f8roof.calibrations import shipped_calibration
-from f8roof.cli import main
-from f8roof.filter_compare import compare_filters
-from f8roof.models.hardware import resolve_gpu
-from f8roof.models.variant import Before, Context
-from f8roof.recommend import recommend
-from f8roof.renderers.filters import comparison_rows, summary_lines
-from f8roof.resolve import Request, resolve
+from f8roof.training.parallel import TrainingSetup
 
 nn = pytest.importorskip("torch.nn")
 
@@ -303,7 +303,7 @@ README_TABLE = """M,K,N,bf16_time_s,fp8_time_s
 def test_wide_table_rows_stand_for_all_three_gemms(tmp_path):
     path = tmp_path / "gemms.csv"
     path.write_text(README_TABLE)
-    from f8roof.estimate import estimate
+    from f8roof.engine.estimate import estimate
 
     config = resolve(Request(gpu="h100", gemm_table=str(path))).config
     frame = estimate([(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096)], config)
@@ -386,7 +386,7 @@ def test_plot_titles_name_context_tp_and_ep(tmp_path):
 
 
 def test_module_filter_prints_its_decisions_not_its_calibration():
-    from f8roof.recommend import module_filter
+    from f8roof.engine.recommend import module_filter
 
     text = repr(module_filter(Net(), 8192))
     assert len(text) < 1000

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import (
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import (
     Context,
     ContextError,
     Implementation,

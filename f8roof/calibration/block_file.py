@@ -1,4 +1,4 @@
-"""The sharded block file: `BlockFit`s (models/block_fit.py) per architecture, TP degree,
+"""The sharded block file: `BlockFit`s (training/block_fit.py) per architecture, TP degree,
 checkpointing policy and recipe, with the stack that compiled them and their checks against
 fresh compiles. The shipped one (`calibrations/blocks.json`) is what `estimate --model` times
 a sharded block from without compiling; `scripts/build_block_fits.py` writes it.
@@ -19,16 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from f8roof.calibration.file import GRAPHS, KERNEL_KINDS, MAX_KERNEL_BYTES
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, ModelError
 from f8roof.files import read_json, write_text_atomic
-from f8roof.models.block import CollectiveKind
-from f8roof.models.block_fit import Affine, BlockFit
-from f8roof.models.errors import ModelError
-from f8roof.models.hardware import PRESETS
-from f8roof.models.recipes import ALL_RECIPE_NAMES
+from f8roof.hardware.presets import PRESETS
+from f8roof.traffic.recipes import ALL_RECIPE_NAMES
+from f8roof.training.block import CollectiveKind
+from f8roof.training.block_fit import Affine, BlockFit
 
 SCHEMA_VERSION = 1
-SHIPPED = Path(__file__).resolve().parent.parent / "calibrations" / "blocks.json"
+SHIPPED = Path(__file__).resolve().parent / "data" / "blocks.json"
 
 
 class BlockFileError(F8RoofError):

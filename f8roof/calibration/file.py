@@ -7,7 +7,7 @@ Three kinds, one format:
   (codegen-only), timed with the datasheet model (bytes / (bandwidth x efficiency) + a floor per
   kernel; gemms by the roofline or a given table). Nothing in it claims to be measured.
 - `public`: a traffic calibration timed by the model fitted to other people's published
-  measurements (`models/public_times.py`, `calibration/public_file.py`): what an estimate uses
+  measurements (`timing/public_times.py`, `calibration/public_file.py`): what an estimate uses
   by default for a GPU part that model covers. Made at load time, never measured.
 
 Variants are keyed by `Variant.key` (`bf16`, `torchao:rowwise@layernorm+sigmoid`, ...); every
@@ -32,10 +32,35 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from f8roof.errors import F8RoofError
+from f8roof.calibration.records import (
+    Environment,
+    GemmMeasurement,
+    KernelMeasurement,
+    StepMeasurement,
+    coefficient_to_json,
+    polynomial_to_json,
+)
+from f8roof.errors import F8RoofError, ModelError
 from f8roof.files import read_json, write_text_atomic
-from f8roof.models.errors import ModelError
-from f8roof.models.fit import (
+from f8roof.hardware.presets import GPU, PRESETS, find_gpu
+from f8roof.timing.gemm import (
+    GEMM_DTYPES,
+    GEMM_ROLES,
+    GemmEfficiency,
+    GemmTableError,
+    TableGemm,
+    TiledGemm,
+    fp8_gemm_dtype,
+)
+from f8roof.timing.kernel_classes import KernelClass
+from f8roof.timing.kernel_time import (
+    FixedCost,
+    KernelTimeModel,
+    KindTime,
+    Residuals,
+)
+from f8roof.timing.public_times import PartTimes, PublicTimes
+from f8roof.traffic.fit import (
     MONOMIALS,
     FittedKernel,
     KernelSample,
@@ -45,33 +70,7 @@ from f8roof.models.fit import (
     TrafficFit,
     Unfitted,
 )
-from f8roof.models.gemm import (
-    GEMM_DTYPES,
-    GEMM_ROLES,
-    GemmEfficiency,
-    GemmTableError,
-    TableGemm,
-    TiledGemm,
-    fp8_gemm_dtype,
-)
-from f8roof.models.hardware import GPU, PRESETS, find_gpu
-from f8roof.models.kernel_classes import KernelClass
-from f8roof.models.kernel_time import (
-    FixedCost,
-    KernelTimeModel,
-    KindTime,
-    Residuals,
-)
-from f8roof.models.public_times import PartTimes, PublicTimes
-from f8roof.models.records import (
-    Environment,
-    GemmMeasurement,
-    KernelMeasurement,
-    StepMeasurement,
-    coefficient_to_json,
-    polynomial_to_json,
-)
-from f8roof.models.variant import Variant
+from f8roof.traffic.variant import Variant
 
 SCHEMA_VERSION = 3  # 3: "kernel_sets" (was "kernel sets")
 BF16 = Variant(None, None).key  # the baseline's key when the linear stands alone

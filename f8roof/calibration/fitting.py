@@ -1,7 +1,7 @@
 """Measurements -> calibration: the exact byte fits, the kernel-time model, the fixed costs.
 
 Pure: no device, no compile. `calibrate.py` measures; this module only assembles the fits of
-`models/fit.py`, so it is tested on synthetic measurements in milliseconds. Two builders, one
+`traffic/fit.py`, so it is tested on synthetic measurements in milliseconds. Two builders, one
 per calibration kind: `fit_calibration` (a device run) and `traffic_calibration` (generated code
 only, timed by the datasheet model).
 """
@@ -23,21 +23,20 @@ from f8roof.calibration.file import (
     StepMeasurement,
     VariantFit,
 )
-from f8roof.models.datasheet import DatasheetTiming
-from f8roof.models.fit import (
+from f8roof.timing.datasheet import DatasheetTiming
+from f8roof.timing.gemm import linear_gemm_times
+from f8roof.timing.kernel_time import FixedCost, KernelTimeModel, KindTime, Residuals
+from f8roof.timing.overhead import fitted_kernels
+from f8roof.traffic.fit import (
+    FitError,
     KernelSample,
     Shape,
     ShapeSample,
     TrafficFit,
-    fit_fixed_cost,
-    fit_kernel_time,
     fit_traffic,
 )
-from f8roof.models.gemm import linear_gemm_times
-from f8roof.models.kernel_time import KernelTimeModel, KindTime, Residuals
-from f8roof.models.monomials import ShapeArrays
-from f8roof.models.overhead import fitted_kernels
-from f8roof.models.variant import Variant
+from f8roof.traffic.monomials import ShapeArrays
+from f8roof.traffic.variant import Variant
 
 
 @dataclass(frozen=True)
@@ -188,3 +187,64 @@ def traffic_calibration(
         KernelTimeModel((), kernel, (), Residuals(0.0, 0.0, 0)),
         fit_shapes,
     )
+
+
+# --- kernel time and fixed costs (see timing/kernel_time.py for the models) ---------------------
+
+
+def fit_kind(nbytes: np.ndarray, time_s: np.ndarray) -> KindTime:
+    """Least squares on relative error: rows (1/t, bytes/t) . (floor, 1/bandwidth) = 1."""
+    nbytes, time_s = np.asarray(nbytes, np.float64), np.asarray(time_s, np.float64)
+    if len(time_s) == 0 or (time_s <= 0).any():
+        raise FitError("kernel times must be positive")
+    A = np.stack([1 / time_s, nbytes / time_s], axis=1)
+    floor, inverse_bw = np.linalg.lstsq(A, np.ones(len(time_s)), rcond=None)[0]
+    if floor < 0 or inverse_bw <= 0 or len(time_s) == 1:
+        # A negative floor or bandwidth means the points don't span sizes enough for two
+        # parameters: fall back to one, the bandwidth through the origin (or a pure floor).
+        floor = 0.0
+        inverse_bw = float(np.median(time_s / np.maximum(nbytes, 1)))
+    return KindTime(float(floor), float(1 / inverse_bw))
+
+
+def residuals(predicted, measured) -> Residuals:
+    error = np.abs(np.asarray(predicted) - np.asarray(measured)) / np.asarray(measured)
+    return Residuals(float(np.median(error)), float(error.max()), len(error))
+
+
+def fit_kernel_time(kinds: list[str], nbytes, time_s, kernel_ids: list[str]) -> KernelTimeModel:
+    """Fit per kind (pooled where a kind has under 3 points), then per-kernel factors."""
+    nbytes, time_s = np.asarray(nbytes, np.float64), np.asarray(time_s, np.float64)
+    kinds_arr, ids = np.asarray(kinds), np.asarray(kernel_ids)
+    pooled = fit_kind(nbytes, time_s)
+    by_kind = {
+        kind: fit_kind(nbytes[kinds_arr == kind], time_s[kinds_arr == kind])
+        for kind in sorted(set(kinds))
+        if (kinds_arr == kind).sum() >= 3
+    }
+    base = np.array([by_kind.get(k, pooled).time_s(b) for k, b in zip(kinds, nbytes)])
+    factors = {
+        kid: float(np.median(time_s[ids == kid] / base[ids == kid]))
+        for kid in sorted(set(kernel_ids))
+    }
+    predicted = base * np.array([factors[k] for k in kernel_ids])
+    return KernelTimeModel(
+        tuple(by_kind.items()), pooled, tuple(factors.items()), residuals(predicted, time_s)
+    )
+
+
+def fit_fixed_cost(*, table_gemm_s, gemm_s, kernels_s, device_s, wall_s) -> FixedCost:
+    """gemm_factor: median in-step / table gemm time. device_extra: median of what the device
+    time shows beyond the corrected gemms and the modelled kernels, at least 0. wall_floor: the smallest wall time. wall_extra: median wall - device over
+    device-bound steps (device time at least twice the floor), else 0."""
+    table_gemm_s, gemm_s, kernels_s, device_s, wall_s = (
+        np.asarray(x, np.float64) for x in (table_gemm_s, gemm_s, kernels_s, device_s, wall_s)
+    )
+    factor = float(np.median(gemm_s / table_gemm_s))
+    # Negative when the kernel model runs high: the per-kernel factors absorb that, and a
+    # negative constant would make small steps take negative time, so it stops at 0.
+    extra_device = max(0.0, float(np.median(device_s - factor * table_gemm_s - kernels_s)))
+    floor = float(wall_s.min())
+    bound = device_s >= 2 * floor
+    extra = float(np.median(wall_s[bound] - device_s[bound])) if bound.any() else 0.0
+    return FixedCost(factor, extra_device, max(extra, 0.0), floor)

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from f8roof.calibration.file import CalibrationError, _Reader, _tile
+from f8roof.errors import ModelError
 from f8roof.files import read_json, write_text_atomic
-from f8roof.models.errors import ModelError
-from f8roof.models.gemm import GemmEfficiency
-from f8roof.models.hardware import PRESETS
-from f8roof.models.public_times import (
+from f8roof.hardware.presets import PRESETS
+from f8roof.timing.gemm import GemmEfficiency
+from f8roof.timing.public_times import (
     FITTED_CLASSES,
     GEMM_FAMILIES,
     ParameterRange,
@@ -27,7 +27,7 @@ from f8roof.models.public_times import (
 )
 
 SCHEMA_VERSION = 1
-SHIPPED = Path(__file__).resolve().parent.parent / "calibrations" / "public_times.json"
+SHIPPED = Path(__file__).resolve().parent / "data" / "public_times.json"
 
 
 def to_dict(times: PublicTimes) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Fit the public time model (`models/public_times.py`) to published measurements, and check it.
+"""Fit the public time model (`timing/public_times.py`) to published measurements, and check it.
 
 Data (all in the repository, each row with its source):
 - cells: torchao's rowwise heatmap (LayerNorm -> Linear -> Sigmoid forward + backward speedups,
@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from f8roof.models.gemm import GemmEfficiency, GemmRole, linear_gemm_times
-from f8roof.models.hardware import find_gpu
-from f8roof.models.public_times import (
+from f8roof.hardware.presets import find_gpu
+from f8roof.timing.gemm import GemmEfficiency, GemmRole, linear_gemm_times
+from f8roof.timing.public_times import (
     FITTED_CLASSES,
     TIED_CLASSES,
     TILES,
@@ -42,8 +42,8 @@ from f8roof.models.public_times import (
     PartTimes,
     PublicTimes,
 )
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import Implementation
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import Implementation
 
 DATA = Path("data")
 HEATMAP = DATA / "published" / "linear_rowwise_heatmap_h100.csv"

@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 
 from f8roof.errors import F8RoofError
-from f8roof.models.gemm import GEMM_ROLES, GemmTableError, TableGemm, gemm_dims
-from f8roof.models.hardware import GPU, PRESETS
+from f8roof.hardware.presets import GPU, PRESETS
+from f8roof.timing.gemm import GEMM_ROLES, GemmTableError, TableGemm, gemm_dims
 
 BF16_COLUMNS = ("bf16_time_s", "ref_time_s", "bf16_s")
 FP8_COLUMNS = ("fp8_time_s", "fp8_s")

@@ -13,7 +13,7 @@ torchtitan/models/llama3/infra/parallelize.py, `apply_tp`, `apply_compile`, `app
   (torchtitan picks them whenever float8 is tensorwise: the all-gather moves float8);
 - checkpointing of the block: none, full (`torch.utils.checkpoint`), or selective per op
   (`create_selective_checkpoint_contexts` with a torchtitan policy from
-  models/checkpointing.py: its save list's outputs saved, every second matmul recomputed).
+  training/checkpointing.py: its save list's outputs saved, every second matmul recomputed).
   Under compile the policy sees a torchao float8 linear's gemm as `aten.mm` (checked on torch
   2.13: the tensor subclass is unwrapped below it), so float8 gemms follow the mm rule;
 - `torch.compile(block, fullgraph=True)`, then FSDP2 `fully_shard` around the compiled block
@@ -42,22 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from f8roof.models.block import (
-    BlockCapture,
-    BlockGemm,
-    BlockKernel,
-    BlockSpec,
-    Collective,
-    CollectiveKind,
-    Mlp,
-    Norm,
-    Recompute,
-)
-from f8roof.models.checkpointing import Decision, SacPolicy, sac_policy
-from f8roof.models.errors import ModelError
-from f8roof.models.hardware import GPU, Float8Family, find_gpu
-from f8roof.models.recipes import Recipe
-from f8roof.models.variant import torchao_recipe_name
+from f8roof.errors import ModelError
+from f8roof.hardware.presets import GPU, Float8Family, find_gpu
 from f8roof.profiler import codegen_only, torchao_float8
 from f8roof.profiler.capture import (
     GEMM_TARGETS,
@@ -72,6 +58,20 @@ from f8roof.profiler.capture import (
 )
 from f8roof.profiler.graphs import Step
 from f8roof.profiler.triton_code import ParsedCollective, parse_output_code
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import torchao_recipe_name
+from f8roof.training.block import (
+    BlockCapture,
+    BlockGemm,
+    BlockKernel,
+    BlockSpec,
+    Collective,
+    CollectiveKind,
+    Mlp,
+    Norm,
+    Recompute,
+)
+from f8roof.training.checkpointing import Decision, SacPolicy, sac_policy
 
 __all__ = ["BlockModule", "capture_block", "fake_world"]
 

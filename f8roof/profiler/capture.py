@@ -38,11 +38,7 @@ import torch
 from torch import nn
 
 from f8roof.errors import F8RoofError
-from f8roof.models.fit import FitError, KernelSample, buffer_polynomial
-from f8roof.models.hardware import GPU, Float8Family, find_gpu
-from f8roof.models.kernel_classes import KernelClass
-from f8roof.models.recipes import BLOCK_ELEMENTS, ROLES, Role
-from f8roof.models.variant import Variant, fp8_shape_reason
+from f8roof.hardware.presets import GPU, Float8Family, find_gpu
 from f8roof.profiler import codegen_only, torchao_float8
 from f8roof.profiler.graphs import Step, StepFactory, step_factory
 from f8roof.profiler.triton_code import (
@@ -55,6 +51,10 @@ from f8roof.profiler.triton_code import (
     ParsedLaunch,
     parse_output_code,
 )
+from f8roof.timing.kernel_classes import KernelClass
+from f8roof.traffic.fit import FitError, KernelSample, buffer_polynomial
+from f8roof.traffic.recipes import BLOCK_ELEMENTS, ROLES, Role
+from f8roof.traffic.variant import Variant, fp8_shape_reason
 
 __all__ = [
     "BufferAccess",
@@ -294,7 +294,7 @@ class Capture:
     def workspace_bytes(self, launch: KernelLaunch) -> int:
         """Bytes of split-reduction workspace a launch touches: intermediate buffers (`bufN`)
         with a dim that is none of M, K, N or 1 (the split count, e.g. (1024,) or
-        (1, 2048, 32)), whose size Inductor's heuristics pick (see models/fit.py). A split count
+        (1, 2048, 32)), whose size Inductor's heuristics pick (see traffic/fit.py). A split count
         equal to M, K or N by chance is counted as data; the exact fit then reports it."""
         return sum(b.nbytes for b in (*launch.reads, *launch.writes) if self._is_workspace(b))
 

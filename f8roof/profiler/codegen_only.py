@@ -27,7 +27,7 @@ from torch.fx import proxy
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from f8roof.errors import F8RoofError
-from f8roof.models.hardware import GPU, find_gpu
+from f8roof.hardware.presets import GPU, find_gpu
 
 CUDA = torch.device("cuda", 0)
 TRITON_HASH = "F8ROOF-CODEGEN-ONLY"  # stands in for the hash of a Triton CUDA backend

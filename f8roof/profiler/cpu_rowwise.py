@@ -13,7 +13,7 @@ import functools
 from collections.abc import Iterable
 
 from f8roof.errors import F8RoofError, reason
-from f8roof.models.recipes import Recipe
+from f8roof.traffic.recipes import Recipe
 
 
 @functools.cache

@@ -7,9 +7,9 @@ import platform
 from importlib import metadata
 
 import f8roof
+from f8roof.calibration.records import Environment
 from f8roof.errors import F8RoofError
-from f8roof.models.hardware import GPU, UnknownGPUError, find_gpu
-from f8roof.models.records import Environment
+from f8roof.hardware.presets import GPU, UnknownGPUError, find_gpu
 
 DEVICES = ("cuda", "cpu")
 

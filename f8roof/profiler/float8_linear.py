@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from f8roof.models.recipes import Recipe, Role, ScalingType
+from f8roof.traffic.recipes import Recipe, Role, ScalingType
 
 E4M3 = torch.float8_e4m3fn  # input and weight: 3 mantissa bits, range +-448
 E5M2 = torch.float8_e5m2  # grad_output: 2 mantissa bits, range +-57344 for gradients' spread

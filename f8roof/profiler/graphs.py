@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from f8roof.models.variant import After, Before, Context, ContextError, Implementation, Variant
 from f8roof.profiler import torchao_float8
 from f8roof.profiler.float8_linear import make_linear
+from f8roof.traffic.variant import After, Before, Context, ContextError, Implementation, Variant
 
 DTYPE = torch.bfloat16
 

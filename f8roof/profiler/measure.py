@@ -16,12 +16,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from f8roof.calibration.records import GemmMeasurement, KernelMeasurement, StepMeasurement
 from f8roof.errors import F8RoofError
-from f8roof.models.fit import Shape, kernel_keys, shape_text
-from f8roof.models.gemm import GemmRole, linear_shape
-from f8roof.models.records import GemmMeasurement, KernelMeasurement, StepMeasurement
-from f8roof.models.variant import Variant
 from f8roof.profiler.trace import KernelEvent, is_gemm_kernel, profile_steps
+from f8roof.traffic.fit import Shape, kernel_keys, shape_text
+from f8roof.traffic.gemm_roles import GemmRole, linear_shape
+from f8roof.traffic.variant import Variant
 
 COPY_BYTES = {"cuda": 2**30, "cpu": 2**26}
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import torch
 
-from f8roof.models.gemm import GemmRole, gemm_dims
-from f8roof.models.variant import Variant
 from f8roof.profiler import torchao_float8
 from f8roof.profiler.float8_linear import E4M3, E5M2, USE_FAST_ACCUM
 from f8roof.profiler.graphs import build_step
 from f8roof.profiler.trace import L2_FLUSH_BYTES, KernelEvent, profile_step, step_totals
+from f8roof.timing.gemm import GemmRole, gemm_dims
+from f8roof.traffic.variant import Variant
 
 
 @dataclass(frozen=True)

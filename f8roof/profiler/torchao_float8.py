@@ -24,8 +24,8 @@ import torch
 from torch import nn
 
 from f8roof.errors import F8RoofError
-from f8roof.models.recipes import Granularity, Recipe
-from f8roof.models.variant import torchao_recipe_name
+from f8roof.traffic.recipes import Granularity, Recipe
+from f8roof.traffic.variant import torchao_recipe_name
 
 # The import-time messages to drop, by logger: torchao's extension loader and torch's pytree.
 _IMPORT_NOISE = {

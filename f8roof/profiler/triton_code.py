@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from f8roof.models.kernel_classes import KernelClass, gemm_class
+from f8roof.timing.kernel_classes import KernelClass, gemm_class
 
 GB = 1e9  # Inductor's kernel_num_gb is bytes / 1e9
 WORKSPACE_PARAM = "ws_ptr"  # a mix-order reduction kernel's partial results
@@ -879,7 +879,7 @@ def _scattered(
 
 
 def classify(launch: ParsedLaunch, source: KernelSource | None, *, split: bool) -> KernelClass:
-    """A launch's class from its kernel's code (see models/kernel_classes.py), in this order:
+    """A launch's class from its kernel's code (see timing/kernel_classes.py), in this order:
     atomics; split reductions (a workspace of partial results, or a reduction finishing
     another's partials: `split`); a reduction by Inductor's reduction hint (outer: along
     strided columns, as a column amax over M), else persistent or inner; a pointwise kernel

@@ -4,11 +4,11 @@ torchtitan's filter_fqns and converter lines."""
 
 from __future__ import annotations
 
-from f8roof.answer import ModelAnswer, ShapesAnswer
-from f8roof.models.step import StepSummary
+from f8roof.engine.answer import ModelAnswer, ShapesAnswer
+from f8roof.engine.sharded import BlockComparison
 from f8roof.renderers.report import format_recommendation
 from f8roof.renderers.table import breakeven_lines, render_table, uncertain_lines
-from f8roof.sharded import BlockComparison
+from f8roof.training.step import StepSummary
 
 
 def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from f8roof.models.block import BlockCapture, Collective
-from f8roof.sharded import BlockComparison
+from f8roof.engine.sharded import BlockComparison
+from f8roof.training.block import BlockCapture, Collective
 
 PASSES = ("fwd", "bwd")
 

@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping
 
 from f8roof.calibration.file import kernel_set_to_dict
-from f8roof.compare import CalibrationCheck, Comparison, ReadOffComparison, ShapeComparison
-from f8roof.models.fit import KernelSet, Polynomial
+from f8roof.engine.compare import CalibrationCheck, Comparison, ReadOffComparison, ShapeComparison
+from f8roof.traffic.fit import KernelSet, Polynomial
 
 
 def _levels(s, *, actual: str) -> list[str]:

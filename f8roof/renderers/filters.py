@@ -7,8 +7,8 @@ import math
 
 import pandas as pd
 
-from f8roof.filter_compare import TORCHAO_SOURCE, FilterCompareResult, FilterComparison
-from f8roof.recommend import StepShare
+from f8roof.engine.filter_compare import TORCHAO_SOURCE, FilterCompareResult, FilterComparison
+from f8roof.engine.recommend import StepShare
 from f8roof.renderers.cells import aligned, decision, markdown_table, ms, step_share_line
 
 

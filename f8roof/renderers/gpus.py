@@ -3,9 +3,9 @@ from (its datasheet sources, the public sweeps behind its datasheet timing, what
 
 from __future__ import annotations
 
-from f8roof.models.datasheet import preset_efficiency
-from f8roof.models.hardware import GPU, PRESETS
-from f8roof.models.support import ScaledGemm, unsupported_reason
+from f8roof.hardware.presets import GPU, PRESETS
+from f8roof.hardware.support import ScaledGemm, unsupported_reason
+from f8roof.timing.datasheet import preset_efficiency
 
 TERA = 1e12
 # The gemms a training recipe needs, in the order the column lists them.

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.engine.resolve import Request
 from f8roof.errors import F8RoofError
-from f8roof.estimate import EstimateConfig, estimate
 from f8roof.files import atomic_path
-from f8roof.models.grouped import GROUPED_RECIPE
-from f8roof.models.variant import FP8_DIM_MULTIPLE
-from f8roof.resolve import Request
+from f8roof.traffic.grouped import GROUPED_RECIPE
+from f8roof.traffic.variant import FP8_DIM_MULTIPLE
 
 FORMATS = (".png", ".svg")
 DPI = 100
@@ -508,7 +508,7 @@ def draw(
     validation: str | Path | None = None,
 ) -> tuple[Plot, str]:
     """The `f8roof plot` command: one picture, and what its estimate used ('' for validation)."""
-    from f8roof.resolve import resolve
+    from f8roof.engine.resolve import resolve
 
     check_out(out)
     kind = kind or ("validation" if validation else "heatmap")

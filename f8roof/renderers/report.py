@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from f8roof import __version__
+from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, best_recipe
+from f8roof.engine.report import ModelReport
 from f8roof.errors import F8RoofError
 from f8roof.files import atomic_set
-from f8roof.recommend import TIME_COLUMNS, Recommendation, best_recipe
 from f8roof.renderers.cells import (
     aligned,
     band,
@@ -27,10 +28,9 @@ from f8roof.renderers.cells import (
     step_share_line,
 )
 from f8roof.renderers.filters import markdown_section
-from f8roof.report import ModelReport
 
 if TYPE_CHECKING:
-    from f8roof.filter_compare import FilterComparison
+    from f8roof.engine.filter_compare import FilterComparison
 
 SPEEDUP_COLUMNS = (
     ("speedup_ideal", "x ideal"),
@@ -53,7 +53,7 @@ def _shape_columns(rec: Recommendation) -> list[tuple[str, object]]:
         ("N", lambda r: str(r["N"])),
     ]
     if rec.setup.tp > 1:
-        # routed experts under EP are not TP-sharded (see f8roof.architectures.training): "-"
+        # routed experts under EP are not TP-sharded (see f8roof.training.parallel): "-"
         unsharded = rec.setup.ep > 1
         columns.append(("tp", lambda r: "-" if unsharded and r["grouped"] else TP_LABELS[r["tp"]]))
     if rec.has_grouped:

@@ -52,7 +52,7 @@ def percent(value: float) -> str:
 
 
 def models_text() -> str:
-    from f8roof.architectures.catalog import BUILTIN_NAMES, builtin
+    from f8roof.training.catalog import BUILTIN_NAMES, builtin
 
     lines = []
     for name in BUILTIN_NAMES:

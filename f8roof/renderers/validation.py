@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from f8roof.accuracy import GROUP, group_name, measured_square_breakeven, summary
 from f8roof.calibration.file import Calibration
+from f8roof.device.accuracy import GROUP, group_name, measured_square_breakeven, summary
+from f8roof.device.validate import ValidationRun
 from f8roof.files import write_texts_atomic
 from f8roof.renderers.runs import percent
-from f8roof.validate import ValidationRun
 
 
 def write_validation(run: ValidationRun, calibration: Calibration, out_dir: str | Path) -> None:

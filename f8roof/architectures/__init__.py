@@ -1,1 +1,0 @@
-"""Model architectures: built-in and Hugging Face configs, and how they train in parallel."""

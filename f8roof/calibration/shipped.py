@@ -1,0 +1,32 @@
+"""Shipped calibration files (package data): the default estimate for the GPUs they describe.
+
+Each preset names its file. Today all are traffic calibrations (the exact bytes of the code
+torch.compile generates for that GPU, timed by the datasheet model), built by
+`scripts/build_traffic_calibrations.py`; a measured calibration of the same GPU, once one
+exists, replaces its file and the estimate says so.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from f8roof.hardware.presets import GPU
+
+SHIPPED = {
+    "h100": "h100.json",
+    "h200": "h200.json",
+    "h100-meta": "h100-meta.json",
+    "b200": "b200.json",
+}
+
+ROOFLINE = "roofline presets (datasheet x the seed's efficiencies), no calibration"
+
+
+def shipped_calibration(gpu: GPU) -> Path | None:
+    """The shipped file for a GPU preset, if there is one."""
+    name = SHIPPED.get(gpu.name)
+    if name is None:
+        return None
+    path = resources.files(__package__) / "data" / name
+    return Path(str(path)) if path.is_file() else None

@@ -1,0 +1,305 @@
+"""The f8roof command line: parse options, make one library call, hand the result to one
+renderer (f8roof/renderers). Option rules live in the library (resolve.py, answer.py, ...).
+
+torch, triton and torchao are imported only inside the commands that compile (compare,
+calibrate, validate, estimate --overhead codegen), so `f8roof estimate` needs neither.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from f8roof.cli import options as o
+from f8roof.errors import F8RoofError
+
+
+class UserError(click.ClickException):
+    """What the library's F8RoofError becomes at the command line: its line, exit 2."""
+
+    exit_code = 2
+
+
+class _Group(click.Group):
+    """A problem with what the user asked for (the library's F8RoofError: an unknown GPU, a
+    bad file, a value the models refuse) is one line, exit 2; so is a bad option (click's
+    usage error, without the usage block: `--help` has it). Anything else is a bug and keeps
+    its traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except F8RoofError as e:
+            raise UserError(str(e)) from None
+        except click.UsageError as e:
+            raise UserError(e.format_message()) from None
+
+
+def _progress(label: str, describe=str):
+    """A progress bar on stderr (current item and time left) for a long loop: a function that
+    takes the items and yields them."""
+
+    def bar(items):
+        with click.progressbar(
+            items,
+            label=label,
+            show_eta=True,
+            file=sys.stderr,
+            item_show_func=lambda item: describe(item) if item else "",
+        ) as shown:
+            yield from shown
+
+    return bar
+
+
+def _need_torch(what: str) -> None:
+    """The commands that compile need the `profile` extra; say so in one line."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise F8RoofError(f"{what} compiles with torch: pip install 'f8roof[profile]'") from None
+
+
+def _warn(lines) -> None:
+    for line in lines:
+        click.echo(f"warning: {line}", err=True)
+
+
+def _request(**options):
+    from f8roof.engine.resolve import Request
+
+    return Request(**options)
+
+
+@click.group(cls=_Group)
+@click.version_option(package_name="f8roof")
+def main() -> None:
+    """Should this linear train in float8? Measured float8 vs bf16 speedups for torch.compile."""
+
+
+@main.command()
+@o.GPUS
+def gpus(sources: bool) -> None:
+    """List the GPU presets (datasheet ceilings), the scaled gemms each runs, the device names
+    they match and where every number comes from."""
+    from f8roof.renderers.gpus import gpus_text
+
+    click.echo(gpus_text(sources=sources))
+
+
+@main.command()
+def models() -> None:
+    """List the built-in model architectures (for estimate --model and report --model)."""
+    from f8roof.renderers.runs import models_text
+
+    click.echo(models_text())
+
+
+@main.command()
+@o.ESTIMATE
+def estimate(
+    shape_texts,
+    shapes_file,
+    sweep,
+    out,
+    overhead,
+    model,
+    tokens,
+    recipe,
+    setup,
+    setup_file,
+    policy,
+    **request,
+) -> None:
+    """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
+    from f8roof.engine.answer import ModelAnswer, Question, answer, answer_setup
+    from f8roof.files import check_output_path
+    from f8roof.renderers.answers import render_answer
+    from f8roof.renderers.frames import renderer_for
+
+    if out is not None:
+        check_output_path(out)
+        renderer_for(out)  # an unknown format is refused before the work
+    if overhead == "codegen":
+        _need_torch("estimate --overhead codegen")
+    question = Question(
+        shape_texts, shapes_file, sweep, model, tokens, overhead=overhead, policy=policy
+    )
+    bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
+    if setup_file is not None:
+        given = click.get_current_context().get_parameter_source("recipe")
+        result = answer_setup(
+            setup_file,
+            question=question,
+            setup=setup,
+            recipe_given=given is not click.core.ParameterSource.DEFAULT,
+            options=request,
+            progress=bar,
+        )
+    else:
+        result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
+    _warn(result.warnings if not isinstance(result, ModelAnswer) else [])
+    click.echo(render_answer(result, color=sys.stdout.isatty()))
+    if out is not None:
+        from f8roof.renderers.frames import write_frame
+
+        frame = result.recommendation.layers if isinstance(result, ModelAnswer) else result.frame
+        summary = result.summary if isinstance(result, ModelAnswer) else None
+        write_frame(frame, out, summary=None if summary is None else summary.to_dict())
+        what = "layer types" if isinstance(result, ModelAnswer) else "rows"
+        click.echo(f"wrote {len(frame)} {what} to {out}")
+
+
+@main.command()
+@o.PLOT
+def plot(
+    kind, level, x_axis, y_axis, fixed, min_size, max_size, validation_csv, out, recipe, **request
+) -> None:
+    """Draw a speedup heatmap, the overhead share, or predicted vs measured (needs matplotlib)."""
+    from f8roof.files import check_output_path
+    from f8roof.renderers.plot import draw
+
+    check_output_path(out)
+    result, source = draw(
+        kind=kind,
+        out=out,
+        request=_request(recipes=recipe, **request),
+        level=level,
+        x=x_axis,
+        y=y_axis,
+        fixed=fixed,
+        lo=min_size,
+        hi=max_size,
+        validation=validation_csv,
+    )
+    if source:
+        click.echo(f"using {source}")
+    click.echo(f"wrote {result.path}")
+
+
+@main.command()
+@o.REPORT
+def report(model, tokens, no_plots, out, recipe, setup, policy, **request) -> None:
+    """One markdown report for a model: per layer table, totals, torchao's filter, plots."""
+    from f8roof.engine.report import model_report
+    from f8roof.files import check_output_path
+    from f8roof.renderers.report import check_report_path, report_lines, write_report
+
+    check_output_path(out)
+    check_report_path(out)
+    built = model_report(
+        model,
+        tokens=tokens,
+        request=_request(recipes=recipe, **request),
+        setup=setup,
+        policy=policy,
+    )
+    click.echo("\n".join(report_lines(write_report(built, out=out, plots=not no_plots))))
+
+
+@main.command("filter-compare")
+@o.FILTER_COMPARE
+def filter_compare(
+    model, tokens, tps, ep, fsdp, recompute, step_ms, recipe, filter_fqns, policy, **request
+) -> None:
+    """torchao's auto filter (fixed K/N thresholds) vs f8roof, layer by layer, and the step
+    time each choice predicts."""
+    from f8roof.engine.filter_compare import filter_compare as run
+    from f8roof.inputs.shapes import parse_ints
+    from f8roof.renderers.filters import render_filter_compare
+
+    result = run(
+        model,
+        tokens=parse_ints(tokens, "--tokens"),
+        tps=parse_ints(tps, "--tp"),
+        ep=ep,
+        fsdp=fsdp,
+        recompute=recompute,
+        step_ms=step_ms,
+        request=_request(recipes=recipe, **request),
+        filter_fqns=tuple(f.strip() for f in filter_fqns.split(",") if f.strip()),
+        policy=policy,
+    )
+    click.echo(render_filter_compare(result))
+
+
+@main.command()
+@o.CALIBRATE
+def calibrate(out, resume, before, after, contexts, budget, **options) -> None:
+    """Measure this device (or generate code for --gpu) and write one calibration file."""
+    from f8roof.device.calibrate import calibrate as run
+    from f8roof.device.calibrate import calibrate_options, requested_contexts
+    from f8roof.files import check_output_path
+    from f8roof.renderers.runs import calibration_lines
+
+    check_output_path(out)
+    _need_torch("calibrate")
+    chosen = calibrate_options(
+        contexts=requested_contexts(before, after, contexts), budget_s=budget, **options
+    )
+    bar = _progress("calibrating", lambda t: t.label)
+    calibration, warnings = run(chosen, Path(out), resume=resume, progress=bar)
+    _warn(warnings)
+    click.echo("\n".join(calibration_lines(calibration, out)))
+
+
+@main.command()
+@o.VALIDATE
+def validate(calibration_path, out_dir, resume, traces, budget, **options) -> None:
+    """Measure real speedups at unseen shapes and report the prediction error."""
+    from f8roof.calibration.file import Calibration
+    from f8roof.device import validate as v
+    from f8roof.files import check_output_dir
+    from f8roof.renderers.runs import validation_lines
+    from f8roof.renderers.validation import write_validation
+
+    check_output_dir(out_dir)
+    _need_torch("validate")
+    calibration = Calibration.load(calibration_path)
+    chosen = v.validate_options(calibration, budget_s=budget, **options)
+    run = v.validate(
+        calibration,
+        chosen,
+        Path(out_dir),
+        resume=resume,
+        progress=_progress("validating", lambda t: t.label),
+        trace_dir=Path(traces) if traces else None,
+    )
+    write_validation(run, calibration, out_dir)
+    run.reported()
+    click.echo("\n".join(validation_lines(run.frame, run.stats, out_dir)))
+
+
+@main.command()
+@o.COMPARE
+def compare(shape_texts, no_fit, as_json, out, model, block, **options) -> None:
+    """Worst-case and ideal models beside the kernels torch.compile generates; with --model,
+    one sharded transformer block's kernels, gemms and collectives, bf16 beside float8."""
+    from f8roof.files import check_output_path, write_text_atomic
+
+    if out is not None:
+        check_output_path(out)
+    _need_torch("compare")
+    if model is not None:
+        from f8roof.engine.sharded import compare_block
+        from f8roof.renderers.block import block_to_json, render_block_text
+
+        result = compare_block(model=model, shapes_given=bool(shape_texts), **block, **options)
+        text = (block_to_json if as_json else render_block_text)(result)
+        click.echo(text, nl=False)
+        if out:
+            write_text_atomic(out, text)
+        return
+    from f8roof.engine.compare import CompareRequest, run_compare
+    from f8roof.renderers.comparison import render_text, to_json
+
+    bar = _progress("compiling", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}")
+    request = CompareRequest(shape_texts=tuple(shape_texts), fit=not no_fit, **options)
+    result = run_compare(request, progress=bar, warn=lambda line: click.echo(line, err=True))
+    render = to_json if as_json else render_text
+    text = render(result.comparison, result.check)
+    click.echo(text, nl=False)
+    if out is not None:
+        write_text_atomic(out, text)

@@ -1,0 +1,1 @@
+"""One typed answer: options -> configurations -> per-layer rows -> the step; no text (renderers write it)."""

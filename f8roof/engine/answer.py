@@ -1,0 +1,355 @@
+"""`f8roof estimate`'s one library call: which question was asked (shapes, or a model at scale),
+the option rules that go with each, and the answer as data for renderers/.
+
+Shapes: the estimate at each shape, the breakevens, and the warnings a result no GPU can produce
+deserves; `--overhead codegen` adds the exact generated kernels' overhead (the compiling side,
+f8roof.engine.compare, imported only then). A model: f8roof.engine.recommend's per-layer decisions and the step summary (f8roof.engine.step_summary:
+communication, recompute, the step speedup); from a setup file (`--setup`), also the
+torchtitan `filter_fqns` and converter lines for those decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, settle_command
+from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
+from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
+from f8roof.engine.resolve import Request, Resolved, resolve
+from f8roof.engine.sharded import BlockComparison, compiled_block, shipped_block
+from f8roof.engine.step_summary import Sharding, summarize_step
+from f8roof.errors import F8RoofError, ModelError
+from f8roof.inputs.shapes import collect_shapes
+from f8roof.training.parallel import TrainingSetup
+from f8roof.training.step import StepSummary
+from f8roof.training.torchtitan_names import (
+    RECIPES,
+    converter_lines,
+    filter_fqns_for,
+    to_torchtitan_fqn,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class ShapesAnswer:
+    resolved: Resolved
+    frame: pd.DataFrame
+    breakevens: dict[str, int | None]  # level -> smallest winning square size
+    warnings: list[str] = field(default_factory=list)
+    settle: str | None = None  # the GPU command that settles the first uncertain row
+
+
+@dataclass(frozen=True, eq=False)
+class ModelAnswer:
+    resolved: Resolved
+    recommendation: Recommendation
+    summary: StepSummary | None = None
+    converter: tuple[str, ...] = ()  # torchtitan filter_fqns and converter lines (--setup)
+    filter_fqns: tuple[str, ...] = ()
+    block: BlockComparison | None = None  # the sharded block its blocks were timed from
+
+
+@dataclass(frozen=True)
+class Question:
+    """What `estimate` was asked: shapes (given, from a file, or a sweep) or a model."""
+
+    shape_texts: Sequence[str] = ()
+    shapes_file: str | None = None
+    sweep: str | None = None
+    model: str | None = None
+    tokens: int | None = None
+    overhead: str = "fitted"  # fitted | codegen
+    sharding: Sharding | None = None  # from a setup file: FSDP degree, float8/TP switches
+    policy: str = DEFAULT_POLICY.value  # which end of the band a conversion must win at
+
+    def check(self, request: Request, setup: TrainingSetup) -> None:
+        """The rules between options, before any work: one line each."""
+        shapes = bool(self.shape_texts or self.shapes_file or self.sweep)
+        if self.model or self.tokens is not None:
+            if shapes:
+                raise F8RoofError("--model replaces --shape, --shapes-file and --sweep: give one")
+            if request.before or request.after:
+                raise F8RoofError(
+                    "--model takes each linear's context from the architecture: "
+                    "drop --before/--after"
+                )
+            if not self.model:
+                raise F8RoofError("--tokens goes with --model NAME|config.json")
+            if self.tokens is None:
+                raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
+        elif not setup.is_default:
+            raise F8RoofError("--tp, --ep, --fsdp, --recompute and --step-ms go with --model")
+
+
+def answer(
+    question: Question,
+    request: Request,
+    *,
+    setup: TrainingSetup,
+    progress: Callable | None = None,
+) -> ShapesAnswer | ModelAnswer:
+    question.check(request, setup)
+    resolved = resolve(request, many_recipes=bool(question.model))
+    if question.model:
+        assert question.tokens is not None
+        rec = recommend_model(
+            question.model,
+            tokens=question.tokens,
+            resolved=resolved,
+            setup=setup,
+            policy=DecisionPolicy.from_name(question.policy),
+        )
+        sharding = question.sharding or Sharding(fsdp_degree=setup.fsdp_degree)
+        block, why_not = sharded_block(question, rec, resolved, sharding)
+        summary = summarize_step(
+            rec, resolved, sharding=sharding, block=block, why_not_block=why_not
+        )
+        check_finite(rec.layers, resolved, grouped_nan=True)
+        lines: list[str] = []
+        fqns: list[str] = []
+        if question.sharding is not None:
+            fqns, lines = torchtitan_lines(rec, sharding)
+        return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns), block)
+    return answer_shapes(question, resolved, progress=progress)
+
+
+def sharded_block(
+    question: Question, rec: Recommendation, resolved: Resolved, sharding: Sharding
+) -> tuple[BlockComparison | None, str]:
+    """The block one rank of the run executes, to time the step's blocks from: compiled
+    (`--overhead codegen`) or the shipped sharded fits; None and why where neither applies
+    (the step is then summed from the per-layer fits)."""
+    setup = rec.setup
+    if question.overhead != "codegen" and setup.tp == 1 and not setup.fsdp:
+        return None, ""  # one GPU, no sharding: the per-layer rows are the block
+    why = _why_no_block(rec, resolved, sharding)
+    if why and question.overhead == "codegen":
+        # asked for and impossible: never an answer without it and without a word
+        raise F8RoofError(f"--overhead codegen compiles one block of the model, and cannot: {why}")
+    if why:
+        return None, why
+    recipes = _block_recipes(rec)
+    if question.overhead == "codegen":
+        gpu = resolved.config.gpu.name
+        block = compiled_block(
+            question.model,
+            tokens=rec.tokens,
+            recipe=recipes[0],
+            setup=setup,
+            sharding=sharding,
+            gpu=gpu,
+        )
+        return block, ""
+    return shipped_block(
+        question.model, tokens=rec.tokens, recipe=recipes[0], setup=setup, sharding=sharding
+    )
+
+
+def _block_recipes(rec: Recommendation) -> list[str]:
+    converted = rec.layers[rec.layers["convert"]]
+    return sorted({str(r) for r in converted["recipe"]}) or list(rec.recipes[:1])
+
+
+def _why_no_block(rec: Recommendation, resolved: Resolved, sharding: Sharding) -> str:
+    """Why no sharded block (compiled or shipped) can time this answer's blocks; "" if one can."""
+    setup = rec.setup
+    if rec.architecture.is_moe:
+        return "MoE blocks are not compiled yet"
+    recipes = _block_recipes(rec)
+    if len(recipes) != 1:
+        return f"the block mixes recipes ({', '.join(recipes)})"
+    if resolved.calibration is None:
+        return "timing a block's kernels needs a calibration"
+    if resolved.config.implementation.value != "torchao":
+        return (
+            f"the sharded block is torchao's Float8Linear, not --impl "
+            f"{resolved.config.implementation.value}"
+        )
+    if setup.recompute.value == "full":
+        return "full recompute (layer SAC too) does not compile on a fake process group yet"
+    if sharding.async_tp:
+        return "async TP does not compile on a fake process group yet"
+    return ""
+
+
+def answer_shapes(
+    question: Question, resolved: Resolved, *, progress: Callable | None = None
+) -> ShapesAnswer:
+    shapes = collect_shapes(question.shape_texts, question.shapes_file, question.sweep)
+    config = resolved.config
+    warnings: list[str] = []
+    frame = estimate(shapes, config, ranges=True)
+    if question.overhead == "codegen":
+        from f8roof.engine.compare import codegen_columns, version_warning
+
+        if config.calibration is not None:
+            warnings += version_warning(config.calibration)
+        for name, values in codegen_columns(frame, config, progress=progress).items():
+            frame[name] = values
+    found = breakevens(config)
+    settle = None
+    if "speedup_low" in frame.columns:
+        frame["decision"] = decisions(frame, policy=DecisionPolicy.from_name(question.policy))
+        settle = _settle(frame, config)
+    check_finite(frame, resolved)
+    return ShapesAnswer(
+        resolved, frame, found, warnings + implausible(frame, config, found), settle
+    )
+
+
+# the times and speedups every row of an estimate has (NaN is allowed elsewhere: a routed
+# expert's fitted overhead, the wall clock of a traffic calibration)
+_FINITE = ("bf16_gemm_s", "fp8_gemm_s", "bf16_s", "fp8_s", "context_s")
+
+
+def check_finite(frame: pd.DataFrame, resolved: Resolved, *, grouped_nan: bool = False) -> None:
+    """Refuse, naming the shape and what the numbers rest on, an estimate that is not finite:
+    the files are checked on load, so this is a file whose numbers, each in range, still
+    describe no device (or a bug); an answer never prints inf or NaN. `grouped_nan`: a model's
+    rows, whose routed experts have no fitted overhead (NaN by design)."""
+    columns = [
+        c
+        for c in frame.columns
+        if c in _FINITE or c.startswith(("overhead_s_", "fp8_s_", "speedup"))
+        if c != "speedup_wall" and not c.startswith("speedup_level")
+    ]
+    for column in columns:
+        values = frame[column].to_numpy(dtype=np.float64)
+        ok = np.isfinite(values)
+        if grouped_nan and "grouped" in frame.columns:
+            ok |= frame["grouped"].to_numpy(dtype=bool) & np.isnan(values)
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            row = frame.iloc[int(bad[0])]
+            raise F8RoofError(
+                f"the estimate's {column} at {row.M}x{row.K}x{row.N} is {values[bad[0]]}: "
+                f"the numbers it rests on ({resolved.source}) describe no device"
+            )
+
+
+def _settle(frame: pd.DataFrame, config) -> str | None:
+    """The command that settles every uncertain row on a GPU."""
+    rows = frame[frame["decision"] == "uncertain"]
+    if not len(rows):
+        return None
+    calibration = config.calibration
+    return settle_command(
+        recipes=(config.recipe.name,),
+        shapes=[(int(r.M), int(r.K), int(r.N)) for r in rows.itertuples()],
+        contexts=(config.context.name,),
+        implementation=config.implementation.value,
+        calibrated=calibration is not None and calibration.is_measured,
+    )
+
+
+def torchtitan_lines(rec: Recommendation, sharding: Sharding) -> tuple[list[str], list[str]]:
+    """torchtitan's filter_fqns for the recommended decisions (and the setup's own filters),
+    and the converter lines that apply them."""
+    kept = []
+    for fqn, convert in zip(rec.layers["fqn"], rec.layers["convert"]):
+        try:
+            to_torchtitan_fqn(fqn)
+        except F8RoofError:
+            continue  # no torchtitan name (routed experts, other families): not listed
+        if not convert:
+            kept.append(fqn)
+    fqns = list(dict.fromkeys([*(sharding.filter_fqns or ()), *filter_fqns_for(kept)]))
+    recipe = best_recipe(rec)
+    recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
+    if recipe not in RECIPES:
+        return fqns, [f"# no torchtitan recipe for {recipe}"]
+    lines = converter_lines(
+        recipe=recipe, filter_fqns=fqns, float8_all_gather=sharding.float8_all_gather
+    )
+    return fqns, lines
+
+
+def answer_setup(
+    path: str,
+    *,
+    question: Question,
+    setup: TrainingSetup,
+    recipe_given: bool,
+    options: dict,
+    progress: Callable | None = None,
+) -> ModelAnswer:
+    """`estimate --setup FILE`: the model question the file asks, answered; `options` the
+    command line's other Request fields (gpu, calibration, ...). A problem with what the file
+    says is told in the file's words: its keys, not the options they stand for."""
+    from f8roof.training.setup_file import in_setup_terms
+
+    check_setup_options(question, setup, recipe_given=recipe_given)
+    gpu = options["gpu"]
+    try:
+        new_question, new_setup, recipe, gpu = setup_question(
+            path, question=question, setup=setup, recipe_given=recipe_given, gpu=gpu
+        )
+        request = Request(recipes=recipe, **{**options, "gpu": gpu})
+        result = answer(new_question, request, setup=new_setup, progress=progress)
+    except (F8RoofError, ModelError) as e:
+        message = e.message if isinstance(e, F8RoofError) else str(e)
+        raise F8RoofError(
+            in_setup_terms(
+                message,
+                path,
+                step_from_file=setup.step_s is None,
+                gpu_from_file=options["gpu"] is None and gpu is not None,
+            )
+        ) from None
+    assert isinstance(result, ModelAnswer)
+    return result
+
+
+def check_setup_options(question: Question, setup: TrainingSetup, *, recipe_given: bool) -> None:
+    """What --setup replaces must not be given beside it: one line each."""
+    if question.shape_texts or question.shapes_file or question.sweep:
+        raise F8RoofError("--setup asks about a model: drop --shape, --shapes-file and --sweep")
+    if question.model or question.tokens is not None:
+        raise F8RoofError("--setup names the model and its tokens: drop --model and --tokens")
+    if setup.tp != 1 or setup.ep != 1 or setup.fsdp or setup.recompute.value != "none":
+        raise F8RoofError(
+            "--setup sets the parallelism and checkpointing: drop --tp, --ep, --fsdp, --recompute"
+        )
+    if recipe_given:
+        raise F8RoofError("--setup sets the recipe ([float8] recipe_name): drop --recipe")
+
+
+def setup_question(
+    path: str,
+    *,
+    question: Question,
+    setup: TrainingSetup,
+    recipe_given: bool,
+    gpu: str | None,
+) -> tuple[Question, TrainingSetup, str, str | None]:
+    """`--setup FILE` -> (the model question, its TrainingSetup, its recipe, its GPU). The file
+    replaces --model, --tokens, --tp, --ep, --fsdp, --recompute and --recipe; --step-ms and
+    --gpu on the command line win over the file's [f8roof] section."""
+    from f8roof.training.setup_file import read_setup, training_setup
+
+    check_setup_options(question, setup, recipe_given=recipe_given)
+    req = read_setup(path)
+    sharding = Sharding(
+        fsdp_degree=req.fsdp,
+        async_tp=req.async_tp,
+        float8_all_gather=req.float8_all_gather,
+        precompute_scales=req.precompute_scales,
+        sac_policy=req.sac_policy,
+        filter_fqns=req.filter_fqns,
+        seq_len=req.seq_len,
+        moe_fqns=req.moe_fqns,
+        assumptions=req.assumptions,
+    )
+    step_ms = None if setup.step_s is None else setup.step_s * 1e3
+    new_question = Question(
+        model=req.model,
+        tokens=req.tokens_per_rank,
+        overhead=question.overhead,
+        sharding=sharding,
+        policy=question.policy,
+    )
+    return new_question, training_setup(req, step_ms=step_ms), req.f8roof_recipe, gpu or req.gpu

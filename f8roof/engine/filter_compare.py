@@ -1,0 +1,276 @@
+"""torchao's automatic float8 module filter, reproduced, beside f8roof's recommendation.
+
+After Llama3-8B with TP2 ran rowwise float8 slower than bf16 (pytorch/torchtitan#1207: the
+sharded wk/wv were too small), torchao added `_auto_filter_for_recipe(recipe, filter_fqns)`
+(torchtitan turns it on with `filter_fqns = ["auto_filter_small_kn"]`). Its rule, as torchao
+0.18.0 has it in torchao/float8/float8_linear_utils.py (`_auto_filter_for_tensorwise`,
+`_auto_filter_for_rowwise`), for an nn.Linear with weight (N, K):
+- not converted when its fqn contains one of `filter_fqns`, or K or N is not a multiple of 16;
+- tensorwise: not converted when K <= 4096 and N <= 1024;
+- rowwise: not converted when N <= 2048, or K <= 1024, or N <= 4096 and K <= 2048;
+- rowwise_with_gw_hp: no rule (NotImplementedError); delayed and static scaling: no recipe.
+The thresholds come from H100 benchmarks of torchao's float8 README. They do not look at M
+(the tokens), and they see the weight the module holds when torchao converts it: torchtitan
+converts the model before it parallelizes it, so under TP the filter decides on the unsharded
+(K, N) while each GPU runs the shard. f8roof decides on the local shape and the tokens.
+
+f8roof does not import torchao for this (it stays optional); tests check the reproduction
+against torchao's own function on a grid of K and N when torchao is installed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
+from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, recommend
+from f8roof.engine.resolve import Request, Resolved
+from f8roof.errors import F8RoofError
+from f8roof.training.catalog import Architecture, check_tokens
+from f8roof.training.parallel import ONE_GPU, TrainingSetup
+from f8roof.training.torchtitan_names import filter_names
+
+TORCHAO_VERSION = "0.18.0"
+TORCHAO_SOURCE = (
+    f"torchao/float8/float8_linear_utils.py _auto_filter_for_recipe (torchao {TORCHAO_VERSION})"
+)
+# f8roof recipe -> the torchao recipe whose auto filter applies
+AUTO_FILTER_RECIPES = {"tensorwise": "tensorwise", "rowwise": "rowwise"}
+
+
+class NoAutoFilter(F8RoofError):
+    """torchao has no auto filter for this recipe."""
+
+
+def no_rule_reason(recipe: str) -> str:
+    if recipe.startswith("mxfp8") or recipe == "blockwise":
+        # torchao 0.18: quantize_(model, MXFP8TrainingOpConfig, filter_fn=...) and
+        # Float8BlockwiseLinearConfig take the user's filter; no _auto_filter_for_* for them
+        return f"torchao has no auto filter for {recipe} (quantize_ takes your filter_fn)"
+    if recipe == "rowwise_gw_hp":
+        return "torchao's _auto_filter_for_recipe raises NotImplementedError for rowwise_with_gw_hp"
+    return f"torchao has no recipe {recipe!r} (it removed delayed and static scaling)"
+
+
+def torchao_auto_filter(recipe: str, K, N) -> np.ndarray:
+    """Whether torchao's auto filter converts a linear with weight (N, K), per element of the
+    arrays K, N (fqn filtering aside). Raises NoAutoFilter for a recipe it has no rule for."""
+    if recipe not in AUTO_FILTER_RECIPES:
+        raise NoAutoFilter(no_rule_reason(recipe))
+    K, N = np.asarray(K), np.asarray(N)
+    aligned = (K % 16 == 0) & (N % 16 == 0)
+    if recipe == "tensorwise":
+        small = (K <= 4096) & (N <= 1024)
+    else:
+        small = (N <= 2048) | (K <= 1024) | ((N <= 4096) & (K <= 2048))
+    return aligned & ~small
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Linear time of one step when the layers in `convert` train in float8."""
+
+    name: str
+    step_s: float
+    converted_linears: int
+
+
+@dataclass(frozen=True, eq=False)
+class FilterComparison:
+    recommendation: Recommendation  # f8roof's, one recipe
+    torchao: np.ndarray | None  # torchao converts, per row; None: no rule for the recipe
+    no_rule: str  # why torchao is None
+    filter_fqns: tuple[str, ...]
+
+    @property
+    def recipe(self) -> str:
+        return self.recommendation.recipes[0]
+
+    @property
+    def layers(self) -> pd.DataFrame:
+        """The recommendation's rows with `torchao_convert` (bool, or None for routed experts,
+        which are not nn.Linear and outside the filter) and each choice's ms/step."""
+        layers = self.recommendation.layers.copy()
+        grouped = layers["grouped"].to_numpy(dtype=bool)
+        if self.torchao is not None:
+            layers["torchao_convert"] = np.where(grouped, None, self.torchao)
+            layers["torchao_step_s"] = self._step_times(self._torchao_mask())
+        layers["f8roof_step_s"] = layers["recommended_step_s"]
+        return layers
+
+    def _times(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rec = self.recommendation
+        bf16_col, fp8_col = TIME_COLUMNS[rec.criterion]
+        layers = rec.layers
+        counts = layers["count"].to_numpy(dtype=np.float64)
+        return (
+            counts,
+            layers[bf16_col].to_numpy(dtype=np.float64),
+            layers[fp8_col].to_numpy(dtype=np.float64),
+        )
+
+    def _step_times(self, mask: np.ndarray) -> np.ndarray:
+        counts, bf16, fp8 = self._times()
+        return counts * np.where(mask, fp8, bf16)
+
+    def _torchao_mask(self) -> np.ndarray:
+        """torchao's filter for the linears; routed experts (grouped gemms, converted by
+        torchao's MoE config, not by this filter) take f8roof's decision in both choices."""
+        assert self.torchao is not None
+        layers = self.recommendation.layers
+        grouped = layers["grouped"].to_numpy(dtype=bool)
+        return np.where(grouped, layers["convert"].to_numpy(dtype=bool), self.torchao)
+
+    def _choice(self, name: str, mask: np.ndarray) -> Choice:
+        layers = self.recommendation.layers
+        modules = layers["count"].to_numpy() * np.maximum(1, layers["experts_per_device"])
+        return Choice(name, float(self._step_times(mask).sum()), int(modules[mask].sum()))
+
+    @property
+    def choices(self) -> list[Choice]:
+        """bf16 everywhere, torchao's filter (when it has a rule), f8roof's, and every linear
+        float8 can run converted."""
+        layers = self.recommendation.layers
+        none = np.zeros(len(layers), dtype=bool)
+        out = [self._choice("bf16", none)]
+        if self.torchao is not None:
+            out.append(self._choice("torchao auto filter", self._torchao_mask()))
+        out.append(self._choice("f8roof", layers["convert"].to_numpy(dtype=bool)))
+        out.append(self._choice("all convertible", layers["fp8_ok"].to_numpy(dtype=bool)))
+        return out
+
+    def choice(self, name: str) -> Choice | None:
+        return next((c for c in self.choices if c.name == name), None)
+
+
+def compare_filters(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    resolved: Resolved,
+    setup: TrainingSetup = ONE_GPU,
+    filter_fqns: Sequence[str] = (),
+    policy: DecisionPolicy = DEFAULT_POLICY,
+) -> FilterComparison:
+    """torchao's auto filter (on the unsharded weights, as torchtitan applies it) beside
+    f8roof's recommendation (on the local shapes, decided by `policy`), for the first recipe
+    of `resolved`."""
+    from dataclasses import replace
+
+    tokens = check_tokens(tokens)
+    one = replace(resolved, configs=(resolved.config,), skipped=())
+    rec = recommend(architecture, tokens=tokens, resolved=one, setup=setup, policy=policy)
+    recipe = resolved.config.recipe.name
+    torchao, no_rule = None, ""
+    try:
+        torchao = torchao_auto_filter(
+            recipe, rec.layers["full_K"].to_numpy(), rec.layers["full_N"].to_numpy()
+        )
+    except NoAutoFilter as e:
+        no_rule = e.message
+    fqns = tuple(f for f in filter_fqns if f)
+    if torchao is not None and fqns:
+        names = filter_names(fqns)  # torchtitan's names (output, attention.wk) or f8roof's
+        named = np.array([any(f in fqn for f in names) for fqn in rec.layers["fqn"]], dtype=bool)
+        torchao = torchao & ~named
+    return FilterComparison(rec, torchao, no_rule, fqns)
+
+
+def comparison_grid(
+    architecture: Architecture,
+    *,
+    tokens: Sequence[int],
+    tps: Sequence[int],
+    resolved: Resolved,
+    setup: TrainingSetup = ONE_GPU,
+    filter_fqns: Sequence[str] = (),
+    policy: DecisionPolicy = DEFAULT_POLICY,
+) -> tuple[list[FilterComparison], pd.DataFrame]:
+    """One comparison per (tokens, tp), and a summary row for each."""
+    from dataclasses import replace
+
+    comparisons, rows = [], []
+    for t in tokens:
+        for tp in tps:
+            cmp = compare_filters(
+                architecture,
+                tokens=t,
+                resolved=resolved,
+                setup=replace(setup, tp=tp),
+                filter_fqns=filter_fqns,
+                policy=policy,
+            )
+            comparisons.append(cmp)
+            torchao, ours = cmp.choice("torchao auto filter"), cmp.choice("f8roof")
+            bf16 = cmp.choices[0]
+            assert ours is not None
+            rows.append(
+                {
+                    "tokens": t,
+                    "tp": tp,
+                    "bf16_ms": bf16.step_s * 1e3,
+                    "torchao_ms": torchao.step_s * 1e3 if torchao else math.nan,
+                    "f8roof_ms": ours.step_s * 1e3,
+                    "torchao_linears": torchao.converted_linears if torchao else -1,
+                    "f8roof_linears": ours.converted_linears,
+                    "linears": cmp.recommendation.totals.linears,
+                }
+            )
+    return comparisons, pd.DataFrame(rows)
+
+
+@dataclass(frozen=True, eq=False)
+class FilterCompareResult:
+    resolved: Resolved
+    model: str
+    comparisons: tuple[FilterComparison, ...]
+    grid: pd.DataFrame  # one row per (tokens, tp)
+
+
+def filter_compare(
+    model: str,
+    *,
+    tokens: Sequence[int],
+    tps: Sequence[int],
+    ep: int = 1,
+    fsdp: bool = False,
+    recompute: str = "none",
+    step_ms: float | None = None,
+    request: Request | None = None,
+    filter_fqns: Sequence[str] = (),
+    policy: str | DecisionPolicy = DEFAULT_POLICY,
+) -> FilterCompareResult:
+    """`f8roof filter-compare`: a comparison per (tokens, tp), and their summary grid.
+    `request`: GPU, recipe (one), implementation and calibration, as for `f8roof estimate`."""
+    from f8roof.engine.resolve import resolve
+    from f8roof.training.catalog import resolve_model
+
+    request = request or Request()
+    policy = policy if isinstance(policy, DecisionPolicy) else DecisionPolicy.from_name(policy)
+    if "," in request.recipes or request.recipes.strip() == "all":
+        raise F8RoofError("filter-compare takes one recipe (torchao converts with one config)")
+    if step_ms is not None and len(tokens) * len(tps) > 1:
+        raise F8RoofError(
+            f"--step-ms is one measured bf16 step, of one --tokens and one --tp; "
+            f"{len(tokens)} tokens x {len(tps)} TP degrees were given: compare them without it"
+        )
+    setup = TrainingSetup.from_options(ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
+    for tp in tps:
+        TrainingSetup.from_options(tp=tp)  # one-line error for a bad degree before any work
+    resolved = resolve(request, many_recipes=False)
+    architecture = resolve_model(model)
+    comparisons, grid = comparison_grid(
+        architecture,
+        tokens=tokens,
+        tps=tps,
+        resolved=resolved,
+        setup=setup,
+        filter_fqns=filter_fqns,
+        policy=policy,
+    )
+    return FilterCompareResult(resolved, architecture.name, tuple(comparisons), grid)

@@ -1,0 +1,748 @@
+"""Which linears of a model should train in float8, and what the step gains.
+
+Layers x recipes -> one row per layer type: the estimate of the best recipe at the local shape
+each GPU runs (`f8roof.training.parallel`: tensor parallel shards, routed experts' share of the tokens),
+the decision (convert or keep bf16) and its margin, and totals weighted by each layer type's
+count.
+
+The decision column: `speedup` when a calibration is present (the shipped ones by default: the
+exact bytes of the code torch.compile generates, datasheet times; or a measured one), else
+`speedup_worst` (the seed's worst-case bytes at datasheet rooflines, which is no bound: for
+tensorwise torch.compile moves more). A layer float8 gemms cannot run (a dim not a multiple of
+16) is never converted, whichever recipe would otherwise look best.
+
+Routed experts are one row per projection: a grouped gemm over the GPU's experts at M = tokens
+per expert (padded), one launch whose tiles of every expert share the waves over the SMs
+(roofline and tiled gemm models; a measured gemm table, which holds single gemms, times it as
+that many gemms, launches included). torchao trains them with its float8 MoE path
+(torchao.prototype.moe_training: rowwise scales in all three gemms of `_scaled_grouped_mm`,
+casts by hand-written Triton kernels that torch.compile calls as opaque custom ops), so their
+overhead comes from the model of those kernels (`models.grouped`, worst and ideal) whatever the
+calibration, and their recipe is rowwise, or for the MXFP8 recipes torchao's MXFP8 grouped
+path (`_MXFP8GroupedMM`, read off its kernels too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from f8roof.calibration.file import Calibration
+from f8roof.engine.decision import (
+    DEFAULT_POLICY,
+    DecisionPolicy,
+    decide,
+    decide_codes,
+    settle_command,
+)
+from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
+from f8roof.engine.resolve import Request, Resolved, resolve
+from f8roof.errors import F8RoofError
+from f8roof.timing.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
+from f8roof.timing.overhead import kernel_set_note
+from f8roof.traffic.grouped import GROUPED_RECIPE, is_grouped_recipe
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import TORCHAO_RECIPES, Context, Implementation
+from f8roof.traffic.worst_ideal import Level, context_fused_roles
+from f8roof.training.catalog import (
+    Architecture,
+    as_module,
+    check_tokens,
+    from_module,
+    group_by_layer_type,
+    layer_type,
+    module_linears,
+    resolve_model,
+)
+from f8roof.training.parallel import (
+    ONE_GPU,
+    LocalLayer,
+    TrainingSetup,
+    local_layers,
+)
+
+GROUPED_NOTE = "grouped gemm, {recipe}; overhead: torchao's MoE kernels, read off their code"
+
+# decision column -> (bf16 time, float8 time) it is the ratio of; both device time
+TIME_COLUMNS = {
+    "speedup": ("bf16_s", "fp8_s"),
+    "speedup_worst": ("bf16_gemm_s", "fp8_s_worst"),
+    "speedup_ideal": ("bf16_gemm_s", "fp8_s_ideal"),
+}
+
+
+def criterion_label(criterion: str, calibration: Calibration | None) -> str:
+    if criterion == "speedup_worst":
+        return (
+            "speedup_worst (the seed's worst-case bytes at datasheet rooflines; not a bound: "
+            "torch.compile moves more than it for tensorwise)"
+        )
+    if calibration is not None and not calibration.is_measured:
+        return "speedup (exact bytes of the generated code, datasheet times)"
+    return "calibrated speedup (measured; fitted overhead, device time)"
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Linear time of one training step (forward + backward of every linear), device time."""
+
+    bf16_s: float
+    recommended_s: float
+    converted_linears: int
+    linears: int
+    # the converted layers at their band's ends (None without a band): the step's band
+    recommended_s_low: float | None = None
+    recommended_s_high: float | None = None
+
+    @property
+    def speedup(self) -> float:
+        return self.bf16_s / self.recommended_s
+
+    @property
+    def speedup_band(self) -> tuple[float, float] | None:
+        """The linear part's speedup at the converted layers' slow and fast ends."""
+        if self.recommended_s_low is None or self.recommended_s_high is None:
+            return None
+        return self.bf16_s / self.recommended_s_high, self.bf16_s / self.recommended_s_low
+
+    @property
+    def saved_s(self) -> float:
+        return self.bf16_s - self.recommended_s
+
+
+@dataclass(frozen=True)
+class StepShare:
+    """What the linears' saving means for a measured bf16 step (both device time)."""
+
+    step_s: float  # measured bf16 step
+    linear_bf16_s: float  # the linears' predicted bf16 time in it
+    saved_s: float  # what converting the recommended linears saves
+
+    @property
+    def linear_fraction(self) -> float:
+        return self.linear_bf16_s / self.step_s
+
+    @property
+    def consistent(self) -> bool:
+        """False when the prediction says the linears alone take longer than the step."""
+        return self.linear_bf16_s <= self.step_s
+
+    @property
+    def speedup(self) -> float:
+        """End-to-end: the step with everything but the linears unchanged."""
+        return self.step_s / (self.step_s - self.saved_s)
+
+
+@dataclass(frozen=True, eq=False)
+class Recommendation:
+    architecture: Architecture
+    tokens: int
+    criterion: str  # the column decisions are made on: "speedup" or "speedup_worst"
+    recipes: tuple[str, ...]  # compared, in order
+    skipped_recipes: tuple[str, ...]  # asked for but not in the calibration
+    layers: pd.DataFrame  # one row per layer type
+    totals: Totals  # best recipe per layer
+    recipe_totals: Mapping[str, Totals] = field(default_factory=dict)  # one recipe for all
+    gpu: str = ""
+    calibration: Calibration | None = None
+    setup: TrainingSetup = ONE_GPU
+    policy: DecisionPolicy = DEFAULT_POLICY  # which end of the band a conversion must win at
+    margin: float = 0.0
+
+    @property
+    def settle(self) -> str | None:
+        """The one GPU command that settles every uncertain layer (None when none is)."""
+        rows = self.layers[self.layers["decision"] == "uncertain"]
+        if not len(rows):
+            return None
+        return settle_command(
+            recipes=tuple(rows["recipe"]),
+            shapes=[(int(r.M), int(r.K), int(r.N)) for r in rows.itertuples()],
+            contexts=tuple(rows["context"]),
+            implementation=str(rows["implementation"].iloc[0]),
+            calibrated=self.calibration is not None and self.calibration.is_measured,
+        )
+
+    @property
+    def converted_fqns(self) -> tuple[str, ...]:
+        return tuple(self.layers.loc[self.layers["convert"], "fqn"])
+
+    @property
+    def has_grouped(self) -> bool:
+        return bool(self.layers["grouped"].any())
+
+    @property
+    def step_share(self) -> StepShare | None:
+        """The end-to-end view, when the setup has a measured bf16 step time."""
+        if self.setup.step_s is None:
+            return None
+        return StepShare(self.setup.step_s, self.totals.bf16_s, self.totals.saved_s)
+
+    @property
+    def criterion_label(self) -> str:
+        label = criterion_label(self.criterion, self.calibration)
+        if "speedup_low" in self.layers.columns:
+            end = {"conservative": "low end", "expected": "estimate", "optimistic": "high end"}
+            label += (
+                f", policy {self.policy.value}: convert where the band's "
+                f"{end[self.policy.value]} wins"
+                + (f" by {self.margin:.0%}" if self.margin else "")
+                + ", keep where its high end loses, else uncertain (kept in bf16)"
+            )
+        return label
+
+    @property
+    def reference_recipes(self) -> tuple[str, ...]:
+        """Recipes chosen for converted layers that only f8roof's reference implementation
+        has (delayed and static scaling): torchao cannot convert a model with them."""
+        layers = self.layers
+        chosen = layers.loc[layers["convert"].to_numpy(dtype=bool), "recipe"]
+        return tuple(r for r in dict.fromkeys(chosen) if r not in TORCHAO_RECIPES)
+
+
+def recommend(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    resolved: Resolved,
+    setup: TrainingSetup = ONE_GPU,
+    policy: DecisionPolicy = DEFAULT_POLICY,
+    margin: float = 0.0,
+) -> Recommendation:
+    """Estimate every layer type under every recipe at its local shape; per layer keep the
+    best recipe float8 can run and convert it if float8 wins on the decision column.
+
+    With a calibration each speedup has a band (`speedup_low`, `speedup_high`): `policy` picks
+    the end a conversion must win at by `margin` (conservative: the low end), a layer whose
+    high end loses is kept, any other is "uncertain" and kept in bf16 (`models.decision`).
+    Without one the seed's worst case decides, as before."""
+    tokens = check_tokens(tokens)
+    configs = resolved.configs
+    calibration = resolved.calibration
+    criterion = "speedup" if calibration is not None else "speedup_worst"
+    bf16_col, fp8_col = TIME_COLUMNS[criterion]
+    local = local_layers(architecture, tokens, setup)
+    blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
+    share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
+    frames = [_layer_frame(local, c, share) for c in configs]
+    recipes = tuple(c.recipe.name for c in configs)
+    # layers x recipes; a recipe float8 cannot run at a layer's shape never wins there
+    scores = np.stack(
+        [
+            np.where(f["fp8_ok"].to_numpy(dtype=bool), f[criterion].to_numpy(np.float64), -np.inf)
+            for f in frames
+        ],
+        axis=1,
+    )
+    best = scores.argmax(axis=1)
+    rows = np.arange(len(local))
+    chosen = pd.concat([frames[b].iloc[[i]] for i, b in zip(rows, best)], ignore_index=True)
+    for column in ("recipe", "implementation", "context"):
+        chosen[column] = chosen[column].astype(str)
+    counts = np.array([layer.linear.count for layer in local])
+    layers = pd.concat([_layer_columns(local), chosen], axis=1)
+    if len(recipes) > 1:
+        for name, frame in zip(recipes, frames):
+            layers[f"{criterion}_{name}"] = frame[criterion].to_numpy()
+    value = layers[criterion].to_numpy(dtype=np.float64)
+    codes = _decision_codes(layers, criterion, policy, margin)
+    convert = codes == 1
+    layers["convert"] = convert
+    layers["decision"] = np.array(["keep bf16", "convert", "uncertain"])[codes]
+    # float8 faster by this fraction (negative: slower); none where float8 cannot run at all
+    layers["margin"] = np.where(layers["fp8_ok"].to_numpy(dtype=bool), value - 1.0, np.nan)
+    layers["note"] = [_note(row, criterion) for row in layers.itertuples(index=False)]
+    if (codes == 2).any():
+        layers["note"] = [
+            _uncertain_note(row, policy, margin) if code == 2 else note
+            for row, code, note in zip(layers.itertuples(index=False), codes, layers["note"])
+        ]
+    bf16_s = layers[bf16_col].to_numpy(dtype=np.float64)
+    fp8_s = layers[fp8_col].to_numpy(dtype=np.float64)
+    layers["bf16_step_s"] = counts * bf16_s
+    layers["recommended_step_s"] = counts * np.where(convert, fp8_s, bf16_s)
+    layers["saved_step_s"] = layers["bf16_step_s"] - layers["recommended_step_s"]
+    modules = counts * np.maximum(1, layers["experts_per_device"].to_numpy())
+    totals = _totals(counts, bf16_s, fp8_s, convert, modules, band=_fp8_band(layers, criterion))
+    recipe_totals = {}
+    for name, frame in zip(recipes, frames):
+        ok = _decision_codes(frame, criterion, policy, margin) == 1
+        recipe_totals[name] = _totals(
+            counts,
+            frame[bf16_col].to_numpy(dtype=np.float64),
+            frame[fp8_col].to_numpy(dtype=np.float64),
+            ok,
+            modules,
+        )
+    return Recommendation(
+        architecture=architecture,
+        tokens=tokens,
+        criterion=criterion,
+        recipes=recipes,
+        skipped_recipes=resolved.skipped,
+        layers=layers,
+        totals=totals,
+        recipe_totals=recipe_totals,
+        gpu=resolved.gpu.name,
+        calibration=calibration,
+        setup=setup,
+        policy=policy,
+        margin=margin,
+    )
+
+
+def _uncertain_note(row, policy, margin: float) -> str:
+    """The band straddles the decision: say so; the command that settles every uncertain layer
+    is the recommendation's `settle`, printed once under the table."""
+    verdict = decide(
+        low=min(row.speedup_low, row.speedup),
+        expected=row.speedup,
+        high=max(row.speedup_high, row.speedup),
+        margin=margin,
+        policy=policy,
+        settle="the command under the table",
+    )
+    return verdict.reason
+
+
+def _decision_codes(
+    frame: pd.DataFrame, criterion: str, policy: DecisionPolicy, margin: float
+) -> np.ndarray:
+    """0 keep, 1 convert, 2 uncertain per row; 0 where float8 cannot run. The band decides
+    where the frame has one (a calibration), else the criterion alone (> 1 + margin)."""
+    ok = frame["fp8_ok"].to_numpy(dtype=bool)
+    value = frame[criterion].to_numpy(dtype=np.float64)
+    if criterion == "speedup" and "speedup_low" in frame.columns:
+        codes = decide_codes(
+            low=np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value),
+            expected=value,
+            high=np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value),
+            margin=margin,
+            policy=policy,
+        )
+    else:
+        codes = np.where(value > 1.0 + margin, 1, 0).astype(np.int8)
+    return np.where(ok, codes, 0)
+
+
+def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
+    """What each row is before any estimate: name, count, TP style, expert routing, the full
+    (unsharded) weight dims. M, K, N (local) come with the estimate."""
+    return pd.DataFrame(
+        {
+            "fqn": [layer.linear.fqn for layer in local],
+            "count": np.array([layer.linear.count for layer in local]),
+            "tp": [layer.linear.tp.value for layer in local],
+            "grouped": np.array([layer.grouped for layer in local], dtype=bool),
+            "experts_per_device": np.array([layer.experts_per_device for layer in local]),
+            "tokens_per_expert": np.array([layer.tokens_per_expert for layer in local]),
+            "full_K": np.array([layer.linear.K for layer in local]),
+            "full_N": np.array([layer.linear.N for layer in local]),
+            "shape_note": ["; ".join(layer.notes) for layer in local],
+        }
+    )
+
+
+def _layer_frame(
+    local: Sequence[LocalLayer], config: EstimateConfig, recompute: float
+) -> pd.DataFrame:
+    """The estimate of every row under one config. Dense rows as `estimate` gives them; routed
+    experts' rows replaced by a grouped gemm: experts-per-device gemms at M = tokens per
+    expert, rowwise, overhead of torchao's grouped path (see the module docstring).
+    `recompute`: the share of the blocks full recompute reruns (0: none)."""
+    frame = _by_context(local, config, recompute)
+    for column in _LABELS:
+        frame[column] = frame[column].astype(str)
+    grouped = np.array([layer.grouped for layer in local], dtype=bool)
+    if config.calibration is not None:
+        # which overhead level `speedup`, `fp8_s` and `bf16_s` hold, per row
+        frame["speedup_level"] = np.where(grouped, "worst", "fitted")
+    if not grouped.any():
+        return frame
+    index = np.flatnonzero(grouped)
+    per_device = np.array([local[i].experts_per_device for i in index], dtype=np.float64)
+    gconfig = grouped_config(config)
+    part = _timed([local[i].shape for i in index], gconfig, recompute, groups=per_device)
+    for column in part.columns:
+        frame.loc[index, column] = part[column].to_numpy()
+    # torchao's MoE training path, whatever implementation the dense linears use
+    frame.loc[index, "implementation"] = Implementation.TORCHAO.value
+    if config.calibration is not None:
+        # no fitted model of torchao's grouped path: its rows decide on its worst case, a true
+        # bound for hand-written kernels (every loop reading from HBM); `speedup_level` says so
+        frame.loc[index, "bf16_s"] = frame.loc[index, "bf16_gemm_s"]
+        frame.loc[index, "fp8_s"] = frame.loc[index, "fp8_s_worst"]
+        frame.loc[index, "speedup"] = frame.loc[index, "speedup_worst"]
+        for column in ("speedup_low", "speedup_high"):
+            if column in frame.columns:
+                frame.loc[index, column] = frame.loc[index, "speedup_worst"]
+        if "context_s" in frame.columns:
+            frame.loc[index, "context_s"] = 0.0
+            frame.loc[index, "speedup_context"] = frame.loc[index, "speedup_worst"]
+            for column in ("speedup_context_low", "speedup_context_high"):
+                if column in frame.columns:
+                    frame.loc[index, column] = frame.loc[index, "speedup_worst"]
+        for column in ("overhead_s_fitted", *_FITTED_BYTES, *_WALL_COLUMNS):
+            if column in frame.columns:
+                frame.loc[index, column] = np.nan
+    return frame
+
+
+_LABELS = ("recipe", "implementation", "context")
+
+
+def _by_context(
+    local: Sequence[LocalLayer], config: EstimateConfig, recompute: float
+) -> pd.DataFrame:
+    """Each row estimated in its own context (the op producing its input), with the seed's F
+    flags that context implies; a context the calibration lacks falls back to the standalone
+    linear, and `context_note` says so."""
+    # full recompute reruns the blocks' linears only (LocalLayer.in_block)
+    keys = [(layer.linear.context, layer.in_block) for layer in local]
+    parts = []
+    for context, in_block in dict.fromkeys(keys):
+        rows = [i for i, key in enumerate(keys) if key == (context, in_block)]
+        used = context
+        if config.calibration is not None and not calibration_covers(
+            config.calibration, replace(config, context=context).variant
+        ):
+            used = Context()
+        part = _timed(
+            [local[i].shape for i in rows],
+            replace(config, context=used, fused=context_fused_roles(used)),
+            recompute if in_block else 0.0,
+        )
+        part.index = rows
+        part["context_note"] = (
+            "" if used == context else f"{context.name} not in the calibration: standalone"
+        )
+        parts.append(part)
+    frame = pd.concat(parts).sort_index()
+    for column in ("recompute_bf16_s", "recompute_fp8_s"):
+        if column in frame:  # rows outside the blocks (lm_head) are never recomputed
+            frame[column] = frame[column].fillna(0.0)
+    return frame
+
+
+_WALL_COLUMNS = ("bf16_wall_s", "fp8_wall_s", "speedup_wall")
+_FITTED_BYTES = (
+    "overhead_bytes_fitted",
+    "overhead_bytes_fitted_low",
+    "overhead_bytes_fitted_high",
+)
+
+
+def grouped_config(config: EstimateConfig) -> EstimateConfig:
+    """The config routed experts are estimated with: torchao's grouped-gemm traffic
+    (`models.grouped`), no calibration's fitted overhead (it models Float8Linear, not the
+    grouped path), but the calibration's gemm model (when it has rowwise and bf16 gemms) and
+    its bandwidth and launch floor. No context and no F/L: the experts' input comes from the
+    token permutation, and torchao's hand-written casts fuse nothing. The gemms are timed as
+    the reference's because `_scaled_grouped_mm` takes row/column scales with fast accumulation
+    in all three gemms, unlike Float8Linear's unit-scale backward gemms."""
+    # MXFP8 recipes train experts on torchao's MXFP8 grouped path; every other recipe on its
+    # float8 rowwise one
+    mx = is_grouped_recipe(config.recipe) and config.recipe != GROUPED_RECIPE
+    recipe = config.recipe if mx else GROUPED_RECIPE
+    gemm = config.gemm_model
+    fp8 = "fp8" if mx else "fp8_rowwise"
+    if isinstance(gemm, TableGemm) and not all(
+        (dtype, role) in gemm.tables for dtype in ("bf16", fp8) for role in GEMM_ROLES
+    ):
+        gemm = RooflineGemm(config.gpu)
+    return replace(
+        config,
+        recipe=recipe,
+        implementation=Implementation.TORCHAO if mx else Implementation.REFERENCE,
+        context=Context(),
+        fused=frozenset(),
+        limited=frozenset(),
+        calibration=None,
+        grouped=True,
+        gemm=gemm,
+        memory_efficiency=config.bandwidth_bytes_per_s / config.gpu.memory_bandwidth_bytes_per_s,
+        launch_floor_s=config.small_kernel_s,
+    )
+
+
+def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> pd.DataFrame:
+    """`estimate`, plus the recomputed forward under full activation checkpointing of a share
+    `recompute` of the blocks (1: every block). `groups`: experts per grouped gemm, per shape
+    (routed experts)."""
+    frame = estimate(shapes, config, groups=groups, ranges=True)
+    if recompute:
+        _add_recompute(frame, config, 1 if groups is None else groups, recompute)
+    return frame
+
+
+@lru_cache(maxsize=32)
+def _forward_share_fn(
+    recipe: Recipe,
+    implementation: Implementation,
+    fused: frozenset,
+    limited: frozenset,
+    grouped: bool,
+):
+    import sympy as sp
+
+    from f8roof.traffic.monomials import SYMBOLS
+    from f8roof.training.recompute import forward_share
+
+    model = traffic_model(
+        recipe,
+        Level.WORST,
+        implementation=implementation,
+        fused=fused,
+        limited=limited,
+        grouped=grouped,
+    )
+    return sp.lambdify(SYMBOLS, forward_share(model), modules="numpy")
+
+
+def _add_recompute(
+    frame: pd.DataFrame, config: EstimateConfig, groups, blocks: float = 1.0
+) -> None:
+    """Full activation checkpointing runs each linear's forward again in the backward: its
+    output gemm in both precisions, and the forward share of the float8 overhead (input and
+    weight casts, `models.recompute.forward_share` of the worst-case model, applied to every
+    overhead level). Times and speedups are updated in place; the recomputed parts are kept
+    in their own columns. Wall-clock columns are left out (NaN): the fitted fixed costs are
+    per compiled step, not per recomputed forward. `blocks`: the share of the blocks
+    checkpointed (torchtitan's layer SAC: every n-th), which scales what is recomputed (a row
+    stands for the layer in every block)."""
+    M, K, N = (frame[c].to_numpy(dtype=np.float64) for c in ("M", "K", "N"))
+    gemm = config.gemm_model
+    bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N, groups)
+    output_dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
+    fp8_fwd, _ = gemm.time_s(output_dtype, GemmRole.OUTPUT, M, K, N, groups)
+    share_fn = _forward_share_fn(
+        config.recipe, config.implementation, config.fused, config.limited, config.grouped
+    )
+    share = np.broadcast_to(np.asarray(share_fn(M, K, N), dtype=np.float64), M.shape)
+    frame["forward_share"] = share
+    bf16_fwd, fp8_fwd, share = bf16_fwd * blocks, fp8_fwd * blocks, share * blocks
+    levels = [lvl for lvl in ("worst", "ideal", "fitted") if f"overhead_s_{lvl}" in frame]
+    # the recomputed float8 forward at the decision level (fitted when calibrated)
+    decision_level = "fitted" if "fp8_s" in frame else "worst"
+    frame["recompute_bf16_s"] = bf16_fwd
+    frame["recompute_fp8_s"] = fp8_fwd + share * frame[f"overhead_s_{decision_level}"]
+    frame["bf16_gemm_s"] = frame["bf16_gemm_s"] + bf16_fwd
+    frame["fp8_gemm_s"] = frame["fp8_gemm_s"] + fp8_fwd
+    for column in [c for c in frame.columns if c.startswith("overhead_bytes_")]:
+        frame[column] = frame[column] * (1 + share)
+    for level in levels:
+        frame[f"overhead_s_{level}"] = frame[f"overhead_s_{level}"] * (1 + share)
+    for level in ("worst", "ideal"):
+        frame[f"fp8_s_{level}"] = frame["fp8_gemm_s"] + frame[f"overhead_s_{level}"]
+        frame[f"speedup_{level}"] = frame["bf16_gemm_s"] / frame[f"fp8_s_{level}"]
+    if "fp8_s" in frame:
+        before = {
+            c: frame[c].to_numpy(copy=True) for c in ("speedup", "speedup_context") if c in frame
+        }
+        frame["bf16_s"] = frame["bf16_s"] + bf16_fwd
+        frame["fp8_s"] = frame["fp8_s"] + frame["recompute_fp8_s"]
+        frame["speedup"] = frame["bf16_s"] / frame["fp8_s"]
+        if "context_s" in frame:  # the context's own kernels, once per step (not recomputed)
+            frame["speedup_context"] = (frame["bf16_s"] + frame["context_s"]) / (
+                frame["fp8_s"] + frame["context_s"]
+            )
+        # the band moves with its speedup: each end keeps its ratio to it
+        for column, old in before.items():
+            for end in ("_low", "_high"):
+                if column + end in frame:
+                    frame[column + end] = frame[column + end] * (frame[column] / old)
+        for column in _WALL_COLUMNS:
+            if column in frame:
+                frame[column] = np.nan
+
+
+def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
+    """`band`: the float8 times at the band's (fast, slow) ends, per layer."""
+    modules = counts if modules is None else modules
+    ends = [None, None]
+    if band is not None:
+        ends = [float((counts * np.where(convert, t, bf16_s)).sum()) for t in band]
+    return Totals(
+        bf16_s=float((counts * bf16_s).sum()),
+        recommended_s=float((counts * np.where(convert, fp8_s, bf16_s)).sum()),
+        converted_linears=int(modules[convert].sum()),
+        linears=int(modules.sum()),
+        recommended_s_low=ends[0],
+        recommended_s_high=ends[1],
+    )
+
+
+def _fp8_band(layers: pd.DataFrame, criterion: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each layer's float8 time at its band's fast and slow ends, as bf16 time over the
+    band's high and low speedups (the bf16 time is the estimate's)."""
+    if criterion != "speedup" or "speedup_low" not in layers.columns:
+        return None
+    bf16_s = layers["bf16_s"].to_numpy(dtype=np.float64)
+    low = layers["speedup_low"].to_numpy(dtype=np.float64)
+    high = layers["speedup_high"].to_numpy(dtype=np.float64)
+    return bf16_s / high, bf16_s / low
+
+
+def _note(row, criterion: str) -> str:
+    """Why a decision needs a second look: float8 cannot run it, or only a calibration can
+    tell; how a routed expert's row is estimated; a padded or unsharded shape."""
+    notes = []
+    if row.grouped:
+        notes.append(GROUPED_NOTE.format(recipe=row.recipe))
+    if row.shape_note:
+        notes.append(row.shape_note)
+    if row.context_note:
+        notes.append(row.context_note)
+    if not row.grouped and hasattr(row, "overhead_bytes_fitted_low"):
+        notes.append(
+            kernel_set_note(
+                row.overhead_bytes_fitted,
+                row.overhead_bytes_fitted_low,
+                row.overhead_bytes_fitted_high,
+            )
+        )
+    if not row.fp8_ok:
+        notes.append(str(row.fp8_reason))
+    else:
+        value, ideal = getattr(row, criterion), row.speedup_ideal
+        if (criterion == "speedup_worst" or row.grouped) and value <= 1.0 < ideal:
+            notes.append(
+                f"wins with ideal overhead (x{ideal:.2f}): "
+                + ("decided on the worst case" if row.grouped else "calibrate to decide")
+            )
+    return "; ".join(n for n in notes if n)
+
+
+def best_recipe(rec: Recommendation) -> str:
+    """The recipe whose use for every converted layer gives the fastest step."""
+    return max(rec.recipe_totals, key=lambda name: rec.recipe_totals[name].speedup)
+
+
+def recommend_model(
+    model: str,
+    *,
+    tokens: int,
+    resolved: Resolved,
+    setup: TrainingSetup = ONE_GPU,
+    policy: DecisionPolicy = DEFAULT_POLICY,
+) -> Recommendation:
+    """`recommend` for a built-in name or a config.json path (the CLI's entry)."""
+    return recommend(
+        resolve_model(model), tokens=tokens, resolved=resolved, setup=setup, policy=policy
+    )
+
+
+# --- the torchao module filter ------------------------------------------------------------------
+
+# Module names wrappers insert above a model's own (torch.compile, FSDP1, activation
+# checkpointing, DDP): a filter built on the bare model still answers for the wrapped one.
+WRAPPER_NAMES = frozenset(
+    {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module", "module"}
+)
+
+
+def canonical_fqn(fqn: str) -> str:
+    return ".".join(p for p in fqn.split(".") if p not in WRAPPER_NAMES)
+
+
+@dataclass(frozen=True, eq=False)
+class ModuleFilter:
+    """`(module, fqn) -> bool`: True where float8 is recommended. Pass it to torchao's
+    `convert_to_float8_training(model, module_filter_fn=...)`."""
+
+    decisions: Mapping[str, bool]  # fqn -> convert, for every nn.Linear of the model walked
+    by_layer: Mapping[tuple[str, int, int], bool]  # (layer type, K, N) -> convert
+    recommendation: Recommendation
+
+    @property
+    def converted(self) -> frozenset[str]:
+        return frozenset(fqn for fqn, yes in self.decisions.items() if yes)
+
+    def __repr__(self) -> str:
+        """The decisions per layer type, not the calibration behind them (hundreds of KB)."""
+        rec = self.recommendation
+        layers = rec.layers
+        convert = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if yes]
+        keep = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if not yes]
+        return (
+            f"ModuleFilter({rec.architecture.name} on {rec.gpu}, {rec.tokens} tokens, "
+            f"{'/'.join(rec.recipes)}: float8 for {len(self.converted)} of "
+            f"{len(self.decisions)} linears; convert {convert}; keep bf16 {keep})"
+        )
+
+    def __call__(self, module, fqn: str) -> bool:
+        name = canonical_fqn(fqn)
+        if name in self.decisions:
+            return self.decisions[name]
+        # A linear the walk did not see (layers added since): decide by its layer type and
+        # shape; anything unknown stays in bf16.
+        K, N = getattr(module, "in_features", None), getattr(module, "out_features", None)
+        return self.by_layer.get((layer_type(name), K, N), False)
+
+
+def module_filter(
+    model,
+    tokens: int,
+    *,
+    calibration: str | Path | Calibration | None = None,
+    gpu: str | None = None,
+    recipe: str = "tensorwise",
+    implementation: str | None = None,
+    no_calibration: bool = False,
+    tp: int = 1,
+    ep: int = 1,
+    fsdp: bool = False,
+    recompute: str = "none",
+    tp_plan: Mapping[str, str] | None = None,
+    policy: str | DecisionPolicy = DEFAULT_POLICY,
+) -> ModuleFilter:
+    """A filter for torchao's `convert_to_float8_training`: True for the nn.Linear modules of
+    `model` that train faster in float8 at `tokens` tokens per GPU per step.
+
+    Decides as `f8roof estimate` does: on the given calibration (a path or a loaded
+    `Calibration`), else the shipped one for the GPU (the exact bytes of the code torch.compile
+    generates, datasheet times), or datasheet rooflines with `no_calibration`. `tp`: each
+    linear is decided at the shard one GPU runs (column-parallel N / tp, row-parallel K / tp,
+    by name: see `architectures.TP_PLAN`; `tp_plan` maps other fqn suffixes to 'column', 'row'
+    or 'replicated'). Build the filter on the unsharded model, as torchtitan converts before it
+    parallelizes. `ep`, `fsdp` and `recompute` as for `f8roof estimate`. Routed MoE experts
+    stored as 3D parameters are not nn.Linear and not this filter's business (torchao converts
+    them with its MoE training config); a model with one nn.Linear per expert is treated as if
+    each saw all the tokens. `policy`: which end of each speedup's band must win
+    (`conservative`, the default: the low end; `expected`; `optimistic`); a linear whose band
+    straddles 1 stays in bf16 (its decision is "uncertain", see the recommendation's notes).
+    """
+    policy = policy if isinstance(policy, DecisionPolicy) else DecisionPolicy.from_name(policy)
+    if "," in recipe or recipe.strip() == "all":
+        raise F8RoofError(
+            "module_filter takes one recipe: torchao converts a model with one Float8LinearConfig"
+        )
+    setup = TrainingSetup.from_options(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute)
+    resolved = resolve(
+        Request(
+            gpu=gpu,
+            recipes=recipe,
+            calibration=calibration,
+            implementation=implementation,
+            no_calibration=no_calibration,
+        )
+    )
+    model = as_module(model)
+    architecture = from_module(model, tp_plan=tp_plan)
+    linears = module_linears(model)
+    recommendation = recommend(
+        architecture, tokens=tokens, resolved=resolved, setup=setup, policy=policy
+    )
+    verdict = dict(zip(recommendation.layers["fqn"], recommendation.layers["convert"].astype(bool)))
+    kinds = group_by_layer_type(linears)
+    decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}
+    by_layer = {
+        (layer_type(canonical_fqn(fqn)), *linears[fqn]): decisions[canonical_fqn(fqn)]
+        for fqn in linears
+    }
+    return ModuleFilter(decisions=decisions, by_layer=by_layer, recommendation=recommendation)

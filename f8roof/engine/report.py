@@ -1,0 +1,44 @@
+"""`f8roof report`: what a model's report holds, computed (rendering is renderers/report.py):
+the recommendation over the recipes asked for, and torchao's auto filter beside it for the best
+recipe where torchao has a rule."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
+from f8roof.engine.estimate import EstimateConfig
+from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
+from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
+from f8roof.engine.resolve import Request, Resolved, resolve
+from f8roof.training.parallel import ONE_GPU, TrainingSetup
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    recommendation: Recommendation
+    comparison: FilterComparison | None  # None where torchao has no rule for the best recipe
+    best: EstimateConfig  # the best single recipe's configuration (the plots show it)
+    source: str  # what the estimate used, in words
+
+
+def model_report(
+    model: str,
+    *,
+    tokens: int,
+    request: Request | Resolved,
+    setup: TrainingSetup = ONE_GPU,
+    policy: DecisionPolicy | str = DEFAULT_POLICY,
+) -> ModelReport:
+    """`request` as the user gave it (resolved here), or already resolved."""
+    resolved = request if isinstance(request, Resolved) else resolve(request)
+    policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
+    rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)
+    best = next(c for c in resolved.configs if c.recipe.name == best_recipe(rec))
+    comparison = None
+    if best.recipe.name in AUTO_FILTER_RECIPES:
+        one = replace(resolved, configs=(best,), skipped=())
+        comparison = compare_filters(
+            rec.architecture, tokens=tokens, resolved=one, setup=setup, policy=policy
+        )
+    return ModelReport(rec, comparison, best, resolved.source)

@@ -1,0 +1,401 @@
+"""From what a user asked for to estimate configurations: the one place that decides.
+
+Every front end (`estimate`, `report`, `plot`, `module_filter`) names a GPU, a calibration (or
+none), recipes, an implementation, a context and the seed's knobs in its own way; `resolve`
+turns them into one `EstimateConfig` per recipe and a line saying what the numbers rest on. The
+rules, once:
+- calibration: the file given; else the shipped one for the GPU (traffic from generated code,
+  or a measured one where it exists) unless `no_calibration`; else, for a preset, its
+  datasheet timing (timing/datasheet.py: gemms tiled at its fitted fractions, MXFP8 and
+  blockwise gemms at their own, bytes at its copy fraction); the seed's rooflines (60% of peak)
+  only with `no_calibration` or a custom GPU;
+- times: a traffic calibration is timed by the model fitted to public measurements where it
+  has the GPU's part (`--times public`, the default there), else by the datasheet model
+  (`--times datasheet`, the only choice for other parts);
+- GPU: the one asked for, which must be the one the calibration describes; else the
+  calibration's; else h100. A calibration of a device without a preset (a CPU) is labelled
+  with its device name and its measured ceilings stand in for a datasheet;
+- implementation: the one asked for; else torchao where it has the recipe (what users train
+  with) and the calibration has its graphs, else the reference;
+- the seed's F flags: the roles given, else what the context implies;
+- gemms: a given table or efficiency overrides the calibration's gemm times, never its bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from f8roof.calibration import public_file
+from f8roof.calibration.file import Calibration, CalibrationKind, timed_publicly
+from f8roof.calibration.shipped import ROOFLINE, shipped_calibration
+from f8roof.engine.estimate import EstimateConfig, calibration_covers
+from f8roof.errors import F8RoofError, ModelError
+from f8roof.hardware.presets import GPU, PRESETS, resolve_gpu
+from f8roof.hardware.support import check_recipes
+from f8roof.inputs.gemm_table import load_gemm_table
+from f8roof.timing.datasheet import KERNEL_FLOOR_S, PRESET_EFFICIENCIES, datasheet_timing
+from f8roof.timing.gemm import BlockScaledGemm, RooflineGemm, TableGemm
+from f8roof.traffic.block_scaled import is_read_off
+from f8roof.traffic.recipes import (
+    ALL_RECIPE_NAMES,
+    RECIPE_NAMES,
+    ROLES,
+    Recipe,
+    RecipeError,
+    Role,
+    parse_scaling,
+)
+from f8roof.traffic.variant import (
+    TORCHAO_RECIPES,
+    Context,
+    Implementation,
+    Variant,
+    parse_implementation,
+)
+from f8roof.traffic.worst_ideal import context_fused_roles
+
+DEFAULT_GPU = "h100"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a user asked for, in the words of the CLI (every field optional)."""
+
+    gpu: str | None = None
+    recipes: str = "tensorwise"  # one name, a comma list, or "all"
+    scaling: str | None = None  # tensorwise scaling per role: "weight=delayed"
+    implementation: str | None = None  # torchao | reference
+    before: str | None = None
+    after: str | None = None
+    fused: str | None = None  # the seed's F: "input,grad_output" or "all"
+    compile_limitations: bool = False  # the seed's L for every role
+    gemm_table: str | Path | None = None
+    gemm_efficiency: float | None = None
+    calibration: str | Path | Calibration | None = None
+    no_calibration: bool = False
+    times: str | None = None  # public | datasheet; None: public where the GPU has a part
+
+
+@dataclass(frozen=True)
+class Resolved:
+    configs: tuple[EstimateConfig, ...]  # one per recipe, in the order asked
+    skipped: tuple[str, ...]  # recipes asked for that the calibration lacks (several asked)
+    source: str  # what the estimate rests on, in words
+    gemm_label: str  # how gemms are timed, in words
+
+    @property
+    def config(self) -> EstimateConfig:
+        return self.configs[0]
+
+    @property
+    def gpu(self) -> GPU:
+        return self.configs[0].gpu
+
+    @property
+    def calibration(self) -> Calibration | None:
+        return self.configs[0].calibration
+
+    @property
+    def header(self) -> str:
+        names = ", ".join(f"{c.implementation.value}:{c.recipe.name}" for c in self.configs)
+        context = self.config.context
+        where = "" if context.is_standalone else f", context {context.name}"
+        return f"gpu {self.gpu.name}, {names}{where}, gemm times: {self.gemm_label}"
+
+
+def all_recipes(implementation: str | None = None) -> tuple[str, ...]:
+    """What 'all' means: the recipes torchao converts with (what its advice can be), unless
+    the reference implementation is asked for, which has delayed and static scaling too."""
+    if implementation is not None and parse_implementation(implementation) is not (
+        Implementation.TORCHAO
+    ):
+        return RECIPE_NAMES
+    return tuple(name for name in RECIPE_NAMES if name in TORCHAO_RECIPES)
+
+
+def parse_recipes(
+    text: str, scaling: str | None = None, implementation: str | None = None
+) -> list[Recipe]:
+    """'all' (see `all_recipes`), one recipe name, or a comma list of them."""
+    names = (
+        list(all_recipes(implementation))
+        if text.strip() == "all"
+        else [t.strip() for t in text.split(",") if t.strip()]
+    )
+    if not names:
+        raise RecipeError("no recipe given; known: all, " + ", ".join(ALL_RECIPE_NAMES))
+    if scaling and len(names) > 1:
+        raise RecipeError("--scaling sets one tensorwise recipe; give a single --recipe with it")
+    per_role = parse_scaling(scaling) if scaling else None
+    return list(dict.fromkeys(Recipe.from_name(n, per_role) for n in names))
+
+
+def one_recipe(text: str, scaling: str | None = None) -> Recipe:
+    """Commands that compile one variant (compare) take one recipe name."""
+    recipes = parse_recipes(text, scaling)
+    if len(recipes) > 1:
+        raise F8RoofError(f"give one recipe, not {text!r}")
+    return recipes[0]
+
+
+def load_calibration(spec: str | Path | None, gpu: GPU) -> tuple[Calibration | None, str]:
+    """A calibration file named by the user, or "shipped" for the GPU's shipped one; with the
+    path it came from (None, "" when none is asked for)."""
+    if spec is None:
+        return None, ""
+    path = shipped_calibration(gpu) if spec == "shipped" else Path(spec)
+    if path is None:
+        raise F8RoofError(f"no shipped calibration for {gpu.name}: give a file")
+    return Calibration.load(path), str(path)
+
+
+def parse_roles(text: str | None) -> frozenset[Role]:
+    if not text:
+        return frozenset()
+    if text.strip() == "all":
+        return frozenset(Role)
+    try:
+        return frozenset(Role(p.strip()) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise F8RoofError(f"bad role list {text!r}; roles: input, weight, grad_output") from None
+
+
+def _implementation(
+    text: str | None, recipe: Recipe, context: Context, calibration: Calibration | None
+) -> Implementation:
+    """The one asked for; else torchao where it has the recipe, unless the calibration has
+    only the reference's graphs of it."""
+    if text is not None:
+        return parse_implementation(text)
+    if recipe.is_block_scaled:  # MX and blockwise: torchao's only
+        return Implementation.TORCHAO
+    candidates = [Implementation.REFERENCE]
+    if recipe.name in TORCHAO_RECIPES:
+        candidates.insert(0, Implementation.TORCHAO)
+    if calibration is not None:
+        for impl in candidates:
+            if calibration.has(Variant(recipe, impl, context).key):
+                return impl
+    return candidates[0]
+
+
+TIMES = ("public", "datasheet")
+
+
+def _timed(calibration: Calibration, times: str | None) -> Calibration:
+    """The traffic calibration timed as asked (see the module docstring)."""
+    if times is not None and times not in TIMES:
+        raise F8RoofError(f"unknown --times {times!r}; known: {', '.join(TIMES)}")
+    if calibration.kind is not CalibrationKind.TRAFFIC:
+        if times == "datasheet" or (times == "public" and calibration.public is None):
+            raise F8RoofError(
+                f"--times {times}: the calibration is {calibration.kind.value}, its times are "
+                "its own"
+            )
+        return calibration
+    if times == "datasheet":
+        return calibration
+    model = public_file.shipped()
+    has_part = model is not None and model.part(calibration.environment.gpu or "") is not None
+    if not has_part:
+        if times == "public":
+            fitted = "none" if model is None else ", ".join(p.part for p in model.parts)
+            raise F8RoofError(
+                f"--times public: no public time model for {calibration.environment.label} "
+                f"(fitted: {fitted}); use --times datasheet"
+            )
+        return calibration
+    return timed_publicly(calibration, model)
+
+
+def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str]:
+    given = request.calibration
+    if given is not None and request.no_calibration:
+        raise F8RoofError("--calibration and --no-calibration contradict each other")
+    if isinstance(given, Calibration):
+        return given, given.source
+    if given is not None:
+        loaded = _timed(Calibration.load(given), request.times)
+        return loaded, f"{given}: {loaded.source}"
+    if request.no_calibration:
+        if request.times is not None:
+            raise F8RoofError("--times needs a calibration; --no-calibration has none")
+        return None, ROOFLINE
+    path = shipped_calibration(gpu or resolve_gpu(DEFAULT_GPU))
+    if path is None:
+        if request.times == "public":
+            raise F8RoofError(
+                f"--times public: no shipped calibration for {(gpu or resolve_gpu(DEFAULT_GPU)).name}"
+            )
+        return None, ROOFLINE
+    loaded = _timed(Calibration.load(path), request.times)
+    return loaded, f"shipped {path.name}: {loaded.source}"
+
+
+def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
+    """The GPU a calibration describes; a --gpu naming another one is refused."""
+    env = calibration.environment
+    if env.gpu is not None:
+        preset = resolve_gpu(env.gpu)
+        if asked is not None and asked.name != preset.name:
+            raise F8RoofError(
+                f"the calibration describes {env.label}, not {asked.name}: drop --gpu or give "
+                "a calibration of that GPU"
+            )
+        return preset
+    if asked is not None:
+        raise F8RoofError(
+            f"the calibration was measured on {env.label}, which is no GPU preset: drop --gpu"
+        )
+    ceilings = calibration.ceilings
+    return GPU(
+        env.device_name,
+        ceilings.bf16_flops,
+        ceilings.fp8_flops,
+        ceilings.copy_bandwidth_bytes_per_s,
+        sm_count=env.sm_count,
+    )
+
+
+def resolve(request: Request, *, many_recipes: bool = True) -> Resolved:
+    """One EstimateConfig per recipe asked for; see the module docstring for the rules. Bad
+    values (an unknown GPU, recipe or context) raise F8RoofError, for Python callers too."""
+    try:
+        return _resolve(request, many_recipes=many_recipes)
+    except ModelError as e:
+        raise F8RoofError(str(e)) from None
+
+
+def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
+    asked = resolve_gpu(request.gpu) if request.gpu else None
+    if asked is not None:
+        check_recipes(asked, request.recipes)  # MX on an H100: one line, before anything else
+    recipes = parse_recipes(request.recipes, request.scaling, request.implementation)
+    if len(recipes) > 1 and not many_recipes:
+        raise F8RoofError(
+            "several recipes are compared per layer: use them with --model, or give one --recipe"
+        )
+    calibration, source = _calibration(request, asked)
+    gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
+    check_recipes(gpu, request.recipes)
+    if request.gemm_table is not None:
+        _check_table_recipes(recipes)
+    named = asked is not None or request.calibration is not None  # else h100 by default
+    gemm, gemm_label = _gemm(request, gpu, calibration, gpu_named=named)
+    if gemm is not None and calibration is not None:
+        # the calibration's bytes stand, its gemm times do not: say which are used
+        source = source.replace(calibration.source, calibration.describe(gemms=gemm_label))
+    context = Context.from_names(request.before, request.after)
+    fused = parse_roles(request.fused) if request.fused else context_fused_roles(context)
+    base = EstimateConfig(
+        recipe=recipes[0],
+        gpu=gpu,
+        implementation=_implementation(request.implementation, recipes[0], context, calibration),
+        context=context,
+        fused=fused,
+        limited=frozenset(ROLES) if request.compile_limitations else frozenset(),
+        gemm=gemm,
+        calibration=calibration,
+    )
+    configs = [
+        replace(
+            base,
+            recipe=r,
+            implementation=_implementation(request.implementation, r, context, calibration),
+        )
+        for r in recipes
+    ]
+    if calibration is None:
+        if source == ROOFLINE and not request.no_calibration:
+            configs, source, gemm_label = _datasheet(configs, gemm, gemm_label)
+        return Resolved(tuple(configs), (), source, gemm_label)
+    usable = [c for c in configs if calibration_covers(calibration, c.variant)]
+    shipped = request.calibration is None
+    if shipped and not usable:
+        # What the shipped file lacks (a per-role scaling, a context it has no graphs of) is
+        # estimated on the datasheet rooflines, saying so; a file the user gave is refused.
+        missing = ", ".join(c.variant.key for c in configs)
+        roofline = [replace(c, calibration=None, gemm=gemm) for c in configs]
+        timed, source, label = _datasheet(roofline, gemm, gemm_label)
+        source = f"{source} ({missing} is not in the shipped calibration)"
+        return Resolved(tuple(timed), (), source, label)
+    if len(configs) == 1 or not usable:
+        for c in configs:
+            # refuses, naming what the file has
+            calibration.variant(c.variant.baseline.key if is_read_off(c.recipe) else c.variant.key)
+    skipped = tuple(c.variant.key for c in configs if c not in usable)
+    return Resolved(tuple(usable), skipped, source, gemm_label)
+
+
+def _check_table_recipes(recipes: list[Recipe]) -> None:
+    """A gemm table holds bf16 and fp8 (tensorwise, rowwise) gemms: a block-scaled recipe's
+    gemms are other kernels, which it would time silently as fp8's."""
+    scaled = [r.name for r in recipes if r.is_block_scaled and not r.emulated]
+    if scaled:
+        raise F8RoofError(
+            f"--gemm-table holds bf16 and fp8 gemm times; {', '.join(scaled)} runs block-scaled "
+            "gemms (other kernels) a table cannot hold yet: drop --gemm-table for it"
+        )
+
+
+def _datasheet(
+    configs: list[EstimateConfig], gemm, gemm_label: str
+) -> tuple[list[EstimateConfig], str, str]:
+    """No calibration for a preset: its datasheet timing (timing/datasheet.py), not the seed's
+    60% roofline: gemms tiled at the preset's fitted fractions (a block-scaled recipe's at its
+    own family), worst and ideal bytes at its copy fraction. A given gemm table or efficiency
+    still times the gemms. A custom GPU keeps the seed's rooflines."""
+    gpu = configs[0].gpu
+    if gpu.name not in PRESETS or PRESETS[gpu.name] != gpu:
+        return configs, ROOFLINE, gemm_label
+    timing = datasheet_timing(gpu)
+    tiled = timing.all_gemms
+    assert tiled is not None
+    timed = [
+        replace(
+            c,
+            gemm=gemm if gemm is not None else BlockScaledGemm.of(tiled, c.recipe),
+            memory_efficiency=timing.memory_efficiency,
+            launch_floor_s=KERNEL_FLOOR_S,
+        )
+        for c in configs
+    ]
+    whose = (
+        "its fitted fractions"
+        if gpu.name in PRESET_EFFICIENCIES
+        else "H100 SXM's fitted fractions (none published for this part)"
+    )
+    label = gemm_label if gemm is not None else f"tiled roofline ({gpu.name}'s fitted fractions)"
+    if gpu.name not in PRESET_EFFICIENCIES and gemm is None:
+        label = "tiled roofline (H100 SXM's fitted fractions)"
+    source = (
+        f"{gpu.name}'s datasheet timing, no calibration (timing/datasheet.py: gemms at {whose} "
+        f"of peak, MXFP8 and blockwise at their own, bytes at "
+        f"{timing.memory_efficiency:.0%} of its bandwidth; sources and assumptions: f8roof gpus; "
+        "worst and ideal overheads only)"
+    )
+    return timed, source, label
+
+
+def _gemm(
+    request: Request, gpu: GPU, calibration: Calibration | None, *, gpu_named: bool = True
+) -> tuple[RooflineGemm | TableGemm | None, str]:
+    """A gemm model that overrides the calibration's (None: the calibration's, or the
+    datasheet roofline at the seed's efficiency), and its label. A table's times are bounded
+    by the GPU's peak when one is named (`gpu_named`), else by the fastest preset's."""
+    if request.gemm_table is not None and request.gemm_efficiency is not None:
+        raise F8RoofError("--gemm-table and --gemm-efficiency contradict each other")
+    if request.gemm_table is not None:
+        table = load_gemm_table(request.gemm_table, gpu=gpu if gpu_named else None)
+        return table, f"table {request.gemm_table}"
+    if request.gemm_efficiency is not None:
+        roofline = RooflineGemm(gpu, gemm_efficiency=request.gemm_efficiency)
+        return roofline, f"roofline at {request.gemm_efficiency:.0%} of peak"
+    if calibration is None:
+        return None, "roofline at the seed's 60% of peak"
+    if calibration.kind is CalibrationKind.PUBLIC:
+        return None, "tiled roofline fitted to public measurements"
+    if calibration.datasheet_gemm is not None:
+        return None, "tiled roofline (datasheet, public sweeps)"
+    return None, "measured (calibration)"

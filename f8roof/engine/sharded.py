@@ -1,0 +1,340 @@
+"""An architecture's transformer block as a `BlockSpec`: what `capture_block` compiles for one
+rank of a sharded run (issue 18). The verb-level glue between the catalog and the profiler."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from f8roof.errors import F8RoofError, ModelError
+from f8roof.hardware.presets import find_gpu
+from f8roof.traffic.variant import Before
+from f8roof.training import checkpointing
+from f8roof.training.block import (
+    BlockCapture,
+    BlockSpec,
+    Mlp,
+    MoeSpec,
+    Norm,
+    ParallelSpec,
+    Recompute,
+)
+from f8roof.training.catalog import BUILTIN_CONFIGS, Architecture, builtin, resolve_model
+from f8roof.training.parallel import TrainingSetup
+
+__all__ = [
+    "BlockComparison",
+    "CaptureTimes",
+    "block_spec",
+    "capture_times",
+    "compare_block",
+    "compiled_block",
+    "shipped_block",
+]
+
+# The head width when neither the catalog's config nor the caller says it: llama's, mistral's
+# and qwen's 128 (head_dim in their config.json files, or hidden_size / num_attention_heads).
+DEFAULT_HEAD_DIM = 128
+# llama3's training sequence (torchtitan's llama3 configs: seq_len 8192): the layout a sharded
+# block assumes when only the tokens per rank are given
+LLAMA3_SEQ_LEN = 8192
+
+
+def assumed_seq_len(tokens: int, tp: int = 1) -> int:
+    """One sequence up to llama3's 8192 tokens; above, the longest sequence up to 8192 that
+    divides the tokens into whole sequences, each split evenly over the `tp` ranks (sequence
+    parallelism): 16384 -> 2 x 8192, 100000 -> 16 x 6250 (not 3125 x 32)."""
+    for length in range(min(tokens, LLAMA3_SEQ_LEN), 0, -1):
+        if tokens % length == 0 and length % tp == 0:
+            return length
+    return tokens
+
+
+def block_spec(
+    arch: Architecture,
+    *,
+    tokens: int,
+    seq_len: int | None = None,
+    parallel: ParallelSpec | None = None,
+    head_dim: int | None = None,
+) -> BlockSpec:
+    """The block of `arch` (one of its layers) for `tokens` per data-parallel rank.
+
+    Dims come from the linears: q_proj (or c_attn) K = dim; q/k/v widths over the head width
+    give the heads; gate_proj (or c_fc) N = the MLP width. The head width: `head_dim`, else the
+    built-in config's, else 128. Norm and MLP follow the linears' contexts (layernorm and gelu
+    for gpt2-style c_fc/c_proj). `seq_len` defaults to `tokens` (one sequence per rank).
+    """
+    by_name = {linear.fqn.rsplit(".", 1)[-1]: linear for linear in arch.linears}
+    try:
+        q = by_name.get("q_proj")
+        k = by_name.get("k_proj")
+        width = head_dim or _config_head_dim(arch.name) or DEFAULT_HEAD_DIM
+        if q is None or k is None:
+            raise F8RoofError(
+                f"{arch.name}: no q_proj/k_proj linears; sharded blocks know llama-style "
+                "attention only"
+            )
+        gate = by_name.get("gate_proj")
+        routed = next((linear for linear in arch.linears if linear.routed is not None), None)
+        moe = None
+        if routed is not None and routed.routed is not None:
+            moe = MoeSpec(routed.routed.experts, routed.routed.top_k, routed.N)
+        mlp = Mlp.SWIGLU if gate is not None else Mlp.GELU
+        ffn = (gate or by_name.get("c_fc") or by_name.get("up_proj") or routed or q).N
+        norm = Norm.LAYERNORM if q.context.before is Before.LAYERNORM else Norm.RMSNORM
+        for what, n in (("q_proj", q.N), ("k_proj", k.N)):
+            if n % width:
+                raise F8RoofError(
+                    f"{arch.name}: {what} width {n} is not a multiple of head_dim {width}"
+                )
+        return BlockSpec(
+            dim=q.K,
+            n_heads=q.N // width,
+            n_kv_heads=k.N // width,
+            head_dim=width,
+            ffn_dim=ffn,
+            tokens=tokens,
+            seq_len=seq_len or tokens,
+            norm=norm,
+            mlp=mlp,
+            moe=moe,
+            parallel=parallel or ParallelSpec(),
+            name=arch.name,
+        )
+    except ModelError as e:
+        raise F8RoofError(f"{arch.name}: {e}") from None
+
+
+def _config_head_dim(name: str) -> int | None:
+    """head_dim of a built-in config or a config.json file: its own, or hidden_size /
+    num_attention_heads."""
+    entry = BUILTIN_CONFIGS.get(name)
+    if entry is not None:
+        config = entry[1]
+    else:
+        path = Path(name)
+        path = path / "config.json" if path.is_dir() else path
+        if not path.is_file():
+            return None
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        config = config.get("text_config") or config
+    if config.get("head_dim"):
+        return int(config["head_dim"])
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    return hidden // heads if hidden and heads and hidden % heads == 0 else None
+
+
+@dataclass(frozen=True)
+class BlockComparison:
+    """One block in bf16 and in a float8 recipe, same sharding and checkpointing: compiled, or
+    rebuilt from the shipped fit (`source` says which)."""
+
+    bf16: BlockCapture
+    float8: BlockCapture
+    source: str = ""
+
+    @property
+    def spec(self) -> BlockSpec:
+        return self.float8.spec
+
+
+def compare_block(
+    *,
+    model: str,
+    tokens: int | None,
+    recipe: str,
+    tp: int = 1,
+    fsdp: int = 1,
+    float8_all_gather: bool = False,
+    recompute: str = "none",
+    device: str | None = None,
+    seq_len: int | None = None,
+    gpu: str = "h100",
+    shapes_given: bool = False,
+    sac_policy: str | None = None,
+    **linear_options,
+) -> BlockComparison:
+    """`f8roof compare --model ... --tp ...`: the model's block compiled for one rank of the
+    sharded run, in bf16 and in `recipe` (torchao), on a fake process group (codegen for
+    `gpu` unless `device` says cpu). compare's per-linear options (`linear_options`: scaling,
+    implementation, context, the seed's flags, a calibration) do not apply: refused if given."""
+    from f8roof.profiler.block import capture_block
+
+    if tokens is None:
+        raise F8RoofError("--model needs --tokens (tokens per rank per step)")
+    if shapes_given:
+        raise F8RoofError("--model compiles a block: give it --tokens, not --shape")
+    given = sorted(name for name, value in linear_options.items() if value)
+    if given:
+        options = ", ".join("--" + name.replace("_", "-") for name in given)
+        raise F8RoofError(f"{options} apply to one linear, not to compare --model's block")
+    # the degrees and token splits estimate takes, refused alike
+    TrainingSetup(tp=tp, fsdp=isinstance(fsdp, int) and fsdp > 1, fsdp_degree=fsdp)
+    for name, value in (("--tokens", tokens), ("--seq-len", seq_len or tokens)):
+        if tp > 1 and value % tp:
+            raise F8RoofError(
+                f"{name} {value}: sequence parallelism splits each sequence over its TP ranks, "
+                f"and --tp {tp} does not divide it"
+            )
+    if float8_all_gather and fsdp < 2:
+        # torchtitan turns it on only with FSDP (parallel_dims.dp_shard_enabled)
+        raise F8RoofError(
+            f"--float8-all-gather gathers FSDP's weight shards in float8: give --fsdp 2 or more "
+            f"(got --fsdp {fsdp})"
+        )
+    try:
+        parallel = ParallelSpec(
+            tp=tp, fsdp=fsdp, float8_all_gather=float8_all_gather, recompute=Recompute(recompute)
+        )
+    except ValueError as e:
+        raise F8RoofError(str(e)) from None
+    device = device or "codegen"
+
+    spec = block_spec(
+        resolve_model(model),
+        tokens=tokens,
+        seq_len=seq_len,
+        parallel=parallel,
+        head_dim=_config_head_dim(model),
+    )
+    preset = find_gpu(gpu) if device == "codegen" else None
+    sac = checkpointing.sac_policy(sac_policy) if sac_policy else None
+    # bf16 all-gathers nothing in float8: the flag applies to the float8 compile only
+    plain = replace(spec, parallel=replace(parallel, float8_all_gather=False))
+    return BlockComparison(
+        bf16=capture_block(plain, recipe=None, device=device, gpu=preset, sac=sac),
+        float8=capture_block(spec, recipe=recipe, device=device, gpu=preset, sac=sac),
+    )
+
+
+def _gemm_dtype(gemm, recipe: str | None) -> str:
+    """bf16 for `mm`; the recipe's float8 gemm family for `_scaled_mm` (torchao's rowwise
+    backward runs unit-scaled gemms: timed as rowwise, the family's slower end)."""
+    if "scaled" not in gemm.op:
+        return "bf16"
+    return "fp8_rowwise" if recipe and recipe.startswith("rowwise") else "fp8"
+
+
+@dataclass(frozen=True)
+class CaptureTimes:
+    """One rank's block in one precision, timed: non-gemm kernels by the calibration's
+    kernel-time model, gemms by its gemm model (attention, an extern kernel, is neither)."""
+
+    gemm_s: float  # gemms the passes run once
+    kernel_s: float  # non-gemm kernels the passes run once
+    recompute_s: float  # forward kernels and gemms the backward runs again
+    fwd_s: float  # the forward graph, everything in it
+    bwd_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.gemm_s + self.kernel_s + self.recompute_s
+
+
+def capture_times(capture: BlockCapture, *, calibration, gemm_model) -> CaptureTimes:
+    """Time every kernel and gemm of a compiled (or fitted) block: see CaptureTimes."""
+    from f8roof.timing.gemm import GemmRole
+
+    parts = {"gemm": 0.0, "kernel": 0.0, "recompute": 0.0, "fwd": 0.0, "bwd": 0.0}
+
+    def add(what: str, item, seconds: float) -> None:
+        parts["recompute" if item.recomputed else what] += seconds
+        parts[item.graph] += seconds
+
+    model = calibration.kernel_time
+    for k in capture.kernels:
+        seconds = model.time_s(
+            k.kind,
+            k.bytes_total,
+            kernel_class=k.kernel_class,
+            scattered_elements=k.scattered_elements,
+            reread_bytes=k.bytes_reread,
+            arithmetic=k.arithmetic,
+        )
+        add("kernel", k, float(seconds))
+    for g in capture.gemms:
+        dtype = _gemm_dtype(g, capture.recipe)
+        # the compiled call says whether it accumulates fast (blocks fitted before it did not)
+        slow = None if g.kernel_class is None else g.kernel_class.endswith("_slow")
+        time_s, _ = gemm_model.time_s(dtype, GemmRole.OUTPUT, g.m, g.k, g.n, slow_accum=slow)
+        add("gemm", g, float(time_s))
+    return CaptureTimes(
+        gemm_s=parts["gemm"],
+        kernel_s=parts["kernel"],
+        recompute_s=parts["recompute"],
+        fwd_s=parts["fwd"],
+        bwd_s=parts["bwd"],
+    )
+
+
+def compiled_block(model: str, *, tokens: int, recipe: str, setup, sharding, gpu: str):
+    """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`."""
+    fsdp = sharding.fsdp_degree or 1
+    seq_len = sharding.seq_len or assumed_seq_len(tokens, setup.tp)
+    comparison = compare_block(
+        model=model,
+        tokens=tokens,
+        seq_len=seq_len,
+        recipe=recipe,
+        tp=setup.tp,
+        fsdp=fsdp,
+        float8_all_gather=sharding.float8_all_gather and fsdp > 1,
+        recompute=setup.recompute.value,
+        gpu=gpu,
+        sac_policy=sharding.sac_policy,
+    )
+    where = (
+        f"one block compiled at {tokens} tokens per rank ({tokens // seq_len} x {seq_len}), "
+        f"TP {setup.tp}, FSDP {fsdp}, "
+        f"recompute {setup.recompute.value}, {recipe}, codegen for {gpu}"
+    )
+    return replace(comparison, source=where)
+
+
+def shipped_block(
+    model: str, *, tokens: int, recipe: str, setup, sharding
+) -> tuple[BlockComparison | None, str]:
+    """The block from the shipped sharded fits (calibrations/blocks.json), or None and why."""
+    from f8roof.calibration.block_file import SHIPPED, BlockKey, shipped_fit, shipped_source
+
+    if not SHIPPED.is_file():
+        return None, "no shipped sharded block file"
+    gather = sharding.float8_all_gather and (sharding.fsdp_degree or 1) > 1
+    seq_len = sharding.seq_len or assumed_seq_len(tokens, setup.tp)
+    several = tokens > seq_len
+    arch = resolve_model(model)
+    # the shipped fits are of the built-in models' blocks: the one whose linears these are,
+    # whatever a config is named
+    name = next((n for n in BUILTIN_CONFIGS if builtin(n).linears == arch.linears), None)
+    if name is None:
+        return None, f"no shipped sharded block for {arch.name} (they are built-in models')"
+    want = BlockKey(name, setup.tp, setup.recompute.value, recipe, gather, several)
+    fit8 = shipped_fit(want)
+    fit16 = shipped_fit(BlockKey(name, setup.tp, setup.recompute.value, "bf16", False, several))
+    if fit8 is None or fit16 is None:
+        return None, f"no shipped sharded block for {want}"
+    try:
+        bf16, float8 = (f.at(tokens, seq_len=seq_len) for f in (fit16, fit8))
+    except ModelError as e:
+        return None, f"the shipped sharded block for {want} does not hold here: {e}"
+    knots = fit8.tokens
+    checks = [c for f in (fit8, fit16) for c in f.checks]
+    worst = max((c.worst for c in checks), default=float("nan"))
+    slowest = max((c.time_error or 0.0 for c in checks), default=float("nan"))
+    checked = ", ".join(str(c.tokens) for c in fit8.checks)
+    layout = f"{tokens // seq_len} x {seq_len} tokens per rank"
+    if sharding.seq_len is None:
+        layout += (
+            " (no seq_len given: the longest sequences up to llama3's 8192 that divide the tokens)"
+        )
+    source = (
+        f"the shipped sharded block for {want} at {layout} (piecewise affine "
+        f"in tokens through compiles at {', '.join(map(str, knots))}; against fresh compiles at "
+        f"{checked}: bytes within {worst:.1%}, block time within {slowest:.1%}; {shipped_source()})"
+    )
+    return BlockComparison(bf16, float8, source), ""

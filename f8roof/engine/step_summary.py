@@ -1,0 +1,616 @@
+"""A model's recommendation at training scale -> the step summary (training/step.py).
+
+Which linears run in float8: as torchtitan converts them (every nn.Linear but `filter_fqns`,
+torchao's auto filter with "auto_filter_small_kn"; the llama configs' ["output"] without a
+setup; routed experts, 3D parameters no nn.Linear, only with `moe_fqns_prototype`), the figure
+published runs measure; f8roof's own decisions' step is noted beside it.
+
+One transformer block's time parts per precision, then the step. Two sources for the block:
+- the sharded block's graphs (`f8roof.engine.sharded`: the shipped fits at these tokens, or
+  `--overhead codegen`'s compile): every kernel, gemm, recomputed op and TP collective one rank
+  runs, timed by the calibration; block linears kept in bf16 put back by their per-layer
+  difference;
+- otherwise (no fit: full AC, async TP, MoE, other architectures; said why) the per-layer rows
+  `recommend` produced, with communication and recompute modelled around them:
+  - communication (timing/comm.py, the GPU's fabric): sequence-parallel TP, per block one
+    all-gather of the norm's output before each column-parallel group and one reduce-scatter
+    after each row-parallel linear, tokens x hidden bf16, mirrored in the backward; tensorwise
+    gathers the forward inputs in float8 (torchao's float8 TP plan);
+  - recompute (training/checkpointing.py): full reruns every block linear's forward; selective
+    follows torchtitan's per-op SAC: every second matmul reruns its forward gemm in both
+    precisions (a float8 linear shows SAC aten.mm), the float8 casts rerun for every float8
+    linear, and the forward's all-gathers run again.
+TP communication is exposed unless async TP. FSDP, in both: each block's weight shards gathered
+(bf16, or float8 with float8 all-gather) before forward and backward, gradients
+reduce-scattered in fp32 (torchtitan's mixed_precision_reduce), hidden behind the block's
+compute. Routed experts' all-to-all, pipeline and context parallelism are not modelled (said so).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from f8roof.engine.recommend import Recommendation, _forward_share_fn, _fp8_band
+from f8roof.engine.resolve import Resolved
+from f8roof.engine.sharded import BlockComparison, CaptureTimes, assumed_seq_len, capture_times
+from f8roof.errors import F8RoofError, ModelError
+from f8roof.timing.attention import FORWARD_SHARE, attention_s
+from f8roof.timing.comm import (
+    CollectiveKind,
+    CommError,
+    Interconnect,
+    Overlap,
+    collective_time_s,
+    exposed_time_s,
+    find_interconnect,
+    float8_all_gather_time_s,
+    fsdp_exposed_time_s,
+    placement_for,
+)
+from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
+from f8roof.training.catalog import TPStyle
+from f8roof.training.checkpointing import (
+    MM,
+    TOML_LAYOUT_POLICY,
+    Decision,
+    is_block_fqn,
+    sac_policy,
+)
+from f8roof.training.parallel import Recompute
+from f8roof.training.step import BlockTimes, StepSummary, step_summary
+from f8roof.training.torchtitan_names import filter_names
+
+BF16_BYTES = 2
+FP32_BYTES = 4
+# torchtitan's llama job configs keep the output projection (lm_head) in bf16
+DEFAULT_FILTER = ("output",)
+
+
+@dataclass(frozen=True)
+class Sharding:
+    """What the step summary needs beyond `TrainingSetup`: FSDP's degree and torchtitan's
+    float8 and TP switches. From a setup file, or the defaults of the command line."""
+
+    fsdp_degree: int | None = None  # None: FSDP off, or its degree unknown
+    async_tp: bool = False
+    float8_all_gather: bool = False
+    precompute_scales: bool = False
+    sac_policy: str = TOML_LAYOUT_POLICY
+    # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
+    # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
+    filter_fqns: tuple[str, ...] | None = None
+    gpus_per_node: int = 8
+    seq_len: int | None = None  # None: unknown (the sharded block assumes sequences of 8192)
+    moe_fqns: tuple[str, ...] = ()  # torchtitan's moe_fqns_prototype: routed experts in float8
+    assumptions: tuple[str, ...] = ()  # what the setup file left to torchtitan's defaults
+
+    def __post_init__(self) -> None:
+        if self.fsdp_degree is not None and self.fsdp_degree < 1:
+            raise F8RoofError(f"FSDP degree must be >= 1 (got {self.fsdp_degree})")
+
+    @property
+    def auto_filter(self) -> bool:
+        return AUTO_FILTER in (self.filter_fqns or ())
+
+
+AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
+
+
+def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
+    """torchtitan's rule: a filter entry that is a substring of the fqn; entries may be
+    torchtitan's names or f8roof's."""
+    return any(f in fqn for f in filter_names(f for f in filters if f != AUTO_FILTER))
+
+
+def _kept_by_filters(rec: Recommendation, sharding: Sharding, *, as_run: bool):
+    """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
+    for the step as run without a setup), torchao's auto filter among them, and the note
+    saying which."""
+    rows = rec.layers
+    given = sharding.filter_fqns
+    filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
+    kept = np.array([_filtered(f, filters) for f in rows["fqn"]], dtype=bool)
+    names = [f for f in filters if f != AUTO_FILTER]
+    if given is None:
+        note = f"filter_fqns {names} (torchtitan's llama configs')"
+    elif not filters:
+        note = "filter_fqns [] (none)"
+    else:
+        note = f"filter_fqns {list(filters)}"
+    if AUTO_FILTER in filters:
+        from f8roof.engine.filter_compare import TORCHAO_SOURCE, torchao_auto_filter
+
+        recipe = rec.recipes[0]
+        # torchtitan converts before it parallelizes: the filter sees the whole weight
+        converts = torchao_auto_filter(
+            recipe, rows["full_K"].to_numpy(dtype=np.int64), rows["full_N"].to_numpy(np.int64)
+        )
+        kept |= ~converts & ~rows["grouped"].to_numpy(dtype=bool)
+        note += f", with torchao's auto filter for {recipe} ({TORCHAO_SOURCE}) on whole weights"
+    return kept, note
+
+
+def summarize_step(
+    rec: Recommendation,
+    resolved: Resolved,
+    *,
+    sharding: Sharding = Sharding(),
+    block: BlockComparison | None = None,
+    why_not_block: str = "",
+) -> StepSummary:
+    """The step as torchtitan runs it: every linear in float8 but the setup's filter_fqns
+    (torchtitan's llama configs' ["output"] without a setup), which is what published runs
+    measure; f8roof's own decisions' step is noted beside it. With `block` (one rank's sharded
+    block, compiled or from the shipped fits) the blocks are timed from that block's graphs,
+    and the per-layer fits' answer is noted too; `why_not_block` says why there is none."""
+    try:
+        if block is not None:  # timed once, read by both summaries that use the graphs
+            block = _TimedBlock(
+                block,
+                tuple(
+                    capture_times(
+                        c, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
+                    )
+                    for c in (block.bf16, block.float8)
+                ),
+            )
+        advice = _summarize(rec, resolved, sharding, block, [], as_run=False)
+        chosen = int(rec.layers["convert"].astype(bool).sum())
+        decided = f"{chosen} of {len(rec.layers)} layer types in float8"
+        notes = [f"with f8roof's decisions ({decided}): x{advice.speedup:.3f}"]
+        if block is None:
+            if why_not_block:
+                notes.append(f"blocks from the per-layer fits: {why_not_block}")
+        else:
+            fits = _summarize(rec, resolved, sharding, None, [], as_run=True)
+            notes.append(f"per-layer fits alone: x{fits.speedup:.3f}")
+        notes += [f"setup: {a}" for a in sharding.assumptions]
+        return _summarize(rec, resolved, sharding, block, notes, as_run=True)
+    except ModelError as e:
+        raise F8RoofError(str(e)) from None
+
+
+def _summarize(
+    rec: Recommendation,
+    resolved: Resolved,
+    sharding: Sharding,
+    block_graphs: _TimedBlock | None,
+    notes: list[str],
+    *,
+    as_run: bool,
+) -> StepSummary:
+    """`as_run`: every linear float8 can run in float8 but the filtered ones; otherwise
+    f8roof's decisions (the setup's filters still apply)."""
+    rows = rec.layers
+    setup = rec.setup
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    head = (rows["fqn"] == "lm_head").to_numpy()
+    bf16_col, fp8_col = (
+        ("bf16_s", "fp8_s")
+        if rec.criterion == "speedup"
+        else (
+            "bf16_gemm_s",
+            "fp8_s_worst",
+        )
+    )
+    filtered, filter_note = _kept_by_filters(rec, sharding, as_run=as_run)
+    grouped = rows["grouped"].to_numpy(dtype=bool)
+    if as_run:
+        convert = np.isfinite(rows[fp8_col].to_numpy(dtype=np.float64)) & ~filtered
+        experts = ""
+        if grouped.any():
+            moe = [f for f in rows.loc[grouped, "fqn"] if any(m in f for m in sharding.moe_fqns)]
+            convert &= ~grouped | rows["fqn"].isin(moe).to_numpy()
+            experts = (
+                f"; routed experts in float8 rowwise (moe_fqns_prototype {list(sharding.moe_fqns)})"
+                if moe
+                else "; routed experts (3D parameters, no nn.Linear) stay bf16: torchtitan's "
+                "float8 converter converts them only with moe_fqns_prototype"
+            )
+        notes.append(
+            f"float8 as torchtitan converts it: every nn.Linear but {filter_note}{experts}"
+        )
+    else:
+        convert = rows["convert"].to_numpy(dtype=bool) & ~filtered
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    layers = _layers(rec)
+
+    bf16 = rows[bf16_col].to_numpy(dtype=np.float64)
+    fp8 = rows[fp8_col].to_numpy(dtype=np.float64)
+    rec_bf16 = _column(rows, "recompute_bf16_s")
+    rec_fp8 = _column(rows, "recompute_fp8_s")
+    # the linears without their full-AC recompute (recommend folds it into the times)
+    lin_bf16 = bf16 - rec_bf16
+    lin_fp8 = np.where(convert, fp8 - rec_fp8, lin_bf16)
+    gemm_fp8 = np.where(convert, rows["fp8_gemm_s"].to_numpy(dtype=np.float64) - rec_fp8, 0.0)
+    gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
+    re_bf16 = rec_bf16
+    re_fp8 = np.where(convert, rec_fp8, rec_bf16)
+    if setup.ep > 1 and grouped.any():
+        notes.append(
+            f"routed experts' all-to-all (EP {setup.ep}) is not modelled: the exposed "
+            "communication leaves it out"
+        )
+    if setup.recompute is Recompute.SELECTIVE:
+        source = sac_policy(sharding.sac_policy).source
+        if block_graphs is None:  # the graphs hold their own recompute
+            re_bf16, re_fp8 = _selective(rows, resolved, convert, block, sharding)
+        notes.append(
+            f"selective: torchtitan's per-op SAC ({source}); float8 casts rerun in the "
+            "backward (not in the save list)"
+            if block_graphs is None
+            else f"selective: torchtitan's per-op SAC compiled into the block ({source}: its "
+            "2025-05 and 0.3.0 lists decide a dense llama block alike, float8 gemms reaching "
+            "SAC as aten.mm)"
+        )
+
+    def per_block(values):
+        return float((counts * values)[block].sum()) / layers
+
+    attention, attention_again = _attention(rec, resolved, sharding, notes)
+
+    if block_graphs is not None:
+        # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
+        # per-layer difference puts it back
+        kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
+        bf16_block, fp8_block = (
+            replace(b, other_compute_s=b.other_compute_s + attention)
+            for b in _graph_blocks(rec, sharding, block_graphs, per_block(kept), notes, convert)
+        )
+    else:
+        forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
+        gemms = (per_block(lin_bf16), per_block(lin_fp8))
+        comm_bf16, comm_fp8 = _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms)
+        fsdp = _fsdp_comm(
+            rec, rows, convert, block, layers, sharding, notes, [(f, 2 * f) for f in forward]
+        )
+        comm_bf16 += fsdp[0]
+        comm_fp8 += fsdp[1]
+        bf16_block = BlockTimes(
+            linear_gemm_s=per_block(lin_bf16),
+            other_compute_s=attention,
+            comm_exposed_s=comm_bf16,
+            recompute_s=per_block(re_bf16) + attention_again,
+        )
+        fp8_block = BlockTimes(
+            linear_gemm_s=per_block(gemm_fp8),
+            overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
+            other_compute_s=attention,
+            comm_exposed_s=comm_fp8,
+            recompute_s=per_block(re_fp8) + attention_again,
+        )
+    other = ~block & ~head
+    if other.any():
+        notes.append(
+            "linears outside the blocks other than lm_head counted with lm_head: "
+            + ", ".join(rows.loc[other, "fqn"])
+        )
+    side = ~block
+    head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
+    head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
+    converted_side = bool((convert & side).any())
+    step_s = setup.step_s
+    model_bf16 = layers * bf16_block.total_s + head_bf16
+    if step_s is not None and step_s <= model_bf16:
+        # never replaced by the modelled step: the measured one holds these, so one of the
+        # inputs (the step, the tokens, the GPU) is not what ran
+        raise F8RoofError(
+            f"--step-ms {step_s * 1e3:g} is shorter than the modelled blocks and lm_head of "
+            f"that step ({model_bf16 * 1e3:.1f} ms bf16): a measured step holds them; check "
+            "the step, the tokens per rank and the GPU"
+        )
+    if step_s is None:
+        notes.append("embedding, loss and optimizer are not modelled: the modelled step omits them")
+    return step_summary(
+        bf16=bf16_block,
+        fp8=fp8_block,
+        layers=layers,
+        lm_head_bf16_s=head_bf16,
+        lm_head_fp8_s=head_fp8 if converted_side else None,
+        step_s=step_s,
+        rest_s=0.0,
+        assumptions=notes,
+        fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
+    )
+
+
+def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[float, float]:
+    """How much the converted linears' float8 time per step moves at their bands' fast and
+    slow ends (`recommend._fp8_band`): the step's band. Zero where the rows carry none."""
+    ends = _fp8_band(rows, criterion)
+    if ends is None:
+        return 0.0, 0.0
+    expected = rows["fp8_s"].to_numpy(dtype=np.float64)
+    weight = np.where(convert, counts, 0.0)
+    fast, slow = (float(np.nansum(weight * (end - expected))) for end in ends)
+    return min(fast, 0.0), max(slow, 0.0)
+
+
+def _attention(
+    rec: Recommendation, resolved: Resolved, sharding: Sharding, notes: list[str]
+) -> tuple[float, float]:
+    """One block's attention (forward + backward) on one GPU, and what full checkpointing
+    reruns of it, from the output projection's heads (`timing/attention.py`); (0, 0) for an
+    architecture without one. The same in both precisions: it only lengthens the step."""
+    found = [
+        linear
+        for linear in rec.architecture.linears
+        if linear.heads and linear.tp is TPStyle.ROW and not linear.grouped
+    ]
+    if not found:
+        notes.append("attention: no output projection with heads known, not timed")
+        return 0.0, 0.0
+    out = found[0]
+    heads = out.heads // max(rec.setup.tp, 1)
+    seq_len = sharding.seq_len or assumed_seq_len(rec.tokens)
+    gemm = resolved.config.gemm_model
+    size = 8192.0
+    seconds, _ = gemm.time_s("bf16", GemmRole.OUTPUT, size, size, size)
+    throughput = 2 * size**3 / float(seconds)
+    block_s = attention_s(
+        tokens=rec.tokens,
+        seq_len=seq_len,
+        heads=heads,
+        head_dim=out.K // out.heads,
+        gemm_flops_per_s=throughput,
+    )
+    # full checkpointing reruns the forward of the blocks it wraps (layer SAC: every n-th)
+    again = 0.0
+    if rec.setup.recompute is Recompute.FULL:
+        again = FORWARD_SHARE * block_s * rec.setup.recompute_share(_layers(rec))
+    notes.append(
+        f"attention: {block_s * 1e3:.2f} ms per block (FlashAttention-2's causal throughput at "
+        f"S = {seq_len}, {heads} heads of {out.K // out.heads}), the same in both precisions"
+        + ("; full AC reruns its forward" if again else "")
+    )
+    return block_s, again
+
+
+def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
+    if name in rows.columns:
+        return rows[name].fillna(0.0).to_numpy(dtype=np.float64)
+    return np.zeros(len(rows))
+
+
+def _selective(rows, resolved: Resolved, convert, block, sharding: Sharding):
+    """Per-op SAC: the block linears, in the catalog's forward order (q, k, v, o, gate, up,
+    down: torchtitan's wq, wk, wv, wo, w1, w3, w2), through the every-second-mm rule."""
+    policy = sac_policy(sharding.sac_policy)
+    order = np.flatnonzero(block)
+    decisions = policy.decide_sequence([MM] * len(order))
+    again = np.zeros(len(rows), dtype=bool)
+    for i, d in zip(order, decisions):
+        again[i] = d is Decision.RECOMPUTE
+    configs = {c.recipe.name: c for c in resolved.configs}
+    re_bf16 = np.zeros(len(rows))
+    re_fp8 = np.zeros(len(rows))
+    for i in np.flatnonzero(block):
+        row = rows.iloc[i]
+        config = configs.get(str(row["recipe"]), resolved.config)
+        M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
+        bf16_fwd = float(config.gemm_model.time_s("bf16", GemmRole.OUTPUT, M, K, N)[0])
+        re_bf16[i] = bf16_fwd if again[i] else 0.0
+        if not convert[i]:
+            re_fp8[i] = re_bf16[i]
+            continue
+        dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
+        fp8_fwd = float(config.gemm_model.time_s(dtype, GemmRole.OUTPUT, M, K, N)[0])
+        share = float(
+            np.asarray(
+                _forward_share_fn(
+                    config.recipe,
+                    config.implementation,
+                    config.fused,
+                    config.limited,
+                    config.grouped,
+                )(M, K, N)
+            )
+        )
+        overhead = float(row["fp8_s"] - row["fp8_gemm_s"]) if "fp8_s" in rows else 0.0
+        re_fp8[i] = (fp8_fwd if again[i] else 0.0) + share * max(overhead, 0.0)
+    return re_bf16, re_fp8
+
+
+def _fabric(rec, notes: list[str]) -> Interconnect | None:
+    try:
+        return find_interconnect(rec.gpu)
+    except CommError as e:
+        notes.append(f"communication not modelled: {e}")
+        return None
+
+
+def _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms):
+    """Exposed sequence-parallel communication of one block from the per-layer rows, per
+    precision (see the module docstring); async TP hides it behind `gemms` (seconds per
+    precision)."""
+    setup = rec.setup
+    tp = setup.tp
+    fabric = _fabric(rec, notes) if tp > 1 else None
+    if fabric is None:
+        return 0.0, 0.0
+    tokens = rec.tokens
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    dense_block = block & ~rows["grouped"].to_numpy(dtype=bool)
+    place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
+    row_par = dense_block & (rows["tp"] == "row").to_numpy()
+    hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
+    per_block = counts[row_par] / layers  # sub-blocks (attention, MLP) per block
+    nbytes = tokens * hidden * BF16_BYTES
+    kw = {"group_size": tp, "placement": place, "fabric": fabric}
+    ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
+    rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
+    # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again (full
+    # AC of every n-th block only: that share of the blocks)
+    full_again = setup.recompute_share(layers)
+    again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
+    bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
+    tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
+    fp8_ag = ag
+    if tensorwise and (convert & dense_block).any():
+        fp8_ag = float8_all_gather_time_s(numel=tokens * hidden, **kw)
+        notes.append("tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)")
+    fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
+    notes.append(
+        f"TP {tp}: sequence-parallel all-gathers/reduce-scatters of tokens x hidden, "
+        f"{place.value}-node, " + _tp_overlap_note(sharding)
+    )
+    return _tp_exposed(sharding, (float(np.sum(bf16_t)), float(np.sum(fp8_t))), gemms)
+
+
+def _tp_overlap_note(sharding: Sharding) -> str:
+    return "async TP: hidden behind the gemms" if sharding.async_tp else "exposed (no async TP)"
+
+
+def _tp_exposed(sharding: Sharding, comm, gemms) -> tuple[float, float]:
+    """async TP splits each collective against the gemm it feeds or drains: it hides behind
+    the block's gemms (forward and backward, per precision); without it TP comm is exposed."""
+    overlap = Overlap.OVERLAPPED if sharding.async_tp else Overlap.EXPOSED
+    bf16, fp8 = (
+        float(exposed_time_s(c, overlap=overlap, compute_time_s=g)) for c, g in zip(comm, gemms)
+    )
+    return bf16, fp8
+
+
+def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
+    """FSDP's exposed time per block, per precision: weights all-gathered, gradients
+    reduce-scattered, hidden behind `compute` ((forward, backward) seconds per precision)."""
+    setup = rec.setup
+    tp, fsdp = setup.tp, sharding.fsdp_degree
+    if not (fsdp and fsdp > 1):
+        if setup.fsdp:
+            notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
+        return 0.0, 0.0
+    fabric = _fabric(rec, notes)
+    if fabric is None:
+        return 0.0, 0.0
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=sharding.gpus_per_node)
+    kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
+    K = rows["full_K"].to_numpy(dtype=np.float64)
+    N = rows["full_N"].to_numpy(dtype=np.float64)
+    shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, tp)
+    experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
+    params = counts * K * N * experts / shard
+    block_params = float(params[block].sum()) / layers
+    fp8_params = float(params[block & convert].sum()) / layers
+    ag_bf16 = float(collective_time_s("all_gather", nbytes=block_params * BF16_BYTES, **kw))
+    if sharding.float8_all_gather:
+        ag_fp8 = float(
+            collective_time_s(
+                "all_gather",
+                nbytes=(block_params - fp8_params) * BF16_BYTES,
+                **kw,
+            )
+            + float8_all_gather_time_s(
+                numel=fp8_params,
+                tensors=int(np.sum((block & convert) * counts) / layers),
+                scales_precomputed=sharding.precompute_scales,
+                **kw,
+            )
+        )
+    else:
+        ag_fp8 = ag_bf16
+    rs = float(collective_time_s("reduce_scatter", nbytes=block_params * FP32_BYTES, **kw))
+    exposed = []
+    for all_gather, (forward_s, backward_s) in zip((ag_bf16, ag_fp8), compute):
+        total = fsdp_exposed_time_s(
+            all_gather_s=all_gather,
+            reduce_scatter_s=rs,
+            forward_compute_s=forward_s,
+            backward_compute_s=backward_s,
+            layers=layers,
+        )
+        exposed.append(total / layers)
+    notes.append(
+        f"FSDP {fsdp}: weights all-gathered "
+        + ("in float8 (tensorwise) " if sharding.float8_all_gather else "in bf16 ")
+        + f"and gradients reduce-scattered in fp32, {place.value}-node, overlapped with "
+        "the block's compute; first gather and last reduce-scatter exposed"
+    )
+    return exposed[0], exposed[1]
+
+
+@dataclass(frozen=True)
+class _TimedBlock:
+    """A sharded block and its graphs' times (bf16, float8)."""
+
+    graphs: BlockComparison
+    times: tuple[CaptureTimes, CaptureTimes]
+
+
+def _graph_blocks(rec, sharding: Sharding, timed: _TimedBlock, kept_s, notes, convert):
+    """One block per precision from its graphs (compiled, or the shipped fits at these
+    tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
+    the rows' weights hidden behind the graphs' own forward and backward. `kept_s`: what the
+    block linears the recommendation keeps in bf16 change against the all-float8 graph."""
+    graphs, times = timed.graphs, timed.times
+    rows, layers = rec.layers, _layers(rec)
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    comm = [0.0, 0.0]
+    if rec.setup.tp > 1 and (fabric := _fabric(rec, notes)) is not None:
+        tp = rec.setup.tp
+        place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
+        for i, capture in enumerate((graphs.bf16, graphs.float8)):
+            comm[i] = sum(
+                float(
+                    collective_time_s(
+                        c.kind.value,
+                        nbytes=c.bytes,
+                        group_size=c.group_size,
+                        placement=place,
+                        fabric=fabric,
+                    )
+                )
+                for c in capture.collectives
+                if c.compiled and c.mesh == "tp"
+            )
+        gemms = tuple(t.gemm_s + t.recompute_s for t in times)
+        comm = list(_tp_exposed(sharding, comm, gemms))
+        notes.append(
+            f"TP {tp}: the collectives the compiled graphs hold, {place.value}-node, "
+            + _tp_overlap_note(sharding)
+        )
+    compute = tuple((t.fwd_s, t.bwd_s) for t in times)
+    fsdp = _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute)
+    t16, t8 = times
+    bf16 = BlockTimes(
+        linear_gemm_s=t16.gemm_s,
+        other_compute_s=t16.kernel_s,
+        comm_exposed_s=comm[0] + fsdp[0],
+        recompute_s=t16.recompute_s,
+    )
+    notes.append(f"blocks from {graphs.source}")
+    notes.append(
+        "each block's gemms, kernels and recompute as its graphs hold them (attention, an "
+        "extern kernel there, timed by its FLOPs)"
+    )
+    if not (block & convert).any():
+        notes.append("no block linear in float8: the float8 block is the bf16 one")
+        return bf16, bf16
+    # float8's non-gemm time beyond bf16's is its overhead; a kept layer's difference
+    # (usually negative: kept because float8 loses) comes off the overhead, then the gemms
+    other = min(t16.kernel_s, t8.kernel_s)
+    extra = t8.kernel_s - other + kept_s
+    fp8 = BlockTimes(
+        linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
+        overhead_s=max(extra, 0.0),
+        other_compute_s=other,
+        comm_exposed_s=comm[1] + fsdp[1],
+        recompute_s=t8.recompute_s,
+    )
+    if (block & ~convert).any():
+        notes.append(
+            "block linears kept in bf16 corrected from the all-float8 graph by their "
+            "per-layer difference (its collectives and recompute stay the all-float8 graph's)"
+        )
+    return bf16, fp8
+
+
+def _layers(rec) -> int:
+    rows = rec.layers
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    return int(counts[block].max()) if block.any() else 1

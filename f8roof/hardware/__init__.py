@@ -1,0 +1,1 @@
+"""GPU presets (datasheet ceilings, sources) and which scaled gemms each runs."""

@@ -1,0 +1,418 @@
+"""GPU presets: datasheet ceilings, matched by the device name torch reports.
+
+Peaks are dense (no 2:4 sparsity) FLOP/s and HBM bandwidth from the vendors' datasheets; every
+preset lists its own `sources`, and `notes` say what no datasheet gives (an assumed SM count, a
+power cap a benchmark names without a datasheet of its own). NVIDIA publishes most Blackwell
+figures per 8-GPU system and with sparsity: dense per GPU = the system figure / 8 / 2.
+AMD's peaks follow from clock x CUs x FLOP per CU per clock (MI300X: 2.1 GHz x 304 x 2048
+bf16; MI355X: 2.4 GHz x 256 x 4096 bf16, 8192 fp8, 16384 fp4; ISSCC 2026 via
+news.lavx.hu: 8192 fp8 FLOP per CU per clock on CDNA 4).
+
+What a part can run (MX, blockwise, rowwise gemms) lives in hardware/support.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from f8roof.errors import ModelError
+
+TERA = 1e12
+GB = 1e9
+
+
+class UnknownGPUError(ModelError):
+    pass
+
+
+class Vendor(str, Enum):
+    NVIDIA = "nvidia"
+    AMD = "amd"
+
+
+class Float8Family(str, Enum):
+    """Which float8 encodings the part's gemms take. OCP: float8_e4m3fn / float8_e5m2 (NVIDIA,
+    MI355X). FNUZ: float8_e4m3fnuz / float8_e5m2fnuz (MI300X/MI325X, gfx942: torch's
+    `_scaled_mm_is_fnuz`, aten/src/ATen/native/cuda/ScaledBlas.cpp); same bytes, other bias."""
+
+    OCP = "ocp"
+    FNUZ = "fnuz"
+
+    @property
+    def dtypes(self) -> tuple[str, str]:
+        """torch dtype names of (e4m3, e5m2) in this family."""
+        if self is Float8Family.FNUZ:
+            return ("float8_e4m3fnuz", "float8_e5m2fnuz")
+        return ("float8_e4m3fn", "float8_e5m2")
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    bf16_flops: float  # dense peak, FLOP/s
+    fp8_flops: float  # dense peak, FLOP/s (tensorwise and rowwise scaled gemms)
+    memory_bandwidth_bytes_per_s: float
+    device_prefixes: tuple[str, ...] = ()
+    sm_count: int = 132  # SMs (NVIDIA) or CUs (AMD)
+    compute_capability: tuple[int, int] = (9, 0)  # what torch reports; gfx942 -> (9, 4)
+    memory_bytes: int = 80 * 2**30
+    # Everything below is keyword-only in spirit: added for Blackwell and AMD (issue #20).
+    mx_flops: float | None = None  # MXFP8 dense peak, FLOP/s; None: no MX gemms
+    fp4_flops: float | None = None  # MXFP4/NVFP4 dense peak, FLOP/s; None: none or unknown
+    vendor: Vendor = Vendor.NVIDIA
+    gfx_arch: str | None = None  # AMD LLVM target (gfx942, gfx950)
+    fp8_dtype_family: Float8Family = Float8Family.OCP
+    power_w: int | None = None  # board power the ceilings (and gemm fractions) belong to
+    sources: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for field in ("bf16_flops", "fp8_flops", "memory_bandwidth_bytes_per_s"):
+            value = getattr(self, field)
+            if not (0 < value < math.inf):
+                raise UnknownGPUError(
+                    f"GPU {self.name!r}: {field} must be a positive finite number, got {value}"
+                )
+        for field in ("mx_flops", "fp4_flops"):
+            value = getattr(self, field)
+            if value is not None and not (0 < value < math.inf):
+                raise UnknownGPUError(
+                    f"GPU {self.name!r}: {field} must be None or a positive finite number"
+                )
+        if (self.vendor is Vendor.AMD) != (self.gfx_arch is not None):
+            raise UnknownGPUError(f"GPU {self.name!r}: a gfx arch goes with AMD parts only")
+        if self.fp8_dtype_family is Float8Family.FNUZ and self.vendor is not Vendor.AMD:
+            raise UnknownGPUError(f"GPU {self.name!r}: fnuz float8 exists on AMD parts only")
+
+    def peak_flops(self, dtype: str) -> float:
+        """Dense peak of a gemm dtype: bf16; fp8* (tensorwise, rowwise, blockwise); mxfp8;
+        mxfp4 / nvfp4."""
+        if dtype == "bf16":
+            return self.bf16_flops
+        if dtype.startswith(("mx", "nv")):
+            peak = self.mx_flops if dtype == "mxfp8" else self.fp4_flops
+            if peak is None:
+                raise UnknownGPUError(f"GPU {self.name!r} has no {dtype} peak (no such gemms)")
+            return peak
+        if dtype.startswith("fp8"):
+            return self.fp8_flops
+        return self.bf16_flops
+
+    @property
+    def arch_label(self) -> str:
+        """sm_100 / gfx942: what the support rules and the CLI name."""
+        if self.gfx_arch is not None:
+            return self.gfx_arch
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
+
+
+H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100)"
+H200_DATASHEET = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200)"
+DGX_B200 = (
+    "NVIDIA DGX B200 datasheet (resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet): "
+    "72 PF fp8 training, 144 PF fp4 (sparse) per 8 GPUs, 1,440 GB, 64 TB/s HBM3e"
+)
+HGX_B200 = (
+    "NVIDIA HGX B200 spec (nvidia.com/en-us/data-center/hgx): per 8 GPUs 36 PF fp16/bf16, "
+    "72 PF fp8/fp6 (sparse); MXFP8 runs at the fp8 rate"
+)
+GB200_NVL72 = (
+    "NVIDIA GB200 NVL72 spec (nvidia.com/en-us/data-center/gb200-nvl72): per 72 GPUs 360 PF "
+    "bf16, 720 PF fp8, 1,440 PF fp4 (sparse), 13.4 TB HBM3e at 576 TB/s; 1,200 W per GPU"
+)
+HGX_B300 = (
+    "NVIDIA DGX/HGX B300 datasheet (resources.nvidia.com/en-us-dgx-systems/dgx-b300-datasheet):"
+    " per 8 GPUs 36 PF fp16/bf16, 72 PF fp8 (sparse), 2.3 TB HBM3e, 8 TB/s per GPU"
+)
+BLACKWELL_SMS = (
+    "148 SMs: 2 dies x 74 enabled SMs (chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-"
+    "juggernaut-rolling); Inductor's DeviceProperties in public B200 output code: "
+    "multi_processor_count=148, cc=100"
+)
+CC_10X = (
+    "compute capability 10.0 (B200, GB200) / 10.3 (B300, GB300): TransformerEngine support "
+    "matrix (nvidia.github.io/TransformerEngine/support_matrix.html); torch ScaledBlas.cpp "
+    "'B200 = 10.0, B300 = 10.3'"
+)
+MI300X_DATASHEET = (
+    "AMD Instinct MI300X data sheet (amd.com/.../amd-instinct-mi300x-data-sheet.pdf): "
+    "1307.4 TF bf16, 2614.9 TF fp8 dense, 192 GB HBM3 at 5.3 TB/s, 304 CUs, 750 W"
+)
+MI355X_SPECS = (
+    "AMD Instinct MI355X specifications (amd.com/en/products/accelerators/instinct/mi350/"
+    "mi355x.html): 2.5 PF fp16/bf16, 5.0 PF OCP-fp8 and MXFP8, 10.1 PF MXFP4 dense, 288 GB "
+    "HBM3E at 8 TB/s, 1,400 W, 2.4 GHz"
+)
+MI350X_SPECS = (
+    "AMD Instinct MI350X specifications (amd.com/en/products/accelerators/instinct/mi350/"
+    "mi350x.html): the MI355X silicon air-cooled at 1,000 W and 2.2 GHz (Hot Chips 2025)"
+)
+ROCM_GPU_SPECS = (
+    "ROCm GPU specifications (rocm.docs.amd.com/en/latest/reference/gpu-specs.html): "
+    "MI355X/MI350X gfx950, 256 CUs, GFXIP 9.5; MI300X gfx942, 304 CUs"
+)
+
+
+PRESETS: dict[str, GPU] = {
+    g.name: g
+    for g in (
+        GPU(
+            "h100",
+            989.4 * TERA,
+            1978.9 * TERA,
+            3.35 * TERA,
+            ("NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM", "NVIDIA H100"),
+            132,
+            (9, 0),
+            80 * 2**30,
+            power_w=700,
+            sources=(H100_DATASHEET + ": SXM column, dense = sparse / 2",),
+        ),
+        # The H100 torchao's float8 roofline script models: "2.4 TB per second, custom to Meta's
+        # H100 variant" (torchao/testing/training/roofline_utils.py). No device name is known
+        # for it, so it is chosen by name only.
+        GPU(
+            "h100-meta",
+            989.4 * TERA,
+            1978.9 * TERA,
+            2.4 * TERA,
+            (),
+            132,
+            (9, 0),
+            80 * 2**30,
+            power_w=500,
+            sources=(
+                H100_DATASHEET,
+                "torchao/testing/training/roofline_utils.py: 2.4 TB/s, Meta's H100 variant",
+                "FBGEMM#2546: benchmarks on 'H100 500W'",
+            ),
+            notes=("chosen by name only: no device name is known for this variant",),
+        ),
+        GPU(
+            "h100-pcie",
+            756.0 * TERA,
+            1513.0 * TERA,
+            2.0 * TERA,
+            ("NVIDIA H100 PCIe",),
+            114,
+            (9, 0),
+            80 * 2**30,
+            power_w=350,
+            sources=(H100_DATASHEET + ": PCIe column",),
+        ),
+        GPU(
+            "h100-nvl",
+            835.0 * TERA,
+            1671.0 * TERA,
+            3.9 * TERA,
+            ("NVIDIA H100 NVL",),
+            132,
+            (9, 0),
+            94 * 2**30,
+            sources=(H100_DATASHEET + ": NVL column",),
+        ),
+        GPU(
+            "h200",
+            989.4 * TERA,
+            1978.9 * TERA,
+            4.8 * TERA,
+            ("NVIDIA H200",),
+            132,
+            (9, 0),
+            141 * 2**30,
+            power_w=700,
+            sources=(H200_DATASHEET + ": SXM column",),
+        ),
+        GPU(
+            "h200-nvl",
+            835.0 * TERA,
+            1671.0 * TERA,
+            4.8 * TERA,
+            ("NVIDIA H200 NVL",),
+            132,
+            (9, 0),
+            141 * 2**30,
+            sources=(H200_DATASHEET + ": NVL column",),
+        ),
+        GPU(
+            "b200",
+            2250.0 * TERA,
+            4500.0 * TERA,
+            8.0 * TERA,
+            ("NVIDIA B200",),
+            148,
+            (10, 0),
+            # nvidia-smi on an HGX B200: 183359 MiB (NVIDIA/TensorRT-LLM#10278)
+            183359 * 2**20,
+            mx_flops=4500.0 * TERA,
+            fp4_flops=9000.0 * TERA,
+            power_w=1000,
+            sources=(DGX_B200, HGX_B200, BLACKWELL_SMS, CC_10X),
+        ),
+        # The B200s torchao's training tables ran on ("8x power limited B200 GPUs",
+        # torchao/prototype/mx_formats/README.md) are capped at 750 W: pytorch/ao#3566 compares
+        # "1000W" with "750W limited" devices, and pytorch/helion#347 sets B200 to 750 W.
+        # A cap lowers clocks, not the datasheet: ceilings stay, gemm fractions drop
+        # (timing/datasheet.py).
+        GPU(
+            "b200-750w",
+            2250.0 * TERA,
+            4500.0 * TERA,
+            8.0 * TERA,
+            (),
+            148,
+            (10, 0),
+            183359 * 2**20,
+            mx_flops=4500.0 * TERA,
+            fp4_flops=9000.0 * TERA,
+            power_w=750,
+            sources=(
+                DGX_B200,
+                "torchao/prototype/mx_formats/README.md: '8x power limited B200 GPUs'",
+                "pytorch/ao#3566: 1000W vs '750W limited' B200; pytorch/helion#347: B200 750 W",
+            ),
+            notes=("chosen by name only: nvidia-smi reports the same 'NVIDIA B200' name",),
+        ),
+        GPU(
+            "gb200",
+            2500.0 * TERA,
+            5000.0 * TERA,
+            8.0 * TERA,
+            ("NVIDIA GB200",),
+            152,
+            (10, 0),
+            186 * GB,
+            mx_flops=5000.0 * TERA,
+            fp4_flops=10000.0 * TERA,
+            power_w=1200,
+            sources=(GB200_NVL72, CC_10X),
+            notes=(
+                (
+                    "152 SMs: CUDA reports 152 at 2062 MHz on a GB200 (public GB200/B300 kernel "
+                    "notes: 'the local GB200 has 152 SMs at 2062 MHz', B300 '148 SMs at 2032 MHz')"
+                ),
+            ),
+        ),
+        GPU(
+            "b300",
+            2250.0 * TERA,
+            4500.0 * TERA,
+            8.0 * TERA,
+            ("NVIDIA B300",),  # torch: 'NVIDIA B300 SXM6 AC' (NVIDIA/cosmos-framework#114)
+            148,
+            (10, 3),
+            288 * GB,
+            mx_flops=4500.0 * TERA,
+            power_w=1100,
+            sources=(HGX_B300, CC_10X),
+            notes=(
+                "148 SMs: public B300 SXM6 AC (sm_103a) microbenchmark notes, '148 SMs, 2.032 GHz'",
+                "fp4 dense peak left out: NVIDIA's pages disagree (13.5-15 PF per GPU)",
+            ),
+        ),
+        GPU(
+            "mi300x",
+            1307.4 * TERA,
+            2614.9 * TERA,
+            5.3 * TERA,
+            ("AMD Instinct MI300X",),  # also matches 'AMD Instinct MI300X VF' (Azure)
+            304,
+            (9, 4),
+            192 * 2**30,
+            vendor=Vendor.AMD,
+            gfx_arch="gfx942",
+            fp8_dtype_family=Float8Family.FNUZ,
+            power_w=750,
+            sources=(MI300X_DATASHEET, ROCM_GPU_SPECS),
+        ),
+        GPU(
+            "mi355x",
+            2516.6 * TERA,
+            5033.2 * TERA,
+            8.0 * TERA,
+            ("AMD Instinct MI355X",),
+            256,
+            (9, 5),
+            288 * 2**30,  # ROCm gpu-specs: VRAM 288 GiB
+            mx_flops=5033.2 * TERA,
+            fp4_flops=10066.3 * TERA,
+            vendor=Vendor.AMD,
+            gfx_arch="gfx950",
+            power_w=1400,
+            sources=(MI355X_SPECS, ROCM_GPU_SPECS),
+        ),
+        # MI350X: the same gfx950 die capped at 1,000 W (air-cooled), 2.2 GHz: every peak scales
+        # by 2.2 / 2.4 (AMD publishes 2.3 PF bf16, 4.6 PF fp8, 9.2 PF fp4).
+        GPU(
+            "mi350x",
+            2306.9 * TERA,
+            4613.7 * TERA,
+            8.0 * TERA,
+            ("AMD Instinct MI350X",),
+            256,
+            (9, 5),
+            288 * 2**30,  # ROCm gpu-specs: VRAM 288 GiB
+            mx_flops=4613.7 * TERA,
+            fp4_flops=9227.5 * TERA,
+            vendor=Vendor.AMD,
+            gfx_arch="gfx950",
+            power_w=1000,
+            sources=(MI350X_SPECS, ROCM_GPU_SPECS),
+        ),
+    )
+}
+
+ALIASES = {"h100-sxm": "h100", "h200-sxm": "h200", "b300-sxm": "b300"}
+
+
+def find_gpu(name: str) -> GPU:
+    """A preset by name, alias, or device name (longest matching prefix wins)."""
+    key = name.strip().lower()
+    key = ALIASES.get(key, key)
+    if key in PRESETS:
+        return PRESETS[key]
+    matches = [
+        (len(prefix), gpu)
+        for gpu in PRESETS.values()
+        for prefix in gpu.device_prefixes
+        if name.strip().lower().startswith(prefix.lower())
+    ]
+    if matches:
+        return max(matches, key=lambda m: m[0])[1]
+    raise UnknownGPUError(
+        f"unknown GPU {name!r}; known: {', '.join(PRESETS)} (or custom:bf16=..,fp8=..,bandwidth=..)"
+    )
+
+
+CUSTOM_KEYS = frozenset({"bf16", "fp8", "bandwidth"})
+
+
+def custom_gpu(spec: str) -> GPU:
+    """'custom:bf16=989e12,fp8=1979e12,bandwidth=3.35e12' -> GPU (FLOP/s, bytes/s)."""
+    _, _, body = spec.partition(":")
+    values: dict[str, float] = {}
+    for item in filter(None, (p.strip() for p in body.split(","))):
+        key, sep, value = item.partition("=")
+        try:
+            values[key.strip()] = float(value)
+        except ValueError:
+            raise UnknownGPUError(f"bad custom GPU item {item!r}; expected key=number") from None
+        if not sep:
+            raise UnknownGPUError(f"bad custom GPU item {item!r}; expected key=number")
+    unknown = set(values) - CUSTOM_KEYS
+    if unknown:
+        raise UnknownGPUError(
+            f"unknown custom GPU item(s) {', '.join(sorted(unknown))}; "
+            "custom takes bf16, fp8 (FLOP/s) and bandwidth (bytes/s)"
+        )
+    missing = CUSTOM_KEYS - set(values)
+    if missing:
+        raise UnknownGPUError(f"custom GPU needs {', '.join(sorted(missing))} (FLOP/s, bytes/s)")
+    return GPU("custom", values["bf16"], values["fp8"], values["bandwidth"])
+
+
+def resolve_gpu(spec: str) -> GPU:
+    return custom_gpu(spec) if spec.lower().startswith("custom:") else find_gpu(spec)

@@ -1,0 +1,534 @@
+"""Communication time of the collectives a sharded block runs, as NCCL runs them.
+
+Conventions (nccl-tests' PERFORMANCE.md, which every published figure below is quoted in):
+- `bytes` is the collective's buffer size as nccl-tests' `size` column counts it: the gathered
+  output of an all-gather, the full input of a reduce-scatter, the buffer of an all-reduce, one
+  rank's send buffer of an all-to-all. `buffer_bytes` turns the bytes of the tensor a graph
+  hands the collective (a shard for an all-gather) into that size.
+- algbw = bytes / time; busbw = algbw x factor, factor (n-1)/n for all-gather, reduce-scatter
+  and all-to-all, 2(n-1)/n for all-reduce. busbw is what a ring achieves on its slowest link
+  whatever n is, so each preset stores one busbw per fabric and the time follows:
+      time = latency + bytes x factor(n) / busbw.
+- NVLink SHARP (NVLS, NVSwitch multicast and in-switch reduction, NCCL >= 2.17) speeds up
+  all-reduce only. Its peak is quoted as busbw at 8 GPUs; its algbw does not grow with n, so
+  we hold algbw at the 8-GPU figure and take whichever of ring and NVLS is faster, as NCCL's
+  tuner does. All-gather and reduce-scatter stay on ring: NVLS sends size one way and size/n
+  the other, which is no faster than ring's (n-1)/n both ways (NCCL maintainers, NVIDIA/nccl
+  #1506: NVLS all-gather 300 vs ring 350 GB/s at 1 GB; #1670: NCCL prefers ring for both).
+  Known miss: at 3-4 GPUs the measured NVLS busbw equals ring's (NVIDIA/nccl#1455), where this
+  model credits NVLS with up to 11% more all-reduce bandwidth.
+- Placement: `intra` (NVLink / Infinity Fabric inside one node) or `inter` (the group spans
+  nodes; each GPU has its own NIC, so a ring's slowest hop is one NIC: busbw = NIC busbw).
+- Latency: one fixed term per collective, the small-message floor of nccl-tests curves.
+
+Float8 all-gathers (torchao, tensorwise only): the payload is 1 byte per element; the scale is
+not gathered (each rank computes the same scale) but needs the global amax: one fp32
+all-reduce per tensor (latency-bound), or for FSDP with
+`precompute_float8_dynamic_scale_for_fsdp` one all-reduce of every weight's amax per step.
+
+Overlap: FSDP2 prefetches the next layer's all-gather and runs the previous layer's
+reduce-scatter on a separate stream, so they hide behind compute except the first all-gather
+of the forward and the last reduce-scatter of the backward. TP's sequence-parallel
+all-gathers and reduce-scatters feed or consume the very gemm beside them: exposed, unless
+async TP (torch's micro-pipeline TP) splits them against that gemm.
+
+Sources (per GPU preset, per GPU, bytes per second unless said):
+| preset | NVLink/IF datasheet (one way) | ring busbw | NVLS all-reduce busbw (8 GPUs) | NIC (per GPU) | NIC busbw | latency intra / inter |
+|---|---|---|---|---|---|---|
+| h100 | 450 GB/s (NVLink 4, 900 GB/s both ways; H100 datasheet) | 370 GB/s (NVIDIA/nccl-tests#212, sjeaugey: "effective NVLink bandwidth of 370GB/s"; NVIDIA/nccl#1455: 365-370 at 2-8 GPUs) | 480 GB/s (nccl-tests#212; nccl-tests#290: 476) | 400 Gb/s ConnectX-7 (DGX H100) | 47 GB/s (nccl-tests#290, AddyLaddy: "NDR @ 400Gbps you should see 46-48GB/s per NIC") | 35 us / 63 us (see below) |
+| h200 | 450 GB/s (same NVLink 4) | 370 GB/s (same fabric) | 475 GB/s (NVIDIA/nccl-tests#272, 8x H200) | 400 Gb/s (DGX H200) | 47 GB/s | 35 us / 63 us |
+| b200 | 900 GB/s (NVLink 5, 1.8 TB/s both ways; DGX B200 datasheet) | 720 GB/s (NCCL's own B200 link model, maxBw 721.8, NVIDIA/nccl#1807) | 830 GB/s (NVIDIA/nccl#1807, 8x B200) | 400 Gb/s ConnectX-7 (DGX B200) | 47 GB/s | 35 us / 63 us (H100's) |
+| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 368 GB/s (assumption: NCCL's 0.82 of line rate on NVLink applied to the links; no public rccl-tests figure found) | none (no NVSwitch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
+Latency, from nccl-tests on 8 H100 SXM in one node (togethercomputer/together-nccl-tests
+`benchmarks/H100/results/20260305_220043/{all_reduce,all_gather,reduce_scatter}_ring.out`,
+NCCL 2.26.2, one process driving the 8 GPUs): every collective takes 34.5-37 us from 8 B to
+256 KB, and latency + bytes x factor / busbw with that 35 us stays within 15% of their 1-8 MB
+points (all-reduce 46 and 79 us measured at 1 and 8 MB, 40 and 73 modelled), the regime of
+float8's amax all-reduces (a scalar, or M fp32 values for a row-parallel linear's row amax).
+Launches from one process per GPU, or CUDA graphs, run faster (2 GPUs, NVLS, graphs: 6 us,
+NVIDIA/nccl#1259): no public multi-process table of 8 H100s was found, so 35 us may overstate
+them. Across nodes, 63 us at 16 B on two AWS p5 nodes (EFA, NCCL 2.20-2.22,
+KeitaW/p5-nccl-test-2024-07-19): the only published H100 small-message multi-node figure on
+an RDMA fabric found; no InfiniBand one was. B200 and MI300X take H100's figures (assumed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from f8roof.errors import ModelError
+
+GB = 1e9
+FP32_BYTES = 4
+
+
+class CommError(ModelError):
+    pass
+
+
+class CollectiveKind(str, Enum):
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_REDUCE = "all_reduce"
+    ALL_TO_ALL = "all_to_all"
+
+    @classmethod
+    def from_name(cls, name: str | CollectiveKind) -> CollectiveKind:
+        """Accepts our names and c10d's (`all_gather_into_tensor`, `reduce_scatter_tensor`,
+        `all_to_all_single`), as graphs name them."""
+        if isinstance(name, CollectiveKind):
+            return name
+        key = str(name).strip().lower().removeprefix("_c10d_functional.")
+        key = key.split(".")[0]
+        key = _C10D_NAMES.get(key, key)
+        try:
+            return cls(key)
+        except ValueError:
+            known = ", ".join(k.value for k in cls)
+            raise CommError(f"unknown collective {name!r}; known: {known}") from None
+
+
+_C10D_NAMES = {
+    "all_gather_into_tensor": "all_gather",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "all_to_all_single": "all_to_all",
+    "allgather": "all_gather",
+    "reducescatter": "reduce_scatter",
+    "allreduce": "all_reduce",
+    "alltoall": "all_to_all",
+}
+
+
+class Placement(str, Enum):
+    INTRA = "intra"  # every rank of the group in one node (NVLink / Infinity Fabric)
+    INTER = "inter"  # the group spans nodes: a ring's slowest hop is a NIC
+
+    @classmethod
+    def from_name(cls, name: str | Placement) -> Placement:
+        if isinstance(name, Placement):
+            return name
+        try:
+            return cls(str(name).strip().lower())
+        except ValueError:
+            raise CommError(f"unknown placement {name!r}; known: intra, inter") from None
+
+
+def placement_for(*, group_size: int, stride: int, gpus_per_node: int) -> Placement:
+    """Where a group of `group_size` ranks `stride` apart lands on nodes of `gpus_per_node`
+    (torchtitan's mesh puts TP innermost: stride 1; FSDP's stride is the TP degree)."""
+    return Placement.INTRA if group_size * stride <= gpus_per_node else Placement.INTER
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """One GPU's fabrics: busbw a ring reaches inside a node and across nodes, NVLS, latency.
+    Bandwidths in bytes/s per GPU; sources in the module docstring."""
+
+    name: str
+    intra_line_bytes_per_s: float  # datasheet, one direction
+    intra_busbw_bytes_per_s: float  # what NCCL's ring reaches (nccl-tests busbw)
+    nvls_allreduce_busbw_bytes_per_s: float | None  # at 8 GPUs; None: no NVSwitch multicast
+    inter_line_bytes_per_s: float  # one NIC, one direction
+    inter_busbw_bytes_per_s: float
+    intra_latency_s: float
+    inter_latency_s: float
+    gpus_per_node: int = 8
+    measured: bool = True  # False: the busbw figures are assumptions, not published tests
+
+    def __post_init__(self) -> None:
+        for field in (
+            "intra_line_bytes_per_s",
+            "intra_busbw_bytes_per_s",
+            "inter_line_bytes_per_s",
+            "inter_busbw_bytes_per_s",
+            "intra_latency_s",
+            "inter_latency_s",
+        ):
+            value = getattr(self, field)
+            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
+                raise CommError(
+                    f"interconnect {self.name!r}: {field} must be positive, got {value}"
+                )
+        nvls = self.nvls_allreduce_busbw_bytes_per_s
+        if nvls is not None and not (0 < nvls < math.inf):
+            raise CommError(f"interconnect {self.name!r}: NVLS busbw must be positive, got {nvls}")
+        if self.gpus_per_node < 1:
+            raise CommError(f"interconnect {self.name!r}: gpus_per_node must be >= 1")
+
+    @property
+    def nvls_algbw_bytes_per_s(self) -> float | None:
+        """NVLS all-reduce algbw, held at its 8-GPU value (NVIDIA/nccl#1455: 258-273 GB/s at
+        5-8 H100s)."""
+        nvls = self.nvls_allreduce_busbw_bytes_per_s
+        return None if nvls is None else nvls / _factor(CollectiveKind.ALL_REDUCE, 8)
+
+
+_NVLINK4 = {
+    "intra_line_bytes_per_s": 450 * GB,
+    "intra_busbw_bytes_per_s": 370 * GB,
+    "inter_line_bytes_per_s": 50 * GB,
+    "inter_busbw_bytes_per_s": 47 * GB,
+    "intra_latency_s": 35e-6,
+    "inter_latency_s": 63e-6,
+}
+
+INTERCONNECTS: dict[str, Interconnect] = {
+    i.name: i
+    for i in (
+        Interconnect("h100", nvls_allreduce_busbw_bytes_per_s=480 * GB, **_NVLINK4),
+        Interconnect("h200", nvls_allreduce_busbw_bytes_per_s=475 * GB, **_NVLINK4),
+        Interconnect(
+            "b200",
+            intra_line_bytes_per_s=900 * GB,
+            intra_busbw_bytes_per_s=720 * GB,
+            nvls_allreduce_busbw_bytes_per_s=830 * GB,
+            inter_line_bytes_per_s=50 * GB,
+            inter_busbw_bytes_per_s=47 * GB,
+            intra_latency_s=35e-6,
+            inter_latency_s=63e-6,
+        ),
+        Interconnect(
+            "mi300x",
+            intra_line_bytes_per_s=448 * GB,
+            intra_busbw_bytes_per_s=448 * GB * 370 / 450,
+            nvls_allreduce_busbw_bytes_per_s=None,
+            inter_line_bytes_per_s=50 * GB,
+            inter_busbw_bytes_per_s=47 * GB,
+            intra_latency_s=35e-6,
+            inter_latency_s=63e-6,
+            measured=False,
+        ),
+    )
+}
+
+# GPU presets (hardware/presets.py) that share another's fabric
+_SAME_FABRIC = {"h100-meta": "h100", "h100-sxm": "h100", "h200-sxm": "h200"}
+
+
+def find_interconnect(gpu: str) -> Interconnect:
+    """The interconnect of a GPU preset name. PCIe and NVL parts have no NVSwitch: refused."""
+    key = gpu.strip().lower()
+    key = _SAME_FABRIC.get(key, key)
+    if key not in INTERCONNECTS:
+        raise CommError(
+            f"no interconnect preset for GPU {gpu!r}; known: {', '.join(INTERCONNECTS)}"
+        )
+    return INTERCONNECTS[key]
+
+
+def _factor(kind: CollectiveKind, n):
+    """busbw / algbw for `kind` on n ranks (nccl-tests PERFORMANCE.md)."""
+    n = np.asarray(n, dtype=float)
+    share = (n - 1) / n
+    return 2 * share if kind is CollectiveKind.ALL_REDUCE else share
+
+
+def bus_factor(kind: str | CollectiveKind, group_size):
+    """busbw / algbw: (n-1)/n, or 2(n-1)/n for all-reduce."""
+    n = _check_group(group_size)
+    return _factor(CollectiveKind.from_name(kind), n)
+
+
+def _check_group(group_size):
+    n = np.asarray(group_size)
+    if n.dtype.kind not in "iu" and not (
+        n.dtype.kind == "f" and np.all(np.isfinite(n)) and np.all(n == np.round(n))
+    ):
+        raise CommError(f"group size must be a whole number of ranks (got {group_size!r})")
+    if np.any(n < 1):
+        raise CommError(f"group size must be >= 1 (got {group_size!r})")
+    return n
+
+
+def _check_bytes(nbytes):
+    b = np.asarray(nbytes, dtype=float)
+    if np.any(~np.isfinite(b)) or np.any(b < 0):
+        raise CommError(f"collective bytes must be finite and >= 0 (got {nbytes!r})")
+    return b
+
+
+def buffer_bytes(kind: str | CollectiveKind, *, input_bytes, group_size):
+    """nccl-tests' size from the bytes of the tensor handed to the collective: an
+    all-gather's input is one shard (size = shard x n); the others' inputs are the size."""
+    n = _check_group(group_size)
+    b = _check_bytes(input_bytes)
+    return b * n if CollectiveKind.from_name(kind) is CollectiveKind.ALL_GATHER else b
+
+
+class Algorithm(str, Enum):
+    NONE = "none"  # one rank: nothing moves
+    RING = "ring"
+    NVLS = "nvls"
+
+
+def collective_algorithm(
+    kind: str | CollectiveKind,
+    *,
+    group_size,
+    placement: str | Placement,
+    fabric: Interconnect,
+):
+    """Which algorithm the time model uses (NCCL's choice by bandwidth, see the docstring)."""
+    kind = CollectiveKind.from_name(kind)
+    n = _check_group(group_size)
+    place = Placement.from_name(placement)
+    ring = np.where(n > 1, Algorithm.RING.value, Algorithm.NONE.value)
+    nvls = fabric.nvls_algbw_bytes_per_s
+    if kind is not CollectiveKind.ALL_REDUCE or place is Placement.INTER or nvls is None:
+        return ring
+    ring_algbw = fabric.intra_busbw_bytes_per_s / np.where(n > 1, _factor(kind, n), 1.0)
+    return np.where((n > 1) & (nvls > ring_algbw), Algorithm.NVLS.value, ring)
+
+
+def collective_time_s(
+    kind: str | CollectiveKind,
+    *,
+    nbytes,
+    group_size,
+    placement: str | Placement,
+    fabric: Interconnect,
+):
+    """Seconds one collective takes: latency + bytes x factor / busbw, or NVLS's algbw for
+    an intra-node all-reduce where that is faster. Vectorised over `nbytes` and `group_size`
+    (numpy broadcasting); a group of one rank takes 0."""
+    kind = CollectiveKind.from_name(kind)
+    n = _check_group(group_size)
+    b = _check_bytes(nbytes)
+    place = Placement.from_name(placement)
+    if place is Placement.INTRA:
+        busbw, latency = fabric.intra_busbw_bytes_per_s, fabric.intra_latency_s
+    else:
+        busbw, latency = fabric.inter_busbw_bytes_per_s, fabric.inter_latency_s
+    time = latency + b * _factor(kind, n) / busbw
+    algo = collective_algorithm(kind, group_size=n, placement=place, fabric=fabric)
+    nvls = fabric.nvls_algbw_bytes_per_s
+    if nvls is not None:
+        time = np.where(algo == Algorithm.NVLS.value, latency + b / nvls, time)
+    return np.where(n > 1, time, 0.0)
+
+
+def float8_all_gather_time_s(
+    *,
+    numel,
+    group_size,
+    placement: str | Placement,
+    fabric: Interconnect,
+    tensors=1,
+    scales_precomputed: bool = False,
+):
+    """A tensorwise float8 all-gather of `numel` gathered elements: 1 byte each, plus the
+    amax all-reduce (one fp32 per tensor) that makes every rank's scale agree, unless FSDP's
+    precomputed scales paid it once per step (`precomputed_scales_time_s`)."""
+    n = _check_group(group_size)
+    payload = collective_time_s(
+        CollectiveKind.ALL_GATHER,
+        nbytes=_check_bytes(numel) * 1,
+        group_size=n,
+        placement=placement,
+        fabric=fabric,
+    )
+    if scales_precomputed:
+        return payload
+    amax = collective_time_s(
+        CollectiveKind.ALL_REDUCE,
+        nbytes=FP32_BYTES,
+        group_size=n,
+        placement=placement,
+        fabric=fabric,
+    )
+    return payload + np.asarray(tensors) * amax
+
+
+def precomputed_scales_time_s(*, weights: int, group_size, placement, fabric: Interconnect):
+    """torchao's `precompute_float8_dynamic_scale_for_fsdp`: one all-reduce of every float8
+    weight's amax (fp32 each) per optimizer step."""
+    if weights < 0:
+        raise CommError(f"weights must be >= 0 (got {weights})")
+    return collective_time_s(
+        CollectiveKind.ALL_REDUCE,
+        nbytes=FP32_BYTES * weights,
+        group_size=group_size,
+        placement=placement,
+        fabric=fabric,
+    )
+
+
+class CommRole(str, Enum):
+    """Why a collective runs, which decides what it can hide behind."""
+
+    FSDP_ALL_GATHER = "fsdp_all_gather"  # weights before a layer's forward / backward
+    FSDP_REDUCE_SCATTER = "fsdp_reduce_scatter"  # gradients after a layer's backward
+    TP = "tp"  # sequence-parallel activations around column/row-parallel gemms
+    EP = "ep"  # MoE token dispatch / combine (all-to-all)
+    SCALE = "scale"  # float8 amax all-reduces
+
+
+class Overlap(str, Enum):
+    """How a collective's time shows in the step.
+
+    - `exposed`: it adds its whole time (nothing runs beside it);
+    - `overlapped`: it runs on its own stream beside compute and adds only what outlasts the
+      compute it is paired with."""
+
+    EXPOSED = "exposed"
+    OVERLAPPED = "overlapped"
+
+    @classmethod
+    def from_name(cls, name: str | Overlap) -> Overlap:
+        if isinstance(name, Overlap):
+            return name
+        try:
+            return cls(str(name).strip().lower())
+        except ValueError:
+            raise CommError(f"unknown overlap {name!r}; known: exposed, overlapped") from None
+
+
+def default_overlap(role: str | CommRole, *, async_tp: bool = False) -> Overlap:
+    """FSDP's collectives overlap (prefetch, separate stream); TP's and EP's wait on or feed
+    the gemm beside them, exposed unless async TP pipelines TP's against it; the amax
+    all-reduces sit between the amax and the cast: exposed."""
+    role = CommRole(role)
+    if role in (CommRole.FSDP_ALL_GATHER, CommRole.FSDP_REDUCE_SCATTER):
+        return Overlap.OVERLAPPED
+    if role is CommRole.TP and async_tp:
+        return Overlap.OVERLAPPED
+    return Overlap.EXPOSED
+
+
+def exposed_time_s(comm_time_s, *, overlap: str | Overlap, compute_time_s=0.0):
+    """What a collective adds to the step: all of it when exposed, max(0, comm - compute)
+    when overlapped with `compute_time_s` of independent work."""
+    comm = np.asarray(comm_time_s, dtype=float)
+    compute = np.asarray(compute_time_s, dtype=float)
+    if np.any(comm < 0) or np.any(compute < 0):
+        raise CommError("comm and compute times must be >= 0")
+    if Overlap.from_name(overlap) is Overlap.EXPOSED:
+        return comm + 0.0 * compute
+    return np.maximum(comm - compute, 0.0)
+
+
+def fsdp_exposed_time_s(
+    *,
+    all_gather_s: float,
+    reduce_scatter_s: float,
+    forward_compute_s: float,
+    backward_compute_s: float,
+    layers: int,
+) -> float:
+    """FSDP2's exposed time over `layers` identical blocks in one step, torchtitan's way
+    (every block resharded after its forward except the last, torchtitan's
+    `reshard_after_forward` default without pipeline parallelism).
+
+    Forward: the first block's all-gather has nothing to hide behind (exposed); each later one
+    is prefetched behind the previous block's forward. Backward: the last block needs no
+    gather; each other block's all-gather and the reduce-scatter of the block after it share
+    one block's backward compute; block 0's reduce-scatter ends the step (exposed). What
+    outlasts the compute beside it shows."""
+    if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
+        raise CommError(f"layers must be an integer >= 1 (got {layers!r})")
+    for name, value in (
+        ("all_gather_s", all_gather_s),
+        ("reduce_scatter_s", reduce_scatter_s),
+        ("forward_compute_s", forward_compute_s),
+        ("backward_compute_s", backward_compute_s),
+    ):
+        if not (math.isfinite(value) and value >= 0):
+            raise CommError(f"{name} must be finite and >= 0 (got {value})")
+    forward = (layers - 1) * max(all_gather_s - forward_compute_s, 0.0)
+    backward = (layers - 1) * max(all_gather_s + reduce_scatter_s - backward_compute_s, 0.0)
+    return all_gather_s + reduce_scatter_s + forward + backward
+
+
+@dataclass(frozen=True)
+class CommOp:
+    """One collective of a block, independent of how it was found (graph or plan)."""
+
+    kind: CollectiveKind
+    nbytes: int  # nccl-tests' size (see the module docstring)
+    group_size: int
+    placement: Placement
+    role: CommRole
+    dtype: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for name, enum in (
+            ("kind", CollectiveKind),
+            ("placement", Placement),
+            ("role", CommRole),
+        ):
+            if not isinstance(getattr(self, name), enum):
+                raise CommError(f"CommOp.{name} must be a {enum.__name__} (use CommOp.create)")
+        if isinstance(self.nbytes, bool) or not isinstance(self.nbytes, int) or self.nbytes < 0:
+            raise CommError(f"collective bytes must be an integer >= 0 (got {self.nbytes!r})")
+        _check_group(self.group_size)
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        kind: str | CollectiveKind,
+        nbytes: int,
+        group_size: int,
+        placement: str | Placement,
+        role: str | CommRole,
+        dtype: str = "bf16",
+    ) -> CommOp:
+        """From names (c10d's collective names accepted)."""
+        try:
+            role = CommRole(role)
+        except ValueError:
+            known = ", ".join(r.value for r in CommRole)
+            raise CommError(f"unknown collective role {role!r}; known: {known}") from None
+        return cls(
+            CollectiveKind.from_name(kind),
+            nbytes,
+            group_size,
+            Placement.from_name(placement),
+            role,
+            dtype,
+        )
+
+    def time_s(self, fabric: Interconnect) -> float:
+        return float(
+            collective_time_s(
+                self.kind,
+                nbytes=self.nbytes,
+                group_size=self.group_size,
+                placement=self.placement,
+                fabric=fabric,
+            )
+        )
+
+
+def exposed_ops_time_s(
+    ops: list[CommOp] | tuple[CommOp, ...],
+    *,
+    fabric: Interconnect,
+    async_tp: bool = False,
+    overlap_compute_s: float = 0.0,
+) -> float:
+    """Exposed seconds of one block's collectives: the exposed ones in full, the overlapped
+    ones (together) beyond `overlap_compute_s` of compute they can hide behind."""
+    exposed = 0.0
+    overlapped = 0.0
+    for op in ops:
+        t = op.time_s(fabric)
+        if default_overlap(op.role, async_tp=async_tp) is Overlap.EXPOSED:
+            exposed += t
+        else:
+            overlapped += t
+    return exposed + float(
+        exposed_time_s(overlapped, overlap="overlapped", compute_time_s=overlap_compute_s)
+    )
+
+
+def sources_markdown() -> str:
+    """The sources table of this module's docstring (README-ready)."""
+    doc = __doc__ or ""
+    start = doc.index("| preset")
+    end = doc.index("Latency, from nccl-tests")
+    return doc[start:end].strip() + "\n"

@@ -1,0 +1,166 @@
+"""Times fitted to public measurements: how long a generated kernel and a gemm take on a GPU part
+that f8roof never ran on, from what others measured on it.
+
+One `PartTimes` per part holds a handful of physical parameters, each bounded:
+- per memory kernel class (read off the generated code, `timing/kernel_classes.py`), the
+  fraction of the datasheet HBM bandwidth it reaches, in (0, 1];
+- the traffic each element a reduction walks along its strided index adds (a transposed float8
+  copy stored from a row reduction, a column amax read by a row-shaped reduction: one memory
+  sector per element), in bytes: 0 if the caches merged every sector, 32 if none;
+- the share of a DRAM byte that a byte a reduction loads again in a later loop over its row
+  costs (0: the row is still in cache; 1: read again from HBM);
+- the rate of a kernel's arithmetic (operations per second, below the FP32 lanes' peak:
+  132 SMs x 128 lanes x 1.98 GHz = 33.5 T/s on an H100 SXM): a fused float8 cast that
+  evaluates a norm, an amax, a power-of-2 scale and a clamp per element, pass after pass, is
+  bound by it rather than by memory; a kernel takes the longer of the two;
+- one launch floor (the time of an empty kernel) for every class;
+- per gemm family (bf16, fp8 with one scale per tensor, fp8 with row scales) a tiled roofline
+  (`models/gemm.TiledGemm`: peak fraction, K-step overhead, latency) and, for float8, the factor
+  on its time without fast accumulation.
+A kernel then takes floor + (bytes + scattered elements x those bytes + reloaded bytes x
+that share) / (bandwidth x its class's fraction), exactly as `KernelTimeModel` times it.
+
+`PublicTimes` holds the parts, each parameter's range over the fits that left out one source
+or one fold, the two of those fits whose heatmap speedups run lowest and highest (the band's
+ends before the residual spread: the disagreement between sources, as parameters that move
+together), the cross-validated residual quantiles, and what the fit was checked on. `scripts/fit_public_times.py` makes it from the repository's data
+(`data/published`, `data/codegen`); nothing in it is a measured float8 linear of f8roof's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from f8roof.errors import ModelError
+from f8roof.hardware.presets import GPU
+from f8roof.timing.datasheet import LARGE_TILES, ROWWISE_TILES
+from f8roof.timing.gemm import GemmEfficiency, TiledGemm
+from f8roof.timing.kernel_classes import KernelClass
+from f8roof.timing.kernel_time import SECTOR_BYTES, KernelTimeModel, KindTime, Residuals
+
+# The memory classes the fit has data for, and those it ties to one of them (no public data
+# separates them): a column reduction (outer) walks memory as a split reduction's first pass
+# does; an extern copy and a Triton template's epilogue stream like a pointwise kernel.
+FITTED_CLASSES = (
+    KernelClass.POINTWISE.value,
+    KernelClass.POINTWISE_TRANSPOSE.value,
+    KernelClass.REDUCTION_INNER.value,
+    KernelClass.REDUCTION_PERSISTENT.value,
+    KernelClass.REDUCTION_SPLIT.value,
+)
+TIED_CLASSES = {
+    KernelClass.REDUCTION_OUTER.value: KernelClass.REDUCTION_SPLIT.value,
+    KernelClass.ATOMIC.value: KernelClass.REDUCTION_SPLIT.value,
+    KernelClass.EXTERN.value: KernelClass.POINTWISE.value,
+}
+GEMM_FAMILIES = ("bf16", "fp8", "fp8_rowwise")
+TILES = {"bf16": LARGE_TILES, "fp8": LARGE_TILES, "fp8_rowwise": ROWWISE_TILES}
+
+
+@dataclass(frozen=True)
+class PartTimes:
+    """The fitted time model of one GPU part (a preset name)."""
+
+    part: str
+    floor_s: float
+    fractions: tuple[tuple[str, float], ...]  # FITTED_CLASSES -> fraction of datasheet HBM
+    gemms: tuple[tuple[str, GemmEfficiency], ...]  # GEMM_FAMILIES
+    scattered_bytes_per_element: float
+    reread_share: float
+    arithmetic_per_s: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.floor_s <= 1e-4:
+            raise ModelError(f"{self.part}: a launch floor in (0, 100 us], got {self.floor_s}")
+        names = [name for name, _ in self.fractions]
+        if sorted(names) != sorted(FITTED_CLASSES):
+            raise ModelError(f"{self.part}: fractions for {', '.join(FITTED_CLASSES)}")
+        for name, value in self.fractions:
+            if not 0 < value <= 1:
+                raise ModelError(f"{self.part}: {name} fraction {value} outside (0, 1]")
+        if not 0 <= self.scattered_bytes_per_element <= SECTOR_BYTES:
+            raise ModelError(f"{self.part}: scattered bytes per element outside [0, 32]")
+        if not 0 <= self.reread_share <= 1:
+            raise ModelError(f"{self.part}: reread share outside [0, 1]")
+        if not 0 < self.arithmetic_per_s < 1e15:
+            raise ModelError(f"{self.part}: an arithmetic rate in (0, 1e15) operations/s")
+        if sorted(d for d, _ in self.gemms) != sorted(GEMM_FAMILIES):
+            raise ModelError(f"{self.part}: gemm families {', '.join(GEMM_FAMILIES)}")
+
+    def fraction(self, kernel_class: str) -> float:
+        return dict(self.fractions)[TIED_CLASSES.get(kernel_class, kernel_class)]
+
+    def kernel_time(self, gpu: GPU) -> KernelTimeModel:
+        """Every class's rate on `gpu` (the part's fractions of its datasheet bandwidth)."""
+        bandwidth = gpu.memory_bandwidth_bytes_per_s
+        classes = [
+            (c.value, KindTime(self.floor_s, bandwidth * self.fraction(c.value)))
+            for c in KernelClass
+            if c.is_memory
+        ]
+        pooled = KindTime(self.floor_s, bandwidth * self.fraction(KernelClass.POINTWISE.value))
+        return KernelTimeModel(
+            (),
+            pooled,
+            (),
+            Residuals(0.0, 0.0, 0),
+            tuple(classes),
+            self.scattered_bytes_per_element,
+            self.reread_share,
+            self.arithmetic_per_s,
+        )
+
+    def gemm_model(self, gpu: GPU) -> TiledGemm:
+        memory = self.fraction(KernelClass.POINTWISE.value)
+        return TiledGemm(gpu, self.gemms, memory)
+
+
+@dataclass(frozen=True)
+class ParameterRange:
+    """One parameter's fitted value and its range over the alternative fits."""
+
+    name: str
+    value: float
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.value <= self.high:
+            raise ModelError(f"{self.name}: range {self.low}..{self.high} misses {self.value}")
+
+
+@dataclass(frozen=True)
+class PublicTimes:
+    """Parts fitted to public measurements, with what the band and the README need."""
+
+    parts: tuple[PartTimes, ...]
+    low_parts: tuple[PartTimes, ...]  # the alternative fit whose speedups run lowest
+    high_parts: tuple[PartTimes, ...]  # and highest
+    ranges: tuple[ParameterRange, ...]  # the shared parameters, over the alternative fits
+    residual_low: float  # log(measured / predicted) quantiles of the cross-validated cells
+    residual_high: float
+    coverage: float  # the band's cross-validated coverage of the cells
+    cv_median: float  # median |speedup error| over the cells, k-fold
+    cv_by_n: tuple[tuple[int, float], ...]  # the same per N
+    derived: tuple[tuple[str, str], ...]  # part -> how it was derived (h200 from h100)
+    sources: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.residual_low <= 0 <= self.residual_high:
+            raise ModelError("residual quantiles must bracket 0")
+        names = sorted(p.part for p in self.parts)
+        for ends in (self.low_parts, self.high_parts):
+            if sorted(p.part for p in ends) != names:
+                raise ModelError("the band's ends hold the same parts as the fit")
+
+    def part(self, name: str) -> PartTimes | None:
+        return next((p for p in self.parts if p.part == name), None)
+
+    def ends(self, name: str) -> tuple[PartTimes, PartTimes]:
+        """The part as the lowest- and the highest-speedup alternative fits have it."""
+        low = next(p for p in self.low_parts if p.part == name)
+        high = next(p for p in self.high_parts if p.part == name)
+        return low, high
+
+    def range_of(self, name: str) -> ParameterRange | None:
+        return next((r for r in self.ranges if r.name == name), None)

@@ -1,0 +1,196 @@
+"""Float8 training recipes: how each role's scale is computed.
+
+A recipe is a frozen value: its granularity, one scaling type per role, whether the
+grad_weight gemm stays in bf16, and (MX only) whether its gemms are emulated in bf16.
+`Recipe.from_name` is the only way in from user text.
+
+Block-scaled recipes (torchao 0.18 prototypes, torchao implementation only):
+- `mx`: MXFP8, float8 e4m3 elements with one e8m0 (1-byte power-of-two) scale per 32
+  consecutive elements along each gemm's reduction dim (OCP MX v1.0; torchao
+  `prototype.moe_training.config.MXFP8TrainingRecipe`): `mxfp8_rceil` (scales rounded up,
+  cuBLAS's RCEIL), `mxfp8_rceil_wgrad_with_hp` (grad_weight gemm in bf16),
+  `mxfp8_emulated_rceil` (torch-native casts, gemms dequantized to bf16: for debugging on
+  GPUs without MX gemms). Rounding changes no bytes, so no field holds it.
+- `blockwise`: float8 e4m3 with one fp32 scale per 1x128 block of activations and gradients
+  and per 128x128 block of the weight, as DeepSeek-V3 trains
+  (`prototype.blockwise_fp8_training.linear.Float8BlockwiseLinear`; torch runs its gemms on
+  Hopper only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from f8roof.errors import ModelError
+
+
+class Role(str, Enum):
+    """The three tensors a float8 linear casts."""
+
+    INPUT = "input"
+    WEIGHT = "weight"
+    GRAD_OUTPUT = "grad_output"
+
+
+ROLES: tuple[Role, ...] = (Role.INPUT, Role.WEIGHT, Role.GRAD_OUTPUT)
+
+
+class ScalingType(str, Enum):
+    DYNAMIC = "dynamic"  # amax of this tensor now
+    DELAYED = "delayed"  # amax history from earlier steps
+    STATIC = "static"  # fixed scale, no amax at all
+
+
+class Granularity(str, Enum):
+    TENSORWISE = "tensorwise"
+    ROWWISE = "rowwise"
+    MX = "mx"  # one e8m0 scale per 1x32 block along the reduction dim
+    BLOCKWISE = "blockwise"  # fp32 scales per 1x128 (activations) and 128x128 (weight) block
+
+
+# Block-scaled granularities: elements per scale along the reduction dim and bytes per scale.
+BLOCK_ELEMENTS = {Granularity.MX: 32, Granularity.BLOCKWISE: 128}
+BLOCK_SCALE_BYTES = {Granularity.MX: 1, Granularity.BLOCKWISE: 4}  # e8m0, fp32
+
+
+class RecipeError(ModelError):
+    """A recipe or scaling combination that makes no sense."""
+
+
+RECIPE_NAMES = (
+    "tensorwise",
+    "tensorwise_delayed",
+    "tensorwise_static_weight",
+    "rowwise",
+    "rowwise_gw_hp",
+)
+# torchao's MXFP8TrainingRecipe values (torchao 0.18) -> (grad_weight_in_bf16, emulated)
+MX_RECIPES = {
+    "mxfp8_rceil": (False, False),
+    "mxfp8_rceil_wgrad_with_hp": (True, False),
+    "mxfp8_emulated_rceil": (False, True),
+}
+# The block-scaled recipes (torchao only); RECIPE_NAMES are the ones f8roof's reference has.
+BLOCK_SCALED_NAMES = (*MX_RECIPES, "blockwise")
+ALL_RECIPE_NAMES = RECIPE_NAMES + BLOCK_SCALED_NAMES
+
+
+@dataclass(frozen=True)
+class Recipe:
+    granularity: Granularity = Granularity.TENSORWISE
+    input: ScalingType = ScalingType.DYNAMIC
+    weight: ScalingType = ScalingType.DYNAMIC
+    grad_output: ScalingType = ScalingType.DYNAMIC
+    grad_weight_in_bf16: bool = False
+    emulated: bool = False  # MX only: torch-native casts, gemms dequantized to bf16
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.granularity, Granularity):
+            raise RecipeError(f"granularity must be a Granularity, got {self.granularity!r}")
+        # Row and block scales are computed from the tensor at hand; an amax history per row or
+        # block is not something torch.compile or torchao implement.
+        if self.granularity is not Granularity.TENSORWISE and any(
+            self.scaling(r) is not ScalingType.DYNAMIC for r in ROLES
+        ):
+            raise RecipeError(f"{self.granularity.value} scaling is dynamic only; drop --scaling")
+        if self.grad_weight_in_bf16 and self.granularity not in (
+            Granularity.ROWWISE,
+            Granularity.MX,
+        ):
+            raise RecipeError(
+                "a bf16 grad_weight gemm exists only for rowwise (rowwise_gw_hp) and MX "
+                "(mxfp8_rceil_wgrad_with_hp)"
+            )
+        if self.emulated and (self.granularity is not Granularity.MX or self.grad_weight_in_bf16):
+            raise RecipeError("only mxfp8_emulated_rceil is emulated")
+        if self.grad_output is ScalingType.STATIC:
+            # Gradients change scale by orders of magnitude during training.
+            raise RecipeError(
+                "grad_output cannot use static scaling: gradients have no fixed range"
+            )
+
+    def scaling(self, role: Role) -> ScalingType:
+        return getattr(self, role.value)
+
+    @property
+    def name(self) -> str:
+        """Short, round-trippable label used in files and tables."""
+        if self.granularity is Granularity.ROWWISE:
+            return "rowwise_gw_hp" if self.grad_weight_in_bf16 else "rowwise"
+        if self.granularity is Granularity.MX:
+            flags = (self.grad_weight_in_bf16, self.emulated)
+            return next(name for name, f in MX_RECIPES.items() if f == flags)
+        if self.granularity is Granularity.BLOCKWISE:
+            return "blockwise"
+        types = tuple(self.scaling(r) for r in ROLES)
+        if types == (ScalingType.DYNAMIC,) * 3:
+            return "tensorwise"
+        if types == (ScalingType.DELAYED,) * 3:
+            return "tensorwise_delayed"
+        if types == (ScalingType.DYNAMIC, ScalingType.STATIC, ScalingType.DYNAMIC):
+            return "tensorwise_static_weight"
+        return "tensorwise:" + ",".join(f"{r.value}={self.scaling(r).value}" for r in ROLES)
+
+    @property
+    def is_rowwise(self) -> bool:
+        return self.granularity is Granularity.ROWWISE
+
+    @property
+    def is_block_scaled(self) -> bool:
+        """MX or blockwise: scales per block along the reduction dim (`models.block_traffic`)."""
+        return self.granularity in BLOCK_ELEMENTS
+
+    @classmethod
+    def from_name(cls, name: str, scaling: Mapping[str, str] | None = None) -> Recipe:
+        """Build from a recipe name (as `name` prints it) and optional per-role scaling."""
+        base, _, inline = name.strip().partition(":")
+        if inline:
+            if scaling:
+                raise RecipeError(f"recipe {name!r} already names its scaling; drop --scaling")
+            scaling = parse_scaling(inline)
+        if base == "rowwise" or base == "rowwise_gw_hp":
+            if scaling:
+                raise RecipeError(f"{base} scaling is dynamic only; --scaling is for tensorwise")
+            return cls(granularity=Granularity.ROWWISE, grad_weight_in_bf16=base == "rowwise_gw_hp")
+        if base in MX_RECIPES or base == "blockwise":
+            if scaling:
+                raise RecipeError(f"{base} scaling is dynamic only; --scaling is for tensorwise")
+            if base == "blockwise":
+                return cls(granularity=Granularity.BLOCKWISE)
+            gw_hp, emulated = MX_RECIPES[base]
+            return cls(granularity=Granularity.MX, grad_weight_in_bf16=gw_hp, emulated=emulated)
+        defaults = {
+            "tensorwise": ScalingType.DYNAMIC,
+            "tensorwise_delayed": ScalingType.DELAYED,
+            "tensorwise_static_weight": ScalingType.DYNAMIC,
+        }
+        if base not in defaults:
+            raise RecipeError(f"unknown recipe {base!r}; known: {', '.join(ALL_RECIPE_NAMES)}")
+        types = {r.value: defaults[base] for r in ROLES}
+        if base == "tensorwise_static_weight":
+            types["weight"] = ScalingType.STATIC
+        for role, value in (scaling or {}).items():
+            if role not in types:
+                raise RecipeError(
+                    f"unknown role {role!r} in scaling; roles: input, weight, grad_output"
+                )
+            try:
+                types[role] = ScalingType(value)
+            except ValueError:
+                raise RecipeError(
+                    f"unknown scaling type {value!r} for {role}; use dynamic, delayed or static"
+                ) from None
+        return cls(**{k: v for k, v in types.items()})
+
+
+def parse_scaling(text: str) -> dict[str, str]:
+    """'input=dynamic,weight=delayed' -> {'input': 'dynamic', 'weight': 'delayed'}."""
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        role, sep, value = item.partition("=")
+        if not sep or not role.strip() or not value.strip():
+            raise RecipeError(f"bad scaling item {item!r}; expected role=type, e.g. weight=delayed")
+        out[role.strip()] = value.strip()
+    return out

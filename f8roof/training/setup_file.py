@@ -1,0 +1,557 @@
+"""`--setup FILE`: a training setup as users write it, a torchtitan job config in TOML.
+
+torchtitan's job configs of the published 2024-25 runs are TOML files (torchtitan moved to
+Python config objects in 2026): sections [model], [training], [parallelism],
+[activation_checkpoint] and [float8] carry what f8roof needs; every other torchtitan section
+(job, profiling, optimizer, checkpoint, ...) is accepted and ignored. Key names are read from
+torchtitan's JobConfig at two commits: 441a63ca4 (2025-05-20, torchtitan/config_manager.py,
+the HEAD of pytorch/torchtitan#1207) and cf30b2902 (2025-07, torchtitan/config/job_config.py,
+where training.batch_size became local_batch_size). A key torchtitan did not have there is an
+error naming it and its section (a typo must not silently become a default).
+
+The f8roof short form uses the same sections and keys; [model] name may be an f8roof
+built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section holds `gpu` and
+`step_ms` (the measured bf16 step, as --step-ms).
+
+Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
+`SetupRequest.assumptions`; keys without a sensible default (model name and flavor, seq_len,
+the batch size) are required. Every key read is honoured or refused in one line: pipeline,
+context and expert-tensor parallelism (degrees above 1), float8 emulation and converters other
+than float8 are refused; a key that changes nothing f8roof models is accepted and ignored.
+
+The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from f8roof.errors import F8RoofError
+from f8roof.files import read_text
+from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, RecomputePolicy
+from f8roof.training.parallel import TrainingSetup, check_step_ms
+from f8roof.training.torchtitan_names import RECIPES
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser from PyPI (pyproject's tomli marker)
+    import tomli as tomllib
+
+
+AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
+F8ROOF_RECIPES = {"rowwise_with_gw_hp": "rowwise_gw_hp"}  # torchtitan's recipe names -> f8roof's
+
+# torchtitan (model name, flavor) -> f8roof built-in (f8roof/training/catalog.py BUILTIN_NAMES).
+# Flavors from torchtitan's model registries: models/llama3 ("8B", "70B", "405B"),
+# experiments/llama4 ("17bx16e", "17bx128e"), models/deepseek_v3 ("16B", "671B"),
+# models/qwen3 ("30B-A3B", "235B-A22B").
+TORCHTITAN_MODELS: dict[tuple[str, str], str] = {
+    ("llama3", "8B"): "llama3-8b",
+    ("llama3", "70B"): "llama3-70b",
+    ("llama3", "405B"): "llama3-405b",
+    ("llama4", "17bx16e"): "llama4-scout",
+    ("llama4", "17bx128e"): "llama4-maverick",
+    ("deepseek_v3", "16B"): "deepseek-v2-lite",
+    ("deepseek_v3", "671B"): "deepseek-v3",
+    ("qwen3", "30B-A3B"): "qwen3-30b-a3b",
+    ("qwen3", "235B-A22B"): "qwen3-235b-a22b",
+}
+F8ROOF_MODELS = frozenset(TORCHTITAN_MODELS.values()) | {
+    "mistral-7b",
+    "qwen2.5-7b",
+    "gpt2",
+    "mixtral-8x7b",
+}
+
+# Keys of the sections f8roof reads, per torchtitan's JobConfig (see the module docstring):
+# the ones used, and the ones that exist there but change nothing f8roof models.
+USED_KEYS: dict[str, frozenset[str]] = {
+    "model": frozenset({"name", "flavor", "converters"}),
+    "training": frozenset({"local_batch_size", "batch_size", "seq_len", "compile"}),
+    "parallelism": frozenset(
+        {
+            "data_parallel_shard_degree",
+            "data_parallel_replicate_degree",
+            "tensor_parallel_degree",
+            "enable_async_tensor_parallel",
+            "pipeline_parallel_degree",  # 1, or refused
+            "context_parallel_degree",  # 1, or refused
+            "expert_parallel_degree",
+            "expert_tensor_parallel_degree",  # 1, or refused
+        }
+    ),
+    "activation_checkpoint": frozenset({"mode", "selective_ac_option"}),
+    "float8": frozenset(
+        {
+            "recipe_name",
+            "filter_fqns",
+            "enable_fsdp_float8_all_gather",
+            "precompute_float8_dynamic_scale_for_fsdp",
+            "enable_float8_linear",  # the 2024 layout's switch (before [model] converters)
+            "moe_fqns_prototype",
+            "emulate",  # false, or refused
+        }
+    ),
+    "compile": frozenset({"enable"}),  # torchtitan's later [compile] section
+    "f8roof": frozenset({"gpu", "step_ms"}),
+}
+IGNORED_KEYS: dict[str, frozenset[str]] = {
+    "model": frozenset({"tokenizer_path", "hf_assets_path", "print_after_conversion"}),
+    "training": frozenset(
+        {
+            "dataset",
+            "dataset_path",
+            "global_batch_size",
+            "max_norm",
+            "steps",
+            "enable_cpu_offload",
+            "dtype",
+            "mixed_precision_param",
+            "mixed_precision_reduce",
+            "gc_freq",
+            "gc_debug",
+            "seed",
+            "deterministic",
+            "warmup_steps",  # pre-2025 layouts kept the scheduler here
+        }
+    ),
+    "parallelism": frozenset(
+        {
+            "enable_compiled_autograd",
+            "fsdp_reshard_after_forward",
+            "disable_loss_parallel",
+            "pipeline_parallel_split_points",
+            "module_fqns_per_model_part",
+            "pipeline_parallel_first_stage_less_layers",
+            "pipeline_parallel_last_stage_less_layers",
+            "pipeline_parallel_layers_per_stage",
+            "pipeline_parallel_schedule",
+            "pipeline_parallel_schedule_csv",
+            "pipeline_parallel_microbatch_size",
+            "context_parallel_rotate_method",
+        }
+    ),
+    "activation_checkpoint": frozenset(
+        {"per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop"}
+    ),
+    "float8": frozenset({"force_recompute_fp8_weight_in_bwd"}),
+    "compile": frozenset({"components", "backend"}),
+    "f8roof": frozenset(),
+}
+# torchtitan sections f8roof does not read at all
+IGNORED_SECTIONS = frozenset(
+    {
+        "job",
+        "profiling",
+        "metrics",
+        "optimizer",
+        "lr_scheduler",
+        "checkpoint",
+        "mx",
+        "comm",
+        "memory_estimation",
+        "fault_tolerance",
+        "experimental",
+        "validation",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SetupRequest:
+    """What a setup file asks: the model, the tokens each rank runs, how it is parallelized
+    and checkpointed, and its float8 settings."""
+
+    model: str  # an f8roof built-in name
+    tokens_per_rank: int  # local_batch_size x seq_len
+    seq_len: int | None = None
+    tp: int = 1
+    fsdp: int | None = None  # FSDP degree; None: torchtitan's -1, every remaining rank
+    dp_replicate: int = 1
+    ep: int = 1  # expert parallel degree
+    recompute: RecomputePolicy = RecomputePolicy.NONE
+    recompute_every: int | None = None  # layer SAC: every n-th block checkpointed whole
+    sac_policy: str = TOML_LAYOUT_POLICY
+    async_tp: bool = False
+    float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
+    recipe: str = "tensorwise"  # torchtitan's name (rowwise_with_gw_hp)
+    float8_all_gather: bool = False
+    precompute_scales: bool = False
+    filter_fqns: tuple[str, ...] = ()
+    moe_fqns: tuple[str, ...] = ()  # routed experts torchtitan converts (moe_fqns_prototype)
+    compile: bool = False
+    gpu: str | None = None
+    step_ms: float | None = None
+    source: str = ""  # the file, and which layout it was read as
+    assumptions: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.model not in F8ROOF_MODELS:
+            raise F8RoofError(f"setup: unknown f8roof model {self.model!r}")
+        for name in ("tokens_per_rank", "tp", "dp_replicate", "ep"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise F8RoofError(f"setup: {name} must be a positive integer (got {value!r})")
+        if self.fsdp is not None and (isinstance(self.fsdp, bool) or self.fsdp < 1):
+            raise F8RoofError(f"setup: fsdp must be a positive integer (got {self.fsdp!r})")
+        if not isinstance(self.recompute, RecomputePolicy):
+            raise F8RoofError(f"setup: recompute must be a RecomputePolicy ({self.recompute!r})")
+        if self.recipe not in RECIPES:
+            raise F8RoofError(f"setup: unknown recipe {self.recipe!r}; known: {', '.join(RECIPES)}")
+
+    @property
+    def fsdp_enabled(self) -> bool:
+        return self.fsdp is None or self.fsdp > 1
+
+    @property
+    def auto_filter(self) -> bool:
+        return AUTO_FILTER in self.filter_fqns
+
+    @property
+    def f8roof_recipe(self) -> str:
+        """The recipe's name in f8roof (torchtitan's rowwise_with_gw_hp is rowwise_gw_hp)."""
+        return F8ROOF_RECIPES.get(self.recipe, self.recipe)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["recompute"] = self.recompute.value
+        d["filter_fqns"] = list(self.filter_fqns)
+        d["assumptions"] = list(self.assumptions)
+        return d
+
+
+def _fail(message: str) -> F8RoofError:
+    return F8RoofError(f"setup: {message}")
+
+
+class _Section:
+    """One TOML table, read with type checks that name the key and the section."""
+
+    def __init__(self, name: str, values: Mapping[str, Any], path: str) -> None:
+        self.name = name
+        self.values = values
+        self.path = path
+
+    def has(self, key: str) -> bool:
+        return key in self.values
+
+    def _where(self, key: str) -> str:
+        return f"'{key}' in [{self.name}] of {self.path}"
+
+    def require(self, key: str) -> Any:
+        if key not in self.values:
+            raise _fail(f"missing key '{key}' in [{self.name}] of {self.path}")
+        return self.values[key]
+
+    def integer(self, key: str, default: int | None = None, *, minimum: int = 1) -> int | None:
+        value = self.values.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise _fail(f"{self._where(key)} must be an integer >= {minimum} (got {value!r})")
+        return value
+
+    def boolean(self, key: str, default: bool = False) -> bool:
+        value = self.values.get(key, default)
+        if not isinstance(value, bool):
+            raise _fail(f"{self._where(key)} must be true or false (got {value!r})")
+        return value
+
+    def string(self, key: str, default: str | None = None) -> str | None:
+        value = self.values.get(key, default)
+        if value is not None and not isinstance(value, str):
+            raise _fail(f"{self._where(key)} must be a string (got {value!r})")
+        return value
+
+    def names(self, key: str) -> tuple[str, ...]:
+        """A list of strings, or torchtitan's older comma-separated string."""
+        value = self.values.get(key, [])
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _fail(f"{self._where(key)} must be a list of strings (got {value!r})")
+        return tuple(v.strip() for v in value if v.strip())
+
+
+def _check_keys(doc: Mapping[str, Any], path: str) -> None:
+    for section, values in doc.items():
+        if section in IGNORED_SECTIONS:
+            continue
+        if section not in USED_KEYS:
+            raise _fail(f"unknown section [{section}] in {path}")
+        if not isinstance(values, Mapping):
+            raise _fail(f"[{section}] in {path} must be a table")
+        known = USED_KEYS[section] | IGNORED_KEYS[section]
+        for key in values:
+            if key not in known:
+                raise _fail(f"unknown key '{key}' in [{section}] of {path}")
+
+
+def _model_name(model: _Section) -> tuple[str, bool]:
+    """f8roof built-in name, and whether the file named it torchtitan's way."""
+    name = model.require("name")
+    if not isinstance(name, str):
+        raise _fail(f"'name' in [model] of {model.path} must be a string (got {name!r})")
+    if name.lower() in F8ROOF_MODELS and not model.has("flavor"):
+        return name.lower(), False
+    flavor = model.string("flavor")
+    if flavor is None and name not in {n for n, _ in TORCHTITAN_MODELS}:
+        raise _fail(
+            f"unknown model {name!r} ('name' in [model] of {model.path}): torchtitan's "
+            f"{', '.join(sorted({n for n, _ in TORCHTITAN_MODELS}))} with a flavor, or an "
+            f"f8roof built-in ({', '.join(sorted(F8ROOF_MODELS))})"
+        )
+    if flavor is None:
+        raise _fail(f"missing key 'flavor' in [model] of {model.path}")
+    key = (name, flavor)
+    if key not in TORCHTITAN_MODELS:
+        known = ", ".join(f"{n}/{f}" for n, f in TORCHTITAN_MODELS)
+        raise _fail(f"no f8roof built-in for torchtitan model {name}/{flavor}; known: {known}")
+    return TORCHTITAN_MODELS[key], True
+
+
+def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
+    """A setup TOML (torchtitan's job config or f8roof's short form) -> SetupRequest."""
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise _fail(f"{path} is not valid TOML: {e}") from None
+    _check_keys(doc, path)
+    sec = {name: _Section(name, doc.get(name, {}), path) for name in USED_KEYS}
+    assumptions: list[str] = []
+
+    model, torchtitan_names = _model_name(sec["model"])
+    training = sec["training"]
+    seq_len = training.integer("seq_len", None)
+    if seq_len is None:
+        raise _fail(f"missing key 'seq_len' in [training] of {path}")
+    if training.has("local_batch_size") and training.has("batch_size"):
+        raise _fail(
+            f"[training] of {path} has both 'local_batch_size' and 'batch_size' (its name "
+            "before 2025-06): give one"
+        )
+    if training.has("local_batch_size"):
+        batch = training.integer("local_batch_size")
+    elif training.has("batch_size"):  # torchtitan before 2025-06: the per-rank batch
+        batch = training.integer("batch_size")
+    else:
+        raise _fail(f"missing key 'local_batch_size' (or 'batch_size') in [training] of {path}")
+    compile_ = training.boolean("compile", False) or sec["compile"].boolean("enable", False)
+    if not compile_:
+        assumptions.append(
+            "the setup does not compile (training.compile false): f8roof models torch.compile"
+        )
+
+    par = sec["parallelism"]
+    tp = par.integer("tensor_parallel_degree", 1)
+    shard = par.integer("data_parallel_shard_degree", -1, minimum=-1)
+    if shard == 0:
+        raise _fail(f"'data_parallel_shard_degree' in [parallelism] of {path} must be -1 or >= 1")
+    if not par.has("data_parallel_shard_degree"):
+        assumptions.append(
+            "data_parallel_shard_degree not set: torchtitan's -1 (FSDP over the rest)"
+        )
+    fsdp = None if shard == -1 else shard
+    async_tp = par.boolean("enable_async_tensor_parallel", False)
+    for key, what in (
+        ("pipeline_parallel_degree", "pipeline parallelism (its stages and bubbles)"),
+        ("context_parallel_degree", "context parallelism (ring attention)"),
+        ("expert_tensor_parallel_degree", "expert tensor parallelism"),
+    ):
+        degree = par.integer(key, 1)
+        if degree != 1:
+            raise _fail(f"'{key}' = {degree} in [parallelism] of {path}: {what} is not modelled")
+    ep = par.integer("expert_parallel_degree", 1)
+    if tp > 1 and seq_len % tp:
+        # torchtitan's sequence parallelism shards each sequence over the TP ranks
+        raise _fail(
+            f"'seq_len' {seq_len} in [training] of {path} does not divide by "
+            f"'tensor_parallel_degree' {tp} (sequence parallelism splits each sequence)"
+        )
+    replicate = par.integer("data_parallel_replicate_degree", 1)
+    if replicate > 1:
+        assumptions.append(
+            f"data_parallel_replicate_degree {replicate} (HSDP): the gradient all-reduce "
+            "across replicas is not modelled"
+        )
+
+    ac = sec["activation_checkpoint"]
+    mode_name = ac.string("mode")
+    if mode_name is None:
+        mode_name = "selective"
+        assumptions.append("activation_checkpoint.mode not set: torchtitan's default 'selective'")
+    try:
+        recompute = RecomputePolicy.from_name(mode_name)
+    except ValueError:
+        raise _fail(
+            f"'mode' in [activation_checkpoint] of {path} must be none, full or selective "
+            f"(got {mode_name!r})"
+        ) from None
+    recompute_every = None
+    if recompute is RecomputePolicy.SELECTIVE:
+        option = ac.values.get("selective_ac_option")
+        if option is None:
+            option = "2"
+            assumptions.append(
+                "selective_ac_option not set: torchtitan's default '2' (layer SAC: every 2nd "
+                "block checkpointed whole)"
+            )
+        option = str(option).strip()
+        if option != "op":
+            if not option.isdigit():
+                raise _fail(
+                    f"'selective_ac_option' in [activation_checkpoint] of {path} must be 'op' "
+                    f"or an integer >= 0 (got {option!r})"
+                )
+            # torchtitan checkpoints blocks whose count divides by n; 0: every block
+            recompute_every = max(int(option), 1)
+
+    converters = sec["model"].names("converters")
+    for converter in converters:
+        if converter == "mx":
+            raise _fail(
+                f"converters = ['mx'] in [model] of {path}: torchtitan's MX converter ([mx]) is "
+                "not read from a setup; ask f8roof estimate --model ... --recipe mxfp8_rceil"
+            )
+        if converter != "float8":
+            raise _fail(
+                f"unknown converter {converter!r} in [model] of {path}: f8roof reads float8"
+            )
+    f8 = sec["float8"]
+    if f8.boolean("emulate", False):
+        raise _fail(
+            f"'emulate' = true in [float8] of {path}: torchtitan emulates float8 in bf16 (a "
+            "test mode), which f8roof does not model"
+        )
+    float8 = (
+        "float8" in converters
+        or f8.boolean("enable_float8_linear", False)
+        or not (torchtitan_names)
+    )
+    if not float8:
+        assumptions.append(
+            "the float8 converter is off in this setup ([model] converters): f8roof answers "
+            "what turning it on would do"
+        )
+    recipe_name = f8.string("recipe_name")
+    all_gather = f8.boolean("enable_fsdp_float8_all_gather", False)
+    precompute = f8.boolean("precompute_float8_dynamic_scale_for_fsdp", False)
+    if recipe_name is not None and recipe_name not in RECIPES:
+        raise _fail(
+            f"'recipe_name' in [float8] of {path} must be one of {', '.join(RECIPES)} "
+            f"(got {recipe_name!r})"
+        )
+    if recipe_name is not None and all_gather:
+        # torchtitan/components/quantization/float8.py (2025): an assert refuses the pair
+        raise _fail(
+            f"torchtitan refuses [float8] enable_fsdp_float8_all_gather with recipe_name in "
+            f"{path}; leave recipe_name out for tensorwise with float8 all-gather"
+        )
+    if recipe_name is None:
+        assumptions.append("float8.recipe_name not set: torchao's default recipe, tensorwise")
+    recipe = recipe_name or "tensorwise"
+    filter_fqns = f8.names("filter_fqns")
+    if not f8.has("filter_fqns"):
+        assumptions.append(
+            "float8.filter_fqns not set: torchtitan's default [] (every nn.Linear in float8, "
+            "the output projection too)"
+        )
+    if AUTO_FILTER in filter_fqns and recipe not in ("tensorwise", "rowwise"):
+        raise _fail(
+            f"filter_fqns {AUTO_FILTER!r} with recipe_name {recipe!r} in [float8] of {path}: "
+            "torchao's _auto_filter_for_recipe has no rule for it (NotImplementedError)"
+        )
+    fsdp_on = fsdp is None or fsdp > 1
+    # torchtitan gathers in float8 only with FSDP on, and precomputes scales only then
+    float8_all_gather = all_gather and fsdp_on
+    precompute_scales = float8_all_gather and precompute
+
+    extra = sec["f8roof"]
+    gpu = extra.string("gpu")
+    step_ms = extra.values.get("step_ms")
+    if step_ms is not None:
+        try:
+            check_step_ms(step_ms)
+        except F8RoofError as e:
+            raise _fail(f"'step_ms' in [f8roof] of {path}: {e.message}") from None
+
+    return SetupRequest(
+        model=model,
+        tokens_per_rank=batch * seq_len,
+        seq_len=seq_len,
+        tp=tp,
+        fsdp=fsdp,
+        dp_replicate=replicate,
+        ep=ep,
+        recompute=recompute,
+        recompute_every=recompute_every,
+        async_tp=async_tp,
+        float8=float8,
+        recipe=recipe,
+        float8_all_gather=float8_all_gather,
+        precompute_scales=precompute_scales,
+        filter_fqns=filter_fqns,
+        moe_fqns=f8.names("moe_fqns_prototype"),
+        compile=compile_,
+        gpu=gpu,
+        step_ms=None if step_ms is None else float(step_ms),
+        source=f"{path} ({'torchtitan job config' if torchtitan_names else 'f8roof setup'})",
+        assumptions=tuple(assumptions),
+    )
+
+
+def read_setup(path: str | Path) -> SetupRequest:
+    p = Path(path)
+    return parse_setup(read_text(p, what="setup", error=F8RoofError), path=str(p))
+
+
+def training_setup(request: SetupRequest, *, step_ms: float | None = None) -> TrainingSetup:
+    """The estimate's TrainingSetup for a setup; `step_ms` (the command line's) wins over the
+    file's [f8roof] step_ms. Layer SAC (selective_ac_option = n) is full recompute of every
+    n-th block, as torchtitan wraps them."""
+    layer_sac = request.recompute_every is not None
+    return TrainingSetup.from_options(
+        tp=request.tp,
+        ep=request.ep,
+        fsdp=request.fsdp if request.fsdp is not None else True,
+        recompute="full" if layer_sac else request.recompute.value,
+        recompute_every=request.recompute_every or 1,
+        step_ms=step_ms if step_ms is not None else request.step_ms,
+    )
+
+
+# The command line's options for what a setup file's keys say, in the models' messages
+_FILE_TERMS = {
+    "--tp": "tensor_parallel_degree",
+    "--ep": "expert_parallel_degree",
+    "--fsdp": "data_parallel_shard_degree",
+    "--tokens": "local_batch_size x seq_len",
+    "--recompute": "[activation_checkpoint] mode",
+    "--recipe": "recipe_name",
+    "--model": "[model] name",
+    "--step-ms": "step_ms",
+}
+
+
+def in_setup_terms(
+    message: str, path: str, *, step_from_file: bool = True, gpu_from_file: bool = False
+) -> str:
+    """A message about options that came from a setup file, in the file's words: its keys
+    for the options they stand for (`--tp 3 does not divide ...` -> `tensor_parallel_degree 3
+    does not divide ...`), the file named. `step_from_file` False: --step-ms was given on the
+    command line and keeps its name; `gpu_from_file`: the GPU is the file's [f8roof] gpu."""
+    if message.startswith("setup"):  # the file's own words already
+        return message
+    terms = {k: v for k, v in _FILE_TERMS.items() if step_from_file or k != "--step-ms"}
+    if gpu_from_file:
+        terms["--gpu"] = "gpu in [f8roof]"
+    pattern = re.compile("|".join(rf"(?<![\w-]){re.escape(k)}(?![\w-])" for k in terms))
+    translated = pattern.sub(lambda m: terms[m.group(0)], message)
+    if translated == message:
+        return message
+    return f"setup {path}: {translated}"
