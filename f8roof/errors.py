@@ -9,6 +9,10 @@ class F8RoofError(Exception):
 
     exit_code = 2
 
+    @property
+    def message(self) -> str:
+        return str(self)
+
 
 class ModelError(F8RoofError, ValueError):
     """A value the models refuse (an unknown GPU or recipe, a gemm table with a hole, bytes no

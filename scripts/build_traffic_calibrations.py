@@ -94,7 +94,7 @@ def check_same_code(samples, options: CalibrateOptions, *, jobs: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
-    parser.add_argument("--out", type=Path, default=Path("f8roof/calibrations"))
+    parser.add_argument("--out", type=Path, default=Path("f8roof/calibration/data"))
     parser.add_argument(
         "--gpu", choices=sorted(WRITTEN), default=CODE_FOR, help="whose code to generate"
     )

@@ -1,6 +1,6 @@
 """The sharded block file: `BlockFit`s (training/block_fit.py) per architecture, TP degree,
 checkpointing policy and recipe, with the stack that compiled them and their checks against
-fresh compiles. The shipped one (`calibrations/blocks.json`) is what `estimate --model` times
+fresh compiles. The shipped one (`calibration/data/blocks.json`) is what `estimate --model` times
 a sharded block from without compiling; `scripts/build_block_fits.py` writes it.
 
 Bytes, FLOPs and collective sizes only: no times. Inductor's fusion choices do not depend on

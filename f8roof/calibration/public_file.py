@@ -1,4 +1,4 @@
-"""The public time model's file (`calibrations/public_times.json`): load it validated, save it.
+"""The public time model's file (`calibration/data/public_times.json`): load it validated, save it.
 
 Written by `scripts/fit_public_times.py` from the repository's data, byte for byte the same on a
 rebuild; read by every estimate that times a traffic calibration with public measurements

@@ -299,7 +299,7 @@ def compiled_block(model: str, *, tokens: int, recipe: str, setup, sharding, gpu
 def shipped_block(
     model: str, *, tokens: int, recipe: str, setup, sharding
 ) -> tuple[BlockComparison | None, str]:
-    """The block from the shipped sharded fits (calibrations/blocks.json), or None and why."""
+    """The block from the shipped sharded fits (calibration/data/blocks.json), or None and why."""
     from f8roof.calibration.block_file import SHIPPED, BlockKey, shipped_fit, shipped_source
 
     if not SHIPPED.is_file():
