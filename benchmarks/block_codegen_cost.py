@@ -14,7 +14,8 @@ import resource
 import time
 
 from f8roof.profiler.block import capture_block
-from f8roof.training.block import BlockSpec, ParallelSpec, Recompute
+from f8roof.training.block import BlockSpec, Recompute
+from f8roof.training.run_config import RunConfig
 
 
 def llama3_8b(*, tp: int, fsdp: int, recompute: Recompute, tokens: int) -> BlockSpec:
@@ -27,7 +28,7 @@ def llama3_8b(*, tp: int, fsdp: int, recompute: Recompute, tokens: int) -> Block
         ffn_dim=14336,
         tokens=tokens,
         seq_len=min(tokens, 8192),
-        parallel=ParallelSpec(tp=tp, fsdp=fsdp, recompute=recompute),
+        parallel=RunConfig.sharded(tp=tp, fsdp=fsdp, recompute=recompute),
         name="llama3-8b",
     )
 
@@ -41,7 +42,7 @@ def main() -> None:
     parser.add_argument("--recompute", default="none", choices=[r.value for r in Recompute])
     parser.add_argument("--small", action="store_true", help="a tiny block instead (tests)")
     args = parser.parse_args()
-    parallel = ParallelSpec(tp=args.tp, fsdp=args.fsdp, recompute=Recompute(args.recompute))
+    parallel = RunConfig.sharded(tp=args.tp, fsdp=args.fsdp, recompute=Recompute(args.recompute))
     if args.small:
         spec = BlockSpec.small(parallel=parallel)
     else:

@@ -23,8 +23,9 @@ from pathlib import Path
 from f8roof.calibration.block_file import SHIPPED, BlockFits
 from f8roof.device.runner import Checkpoint, Task, run_tasks
 from f8roof.errors import F8RoofError
-from f8roof.training.block import BlockCapture, BlockSpec, ParallelSpec, Recompute
+from f8roof.training.block import BlockCapture, BlockSpec, Recompute
 from f8roof.training.block_fit import check, fit_block
+from f8roof.training.run_config import RunConfig
 
 MODELS = ("llama3-8b", "llama3-70b")
 TP_DEGREES = (1, 2, 8)
@@ -54,7 +55,7 @@ CODE_FOR = "h100"
 def spec_for(
     model: str, *, tp: int, recompute: Recompute, gather: bool, batch: int, seq_len: int
 ) -> BlockSpec:
-    parallel = ParallelSpec(
+    parallel = RunConfig.sharded(
         tp=tp, fsdp=2 if gather else 1, float8_all_gather=gather, recompute=recompute
     )
     tokens = batch * seq_len

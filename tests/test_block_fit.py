@@ -31,10 +31,10 @@ from f8roof.training.block import (
     BlockSpec,
     Collective,
     CollectiveKind,
-    ParallelSpec,
     Recompute,
 )
 from f8roof.training.block_fit import Affine, check, fit_block
+from f8roof.training.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TP = 2
@@ -45,7 +45,7 @@ def synthetic(tokens: int, *, swap_backward: bool = False, split: bool = False) 
     """A capture whose every size is what a real block's is: activations T (or T / tp) rows,
     weights fixed; `swap_backward` reorders the backward gemms as Inductor does at some sizes,
     `split` splits one reduction in two (same bytes)."""
-    spec = BlockSpec.small(parallel=ParallelSpec(tp=TP), tokens=tokens, seq_len=tokens)
+    spec = BlockSpec.small(parallel=RunConfig.sharded(tp=TP), tokens=tokens, seq_len=tokens)
     local = tokens // TP
     kernels = [
         BlockKernel("norm", "fwd", "reduction", 2 * local * DIM, 2 * local * DIM, "fused"),
@@ -245,7 +245,7 @@ def test_shipped_fit_matches_a_fresh_compile_at_a_users_shape():
     from f8roof.profiler.block import capture_block
     from f8roof.training.catalog import resolve_model
 
-    parallel = ParallelSpec(tp=8, recompute=Recompute.SELECTIVE)
+    parallel = RunConfig.sharded(tp=8, recompute=Recompute.SELECTIVE)
     spec = block_spec(resolve_model("llama3-8b"), tokens=24576, seq_len=8192, parallel=parallel)
     fresh = capture_block(spec, recipe="rowwise", device="codegen")
     fit = shipped_block_fits().find(BlockKey("llama3-8b", 8, "selective", "rowwise", False, True))

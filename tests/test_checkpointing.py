@@ -11,7 +11,7 @@ from f8roof.training.checkpointing import (
     SCALED_MM,
     CheckpointingError,
     Decision,
-    RecomputePolicy,
+    Recompute,
     SacPolicy,
     is_block_fqn,
     layer_checkpointed_blocks,
@@ -23,12 +23,12 @@ from f8roof.training.checkpointing import (
 
 
 def test_policy_names():
-    assert RecomputePolicy.from_name("Selective") is RecomputePolicy.SELECTIVE
-    assert RecomputePolicy.from_name(RecomputePolicy.FULL) is RecomputePolicy.FULL
+    assert Recompute.from_name("Selective") is Recompute.SELECTIVE
+    assert Recompute.from_name(Recompute.FULL) is Recompute.FULL
     with pytest.raises(
         ModelError, match="unknown recompute policy 'op'; known: none, full, selective"
     ):
-        RecomputePolicy.from_name("op")
+        Recompute.from_name("op")
 
 
 def test_save_ops_table_lookups():

@@ -132,16 +132,16 @@ def test_fsdp_takes_an_optional_degree():
     assert "FSDP degree unknown" in alone.output
     bad = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "two")
     assert bad.exit_code == 2 and "'two' is not a valid integer" in bad.output
-    from f8roof.training.parallel import ParallelismError, TrainingSetup
+    from f8roof.training.run_config import ParallelismError, RunConfig
 
     with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
-        TrainingSetup.from_options(fsdp=-2)
+        RunConfig.from_options(fsdp=-2)
     with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
-        TrainingSetup.from_options(fsdp=0)
-    off = TrainingSetup.from_options(fsdp=1)  # off, as torchtitan's 1, and said so
+        RunConfig.from_options(fsdp=0)
+    off = RunConfig.from_options(fsdp=1)  # off, as torchtitan's 1, and said so
     assert not off.fsdp and off.fsdp_degree == 1 and off.describe() == "FSDP 1 (off)"
-    assert TrainingSetup.from_options(fsdp=-1) == TrainingSetup(fsdp=True)
-    assert TrainingSetup.from_options(fsdp=4).fsdp_degree == 4
+    assert RunConfig.from_options(fsdp=-1) == RunConfig(fsdp=True)
+    assert RunConfig.from_options(fsdp=4).fsdp_degree == 4
 
 
 def test_async_tp_hides_tp_collectives_behind_the_gemms(tmp_path):

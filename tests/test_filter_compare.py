@@ -14,7 +14,7 @@ from f8roof.engine.filter_compare import (
 from f8roof.engine.resolve import Request, resolve
 from f8roof.renderers.filters import format_comparison, markdown_section
 from f8roof.training.catalog import builtin
-from f8roof.training.parallel import TrainingSetup
+from f8roof.training.run_config import RunConfig
 
 
 def roofline(recipe="tensorwise"):
@@ -79,7 +79,7 @@ def test_thresholds_by_hand():
 
 def test_torchao_sees_the_unsharded_weight():
     cmp = compare_filters(
-        builtin("llama3-70b"), tokens=2048, resolved=roofline(), setup=TrainingSetup(tp=8)
+        builtin("llama3-70b"), tokens=2048, resolved=roofline(), setup=RunConfig(tp=8)
     )
     layers = cmp.layers.set_index("fqn")
     k = "model.layers.*.self_attn.k_proj"
@@ -103,7 +103,7 @@ def test_filter_fqns_and_routed_experts():
         builtin("mixtral-8x7b"),
         tokens=8192,
         resolved=roofline("rowwise"),
-        setup=TrainingSetup(ep=8),
+        setup=RunConfig(ep=8),
         filter_fqns=["lm_head"],
     )
     layers = cmp.layers.set_index("fqn")

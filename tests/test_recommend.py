@@ -25,7 +25,7 @@ from f8roof.timing.gemm import GemmRole
 from f8roof.traffic.recipes import RECIPE_NAMES, Recipe, Role
 from f8roof.traffic.variant import Before, Context, Implementation
 from f8roof.training.catalog import ArchitectureError, builtin, layer_type
-from f8roof.training.parallel import Recompute, TrainingSetup
+from f8roof.training.run_config import Recompute, RunConfig
 
 
 @pytest.fixture(scope="module")
@@ -377,7 +377,7 @@ def test_tp_decides_on_the_local_shape():
     arch = builtin("llama3-8b")
     whole = recommend(arch, tokens=8192, resolved=roofline("rowwise")).layers.set_index("fqn")
     tp2 = recommend(
-        arch, tokens=8192, resolved=roofline("rowwise"), setup=TrainingSetup(tp=2)
+        arch, tokens=8192, resolved=roofline("rowwise"), setup=RunConfig(tp=2)
     ).layers.set_index("fqn")
     k = "model.layers.*.self_attn.k_proj"
     assert tuple(tp2.loc[k, ["M", "K", "N"]]) == (8192, 4096, 512)
@@ -399,18 +399,16 @@ def test_tp_decides_on_the_local_shape():
     # a layer that wins whole and loses sharded: llama3-70b's k_proj, tensorwise, TP 8
     arch = builtin("llama3-70b")
     whole = recommend(arch, tokens=2048, resolved=roofline()).layers.set_index("fqn")
-    tp8 = recommend(
-        arch, tokens=2048, resolved=roofline(), setup=TrainingSetup(tp=8)
-    ).layers.set_index("fqn")
+    tp8 = recommend(arch, tokens=2048, resolved=roofline(), setup=RunConfig(tp=8)).layers.set_index(
+        "fqn"
+    )
     assert whole.loc[k, "convert"] and not tp8.loc[k, "convert"]
     assert tp8.loc[k, "N"] == 128
 
 
 def test_routed_experts_are_grouped_rows():
     resolved = roofline("tensorwise")
-    rec = recommend(
-        builtin("deepseek-v3"), tokens=8192, resolved=resolved, setup=TrainingSetup(ep=8)
-    )
+    rec = recommend(builtin("deepseek-v3"), tokens=8192, resolved=resolved, setup=RunConfig(ep=8))
     layers = rec.layers.set_index("fqn")
     row = layers.loc["model.layers.*.mlp.experts.*.gate_proj"]
     assert row["grouped"] and row["experts_per_device"] == 32 and row["tokens_per_expert"] == 2048
@@ -458,7 +456,7 @@ def test_more_experts_per_gpu_shrink_the_gain():
     arch = builtin("llama4-maverick")
     speedups = []
     for ep in (64, 8, 1):  # 2, 16, 128 experts per GPU
-        rec = recommend(arch, tokens=8192, resolved=roofline("rowwise"), setup=TrainingSetup(ep=ep))
+        rec = recommend(arch, tokens=8192, resolved=roofline("rowwise"), setup=RunConfig(ep=ep))
         row = rec.layers.set_index("fqn").loc["model.layers.*.feed_forward.experts.down_proj"]
         speedups.append(row["speedup_worst"])
     assert speedups[0] > speedups[1] > speedups[2]
@@ -471,7 +469,7 @@ def test_recompute_full_adds_the_forward_in_both_precisions():
         arch,
         tokens=4096,
         resolved=roofline(),
-        setup=TrainingSetup(recompute=Recompute.FULL),
+        setup=RunConfig(recompute=Recompute.FULL),
     ).layers.set_index("fqn")
     q = "model.layers.*.self_attn.o_proj"  # standalone: attention's output feeds it
     config = roofline().config
@@ -484,14 +482,14 @@ def test_recompute_full_adds_the_forward_in_both_precisions():
     assert full.loc[q, "fp8_s_worst"] == pytest.approx(base.loc[q, "fp8_s_worst"] + extra)
     assert full.loc[q, "recompute_fp8_s"] == pytest.approx(extra)
     selective = recommend(
-        arch, tokens=4096, resolved=roofline(), setup=TrainingSetup(recompute=Recompute.SELECTIVE)
+        arch, tokens=4096, resolved=roofline(), setup=RunConfig(recompute=Recompute.SELECTIVE)
     ).layers.set_index("fqn")
     assert selective.loc[q, "fp8_s_worst"] == pytest.approx(base.loc[q, "fp8_s_worst"])
 
 
 def test_recompute_full_with_a_calibration(calibration):
     resolved = resolve(Request(gpu="h200", recipes="rowwise", calibration=calibration))
-    setup = TrainingSetup(recompute=Recompute.FULL)
+    setup = RunConfig(recompute=Recompute.FULL)
     base = recommend(builtin("gpt2"), tokens=4096, resolved=resolved).layers
     full = recommend(builtin("gpt2"), tokens=4096, resolved=resolved, setup=setup).layers
     added = full["fp8_s"] - base["fp8_s"]
@@ -510,7 +508,7 @@ def test_recompute_full_with_a_calibration(calibration):
 
 def test_step_share():
     rec = recommend(
-        builtin("llama3-8b"), tokens=8192, resolved=roofline(), setup=TrainingSetup(step_s=1.0)
+        builtin("llama3-8b"), tokens=8192, resolved=roofline(), setup=RunConfig(step_s=1.0)
     )
     share = rec.step_share
     assert share.linear_bf16_s == pytest.approx(rec.totals.bf16_s)

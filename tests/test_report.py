@@ -10,7 +10,7 @@ from f8roof.engine.report import model_report
 from f8roof.engine.resolve import Request, resolve
 from f8roof.renderers.report import format_recommendation, layer_rows, markdown, write_report
 from f8roof.training.catalog import builtin
-from f8roof.training.parallel import TrainingSetup
+from f8roof.training.run_config import RunConfig
 
 
 def run(*args):
@@ -177,7 +177,7 @@ def test_terminal_rendering_of_routed_experts():
         builtin("qwen3-30b-a3b"),
         tokens=4096,
         resolved=roofline("rowwise"),
-        setup=TrainingSetup(ep=4, tp=2),
+        setup=RunConfig(ep=4, tp=2),
     )
     text = format_recommendation(rec)
     header = next(line for line in text.splitlines() if line.startswith("layer "))

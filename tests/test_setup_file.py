@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from f8roof.errors import F8RoofError
-from f8roof.training.checkpointing import RecomputePolicy
+from f8roof.training.checkpointing import Recompute
 from f8roof.training.setup_file import (
     TORCHTITAN_MODELS,
     SetupRequest,
@@ -42,7 +42,7 @@ def test_fixture_is_torchtitan_1207s_run():
         tp=2,
         fsdp=2,
         dp_replicate=1,
-        recompute=RecomputePolicy.SELECTIVE,
+        recompute=Recompute.SELECTIVE,
         recompute_every=None,
         sac_policy="torchtitan-2025-05",
         async_tp=False,
@@ -64,7 +64,7 @@ def test_missing_keys_take_torchtitans_defaults_and_say_so():
     got = parse_setup(MINIMAL)
     assert got.tokens_per_rank == 8192
     assert got.tp == 1 and got.fsdp is None and got.fsdp_enabled
-    assert got.recompute is RecomputePolicy.SELECTIVE and got.recompute_every == 2
+    assert got.recompute is Recompute.SELECTIVE and got.recompute_every == 2
     assert got.recipe == "tensorwise"
     text = " ".join(got.assumptions)
     for key in (
@@ -102,7 +102,7 @@ step_ms = 762
         path="short.toml",
     )
     assert got.model == "llama3-70b" and got.tp == 8 and got.fsdp == 8 and got.async_tp
-    assert got.recompute is RecomputePolicy.FULL and got.recompute_every is None
+    assert got.recompute is Recompute.FULL and got.recompute_every is None
     assert got.float8_all_gather and got.precompute_scales and got.recipe == "tensorwise"
     assert got.filter_fqns == ("output", "auto_filter_small_kn") and got.auto_filter
     assert got.gpu == "h100" and got.step_ms == pytest.approx(762.0)

@@ -21,9 +21,9 @@ from f8roof.training.block import (
     BlockSpec,
     Collective,
     CollectiveKind,
-    ParallelSpec,
     Recompute,
 )
+from f8roof.training.run_config import RunConfig
 
 AG, RS, AR = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.ALL_REDUCE
 SMALL = {
@@ -38,7 +38,7 @@ SMALL = {
 
 
 def small(**parallel: object) -> BlockSpec:
-    return BlockSpec.small(parallel=ParallelSpec(**parallel), **SMALL)  # type: ignore[arg-type]
+    return BlockSpec.small(parallel=RunConfig.sharded(**parallel), **SMALL)  # type: ignore[arg-type]
 
 
 def linear_weight_numel(spec: BlockSpec) -> int:
@@ -67,26 +67,26 @@ def test_tp_must_divide_kv_heads() -> None:
     with pytest.raises(ModelError, match=r"^--tp 16 does not divide n_kv_heads 8$"):
         BlockSpec(
             dim=4096, n_heads=32, n_kv_heads=8, head_dim=128, ffn_dim=14336,
-            tokens=8192, seq_len=8192, parallel=ParallelSpec(tp=16),
+            tokens=8192, seq_len=8192, parallel=RunConfig.sharded(tp=16),
         )  # fmt: skip
 
 
 def test_recompute_takes_members_only() -> None:
     with pytest.raises(ModelError, match="recompute must be one of none, full, selective"):
-        ParallelSpec(recompute="sometimes")  # type: ignore[arg-type]
+        RunConfig.sharded(recompute="sometimes")  # type: ignore[arg-type]
 
 
 def test_llama3_8b_block_from_the_catalog() -> None:
     from f8roof.engine.sharded import block_spec
     from f8roof.training.catalog import builtin
 
-    spec = block_spec(builtin("llama3-8b"), tokens=8192, parallel=ParallelSpec(tp=2))
+    spec = block_spec(builtin("llama3-8b"), tokens=8192, parallel=RunConfig.sharded(tp=2))
     assert (spec.dim, spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.ffn_dim) == (
         4096, 32, 8, 128, 14336,
     )  # fmt: skip
     assert spec.local_seq_len == 4096
     with pytest.raises(F8RoofError, match="llama3-8b: --tp 16 does not divide n_kv_heads 8"):
-        block_spec(builtin("llama3-8b"), tokens=8192, parallel=ParallelSpec(tp=16))
+        block_spec(builtin("llama3-8b"), tokens=8192, parallel=RunConfig.sharded(tp=16))
 
 
 def test_ring_bytes() -> None:
@@ -194,7 +194,7 @@ def activation_bytes(spec: BlockSpec, itemsize: int) -> int:
         from torch.distributed.device_mesh import init_device_mesh
 
         mesh = init_device_mesh(
-            "cpu", (spec.parallel.fsdp, spec.parallel.tp), mesh_dim_names=MESH_DIMS
+            "cpu", (spec.parallel.fsdp_ranks, spec.parallel.tp), mesh_dim_names=MESH_DIMS
         )
         local = torch.empty(spec.batch, spec.local_seq_len, spec.dim)
         full = DTensor.from_local(local, mesh["tp"], [Shard(1)]).shape
@@ -419,7 +419,7 @@ def test_both_torchtitan_policies_decide_a_llama_block_alike():
     from f8roof.training.checkpointing import SAC_POLICIES
 
     spec = BlockSpec.small(
-        parallel=ParallelSpec(tp=2, recompute=Recompute.SELECTIVE), tokens=256, seq_len=256
+        parallel=RunConfig.sharded(tp=2, recompute=Recompute.SELECTIVE), tokens=256, seq_len=256
     )
     old, new = (
         capture_block(spec, recipe="rowwise", device="codegen", sac=SAC_POLICIES[name])

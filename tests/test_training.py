@@ -10,14 +10,12 @@ from f8roof.traffic.worst_ideal import worst_traffic
 from f8roof.training.catalog import Architecture, NamedLinear, TPStyle, builtin
 from f8roof.training.parallel import (
     GROUPED_M_ALIGNMENT,
-    ParallelismError,
-    Recompute,
-    TrainingSetup,
     local_layers,
     padded_group_rows,
     tokens_per_expert,
 )
 from f8roof.training.recompute import forward_share, is_forward
+from f8roof.training.run_config import ParallelismError, Recompute, RunConfig
 
 
 def by_name(layers):
@@ -25,7 +23,7 @@ def by_name(layers):
 
 
 def test_column_parallel_shards_n_row_parallel_shards_k():
-    layers = by_name(local_layers(builtin("llama3-8b"), 8192, TrainingSetup(tp=2)))
+    layers = by_name(local_layers(builtin("llama3-8b"), 8192, RunConfig(tp=2)))
     attn, mlp = "model.layers.*.self_attn", "model.layers.*.mlp"
     # torchtitan#1207: TP2 halves the already small k/v projections
     assert layers[f"{attn}.k_proj"].shape == layers[f"{attn}.v_proj"].shape == (8192, 4096, 512)
@@ -39,7 +37,7 @@ def test_column_parallel_shards_n_row_parallel_shards_k():
 
 
 def test_replicated_linears_keep_their_shape():
-    layers = by_name(local_layers(builtin("deepseek-v3"), 4096, TrainingSetup(tp=8)))
+    layers = by_name(local_layers(builtin("deepseek-v3"), 4096, RunConfig(tp=8)))
     attn = "model.layers.*.self_attn"
     assert layers[f"{attn}.q_a_proj"].shape == (4096, 7168, 1536)
     assert layers[f"{attn}.kv_a_proj_with_mqa"].shape == (4096, 7168, 576)
@@ -68,18 +66,18 @@ def test_no_parallelism_is_the_global_shape():
 )
 def test_tp_that_does_not_divide(model, tp, message):
     with pytest.raises(ParallelismError, match=re.escape(message)):
-        local_layers(builtin(model), 4096, TrainingSetup(tp=tp))
+        local_layers(builtin(model), 4096, RunConfig(tp=tp))
 
 
 def test_row_parallel_error_names_k():
     arch = Architecture("x", (NamedLinear("down", 100, 64, 1, TPStyle.ROW),))
     with pytest.raises(ParallelismError, match=r"does not divide K = 100 of down \(row-parallel\)"):
-        local_layers(arch, 64, TrainingSetup(tp=8))
+        local_layers(arch, 64, RunConfig(tp=8))
 
 
 def test_expert_counts_and_tokens_per_expert():
     # DeepSeek-V3: 256 experts, top 8; EP 8 -> 32 per GPU, 8192 x 8 / 32 = 2048 rows each
-    layers = by_name(local_layers(builtin("deepseek-v3"), 8192, TrainingSetup(ep=8)))
+    layers = by_name(local_layers(builtin("deepseek-v3"), 8192, RunConfig(ep=8)))
     experts = layers["model.layers.*.mlp.experts.*.gate_proj"]
     assert experts.grouped and experts.experts_per_device == 32
     assert experts.tokens_per_expert == 2048 and experts.shape == (2048, 7168, 2048)
@@ -90,7 +88,7 @@ def test_expert_counts_and_tokens_per_expert():
     assert one["model.layers.*.mlp.experts.*.gate_proj"].experts_per_device == 256
     assert one["model.layers.*.mlp.experts.*.gate_proj"].M == 256
     # the per-GPU rows routed (tokens x top_k) stay the same; the groups get bigger with EP
-    for setup in (TrainingSetup(), TrainingSetup(ep=8), TrainingSetup(ep=64)):
+    for setup in (RunConfig(), RunConfig(ep=8), RunConfig(ep=64)):
         layer = by_name(local_layers(builtin("deepseek-v3"), 8192, setup))[
             "model.layers.*.mlp.experts.*.up_proj"
         ]
@@ -99,12 +97,12 @@ def test_expert_counts_and_tokens_per_expert():
 
 def test_experts_under_tp():
     # EP 1: the experts are tensor-parallel like the dense MLP, every rank routes all tokens
-    layers = by_name(local_layers(builtin("mixtral-8x7b"), 4096, TrainingSetup(tp=2)))
+    layers = by_name(local_layers(builtin("mixtral-8x7b"), 4096, RunConfig(tp=2)))
     w1, w2 = (layers[f"model.layers.*.block_sparse_moe.experts.*.{w}"] for w in ("w1", "w2"))
     assert w1.shape == (4096 * 2 // 8, 4096, 14336 // 2) and w1.experts_per_device == 8
     assert w2.shape == (1024, 14336 // 2, 4096)
     # EP > 1 with TP: experts whole, TP borrowed for EP splits the routed tokens over TP ranks
-    layers = by_name(local_layers(builtin("mixtral-8x7b"), 4096, TrainingSetup(tp=2, ep=2)))
+    layers = by_name(local_layers(builtin("mixtral-8x7b"), 4096, RunConfig(tp=2, ep=2)))
     w1 = layers["model.layers.*.block_sparse_moe.experts.*.w1"]
     assert w1.experts_per_device == 4 and w1.tokens_per_expert == 4096 / 2 * 2 / 4
     assert (w1.K, w1.N) == (4096, 14336)
@@ -131,10 +129,10 @@ def test_padding_to_the_grouped_gemm_alignment():
 @pytest.mark.parametrize(
     "model, setup, tokens, message",
     [
-        ("deepseek-v3", TrainingSetup(ep=7), 4096, "--ep 7 does not divide the 256 routed"),
-        ("llama3-8b", TrainingSetup(ep=2), 4096, "--ep 2: llama3-8b has no routed experts"),
-        ("mixtral-8x7b", TrainingSetup(tp=4, ep=2), 4098, "--tp 4 does not divide them"),
-        ("mixtral-8x7b", TrainingSetup(), 0, "tokens per step must be a positive integer"),
+        ("deepseek-v3", RunConfig(ep=7), 4096, "--ep 7 does not divide the 256 routed"),
+        ("llama3-8b", RunConfig(ep=2), 4096, "--ep 2: llama3-8b has no routed experts"),
+        ("mixtral-8x7b", RunConfig(tp=4, ep=2), 4098, "--tp 4 does not divide them"),
+        ("mixtral-8x7b", RunConfig(), 0, "tokens per step must be a positive integer"),
     ],
 )
 def test_bad_parallel_input(model, setup, tokens, message):
@@ -155,16 +153,16 @@ def test_bad_parallel_input(model, setup, tokens, message):
 )
 def test_setup_validation(options, message):
     with pytest.raises(ParallelismError, match=message):
-        TrainingSetup.from_options(**options)
+        RunConfig.from_options(**options)
 
 
 def test_setup_description():
-    setup = TrainingSetup.from_options(tp=2, ep=8, fsdp=True, recompute="full", step_ms=1500)
+    setup = RunConfig.from_options(tp=2, ep=8, fsdp=True, recompute="full", step_ms=1500)
     assert setup.step_s == pytest.approx(1.5) and setup.recompute is Recompute.FULL
     assert setup.describe().startswith("TP 2 (column-parallel linears shard N")
     assert "EP 8, FSDP, recompute full" in setup.describe()
     assert any(line.startswith("FSDP:") for line in setup.notes())
-    assert TrainingSetup().is_default and not TrainingSetup().is_parallel
+    assert RunConfig().is_default and not RunConfig().is_parallel
     assert tokens_per_expert(4096, experts=8, top_k=2) == (1024.0, 8)
 
 

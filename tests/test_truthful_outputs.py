@@ -29,7 +29,7 @@ from f8roof.training.catalog import (
     from_hf_config,
     from_module,
 )
-from f8roof.training.parallel import TrainingSetup
+from f8roof.training.run_config import RunConfig
 
 nn = pytest.importorskip("torch.nn")
 
@@ -144,7 +144,7 @@ def test_full_recompute_leaves_lm_head_alone():
     resolved = resolve(Request(gpu="h100"))
     plain, full = (
         recommend(builtin("llama3-8b"), tokens=8192, resolved=resolved, setup=setup).layers
-        for setup in (TrainingSetup(), TrainingSetup.from_options(recompute="full"))
+        for setup in (RunConfig(), RunConfig.from_options(recompute="full"))
     )
     head = plain["fqn"] == "lm_head"
     for column in ("bf16_s", "fp8_s", "speedup"):
@@ -214,7 +214,7 @@ def test_a_step_shorter_than_the_linears_is_said_not_dropped():
         builtin("llama3-8b"),
         tokens=8192,
         resolved=resolved,
-        setup=TrainingSetup.from_options(step_ms=1.0),  # the linears alone take ~470 ms
+        setup=RunConfig.from_options(step_ms=1.0),  # the linears alone take ~470 ms
     )
     lines = [line for line in summary_lines(cmp) if line.startswith("end to end")]
     assert len(lines) == 2 and all("no end-to-end figure" in line for line in lines)
@@ -376,7 +376,7 @@ def test_plot_titles_name_context_tp_and_ep(tmp_path):
         builtin("mixtral-8x7b"),
         tokens=8192,
         resolved=resolve(Request(gpu="h100")),
-        setup=TrainingSetup(tp=2, ep=8),
+        setup=RunConfig(tp=2, ep=8),
     )
     title = layer_speedups(rec, out=tmp_path / "l.png").figure.axes[0].get_title()
     assert "TP 2, EP 8" in title

@@ -93,14 +93,14 @@ SEED = stack(
 
 def training_setup(command):
     """--tp, --ep, --fsdp, --recompute and --step-ms (how the model trains, f8roof.training.parallel),
-    handed to the command as one `setup` argument (a TrainingSetup)."""
+    handed to the command as one `setup` argument (a RunConfig)."""
     import functools
 
     @functools.wraps(command)
     def wrapper(*args, tp, ep, fsdp, recompute, step_ms, **kwargs):
-        from f8roof.training.parallel import TrainingSetup
+        from f8roof.training.run_config import RunConfig
 
-        setup = TrainingSetup.from_options(
+        setup = RunConfig.from_options(
             tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms
         )
         return command(*args, setup=setup, **kwargs)

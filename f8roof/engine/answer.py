@@ -21,10 +21,10 @@ from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
 from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.engine.sharded import BlockComparison, compiled_block, shipped_block
-from f8roof.engine.step_summary import Sharding, summarize_step
+from f8roof.engine.step_summary import summarize_step
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.inputs.shapes import collect_shapes
-from f8roof.training.parallel import TrainingSetup
+from f8roof.training.run_config import RunConfig
 from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import (
     RECIPES,
@@ -63,10 +63,10 @@ class Question:
     model: str | None = None
     tokens: int | None = None
     overhead: str = "fitted"  # fitted | codegen
-    sharding: Sharding | None = None  # from a setup file: FSDP degree, float8/TP switches
+    from_setup: bool = False  # asked by a setup file: answer with torchtitan's converter lines
     policy: str = DEFAULT_POLICY.value  # which end of the band a conversion must win at
 
-    def check(self, request: Request, setup: TrainingSetup) -> None:
+    def check(self, request: Request, setup: RunConfig) -> None:
         """The rules between options, before any work: one line each."""
         shapes = bool(self.shape_texts or self.shapes_file or self.sweep)
         if self.model or self.tokens is not None:
@@ -89,7 +89,7 @@ def answer(
     question: Question,
     request: Request,
     *,
-    setup: TrainingSetup,
+    setup: RunConfig,
     progress: Callable | None = None,
 ) -> ShapesAnswer | ModelAnswer:
     question.check(request, setup)
@@ -103,22 +103,19 @@ def answer(
             setup=setup,
             policy=DecisionPolicy.from_name(question.policy),
         )
-        sharding = question.sharding or Sharding(fsdp_degree=setup.fsdp_degree)
-        block, why_not = sharded_block(question, rec, resolved, sharding)
-        summary = summarize_step(
-            rec, resolved, sharding=sharding, block=block, why_not_block=why_not
-        )
+        block, why_not = sharded_block(question, rec, resolved)
+        summary = summarize_step(rec, resolved, block=block, why_not_block=why_not)
         check_finite(rec.layers, resolved, grouped_nan=True)
         lines: list[str] = []
         fqns: list[str] = []
-        if question.sharding is not None:
-            fqns, lines = torchtitan_lines(rec, sharding)
+        if question.from_setup:
+            fqns, lines = torchtitan_lines(rec)
         return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns), block)
     return answer_shapes(question, resolved, progress=progress)
 
 
 def sharded_block(
-    question: Question, rec: Recommendation, resolved: Resolved, sharding: Sharding
+    question: Question, rec: Recommendation, resolved: Resolved
 ) -> tuple[BlockComparison | None, str]:
     """The block one rank of the run executes, to time the step's blocks from: compiled
     (`--overhead codegen`) or the shipped sharded fits; None and why where neither applies
@@ -126,7 +123,7 @@ def sharded_block(
     setup = rec.setup
     if question.overhead != "codegen" and setup.tp == 1 and not setup.fsdp:
         return None, ""  # one GPU, no sharding: the per-layer rows are the block
-    why = _why_no_block(rec, resolved, sharding)
+    why = _why_no_block(rec, resolved)
     if why and question.overhead == "codegen":
         # asked for and impossible: never an answer without it and without a word
         raise F8RoofError(f"--overhead codegen compiles one block of the model, and cannot: {why}")
@@ -139,14 +136,11 @@ def sharded_block(
             question.model,
             tokens=rec.tokens,
             recipe=recipes[0],
-            setup=setup,
-            sharding=sharding,
+            run=setup,
             gpu=gpu,
         )
         return block, ""
-    return shipped_block(
-        question.model, tokens=rec.tokens, recipe=recipes[0], setup=setup, sharding=sharding
-    )
+    return shipped_block(question.model, tokens=rec.tokens, recipe=recipes[0], run=setup)
 
 
 def _block_recipes(rec: Recommendation) -> list[str]:
@@ -154,7 +148,7 @@ def _block_recipes(rec: Recommendation) -> list[str]:
     return sorted({str(r) for r in converted["recipe"]}) or list(rec.recipes[:1])
 
 
-def _why_no_block(rec: Recommendation, resolved: Resolved, sharding: Sharding) -> str:
+def _why_no_block(rec: Recommendation, resolved: Resolved) -> str:
     """Why no sharded block (compiled or shipped) can time this answer's blocks; "" if one can."""
     setup = rec.setup
     if rec.architecture.is_moe:
@@ -171,7 +165,7 @@ def _why_no_block(rec: Recommendation, resolved: Resolved, sharding: Sharding) -
         )
     if setup.recompute.value == "full":
         return "full recompute (layer SAC too) does not compile on a fake process group yet"
-    if sharding.async_tp:
+    if setup.async_tp:
         return "async TP does not compile on a fake process group yet"
     return ""
 
@@ -246,7 +240,7 @@ def _settle(frame: pd.DataFrame, config) -> str | None:
     )
 
 
-def torchtitan_lines(rec: Recommendation, sharding: Sharding) -> tuple[list[str], list[str]]:
+def torchtitan_lines(rec: Recommendation) -> tuple[list[str], list[str]]:
     """torchtitan's filter_fqns for the recommended decisions (and the setup's own filters),
     and the converter lines that apply them."""
     kept = []
@@ -257,13 +251,14 @@ def torchtitan_lines(rec: Recommendation, sharding: Sharding) -> tuple[list[str]
             continue  # no torchtitan name (routed experts, other families): not listed
         if not convert:
             kept.append(fqn)
-    fqns = list(dict.fromkeys([*(sharding.filter_fqns or ()), *filter_fqns_for(kept)]))
+    run = rec.setup
+    fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
     recipe = best_recipe(rec)
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
     if recipe not in RECIPES:
         return fqns, [f"# no torchtitan recipe for {recipe}"]
     lines = converter_lines(
-        recipe=recipe, filter_fqns=fqns, float8_all_gather=sharding.float8_all_gather
+        recipe=recipe, filter_fqns=fqns, float8_all_gather=run.float8_all_gather
     )
     return fqns, lines
 
@@ -272,7 +267,7 @@ def answer_setup(
     path: str,
     *,
     question: Question,
-    setup: TrainingSetup,
+    setup: RunConfig,
     recipe_given: bool,
     options: dict,
     progress: Callable | None = None,
@@ -304,7 +299,7 @@ def answer_setup(
     return result
 
 
-def check_setup_options(question: Question, setup: TrainingSetup, *, recipe_given: bool) -> None:
+def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: bool) -> None:
     """What --setup replaces must not be given beside it: one line each."""
     if question.shape_texts or question.shapes_file or question.sweep:
         raise F8RoofError("--setup asks about a model: drop --shape, --shapes-file and --sweep")
@@ -322,34 +317,23 @@ def setup_question(
     path: str,
     *,
     question: Question,
-    setup: TrainingSetup,
+    setup: RunConfig,
     recipe_given: bool,
     gpu: str | None,
-) -> tuple[Question, TrainingSetup, str, str | None]:
-    """`--setup FILE` -> (the model question, its TrainingSetup, its recipe, its GPU). The file
+) -> tuple[Question, RunConfig, str, str | None]:
+    """`--setup FILE` -> (the model question, its RunConfig, its recipe, its GPU). The file
     replaces --model, --tokens, --tp, --ep, --fsdp, --recompute and --recipe; --step-ms and
     --gpu on the command line win over the file's [f8roof] section."""
     from f8roof.training.setup_file import read_setup, training_setup
 
     check_setup_options(question, setup, recipe_given=recipe_given)
     req = read_setup(path)
-    sharding = Sharding(
-        fsdp_degree=req.fsdp,
-        async_tp=req.async_tp,
-        float8_all_gather=req.float8_all_gather,
-        precompute_scales=req.precompute_scales,
-        sac_policy=req.sac_policy,
-        filter_fqns=req.filter_fqns,
-        seq_len=req.seq_len,
-        moe_fqns=req.moe_fqns,
-        assumptions=req.assumptions,
-    )
     step_ms = None if setup.step_s is None else setup.step_s * 1e3
     new_question = Question(
-        model=req.model,
-        tokens=req.tokens_per_rank,
+        model=req.run.model,
+        tokens=req.run.tokens,
         overhead=question.overhead,
-        sharding=sharding,
+        from_setup=True,
         policy=question.policy,
     )
-    return new_question, training_setup(req, step_ms=step_ms), req.f8roof_recipe, gpu or req.gpu
+    return new_question, training_setup(req, step_ms=step_ms), req.f8roof_recipe, gpu or req.run.gpu

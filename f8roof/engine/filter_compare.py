@@ -32,7 +32,7 @@ from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, recommend
 from f8roof.engine.resolve import Request, Resolved
 from f8roof.errors import F8RoofError
 from f8roof.training.catalog import Architecture, check_tokens
-from f8roof.training.parallel import ONE_GPU, TrainingSetup
+from f8roof.training.run_config import ONE_GPU, RunConfig
 from f8roof.training.torchtitan_names import filter_names
 
 TORCHAO_VERSION = "0.18.0"
@@ -153,7 +153,7 @@ def compare_filters(
     *,
     tokens: int,
     resolved: Resolved,
-    setup: TrainingSetup = ONE_GPU,
+    setup: RunConfig = ONE_GPU,
     filter_fqns: Sequence[str] = (),
     policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> FilterComparison:
@@ -187,7 +187,7 @@ def comparison_grid(
     tokens: Sequence[int],
     tps: Sequence[int],
     resolved: Resolved,
-    setup: TrainingSetup = ONE_GPU,
+    setup: RunConfig = ONE_GPU,
     filter_fqns: Sequence[str] = (),
     policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> tuple[list[FilterComparison], pd.DataFrame]:
@@ -259,9 +259,9 @@ def filter_compare(
             f"--step-ms is one measured bf16 step, of one --tokens and one --tp; "
             f"{len(tokens)} tokens x {len(tps)} TP degrees were given: compare them without it"
         )
-    setup = TrainingSetup.from_options(ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
+    setup = RunConfig.from_options(ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
     for tp in tps:
-        TrainingSetup.from_options(tp=tp)  # one-line error for a bad degree before any work
+        RunConfig.from_options(tp=tp)  # one-line error for a bad degree before any work
     resolved = resolve(request, many_recipes=False)
     architecture = resolve_model(model)
     comparisons, grid = comparison_grid(

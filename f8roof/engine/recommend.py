@@ -59,12 +59,8 @@ from f8roof.training.catalog import (
     module_linears,
     resolve_model,
 )
-from f8roof.training.parallel import (
-    ONE_GPU,
-    LocalLayer,
-    TrainingSetup,
-    local_layers,
-)
+from f8roof.training.parallel import LocalLayer, local_layers
+from f8roof.training.run_config import ONE_GPU, RunConfig
 
 GROUPED_NOTE = "grouped gemm, {recipe}; overhead: torchao's MoE kernels, read off their code"
 
@@ -150,7 +146,7 @@ class Recommendation:
     recipe_totals: Mapping[str, Totals] = field(default_factory=dict)  # one recipe for all
     gpu: str = ""
     calibration: Calibration | None = None
-    setup: TrainingSetup = ONE_GPU
+    setup: RunConfig = ONE_GPU
     policy: DecisionPolicy = DEFAULT_POLICY  # which end of the band a conversion must win at
     margin: float = 0.0
 
@@ -210,7 +206,7 @@ def recommend(
     *,
     tokens: int,
     resolved: Resolved,
-    setup: TrainingSetup = ONE_GPU,
+    setup: RunConfig = ONE_GPU,
     policy: DecisionPolicy = DEFAULT_POLICY,
     margin: float = 0.0,
 ) -> Recommendation:
@@ -628,7 +624,7 @@ def recommend_model(
     *,
     tokens: int,
     resolved: Resolved,
-    setup: TrainingSetup = ONE_GPU,
+    setup: RunConfig = ONE_GPU,
     policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> Recommendation:
     """`recommend` for a built-in name or a config.json path (the CLI's entry)."""
@@ -722,7 +718,7 @@ def module_filter(
         raise F8RoofError(
             "module_filter takes one recipe: torchao converts a model with one Float8LinearConfig"
         )
-    setup = TrainingSetup.from_options(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute)
+    setup = RunConfig.from_options(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute)
     resolved = resolve(
         Request(
             gpu=gpu,

@@ -11,7 +11,7 @@ from f8roof.engine.estimate import EstimateConfig
 from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
 from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
-from f8roof.training.parallel import ONE_GPU, TrainingSetup
+from f8roof.training.run_config import ONE_GPU, RunConfig
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ def model_report(
     *,
     tokens: int,
     request: Request | Resolved,
-    setup: TrainingSetup = ONE_GPU,
+    setup: RunConfig = ONE_GPU,
     policy: DecisionPolicy | str = DEFAULT_POLICY,
 ) -> ModelReport:
     """`request` as the user gave it (resolved here), or already resolved."""

@@ -17,11 +17,10 @@ from f8roof.training.block import (
     Mlp,
     MoeSpec,
     Norm,
-    ParallelSpec,
     Recompute,
 )
 from f8roof.training.catalog import BUILTIN_CONFIGS, Architecture, builtin, resolve_model
-from f8roof.training.parallel import TrainingSetup
+from f8roof.training.run_config import RunConfig
 
 __all__ = [
     "BlockComparison",
@@ -56,7 +55,7 @@ def block_spec(
     *,
     tokens: int,
     seq_len: int | None = None,
-    parallel: ParallelSpec | None = None,
+    parallel: RunConfig | None = None,
     head_dim: int | None = None,
 ) -> BlockSpec:
     """The block of `arch` (one of its layers) for `tokens` per data-parallel rank.
@@ -100,7 +99,7 @@ def block_spec(
             norm=norm,
             mlp=mlp,
             moe=moe,
-            parallel=parallel or ParallelSpec(),
+            parallel=parallel or RunConfig.sharded(),
             name=arch.name,
         )
     except ModelError as e:
@@ -174,7 +173,7 @@ def compare_block(
         options = ", ".join("--" + name.replace("_", "-") for name in given)
         raise F8RoofError(f"{options} apply to one linear, not to compare --model's block")
     # the degrees and token splits estimate takes, refused alike
-    TrainingSetup(tp=tp, fsdp=isinstance(fsdp, int) and fsdp > 1, fsdp_degree=fsdp)
+    RunConfig(tp=tp, fsdp=isinstance(fsdp, int) and fsdp > 1, fsdp_degree=fsdp)
     for name, value in (("--tokens", tokens), ("--seq-len", seq_len or tokens)):
         if tp > 1 and value % tp:
             raise F8RoofError(
@@ -188,7 +187,7 @@ def compare_block(
             f"(got --fsdp {fsdp})"
         )
     try:
-        parallel = ParallelSpec(
+        parallel = RunConfig.sharded(
             tp=tp, fsdp=fsdp, float8_all_gather=float8_all_gather, recompute=Recompute(recompute)
         )
     except ValueError as e:
@@ -272,40 +271,40 @@ def capture_times(capture: BlockCapture, *, calibration, gemm_model) -> CaptureT
     )
 
 
-def compiled_block(model: str, *, tokens: int, recipe: str, setup, sharding, gpu: str):
+def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu: str):
     """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`."""
-    fsdp = sharding.fsdp_degree or 1
-    seq_len = sharding.seq_len or assumed_seq_len(tokens, setup.tp)
+    fsdp = run.fsdp_degree or 1
+    seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
     comparison = compare_block(
         model=model,
         tokens=tokens,
         seq_len=seq_len,
         recipe=recipe,
-        tp=setup.tp,
+        tp=run.tp,
         fsdp=fsdp,
-        float8_all_gather=sharding.float8_all_gather and fsdp > 1,
-        recompute=setup.recompute.value,
+        float8_all_gather=run.float8_all_gather and fsdp > 1,
+        recompute=run.recompute.value,
         gpu=gpu,
-        sac_policy=sharding.sac_policy,
+        sac_policy=run.sac_policy,
     )
     where = (
         f"one block compiled at {tokens} tokens per rank ({tokens // seq_len} x {seq_len}), "
-        f"TP {setup.tp}, FSDP {fsdp}, "
-        f"recompute {setup.recompute.value}, {recipe}, codegen for {gpu}"
+        f"TP {run.tp}, FSDP {fsdp}, "
+        f"recompute {run.recompute.value}, {recipe}, codegen for {gpu}"
     )
     return replace(comparison, source=where)
 
 
 def shipped_block(
-    model: str, *, tokens: int, recipe: str, setup, sharding
+    model: str, *, tokens: int, recipe: str, run: RunConfig
 ) -> tuple[BlockComparison | None, str]:
     """The block from the shipped sharded fits (calibration/data/blocks.json), or None and why."""
     from f8roof.calibration.block_file import SHIPPED, BlockKey, shipped_fit, shipped_source
 
     if not SHIPPED.is_file():
         return None, "no shipped sharded block file"
-    gather = sharding.float8_all_gather and (sharding.fsdp_degree or 1) > 1
-    seq_len = sharding.seq_len or assumed_seq_len(tokens, setup.tp)
+    gather = run.float8_all_gather and (run.fsdp_degree or 1) > 1
+    seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
     several = tokens > seq_len
     arch = resolve_model(model)
     # the shipped fits are of the built-in models' blocks: the one whose linears these are,
@@ -313,9 +312,9 @@ def shipped_block(
     name = next((n for n in BUILTIN_CONFIGS if builtin(n).linears == arch.linears), None)
     if name is None:
         return None, f"no shipped sharded block for {arch.name} (they are built-in models')"
-    want = BlockKey(name, setup.tp, setup.recompute.value, recipe, gather, several)
+    want = BlockKey(name, run.tp, run.recompute.value, recipe, gather, several)
     fit8 = shipped_fit(want)
-    fit16 = shipped_fit(BlockKey(name, setup.tp, setup.recompute.value, "bf16", False, several))
+    fit16 = shipped_fit(BlockKey(name, run.tp, run.recompute.value, "bf16", False, several))
     if fit8 is None or fit16 is None:
         return None, f"no shipped sharded block for {want}"
     try:
@@ -328,7 +327,7 @@ def shipped_block(
     slowest = max((c.time_error or 0.0 for c in checks), default=float("nan"))
     checked = ", ".join(str(c.tokens) for c in fit8.checks)
     layout = f"{tokens // seq_len} x {seq_len} tokens per rank"
-    if sharding.seq_len is None:
+    if run.seq_len is None:
         layout += (
             " (no seq_len given: the longest sequences up to llama3's 8192 that divide the tokens)"
         )

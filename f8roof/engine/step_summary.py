@@ -54,12 +54,11 @@ from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
 from f8roof.training.catalog import TPStyle
 from f8roof.training.checkpointing import (
     MM,
-    TOML_LAYOUT_POLICY,
     Decision,
     is_block_fqn,
     sac_policy,
 )
-from f8roof.training.parallel import Recompute
+from f8roof.training.run_config import AUTO_FILTER, Recompute, RunConfig
 from f8roof.training.step import BlockTimes, StepSummary, step_summary
 from f8roof.training.torchtitan_names import filter_names
 
@@ -69,48 +68,18 @@ FP32_BYTES = 4
 DEFAULT_FILTER = ("output",)
 
 
-@dataclass(frozen=True)
-class Sharding:
-    """What the step summary needs beyond `TrainingSetup`: FSDP's degree and torchtitan's
-    float8 and TP switches. From a setup file, or the defaults of the command line."""
-
-    fsdp_degree: int | None = None  # None: FSDP off, or its degree unknown
-    async_tp: bool = False
-    float8_all_gather: bool = False
-    precompute_scales: bool = False
-    sac_policy: str = TOML_LAYOUT_POLICY
-    # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
-    # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
-    filter_fqns: tuple[str, ...] | None = None
-    gpus_per_node: int = 8
-    seq_len: int | None = None  # None: unknown (the sharded block assumes sequences of 8192)
-    moe_fqns: tuple[str, ...] = ()  # torchtitan's moe_fqns_prototype: routed experts in float8
-    assumptions: tuple[str, ...] = ()  # what the setup file left to torchtitan's defaults
-
-    def __post_init__(self) -> None:
-        if self.fsdp_degree is not None and self.fsdp_degree < 1:
-            raise F8RoofError(f"FSDP degree must be >= 1 (got {self.fsdp_degree})")
-
-    @property
-    def auto_filter(self) -> bool:
-        return AUTO_FILTER in (self.filter_fqns or ())
-
-
-AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
-
-
 def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
     """torchtitan's rule: a filter entry that is a substring of the fqn; entries may be
     torchtitan's names or f8roof's."""
     return any(f in fqn for f in filter_names(f for f in filters if f != AUTO_FILTER))
 
 
-def _kept_by_filters(rec: Recommendation, sharding: Sharding, *, as_run: bool):
+def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
     """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
     for the step as run without a setup), torchao's auto filter among them, and the note
     saying which."""
     rows = rec.layers
-    given = sharding.filter_fqns
+    given = run.filter_fqns
     filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
     kept = np.array([_filtered(f, filters) for f in rows["fqn"]], dtype=bool)
     names = [f for f in filters if f != AUTO_FILTER]
@@ -137,7 +106,6 @@ def summarize_step(
     rec: Recommendation,
     resolved: Resolved,
     *,
-    sharding: Sharding = Sharding(),
     block: BlockComparison | None = None,
     why_not_block: str = "",
 ) -> StepSummary:
@@ -146,6 +114,7 @@ def summarize_step(
     measure; f8roof's own decisions' step is noted beside it. With `block` (one rank's sharded
     block, compiled or from the shipped fits) the blocks are timed from that block's graphs,
     and the per-layer fits' answer is noted too; `why_not_block` says why there is none."""
+    run = rec.setup
     try:
         if block is not None:  # timed once, read by both summaries that use the graphs
             block = _TimedBlock(
@@ -157,7 +126,7 @@ def summarize_step(
                     for c in (block.bf16, block.float8)
                 ),
             )
-        advice = _summarize(rec, resolved, sharding, block, [], as_run=False)
+        advice = _summarize(rec, resolved, run, block, [], as_run=False)
         chosen = int(rec.layers["convert"].astype(bool).sum())
         decided = f"{chosen} of {len(rec.layers)} layer types in float8"
         notes = [f"with f8roof's decisions ({decided}): x{advice.speedup:.3f}"]
@@ -165,10 +134,10 @@ def summarize_step(
             if why_not_block:
                 notes.append(f"blocks from the per-layer fits: {why_not_block}")
         else:
-            fits = _summarize(rec, resolved, sharding, None, [], as_run=True)
+            fits = _summarize(rec, resolved, run, None, [], as_run=True)
             notes.append(f"per-layer fits alone: x{fits.speedup:.3f}")
-        notes += [f"setup: {a}" for a in sharding.assumptions]
-        return _summarize(rec, resolved, sharding, block, notes, as_run=True)
+        notes += [f"setup: {a}" for a in run.assumptions]
+        return _summarize(rec, resolved, run, block, notes, as_run=True)
     except ModelError as e:
         raise F8RoofError(str(e)) from None
 
@@ -176,7 +145,7 @@ def summarize_step(
 def _summarize(
     rec: Recommendation,
     resolved: Resolved,
-    sharding: Sharding,
+    run: RunConfig,
     block_graphs: _TimedBlock | None,
     notes: list[str],
     *,
@@ -196,16 +165,16 @@ def _summarize(
             "fp8_s_worst",
         )
     )
-    filtered, filter_note = _kept_by_filters(rec, sharding, as_run=as_run)
+    filtered, filter_note = _kept_by_filters(rec, run, as_run=as_run)
     grouped = rows["grouped"].to_numpy(dtype=bool)
     if as_run:
         convert = np.isfinite(rows[fp8_col].to_numpy(dtype=np.float64)) & ~filtered
         experts = ""
         if grouped.any():
-            moe = [f for f in rows.loc[grouped, "fqn"] if any(m in f for m in sharding.moe_fqns)]
+            moe = [f for f in rows.loc[grouped, "fqn"] if any(m in f for m in run.moe_fqns)]
             convert &= ~grouped | rows["fqn"].isin(moe).to_numpy()
             experts = (
-                f"; routed experts in float8 rowwise (moe_fqns_prototype {list(sharding.moe_fqns)})"
+                f"; routed experts in float8 rowwise (moe_fqns_prototype {list(run.moe_fqns)})"
                 if moe
                 else "; routed experts (3D parameters, no nn.Linear) stay bf16: torchtitan's "
                 "float8 converter converts them only with moe_fqns_prototype"
@@ -235,9 +204,9 @@ def _summarize(
             "communication leaves it out"
         )
     if setup.recompute is Recompute.SELECTIVE:
-        source = sac_policy(sharding.sac_policy).source
+        source = sac_policy(run.sac_policy).source
         if block_graphs is None:  # the graphs hold their own recompute
-            re_bf16, re_fp8 = _selective(rows, resolved, convert, block, sharding)
+            re_bf16, re_fp8 = _selective(rows, resolved, convert, block, run)
         notes.append(
             f"selective: torchtitan's per-op SAC ({source}); float8 casts rerun in the "
             "backward (not in the save list)"
@@ -250,7 +219,7 @@ def _summarize(
     def per_block(values):
         return float((counts * values)[block].sum()) / layers
 
-    attention, attention_again = _attention(rec, resolved, sharding, notes)
+    attention, attention_again = _attention(rec, resolved, run, notes)
 
     if block_graphs is not None:
         # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
@@ -258,14 +227,14 @@ def _summarize(
         kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
         bf16_block, fp8_block = (
             replace(b, other_compute_s=b.other_compute_s + attention)
-            for b in _graph_blocks(rec, sharding, block_graphs, per_block(kept), notes, convert)
+            for b in _graph_blocks(rec, run, block_graphs, per_block(kept), notes, convert)
         )
     else:
         forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
         gemms = (per_block(lin_bf16), per_block(lin_fp8))
-        comm_bf16, comm_fp8 = _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms)
+        comm_bf16, comm_fp8 = _tp_comm(rec, rows, convert, block, layers, run, notes, gemms)
         fsdp = _fsdp_comm(
-            rec, rows, convert, block, layers, sharding, notes, [(f, 2 * f) for f in forward]
+            rec, rows, convert, block, layers, run, notes, [(f, 2 * f) for f in forward]
         )
         comm_bf16 += fsdp[0]
         comm_fp8 += fsdp[1]
@@ -330,7 +299,7 @@ def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[fl
 
 
 def _attention(
-    rec: Recommendation, resolved: Resolved, sharding: Sharding, notes: list[str]
+    rec: Recommendation, resolved: Resolved, run: RunConfig, notes: list[str]
 ) -> tuple[float, float]:
     """One block's attention (forward + backward) on one GPU, and what full checkpointing
     reruns of it, from the output projection's heads (`timing/attention.py`); (0, 0) for an
@@ -345,7 +314,7 @@ def _attention(
         return 0.0, 0.0
     out = found[0]
     heads = out.heads // max(rec.setup.tp, 1)
-    seq_len = sharding.seq_len or assumed_seq_len(rec.tokens)
+    seq_len = run.seq_len or assumed_seq_len(rec.tokens)
     gemm = resolved.config.gemm_model
     size = 8192.0
     seconds, _ = gemm.time_s("bf16", GemmRole.OUTPUT, size, size, size)
@@ -375,10 +344,10 @@ def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     return np.zeros(len(rows))
 
 
-def _selective(rows, resolved: Resolved, convert, block, sharding: Sharding):
+def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
     """Per-op SAC: the block linears, in the catalog's forward order (q, k, v, o, gate, up,
     down: torchtitan's wq, wk, wv, wo, w1, w3, w2), through the every-second-mm rule."""
-    policy = sac_policy(sharding.sac_policy)
+    policy = sac_policy(run.sac_policy)
     order = np.flatnonzero(block)
     decisions = policy.decide_sequence([MM] * len(order))
     again = np.zeros(len(rows), dtype=bool)
@@ -422,7 +391,7 @@ def _fabric(rec, notes: list[str]) -> Interconnect | None:
         return None
 
 
-def _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms):
+def _tp_comm(rec, rows, convert, block, layers, run, notes, gemms):
     """Exposed sequence-parallel communication of one block from the per-layer rows, per
     precision (see the module docstring); async TP hides it behind `gemms` (seconds per
     precision)."""
@@ -434,7 +403,7 @@ def _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms):
     tokens = rec.tokens
     counts = rows["count"].to_numpy(dtype=np.float64)
     dense_block = block & ~rows["grouped"].to_numpy(dtype=bool)
-    place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
+    place = placement_for(group_size=tp, stride=1, gpus_per_node=run.gpus_per_node)
     row_par = dense_block & (rows["tp"] == "row").to_numpy()
     hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
     per_block = counts[row_par] / layers  # sub-blocks (attention, MLP) per block
@@ -455,30 +424,30 @@ def _tp_comm(rec, rows, convert, block, layers, sharding, notes, gemms):
     fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
     notes.append(
         f"TP {tp}: sequence-parallel all-gathers/reduce-scatters of tokens x hidden, "
-        f"{place.value}-node, " + _tp_overlap_note(sharding)
+        f"{place.value}-node, " + _tp_overlap_note(run)
     )
-    return _tp_exposed(sharding, (float(np.sum(bf16_t)), float(np.sum(fp8_t))), gemms)
+    return _tp_exposed(run, (float(np.sum(bf16_t)), float(np.sum(fp8_t))), gemms)
 
 
-def _tp_overlap_note(sharding: Sharding) -> str:
-    return "async TP: hidden behind the gemms" if sharding.async_tp else "exposed (no async TP)"
+def _tp_overlap_note(run: RunConfig) -> str:
+    return "async TP: hidden behind the gemms" if run.async_tp else "exposed (no async TP)"
 
 
-def _tp_exposed(sharding: Sharding, comm, gemms) -> tuple[float, float]:
+def _tp_exposed(run: RunConfig, comm, gemms) -> tuple[float, float]:
     """async TP splits each collective against the gemm it feeds or drains: it hides behind
     the block's gemms (forward and backward, per precision); without it TP comm is exposed."""
-    overlap = Overlap.OVERLAPPED if sharding.async_tp else Overlap.EXPOSED
+    overlap = Overlap.OVERLAPPED if run.async_tp else Overlap.EXPOSED
     bf16, fp8 = (
         float(exposed_time_s(c, overlap=overlap, compute_time_s=g)) for c, g in zip(comm, gemms)
     )
     return bf16, fp8
 
 
-def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
+def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
     """FSDP's exposed time per block, per precision: weights all-gathered, gradients
     reduce-scattered, hidden behind `compute` ((forward, backward) seconds per precision)."""
     setup = rec.setup
-    tp, fsdp = setup.tp, sharding.fsdp_degree
+    tp, fsdp = setup.tp, run.fsdp_degree
     if not (fsdp and fsdp > 1):
         if setup.fsdp:
             notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
@@ -487,7 +456,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
     if fabric is None:
         return 0.0, 0.0
     counts = rows["count"].to_numpy(dtype=np.float64)
-    place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=sharding.gpus_per_node)
+    place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=run.gpus_per_node)
     kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
     K = rows["full_K"].to_numpy(dtype=np.float64)
     N = rows["full_N"].to_numpy(dtype=np.float64)
@@ -497,7 +466,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
     block_params = float(params[block].sum()) / layers
     fp8_params = float(params[block & convert].sum()) / layers
     ag_bf16 = float(collective_time_s("all_gather", nbytes=block_params * BF16_BYTES, **kw))
-    if sharding.float8_all_gather:
+    if run.float8_all_gather:
         ag_fp8 = float(
             collective_time_s(
                 "all_gather",
@@ -507,7 +476,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
             + float8_all_gather_time_s(
                 numel=fp8_params,
                 tensors=int(np.sum((block & convert) * counts) / layers),
-                scales_precomputed=sharding.precompute_scales,
+                scales_precomputed=run.precompute_scales,
                 **kw,
             )
         )
@@ -526,7 +495,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute):
         exposed.append(total / layers)
     notes.append(
         f"FSDP {fsdp}: weights all-gathered "
-        + ("in float8 (tensorwise) " if sharding.float8_all_gather else "in bf16 ")
+        + ("in float8 (tensorwise) " if run.float8_all_gather else "in bf16 ")
         + f"and gradients reduce-scattered in fp32, {place.value}-node, overlapped with "
         "the block's compute; first gather and last reduce-scatter exposed"
     )
@@ -541,7 +510,7 @@ class _TimedBlock:
     times: tuple[CaptureTimes, CaptureTimes]
 
 
-def _graph_blocks(rec, sharding: Sharding, timed: _TimedBlock, kept_s, notes, convert):
+def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert):
     """One block per precision from its graphs (compiled, or the shipped fits at these
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
     the rows' weights hidden behind the graphs' own forward and backward. `kept_s`: what the
@@ -552,7 +521,7 @@ def _graph_blocks(rec, sharding: Sharding, timed: _TimedBlock, kept_s, notes, co
     comm = [0.0, 0.0]
     if rec.setup.tp > 1 and (fabric := _fabric(rec, notes)) is not None:
         tp = rec.setup.tp
-        place = placement_for(group_size=tp, stride=1, gpus_per_node=sharding.gpus_per_node)
+        place = placement_for(group_size=tp, stride=1, gpus_per_node=run.gpus_per_node)
         for i, capture in enumerate((graphs.bf16, graphs.float8)):
             comm[i] = sum(
                 float(
@@ -568,13 +537,13 @@ def _graph_blocks(rec, sharding: Sharding, timed: _TimedBlock, kept_s, notes, co
                 if c.compiled and c.mesh == "tp"
             )
         gemms = tuple(t.gemm_s + t.recompute_s for t in times)
-        comm = list(_tp_exposed(sharding, comm, gemms))
+        comm = list(_tp_exposed(run, comm, gemms))
         notes.append(
             f"TP {tp}: the collectives the compiled graphs hold, {place.value}-node, "
-            + _tp_overlap_note(sharding)
+            + _tp_overlap_note(run)
         )
     compute = tuple((t.fwd_s, t.bwd_s) for t in times)
-    fsdp = _fsdp_comm(rec, rows, convert, block, layers, sharding, notes, compute)
+    fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute)
     t16, t8 = times
     bf16 = BlockTimes(
         linear_gemm_s=t16.gemm_s,

@@ -218,7 +218,9 @@ def fake_world(world_size: int) -> Iterator[Any]:
 def _mesh(spec: BlockSpec) -> Any:
     from torch.distributed.device_mesh import init_device_mesh
 
-    return init_device_mesh("cpu", (spec.parallel.fsdp, spec.parallel.tp), mesh_dim_names=MESH_DIMS)
+    return init_device_mesh(
+        "cpu", (spec.parallel.fsdp_ranks, spec.parallel.tp), mesh_dim_names=MESH_DIMS
+    )
 
 
 def _tp_plan(*, float8_tp: bool, mlp: Mlp) -> dict[str, Any]:
@@ -546,7 +548,7 @@ def capture_block(
         with eager.recording():
             _run(built, recorder, eager, codegen=target is CaptureDevice.CODEGEN, gpu=gpu)
         groups = {built.tp_group: ("tp", spec.parallel.tp)}
-        groups[built.dp_group] = ("dp_shard", spec.parallel.fsdp)
+        groups[built.dp_group] = ("dp_shard", spec.parallel.fsdp_ranks)
     shape = (spec.tokens, spec.dim, spec.ffn_dim)
     capture = recorder.build(key=where, shape=shape, device=target)
     kernels, gemms, collectives = [], [], []

@@ -90,7 +90,7 @@ def context_text(config: EstimateConfig) -> str:
 
 
 def setup_parts(setup) -> list[str]:
-    """How a model trains, for a title: TP, EP, FSDP, recompute (`TrainingSetup`)."""
+    """How a model trains, for a title: TP, EP, FSDP, recompute (`RunConfig`)."""
     parts = [f"TP {setup.tp}"] if setup.tp > 1 else []
     parts += [f"EP {setup.ep}"] if setup.ep > 1 else []
     parts += ["FSDP"] if setup.fsdp else []

@@ -23,6 +23,8 @@ from enum import Enum
 from typing import Any
 
 from f8roof.errors import ModelError
+from f8roof.training.checkpointing import Recompute
+from f8roof.training.run_config import RunConfig
 
 __all__ = [
     "BlockCapture",
@@ -34,7 +36,6 @@ __all__ = [
     "Mlp",
     "MoeSpec",
     "Norm",
-    "ParallelSpec",
     "PassTotals",
     "Recompute",
 ]
@@ -48,12 +49,6 @@ class Norm(str, Enum):
 class Mlp(str, Enum):
     SWIGLU = "swiglu"  # w2(silu(w1 x) * w3 x): llama
     GELU = "gelu"  # c_proj(gelu(c_fc x)): gpt2
-
-
-class Recompute(str, Enum):
-    NONE = "none"
-    FULL = "full"  # the whole block recomputed in backward (torchtitan's full AC)
-    SELECTIVE = "selective"  # per-op (training/checkpointing.py): save some ops, recompute the rest
 
 
 def _positive(**values: int) -> None:
@@ -85,25 +80,6 @@ class MoeSpec:
 
 
 @dataclass(frozen=True)
-class ParallelSpec:
-    """How one block is sharded and checkpointed (torchtitan's options)."""
-
-    tp: int = 1
-    fsdp: int = 1
-    float8_all_gather: bool = False  # torchao's float8 all-gather (TP and FSDP2), tensorwise
-    async_tp: bool = False
-    recompute: Recompute = Recompute.NONE
-
-    def __post_init__(self) -> None:
-        _positive(tp=self.tp, fsdp=self.fsdp)
-        _member(Recompute, recompute=self.recompute)
-
-    @property
-    def world_size(self) -> int:
-        return self.tp * self.fsdp
-
-
-@dataclass(frozen=True)
 class BlockSpec:
     """One transformer block to compile for one rank (see the module docstring for tokens)."""
 
@@ -117,7 +93,7 @@ class BlockSpec:
     norm: Norm = Norm.RMSNORM
     mlp: Mlp = Mlp.SWIGLU
     moe: MoeSpec | None = None
-    parallel: ParallelSpec = field(default_factory=ParallelSpec)
+    parallel: RunConfig = field(default_factory=RunConfig)  # its TP, FSDP, SAC, float8 switches
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -151,11 +127,11 @@ class BlockSpec:
                 raise ModelError(f"--tp {tp} does not divide {what} {size}")
 
     @classmethod
-    def small(cls, *, parallel: ParallelSpec | None = None, **dims: int) -> BlockSpec:
+    def small(cls, *, parallel: RunConfig | None = None, **dims: int) -> BlockSpec:
         """A llama-shaped block small enough to compile in seconds (tests)."""
         base = {"dim": 128, "n_heads": 4, "n_kv_heads": 2, "head_dim": 32, "ffn_dim": 256}
         base |= {"tokens": 64, "seq_len": 64}
-        return cls(**(base | dims), parallel=parallel or ParallelSpec(), name="small")
+        return cls(**(base | dims), parallel=parallel or RunConfig(), name="small")
 
     @property
     def batch(self) -> int:
@@ -351,8 +327,11 @@ class BlockCapture:
                 "norm": self.spec.norm.value,
                 "mlp": self.spec.mlp.value,
                 "moe": asdict(self.spec.moe) if self.spec.moe else None,
-                "parallel": {
-                    **asdict(self.spec.parallel),
+                "parallel": {  # the run's switches a block's graphs depend on
+                    "tp": self.spec.parallel.tp,
+                    "fsdp": self.spec.parallel.fsdp_ranks,
+                    "float8_all_gather": self.spec.parallel.float8_all_gather,
+                    "async_tp": self.spec.parallel.async_tp,
                     "recompute": self.spec.parallel.recompute.value,
                 },
             },
@@ -375,7 +354,7 @@ class BlockCapture:
             block = BlockSpec(
                 **{**spec, "norm": Norm(spec["norm"]), "mlp": Mlp(spec["mlp"])},
                 moe=MoeSpec(**moe) if moe else None,
-                parallel=ParallelSpec(**parallel),
+                parallel=RunConfig.sharded(**parallel),
             )
             return cls(
                 spec=block,

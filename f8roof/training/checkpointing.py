@@ -1,6 +1,6 @@
 """Activation checkpointing as torchtitan applies it: what the backward runs again.
 
-Three policies (`RecomputePolicy`), torchtitan's `activation_checkpoint.mode`:
+Three policies (`Recompute`), torchtitan's `activation_checkpoint.mode`:
 - `none`: nothing recomputed;
 - `full`: every transformer block is wrapped whole (`checkpoint_wrapper`), so its forward runs
   again in the backward. Only the blocks: torchtitan wraps `model.layers.*` and never the
@@ -45,20 +45,35 @@ class CheckpointingError(ModelError):
     pass
 
 
-class RecomputePolicy(str, Enum):
+class Recompute(str, Enum):
+    """Activation checkpointing of the transformer blocks.
+
+    - `none`: nothing recomputed.
+    - `full`: the backward reruns every block's forward (torchtitan's `mode = "full"`): each
+      linear's forward gemm and its forward float8 overhead (casts of input and weight) run
+      twice, in both precisions.
+    - `selective`: torchtitan's op-level SAC, which saves the outputs of a list of ops and
+      recomputes the rest, of the matmuls only every second one. The per-layer rows leave it
+      out; the step summary (f8roof.engine.step_summary, training/checkpointing.py: torchtitan's save
+      lists as data) adds what it reruns: every second linear's forward gemm, in both
+      precisions, and the float8 casts.
+    Only the transformer blocks are checkpointed: lm_head (torchtitan's `output`) never is.
+    """
+
     NONE = "none"
     FULL = "full"
     SELECTIVE = "selective"
 
     @classmethod
-    def from_name(cls, name: str | RecomputePolicy) -> RecomputePolicy:
-        if isinstance(name, RecomputePolicy):
+    def from_name(cls, name: str | Recompute) -> Recompute:
+        if isinstance(name, Recompute):
             return name
         try:
             return cls(str(name).strip().lower())
         except ValueError:
-            known = ", ".join(p.value for p in cls)
-            raise CheckpointingError(f"unknown recompute policy {name!r}; known: {known}") from None
+            raise CheckpointingError(
+                f"unknown recompute {name!r}; use none, full or selective"
+            ) from None
 
 
 class Decision(str, Enum):
@@ -217,7 +232,7 @@ LLAMA_FORWARD_LINEARS = (
 
 
 def recomputed_linears(
-    policy: str | RecomputePolicy,
+    policy: str | Recompute,
     *,
     linears: Sequence[str] = LLAMA_FORWARD_LINEARS,
     float8: bool,
@@ -228,10 +243,10 @@ def recomputed_linears(
 
     `float8_gemm_op`: the op a float8 linear shows the policy (see the module docstring); bf16
     linears show aten.mm. Under `full` every block linear is recomputed; under `none`, none."""
-    policy = RecomputePolicy.from_name(policy)
-    if policy is RecomputePolicy.NONE:
+    policy = Recompute.from_name(policy)
+    if policy is Recompute.NONE:
         return ()
-    if policy is RecomputePolicy.FULL:
+    if policy is Recompute.FULL:
         return tuple(linears)
     op = float8_gemm_op if float8 else MM
     decisions = sac_policy(sac).decide_sequence([op] * len(linears))

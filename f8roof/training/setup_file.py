@@ -14,7 +14,7 @@ built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section hol
 `step_ms` (the measured bf16 step, as --step-ms).
 
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
-`SetupRequest.assumptions`; keys without a sensible default (model name and flavor, seq_len,
+`SetupFile.assumptions`; keys without a sensible default (model name and flavor, seq_len,
 the batch size) are required. Every key read is honoured or refused in one line: pipeline,
 context and expert-tensor parallelism (degrees above 1), float8 emulation and converters other
 than float8 are refused; a key that changes nothing f8roof models is accepted and ignored.
@@ -27,14 +27,14 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_text
-from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, RecomputePolicy
-from f8roof.training.parallel import TrainingSetup, check_step_ms
+from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
+from f8roof.training.run_config import RunConfig, check_step_ms
 from f8roof.training.torchtitan_names import RECIPES
 
 if sys.version_info >= (3, 11):
@@ -163,66 +163,34 @@ IGNORED_SECTIONS = frozenset(
 
 
 @dataclass(frozen=True)
-class SetupRequest:
-    """What a setup file asks: the model, the tokens each rank runs, how it is parallelized
-    and checkpointed, and its float8 settings."""
+class SetupFile:
+    """What a setup file asks: the run (`RunConfig`: the model, the tokens each rank runs, how
+    it is parallelized and checkpointed, torchao's float8 switches, the GPU and step of its
+    [f8roof] section) and its float8 recipe."""
 
-    model: str  # an f8roof built-in name
-    tokens_per_rank: int  # local_batch_size x seq_len
-    seq_len: int | None = None
-    tp: int = 1
-    fsdp: int | None = None  # FSDP degree; None: torchtitan's -1, every remaining rank
-    dp_replicate: int = 1
-    ep: int = 1  # expert parallel degree
-    recompute: RecomputePolicy = RecomputePolicy.NONE
-    recompute_every: int | None = None  # layer SAC: every n-th block checkpointed whole
-    sac_policy: str = TOML_LAYOUT_POLICY
-    async_tp: bool = False
-    float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
+    run: RunConfig
     recipe: str = "tensorwise"  # torchtitan's name (rowwise_with_gw_hp)
-    float8_all_gather: bool = False
-    precompute_scales: bool = False
-    filter_fqns: tuple[str, ...] = ()
-    moe_fqns: tuple[str, ...] = ()  # routed experts torchtitan converts (moe_fqns_prototype)
+    float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
     compile: bool = False
-    gpu: str | None = None
-    step_ms: float | None = None
+    dp_replicate: int = 1
     source: str = ""  # the file, and which layout it was read as
-    assumptions: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        if self.model not in F8ROOF_MODELS:
-            raise F8RoofError(f"setup: unknown f8roof model {self.model!r}")
-        for name in ("tokens_per_rank", "tp", "dp_replicate", "ep"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise F8RoofError(f"setup: {name} must be a positive integer (got {value!r})")
-        if self.fsdp is not None and (isinstance(self.fsdp, bool) or self.fsdp < 1):
-            raise F8RoofError(f"setup: fsdp must be a positive integer (got {self.fsdp!r})")
-        if not isinstance(self.recompute, RecomputePolicy):
-            raise F8RoofError(f"setup: recompute must be a RecomputePolicy ({self.recompute!r})")
+        if self.run.model not in F8ROOF_MODELS:
+            raise F8RoofError(f"setup: unknown f8roof model {self.run.model!r}")
+        if self.run.tokens is None:
+            raise F8RoofError("setup: the tokens per rank are not known")
+        if isinstance(self.dp_replicate, bool) or self.dp_replicate < 1:
+            raise F8RoofError(
+                f"setup: dp_replicate must be a positive integer ({self.dp_replicate!r})"
+            )
         if self.recipe not in RECIPES:
             raise F8RoofError(f"setup: unknown recipe {self.recipe!r}; known: {', '.join(RECIPES)}")
-
-    @property
-    def fsdp_enabled(self) -> bool:
-        return self.fsdp is None or self.fsdp > 1
-
-    @property
-    def auto_filter(self) -> bool:
-        return AUTO_FILTER in self.filter_fqns
 
     @property
     def f8roof_recipe(self) -> str:
         """The recipe's name in f8roof (torchtitan's rowwise_with_gw_hp is rowwise_gw_hp)."""
         return F8ROOF_RECIPES.get(self.recipe, self.recipe)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["recompute"] = self.recompute.value
-        d["filter_fqns"] = list(self.filter_fqns)
-        d["assumptions"] = list(self.assumptions)
-        return d
 
 
 def _fail(message: str) -> F8RoofError:
@@ -315,8 +283,8 @@ def _model_name(model: _Section) -> tuple[str, bool]:
     return TORCHTITAN_MODELS[key], True
 
 
-def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
-    """A setup TOML (torchtitan's job config or f8roof's short form) -> SetupRequest."""
+def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
+    """A setup TOML (torchtitan's job config or f8roof's short form) -> SetupFile."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -386,14 +354,14 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
         mode_name = "selective"
         assumptions.append("activation_checkpoint.mode not set: torchtitan's default 'selective'")
     try:
-        recompute = RecomputePolicy.from_name(mode_name)
+        recompute = Recompute.from_name(mode_name)
     except ValueError:
         raise _fail(
             f"'mode' in [activation_checkpoint] of {path} must be none, full or selective "
             f"(got {mode_name!r})"
         ) from None
     recompute_every = None
-    if recompute is RecomputePolicy.SELECTIVE:
+    if recompute is Recompute.SELECTIVE:
         option = ac.values.get("selective_ac_option")
         if option is None:
             option = "2"
@@ -480,49 +448,52 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupRequest:
         except F8RoofError as e:
             raise _fail(f"'step_ms' in [f8roof] of {path}: {e.message}") from None
 
-    return SetupRequest(
-        model=model,
-        tokens_per_rank=batch * seq_len,
-        seq_len=seq_len,
-        tp=tp,
-        fsdp=fsdp,
-        dp_replicate=replicate,
-        ep=ep,
-        recompute=recompute,
-        recompute_every=recompute_every,
-        async_tp=async_tp,
-        float8=float8,
+    try:
+        run = RunConfig.from_options(
+            tp=tp,
+            ep=ep,
+            fsdp=-1 if fsdp is None else fsdp,
+            recompute="full" if recompute_every is not None else recompute.value,
+            recompute_every=recompute_every or 1,
+            step_ms=None if step_ms is None else float(step_ms),
+        )
+        run = replace(
+            run,
+            model=model,
+            tokens=batch * seq_len,
+            seq_len=seq_len,
+            gpu=gpu,
+            async_tp=async_tp,
+            float8_all_gather=float8_all_gather,
+            precompute_scales=precompute_scales,
+            sac_policy=TOML_LAYOUT_POLICY,
+            filter_fqns=filter_fqns,
+            moe_fqns=f8.names("moe_fqns_prototype"),
+            assumptions=tuple(assumptions),
+        )
+    except F8RoofError as e:
+        raise _fail(e.message) from None
+    return SetupFile(
+        run=run,
         recipe=recipe,
-        float8_all_gather=float8_all_gather,
-        precompute_scales=precompute_scales,
-        filter_fqns=filter_fqns,
-        moe_fqns=f8.names("moe_fqns_prototype"),
+        float8=float8,
         compile=compile_,
-        gpu=gpu,
-        step_ms=None if step_ms is None else float(step_ms),
+        dp_replicate=replicate,
         source=f"{path} ({'torchtitan job config' if torchtitan_names else 'f8roof setup'})",
-        assumptions=tuple(assumptions),
     )
 
 
-def read_setup(path: str | Path) -> SetupRequest:
+def read_setup(path: str | Path) -> SetupFile:
     p = Path(path)
     return parse_setup(read_text(p, what="setup", error=F8RoofError), path=str(p))
 
 
-def training_setup(request: SetupRequest, *, step_ms: float | None = None) -> TrainingSetup:
-    """The estimate's TrainingSetup for a setup; `step_ms` (the command line's) wins over the
-    file's [f8roof] step_ms. Layer SAC (selective_ac_option = n) is full recompute of every
-    n-th block, as torchtitan wraps them."""
-    layer_sac = request.recompute_every is not None
-    return TrainingSetup.from_options(
-        tp=request.tp,
-        ep=request.ep,
-        fsdp=request.fsdp if request.fsdp is not None else True,
-        recompute="full" if layer_sac else request.recompute.value,
-        recompute_every=request.recompute_every or 1,
-        step_ms=step_ms if step_ms is not None else request.step_ms,
-    )
+def training_setup(setup: SetupFile, *, step_ms: float | None = None) -> RunConfig:
+    """The estimate's RunConfig for a setup file; `step_ms` (the command line's) wins over the
+    file's [f8roof] step_ms."""
+    if step_ms is None:
+        return setup.run
+    return replace(setup.run, step_s=check_step_ms(step_ms) / 1e3)
 
 
 # The command line's options for what a setup file's keys say, in the models' messages

@@ -1,0 +1,280 @@
+"""How a model runs: one frozen `RunConfig` (model, tokens, sequence layout, TP/EP/FSDP,
+checkpointing, torchao's and torchtitan's float8 switches, the GPU, the measured bf16 step)
+and the one `Recompute` enum, shared by the per-layer rows, the step summary, the sharded
+block and setup files."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from f8roof.training.catalog import ArchitectureError
+from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
+
+AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
+
+
+class ParallelismError(ArchitectureError):
+    """A parallel degree that does not fit the model (does not divide a dim, too many experts
+    per device). One line, exit code 2."""
+
+
+# The most ranks one parallel degree may have: more GPUs than any training run has used (the
+# largest published ones are tens of thousands). A degree beyond is a typo, not a setup.
+MAX_DEGREE = 2**18
+# The longest measured step --step-ms takes: a day, in ms. Longer is no step.
+MAX_STEP_MS = 86_400_000.0
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParallelismError(f"{name} must be a positive integer (got {value!r})")
+    if value > MAX_DEGREE:
+        raise ParallelismError(
+            f"{name} {value} exceeds {MAX_DEGREE} ranks, more GPUs than any training run has used"
+        )
+    return value
+
+
+def check_step_ms(step_ms) -> float:
+    """A measured bf16 step in milliseconds: positive, finite, at most a day."""
+    if (
+        isinstance(step_ms, bool)
+        or not isinstance(step_ms, (int, float))
+        or not math.isfinite(step_ms)
+        or not 0 < step_ms <= MAX_STEP_MS
+    ):
+        raise ParallelismError(
+            f"--step-ms must be a positive number of milliseconds up to {MAX_STEP_MS:.0f} (a day) "
+            f"(got {step_ms!r})"
+        )
+    return float(step_ms)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """How a model runs: what, on how many tokens, parallelized, checkpointed and converted
+    how, on which GPU, and the measured bf16 step when known. One frozen value, built from the
+    command line's options (`from_options`), a setup file (`training.setup_file`) or Python.
+    The per-layer rows read its degrees and checkpointing; the step summary and the sharded
+    block the rest (FSDP's degree, torchao's float8 switches, torchtitan's filters)."""
+
+    tp: int = 1
+    ep: int = 1
+    fsdp: bool = False
+    recompute: Recompute = Recompute.NONE
+    step_s: float | None = None  # measured bf16 step time, for the end-to-end speedup
+    # when known (--fsdp N): the step summary models its comm; 1 (FSDP off) when given as 1
+    fsdp_degree: int | None = None
+    # full recompute of every n-th block only (torchtitan's layer SAC, selective_ac_option n)
+    recompute_every: int = 1
+    model: str | None = None  # a built-in architecture or a config.json (None: shapes only)
+    tokens: int | None = None  # per data-parallel rank per step (M of the dense linears)
+    seq_len: int | None = None  # None: unknown (one sequence up to 8192 tokens is assumed)
+    gpu: str | None = None  # the GPU preset asked for, when one is
+    async_tp: bool = False  # torch's micro-pipeline TP (torchtitan's enable_async_tensor_parallel)
+    float8_all_gather: bool = False  # torchao's float8 all-gather of FSDP2 weights (tensorwise)
+    precompute_scales: bool = False  # torchao's precompute_float8_dynamic_scale_for_fsdp
+    sac_policy: str = TOML_LAYOUT_POLICY  # whose per-op SAC list (training/checkpointing.py)
+    # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
+    # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
+    filter_fqns: tuple[str, ...] | None = None
+    moe_fqns: tuple[str, ...] = ()  # torchtitan's moe_fqns_prototype: routed experts in float8
+    gpus_per_node: int = 8
+    assumptions: tuple[str, ...] = ()  # what a setup file left to torchtitan's defaults
+
+    def __post_init__(self) -> None:
+        _positive_int("--tp", self.tp)
+        _positive_int("--ep", self.ep)
+        if not isinstance(self.fsdp, bool):
+            raise ParallelismError(f"fsdp must be True or False (got {self.fsdp!r})")
+        if self.fsdp_degree is not None:
+            _positive_int("--fsdp", self.fsdp_degree)
+            if self.fsdp != (self.fsdp_degree > 1):
+                raise ParallelismError(
+                    f"an FSDP degree ({self.fsdp_degree}) needs FSDP on and at least 2 ranks "
+                    "(1: FSDP off)"
+                )
+            if self.tp * self.fsdp_degree > MAX_DEGREE:
+                raise ParallelismError(
+                    f"--tp {self.tp} x --fsdp {self.fsdp_degree} ranks exceed {MAX_DEGREE}, more "
+                    "GPUs than any training run has used"
+                )
+        if not isinstance(self.recompute, Recompute):
+            raise ParallelismError(f"recompute must be a Recompute (got {self.recompute!r})")
+        _positive_int("recompute_every", self.recompute_every)
+        if self.recompute_every > 1 and self.recompute is not Recompute.FULL:
+            raise ParallelismError("checkpointing every n-th block is full recompute of those")
+        if self.step_s is not None:
+            check_step_ms(self.step_s * 1e3)
+        if self.tokens is not None and (
+            isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 1
+        ):
+            raise ParallelismError(f"tokens must be a positive integer (got {self.tokens!r})")
+        if self.seq_len is not None and (
+            isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1
+        ):
+            raise ParallelismError(f"seq_len must be a positive integer (got {self.seq_len!r})")
+
+    @classmethod
+    def from_options(
+        cls,
+        *,
+        tp: int = 1,
+        ep: int = 1,
+        fsdp: bool | int | None = False,
+        recompute: str | Recompute = "none",
+        step_ms: float | None = None,
+        recompute_every: int = 1,
+    ) -> RunConfig:
+        """From user-facing values (the CLI's and module_filter's): recompute by name, the
+        step in milliseconds, FSDP as a flag or a degree (`--fsdp` alone: -1, on with its
+        degree unknown, as torchtitan's data_parallel_shard_degree = -1; `--fsdp 1`: off, as
+        torchtitan's 1, and said so; 0 is no degree)."""
+        degree = None
+        if fsdp is None:
+            fsdp = False
+        elif not isinstance(fsdp, bool):
+            if not isinstance(fsdp, int) or fsdp == 0 or fsdp < -1:
+                raise ParallelismError(
+                    f"--fsdp takes a degree >= 1, or nothing for FSDP of unknown degree "
+                    f"(got {fsdp!r})"
+                )
+            degree = None if fsdp == -1 else fsdp
+            fsdp = fsdp != 1
+        if step_ms is not None:
+            check_step_ms(step_ms)
+        return cls(
+            tp=tp,
+            ep=ep,
+            fsdp=fsdp,
+            recompute=Recompute.from_name(recompute),
+            step_s=None if step_ms is None else step_ms / 1e3,
+            fsdp_degree=degree,
+            recompute_every=recompute_every,
+        )
+
+    @classmethod
+    def sharded(
+        cls,
+        *,
+        tp: int = 1,
+        fsdp: int = 1,
+        float8_all_gather: bool = False,
+        async_tp: bool = False,
+        recompute: Recompute | str = Recompute.NONE,
+    ) -> RunConfig:
+        """One rank of a sharded block's run (training/block.py): FSDP by its ranks (1: off)."""
+        if not isinstance(recompute, Recompute):
+            known = ", ".join(r.value for r in Recompute)
+            raise ParallelismError(f"recompute must be one of {known} (got {recompute!r})")
+        _positive_int("fsdp", fsdp)
+        return cls(
+            tp=tp,
+            fsdp=fsdp > 1,
+            fsdp_degree=fsdp if fsdp > 1 else None,
+            float8_all_gather=float8_all_gather,
+            async_tp=async_tp,
+            recompute=recompute,
+        )
+
+    @property
+    def world_size(self) -> int:
+        """The ranks of a sharded block's mesh: TP x FSDP."""
+        return self.tp * self.fsdp_ranks
+
+    @property
+    def fsdp_ranks(self) -> int:
+        """The ranks a weight is sharded over: the FSDP degree, 1 when off or unknown."""
+        return self.fsdp_degree if self.fsdp and self.fsdp_degree else 1
+
+    @property
+    def auto_filter(self) -> bool:
+        return AUTO_FILTER in (self.filter_fqns or ())
+
+    @property
+    def is_default(self) -> bool:
+        return self == RunConfig()
+
+    def replace_step(self, step_s: float | None) -> RunConfig:
+        return replace(self, step_s=step_s)
+
+    @property
+    def is_parallel(self) -> bool:
+        return self.tp > 1 or self.ep > 1 or self.fsdp
+
+    def describe(self) -> str:
+        """'TP 2 (column-parallel shard N, row-parallel shard K), EP 8, FSDP, recompute full'."""
+        parts = []
+        if self.tp > 1:
+            parts.append(f"TP {self.tp} (column-parallel linears shard N, row-parallel shard K)")
+        if self.ep > 1:
+            parts.append(f"EP {self.ep}")
+        if self.fsdp:
+            parts.append(f"FSDP {self.fsdp_degree}" if self.fsdp_degree else "FSDP")
+        elif self.fsdp_degree == 1:
+            parts.append("FSDP 1 (off)")
+        if self.recompute_every > 1:
+            parts.append(f"recompute full every {_nth(self.recompute_every)} block (layer SAC)")
+        elif self.recompute is not Recompute.NONE:
+            parts.append(f"recompute {self.recompute.value}")
+        return ", ".join(parts) or "one GPU, no parallelism"
+
+    def recompute_share(self, blocks: int) -> float:
+        """The share of `blocks` transformer blocks full recompute reruns: all of them, or
+        with layer SAC every n-th (torchtitan counts blocks from 1 and checkpoints those whose
+        count divides by n: blocks // n of them); 0 without full recompute."""
+        if self.recompute is not Recompute.FULL:
+            return 0.0
+        return (blocks // self.recompute_every) / blocks if blocks else 1.0
+
+    def notes(self) -> list[str]:
+        """What the setup changes and what it does not model, one line each."""
+        lines = []
+        if self.tp > 1:
+            lines.append(
+                f"TP {self.tp}: each GPU runs its shard (column-parallel: N / {self.tp}, "
+                f"row-parallel: K / {self.tp}, replicated: whole) at M = all the tokens "
+                f"(sequence parallel all-gathers them); TP communication is not in these times "
+                f"(the step summary models it)"
+            )
+        if self.fsdp:
+            lines.append(
+                "FSDP: weights are all-gathered before use, so gemm shapes are the ones above; "
+                "all-gather and reduce-scatter time are not in these times (the step summary "
+                "models them when the FSDP degree is known: --fsdp N or --setup)"
+            )
+        if self.fsdp_degree == 1:
+            lines.append(
+                "FSDP 1: one rank holds every weight, so FSDP is off (torchtitan's "
+                "data_parallel_shard_degree = 1); nothing is all-gathered or reduce-scattered"
+            )
+        if self.recompute is Recompute.FULL and self.recompute_every > 1:
+            lines.append(
+                f"recompute full on every {_nth(self.recompute_every)} block (torchtitan's layer "
+                f"SAC, selective_ac_option = '{self.recompute_every}'): those blocks' linears "
+                "run their forward gemm and forward float8 overhead again in the backward, in "
+                "both precisions (included above as the mean over all blocks); lm_head is not "
+                "checkpointed"
+            )
+        elif self.recompute is Recompute.FULL:
+            lines.append(
+                "recompute full: every block's linears run their forward gemm and forward "
+                "float8 overhead again in the backward, in both precisions (included above); "
+                "lm_head, outside the blocks, is not checkpointed"
+            )
+        elif self.recompute is Recompute.SELECTIVE:
+            lines.append(
+                "recompute selective: torchtitan's per-op SAC is not in these times; the step "
+                "summary adds what it reruns (every second linear's forward gemm, float8 casts)"
+            )
+        return lines
+
+
+ONE_GPU = RunConfig()  # the default: no parallelism, no recompute, no measured step
+
+
+def _nth(n: int) -> str:
+    """2 -> '2nd', 3 -> '3rd', 11 -> '11th'."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
