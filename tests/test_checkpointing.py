@@ -25,9 +25,7 @@ from f8roof.training.checkpointing import (
 def test_policy_names():
     assert Recompute.from_name("Selective") is Recompute.SELECTIVE
     assert Recompute.from_name(Recompute.FULL) is Recompute.FULL
-    with pytest.raises(
-        ModelError, match="unknown recompute policy 'op'; known: none, full, selective"
-    ):
+    with pytest.raises(ModelError, match="unknown recompute 'op'; use none, full or selective"):
         Recompute.from_name("op")
 
 

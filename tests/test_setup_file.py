@@ -1,4 +1,5 @@
-"""--setup FILE: torchtitan's TOML job configs and f8roof's short form -> SetupRequest."""
+"""--setup FILE: torchtitan's TOML job configs and f8roof's short form -> a SetupFile (its
+RunConfig and recipe)."""
 
 from pathlib import Path
 
@@ -6,9 +7,10 @@ import pytest
 
 from f8roof.errors import F8RoofError
 from f8roof.training.checkpointing import Recompute
+from f8roof.training.run_config import RunConfig
 from f8roof.training.setup_file import (
     TORCHTITAN_MODELS,
-    SetupRequest,
+    SetupFile,
     parse_setup,
     read_setup,
     training_setup,
@@ -35,38 +37,35 @@ seq_len = 4096
 
 def test_fixture_is_torchtitan_1207s_run():
     got = read_setup(FIXTURE)
-    assert got == SetupRequest(
-        model="llama3-8b",
-        tokens_per_rank=8192,
-        seq_len=8192,
-        tp=2,
-        fsdp=2,
-        dp_replicate=1,
-        recompute=Recompute.SELECTIVE,
-        recompute_every=None,
-        sac_policy="torchtitan-2025-05",
-        async_tp=False,
-        float8=True,
+    assert got == SetupFile(
+        run=RunConfig(
+            model="llama3-8b",
+            tokens=8192,
+            seq_len=8192,
+            tp=2,
+            fsdp=True,
+            fsdp_degree=2,
+            recompute=Recompute.SELECTIVE,
+            sac_policy="torchtitan-2025-05",
+            filter_fqns=("output",),
+        ),
         recipe="rowwise",
-        float8_all_gather=False,
-        precompute_scales=False,
-        filter_fqns=("output",),
+        float8=True,
         compile=True,
+        dp_replicate=1,
         source=f"{FIXTURE} (torchtitan job config)",
-        assumptions=(),
     )
-    assert got.fsdp_enabled and not got.auto_filter
-    d = got.to_dict()
-    assert d["recompute"] == "selective" and d["filter_fqns"] == ["output"]
+    assert got.run.fsdp and not got.run.auto_filter
 
 
 def test_missing_keys_take_torchtitans_defaults_and_say_so():
     got = parse_setup(MINIMAL)
-    assert got.tokens_per_rank == 8192
-    assert got.tp == 1 and got.fsdp is None and got.fsdp_enabled
-    assert got.recompute is Recompute.SELECTIVE and got.recompute_every == 2
+    run = got.run
+    assert run.tokens == 8192
+    assert run.tp == 1 and run.fsdp and run.fsdp_degree is None
+    assert run.recompute is Recompute.FULL and run.recompute_every == 2  # layer SAC
     assert got.recipe == "tensorwise"
-    text = " ".join(got.assumptions)
+    text = " ".join(run.assumptions)
     for key in (
         "data_parallel_shard_degree",
         "activation_checkpoint.mode",
@@ -101,11 +100,12 @@ step_ms = 762
 """,
         path="short.toml",
     )
-    assert got.model == "llama3-70b" and got.tp == 8 and got.fsdp == 8 and got.async_tp
-    assert got.recompute is Recompute.FULL and got.recompute_every is None
-    assert got.float8_all_gather and got.precompute_scales and got.recipe == "tensorwise"
-    assert got.filter_fqns == ("output", "auto_filter_small_kn") and got.auto_filter
-    assert got.gpu == "h100" and got.step_ms == pytest.approx(762.0)
+    run = got.run
+    assert run.model == "llama3-70b" and run.tp == 8 and run.fsdp_degree == 8 and run.async_tp
+    assert run.recompute is Recompute.FULL and run.recompute_every == 1
+    assert run.float8_all_gather and run.precompute_scales and got.recipe == "tensorwise"
+    assert run.filter_fqns == ("output", "auto_filter_small_kn") and run.auto_filter
+    assert run.gpu == "h100" and run.step_s == pytest.approx(0.762)
     assert "f8roof setup" in got.source
 
 
@@ -115,13 +115,13 @@ def test_float8_all_gather_needs_fsdp():
         + "[parallelism]\ndata_parallel_shard_degree = 1\n"
         + "[float8]\nenable_fsdp_float8_all_gather = true\n"
     )
-    assert not got.float8_all_gather and not got.fsdp_enabled
+    assert not got.run.float8_all_gather and not got.run.fsdp
 
 
 def test_converter_off_is_noted():
     got = parse_setup(MINIMAL.replace('converters = ["float8"]', ""))
     assert not got.float8
-    assert any("converter is off" in a for a in got.assumptions)
+    assert any("converter is off" in a for a in got.run.assumptions)
 
 
 @pytest.mark.parametrize(
@@ -208,7 +208,7 @@ def test_filter_fqns_and_converter_lines():
     toml = "\n".join(line for line in tw if not line.startswith(("#", "--")))
     toml = toml.replace("[model]", "[model]\nname = 'llama3-8b'")
     back = parse_setup(toml + "\n[training]\nlocal_batch_size = 1\nseq_len = 8\n")
-    assert back.float8_all_gather and back.filter_fqns == ("output",)
+    assert back.run.float8_all_gather and back.run.filter_fqns == ("output",)
     with pytest.raises(F8RoofError, match="unknown recipe 'mx'"):
         converter_lines(recipe="mx", filter_fqns=[])
 

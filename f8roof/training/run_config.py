@@ -8,13 +8,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from f8roof.errors import ModelError
 from f8roof.training.catalog import ArchitectureError
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
 
 AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
 
 
-class ParallelismError(ArchitectureError):
+class ParallelismError(ArchitectureError, ModelError):
     """A parallel degree that does not fit the model (does not divide a dim, too many experts
     per device). One line, exit code 2."""
 

@@ -471,8 +471,8 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             moe_fqns=f8.names("moe_fqns_prototype"),
             assumptions=tuple(assumptions),
         )
-    except F8RoofError as e:
-        raise _fail(e.message) from None
+    except F8RoofError as e:  # the degrees and step came from the file: in its words
+        raise F8RoofError(in_setup_terms(e.message, path)) from None
     return SetupFile(
         run=run,
         recipe=recipe,
