@@ -31,6 +31,7 @@ from f8roof.engine.estimate import estimate
 from f8roof.engine.resolve import Request, resolve
 from f8roof.inputs.shapes import read_shapes_file
 from f8roof.renderers.frames import write_csv, write_parquet
+from f8roof.renderers.notes import provenance_line
 
 TARGET_SHAPES_PER_S = 500_000
 
@@ -108,7 +109,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> None:
     csv_out, parquet_out = tmp / "out.csv", tmp / "out.parquet"
 
     resolved = resolve(Request(gpu=args.gpu, calibration=args.calibration))
-    config, source = resolved.config, resolved.source
+    config, source = resolved.config, provenance_line(resolved.provenance)
     print(f"{n:,} shapes, gpu {args.gpu}, using {source}; {os.cpu_count()} CPUs, {repeats} rounds")
     array = read_shapes_file(big)
     frame = estimate(array, config)

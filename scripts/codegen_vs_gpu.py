@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{generated.overhead_bytes} vs {compiled.overhead_bytes}: "
                 + ("same kernels" if not lines else f"{len(lines)} differences")
             )
-            for line in lines:
-                print("   ", line)
+            for device, kernel in lines:
+                print(f"    only in {device}:", *kernel)
     print(
         f"{same + differing} recipe/shape pair(s) compared: {same} same, {differing} differ; "
         f"{len(failures)} capture(s) failed" + (":" if failures else "")

@@ -146,18 +146,21 @@ def main() -> None:
     errors: dict[str, list[tuple[float, float]]] = {}
     for run in runs():
         summary = predict(run, overhead=args.overhead)
-        notes = summary["assumptions"]
-        fits = next((n.split("x")[-1] for n in notes if n.startswith("per-layer fits alone")), "")
-        source = next((n for n in notes if n.startswith("blocks from")), "per-layer fits")
-        source = source.removeprefix("blocks from ")
-        if source.startswith(("the shipped", "one block compiled")):
-            source = "shipped sharded block" if "shipped" in source else "compiled block"
+        fits = summary["fits_only"]["speedup"] if "fits_only" in summary else None
+        origin = next((n["values"] for n in summary["notes"] if n["topic"] == "blocks_from"), None)
+        source = (
+            "per-layer fits"
+            if origin is None
+            else "compiled block"
+            if origin["compiled"]
+            else "shipped sharded block"
+        )
         error = summary["speedup"] / run.measured - 1
         key = f"{run.recipe}, TP {run.tp}"
         errors.setdefault(key, []).append((abs(error), abs(1 / run.measured - 1)))
         print(
             f"| {run.name} | {run.tokens} | {summary['speedup']:.3f}x | {run.measured:.3f}x | "
-            f"{error:+.1%} | {fits + 'x' if fits else '-'} | {source} |",
+            f"{error:+.1%} | {'-' if fits is None else f'{fits:.3f}x'} | {source} |",
             flush=True,
         )
     print()

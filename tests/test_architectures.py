@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch import nn
 
+from f8roof.renderers.notes import sentence
 from f8roof.training.catalog import (
     BUILTIN_CONFIGS,
     BUILTIN_NAMES,
@@ -20,6 +21,11 @@ from f8roof.training.catalog import (
 )
 
 REPLICATED = TPStyle.REPLICATED
+
+
+def said(arch) -> str:
+    """What an architecture leaves out or defaults, in words."""
+    return "; ".join(sentence(n) for n in arch.notes)
 
 
 def by_name(arch):
@@ -83,7 +89,7 @@ def test_deepseek_v3_dense_linears():
     assert named["model.layers.*.mlp.down_proj"].count == 3  # first_k_dense_replace
     assert named["model.layers.*.mlp.shared_experts.up_proj"].count == 58
     assert named["lm_head"].N == 129280
-    assert "routers" in arch.note
+    assert "routers" in said(arch)
     # routed experts: 256 per layer, 8 per token, in the 58 MoE layers, width 2048
     experts = named["model.layers.*.mlp.experts.*.gate_proj"]
     assert (experts.K, experts.N, experts.count) == (7168, 2048, 58)
@@ -195,7 +201,7 @@ def test_moe_builtins(name, experts, top_k, width, moe_layers, params):
     # the up/gate projections' N is the expert width (Llama 4's fused gate_up: twice it)
     assert {linear.N for linear in routed if linear.tp is TPStyle.COLUMN} <= {width, 2 * width}
     assert {linear.K for linear in routed if linear.tp is TPStyle.ROW} == {width}
-    assert arch.is_moe and "routers" in arch.note
+    assert arch.is_moe and "routers" in said(arch)
     assert arch.parameter_count == pytest.approx(params, rel=3e-3)
 
 
@@ -302,14 +308,14 @@ def test_module_walk_groups_linears_by_layer_type():
     )
     assert arch.name == "Tiny"
     # none of these names is in the TP plan: replicated, and said so
-    assert "blocks.*.qkv, blocks.*.proj, head" in arch.note
+    assert "blocks.*.qkv, blocks.*.proj, head" in said(arch)
 
 
 def test_module_walk_tp_styles():
     plan = {"qkv": "column", "blocks.*.proj": "row"}
     arch = from_module(Tiny(), tp_plan=plan)
     assert [linear.tp for linear in arch.linears] == [TPStyle.COLUMN, TPStyle.ROW, REPLICATED]
-    assert arch.note.endswith(": head")
+    assert said(arch).endswith(": head")
     assert tp_style("model.layers.*.self_attn.o_proj") is TPStyle.ROW
     assert tp_style("layers.*.attention.wk") is TPStyle.COLUMN  # torchtitan's names
     assert tp_style("output") is TPStyle.COLUMN and tp_style("blocks.*.mystery") is None

@@ -162,7 +162,7 @@ def test_a_cpu_calibration_is_labelled_cpu_and_implausible_results_warn(tmp_path
         main, ["estimate", "--calibration", str(path), "--shape", "64,64,64", "--impl", "reference"]
     )
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("gpu x86_64")
-    assert "x86_64 (cpu)" in result.output
+    assert result.output.startswith("x86_64 reference tensorwise")
+    assert "measured on x86_64 (cpu)" in result.output.splitlines()[0]
     refused = run("estimate", "--calibration", str(path), "--gpu", "h100", "--shape", "64,64,64")
     one_line_error(refused, "which is no GPU preset: drop --gpu")

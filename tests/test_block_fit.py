@@ -292,7 +292,7 @@ def test_estimate_picks_the_layout_of_the_tokens():
     args = ["estimate", "--model", "llama3-8b", "--tp", "8", "--recipe", "tensorwise"]
     for tokens, layout in (("8192", "one sequence per rank at 1 x 8192"),
                            ("16384", "several sequences per rank at 2 x 8192")):  # fmt: skip
-        result = CliRunner().invoke(main, [*args, "--tokens", tokens])
+        result = CliRunner().invoke(main, [*args, "--tokens", tokens, "--show-all"])
         assert result.exit_code == 0, result.output
         assert (
             f"shipped sharded block for llama3-8b TP 8, recompute none, tensorwise, {layout}"

@@ -1,7 +1,6 @@
 """`f8roof estimate --setup FILE` and the step summary in --out files, through click."""
 
 import json
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -9,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from f8roof.cli import main
+from f8roof.renderers.notes import run_text
 
 FIXTURE = str(Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml")
 
@@ -21,8 +21,13 @@ def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
     out = tmp_path / "e2e.json"
     result = run("estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(out))
     assert result.exit_code == 0, result.output
+    assert "  bf16 762 ms -> float8 " in result.output  # the short view's step
+    assert "torchtitan filter_fqns: ['output'," in result.output
+    result = run(
+        "estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(out), "--show-all"
+    )
     text = result.output
-    assert "step (measured bf16 step): bf16 762.0 ms" in text
+    assert "step as torchtitan converts it (measured bf16 step): bf16 762 ms" in text
     assert "torchtitan filter_fqns: ['output'," in text
     assert "--model.converters float8 --float8.recipe_name rowwise" in text
     assert "TP 2: the collectives the compiled graphs hold" in text and "FSDP 2:" in text
@@ -74,8 +79,10 @@ def test_1207_as_options_and_as_setup_give_one_answer_from_the_sharded_block(tmp
     for summary in (sa, sb):
         notes = "\n".join(summary["assumptions"])
         assert "blocks from the shipped sharded block" in notes
-        fits = float(re.search(r"per-layer fits alone: x([\d.]+)", notes)[1])
+        assert [n["topic"] for n in summary["notes"]].count("blocks_from") == 1
+        fits = summary["fits_only"]["speedup"]
         assert fits != pytest.approx(summary["speedup"], abs=1e-4)  # the graphs decided
+        assert summary["chosen"]["bf16_s"] == pytest.approx(summary["bf16_s"])
     # float8's amax all-reduces and recomputed casts: more comm and recompute than bf16
     assert sa["comm_fp8_s"] > sa["comm_bf16_s"] and sa["recompute_fp8_s"] > sa["recompute_bf16_s"]
 
@@ -127,7 +134,7 @@ def test_bad_setup_file_is_one_line(tmp_path):
 
 
 def test_fsdp_takes_an_optional_degree():
-    alone = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp")
+    alone = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "--show-all")
     assert alone.exit_code == 0, alone.output
     assert "FSDP degree unknown" in alone.output
     bad = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "two")
@@ -139,7 +146,7 @@ def test_fsdp_takes_an_optional_degree():
     with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
         RunConfig.from_options(fsdp=0)
     off = RunConfig.from_options(fsdp=1)  # off, as torchtitan's 1, and said so
-    assert not off.fsdp and off.fsdp_degree == 1 and off.describe() == "FSDP 1 (off)"
+    assert not off.fsdp and off.fsdp_degree == 1 and run_text(off) == "FSDP 1 (off)"
     assert RunConfig.from_options(fsdp=-1) == RunConfig(fsdp=True)
     assert RunConfig.from_options(fsdp=4).fsdp_degree == 4
 

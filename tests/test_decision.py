@@ -1,14 +1,16 @@
-"""Decisions under each policy: convert at the policy's end, keep when the high end loses."""
+"""Decisions under each policy: the expected policy converts or keeps and marks a straddling
+band; the conservative and optimistic ones convert at their end and keep when the high end
+loses, leaving the rest uncertain."""
 
 import numpy as np
 import pytest
 
 from f8roof.engine.decision import (
-    Decision,
+    DEFAULT_POLICY,
     DecisionPolicy,
-    decide,
     decide_codes,
     settle_command,
+    straddles,
 )
 from f8roof.errors import ModelError
 
@@ -21,7 +23,7 @@ BANDS = [(1.2, 1.4, 1.6), (0.8, 1.1, 1.3), (0.5, 0.7, 0.9), (0.9, 0.97, 1.2)]
     ("policy", "expected"),
     [
         (P.CONSERVATIVE, ["convert", "uncertain", "keep", "uncertain"]),
-        (P.EXPECTED, ["convert", "convert", "keep", "uncertain"]),
+        (P.EXPECTED, ["convert", "convert", "keep", "keep"]),
         (P.OPTIMISTIC, ["convert", "convert", "keep", "convert"]),
     ],
 )
@@ -32,22 +34,28 @@ def test_each_policy(policy, expected):
     assert names == expected
 
 
-def test_margin_moves_convert_to_uncertain():
-    verdict = decide(low=1.03, expected=1.2, high=1.4, margin=0.05, settle="cmd")
-    assert verdict.decision is Decision.UNCERTAIN  # conservative by default
-    verdict = decide(low=1.03, expected=1.2, high=1.4, margin=0.0, settle="cmd")
-    assert verdict.decision is Decision.CONVERT
+def test_the_default_decides_by_the_estimate_and_marks_a_straddling_band():
+    assert DEFAULT_POLICY is P.EXPECTED
+    low, _mid, high = (np.array(x) for x in zip(*BANDS))
+    assert straddles(low=low, high=high).tolist() == [False, True, False, True]
+    # the threshold moves with the margin: 1.2-1.6 straddles 1.3
+    assert straddles(low=low, high=high, margin=0.3).tolist() == [True, True, False, False]
 
 
-def test_uncertain_names_the_command_that_settles_it():
+def test_a_margin_moves_the_threshold():
+    one = {"low": 1.03, "expected": 1.2, "high": 1.4}
+    assert decide_codes(**one, margin=0.05, policy=P.CONSERVATIVE) == 2
+    assert decide_codes(**one, margin=0.0, policy=P.CONSERVATIVE) == 1
+    assert decide_codes(**one, margin=0.25, policy=P.EXPECTED) == 0
+
+
+def test_the_settle_command_measures_those_shapes():
     command = settle_command(
         recipes=["rowwise"], shapes=[(2048, 2048, 2048)], contexts=["layernorm+sigmoid"]
     )
-    verdict = decide(low=0.8, expected=0.95, high=1.2, margin=0.05, settle=command)
-    assert verdict.decision is Decision.UNCERTAIN
-    assert "f8roof calibrate --device cuda --recipes rowwise" in verdict.reason
-    assert "--contexts layernorm+sigmoid" in verdict.reason
-    assert "--shape 2048,2048,2048" in verdict.reason
+    assert "f8roof calibrate --device cuda --recipes rowwise" in command
+    assert "--contexts layernorm+sigmoid" in command
+    assert "--shape 2048,2048,2048" in command
     measured = settle_command(recipes=["rowwise"], shapes=[(1, 2, 3)], calibrated=True)
     assert measured.startswith("f8roof validate") and "calibrate" not in measured
     several = settle_command(
@@ -64,6 +72,6 @@ def test_bad_inputs():
         DecisionPolicy.from_name("bold")
     assert DecisionPolicy.from_name(" Expected ") is P.EXPECTED
     with pytest.raises(ModelError, match="low <= expected"):
-        decide(low=1.2, expected=1.0, high=1.4, margin=0.0, settle="")
+        decide_codes(low=1.2, expected=1.0, high=1.4, margin=0.0, policy=P.EXPECTED)
     with pytest.raises(ModelError, match="margin"):
-        decide(low=1.0, expected=1.0, high=1.0, margin=-0.1, settle="")
+        decide_codes(low=1.0, expected=1.0, high=1.0, margin=-0.1, policy=P.EXPECTED)

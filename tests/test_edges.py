@@ -15,8 +15,10 @@ from click.testing import CliRunner
 from f8roof.cli import main
 
 
-def run(*args: str):
-    return CliRunner().invoke(main, [str(a) for a in args])
+def run(*args: str, short: bool = False):
+    """The command; an estimate with every note (`--show-all`) unless `short`."""
+    full = ["--show-all"] if args and args[0] == "estimate" and not short else []
+    return CliRunner().invoke(main, [str(a) for a in args] + full)
 
 
 def refused(result, *texts: str) -> None:
@@ -287,7 +289,9 @@ def setup_file(tmp_path, text: str, name="setup.toml"):
 
 def step_line(result) -> str:
     assert result.exit_code == 0, result.output
-    return next(line for line in result.output.splitlines() if line.startswith("step ("))
+    return next(
+        line for line in result.output.splitlines() if line.startswith("step as torchtitan")
+    )
 
 
 def assumed(result) -> list[str]:
@@ -306,9 +310,9 @@ def test_a_setup_that_is_not_utf8_is_one_line(encoding, tmp_path):
 
 def test_rowwise_with_gw_hp_in_a_setup_is_f8roofs_rowwise_gw_hp(tmp_path):
     path = setup_file(tmp_path, LLAMA + OP_SAC + '[float8]\nrecipe_name = "rowwise_with_gw_hp"\n')
-    result = run("estimate", "--setup", path)
+    result = run("estimate", "--setup", path, short=True)
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("gpu h100, torchao:rowwise_gw_hp")
+    assert result.output.startswith("h100 rowwise_gw_hp (shipped h100.json)")
     assert 'recipe_name = "rowwise_with_gw_hp"' in result.output  # told back in torchtitan's name
 
 
@@ -596,17 +600,17 @@ def test_a_preset_without_a_shipped_file_times_gemms_at_its_own_fractions(gpu):
     from f8roof.timing.datasheet import datasheet_timing
     from f8roof.timing.gemm import GemmRole
 
-    result = run("estimate", "--gpu", gpu, "--shape", "4096,4096,4096")
+    result = run("estimate", "--gpu", gpu, "--shape", "4096,4096,4096", short=True)
     assert result.exit_code == 0, result.output
-    using = next(line for line in result.output.splitlines() if line.startswith("using"))
-    assert f"using {gpu}'s datasheet timing, no calibration" in using
+    using = result.output.splitlines()[0]
+    assert using.startswith(f"{gpu} ") and "datasheet timing, no calibration" in using
     assert "the seed" not in using
     config = resolve(Request(gpu=gpu)).config
     tiled = datasheet_timing(resolve_gpu(gpu)).all_gemms
     got = config.gemm_model.time_s("bf16", GemmRole.OUTPUT, 4096, 4096, 4096)[0]
     assert got == pytest.approx(tiled.time_s("bf16", GemmRole.OUTPUT, 4096, 4096, 4096)[0])
     seed = run("estimate", "--gpu", gpu, "--no-calibration", "--shape", "4096,4096,4096")
-    assert "roofline presets (datasheet x the seed's efficiencies)" in seed.output
+    assert "times: roofline" in seed.output and "gemms: the seed's roofline" in seed.output
 
 
 def test_mxfp8_on_mi355x_is_timed_by_its_mxfp8_gemms_and_kept_in_bf16():

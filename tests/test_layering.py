@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "f8roof"
 STACK = (
     ("f8roof.errors",),
     ("f8roof.files",),
+    ("f8roof.notes",),
     ("f8roof.hardware",),
     ("f8roof.traffic",),
     ("f8roof.timing",),

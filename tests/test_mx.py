@@ -538,10 +538,11 @@ def test_calibrate_refuses_what_cannot_be_generated(tmp_path):
 def test_b200_estimate_answers_from_the_shipped_file():
     result = _run(
         "estimate", "--gpu", "b200", "--recipe", "mxfp8_rceil,tensorwise,rowwise",
-        "--model", "llama3-8b", "--tokens", "8192",
+        "--model", "llama3-8b", "--tokens", "8192", "--show-all",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "using shipped b200.json: traffic from generated code" in result.output
+    assert "calibration: shipped b200.json" in result.output
+    assert "traffic from generated code: torch" in result.output
     assert "x mxfp8_rceil" in result.output and "x tensorwise" in result.output
 
 

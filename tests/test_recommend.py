@@ -21,6 +21,7 @@ from f8roof.engine.recommend import StepShare, canonical_fqn, module_filter, rec
 from f8roof.engine.resolve import Request, all_recipes, resolve
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.hardware.presets import find_gpu
+from f8roof.renderers.notes import criterion_text, layer_note
 from f8roof.timing.gemm import GemmRole
 from f8roof.traffic.recipes import RECIPE_NAMES, Recipe, Role
 from f8roof.traffic.variant import Before, Context, Implementation
@@ -51,7 +52,7 @@ def run(*args):
 def test_decisions_follow_speedup_worst_without_calibration():
     arch = builtin("gpt2")
     rec = recommend(arch, tokens=8192, resolved=roofline())
-    assert rec.criterion == "speedup_worst" and "not a bound" in rec.criterion_label
+    assert rec.criterion == "speedup_worst" and "not a bound" in criterion_text(rec)
     frame = estimate(
         arch.shapes(8192), EstimateConfig(Recipe.from_name("tensorwise"), find_gpu("h100"))
     )
@@ -62,7 +63,7 @@ def test_decisions_follow_speedup_worst_without_calibration():
     # roofline says float8 would win there
     assert layers.loc["lm_head", "speedup_worst"] > 1
     assert not layers.loc["lm_head", "convert"]
-    assert layers.loc["lm_head", "note"] == "N not a multiple of 16"
+    assert layer_note(layers.reset_index().iloc[-1], rec.criterion) == "N not a multiple of 16"
     assert np.isnan(layers.loc["lm_head", "margin"])
     assert layers.loc["transformer.h.*.attn.c_proj", "decision"] == "keep bf16"  # 768 x 768 loses
     assert layers.loc["transformer.h.*.mlp.c_fc", "margin"] == pytest.approx(
@@ -112,7 +113,7 @@ def test_recipe_all_picks_the_best_per_layer():
 def test_calibration_decides_on_the_calibrated_speedup(calibration):
     resolved = resolve(Request(gpu="h200", recipes="all", calibration=calibration))
     rec = recommend(builtin("llama3-8b"), tokens=2048, resolved=resolved)
-    assert rec.criterion == "speedup" and "calibrated" in rec.criterion_label
+    assert rec.criterion == "speedup" and "calibrated" in criterion_text(rec)
     assert rec.recipes == ("tensorwise", "rowwise")  # what the synthetic file measured
     # 'all' is what torchao converts with; the file lacks rowwise_gw_hp
     assert set(rec.skipped_recipes) == {"torchao:rowwise_gw_hp"}
@@ -192,11 +193,11 @@ def test_module_filter_built_on_meta_applies_to_the_real_model():
 
 
 def test_module_filter_follows_the_policy():
-    """The same model under each policy: the conservative filter converts only what wins at
-    the band's low end (here nothing: the band of these layers straddles 1), the
-    expected one what wins on the estimate, the optimistic one what wins at the high end; an
-    uncertain layer stays in bf16 and the recommendation names the GPU command that settles
-    them all."""
+    """The same model under each policy: the expected one (the default) converts what wins on
+    the estimate and marks the layers whose band straddles 1, the conservative one what wins
+    at the band's low end, the optimistic one what wins at the high end; under the
+    conservative one a straddling layer is uncertain, kept in bf16; the recommendation names
+    the GPU command that settles them all."""
     keeps = {
         p: f8roof.module_filter(Net(), 16384, policy=p)
         for p in ("conservative", "expected", "optimistic")
@@ -206,9 +207,11 @@ def test_module_filter_follows_the_policy():
     assert len(converted["expected"]) == 5 and len(converted["conservative"]) < 5
     layers = keeps["conservative"].recommendation.layers.set_index("fqn")
     up = layers.loc["layers.*.up"]
-    assert up["decision"] == "uncertain" and not up["convert"]
+    assert up["decision"] == "uncertain" and not up["convert"] and up["straddles"]
     assert up["speedup_low"] < 1 < up["speedup"] <= up["speedup_high"]
-    assert "the command under the table" in up["note"]
+    expected = keeps["expected"].recommendation.layers.set_index("fqn").loc["layers.*.up"]
+    assert expected["decision"] == "convert" and expected["convert"] and expected["straddles"]
+    assert f8roof.module_filter(Net(), 16384).converted == converted["expected"]
     settle = keeps["conservative"].recommendation.settle
     assert "f8roof validate" in settle and "--shape 16384,2048,8192" in settle
     assert keeps["conservative"].recommendation.policy.value == "conservative"
@@ -239,10 +242,12 @@ def test_module_filter_bad_input():
 
 
 def test_estimate_model_prints_layers_and_total():
-    result = run("estimate", "--model", "llama3-70b", "--tokens", "8192", "--no-calibration")
+    result = run(
+        "estimate", "--model", "llama3-70b", "--tokens", "8192", "--no-calibration", "--show-all"
+    )
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "using roofline presets" in out
+    assert "times: roofline" in out
     assert "decisions by speedup_worst" in out
     for fqn in ("model.layers.*.self_attn.q_proj", "model.layers.*.mlp.down_proj", "lm_head"):
         assert fqn in out
@@ -267,6 +272,7 @@ def test_estimate_model_recipe_all_and_out(tmp_path):
         "--no-calibration",
         "--out",
         str(out),
+        "--show-all",
     )
     assert result.exit_code == 0, result.output
     assert "one recipe for every converted layer: tensorwise" in result.output
@@ -283,7 +289,9 @@ def test_estimate_model_from_config_json(tmp_path):
         '{"hidden_size": 2048, "intermediate_size": 5632, "num_attention_heads": 32,'
         ' "num_key_value_heads": 4, "num_hidden_layers": 22, "vocab_size": 32000}'
     )
-    result = run("estimate", "--model", str(path), "--tokens", "4096", "--no-calibration")
+    result = run(
+        "estimate", "--model", str(path), "--tokens", "4096", "--no-calibration", "--show-all"
+    )
     assert result.exit_code == 0, result.output
     k = next(line for line in result.output.splitlines() if "k_proj" in line)
     assert k.split()[1:5] == ["22", "4096", "2048", "256"]
@@ -302,10 +310,12 @@ def test_estimate_model_with_a_calibration(calibration_file):
         str(calibration_file),
         "--recipe",
         "all",
+        "--show-all",
     )
     assert result.exit_code == 0, result.output
     assert "decisions by calibrated speedup" in result.output
-    assert "x fitted" not in result.output.splitlines()[4]  # recipes side by side instead
+    header = next(line for line in result.output.splitlines() if line.startswith("layer "))
+    assert "x fitted" not in header and "x rowwise" in header  # recipes side by side instead
     assert "not compared (not in the calibration): torchao:rowwise_gw_hp" in result.output
     assert "exists only in f8roof's reference" not in result.output  # tensorwise: torchao has it
 
@@ -413,7 +423,7 @@ def test_routed_experts_are_grouped_rows():
     row = layers.loc["model.layers.*.mlp.experts.*.gate_proj"]
     assert row["grouped"] and row["experts_per_device"] == 32 and row["tokens_per_expert"] == 2048
     assert row["recipe"] == "rowwise"  # torchao's float8 grouped gemm is rowwise only
-    assert "overhead: torchao's MoE kernels" in row["note"]
+    assert "overhead: torchao's MoE kernels" in layer_note(row, rec.criterion)
     # one grouped gemm = 32 gemms of one expert at M = 2048: the grouped path's traffic
     # (10MK + 10KN + 10MN + scale vectors at worst), the reference's gemm kinds
     # (_scaled_grouped_mm: rowwise scales in all three gemms)
@@ -560,7 +570,9 @@ def row_of(output: str, fqn: str) -> list[str]:
 
 def test_estimate_model_tp_shows_the_sharded_shapes():
     result = run(
-        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--recipe", "rowwise"
+        "estimate",
+        *("--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--recipe", "rowwise"),
+        "--show-all",
     )
     assert result.exit_code == 0, result.output
     assert "setup: TP 2 (column-parallel linears shard N, row-parallel shard K)" in result.output
@@ -582,7 +594,9 @@ def test_estimate_model_tp_shows_the_sharded_shapes():
 def test_estimate_model_ep_shows_grouped_experts(tmp_path):
     out = tmp_path / "layers.csv"
     result = run(
-        "estimate", "--model", "deepseek-v3", "--tokens", "8192", "--ep", "8", "--out", str(out)
+        "estimate",
+        *("--model", "deepseek-v3", "--tokens", "8192", "--ep", "8", "--out", str(out)),
+        "--show-all",
     )
     assert result.exit_code == 0, result.output
     header = next(line for line in result.output.splitlines() if line.startswith("layer "))
@@ -609,15 +623,16 @@ def test_estimate_model_recompute_and_step():
         "--step-ms",
         "1200",
         "--fsdp",
+        "--show-all",
     )
     assert result.exit_code == 0, result.output
     assert "setup: FSDP, recompute full" in result.output
     # one end-to-end figure: the step summary's (the linears', recompute's, communication's)
     assert not any(x.startswith("end to end") for x in result.output.splitlines())
-    line = next(x for x in result.output.splitlines() if x.startswith("step ("))
-    assert line.startswith("step (measured bf16 step): bf16 1200.0 ms, float8 ")
-    assert "recompute " in result.output
-    assert re.search(r"linears \d+\.\d ms -> \d+\.\d ms", result.output)
+    line = next(x for x in result.output.splitlines() if x.startswith("step as torchtitan"))
+    assert line.startswith("step as torchtitan converts it (measured bf16 step): bf16 1200 ms")
+    assert "  recompute: " in result.output
+    assert re.search(r"linears: \d+\.?\d* -> \d+\.?\d*", result.output)
     assert "note: recompute full" in result.output and "note: FSDP" in result.output
     short = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--step-ms", "10")
     assert short.exit_code == 2  # never replaced by the modelled step
@@ -664,5 +679,7 @@ def test_step_totals_carry_the_band():
     assert low < rec.totals.speedup <= high * (1 + 1e-12)
     uncalibrated = recommend(builtin("llama3-8b"), tokens=16384, resolved=roofline("tensorwise"))
     assert uncalibrated.totals.speedup_band is None
-    result = run("estimate", "--model", "llama3-8b", "--tokens", "16384", "--gpu", "h100")
+    result = run(
+        "estimate", "--model", "llama3-8b", "--tokens", "16384", "--gpu", "h100", "--show-all"
+    )
     assert "of the linear part (band " in result.output

@@ -8,6 +8,7 @@ from f8roof.cli import main
 from f8roof.engine.recommend import recommend
 from f8roof.engine.report import model_report
 from f8roof.engine.resolve import Request, resolve
+from f8roof.renderers.notes import provenance_line
 from f8roof.renderers.report import format_recommendation, layer_rows, markdown, write_report
 from f8roof.training.catalog import builtin
 from f8roof.training.run_config import RunConfig
@@ -24,7 +25,7 @@ def roofline(recipes="tensorwise"):
 def test_markdown_has_the_tables_and_totals():
     resolved = roofline("tensorwise,rowwise")
     rec = recommend(builtin("gpt2"), tokens=8192, resolved=resolved)
-    text = markdown(rec, source=resolved.source)
+    text = markdown(rec, source=provenance_line(resolved.provenance))
     assert text.startswith("# f8roof report: gpt2 at 8192 tokens per step")
     assert "## Recommendation" in text and "## Per layer type" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]

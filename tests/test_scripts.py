@@ -137,7 +137,7 @@ def codegen_vs_gpu(monkeypatch) -> tuple[ModuleType, list[tuple[str, tuple, str]
         return SimpleNamespace(recipe=name, overhead_launches=[1, 2], overhead_bytes=100)
 
     def capture_differences(generated, compiled):
-        return ["fwd: codegen has triton_red_fused_0 (input, 2*K*M)"] * (
+        return [("codegen", ("fwd", "reduction", "input", 2048))] * (
             generated.recipe == "tensorwise"
         )
 

@@ -6,6 +6,8 @@ from pathlib import Path
 import pytest
 
 from f8roof.errors import F8RoofError
+from f8roof.notes import Topic
+from f8roof.renderers.notes import sentence
 from f8roof.training.checkpointing import Recompute
 from f8roof.training.run_config import RunConfig
 from f8roof.training.setup_file import (
@@ -65,14 +67,14 @@ def test_missing_keys_take_torchtitans_defaults_and_say_so():
     assert run.tp == 1 and run.fsdp and run.fsdp_degree is None
     assert run.recompute is Recompute.FULL and run.recompute_every == 2  # layer SAC
     assert got.recipe == "tensorwise"
-    text = " ".join(run.assumptions)
-    for key in (
-        "data_parallel_shard_degree",
-        "activation_checkpoint.mode",
-        "recipe_name",
-        "training.compile",
-    ):
-        assert key in text
+    defaults = {n["key"]: n["value"] for n in run.assumptions if n.topic is Topic.SETUP_DEFAULT}
+    assert defaults["data_parallel_shard_degree"] == -1
+    assert defaults["activation_checkpoint.mode"] == "selective"
+    assert defaults["float8.recipe_name"] == "tensorwise"
+    assert Topic.NOT_COMPILED in {n.topic for n in run.assumptions}  # training.compile
+    text = " ".join(sentence(n) for n in run.assumptions)
+    assert "data_parallel_shard_degree not set: torchtitan's default -1" in text
+    assert "training.compile false" in text
 
 
 def test_f8roof_short_form():
@@ -121,7 +123,8 @@ def test_float8_all_gather_needs_fsdp():
 def test_converter_off_is_noted():
     got = parse_setup(MINIMAL.replace('converters = ["float8"]', ""))
     assert not got.float8
-    assert any("converter is off" in a for a in got.run.assumptions)
+    assert [n.topic for n in got.run.assumptions].count(Topic.CONVERTER_OFF) == 1
+    assert any("converter is off" in sentence(n) for n in got.run.assumptions)
 
 
 @pytest.mark.parametrize(

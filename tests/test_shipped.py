@@ -57,8 +57,11 @@ def test_default_estimate_is_the_shipped_one():
 
     result = CliRunner().invoke(main, ["estimate", "--gpu", "h200", "--shape", "4096,4096,4096"])
     assert result.exit_code == 0
-    assert "using shipped h200.json: traffic from generated code" in result.output
-    assert "x fitted" in result.output
+    assert result.output.startswith("h200 tensorwise (shipped h200.json): times fitted")
+    full = CliRunner().invoke(
+        main, ["estimate", "--gpu", "h200", "--shape", "4096,4096,4096", "--show-all"]
+    )
+    assert "traffic from generated code: torch" in full.output and "x fitted" in full.output
 
 
 # (variant, shape, whether the split-reduction workspace stays within the kernel set's bound)

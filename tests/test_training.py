@@ -5,6 +5,8 @@ import pytest
 import sympy as sp
 
 from f8roof.errors import F8RoofError
+from f8roof.notes import Topic
+from f8roof.renderers.notes import run_text, sentence
 from f8roof.traffic.monomials import SYMBOLS
 from f8roof.traffic.recipes import Recipe, Role
 from f8roof.traffic.worst_ideal import worst_traffic
@@ -120,11 +122,10 @@ def test_padding_to_the_grouped_gemm_alignment():
     layers = by_name(local_layers(builtin("llama4-maverick"), 1000))
     experts = layers["model.layers.*.feed_forward.experts.gate_up_proj"]
     assert experts.tokens_per_expert == pytest.approx(1000 / 128)
-    assert experts.M == 16 and "M padded from 7.812 to 16" in experts.notes
-    # exact multiples are not noted
+    assert experts.M == 16  # padded up from 7.8 rows
     exact = by_name(local_layers(builtin("llama4-scout"), 4096))
     assert exact["model.layers.*.feed_forward.experts.down_proj"].M == 256
-    assert not exact["model.layers.*.feed_forward.experts.down_proj"].notes
+    assert exact["model.layers.*.feed_forward.experts.down_proj"].tokens_per_expert == 256
 
 
 @pytest.mark.parametrize(
@@ -160,9 +161,14 @@ def test_setup_validation(options, message):
 def test_setup_description():
     setup = RunConfig.from_options(tp=2, ep=8, fsdp=True, recompute="full", step_ms=1500)
     assert setup.step_s == pytest.approx(1.5) and setup.recompute is Recompute.FULL
-    assert setup.describe().startswith("TP 2 (column-parallel linears shard N")
-    assert "EP 8, FSDP, recompute full" in setup.describe()
-    assert any(line.startswith("FSDP:") for line in setup.notes())
+    assert run_text(setup).startswith("TP 2 (column-parallel linears shard N")
+    assert "EP 8, FSDP, recompute full" in run_text(setup)
+    assert [n.topic for n in setup.notes()] == [
+        Topic.TP_SHARDS,
+        Topic.FSDP_GATHERED,
+        Topic.FULL_RECOMPUTE,
+    ]
+    assert sentence(setup.notes()[1]).startswith("FSDP: weights are all-gathered")
     assert RunConfig().is_default and not RunConfig().is_parallel
     assert tokens_per_expert(4096, experts=8, top_k=2) == (1024.0, 8)
 

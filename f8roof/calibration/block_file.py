@@ -95,10 +95,6 @@ class BlockFits:
     def keys(self) -> tuple[BlockKey, ...]:
         return tuple(BlockKey.of(f) for f in self.fits)
 
-    @property
-    def source(self) -> str:
-        return _source(self.produced_by)
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
@@ -326,16 +322,10 @@ def shipped_fit(key: BlockKey) -> BlockFit | None:
     return None if raw is None else _parse(SHIPPED, raw)
 
 
-def shipped_source() -> str:
-    """What compiled the shipped file, in words."""
-    return _source(_shipped_index()[1])
-
-
-def _source(made: dict[str, Any]) -> str:
-    return (
-        f"compiled with torch {made.get('torch', '?')}, torchao {made.get('torchao', '?')}, "
-        f"codegen for {made.get('gpu', '?')}"
-    )
+def shipped_stack() -> dict[str, str]:
+    """What compiled the shipped file: torch, torchao, the codegen target."""
+    made = _shipped_index()[1]
+    return {k: str(made.get(k, "?")) for k in ("torch", "torchao", "gpu")}
 
 
 @cache

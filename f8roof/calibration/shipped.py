@@ -20,8 +20,6 @@ SHIPPED = {
     "b200": "b200.json",
 }
 
-ROOFLINE = "roofline presets (datasheet x the seed's efficiencies), no calibration"
-
 
 def shipped_calibration(gpu: GPU) -> Path | None:
     """The shipped file for a GPU preset, if there is one."""

@@ -84,7 +84,7 @@ def main() -> None:
 def gpus(sources: bool) -> None:
     """List the GPU presets (datasheet ceilings), the scaled gemms each runs, the device names
     they match and where every number comes from."""
-    from f8roof.renderers.gpus import gpus_text
+    from f8roof.renderers.runs import gpus_text
 
     click.echo(gpus_text(sources=sources))
 
@@ -111,13 +111,16 @@ def estimate(
     setup,
     setup_file,
     policy,
+    show_all,
     **request,
 ) -> None:
-    """Estimate bf16 vs float8 forward+backward time of linears of given shapes."""
+    """Estimate bf16 vs float8 forward+backward time of linears of given shapes, or of a
+    model's linears at training scale, and say which to convert."""
     from f8roof.engine.answer import ModelAnswer, Question, answer, answer_setup
     from f8roof.files import check_output_path
-    from f8roof.renderers.answers import render_answer
+    from f8roof.renderers.answers import out_frame, out_summary, render_answer
     from f8roof.renderers.frames import renderer_for
+    from f8roof.renderers.notes import sentence
 
     if out is not None:
         check_output_path(out)
@@ -140,14 +143,15 @@ def estimate(
         )
     else:
         result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
-    _warn(result.warnings if not isinstance(result, ModelAnswer) else [])
-    click.echo(render_answer(result, color=sys.stdout.isatty()))
+    if not isinstance(result, ModelAnswer):
+        _warn(sentence(w) for w in result.warnings)
+    click.echo(render_answer(result, color=sys.stdout.isatty(), show_all=show_all))
     if out is not None:
         from f8roof.renderers.frames import write_frame
 
-        frame = result.recommendation.layers if isinstance(result, ModelAnswer) else result.frame
-        summary = result.summary if isinstance(result, ModelAnswer) else None
-        write_frame(frame, out, summary=None if summary is None else summary.to_dict())
+        frame = out_frame(result)
+        summary = out_summary(result.step) if isinstance(result, ModelAnswer) else None
+        write_frame(frame, out, summary=summary)
         what = "layer types" if isinstance(result, ModelAnswer) else "rows"
         click.echo(f"wrote {len(frame)} {what} to {out}")
 
@@ -232,6 +236,7 @@ def calibrate(out, resume, before, after, contexts, budget, **options) -> None:
     from f8roof.device.calibrate import calibrate as run
     from f8roof.device.calibrate import calibrate_options, requested_contexts
     from f8roof.files import check_output_path
+    from f8roof.renderers.notes import sentence
     from f8roof.renderers.runs import calibration_lines
 
     check_output_path(out)
@@ -241,7 +246,7 @@ def calibrate(out, resume, before, after, contexts, budget, **options) -> None:
     )
     bar = _progress("calibrating", lambda t: t.label)
     calibration, warnings = run(chosen, Path(out), resume=resume, progress=bar)
-    _warn(warnings)
+    _warn(sentence(w) for w in warnings)
     click.echo("\n".join(calibration_lines(calibration, out)))
 
 
@@ -294,10 +299,13 @@ def compare(shape_texts, no_fit, as_json, out, model, block, **options) -> None:
         return
     from f8roof.engine.compare import CompareRequest, run_compare
     from f8roof.renderers.comparison import render_text, to_json
+    from f8roof.renderers.notes import sentence
 
     bar = _progress("compiling", lambda item: f"{'x'.join(map(str, item[0]))} {item[1].key}")
     request = CompareRequest(shape_texts=tuple(shape_texts), fit=not no_fit, **options)
-    result = run_compare(request, progress=bar, warn=lambda line: click.echo(line, err=True))
+    result = run_compare(
+        request, progress=bar, warn=lambda note: click.echo(f"warning: {sentence(note)}", err=True)
+    )
     render = to_json if as_json else render_text
     text = render(result.comparison, result.check)
     click.echo(text, nl=False)

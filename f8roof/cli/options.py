@@ -38,11 +38,17 @@ SECONDS = _Seconds()
 
 POLICY = click.option(
     "--policy",
-    type=click.Choice(["conservative", "expected", "optimistic"]),
-    default="conservative",
+    type=click.Choice(["expected", "conservative", "optimistic"]),
+    default="expected",
     show_default=True,
-    help="which end of each speedup's band a conversion must win at: the low end, the "
-    "estimate, or the high end (keep needs the high end to lose; between: uncertain)",
+    help="what a conversion must win at: the estimate (a band straddling 1 is marked *), its "
+    "band's low end, or its high end (under these two, keep needs the high end to lose; "
+    "between: uncertain)",
+)
+SHOW_ALL = click.option(
+    "--show-all",
+    is_flag=True,
+    help="print every column, every level's breakeven and every note (--out writes them too)",
 )
 IMPL = click.option(
     "--impl",
@@ -231,6 +237,7 @@ ESTIMATE = stack(
         "--fsdp, --recompute, --recipe); prints torchtitan's filter_fqns for the answer",
     ),
     POLICY,
+    SHOW_ALL,
     training_setup,
 )
 

@@ -29,6 +29,7 @@ from f8roof.calibration.fitting import Measurements, fit_calibration, traffic_ca
 from f8roof.device.runner import Checkpoint, Task, run_tasks
 from f8roof.errors import F8RoofError
 from f8roof.hardware.presets import GPU, resolve_gpu
+from f8roof.notes import Topic, note
 from f8roof.timing.datasheet import datasheet_timing
 from f8roof.timing.gemm import GEMM_ROLES, fp8_gemm_dtype
 from f8roof.traffic.block_scaled import bytes_source, is_read_off
@@ -380,7 +381,7 @@ def calibrate(
         progress=progress,
     )
     warnings = [
-        f"bytes disagree: {r['key']}: {line}"
+        note(Topic.BYTES_DISAGREE, key=r["key"], detail=line)
         for r in checkpoint.records
         for line in r.get("disagreements", [])
     ]
@@ -396,8 +397,13 @@ def calibrate(
             )
         fitted = replace(options, shapes=shapes)
         warnings.append(
-            f"budget of {options.budget_s:.0f} s spent: fitted on {len(shapes)} of "
-            f"{len(options.shapes)} shapes; checkpoint kept at {checkpoint.path} (--resume)"
+            note(
+                Topic.BUDGET_SPENT,
+                budget_s=options.budget_s,
+                fitted=len(shapes),
+                shapes=len(options.shapes),
+                checkpoint=str(checkpoint.path),
+            )
         )
     if codegen:
         calibration = traffic_calibration(

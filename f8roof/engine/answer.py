@@ -20,18 +20,19 @@ from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, settle_comman
 from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
 from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
-from f8roof.engine.sharded import BlockComparison, compiled_block, shipped_block
-from f8roof.engine.step_summary import summarize_step
+from f8roof.engine.sharded import (
+    BlockComparison,
+    NoBlock,
+    compiled_block,
+    no_block,
+    shipped_block,
+)
+from f8roof.engine.step_summary import StepAnswer, summarize_step
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.inputs.shapes import collect_shapes
+from f8roof.notes import Note
 from f8roof.training.run_config import RunConfig
-from f8roof.training.step import StepSummary
-from f8roof.training.torchtitan_names import (
-    RECIPES,
-    converter_lines,
-    filter_fqns_for,
-    to_torchtitan_fqn,
-)
+from f8roof.training.torchtitan_names import RECIPES, filter_fqns_for, to_torchtitan_fqn
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,14 +44,29 @@ class ShapesAnswer:
     settle: str | None = None  # the GPU command that settles the first uncertain row
 
 
+@dataclass(frozen=True)
+class TorchtitanConfig:
+    """What to tell torchtitan to train with f8roof's decisions: its float8 recipe (None: it
+    has none for f8roof's choice), the filter_fqns keeping the rest in bf16."""
+
+    recipe: str | None
+    filter_fqns: tuple[str, ...]
+    float8_all_gather: bool = False
+    wanted: str = ""  # f8roof's recipe, where torchtitan has none for it
+
+
 @dataclass(frozen=True, eq=False)
 class ModelAnswer:
     resolved: Resolved
     recommendation: Recommendation
-    summary: StepSummary | None = None
-    converter: tuple[str, ...] = ()  # torchtitan filter_fqns and converter lines (--setup)
-    filter_fqns: tuple[str, ...] = ()
+    step: StepAnswer
+    torchtitan: TorchtitanConfig | None = None  # asked by a setup file (--setup)
     block: BlockComparison | None = None  # the sharded block its blocks were timed from
+
+    @property
+    def summary(self):
+        """The step as torchtitan converts it: what published runs measure."""
+        return self.step.as_run
 
 
 @dataclass(frozen=True)
@@ -104,30 +120,29 @@ def answer(
             policy=DecisionPolicy.from_name(question.policy),
         )
         block, why_not = sharded_block(question, rec, resolved)
-        summary = summarize_step(rec, resolved, block=block, why_not_block=why_not)
+        step = summarize_step(rec, resolved, block=block, no_block=why_not)
         check_finite(rec.layers, resolved, grouped_nan=True)
-        lines: list[str] = []
-        fqns: list[str] = []
-        if question.from_setup:
-            fqns, lines = torchtitan_lines(rec)
-        return ModelAnswer(resolved, rec, summary, tuple(lines), tuple(fqns), block)
+        config = torchtitan_config(rec) if question.from_setup else None
+        return ModelAnswer(resolved, rec, step, config, block)
     return answer_shapes(question, resolved, progress=progress)
 
 
 def sharded_block(
     question: Question, rec: Recommendation, resolved: Resolved
-) -> tuple[BlockComparison | None, str]:
+) -> tuple[BlockComparison | None, Note | None]:
     """The block one rank of the run executes, to time the step's blocks from: compiled
-    (`--overhead codegen`) or the shipped sharded fits; None and why where neither applies
-    (the step is then summed from the per-layer fits)."""
+    (`--overhead codegen`) or the shipped sharded fits; None and the note saying why where
+    neither applies (the step is then summed from the per-layer fits)."""
     setup = rec.setup
     if question.overhead != "codegen" and setup.tp == 1 and not setup.fsdp:
-        return None, ""  # one GPU, no sharding: the per-layer rows are the block
+        return None, None  # one GPU, no sharding: the per-layer rows are the block
     why = _why_no_block(rec, resolved)
-    if why and question.overhead == "codegen":
+    if why is not None and question.overhead == "codegen":
         # asked for and impossible: never an answer without it and without a word
-        raise F8RoofError(f"--overhead codegen compiles one block of the model, and cannot: {why}")
-    if why:
+        raise F8RoofError(
+            f"--overhead codegen compiles one block of the model, and cannot: {why['why'].value}"
+        )
+    if why is not None:
         return None, why
     recipes = _block_recipes(rec)
     if question.overhead == "codegen":
@@ -139,7 +154,7 @@ def sharded_block(
             run=setup,
             gpu=gpu,
         )
-        return block, ""
+        return block, None
     return shipped_block(question.model, tokens=rec.tokens, recipe=recipes[0], run=setup)
 
 
@@ -148,26 +163,24 @@ def _block_recipes(rec: Recommendation) -> list[str]:
     return sorted({str(r) for r in converted["recipe"]}) or list(rec.recipes[:1])
 
 
-def _why_no_block(rec: Recommendation, resolved: Resolved) -> str:
-    """Why no sharded block (compiled or shipped) can time this answer's blocks; "" if one can."""
+def _why_no_block(rec: Recommendation, resolved: Resolved) -> Note | None:
+    """Why no sharded block (compiled or shipped) can time this answer's blocks; None if one
+    can."""
     setup = rec.setup
     if rec.architecture.is_moe:
-        return "MoE blocks are not compiled yet"
+        return no_block(NoBlock.MOE)
     recipes = _block_recipes(rec)
     if len(recipes) != 1:
-        return f"the block mixes recipes ({', '.join(recipes)})"
+        return no_block(NoBlock.MIXED_RECIPES, recipes=recipes)
     if resolved.calibration is None:
-        return "timing a block's kernels needs a calibration"
+        return no_block(NoBlock.NO_CALIBRATION)
     if resolved.config.implementation.value != "torchao":
-        return (
-            f"the sharded block is torchao's Float8Linear, not --impl "
-            f"{resolved.config.implementation.value}"
-        )
+        return no_block(NoBlock.NOT_TORCHAO, implementation=resolved.config.implementation.value)
     if setup.recompute.value == "full":
-        return "full recompute (layer SAC too) does not compile on a fake process group yet"
+        return no_block(NoBlock.FULL_RECOMPUTE)
     if setup.async_tp:
-        return "async TP does not compile on a fake process group yet"
-    return ""
+        return no_block(NoBlock.ASYNC_TP)
+    return None
 
 
 def answer_shapes(
@@ -185,10 +198,10 @@ def answer_shapes(
         for name, values in codegen_columns(frame, config, progress=progress).items():
             frame[name] = values
     found = breakevens(config)
-    settle = None
-    if "speedup_low" in frame.columns:
-        frame["decision"] = decisions(frame, policy=DecisionPolicy.from_name(question.policy))
-        settle = _settle(frame, config)
+    frame["decision"], frame["straddles"] = decisions(
+        frame, policy=DecisionPolicy.from_name(question.policy)
+    )
+    settle = _settle(frame, config)
     check_finite(frame, resolved)
     return ShapesAnswer(
         resolved, frame, found, warnings + implausible(frame, config, found), settle
@@ -221,13 +234,14 @@ def check_finite(frame: pd.DataFrame, resolved: Resolved, *, grouped_nan: bool =
             row = frame.iloc[int(bad[0])]
             raise F8RoofError(
                 f"the estimate's {column} at {row.M}x{row.K}x{row.N} is {values[bad[0]]}: "
-                f"the numbers it rests on ({resolved.source}) describe no device"
+                f"the numbers it rests on ({resolved.provenance.calibration or 'its timing'}) "
+                "describe no device"
             )
 
 
 def _settle(frame: pd.DataFrame, config) -> str | None:
-    """The command that settles every uncertain row on a GPU."""
-    rows = frame[frame["decision"] == "uncertain"]
+    """The command that settles every row whose band straddles the decision, on a GPU."""
+    rows = frame[frame["straddles"].to_numpy(dtype=bool)]
     if not len(rows):
         return None
     calibration = config.calibration
@@ -240,9 +254,9 @@ def _settle(frame: pd.DataFrame, config) -> str | None:
     )
 
 
-def torchtitan_lines(rec: Recommendation) -> tuple[list[str], list[str]]:
-    """torchtitan's filter_fqns for the recommended decisions (and the setup's own filters),
-    and the converter lines that apply them."""
+def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
+    """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
+    filters)."""
     kept = []
     for fqn, convert in zip(rec.layers["fqn"], rec.layers["convert"]):
         try:
@@ -255,12 +269,12 @@ def torchtitan_lines(rec: Recommendation) -> tuple[list[str], list[str]]:
     fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
     recipe = best_recipe(rec)
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
-    if recipe not in RECIPES:
-        return fqns, [f"# no torchtitan recipe for {recipe}"]
-    lines = converter_lines(
-        recipe=recipe, filter_fqns=fqns, float8_all_gather=run.float8_all_gather
+    return TorchtitanConfig(
+        recipe=recipe if recipe in RECIPES else None,
+        filter_fqns=tuple(fqns),
+        float8_all_gather=run.float8_all_gather,
+        wanted=recipe,
     )
-    return fqns, lines
 
 
 def answer_setup(

@@ -24,6 +24,7 @@ from f8roof.calibration.file import Calibration
 from f8roof.engine.estimate import EstimateConfig, fitted_overhead
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.hardware.presets import GPU
+from f8roof.notes import Note, Topic, note
 from f8roof.timing.band import ClassRates, memory_time_band
 from f8roof.timing.kernel_classes import GpuFamily
 from f8roof.timing.overhead import nearest_kernel_set
@@ -305,23 +306,23 @@ def against_calibration(c: Comparison, calibration: Calibration, name: str) -> C
     )
 
 
-def capture_differences(expected, actual) -> list[str]:
+def capture_differences(expected, actual) -> list[tuple[str, tuple]]:
     """How two captures of one variant and shape differ (e.g. codegen-only vs compiled on the
     GPU): kernels present in one and not the other, matched as an order-free set by graph,
-    kind, role and bytes; names are ignored (codegen names follow decomposed ops)."""
+    kind, role and bytes; names are ignored (codegen names follow decomposed ops). Each
+    difference is (the device only it ran on, (graph, kind, role, bytes))."""
 
     def kernel_set(c):
         return sorted((s.graph, s.kind, s.role or "-", s.nbytes) for s in c.samples())
 
     left, right = kernel_set(expected), kernel_set(actual)
-    lines = []
+    only = []
     for item in left:
         if item in right:
             right.remove(item)
         else:
-            lines.append(f"only in {expected.device.value}: {' '.join(map(str, item))}")
-    lines += [f"only in {actual.device.value}: {' '.join(map(str, item))}" for item in right]
-    return lines
+            only.append((expected.device.value, item))
+    return only + [(actual.device.value, item) for item in right]
 
 
 def codegen_columns(
@@ -387,13 +388,13 @@ def codegen_columns(
     }
 
 
-def version_warning(calibration: Calibration) -> list[str]:
+def version_warning(calibration: Calibration) -> list[Note]:
     """Its fits describe the code of the versions that generated it; say where this differs."""
     from f8roof.profiler.graphs import version_mismatch
 
     env = calibration.environment
     mismatch = version_mismatch({"torch": env.torch, "triton": env.triton, "torchao": env.torchao})
-    return [f"the calibration's code came from other versions: {mismatch}"] if mismatch else []
+    return [note(Topic.VERSIONS_DIFFER, mismatch=mismatch)] if mismatch else []
 
 
 @dataclass(frozen=True)
@@ -424,7 +425,7 @@ def run_compare(
     request: CompareRequest,
     *,
     progress: Callable | None = None,
-    warn: Callable[[str], None] = lambda line: None,
+    warn: Callable[[Note], None] = lambda note: None,
 ) -> CompareResult:
     """Resolve the request (recipe, implementation, context, F flags, calibration, device),
     then compile and compare. Everything refusable is refused before the first compile; `warn`
@@ -447,13 +448,13 @@ def run_compare(
     impl = resolve_implementation(request.implementation or default)
     variant = Variant.of(recipe, impl, Context.from_names(request.before, request.after))
     if request.implementation is None:
-        warn(f"implementation: {impl.value} (the default here; --impl)")
+        warn(note(Topic.DEFAULT_IMPLEMENTATION, implementation=impl.value))
     calibration, name = load_calibration(request.calibration, target)
     if calibration is not None:
         calibration.variant(variant.key)  # refused now, in one line, if it lacks the variant
         calibration.variant(variant.baseline.key)
-        for line in version_warning(calibration):
-            warn(f"warning: {line}")
+        for found in version_warning(calibration):
+            warn(found)
     shapes = [parse_shape(t) for t in request.shape_texts] or [(4096, 4096, 4096)]
     device = request.device
     if device is None:
@@ -479,7 +480,7 @@ def run_compare(
                 f"{recipe.name}'s kernels are read off torchao's code here, not generated: no "
                 "calibration fits to check them against; drop --calibration"
             )
-        warn(f"{recipe.name}: kernels read off torchao's code, not compiled here")
+        warn(note(Topic.READ_OFF, recipe=recipe.name))
         comparison = read_off_compare(variant, shapes, gpu=target, fused=fused, limited=limited)
         return CompareResult(comparison, None)
     result = compare(

@@ -1,18 +1,16 @@
-"""Decisions that respect the band: convert, keep, or say it is uncertain and how to settle it.
+"""Decisions a user can act on: convert or keep, and where the band leaves it open.
 
-A policy picks which end of the band a conversion must win at:
-- `conservative` (the default for "convert"): the low end, every uncertain kernel against float8;
-- `expected`: the expected value;
-- `optimistic`: the high end.
-Whatever the policy, "keep" needs the high end to lose (below 1): only then is bf16 better even
-in float8's best case. Everything between is "uncertain", with the one command that measures
-the answer on a GPU.
+A policy picks the value a conversion must win at, by the margin:
+- `expected` (the default): the estimate itself; every layer is converted or kept, and those
+  whose band straddles the threshold are marked (`straddles`) with the one GPU command that
+  settles them (`settle_command`);
+- `conservative`: the band's low end; `optimistic`: its high end. Under these two, "keep"
+  needs the high end to lose (below 1), and a layer in between is "uncertain" (kept in bf16).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
@@ -34,19 +32,13 @@ class DecisionPolicy(str, Enum):
             raise ModelError(f"unknown decision policy {name!r}; known: {known}") from None
 
 
-DEFAULT_POLICY = DecisionPolicy.CONSERVATIVE
+DEFAULT_POLICY = DecisionPolicy.EXPECTED
 
 
 class Decision(str, Enum):
     CONVERT = "convert"
     KEEP = "keep"
     UNCERTAIN = "uncertain"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    decision: Decision
-    reason: str
 
 
 def _check(low, expected, high, margin) -> None:
@@ -68,14 +60,25 @@ def policy_end(*, low, expected, high, policy: DecisionPolicy):
 
 
 def decide_codes(*, low, expected, high, margin: float, policy: DecisionPolicy) -> np.ndarray:
-    """Vectorised: 0 keep, 1 convert, 2 uncertain per shape (index into DECISIONS)."""
+    """Vectorised: 0 keep, 1 convert, 2 uncertain per shape (index into DECISIONS); the
+    expected policy never answers uncertain."""
     low, expected, high = (np.asarray(x, dtype=np.float64) for x in (low, expected, high))
     _check(low, expected, high, margin)
     end = policy_end(low=low, expected=expected, high=high, policy=policy)
-    return np.where(end >= 1.0 + margin, 1, np.where(high < 1.0, 0, 2)).astype(np.int8)
+    undecided = 0 if policy is DecisionPolicy.EXPECTED else 2
+    return np.where(end >= 1.0 + margin, 1, np.where(high < 1.0, 0, undecided)).astype(np.int8)
+
+
+def straddles(*, low, high, margin: float = 0.0) -> np.ndarray:
+    """Where the band crosses the threshold 1 + margin: a GPU measurement could flip it."""
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    return (low < 1.0 + margin) & (high >= 1.0 + margin)
 
 
 DECISIONS = (Decision.KEEP, Decision.CONVERT, Decision.UNCERTAIN)
+
+
+SETTLE_SHAPES = 6
 
 
 def settle_command(
@@ -87,13 +90,14 @@ def settle_command(
     calibrated: bool = False,
 ) -> str:
     """The one GPU command line that settles uncertain answers: measure these very shapes
-    (`validate` against a calibration of the same GPU, `gpu.json`) in their contexts
-    ("layernorm+sigmoid", ...), calibrating first when the estimate rests on the datasheet
-    (`calibrated` False)."""
+    (`validate` against a calibration of the same GPU, `gpu.json`; the first SETTLE_SHAPES of
+    them: a sweep's dozens would not be one command) in their contexts ("layernorm+sigmoid",
+    ...), calibrating first when the estimate rests on the datasheet (`calibrated` False)."""
     names = ",".join(dict.fromkeys(recipes))
     where = list(dict.fromkeys(c if "+" in c or c == "none" else f"{c}+none" for c in contexts))
     context = "" if where == ["none"] else f" --contexts {','.join(where)}"
-    shape_flags = "".join(f" --shape {M},{K},{N}" for M, K, N in dict.fromkeys(shapes))
+    first = list(dict.fromkeys(shapes))[:SETTLE_SHAPES]
+    shape_flags = "".join(f" --shape {M},{K},{N}" for M, K, N in first)
     validate = (
         f"f8roof validate --calibration gpu.json --out validation --recipes {names} "
         f"--impl {implementation}{context}{shape_flags}"
@@ -104,29 +108,3 @@ def settle_command(
         f"f8roof calibrate --device cuda --recipes {names} --impl {implementation}{context} "
         f"--out gpu.json && {validate}"
     )
-
-
-def decide(
-    *,
-    low: float,
-    expected: float,
-    high: float,
-    margin: float,
-    policy: DecisionPolicy = DEFAULT_POLICY,
-    settle: str,
-) -> Verdict:
-    """One shape's verdict, with a reason that quotes the band and, when uncertain, `settle`
-    (see `settle_command`)."""
-    code = int(decide_codes(low=low, expected=expected, high=high, margin=margin, policy=policy))
-    band = f"speedup {low:.2f} ({expected:.2f}) {high:.2f}"
-    decision = DECISIONS[code]
-    if decision is Decision.CONVERT:
-        reason = f"{band}: the {policy.value} end wins by {margin:.0%} or more"
-    elif decision is Decision.KEEP:
-        reason = f"{band}: even the high end loses to bf16"
-    else:
-        reason = (
-            f"{band}: the band straddles the decision ({policy.value} end below "
-            f"{1 + margin:.2f}, high end above 1); settle it on a GPU: {settle}"
-        )
-    return Verdict(decision, reason)

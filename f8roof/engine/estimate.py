@@ -22,10 +22,11 @@ import pandas as pd
 import sympy as sp
 
 from f8roof.calibration.file import Calibration, retimed
-from f8roof.engine.decision import DECISIONS, DecisionPolicy, decide_codes
+from f8roof.engine.decision import DECISIONS, DecisionPolicy, decide_codes, straddles
 from f8roof.errors import ModelError
 from f8roof.hardware.presets import GPU
 from f8roof.inputs.shapes import as_array
+from f8roof.notes import Note, Topic, note
 from f8roof.timing.band import (
     ClassRates,
     CornerTimes,
@@ -520,23 +521,31 @@ def breakevens(config: EstimateConfig) -> dict[str, int | None]:
     return {level: square_breakeven(config, column) for level, column in levels.items()}
 
 
-def decisions(frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0) -> np.ndarray:
-    """'convert', 'keep' or 'uncertain' per row from its band (`models.decision`); 'keep'
-    where float8 cannot run the shape. Needs the band columns (a calibrated estimate)."""
+def decisions(
+    frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: 'convert', 'keep' or 'uncertain' (engine/decision.py; 'keep' where float8
+    cannot run the shape), and whether the band straddles the threshold. With the band
+    columns (a calibrated estimate) `policy` decides on them; without, the estimate at the
+    decision level (the seed's worst case) does and nothing straddles."""
+    ok = frame["fp8_ok"].to_numpy(dtype=bool)
+    if "speedup_low" not in frame.columns:
+        value = frame["speedup" if "speedup" in frame.columns else "speedup_worst"]
+        codes = np.where(ok & (value.to_numpy(dtype=np.float64) > 1.0 + margin), 1, 0)
+        return np.array([d.value for d in DECISIONS])[codes], np.zeros(len(frame), dtype=bool)
+    low = np.minimum(frame["speedup_low"], frame["speedup"])
+    high = np.maximum(frame["speedup_high"], frame["speedup"])
     codes = decide_codes(
-        low=np.minimum(frame["speedup_low"], frame["speedup"]),
-        expected=frame["speedup"],
-        high=np.maximum(frame["speedup_high"], frame["speedup"]),
-        margin=margin,
-        policy=policy,
+        low=low, expected=frame["speedup"], high=high, margin=margin, policy=policy
     )
-    codes = np.where(frame["fp8_ok"].to_numpy(dtype=bool), codes, 0)
-    return np.array([d.value for d in DECISIONS])[codes]
+    codes = np.where(ok, codes, 0)
+    straddling = ok & straddles(low=low, high=high, margin=margin)
+    return np.array([d.value for d in DECISIONS])[codes], straddling
 
 
 def implausible(
     frame: pd.DataFrame, config: EstimateConfig, found: dict[str, int | None]
-) -> list[str]:
+) -> list[Note]:
     """Warnings for results no GPU can produce: a speedup above the fp8/bf16 peak ratio (float8
     saves gemm time only), or a breakeven below the smallest shape the calibration saw."""
     bound = max(2.0, config.gpu.fp8_flops / config.gpu.bf16_flops)
@@ -546,16 +555,19 @@ def implausible(
         if peak > bound:
             row = frame.loc[frame[column].idxmax()]
             warnings.append(
-                f"{column} {peak:.2f} at {row.M}x{row.K}x{row.N} exceeds {bound:.1f}, the fp8/bf16 "
-                f"peak ratio: the times behind it are not a GPU's ({config.gpu.name})"
+                note(
+                    Topic.IMPLAUSIBLE,
+                    column=column,
+                    value=float(peak),
+                    shape=(int(row.M), int(row.K), int(row.N)),
+                    bound=bound,
+                    gpu=config.gpu.name,
+                )
             )
     calibration = config.calibration
     if calibration is not None:
         smallest = min(min(shape) for shape in calibration.fit_shapes)
         size = found.get("fitted")
         if size is not None and size < smallest:
-            warnings.append(
-                f"fitted breakeven {size} lies below the smallest calibrated dimension "
-                f"({smallest}): extrapolated, not measured"
-            )
+            warnings.append(note(Topic.BREAKEVEN_EXTRAPOLATED, size=size, smallest=smallest))
     return warnings

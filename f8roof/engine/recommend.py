@@ -36,15 +36,14 @@ from f8roof.calibration.file import Calibration
 from f8roof.engine.decision import (
     DEFAULT_POLICY,
     DecisionPolicy,
-    decide,
     decide_codes,
     settle_command,
+    straddles,
 )
 from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.errors import F8RoofError
 from f8roof.timing.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
-from f8roof.timing.overhead import kernel_set_note
 from f8roof.traffic.grouped import GROUPED_RECIPE, is_grouped_recipe
 from f8roof.traffic.recipes import Recipe
 from f8roof.traffic.variant import TORCHAO_RECIPES, Context, Implementation
@@ -62,25 +61,12 @@ from f8roof.training.catalog import (
 from f8roof.training.parallel import LocalLayer, local_layers
 from f8roof.training.run_config import ONE_GPU, RunConfig
 
-GROUPED_NOTE = "grouped gemm, {recipe}; overhead: torchao's MoE kernels, read off their code"
-
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
     "speedup": ("bf16_s", "fp8_s"),
     "speedup_worst": ("bf16_gemm_s", "fp8_s_worst"),
     "speedup_ideal": ("bf16_gemm_s", "fp8_s_ideal"),
 }
-
-
-def criterion_label(criterion: str, calibration: Calibration | None) -> str:
-    if criterion == "speedup_worst":
-        return (
-            "speedup_worst (the seed's worst-case bytes at datasheet rooflines; not a bound: "
-            "torch.compile moves more than it for tensorwise)"
-        )
-    if calibration is not None and not calibration.is_measured:
-        return "speedup (exact bytes of the generated code, datasheet times)"
-    return "calibrated speedup (measured; fitted overhead, device time)"
 
 
 @dataclass(frozen=True)
@@ -152,8 +138,9 @@ class Recommendation:
 
     @property
     def settle(self) -> str | None:
-        """The one GPU command that settles every uncertain layer (None when none is)."""
-        rows = self.layers[self.layers["decision"] == "uncertain"]
+        """The one GPU command that settles every layer whose band straddles the decision
+        (None when none does)."""
+        rows = self.layers[self.layers["straddles"].to_numpy(dtype=bool)]
         if not len(rows):
             return None
         return settle_command(
@@ -180,19 +167,6 @@ class Recommendation:
         return StepShare(self.setup.step_s, self.totals.bf16_s, self.totals.saved_s)
 
     @property
-    def criterion_label(self) -> str:
-        label = criterion_label(self.criterion, self.calibration)
-        if "speedup_low" in self.layers.columns:
-            end = {"conservative": "low end", "expected": "estimate", "optimistic": "high end"}
-            label += (
-                f", policy {self.policy.value}: convert where the band's "
-                f"{end[self.policy.value]} wins"
-                + (f" by {self.margin:.0%}" if self.margin else "")
-                + ", keep where its high end loses, else uncertain (kept in bf16)"
-            )
-        return label
-
-    @property
     def reference_recipes(self) -> tuple[str, ...]:
         """Recipes chosen for converted layers that only f8roof's reference implementation
         has (delayed and static scaling): torchao cannot convert a model with them."""
@@ -214,9 +188,12 @@ def recommend(
     best recipe float8 can run and convert it if float8 wins on the decision column.
 
     With a calibration each speedup has a band (`speedup_low`, `speedup_high`): `policy` picks
-    the end a conversion must win at by `margin` (conservative: the low end), a layer whose
-    high end loses is kept, any other is "uncertain" and kept in bf16 (`models.decision`).
-    Without one the seed's worst case decides, as before."""
+    the value a conversion must win at by `margin` (expected, the default: the estimate;
+    conservative: the low end; optimistic: the high end; see engine/decision.py), and
+    `straddles` marks the rows whose band crosses the threshold. Without one the seed's worst
+    case decides. Among several recipes each layer takes the fastest one its decision
+    converts (else the best estimate, kept in bf16), so the plan is never slower than any
+    single recipe's."""
     tokens = check_tokens(tokens)
     configs = resolved.configs
     calibration = resolved.calibration
@@ -227,7 +204,8 @@ def recommend(
     share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
     frames = [_layer_frame(local, c, share) for c in configs]
     recipes = tuple(c.recipe.name for c in configs)
-    # layers x recipes; a recipe float8 cannot run at a layer's shape never wins there
+    # layers x recipes; a recipe float8 cannot run at a layer's shape never wins there, and one
+    # the decision converts beats every one it keeps
     scores = np.stack(
         [
             np.where(f["fp8_ok"].to_numpy(dtype=bool), f[criterion].to_numpy(np.float64), -np.inf)
@@ -235,7 +213,11 @@ def recommend(
         ],
         axis=1,
     )
-    best = scores.argmax(axis=1)
+    converts = np.stack(
+        [_decision_codes(f, criterion, policy, margin) == 1 for f in frames], axis=1
+    )
+    candidates = np.where(converts.any(axis=1, keepdims=True), converts, True)
+    best = np.where(candidates, scores, -np.inf).argmax(axis=1)
     rows = np.arange(len(local))
     chosen = pd.concat([frames[b].iloc[[i]] for i, b in zip(rows, best)], ignore_index=True)
     for column in ("recipe", "implementation", "context"):
@@ -250,14 +232,9 @@ def recommend(
     convert = codes == 1
     layers["convert"] = convert
     layers["decision"] = np.array(["keep bf16", "convert", "uncertain"])[codes]
+    layers["straddles"] = _straddles(layers, criterion, margin)
     # float8 faster by this fraction (negative: slower); none where float8 cannot run at all
     layers["margin"] = np.where(layers["fp8_ok"].to_numpy(dtype=bool), value - 1.0, np.nan)
-    layers["note"] = [_note(row, criterion) for row in layers.itertuples(index=False)]
-    if (codes == 2).any():
-        layers["note"] = [
-            _uncertain_note(row, policy, margin) if code == 2 else note
-            for row, code, note in zip(layers.itertuples(index=False), codes, layers["note"])
-        ]
     bf16_s = layers[bf16_col].to_numpy(dtype=np.float64)
     fp8_s = layers[fp8_col].to_numpy(dtype=np.float64)
     layers["bf16_step_s"] = counts * bf16_s
@@ -292,18 +269,23 @@ def recommend(
     )
 
 
-def _uncertain_note(row, policy, margin: float) -> str:
-    """The band straddles the decision: say so; the command that settles every uncertain layer
-    is the recommendation's `settle`, printed once under the table."""
-    verdict = decide(
-        low=min(row.speedup_low, row.speedup),
-        expected=row.speedup,
-        high=max(row.speedup_high, row.speedup),
-        margin=margin,
-        policy=policy,
-        settle="the command under the table",
+def _band(frame: pd.DataFrame, criterion: str):
+    """(low, expected, high) of the decision column where the frame has a band, else None."""
+    if criterion != "speedup" or "speedup_low" not in frame.columns:
+        return None
+    value = frame[criterion].to_numpy(dtype=np.float64)
+    low = np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value)
+    return low, value, np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value)
+
+
+def _straddles(frame: pd.DataFrame, criterion: str, margin: float) -> np.ndarray:
+    """Rows float8 can run whose band crosses 1 + margin: their decision needs a GPU."""
+    band = _band(frame, criterion)
+    if band is None:
+        return np.zeros(len(frame), dtype=bool)
+    return frame["fp8_ok"].to_numpy(dtype=bool) & straddles(
+        low=band[0], high=band[2], margin=margin
     )
-    return verdict.reason
 
 
 def _decision_codes(
@@ -313,14 +295,10 @@ def _decision_codes(
     where the frame has one (a calibration), else the criterion alone (> 1 + margin)."""
     ok = frame["fp8_ok"].to_numpy(dtype=bool)
     value = frame[criterion].to_numpy(dtype=np.float64)
-    if criterion == "speedup" and "speedup_low" in frame.columns:
-        codes = decide_codes(
-            low=np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value),
-            expected=value,
-            high=np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value),
-            margin=margin,
-            policy=policy,
-        )
+    band = _band(frame, criterion)
+    if band is not None:
+        low, expected, high = band
+        codes = decide_codes(low=low, expected=expected, high=high, margin=margin, policy=policy)
     else:
         codes = np.where(value > 1.0 + margin, 1, 0).astype(np.int8)
     return np.where(ok, codes, 0)
@@ -339,7 +317,6 @@ def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
             "tokens_per_expert": np.array([layer.tokens_per_expert for layer in local]),
             "full_K": np.array([layer.linear.K for layer in local]),
             "full_N": np.array([layer.linear.N for layer in local]),
-            "shape_note": ["; ".join(layer.notes) for layer in local],
         }
     )
 
@@ -397,7 +374,7 @@ def _by_context(
 ) -> pd.DataFrame:
     """Each row estimated in its own context (the op producing its input), with the seed's F
     flags that context implies; a context the calibration lacks falls back to the standalone
-    linear, and `context_note` says so."""
+    linear (`context_asked` keeps the one the architecture has)."""
     # full recompute reruns the blocks' linears only (LocalLayer.in_block)
     keys = [(layer.linear.context, layer.in_block) for layer in local]
     parts = []
@@ -414,9 +391,7 @@ def _by_context(
             recompute if in_block else 0.0,
         )
         part.index = rows
-        part["context_note"] = (
-            "" if used == context else f"{context.name} not in the calibration: standalone"
-        )
+        part["context_asked"] = context.name
         parts.append(part)
     frame = pd.concat(parts).sort_index()
     for column in ("recompute_bf16_s", "recompute_fp8_s"):
@@ -582,36 +557,6 @@ def _fp8_band(layers: pd.DataFrame, criterion: str) -> tuple[np.ndarray, np.ndar
     low = layers["speedup_low"].to_numpy(dtype=np.float64)
     high = layers["speedup_high"].to_numpy(dtype=np.float64)
     return bf16_s / high, bf16_s / low
-
-
-def _note(row, criterion: str) -> str:
-    """Why a decision needs a second look: float8 cannot run it, or only a calibration can
-    tell; how a routed expert's row is estimated; a padded or unsharded shape."""
-    notes = []
-    if row.grouped:
-        notes.append(GROUPED_NOTE.format(recipe=row.recipe))
-    if row.shape_note:
-        notes.append(row.shape_note)
-    if row.context_note:
-        notes.append(row.context_note)
-    if not row.grouped and hasattr(row, "overhead_bytes_fitted_low"):
-        notes.append(
-            kernel_set_note(
-                row.overhead_bytes_fitted,
-                row.overhead_bytes_fitted_low,
-                row.overhead_bytes_fitted_high,
-            )
-        )
-    if not row.fp8_ok:
-        notes.append(str(row.fp8_reason))
-    else:
-        value, ideal = getattr(row, criterion), row.speedup_ideal
-        if (criterion == "speedup_worst" or row.grouped) and value <= 1.0 < ideal:
-            notes.append(
-                f"wins with ideal overhead (x{ideal:.2f}): "
-                + ("decided on the worst case" if row.grouped else "calibrate to decide")
-            )
-    return "; ".join(n for n in notes if n)
 
 
 def best_recipe(rec: Recommendation) -> str:

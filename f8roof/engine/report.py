@@ -10,7 +10,7 @@ from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig
 from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
 from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
-from f8roof.engine.resolve import Request, Resolved, resolve
+from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
 from f8roof.training.run_config import ONE_GPU, RunConfig
 
 
@@ -19,7 +19,7 @@ class ModelReport:
     recommendation: Recommendation
     comparison: FilterComparison | None  # None where torchao has no rule for the best recipe
     best: EstimateConfig  # the best single recipe's configuration (the plots show it)
-    source: str  # what the estimate used, in words
+    provenance: Provenance  # what the estimate rests on
 
 
 def model_report(
@@ -41,4 +41,4 @@ def model_report(
         comparison = compare_filters(
             rec.architecture, tokens=tokens, resolved=one, setup=setup, policy=policy
         )
-    return ModelReport(rec, comparison, best, resolved.source)
+    return ModelReport(rec, comparison, best, resolved.provenance)

@@ -2,8 +2,8 @@
 
 Every front end (`estimate`, `report`, `plot`, `module_filter`) names a GPU, a calibration (or
 none), recipes, an implementation, a context and the seed's knobs in its own way; `resolve`
-turns them into one `EstimateConfig` per recipe and a line saying what the numbers rest on. The
-rules, once:
+turns them into one `EstimateConfig` per recipe and a `Provenance` record of what the numbers
+rest on (renderers word it). The rules, once:
 - calibration: the file given; else the shipped one for the GPU (traffic from generated code,
   or a measured one where it exists) unless `no_calibration`; else, for a preset, its
   datasheet timing (timing/datasheet.py: gemms tiled at its fitted fractions, MXFP8 and
@@ -23,12 +23,14 @@ rules, once:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
 from f8roof.calibration import public_file
 from f8roof.calibration.file import Calibration, CalibrationKind, timed_publicly
-from f8roof.calibration.shipped import ROOFLINE, shipped_calibration
+from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, calibration_covers
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.hardware.presets import GPU, PRESETS, resolve_gpu
@@ -77,12 +79,52 @@ class Request:
     times: str | None = None  # public | datasheet; None: public where the GPU has a part
 
 
+class Times(str, Enum):
+    """What an estimate's times rest on."""
+
+    MEASURED = "measured"  # a calibration measured on the GPU
+    PUBLIC = "public"  # generated code's bytes, times fitted to public measurements
+    DATASHEET = "datasheet"  # generated code's bytes, the preset's datasheet fractions
+    DATASHEET_ONLY = "datasheet only"  # no calibration: the preset's datasheet timing
+    ROOFLINE = "roofline"  # no calibration: the seed's rooflines at 60% of peak
+
+
+class Gemms(str, Enum):
+    """How gemms are timed."""
+
+    CALIBRATION = "the calibration's"  # measured, or its tiled roofline
+    PUBLIC = "tiled roofline fitted to public measurements"
+    DATASHEET = "tiled roofline at datasheet fractions"
+    BORROWED = "tiled roofline at H100 SXM's fractions"  # none published for this part
+    TABLE = "a gemm table"
+    EFFICIENCY = "a roofline at a given efficiency"
+    SEED = "the seed's roofline at 60% of peak"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What an answer's numbers rest on, as data."""
+
+    gpu: str
+    times: Times
+    gemms: Gemms
+    calibration: str = ""  # the file: its path, or the shipped one's name
+    shipped: bool = False
+    stack: dict = field(default_factory=dict)  # torch, triton, torchao of the generated code
+    codegen_gpu: str = ""
+    measured_on: str = ""  # device and date of a measured calibration
+    cv_median: float = math.nan  # public fit: cross-validated median speedup error
+    gemm_table: str = ""
+    gemm_efficiency: float = math.nan
+    memory_efficiency: float = math.nan  # datasheet timing's copy fraction
+    missing: tuple[str, ...] = field(default=())  # variants the shipped file lacks
+
+
 @dataclass(frozen=True)
 class Resolved:
     configs: tuple[EstimateConfig, ...]  # one per recipe, in the order asked
     skipped: tuple[str, ...]  # recipes asked for that the calibration lacks (several asked)
-    source: str  # what the estimate rests on, in words
-    gemm_label: str  # how gemms are timed, in words
+    provenance: Provenance
 
     @property
     def config(self) -> EstimateConfig:
@@ -95,13 +137,6 @@ class Resolved:
     @property
     def calibration(self) -> Calibration | None:
         return self.configs[0].calibration
-
-    @property
-    def header(self) -> str:
-        names = ", ".join(f"{c.implementation.value}:{c.recipe.name}" for c in self.configs)
-        context = self.config.context
-        where = "" if context.is_standalone else f", context {context.name}"
-        return f"gpu {self.gpu.name}, {names}{where}, gemm times: {self.gemm_label}"
 
 
 def all_recipes(implementation: str | None = None) -> tuple[str, ...]:
@@ -209,28 +244,62 @@ def _timed(calibration: Calibration, times: str | None) -> Calibration:
     return timed_publicly(calibration, model)
 
 
-def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str]:
+def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str, bool]:
+    """The calibration, the name it goes by ('' for none) and whether it is the shipped one."""
     given = request.calibration
     if given is not None and request.no_calibration:
         raise F8RoofError("--calibration and --no-calibration contradict each other")
     if isinstance(given, Calibration):
-        return given, given.source
+        return given, "", False
     if given is not None:
-        loaded = _timed(Calibration.load(given), request.times)
-        return loaded, f"{given}: {loaded.source}"
+        return _timed(Calibration.load(given), request.times), str(given), False
     if request.no_calibration:
         if request.times is not None:
             raise F8RoofError("--times needs a calibration; --no-calibration has none")
-        return None, ROOFLINE
+        return None, "", False
     path = shipped_calibration(gpu or resolve_gpu(DEFAULT_GPU))
     if path is None:
         if request.times == "public":
             raise F8RoofError(
                 f"--times public: no shipped calibration for {(gpu or resolve_gpu(DEFAULT_GPU)).name}"
             )
-        return None, ROOFLINE
-    loaded = _timed(Calibration.load(path), request.times)
-    return loaded, f"shipped {path.name}: {loaded.source}"
+        return None, "", False
+    return _timed(Calibration.load(path), request.times), path.name, True
+
+
+def _provenance(
+    calibration: Calibration | None, name: str, shipped: bool, gpu: GPU, request: Request, gemms
+) -> Provenance:
+    """What the numbers rest on: the calibration's kind and stack; `gemms` the gemm timing
+    a table or an efficiency overrides (None: the calibration's, or the seed's roofline)."""
+    extra = {
+        "gemm_table": "" if request.gemm_table is None else str(request.gemm_table),
+        "gemm_efficiency": (
+            math.nan if request.gemm_efficiency is None else request.gemm_efficiency
+        ),
+    }
+    if calibration is None:
+        return Provenance(gpu.name, Times.ROOFLINE, gemms or Gemms.SEED, **extra)
+    env = calibration.environment
+    if calibration.is_measured:
+        times, gemm = Times.MEASURED, Gemms.CALIBRATION
+    elif calibration.kind is CalibrationKind.PUBLIC:
+        times, gemm = Times.PUBLIC, Gemms.PUBLIC
+    else:
+        times = Times.DATASHEET
+        gemm = Gemms.DATASHEET if calibration.datasheet_gemm else Gemms.CALIBRATION
+    return Provenance(
+        gpu=gpu.name,
+        times=times,
+        gemms=gemms or gemm,
+        calibration=name,
+        shipped=shipped,
+        stack={"torch": env.torch, "triton": env.triton, "torchao": env.torchao},
+        codegen_gpu=env.gpu or "",
+        measured_on=f"{env.label}, {env.date}" if calibration.is_measured else "",
+        cv_median=calibration.public.cv_median if calibration.public is not None else math.nan,
+        **extra,
+    )
 
 
 def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
@@ -276,16 +345,15 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
         raise F8RoofError(
             "several recipes are compared per layer: use them with --model, or give one --recipe"
         )
-    calibration, source = _calibration(request, asked)
+    calibration, name, shipped = _calibration(request, asked)
     gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
     check_recipes(gpu, request.recipes)
     if request.gemm_table is not None:
         _check_table_recipes(recipes)
     named = asked is not None or request.calibration is not None  # else h100 by default
-    gemm, gemm_label = _gemm(request, gpu, calibration, gpu_named=named)
-    if gemm is not None and calibration is not None:
-        # the calibration's bytes stand, its gemm times do not: say which are used
-        source = source.replace(calibration.source, calibration.describe(gemms=gemm_label))
+    gemm, gemm_kind = _gemm(request, gpu, calibration, gpu_named=named)
+    # the calibration's bytes stand, a given table's or efficiency's gemm times replace its
+    provenance = _provenance(calibration, name, shipped, gpu, request, gemm_kind)
     context = Context.from_names(request.before, request.after)
     fused = parse_roles(request.fused) if request.fused else context_fused_roles(context)
     base = EstimateConfig(
@@ -307,25 +375,25 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
         for r in recipes
     ]
     if calibration is None:
-        if source == ROOFLINE and not request.no_calibration:
-            configs, source, gemm_label = _datasheet(configs, gemm, gemm_label)
-        return Resolved(tuple(configs), (), source, gemm_label)
+        if not request.no_calibration:
+            configs, provenance = _datasheet(configs, gemm, provenance)
+        return Resolved(tuple(configs), (), provenance)
     usable = [c for c in configs if calibration_covers(calibration, c.variant)]
     shipped = request.calibration is None
     if shipped and not usable:
         # What the shipped file lacks (a per-role scaling, a context it has no graphs of) is
         # estimated on the datasheet rooflines, saying so; a file the user gave is refused.
-        missing = ", ".join(c.variant.key for c in configs)
         roofline = [replace(c, calibration=None, gemm=gemm) for c in configs]
-        timed, source, label = _datasheet(roofline, gemm, gemm_label)
-        source = f"{source} ({missing} is not in the shipped calibration)"
-        return Resolved(tuple(timed), (), source, label)
+        bare = _provenance(None, "", False, gpu, request, gemm_kind)
+        timed, provenance = _datasheet(roofline, gemm, bare)
+        missing = tuple(c.variant.key for c in configs)
+        return Resolved(tuple(timed), (), replace(provenance, missing=missing))
     if len(configs) == 1 or not usable:
         for c in configs:
             # refuses, naming what the file has
             calibration.variant(c.variant.baseline.key if is_read_off(c.recipe) else c.variant.key)
     skipped = tuple(c.variant.key for c in configs if c not in usable)
-    return Resolved(tuple(usable), skipped, source, gemm_label)
+    return Resolved(tuple(usable), skipped, provenance)
 
 
 def _check_table_recipes(recipes: list[Recipe]) -> None:
@@ -340,15 +408,15 @@ def _check_table_recipes(recipes: list[Recipe]) -> None:
 
 
 def _datasheet(
-    configs: list[EstimateConfig], gemm, gemm_label: str
-) -> tuple[list[EstimateConfig], str, str]:
+    configs: list[EstimateConfig], gemm, provenance: Provenance
+) -> tuple[list[EstimateConfig], Provenance]:
     """No calibration for a preset: its datasheet timing (timing/datasheet.py), not the seed's
     60% roofline: gemms tiled at the preset's fitted fractions (a block-scaled recipe's at its
     own family), worst and ideal bytes at its copy fraction. A given gemm table or efficiency
     still times the gemms. A custom GPU keeps the seed's rooflines."""
     gpu = configs[0].gpu
     if gpu.name not in PRESETS or PRESETS[gpu.name] != gpu:
-        return configs, ROOFLINE, gemm_label
+        return configs, provenance
     timing = datasheet_timing(gpu)
     tiled = timing.all_gemms
     assert tiled is not None
@@ -361,41 +429,29 @@ def _datasheet(
         )
         for c in configs
     ]
-    whose = (
-        "its fitted fractions"
-        if gpu.name in PRESET_EFFICIENCIES
-        else "H100 SXM's fitted fractions (none published for this part)"
+    own = gpu.name in PRESET_EFFICIENCIES
+    return timed, replace(
+        provenance,
+        times=Times.DATASHEET_ONLY,
+        gemms=provenance.gemms
+        if gemm is not None
+        else (Gemms.DATASHEET if own else Gemms.BORROWED),
+        memory_efficiency=timing.memory_efficiency,
     )
-    label = gemm_label if gemm is not None else f"tiled roofline ({gpu.name}'s fitted fractions)"
-    if gpu.name not in PRESET_EFFICIENCIES and gemm is None:
-        label = "tiled roofline (H100 SXM's fitted fractions)"
-    source = (
-        f"{gpu.name}'s datasheet timing, no calibration (timing/datasheet.py: gemms at {whose} "
-        f"of peak, MXFP8 and blockwise at their own, bytes at "
-        f"{timing.memory_efficiency:.0%} of its bandwidth; sources and assumptions: f8roof gpus; "
-        "worst and ideal overheads only)"
-    )
-    return timed, source, label
 
 
 def _gemm(
     request: Request, gpu: GPU, calibration: Calibration | None, *, gpu_named: bool = True
-) -> tuple[RooflineGemm | TableGemm | None, str]:
+) -> tuple[RooflineGemm | TableGemm | None, Gemms | None]:
     """A gemm model that overrides the calibration's (None: the calibration's, or the
-    datasheet roofline at the seed's efficiency), and its label. A table's times are bounded
+    datasheet roofline at the seed's efficiency), and its kind. A table's times are bounded
     by the GPU's peak when one is named (`gpu_named`), else by the fastest preset's."""
     if request.gemm_table is not None and request.gemm_efficiency is not None:
         raise F8RoofError("--gemm-table and --gemm-efficiency contradict each other")
     if request.gemm_table is not None:
         table = load_gemm_table(request.gemm_table, gpu=gpu if gpu_named else None)
-        return table, f"table {request.gemm_table}"
+        return table, Gemms.TABLE
     if request.gemm_efficiency is not None:
         roofline = RooflineGemm(gpu, gemm_efficiency=request.gemm_efficiency)
-        return roofline, f"roofline at {request.gemm_efficiency:.0%} of peak"
-    if calibration is None:
-        return None, "roofline at the seed's 60% of peak"
-    if calibration.kind is CalibrationKind.PUBLIC:
-        return None, "tiled roofline fitted to public measurements"
-    if calibration.datasheet_gemm is not None:
-        return None, "tiled roofline (datasheet, public sweeps)"
-    return None, "measured (calibration)"
+        return roofline, Gemms.EFFICIENCY
+    return None, None

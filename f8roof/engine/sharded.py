@@ -4,11 +4,14 @@ rank of a sharded run (issue 18). The verb-level glue between the catalog and th
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+import math
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.hardware.presets import find_gpu
+from f8roof.notes import Note, Topic, note
 from f8roof.traffic.variant import Before
 from f8roof.training import checkpointing
 from f8roof.training.block import (
@@ -24,7 +27,9 @@ from f8roof.training.run_config import RunConfig
 
 __all__ = [
     "BlockComparison",
+    "BlockOrigin",
     "CaptureTimes",
+    "NoBlock",
     "block_spec",
     "capture_times",
     "compare_block",
@@ -128,14 +133,56 @@ def _config_head_dim(name: str) -> int | None:
     return hidden // heads if hidden and heads and hidden % heads == 0 else None
 
 
+class NoBlock(str, Enum):
+    """Why no sharded block times a step (the step then sums the per-layer rows)."""
+
+    NO_FILE = "no shipped sharded block file"
+    NOT_BUILTIN = "not a built-in model's block"
+    NO_FIT = "no shipped fit for this block"
+    FIT_FAILS = "the shipped fit does not hold here"
+    MOE = "MoE blocks are not compiled yet"
+    MIXED_RECIPES = "the block mixes recipes"
+    NO_CALIBRATION = "timing a block's kernels needs a calibration"
+    NOT_TORCHAO = "the sharded block is torchao's Float8Linear"
+    FULL_RECOMPUTE = "full recompute does not compile on a fake process group yet"
+    ASYNC_TP = "async TP does not compile on a fake process group yet"
+
+
+def no_block(why: NoBlock, **values) -> Note:
+    return note(Topic.NO_BLOCK, why=why, **values)
+
+
+@dataclass(frozen=True)
+class BlockOrigin:
+    """Where a sharded block's graphs come from: compiled now (`compiled`) or the shipped
+    fits, at which layout, and (shipped) the compiles its fit passes through and was checked
+    against, with the largest errors found there."""
+
+    compiled: bool
+    block: dict  # what was compiled: model, TP, FSDP, recompute, recipe, ...
+    tokens: int
+    sequences: int
+    seq_len: int
+    seq_len_given: bool
+    gpu: str = ""  # codegen target
+    knots: tuple[int, ...] = ()
+    checked: tuple[int, ...] = ()
+    bytes_error: float = math.nan
+    time_error: float = math.nan
+    stack: dict = field(default_factory=dict)  # torch, torchao, gpu of the shipped compiles
+
+    def values(self) -> dict:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
 class BlockComparison:
     """One block in bf16 and in a float8 recipe, same sharding and checkpointing: compiled, or
-    rebuilt from the shipped fit (`source` says which)."""
+    rebuilt from the shipped fit (`origin` says which)."""
 
     bf16: BlockCapture
     float8: BlockCapture
-    source: str = ""
+    origin: BlockOrigin | None = None
 
     @property
     def spec(self) -> BlockSpec:
@@ -287,22 +334,33 @@ def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu:
         gpu=gpu,
         sac_policy=run.sac_policy,
     )
-    where = (
-        f"one block compiled at {tokens} tokens per rank ({tokens // seq_len} x {seq_len}), "
-        f"TP {run.tp}, FSDP {fsdp}, "
-        f"recompute {run.recompute.value}, {recipe}, codegen for {gpu}"
+    origin = BlockOrigin(
+        compiled=True,
+        block={
+            "architecture": model,
+            "tp": run.tp,
+            "fsdp": fsdp,
+            "recompute": run.recompute.value,
+            "recipe": recipe,
+        },
+        tokens=tokens,
+        sequences=tokens // seq_len,
+        seq_len=seq_len,
+        seq_len_given=run.seq_len is not None,
+        gpu=gpu,
     )
-    return replace(comparison, source=where)
+    return replace(comparison, origin=origin)
 
 
 def shipped_block(
     model: str, *, tokens: int, recipe: str, run: RunConfig
-) -> tuple[BlockComparison | None, str]:
-    """The block from the shipped sharded fits (calibration/data/blocks.json), or None and why."""
-    from f8roof.calibration.block_file import SHIPPED, BlockKey, shipped_fit, shipped_source
+) -> tuple[BlockComparison | None, Note | None]:
+    """The block from the shipped sharded fits (calibration/data/blocks.json), or None and
+    the note saying why."""
+    from f8roof.calibration.block_file import SHIPPED, BlockKey, shipped_fit, shipped_stack
 
     if not SHIPPED.is_file():
-        return None, "no shipped sharded block file"
+        return None, no_block(NoBlock.NO_FILE)
     gather = run.float8_all_gather and (run.fsdp_degree or 1) > 1
     seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
     several = tokens > seq_len
@@ -311,29 +369,28 @@ def shipped_block(
     # whatever a config is named
     name = next((n for n in BUILTIN_CONFIGS if builtin(n).linears == arch.linears), None)
     if name is None:
-        return None, f"no shipped sharded block for {arch.name} (they are built-in models')"
+        return None, no_block(NoBlock.NOT_BUILTIN, model=arch.name)
     want = BlockKey(name, run.tp, run.recompute.value, recipe, gather, several)
     fit8 = shipped_fit(want)
     fit16 = shipped_fit(BlockKey(name, run.tp, run.recompute.value, "bf16", False, several))
     if fit8 is None or fit16 is None:
-        return None, f"no shipped sharded block for {want}"
+        return None, no_block(NoBlock.NO_FIT, block=asdict(want))
     try:
         bf16, float8 = (f.at(tokens, seq_len=seq_len) for f in (fit16, fit8))
     except ModelError as e:
-        return None, f"the shipped sharded block for {want} does not hold here: {e}"
-    knots = fit8.tokens
+        return None, no_block(NoBlock.FIT_FAILS, block=asdict(want), error=str(e))
     checks = [c for f in (fit8, fit16) for c in f.checks]
-    worst = max((c.worst for c in checks), default=float("nan"))
-    slowest = max((c.time_error or 0.0 for c in checks), default=float("nan"))
-    checked = ", ".join(str(c.tokens) for c in fit8.checks)
-    layout = f"{tokens // seq_len} x {seq_len} tokens per rank"
-    if run.seq_len is None:
-        layout += (
-            " (no seq_len given: the longest sequences up to llama3's 8192 that divide the tokens)"
-        )
-    source = (
-        f"the shipped sharded block for {want} at {layout} (piecewise affine "
-        f"in tokens through compiles at {', '.join(map(str, knots))}; against fresh compiles at "
-        f"{checked}: bytes within {worst:.1%}, block time within {slowest:.1%}; {shipped_source()})"
+    origin = BlockOrigin(
+        compiled=False,
+        block=asdict(want),
+        tokens=tokens,
+        sequences=tokens // seq_len,
+        seq_len=seq_len,
+        seq_len_given=run.seq_len is not None,
+        knots=tuple(fit8.tokens),
+        checked=tuple(c.tokens for c in fit8.checks),
+        bytes_error=max((c.worst for c in checks), default=math.nan),
+        time_error=max((c.time_error or 0.0 for c in checks), default=math.nan),
+        stack=shipped_stack(),
     )
-    return BlockComparison(bf16, float8, source), ""
+    return BlockComparison(bf16, float8, origin), None

@@ -37,7 +37,10 @@ from f8roof.engine.recommend import Recommendation, _forward_share_fn, _fp8_band
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes, assumed_seq_len, capture_times
 from f8roof.errors import F8RoofError, ModelError
+from f8roof.notes import Note, Topic, note
 from f8roof.timing.attention import FORWARD_SHARE, attention_s
+from f8roof.timing.attention import SOURCE as ATTENTION_SOURCE
+from f8roof.timing.comm import SOURCE as COMM_SOURCE
 from f8roof.timing.comm import (
     CollectiveKind,
     CommError,
@@ -59,7 +62,7 @@ from f8roof.training.checkpointing import (
     sac_policy,
 )
 from f8roof.training.run_config import AUTO_FILTER, Recompute, RunConfig
-from f8roof.training.step import BlockTimes, StepSummary, step_summary
+from f8roof.training.step import Basis, BlockTimes, StepSummary, step_summary
 from f8roof.training.torchtitan_names import filter_names
 
 BF16_BYTES = 2
@@ -76,21 +79,19 @@ def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
 
 def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
     """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
-    for the step as run without a setup), torchao's auto filter among them, and the note
-    saying which."""
+    for the step as run without a setup), torchao's auto filter among them; and the values
+    of the note saying which."""
     rows = rec.layers
     given = run.filter_fqns
     filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
     kept = np.array([_filtered(f, filters) for f in rows["fqn"]], dtype=bool)
-    names = [f for f in filters if f != AUTO_FILTER]
-    if given is None:
-        note = f"filter_fqns {names} (torchtitan's llama configs')"
-    elif not filters:
-        note = "filter_fqns [] (none)"
-    else:
-        note = f"filter_fqns {list(filters)}"
+    said = {
+        "filters": [f for f in filters if f != AUTO_FILTER],
+        "torchtitan_default": given is None,
+        "auto_recipe": "",
+    }
     if AUTO_FILTER in filters:
-        from f8roof.engine.filter_compare import TORCHAO_SOURCE, torchao_auto_filter
+        from f8roof.engine.filter_compare import torchao_auto_filter
 
         recipe = rec.recipes[0]
         # torchtitan converts before it parallelizes: the filter sees the whole weight
@@ -98,8 +99,21 @@ def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
             recipe, rows["full_K"].to_numpy(dtype=np.int64), rows["full_N"].to_numpy(np.int64)
         )
         kept |= ~converts & ~rows["grouped"].to_numpy(dtype=bool)
-        note += f", with torchao's auto filter for {recipe} ({TORCHAO_SOURCE}) on whole weights"
-    return kept, note
+        said["auto_recipe"] = recipe
+    return kept, said
+
+
+@dataclass(frozen=True)
+class StepAnswer:
+    """The step two ways: with f8roof's decisions (`chosen`, the headline) and as torchtitan
+    converts it (`as_run`: every linear but the filter_fqns, what published runs measure);
+    `fits_only`: as_run from the per-layer rows where the blocks came from graphs."""
+
+    chosen: StepSummary
+    as_run: StepSummary
+    fits_only: StepSummary | None = None
+    converted_types: int = 0  # layer types f8roof converts
+    layer_types: int = 0
 
 
 def summarize_step(
@@ -107,13 +121,13 @@ def summarize_step(
     resolved: Resolved,
     *,
     block: BlockComparison | None = None,
-    why_not_block: str = "",
-) -> StepSummary:
-    """The step as torchtitan runs it: every linear in float8 but the setup's filter_fqns
-    (torchtitan's llama configs' ["output"] without a setup), which is what published runs
-    measure; f8roof's own decisions' step is noted beside it. With `block` (one rank's sharded
-    block, compiled or from the shipped fits) the blocks are timed from that block's graphs,
-    and the per-layer fits' answer is noted too; `why_not_block` says why there is none."""
+    no_block: Note | None = None,
+) -> StepAnswer:
+    """The step with f8roof's decisions and as torchtitan runs it: every linear in float8 but
+    the setup's filter_fqns (torchtitan's llama configs' ["output"] without a setup), which is
+    what published runs measure. With `block` (one rank's sharded block, compiled or from the
+    shipped fits) the blocks are timed from that block's graphs, and the per-layer fits'
+    answer is kept beside; `no_block` says why there is none."""
     run = rec.setup
     try:
         if block is not None:  # timed once, read by both summaries that use the graphs
@@ -126,18 +140,16 @@ def summarize_step(
                     for c in (block.bf16, block.float8)
                 ),
             )
-        advice = _summarize(rec, resolved, run, block, [], as_run=False)
-        chosen = int(rec.layers["convert"].astype(bool).sum())
-        decided = f"{chosen} of {len(rec.layers)} layer types in float8"
-        notes = [f"with f8roof's decisions ({decided}): x{advice.speedup:.3f}"]
-        if block is None:
-            if why_not_block:
-                notes.append(f"blocks from the per-layer fits: {why_not_block}")
-        else:
-            fits = _summarize(rec, resolved, run, None, [], as_run=True)
-            notes.append(f"per-layer fits alone: x{fits.speedup:.3f}")
-        notes += [f"setup: {a}" for a in run.assumptions]
-        return _summarize(rec, resolved, run, block, notes, as_run=True)
+        notes = [*([no_block] if no_block is not None else []), *run.assumptions]
+        return StepAnswer(
+            chosen=_summarize(rec, resolved, run, block, list(notes), as_run=False),
+            as_run=_summarize(rec, resolved, run, block, list(notes), as_run=True),
+            fits_only=(
+                None if block is None else _summarize(rec, resolved, run, None, [], as_run=True)
+            ),
+            converted_types=int(rec.layers["convert"].astype(bool).sum()),
+            layer_types=len(rec.layers),
+        )
     except ModelError as e:
         raise F8RoofError(str(e)) from None
 
@@ -147,7 +159,7 @@ def _summarize(
     resolved: Resolved,
     run: RunConfig,
     block_graphs: _TimedBlock | None,
-    notes: list[str],
+    notes: list[Note],
     *,
     as_run: bool,
 ) -> StepSummary:
@@ -165,23 +177,16 @@ def _summarize(
             "fp8_s_worst",
         )
     )
-    filtered, filter_note = _kept_by_filters(rec, run, as_run=as_run)
+    filtered, said = _kept_by_filters(rec, run, as_run=as_run)
     grouped = rows["grouped"].to_numpy(dtype=bool)
     if as_run:
         convert = np.isfinite(rows[fp8_col].to_numpy(dtype=np.float64)) & ~filtered
-        experts = ""
+        experts = "none"
         if grouped.any():
             moe = [f for f in rows.loc[grouped, "fqn"] if any(m in f for m in run.moe_fqns)]
             convert &= ~grouped | rows["fqn"].isin(moe).to_numpy()
-            experts = (
-                f"; routed experts in float8 rowwise (moe_fqns_prototype {list(run.moe_fqns)})"
-                if moe
-                else "; routed experts (3D parameters, no nn.Linear) stay bf16: torchtitan's "
-                "float8 converter converts them only with moe_fqns_prototype"
-            )
-        notes.append(
-            f"float8 as torchtitan converts it: every nn.Linear but {filter_note}{experts}"
-        )
+            experts = "converted" if moe else "kept"
+        notes.append(note(Topic.AS_CONVERTED, experts=experts, moe=list(run.moe_fqns), **said))
     else:
         convert = rows["convert"].to_numpy(dtype=bool) & ~filtered
     counts = rows["count"].to_numpy(dtype=np.float64)
@@ -199,21 +204,16 @@ def _summarize(
     re_bf16 = rec_bf16
     re_fp8 = np.where(convert, rec_fp8, rec_bf16)
     if setup.ep > 1 and grouped.any():
-        notes.append(
-            f"routed experts' all-to-all (EP {setup.ep}) is not modelled: the exposed "
-            "communication leaves it out"
-        )
+        notes.append(note(Topic.EP_ALL_TO_ALL, ep=setup.ep))
     if setup.recompute is Recompute.SELECTIVE:
-        source = sac_policy(run.sac_policy).source
         if block_graphs is None:  # the graphs hold their own recompute
             re_bf16, re_fp8 = _selective(rows, resolved, convert, block, run)
         notes.append(
-            f"selective: torchtitan's per-op SAC ({source}); float8 casts rerun in the "
-            "backward (not in the save list)"
-            if block_graphs is None
-            else f"selective: torchtitan's per-op SAC compiled into the block ({source}: its "
-            "2025-05 and 0.3.0 lists decide a dense llama block alike, float8 gemms reaching "
-            "SAC as aten.mm)"
+            note(
+                Topic.SELECTIVE_SAC,
+                compiled=block_graphs is not None,
+                source=sac_policy(run.sac_policy).source,
+            )
         )
 
     def per_block(values):
@@ -236,27 +236,24 @@ def _summarize(
         fsdp = _fsdp_comm(
             rec, rows, convert, block, layers, run, notes, [(f, 2 * f) for f in forward]
         )
-        comm_bf16 += fsdp[0]
-        comm_fp8 += fsdp[1]
         bf16_block = BlockTimes(
             linear_gemm_s=per_block(lin_bf16),
             other_compute_s=attention,
-            comm_exposed_s=comm_bf16,
+            tp_comm_s=comm_bf16,
+            fsdp_comm_s=fsdp[0],
             recompute_s=per_block(re_bf16) + attention_again,
         )
         fp8_block = BlockTimes(
             linear_gemm_s=per_block(gemm_fp8),
             overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
             other_compute_s=attention,
-            comm_exposed_s=comm_fp8,
+            tp_comm_s=comm_fp8,
+            fsdp_comm_s=fsdp[1],
             recompute_s=per_block(re_fp8) + attention_again,
         )
     other = ~block & ~head
     if other.any():
-        notes.append(
-            "linears outside the blocks other than lm_head counted with lm_head: "
-            + ", ".join(rows.loc[other, "fqn"])
-        )
+        notes.append(note(Topic.OTHER_LINEARS, fqns=list(rows.loc[other, "fqn"])))
     side = ~block
     head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
     head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
@@ -272,7 +269,7 @@ def _summarize(
             "the step, the tokens per rank and the GPU"
         )
     if step_s is None:
-        notes.append("embedding, loss and optimizer are not modelled: the modelled step omits them")
+        notes.append(note(Topic.REST_NOT_MODELLED))
     return step_summary(
         bf16=bf16_block,
         fp8=fp8_block,
@@ -281,8 +278,9 @@ def _summarize(
         lm_head_fp8_s=head_fp8 if converted_side else None,
         step_s=step_s,
         rest_s=0.0,
-        assumptions=notes,
+        notes=notes,
         fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
+        block_basis=Basis.PER_LAYER if block_graphs is None else Basis.GRAPHS,
     )
 
 
@@ -299,7 +297,7 @@ def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[fl
 
 
 def _attention(
-    rec: Recommendation, resolved: Resolved, run: RunConfig, notes: list[str]
+    rec: Recommendation, resolved: Resolved, run: RunConfig, notes: list[Note]
 ) -> tuple[float, float]:
     """One block's attention (forward + backward) on one GPU, and what full checkpointing
     reruns of it, from the output projection's heads (`timing/attention.py`); (0, 0) for an
@@ -310,7 +308,7 @@ def _attention(
         if linear.heads and linear.tp is TPStyle.ROW and not linear.grouped
     ]
     if not found:
-        notes.append("attention: no output projection with heads known, not timed")
+        notes.append(note(Topic.NO_ATTENTION))
         return 0.0, 0.0
     out = found[0]
     heads = out.heads // max(rec.setup.tp, 1)
@@ -331,9 +329,15 @@ def _attention(
     if rec.setup.recompute is Recompute.FULL:
         again = FORWARD_SHARE * block_s * rec.setup.recompute_share(_layers(rec))
     notes.append(
-        f"attention: {block_s * 1e3:.2f} ms per block (FlashAttention-2's causal throughput at "
-        f"S = {seq_len}, {heads} heads of {out.K // out.heads}), the same in both precisions"
-        + ("; full AC reruns its forward" if again else "")
+        note(
+            Topic.ATTENTION,
+            ms=block_s * 1e3,
+            seq_len=seq_len,
+            heads=heads,
+            head_dim=out.K // out.heads,
+            recomputed=bool(again),
+            source=ATTENTION_SOURCE,
+        )
     )
     return block_s, again
 
@@ -383,11 +387,11 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
     return re_bf16, re_fp8
 
 
-def _fabric(rec, notes: list[str]) -> Interconnect | None:
+def _fabric(rec, notes: list[Note]) -> Interconnect | None:
     try:
         return find_interconnect(rec.gpu)
-    except CommError as e:
-        notes.append(f"communication not modelled: {e}")
+    except CommError:
+        notes.append(note(Topic.NO_FABRIC, gpu=rec.gpu))
         return None
 
 
@@ -420,17 +424,21 @@ def _tp_comm(rec, rows, convert, block, layers, run, notes, gemms):
     fp8_ag = ag
     if tensorwise and (convert & dense_block).any():
         fp8_ag = float8_all_gather_time_s(numel=tokens * hidden, **kw)
-        notes.append("tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)")
+        notes.append(note(Topic.TP_FLOAT8_GATHER))
     fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
-    notes.append(
-        f"TP {tp}: sequence-parallel all-gathers/reduce-scatters of tokens x hidden, "
-        f"{place.value}-node, " + _tp_overlap_note(run)
-    )
+    notes.append(_tp_note(run, place, from_graphs=False))
     return _tp_exposed(run, (float(np.sum(bf16_t)), float(np.sum(fp8_t))), gemms)
 
 
-def _tp_overlap_note(run: RunConfig) -> str:
-    return "async TP: hidden behind the gemms" if run.async_tp else "exposed (no async TP)"
+def _tp_note(run: RunConfig, place, *, from_graphs: bool) -> Note:
+    return note(
+        Topic.TP_COMM,
+        tp=run.tp,
+        placement=place.value,
+        async_tp=run.async_tp,
+        from_graphs=from_graphs,
+        source=COMM_SOURCE,
+    )
 
 
 def _tp_exposed(run: RunConfig, comm, gemms) -> tuple[float, float]:
@@ -450,7 +458,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
     tp, fsdp = setup.tp, run.fsdp_degree
     if not (fsdp and fsdp > 1):
         if setup.fsdp:
-            notes.append("FSDP degree unknown (--fsdp): its communication is not modelled")
+            notes.append(note(Topic.FSDP_UNKNOWN))
         return 0.0, 0.0
     fabric = _fabric(rec, notes)
     if fabric is None:
@@ -494,10 +502,13 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
         )
         exposed.append(total / layers)
     notes.append(
-        f"FSDP {fsdp}: weights all-gathered "
-        + ("in float8 (tensorwise) " if run.float8_all_gather else "in bf16 ")
-        + f"and gradients reduce-scattered in fp32, {place.value}-node, overlapped with "
-        "the block's compute; first gather and last reduce-scatter exposed"
+        note(
+            Topic.FSDP_COMM,
+            degree=fsdp,
+            float8=run.float8_all_gather,
+            placement=place.value,
+            source=COMM_SOURCE,
+        )
     )
     return exposed[0], exposed[1]
 
@@ -538,26 +549,21 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
             )
         gemms = tuple(t.gemm_s + t.recompute_s for t in times)
         comm = list(_tp_exposed(run, comm, gemms))
-        notes.append(
-            f"TP {tp}: the collectives the compiled graphs hold, {place.value}-node, "
-            + _tp_overlap_note(run)
-        )
+        notes.append(_tp_note(run, place, from_graphs=True))
     compute = tuple((t.fwd_s, t.bwd_s) for t in times)
     fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute)
     t16, t8 = times
     bf16 = BlockTimes(
         linear_gemm_s=t16.gemm_s,
         other_compute_s=t16.kernel_s,
-        comm_exposed_s=comm[0] + fsdp[0],
+        tp_comm_s=comm[0],
+        fsdp_comm_s=fsdp[0],
         recompute_s=t16.recompute_s,
     )
-    notes.append(f"blocks from {graphs.source}")
-    notes.append(
-        "each block's gemms, kernels and recompute as its graphs hold them (attention, an "
-        "extern kernel there, timed by its FLOPs)"
-    )
+    notes.append(note(Topic.BLOCKS_FROM, **graphs.origin.values()))
+    notes.append(note(Topic.GRAPH_PARTS))
     if not (block & convert).any():
-        notes.append("no block linear in float8: the float8 block is the bf16 one")
+        notes.append(note(Topic.NO_FLOAT8_BLOCK))
         return bf16, bf16
     # float8's non-gemm time beyond bf16's is its overhead; a kept layer's difference
     # (usually negative: kept because float8 loses) comes off the overhead, then the gemms
@@ -567,14 +573,12 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
         linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
         overhead_s=max(extra, 0.0),
         other_compute_s=other,
-        comm_exposed_s=comm[1] + fsdp[1],
+        tp_comm_s=comm[1],
+        fsdp_comm_s=fsdp[1],
         recompute_s=t8.recompute_s,
     )
     if (block & ~convert).any():
-        notes.append(
-            "block linears kept in bf16 corrected from the all-float8 graph by their "
-            "per-layer difference (its collectives and recompute stay the all-float8 graph's)"
-        )
+        notes.append(note(Topic.KEPT_CORRECTED))
     return bf16, fp8
 
 

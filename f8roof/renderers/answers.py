@@ -1,59 +1,312 @@
-"""`f8roof estimate`'s answer on the terminal: what it rests on, then the shapes' table and
-breakevens, or a model's per-layer recommendation, its step summary and (from --setup)
-torchtitan's filter_fqns and converter lines."""
+"""`f8roof estimate`'s answer on the terminal and in --out files.
+
+The default view is one a user acts on, in at most 120 columns: the provenance line, one row per
+shape or layer type (`shape/layer | bf16 | float8 | speedup (low-high) | decision`), then for a
+model a step summary of at most five lines leading with what to convert and the expected step
+speedup with its band (f8roof's choice first, torchtitan's all-but-output beside it), and the
+command that settles the rows whose band straddles 1. `--show-all` prints every column, every
+level's breakeven, every note; `--out` files carry every column and the notes in words.
+"""
 
 from __future__ import annotations
 
-from f8roof.engine.answer import ModelAnswer, ShapesAnswer
+import math
+import re
+import textwrap
+from typing import Any
+
+import pandas as pd
+
+from f8roof.engine.answer import ModelAnswer, ShapesAnswer, TorchtitanConfig
+from f8roof.engine.decision import SETTLE_SHAPES
 from f8roof.engine.sharded import BlockComparison
+from f8roof.engine.step_summary import StepAnswer
+from f8roof.renderers.cells import aligned, ms
+from f8roof.renderers.notes import (
+    layer_note,
+    provenance_line,
+    provenance_lines,
+    sentence,
+)
 from f8roof.renderers.report import format_recommendation
-from f8roof.renderers.table import breakeven_lines, render_table, uncertain_lines
+from f8roof.renderers.table import breakeven_lines, render_table
 from f8roof.training.step import StepSummary
 
+WIDTH = 120  # the default view's widest line
+BLOCK_PREFIX = "model.layers.*."
 
-def render_answer(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> str:
-    resolved = answer.resolved
-    lines = [resolved.header, f"using {resolved.source}"]
+
+def render_answer(
+    answer: ShapesAnswer | ModelAnswer, *, color: bool = False, show_all: bool = False
+) -> str:
+    if show_all:
+        return "\n".join(full_lines(answer, color=color))
+    lines = [provenance_line(answer.resolved.provenance, _recipes(answer))]
     if isinstance(answer, ModelAnswer):
-        rec, summary = answer.recommendation, answer.summary
-        lines.append(format_recommendation(rec, color=color, end_to_end=summary is None))
-        if answer.summary is not None:
-            lines += step_summary_lines(answer.summary)
-        if answer.block is not None:
-            lines += block_lines(answer.block)
-        if answer.converter:
-            lines += ["", f"torchtitan filter_fqns: {list(answer.filter_fqns)}", *answer.converter]
+        lines.append(aligned(*model_rows(answer), color=color))
+        lines += step_lines(answer)
+        rec = answer.recommendation
+        lines += recipe_lines(rec)
+        lines += settle_lines(rec.settle, _straddling(rec.layers), "layer types")
+        if answer.torchtitan is not None:
+            lines += ["", *torchtitan_lines(answer.torchtitan)]
     else:
-        lines.append(render_table(answer.frame, color=color))
-        lines += breakeven_lines(answer.breakevens)
-        lines += uncertain_lines(answer.frame, answer.settle)
+        lines.append(aligned(*shape_rows(answer.frame), color=color))
+        if len(answer.frame) > MAX_ROWS:
+            lines.append(f"... {len(answer.frame) - MAX_ROWS} more rows (all of them: --out)")
+        lines += _decision_breakeven(answer.breakevens)
+        lines += unrunnable_lines(answer.frame)
+        lines += extrapolated_lines(answer.frame)
+        lines += settle_lines(answer.settle, _straddling(answer.frame), "shapes")
     return "\n".join(lines)
 
 
-def step_summary_lines(summary: StepSummary) -> list[str]:
-    """The step in both precisions and its parts, in ms, then the assumptions."""
+# --- the short tables -------------------------------------------------------------------------
 
-    def ms(seconds: float) -> str:
-        return f"{seconds * 1e3:.1f} ms"
+MAX_ROWS = 60
+SHORT_HEADER = ["bf16 us", "float8 us", "speedup (low-high)", "decision"]
 
-    where = "measured bf16 step" if summary.step_measured else "modelled step"
-    head = (
-        f"step ({where}): bf16 {ms(summary.bf16_s)}, float8 {ms(summary.fp8_s)}: "
-        f"x{summary.speedup:.3f}"
-        + (
-            f" (band {summary.speedup_low:.3f}-{summary.speedup_high:.3f})"
-            if summary.speedup_high > summary.speedup_low
-            else ""
+
+def _columns(frame: pd.DataFrame) -> tuple[str, str, str]:
+    """(bf16 time, float8 time, speedup) columns of the decision: the fitted ones with a
+    calibration, else the seed's worst case."""
+    if "speedup" in frame.columns:
+        return "bf16_s", "fp8_s", "speedup"
+    return "bf16_gemm_s", "fp8_s_worst", "speedup_worst"
+
+
+def _short_cells(row, columns: tuple[str, str, str]) -> list[str]:
+    bf16, fp8, speedup = (row[c] for c in columns)
+    cell = "-" if _missing(speedup) or not row["fp8_ok"] else f"{speedup:.2f}"
+    low, high = row.get("speedup_low"), row.get("speedup_high")
+    banded = columns[2] == "speedup" and not (_missing(low) or _missing(high))
+    if cell != "-" and banded and not row.get("grouped", False):
+        cell += f" ({low:.2f}-{high:.2f})"
+    return [
+        _us(bf16),
+        _us(fp8) if row["fp8_ok"] else "-",
+        cell,
+        _decision(row.get("decision"), bool(row.get("straddles", False))),
+    ]
+
+
+def _decision(value, straddles: bool) -> str:
+    if value is None or _missing(value):
+        return "-"
+    word = "keep bf16" if str(value).startswith("keep") else str(value)
+    return word + (" *" if straddles else "")
+
+
+def shape_rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """The shapes' short table: shape, recipe, then the decision's cells."""
+    columns = _columns(frame)
+    rows = [
+        [f"{r['M']}x{r['K']}x{r['N']}", str(r["recipe"]), *_short_cells(r, columns)]
+        for _, r in frame.head(MAX_ROWS).iterrows()
+    ]
+    return ["shape", "recipe", *SHORT_HEADER], rows
+
+
+def model_rows(answer: ModelAnswer) -> tuple[list[str], list[list[str]]]:
+    """The layers' short table: layer type, count, (several recipes: the one chosen), then the
+    decision's cells."""
+    rec = answer.recommendation
+    layers = rec.layers
+    columns = _columns(layers)
+    several = len(rec.recipes) > 1
+    header = ["layer", "count", *(["recipe"] if several else []), *SHORT_HEADER]
+    rows = []
+    for _, r in layers.iterrows():
+        cells = [_layer_name(str(r["fqn"])), str(r["count"])]
+        if several:
+            cells.append(str(r["recipe"]))
+        rows.append(cells + _short_cells(r, columns))
+    return header, rows
+
+
+def _layer_name(fqn: str) -> str:
+    return fqn.removeprefix(BLOCK_PREFIX)
+
+
+# --- the step ---------------------------------------------------------------------------------
+
+
+def _band(summary: StepSummary, digits: int = 2) -> str:
+    if summary.speedup_high <= summary.speedup_low:
+        return ""
+    return f" (band {summary.speedup_low:.{digits}f}-{summary.speedup_high:.{digits}f})"
+
+
+def step_lines(answer: ModelAnswer) -> list[str]:
+    """At most five lines: what to convert, the expected step speedup with its band (f8roof's
+    choice, torchtitan's all-but-output beside it), where the step's time goes."""
+    rec, step = answer.recommendation, answer.step
+    names = [_layer_name(str(f)) for f in rec.layers["fqn"]]
+    convert = rec.layers["convert"].to_numpy(dtype=bool)
+    chosen = [n for n, c in zip(names, convert) if c]
+    kept = [n for n, c in zip(names, convert) if not c]
+    what = (
+        f"convert {', '.join(chosen)} ({len(chosen)} of {len(names)} layer types)"
+        if chosen
+        else f"keep every layer type in bf16 ({len(names)})"
+    )
+    if chosen and kept:
+        what += f"; keep {', '.join(kept)}"
+    lines = textwrap.wrap(what, WIDTH, subsequent_indent="  ")
+    c, t = step.chosen, step.as_run
+    lines.append(
+        f"step: x{c.speedup:.3f}{_band(c, 3)} with f8roof's choice; x{t.speedup:.3f}{_band(t, 3)} "
+        "as torchtitan converts (all but output)"
+    )
+    where = "measured bf16 step" if c.step_measured else "modelled step, no --step-ms"
+    lines.append(
+        f"  bf16 {ms(c.bf16_s)} ms -> float8 {ms(c.fp8_s)} ms per GPU ({where}); linears "
+        f"{c.linear_share:.0%} of it"
+    )
+    return ["", *lines]
+
+
+def _decision_breakeven(found: dict[str, int | None]) -> list[str]:
+    """The breakeven at the level decisions are made on: fitted with a calibration, else the
+    seed's worst case."""
+    level = "fitted" if "fitted" in found else next((k for k in found if "worst" in k), None)
+    return [line for line in breakeven_lines(found) if level and f"({level})" in line]
+
+
+def unrunnable_lines(frame: pd.DataFrame) -> list[str]:
+    """Shapes float8 gemms cannot run, and why (the first few)."""
+    bad = frame[~frame["fp8_ok"].to_numpy(dtype=bool)]
+    return [
+        f"float8 cannot run {r['M']}x{r['K']}x{r['N']}: {r['fp8_reason']}"
+        for _, r in bad.head(3).iterrows()
+    ] + ([f"... and {len(bad) - 3} more shapes"] if len(bad) > 3 else [])
+
+
+def extrapolated_lines(frame: pd.DataFrame) -> list[str]:
+    """Shapes whose gemm times a table extrapolates."""
+    if "gemm_extrapolated" not in frame.columns:
+        return []
+    far = frame[frame["gemm_extrapolated"].to_numpy(dtype=bool)]
+    shapes = ", ".join(f"{r['M']}x{r['K']}x{r['N']}" for _, r in far.head(3).iterrows())
+    more = f" and {len(far) - 3} more" if len(far) > 3 else ""
+    return [f"gemm time extrapolated beyond the table at {shapes}{more}"] if len(far) else []
+
+
+def recipe_lines(rec) -> list[str]:
+    """What torchao cannot do with the chosen recipes, and recipes the calibration lacks."""
+    lines = []
+    if rec.reference_recipes:
+        names = ", ".join(rec.reference_recipes)
+        lines.append(
+            f"{names} exists only in f8roof's reference implementation: torchao cannot convert "
+            "with it (no delayed or static scaling)"
         )
-    )
-    parts = (
-        f"  linears {ms(summary.linear_bf16_s)} -> {ms(summary.linear_fp8_s)} "
-        f"({summary.linear_share:.0%} of the bf16 step); exposed comm "
-        f"{ms(summary.comm_bf16_s)} -> {ms(summary.comm_fp8_s)}; recompute "
-        f"{ms(summary.recompute_bf16_s)} -> {ms(summary.recompute_fp8_s)}"
-    )
-    lines = ["", head, parts]
-    lines += [f"  assumes: {a}" for a in summary.assumptions]
+    if rec.skipped_recipes:
+        lines.append(f"not compared (not in the calibration): {', '.join(rec.skipped_recipes)}")
+    return lines
+
+
+def _straddling(frame: pd.DataFrame) -> int:
+    return int(frame["straddles"].sum()) if "straddles" in frame.columns else 0
+
+
+def settle_lines(settle: str | None, count: int, what: str) -> list[str]:
+    """The rows whose band straddles 1, and the command that settles them on a GPU (the first
+    SETTLE_SHAPES shapes), wrapped as a shell line."""
+    if settle is None:
+        return []
+    first = f" (the command measures the first {SETTLE_SHAPES})" if count > SETTLE_SHAPES else ""
+    command = [""]
+    for word in re.split(r" (?=--|&& )", settle):  # break before an option or the next command
+        if command[-1] and len(command[-1]) + 1 + len(word) > WIDTH - 4:
+            command.append("")
+        command[-1] = f"{command[-1]} {word}".strip()
+    return [
+        (
+            f"* the band straddles 1 on {count} {what if count > 1 else what[:-1]}{first}: measure "
+            "them on a GPU with"
+        ),
+        *(f"  {part} \\" for part in command[:-1]),
+        f"  {command[-1]}",
+    ]
+
+
+def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
+    """What to put in a torchtitan job config (TOML) to train with f8roof's decisions, then the
+    same as command-line overrides."""
+    if config.recipe is None:
+        return [f"# no torchtitan recipe for {config.wanted}"]
+    fqns = list(config.filter_fqns)
+    listed = ", ".join(f'"{f}"' for f in fqns)
+    lines = [
+        f"torchtitan filter_fqns: {fqns}",
+        "[model]",
+        'converters = ["float8"]',
+        "",
+        "[float8]",
+    ]
+    cli = ["--model.converters float8"]
+    if config.recipe == "tensorwise" and config.float8_all_gather:
+        # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
+        lines += [
+            "enable_fsdp_float8_all_gather = true",
+            "precompute_float8_dynamic_scale_for_fsdp = true",
+        ]
+        cli += [
+            "--float8.enable_fsdp_float8_all_gather",
+            "--float8.precompute_float8_dynamic_scale_for_fsdp",
+        ]
+    else:
+        lines.append(f'recipe_name = "{config.recipe}"')
+        cli.append(f"--float8.recipe_name {config.recipe}")
+    lines.append(f"filter_fqns = [{listed}]")
+    if fqns:
+        cli.append(f"--float8.filter_fqns {','.join(fqns)}")
+    return [*lines, "", "# or on the command line:", " ".join(cli)]
+
+
+# --- --show-all -------------------------------------------------------------------------------
+
+
+def full_lines(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> list[str]:
+    """Every column, every level's breakeven, every note."""
+    lines = provenance_lines(answer.resolved.provenance)
+    if isinstance(answer, ModelAnswer):
+        rec = answer.recommendation
+        lines.append(format_recommendation(rec, color=color, end_to_end=False))
+        lines += full_step_lines("with f8roof's choice", answer.step.chosen)
+        lines += full_step_lines("as torchtitan converts it", answer.step.as_run)
+        if answer.step.fits_only is not None:
+            lines += full_step_lines("per-layer fits alone", answer.step.fits_only)
+        if answer.block is not None:
+            lines += block_lines(answer.block)
+        lines += settle_lines(rec.settle, _straddling(rec.layers), "layer types")
+        if answer.torchtitan is not None:
+            lines += ["", *torchtitan_lines(answer.torchtitan)]
+    else:
+        lines.append(render_table(answer.frame, color=color))
+        lines += breakeven_lines(answer.breakevens)
+        lines += settle_lines(answer.settle, _straddling(answer.frame), "shapes")
+    return lines
+
+
+def full_step_lines(label: str, summary: StepSummary) -> list[str]:
+    """The step, its parts (bf16 -> float8, with the band where a part has one and what it
+    rests on), then its notes."""
+    where = "measured bf16 step" if summary.step_measured else "modelled step"
+    lines = [
+        "",
+        (
+            f"step {label} ({where}): bf16 {ms(summary.bf16_s)} ms, float8 {ms(summary.fp8_s)} ms: "
+            f"x{summary.speedup:.3f}{_band(summary, 3)}"
+        ),
+    ]
+    for c in summary.components:
+        band = f" ({ms(c.fp8_low_s)}-{ms(c.fp8_high_s)})" if c.fp8_high_s > c.fp8_low_s else ""
+        lines.append(
+            f"  {c.part.value}: {ms(c.bf16_s)} -> {ms(c.fp8_s)}{band} ms ({c.basis.value})"
+        )
+    lines += [f"  assumes: {sentence(n)}" for n in summary.notes]
     return lines
 
 
@@ -61,8 +314,60 @@ def block_lines(block: BlockComparison) -> list[str]:
     """What the sharded block's float8 graph holds that the per-layer rows cannot."""
     casts = len(block.float8.casts_after_all_gather)
     recomputed = len(block.float8.recomputed)
-    line = (
-        f"  float8 block: {casts} float8 casts read an all-gathered tensor (not fused into the "
-        f"norm); the backward reruns {recomputed} forward kernels, gemms and collectives"
+    return [
+        (
+            f"  float8 block: {casts} float8 casts read an all-gathered tensor (not fused into the "
+            f"norm); the backward reruns {recomputed} forward kernels, gemms and collectives"
+        )
+    ]
+
+
+# --- --out ------------------------------------------------------------------------------------
+
+
+def out_frame(answer: ShapesAnswer | ModelAnswer) -> pd.DataFrame:
+    """The rows as --out writes them: every column, and a model's layer notes in words."""
+    if not isinstance(answer, ModelAnswer):
+        return answer.frame
+    rec = answer.recommendation
+    frame = rec.layers.copy()
+    frame["note"] = [layer_note(r, rec.criterion) for _, r in frame.iterrows()]
+    return frame
+
+
+def out_summary(step: StepAnswer) -> dict[str, Any]:
+    """The step as --out writes it: torchtitan's conversion (what published runs measure) with
+    its notes in words, and f8roof's choice beside it."""
+    summary = _summary_dict(step.as_run)
+    summary["chosen"] = _summary_dict(step.chosen)
+    if step.fits_only is not None:
+        summary["fits_only"] = _summary_dict(step.fits_only)
+    return summary
+
+
+def _summary_dict(summary: StepSummary) -> dict[str, Any]:
+    out = summary.to_dict()
+    out["assumptions"] = [sentence(n) for n in summary.notes]
+    return out
+
+
+def _recipes(answer: ShapesAnswer | ModelAnswer) -> str:
+    """'tensorwise' (torchao's; 'reference tensorwise' for f8roof's), or the recipes compared,
+    and the context."""
+    configs = answer.resolved.configs
+    names = ", ".join(
+        c.recipe.name
+        if c.implementation.value == "torchao"
+        else f"{c.implementation.value} {c.recipe.name}"
+        for c in configs
     )
-    return [line]
+    context = configs[0].context
+    return names + ("" if context.is_standalone else f" after {context.name}")
+
+
+def _us(seconds) -> str:
+    return "-" if _missing(seconds) else f"{seconds * 1e6:.1f}"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -10,6 +10,7 @@ import pandas as pd
 from f8roof.engine.filter_compare import TORCHAO_SOURCE, FilterCompareResult, FilterComparison
 from f8roof.engine.recommend import StepShare
 from f8roof.renderers.cells import aligned, decision, markdown_table, ms, step_share_line
+from f8roof.renderers.notes import criterion_text, provenance_line, run_text
 
 
 def comparison_rows(cmp: FilterComparison) -> tuple[list[str], list[list[str]]]:
@@ -98,9 +99,9 @@ def format_comparison(cmp: FilterComparison) -> str:
         [
             (
                 f"{rec.architecture.name} on {rec.gpu}, {rec.tokens} tokens per GPU, "
-                f"{rec.setup.describe()}, recipe {cmp.recipe}: torchao's auto filter vs f8roof"
+                f"{run_text(rec.setup)}, recipe {cmp.recipe}: torchao's auto filter vs f8roof"
             ),
-            f"torchao: {TORCHAO_SOURCE}{fqns}; f8roof: decisions by {rec.criterion_label}",
+            f"torchao: {TORCHAO_SOURCE}{fqns}; f8roof: decisions by {criterion_text(rec)}",
             aligned(header, rows, color=False),
             *summary_lines(cmp),
         ]
@@ -168,7 +169,7 @@ def render_filter_compare(result: FilterCompareResult) -> str:
     """`f8roof filter-compare`: what the estimate rests on, a table per (tokens, tp), and the
     grid when there are several."""
     resolved = result.resolved
-    parts = [resolved.header, f"using {resolved.source}"]
+    parts = [provenance_line(resolved.provenance)]
     parts += [format_comparison(c) + "\n" for c in result.comparisons]
     if len(result.comparisons) > 1:
         parts.append(

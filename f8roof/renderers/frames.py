@@ -182,17 +182,34 @@ def summary_path(path: str | Path) -> Path:
     return p.with_name(p.name[: -len(p.suffix)] + ".summary.csv")
 
 
+def flat_summary(summary: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The step summary as one row: figures as they are, each component's times as
+    `<part>_<field>`, the other step views' figures under their prefix (`chosen_speedup`), the
+    assumptions joined by '; ' (the notes' records stay in the JSON)."""
+    row: dict[str, Any] = {}
+    for key, value in summary.items():
+        if key == "components":
+            for c in value:
+                part = c["part"].split()[0].lower().rstrip(",")
+                row |= {f"{prefix}{part}_{k}": v for k, v in c.items() if k.endswith("_s")}
+        elif key == "assumptions":
+            row[f"{prefix}{key}"] = "; ".join(value)
+        elif isinstance(value, dict):
+            row |= flat_summary(value, f"{prefix}{key}_")
+        elif key != "notes":
+            row[f"{prefix}{key}"] = value
+    return row
+
+
 def summary_csv(summary: dict[str, Any]) -> str:
-    """One header line and one row; the assumptions joined by '; '."""
-    row = {k: "; ".join(v) if isinstance(v, list) else v for k, v in summary.items()}
-    return pd.DataFrame([row]).to_csv(index=False)
+    """One header line and one row (`flat_summary`)."""
+    return pd.DataFrame([flat_summary(summary)]).to_csv(index=False)
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:
     lines = ["## Step summary", "", "| quantity | value |", "|---|---|"]
-    for key, value in summary.items():
-        if key == "assumptions":
-            continue
-        lines.append(f"| {key} | {number(value) if isinstance(value, float) else value} |")
+    for key, value in flat_summary(summary).items():
+        if not key.endswith("assumptions"):
+            lines.append(f"| {key} | {number(value) if isinstance(value, float) else value} |")
     lines += ["", "Assumptions:", *(f"- {a}" for a in summary.get("assumptions", []))]
     return "\n".join(lines) + "\n"

@@ -509,6 +509,7 @@ def draw(
 ) -> tuple[Plot, str]:
     """The `f8roof plot` command: one picture, and what its estimate used ('' for validation)."""
     from f8roof.engine.resolve import resolve
+    from f8roof.renderers.notes import provenance_line
 
     check_out(out)
     kind = kind or ("validation" if validation else "heatmap")
@@ -522,7 +523,7 @@ def draw(
     config = resolved.config
     if kind == "heatmap":
         plot = heatmap(config, out=out, x=x, y=y, fixed=fixed, lo=lo, hi=hi, level=level)
-        return plot, resolved.source
+        return plot, provenance_line(resolved.provenance)
     if level is not None:
         raise PlotError("--level is for the heatmap; the overhead plot shows every level")
-    return overhead_share(config, out=out, lo=lo, hi=hi), resolved.source
+    return overhead_share(config, out=out, lo=lo, hi=hi), provenance_line(resolved.provenance)

@@ -28,6 +28,13 @@ from f8roof.renderers.cells import (
     step_share_line,
 )
 from f8roof.renderers.filters import markdown_section
+from f8roof.renderers.notes import (
+    criterion_text,
+    layer_note,
+    provenance_line,
+    run_text,
+    sentence,
+)
 
 if TYPE_CHECKING:
     from f8roof.engine.filter_compare import FilterComparison
@@ -99,7 +106,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
                 margin(float(r["margin"])),
                 ms(r["bf16_step_s"]),
                 ms(r["saved_step_s"]),
-                str(r["note"]),
+                layer_note(r, rec.criterion),
             ]
         )
     return header, rows
@@ -133,9 +140,7 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     level = (
         "worst case"
         if rec.criterion == "speedup_worst"
-        else (
-            "measured calibration" if rec.calibration.is_measured else "generated code, datasheet"
-        )
+        else ("measured calibration" if rec.calibration.is_measured else "generated code")
     )
     lines = [
         (
@@ -180,14 +185,13 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     if rec.settle:
         lines.append(f"settle the uncertain layers on a GPU: {rec.settle}")
     lines += [f"note: {line}" for line in scale_notes(rec)]
-    if rec.architecture.note:
-        lines.append(f"note: {rec.architecture.note}")
+    lines += [f"note: {sentence(n)}" for n in rec.architecture.notes]
     return lines
 
 
 def scale_notes(rec: Recommendation) -> list[str]:
     """What the training setup and routed experts change, and what is not modelled."""
-    lines = list(rec.setup.notes())
+    lines = [sentence(n) for n in rec.setup.notes()]
     grouped = rec.layers[rec.layers["grouped"]]
     if len(grouped):
         first = grouped.iloc[0]
@@ -218,11 +222,11 @@ def setup_line(rec: Recommendation) -> str:
     if rec.setup.replace_step(None).is_default:
         return ""
     if not rec.setup.is_parallel:
-        return f"setup: {rec.setup.describe()}"
+        return f"setup: {run_text(rec.setup)}"
     local = rec.layers["K"] * rec.layers["N"] * rec.layers["count"]
     local = local * rec.layers["experts_per_device"].clip(lower=1)
     return (
-        f"setup: {rec.setup.describe()}; per GPU {local.sum() / 1e9:.2f}B linear weights; "
+        f"setup: {run_text(rec.setup)}; per GPU {local.sum() / 1e9:.2f}B linear weights; "
         f"M, K, N below are the local shapes each GPU runs"
     )
 
@@ -237,7 +241,7 @@ def format_recommendation(
         [
             headline(rec),
             *([setup] if setup else []),
-            f"decisions by {rec.criterion_label}",
+            f"decisions by {criterion_text(rec)}",
             aligned(header, rows, color=color),
             *totals_lines(rec, end_to_end=end_to_end),
         ]
@@ -269,7 +273,7 @@ def markdown(
         f"- GPU: {rec.gpu}; estimate: {source}",
         f"- recipes compared: {', '.join(rec.recipes)}",
         (
-            f"- decisions by {rec.criterion_label}; a layer whose K or N is not a multiple of 16 "
+            f"- decisions by {criterion_text(rec)}; a layer whose K or N is not a multiple of 16 "
             "is never converted"
         ),
         f"- f8roof {__version__}",
@@ -397,10 +401,16 @@ def write_report(report: ModelReport, *, out: str | Path, plots: bool = True) ->
             draw(png)
         relative = [(caption, p.name) for caption, p, _ in drawn]
         text = markdown(
-            rec, source=report.source, plots=relative, plot_note=note, comparison=report.comparison
+            rec,
+            source=provenance_line(report.provenance),
+            plots=relative,
+            plot_note=note,
+            comparison=report.comparison,
         )
         md.write_text(text, encoding="utf-8")
-    return ReportResult(path, tuple(p for _, p, _ in drawn), rec, note, report.source)
+    return ReportResult(
+        path, tuple(p for _, p, _ in drawn), rec, note, provenance_line(report.provenance)
+    )
 
 
 def report_lines(result: ReportResult) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from f8roof.renderers.cells import band, number, speedup, styled_speedup
-from f8roof.timing.overhead import kernel_set_note
+from f8roof.renderers.notes import kernel_set_note
 
 MAX_TABLE_ROWS = 60
 

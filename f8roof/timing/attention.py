@@ -27,6 +27,7 @@ from f8roof.errors import ModelError
 # (sequence length, TFLOP/s): FlashAttention-2 causal forward + backward, H100 SXM, D = 128
 FLASH2_CAUSAL_TFLOPS = ((2048, 265.0), (4096, 294.0), (8192, 308.0), (16384, 328.0))
 REFERENCE_GEMM_TFLOPS = 797.5  # torch.mm bf16 8192^3 on an H100 SXM (zzc0721#79)
+SOURCE = "Dao-AILab/flash-attention assets/flash2_h100_fwd_bwd_benchmark.png (causal, D 128)"
 FORWARD_SHARE = 2 / 7  # of the forward + backward FLOPs: what full checkpointing reruns
 
 

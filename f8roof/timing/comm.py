@@ -64,6 +64,7 @@ from f8roof.errors import ModelError
 
 GB = 1e9
 FP32_BYTES = 4
+SOURCE = "nccl-tests busbw and latency per preset (the table in timing/comm.py)"
 
 
 class CommError(ModelError):

@@ -105,21 +105,6 @@ def _coefficients(kernel_set: KernelSet) -> np.ndarray:
     return np.array([float(c) for c in kernel_set.total.coefficients()])
 
 
-# Relative spread of the fitted overhead over nearby kernel sets worth a note on a row.
-KERNEL_SET_SPREAD = 0.02
-
-
-def kernel_set_note(fitted: float, low: float, high: float) -> str:
-    """A row's note where the kernel sets compiled around its shape disagree on its overhead by
-    more than KERNEL_SET_SPREAD of it (see `models.overhead.kernel_set_range`); else ''."""
-    if not np.isfinite(high - low) or high - low <= KERNEL_SET_SPREAD * max(abs(fitted), 1.0):
-        return ""
-    return (
-        f"kernel set uncertain: overhead {low / 1e6:.4g}-{high / 1e6:.4g} MB at nearby fit "
-        f"shapes (fitted {fitted / 1e6:.4g}); --overhead codegen compiles this shape"
-    )
-
-
 def rate_key(kernel) -> str:
     """What the band times a fitted kernel by: 'class:<KernelClass value>' where the file
     records its class, else its kind (whose classes' ranges are taken together)."""

@@ -26,6 +26,7 @@ from typing import Any
 from f8roof.errors import F8RoofError
 from f8roof.files import read_json
 from f8roof.inputs.shapes import MAX_DIM
+from f8roof.notes import Note, Topic, note
 from f8roof.traffic.variant import Before, Context
 
 
@@ -120,7 +121,7 @@ class Architecture:
     name: str
     linears: tuple[NamedLinear, ...]
     source: str = ""  # where the dimensions come from
-    note: str = ""  # what is left out (routers, ...)
+    notes: tuple[Note, ...] = ()  # what is left out (routers, ...) or defaulted
 
     def __post_init__(self) -> None:
         if not self.linears:
@@ -277,14 +278,14 @@ def _moe_layer_count(cfg: _Config, layers: int, *, step_key: str, only_dense_key
     return sum(1 for i in range(layers) if i not in dense and (i + 1) % step == 0)
 
 
-def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
+def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]]:
     """Llama, Mistral, Qwen2 and friends: q/k/v/o, gate/up/down per layer, then lm_head.
     Mixtral (`num_local_experts`) and Qwen2/3-MoE (`num_experts`) route their MLPs."""
     hidden = cfg.int("hidden_size")
     layers = cfg.int("num_hidden_layers")
     vocab = cfg.int("vocab_size")
     linears = _attention(cfg, "model.layers.*.self_attn", layers)
-    note = ""
+    notes: list[Note] = []
     # transformers' MixtralConfig defaults: num_local_experts=8, num_experts_per_tok=2
     # (transformers/models/mixtral/configuration_mixtral.py); a Mixtral config.json may omit them
     mixtral = cfg.data.get("model_type") == "mixtral"
@@ -300,10 +301,17 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
             routed,
             names=("w1", "w3", "w2"),
         )
-        note = "the routers (block_sparse_moe.gate) are left out"
+        notes.append(note(Topic.LEFT_OUT, modules=["routers (block_sparse_moe.gate)"]))
         absent = [k for k in ("num_local_experts", "num_experts_per_tok") if not cfg.has(k)]
         if mixtral and absent:
-            note += f"; {', '.join(absent)} absent: transformers' MixtralConfig defaults (8, 2)"
+            notes.append(
+                note(
+                    Topic.CONFIG_DEFAULTS,
+                    keys=absent,
+                    config="transformers' MixtralConfig",
+                    values=[MIXTRAL_EXPERTS, MIXTRAL_TOP_K],
+                )
+            )
     elif cfg.int("num_experts", 0, allow_zero=True) > 1:
         routed = cfg.routed("num_experts")
         moe_layers = _moe_layer_count(
@@ -319,14 +327,14 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
             shared = cfg.int("shared_expert_intermediate_size", 0, allow_zero=True)
             if shared:  # Qwen2-MoE: a shared expert every token passes through (dense)
                 linears += _mlp("model.layers.*.mlp.shared_expert", hidden, shared, moe_layers)
-        note = "the routers (mlp.gate) are left out"
+        notes.append(note(Topic.LEFT_OUT, modules=["routers (mlp.gate)"]))
     else:
         linears += _mlp("model.layers.*.mlp", hidden, cfg.int("intermediate_size"), layers)
     linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
-    return linears, note
+    return linears, notes
 
 
-def _llama4(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
+def _llama4(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]]:
     """Llama 4 (the text model): grouped-query attention in every layer; MoE layers (every
     `interleave_moe_layer_step`-th, or those listed in `moe_layers`) hold routed experts of
     width `intermediate_size`, stored fused as gate_up_proj (E, hidden, 2 x width) and
@@ -359,10 +367,10 @@ def _llama4(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
         ]
         linears += _mlp("model.layers.*.feed_forward.shared_expert", hidden, width, moe_layers)
     linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
-    return linears, "the routers (feed_forward.router) are left out"
+    return linears, [note(Topic.LEFT_OUT, modules=["routers (feed_forward.router)"])]
 
 
-def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
+def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]]:
     """GPT-2: fused qkv (c_attn), c_proj, c_fc, mlp c_proj, lm_head (tied to the embedding)."""
     hidden = cfg.int("n_embd")
     layers = cfg.int("n_layer")
@@ -382,10 +390,10 @@ def _gpt2(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
         NamedLinear(f"{block}.mlp.c_fc", hidden, inner, layers, COLUMN),
         NamedLinear(f"{block}.mlp.c_proj", inner, hidden, layers, ROW),
         NamedLinear("lm_head", hidden, vocab, 1, COLUMN),
-    ], ""
+    ], []
 
 
-def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
+def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]]:
     """DeepSeek-V2/V3: multi-head latent attention in every layer; a dense MLP in the first
     `first_k_dense_replace` layers (and any layer `moe_layer_freq` skips), in the rest routed
     experts of width `moe_intermediate_size` plus `n_shared_experts` shared ones every token
@@ -433,7 +441,7 @@ def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
         linears += _mlp(
             "model.layers.*.mlp", hidden, cfg.int("intermediate_size"), layers - moe_layers
         )
-    note = ""
+    notes: list[Note] = []
     if moe_layers:
         width = cfg.int("moe_intermediate_size")
         routed = cfg.routed("n_routed_experts")
@@ -441,12 +449,14 @@ def _deepseek_v3(cfg: _Config, name: str) -> tuple[list[NamedLinear], str]:
         shared = cfg.int("n_shared_experts", 0, allow_zero=True)
         if shared:
             linears += _mlp("model.layers.*.mlp.shared_experts", hidden, shared * width, moe_layers)
-        note = "the routers (mlp.gate) and the multi-token-prediction layer are left out"
+        notes.append(
+            note(Topic.LEFT_OUT, modules=["routers (mlp.gate)", "multi-token-prediction layer"])
+        )
     linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
-    return linears, note
+    return linears, notes
 
 
-def _parser_for(cfg: _Config) -> Callable[[_Config, str], tuple[list[NamedLinear], str]]:
+def _parser_for(cfg: _Config) -> Callable[[_Config, str], tuple[list[NamedLinear], list[Note]]]:
     model_type = str(cfg.data.get("model_type", ""))
     if model_type == "gpt2" or (cfg.has("n_embd") and not cfg.has("hidden_size")):
         return _gpt2
@@ -484,13 +494,13 @@ def from_hf_config(
         source = source or str(path)
     cfg = _Config(_text_config(data), where)
     parser = _parser_for(cfg)
-    linears, note = parser(cfg, name or where)
+    linears, notes = parser(cfg, name or where)
     norm = Before.LAYERNORM if parser is _gpt2 else Before.RMSNORM
     linears = [
         replace(lin, context=input_context(lin.fqn, norm=norm, routed=lin.grouped))
         for lin in linears
     ]
-    return Architecture(str(name or where), tuple(linears), source or where, note)
+    return Architecture(str(name or where), tuple(linears), source or where, tuple(notes))
 
 
 # The op producing a linear's input in the pre-norm transformers f8roof knows, by the linear's
@@ -982,11 +992,7 @@ def from_module(
             unknown.append(kind)
         context = input_context(kind, norm=norm)
         grouped[kind] = NamedLinear(kind, K, N, count, style or TPStyle.REPLICATED, None, context)
-    note = (
-        f"not in the TP plan, replicated under --tp (pass tp_plan to say): {', '.join(unknown)}"
-        if unknown
-        else ""
-    )
+    notes = (note(Topic.NOT_IN_TP_PLAN, layers=unknown),) if unknown else ()
     return Architecture(
-        label, tuple(grouped.values()), source=f"nn.Module {type(model).__name__}", note=note
+        label, tuple(grouped.values()), source=f"nn.Module {type(model).__name__}", notes=notes
     )

@@ -33,7 +33,7 @@ Conventions (torchtitan's, the framework torchao's float8 training is developed 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from f8roof.training.catalog import (
     Architecture,
@@ -58,8 +58,7 @@ class LocalLayer:
     K: int
     N: int
     experts_per_device: int = 0  # routed experts this GPU runs per layer (0: a dense linear)
-    tokens_per_expert: float = math.nan  # before padding; nan for dense linears
-    notes: tuple[str, ...] = field(default=())
+    tokens_per_expert: float = math.nan  # before padding (M above it: padded); nan for dense
 
     @property
     def grouped(self) -> bool:
@@ -123,7 +122,7 @@ def local_layers(
 
     out = []
     for linear in architecture.linears:
-        K, N, notes = linear.K, linear.N, []
+        K, N = linear.K, linear.N
         # routed experts under EP are whole: torchtitan does not combine float8 grouped gemms
         # with expert tensor parallelism
         sharded = tp > 1 and not (linear.grouped and ep > 1)
@@ -139,10 +138,7 @@ def local_layers(
         rows, per_device = tokens_per_expert(
             tokens, experts=routed.experts, top_k=routed.top_k, tp=tp, ep=ep
         )
-        M = padded_group_rows(rows)
-        if M > math.ceil(rows):
-            notes.append(f"M padded from {rows:.4g} to {M}")
-        out.append(LocalLayer(linear, M, K, N, per_device, rows, tuple(notes)))
+        out.append(LocalLayer(linear, padded_group_rows(rows), K, N, per_device, rows))
     if tp > 1 and tokens % tp:
         # sequence parallelism (torchtitan's TP plan) shards the sequence dim over the TP ranks
         raise ParallelismError(

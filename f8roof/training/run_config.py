@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, replace
 
 from f8roof.errors import ModelError
+from f8roof.notes import Note, Topic, note
 from f8roof.training.catalog import ArchitectureError
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
 
@@ -82,7 +83,7 @@ class RunConfig:
     filter_fqns: tuple[str, ...] | None = None
     moe_fqns: tuple[str, ...] = ()  # torchtitan's moe_fqns_prototype: routed experts in float8
     gpus_per_node: int = 8
-    assumptions: tuple[str, ...] = ()  # what a setup file left to torchtitan's defaults
+    assumptions: tuple[Note, ...] = ()  # what a setup file left to torchtitan's defaults
 
     def __post_init__(self) -> None:
         _positive_int("--tp", self.tp)
@@ -204,23 +205,6 @@ class RunConfig:
     def is_parallel(self) -> bool:
         return self.tp > 1 or self.ep > 1 or self.fsdp
 
-    def describe(self) -> str:
-        """'TP 2 (column-parallel shard N, row-parallel shard K), EP 8, FSDP, recompute full'."""
-        parts = []
-        if self.tp > 1:
-            parts.append(f"TP {self.tp} (column-parallel linears shard N, row-parallel shard K)")
-        if self.ep > 1:
-            parts.append(f"EP {self.ep}")
-        if self.fsdp:
-            parts.append(f"FSDP {self.fsdp_degree}" if self.fsdp_degree else "FSDP")
-        elif self.fsdp_degree == 1:
-            parts.append("FSDP 1 (off)")
-        if self.recompute_every > 1:
-            parts.append(f"recompute full every {_nth(self.recompute_every)} block (layer SAC)")
-        elif self.recompute is not Recompute.NONE:
-            parts.append(f"recompute {self.recompute.value}")
-        return ", ".join(parts) or "one GPU, no parallelism"
-
     def recompute_share(self, blocks: int) -> float:
         """The share of `blocks` transformer blocks full recompute reruns: all of them, or
         with layer SAC every n-th (torchtitan counts blocks from 1 and checkpoints those whose
@@ -229,53 +213,20 @@ class RunConfig:
             return 0.0
         return (blocks // self.recompute_every) / blocks if blocks else 1.0
 
-    def notes(self) -> list[str]:
-        """What the setup changes and what it does not model, one line each."""
-        lines = []
+    def notes(self) -> list[Note]:
+        """What the setup changes in the per-layer rows and what they leave to the step."""
+        out = []
         if self.tp > 1:
-            lines.append(
-                f"TP {self.tp}: each GPU runs its shard (column-parallel: N / {self.tp}, "
-                f"row-parallel: K / {self.tp}, replicated: whole) at M = all the tokens "
-                f"(sequence parallel all-gathers them); TP communication is not in these times "
-                f"(the step summary models it)"
-            )
+            out.append(note(Topic.TP_SHARDS, tp=self.tp))
         if self.fsdp:
-            lines.append(
-                "FSDP: weights are all-gathered before use, so gemm shapes are the ones above; "
-                "all-gather and reduce-scatter time are not in these times (the step summary "
-                "models them when the FSDP degree is known: --fsdp N or --setup)"
-            )
+            out.append(note(Topic.FSDP_GATHERED))
         if self.fsdp_degree == 1:
-            lines.append(
-                "FSDP 1: one rank holds every weight, so FSDP is off (torchtitan's "
-                "data_parallel_shard_degree = 1); nothing is all-gathered or reduce-scattered"
-            )
-        if self.recompute is Recompute.FULL and self.recompute_every > 1:
-            lines.append(
-                f"recompute full on every {_nth(self.recompute_every)} block (torchtitan's layer "
-                f"SAC, selective_ac_option = '{self.recompute_every}'): those blocks' linears "
-                "run their forward gemm and forward float8 overhead again in the backward, in "
-                "both precisions (included above as the mean over all blocks); lm_head is not "
-                "checkpointed"
-            )
-        elif self.recompute is Recompute.FULL:
-            lines.append(
-                "recompute full: every block's linears run their forward gemm and forward "
-                "float8 overhead again in the backward, in both precisions (included above); "
-                "lm_head, outside the blocks, is not checkpointed"
-            )
+            out.append(note(Topic.FSDP_OFF))
+        if self.recompute is Recompute.FULL:
+            out.append(note(Topic.FULL_RECOMPUTE, every=self.recompute_every))
         elif self.recompute is Recompute.SELECTIVE:
-            lines.append(
-                "recompute selective: torchtitan's per-op SAC is not in these times; the step "
-                "summary adds what it reruns (every second linear's forward gemm, float8 casts)"
-            )
-        return lines
+            out.append(note(Topic.SELECTIVE_IN_STEP))
+        return out
 
 
 ONE_GPU = RunConfig()  # the default: no parallelism, no recompute, no measured step
-
-
-def _nth(n: int) -> str:
-    """2 -> '2nd', 3 -> '3rd', 11 -> '11th'."""
-    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
-    return f"{n}{suffix}"

@@ -14,7 +14,7 @@ built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section hol
 `step_ms` (the measured bf16 step, as --step-ms).
 
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
-`SetupFile.assumptions`; keys without a sensible default (model name and flavor, seq_len,
+the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
 the batch size) are required. Every key read is honoured or refused in one line: pipeline,
 context and expert-tensor parallelism (degrees above 1), float8 emulation and converters other
 than float8 are refused; a key that changes nothing f8roof models is accepted and ignored.
@@ -33,6 +33,7 @@ from typing import Any
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_text
+from f8roof.notes import Note, Topic, note
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
 from f8roof.training.run_config import RunConfig, check_step_ms
 from f8roof.training.torchtitan_names import RECIPES
@@ -291,7 +292,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         raise _fail(f"{path} is not valid TOML: {e}") from None
     _check_keys(doc, path)
     sec = {name: _Section(name, doc.get(name, {}), path) for name in USED_KEYS}
-    assumptions: list[str] = []
+    assumptions: list[Note] = []
 
     model, torchtitan_names = _model_name(sec["model"])
     training = sec["training"]
@@ -311,9 +312,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         raise _fail(f"missing key 'local_batch_size' (or 'batch_size') in [training] of {path}")
     compile_ = training.boolean("compile", False) or sec["compile"].boolean("enable", False)
     if not compile_:
-        assumptions.append(
-            "the setup does not compile (training.compile false): f8roof models torch.compile"
-        )
+        assumptions.append(note(Topic.NOT_COMPILED))
 
     par = sec["parallelism"]
     tp = par.integer("tensor_parallel_degree", 1)
@@ -321,9 +320,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
     if shard == 0:
         raise _fail(f"'data_parallel_shard_degree' in [parallelism] of {path} must be -1 or >= 1")
     if not par.has("data_parallel_shard_degree"):
-        assumptions.append(
-            "data_parallel_shard_degree not set: torchtitan's -1 (FSDP over the rest)"
-        )
+        assumptions.append(note(Topic.SETUP_DEFAULT, key="data_parallel_shard_degree", value=-1))
     fsdp = None if shard == -1 else shard
     async_tp = par.boolean("enable_async_tensor_parallel", False)
     for key, what in (
@@ -343,16 +340,15 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         )
     replicate = par.integer("data_parallel_replicate_degree", 1)
     if replicate > 1:
-        assumptions.append(
-            f"data_parallel_replicate_degree {replicate} (HSDP): the gradient all-reduce "
-            "across replicas is not modelled"
-        )
+        assumptions.append(note(Topic.HSDP, degree=replicate))
 
     ac = sec["activation_checkpoint"]
     mode_name = ac.string("mode")
     if mode_name is None:
         mode_name = "selective"
-        assumptions.append("activation_checkpoint.mode not set: torchtitan's default 'selective'")
+        assumptions.append(
+            note(Topic.SETUP_DEFAULT, key="activation_checkpoint.mode", value="selective")
+        )
     try:
         recompute = Recompute.from_name(mode_name)
     except ValueError:
@@ -365,10 +361,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         option = ac.values.get("selective_ac_option")
         if option is None:
             option = "2"
-            assumptions.append(
-                "selective_ac_option not set: torchtitan's default '2' (layer SAC: every 2nd "
-                "block checkpointed whole)"
-            )
+            assumptions.append(note(Topic.SETUP_DEFAULT, key="selective_ac_option", value="2"))
         option = str(option).strip()
         if option != "op":
             if not option.isdigit():
@@ -402,10 +395,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         or not (torchtitan_names)
     )
     if not float8:
-        assumptions.append(
-            "the float8 converter is off in this setup ([model] converters): f8roof answers "
-            "what turning it on would do"
-        )
+        assumptions.append(note(Topic.CONVERTER_OFF))
     recipe_name = f8.string("recipe_name")
     all_gather = f8.boolean("enable_fsdp_float8_all_gather", False)
     precompute = f8.boolean("precompute_float8_dynamic_scale_for_fsdp", False)
@@ -421,14 +411,11 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             f"{path}; leave recipe_name out for tensorwise with float8 all-gather"
         )
     if recipe_name is None:
-        assumptions.append("float8.recipe_name not set: torchao's default recipe, tensorwise")
+        assumptions.append(note(Topic.SETUP_DEFAULT, key="float8.recipe_name", value="tensorwise"))
     recipe = recipe_name or "tensorwise"
     filter_fqns = f8.names("filter_fqns")
     if not f8.has("filter_fqns"):
-        assumptions.append(
-            "float8.filter_fqns not set: torchtitan's default [] (every nn.Linear in float8, "
-            "the output projection too)"
-        )
+        assumptions.append(note(Topic.SETUP_DEFAULT, key="float8.filter_fqns", value=[]))
     if AUTO_FILTER in filter_fqns and recipe not in ("tensorwise", "rowwise"):
         raise _fail(
             f"filter_fqns {AUTO_FILTER!r} with recipe_name {recipe!r} in [float8] of {path}: "

@@ -1,0 +1,83 @@
+"""What an answer rests on, as data. Every assumption, caveat or side figure behind an answer
+is a `Note`: what it is about (`Topic`), the values it carries, where the fact comes from and
+whether it was measured. The library builds no sentences; renderers/notes.py words each topic
+(one template per topic), so a table, a --out file and a script read the same records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Topic(str, Enum):
+    # how the setup file was read (training/setup_file.py)
+    SETUP_DEFAULT = "setup_default"  # key, value: a key left to torchtitan's default
+    NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
+    HSDP = "hsdp"  # degree: the replicas' gradient all-reduce is not modelled
+    CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
+    # warnings on a shapes answer (engine/estimate.py, engine/compare.py)
+    IMPLAUSIBLE = "implausible"  # column, value, shape, bound, gpu: no GPU's speedup
+    BREAKEVEN_EXTRAPOLATED = "breakeven_extrapolated"  # size, smallest
+    VERSIONS_DIFFER = "versions_differ"  # mismatch: the calibration's code came from others
+    DEFAULT_IMPLEMENTATION = "default_implementation"  # implementation compare chose
+    READ_OFF = "read_off"  # recipe: its kernels read off torchao's code, not compiled
+    # a calibration run (device/calibrate.py)
+    BYTES_DISAGREE = "bytes_disagree"  # key, detail: code, scheduler and Inductor's counts
+    BUDGET_SPENT = "budget_spent"  # budget_s, fitted, shapes, checkpoint: a partial fit
+    # what an architecture leaves out (training/catalog.py)
+    LEFT_OUT = "left_out"  # modules: what the catalog does not model (routers, MTP)
+    CONFIG_DEFAULTS = "config_defaults"  # keys absent from a config.json, config: whose defaults
+    NOT_IN_TP_PLAN = "not_in_tp_plan"  # layers: replicated under --tp
+    # what a run config changes in the per-layer rows (training/run_config.py)
+    TP_SHARDS = "tp_shards"  # tp
+    FSDP_GATHERED = "fsdp_gathered"
+    FSDP_OFF = "fsdp_off"
+    FULL_RECOMPUTE = "full_recompute"  # every: 1, or n for layer SAC
+    SELECTIVE_IN_STEP = "selective_in_step"
+    # the step (training/step.py, engine/step_summary.py)
+    AS_CONVERTED = "as_converted"  # filters, torchtitan_default, auto_recipe, experts, moe
+    NO_BLOCK = "no_block"  # why: a NoBlock; the step sums the per-layer rows instead
+    BLOCKS_FROM = "blocks_from"  # origin: a BlockOrigin's fields
+    GRAPH_PARTS = "graph_parts"  # the block's gemms, kernels and recompute as compiled
+    NO_FLOAT8_BLOCK = "no_float8_block"  # no block linear in float8
+    KEPT_CORRECTED = "kept_corrected"  # kept block linears corrected from the float8 graph
+    EP_ALL_TO_ALL = "ep_all_to_all"  # ep: not modelled
+    SELECTIVE_SAC = "selective_sac"  # compiled: bool
+    ATTENTION = "attention"  # ms, seq_len, heads, head_dim, recomputed
+    NO_ATTENTION = "no_attention"
+    NO_FABRIC = "no_fabric"  # gpu: no interconnect known, communication not modelled
+    TP_FLOAT8_GATHER = "tp_float8_gather"
+    TP_COMM = "tp_comm"  # tp, placement, async_tp, from_graphs
+    FSDP_UNKNOWN = "fsdp_unknown"
+    FSDP_COMM = "fsdp_comm"  # degree, float8, placement
+    OTHER_LINEARS = "other_linears"  # fqns: counted with lm_head
+    REST_NOT_MODELLED = "rest_not_modelled"  # embedding, loss, optimizer
+    LM_HEAD_BF16 = "lm_head_bf16"
+    MODELLED_STEP = "modelled_step"  # rest_ms
+    MODEL_EXCEEDS_STEP = "model_exceeds_step"  # model_ms, step_ms
+
+
+@dataclass(frozen=True)
+class Note:
+    topic: Topic
+    values: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""  # the citation behind it ('' where the model itself is the source)
+    measured: bool = False  # True: rests on a measurement, not an assumption
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.topic.value,
+            "values": dict(self.values),
+            "source": self.source,
+            "measured": self.measured,
+        }
+
+
+def note(topic: Topic, *, source: str = "", measured: bool = False, **values: Any) -> Note:
+    """`Note(topic, values)` with the values as keywords."""
+    return Note(topic, values, source, measured)

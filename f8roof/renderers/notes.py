@@ -1,0 +1,405 @@
+"""Every sentence an answer's records stand for: one template per `Topic` of f8roof.notes, the
+provenance line, the run's one-line description and a layer row's note. The library returns
+records; this module words them, so a table, a --out file and a script say the same."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from f8roof.engine.resolve import Gemms, Provenance, Times
+from f8roof.engine.sharded import NoBlock
+from f8roof.notes import Note, Topic
+from f8roof.training.run_config import Recompute, RunConfig
+
+# a key left out of a setup file -> what torchtitan's default means
+SETUP_DEFAULTS = {
+    "data_parallel_shard_degree": "FSDP over the rest of the ranks",
+    "activation_checkpoint.mode": "per-op or layer SAC, as selective_ac_option says",
+    "selective_ac_option": "layer SAC: every 2nd block checkpointed whole",
+    "float8.recipe_name": "torchao's default recipe",
+    "float8.filter_fqns": "every nn.Linear in float8, the output projection too",
+}
+
+
+def _nth(n: int) -> str:
+    """2 -> '2nd', 3 -> '3rd', 11 -> '11th'."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _as_converted(v) -> str:
+    if v["torchtitan_default"]:
+        kept = f"filter_fqns {v['filters']} (torchtitan's llama configs')"
+    else:
+        kept = f"filter_fqns {v['filters']}" if v["filters"] else "filter_fqns [] (none)"
+    if v["auto_recipe"]:
+        kept += f", with torchao's auto filter for {v['auto_recipe']} on whole weights"
+    experts = {
+        "none": "",
+        "converted": f"; routed experts in float8 rowwise (moe_fqns_prototype {v['moe']})",
+        "kept": "; routed experts (3D parameters, no nn.Linear) stay bf16: torchtitan's float8 "
+        "converter converts them only with moe_fqns_prototype",
+    }[v["experts"]]
+    return f"float8 as torchtitan converts it: every nn.Linear but {kept}{experts}"
+
+
+def block_key(block: dict) -> str:
+    """'llama3-8b TP 8, recompute none, tensorwise, one sequence per rank' (a BlockKey's or a
+    compiled block's fields)."""
+    text = f"{block['architecture']} TP {block['tp']}"
+    if "fsdp" in block:
+        text += f", FSDP {block['fsdp']}"
+    text += f", recompute {block['recompute']}, {block['recipe']}"
+    if block.get("float8_all_gather"):
+        text += ", float8 all-gather"
+    if "several_sequences" in block:
+        text += ", several sequences" if block["several_sequences"] else ", one sequence"
+        text += " per rank"
+    return text
+
+
+NO_BLOCK = {
+    NoBlock.NO_FILE: "no shipped sharded block file",
+    NoBlock.NOT_BUILTIN: "no shipped sharded block for {model} (they are built-in models')",
+    NoBlock.NO_FIT: "no shipped sharded block for {block}",
+    NoBlock.FIT_FAILS: "the shipped sharded block for {block} does not hold here: {error}",
+    NoBlock.MOE: "MoE blocks are not compiled yet",
+    NoBlock.MIXED_RECIPES: "the block mixes recipes ({recipes})",
+    NoBlock.NO_CALIBRATION: "timing a block's kernels needs a calibration",
+    NoBlock.NOT_TORCHAO: "the sharded block is torchao's Float8Linear, not --impl {implementation}",
+    NoBlock.FULL_RECOMPUTE: "full recompute (layer SAC too) does not compile on a fake "
+    "process group yet",
+    NoBlock.ASYNC_TP: "async TP does not compile on a fake process group yet",
+}
+
+
+def _no_block(v) -> str:
+    values = {k: (", ".join(x) if isinstance(x, list) else x) for k, x in v.items()}
+    if "block" in v:
+        values["block"] = block_key(v["block"])
+    return "blocks from the per-layer fits: " + NO_BLOCK[NoBlock(v["why"])].format(**values)
+
+
+def _blocks_from(v) -> str:
+    layout = f"{v['sequences']} x {v['seq_len']} tokens per rank"
+    if not v["seq_len_given"]:
+        layout += " (no seq_len given: the longest sequences up to 8192 that divide the tokens)"
+    key = block_key(v["block"])
+    if v["compiled"]:
+        return f"blocks from one block compiled for {key} at {layout}, codegen for {v['gpu']}"
+    stack = v["stack"]
+    return (
+        f"blocks from the shipped sharded block for {key} at {layout} (piecewise affine in "
+        f"tokens through compiles at {', '.join(map(str, v['knots']))}; against fresh compiles "
+        f"at {', '.join(map(str, v['checked']))}: bytes within {v['bytes_error']:.1%}, block time "
+        f"within {v['time_error']:.1%}; compiled with torch {stack.get('torch')}, torchao "
+        f"{stack.get('torchao')}, codegen for {stack.get('gpu')})"
+    )
+
+
+def _tp_comm(v) -> str:
+    what = (
+        "the collectives the compiled graphs hold"
+        if v["from_graphs"]
+        else "sequence-parallel all-gathers/reduce-scatters of tokens x hidden"
+    )
+    overlap = "async TP: hidden behind the gemms" if v["async_tp"] else "exposed (no async TP)"
+    return f"TP {v['tp']}: {what}, {v['placement']}-node, {overlap}"
+
+
+def _full_recompute(v) -> str:
+    if v["every"] > 1:
+        return (
+            f"recompute full on every {_nth(v['every'])} block (torchtitan's layer SAC, "
+            f"selective_ac_option = '{v['every']}'): those blocks' linears run their forward gemm "
+            "and forward float8 overhead again in the backward, in both precisions (included "
+            "above as the mean over all blocks); lm_head is not checkpointed"
+        )
+    return (
+        "recompute full: every block's linears run their forward gemm and forward float8 "
+        "overhead again in the backward, in both precisions (included above); lm_head, "
+        "outside the blocks, is not checkpointed"
+    )
+
+
+TEMPLATES: dict[Topic, Callable[[dict], str]] = {
+    Topic.SETUP_DEFAULT: lambda v: (
+        f"setup: {v['key']} not set: torchtitan's default {v['value']!r} "
+        f"({SETUP_DEFAULTS.get(v['key'], 'its JobConfig default')})"
+    ),
+    Topic.NOT_COMPILED: lambda v: (
+        "setup: the setup does not compile (training.compile false): f8roof models torch.compile"
+    ),
+    Topic.HSDP: lambda v: (
+        f"setup: data_parallel_replicate_degree {v['degree']} (HSDP): the gradient all-reduce "
+        "across replicas is not modelled"
+    ),
+    Topic.CONVERTER_OFF: lambda v: (
+        "setup: the float8 converter is off in this setup ([model] converters): f8roof answers "
+        "what turning it on would do"
+    ),
+    Topic.IMPLAUSIBLE: lambda v: (
+        f"{v['column']} {v['value']:.2f} at {'x'.join(map(str, v['shape']))} exceeds "
+        f"{v['bound']:.1f}, the fp8/bf16 peak ratio: the times behind it are not a GPU's "
+        f"({v['gpu']})"
+    ),
+    Topic.BREAKEVEN_EXTRAPOLATED: lambda v: (
+        f"fitted breakeven {v['size']} lies below the smallest calibrated dimension "
+        f"({v['smallest']}): extrapolated, not measured"
+    ),
+    Topic.VERSIONS_DIFFER: lambda v: (
+        f"the calibration's code came from other versions: {v['mismatch']}"
+    ),
+    Topic.DEFAULT_IMPLEMENTATION: lambda v: (
+        f"implementation: {v['implementation']} (the default here; --impl)"
+    ),
+    Topic.READ_OFF: lambda v: f"{v['recipe']}: kernels read off torchao's code, not compiled here",
+    Topic.BYTES_DISAGREE: lambda v: f"bytes disagree: {v['key']}: {v['detail']}",
+    Topic.BUDGET_SPENT: lambda v: (
+        f"budget of {v['budget_s']:.0f} s spent: fitted on {v['fitted']} of {v['shapes']} shapes; "
+        f"checkpoint kept at {v['checkpoint']} (--resume)"
+    ),
+    Topic.LEFT_OUT: lambda v: f"{' and '.join(v['modules'])} left out",
+    Topic.CONFIG_DEFAULTS: lambda v: (
+        f"{', '.join(v['keys'])} absent: {v['config']} defaults "
+        f"({', '.join(map(str, v['values']))})"
+    ),
+    Topic.NOT_IN_TP_PLAN: lambda v: (
+        "not in the TP plan, replicated under --tp (pass tp_plan to say): " + ", ".join(v["layers"])
+    ),
+    Topic.TP_SHARDS: lambda v: (
+        f"TP {v['tp']}: each GPU runs its shard (column-parallel: N / {v['tp']}, row-parallel: "
+        f"K / {v['tp']}, replicated: whole) at M = all the tokens (sequence parallel all-gathers "
+        "them); TP communication is not in these times (the step summary models it)"
+    ),
+    Topic.FSDP_GATHERED: lambda v: (
+        "FSDP: weights are all-gathered before use, so gemm shapes are the ones above; "
+        "all-gather and reduce-scatter time are not in these times (the step summary models "
+        "them when the FSDP degree is known: --fsdp N or --setup)"
+    ),
+    Topic.FSDP_OFF: lambda v: (
+        "FSDP 1: one rank holds every weight, so FSDP is off (torchtitan's "
+        "data_parallel_shard_degree = 1); nothing is all-gathered or reduce-scattered"
+    ),
+    Topic.FULL_RECOMPUTE: _full_recompute,
+    Topic.SELECTIVE_IN_STEP: lambda v: (
+        "recompute selective: torchtitan's per-op SAC is not in these times; the step summary "
+        "adds what it reruns (every second linear's forward gemm, float8 casts)"
+    ),
+    Topic.AS_CONVERTED: _as_converted,
+    Topic.NO_BLOCK: _no_block,
+    Topic.BLOCKS_FROM: _blocks_from,
+    Topic.GRAPH_PARTS: lambda v: (
+        "each block's gemms, kernels and recompute as its graphs hold them (attention, an extern "
+        "kernel there, timed by its FLOPs)"
+    ),
+    Topic.NO_FLOAT8_BLOCK: lambda v: "no block linear in float8: the float8 block is the bf16 one",
+    Topic.KEPT_CORRECTED: lambda v: (
+        "block linears kept in bf16 corrected from the all-float8 graph by their per-layer "
+        "difference (its collectives and recompute stay the all-float8 graph's)"
+    ),
+    Topic.EP_ALL_TO_ALL: lambda v: (
+        f"routed experts' all-to-all (EP {v['ep']}) is not modelled: the exposed communication "
+        "leaves it out"
+    ),
+    Topic.SELECTIVE_SAC: lambda v: (
+        "selective: torchtitan's per-op SAC compiled into the block (its 2025-05 and 0.3.0 "
+        "lists decide a dense llama block alike, float8 gemms reaching SAC as aten.mm)"
+        if v["compiled"]
+        else "selective: torchtitan's per-op SAC; float8 casts rerun in the backward (not in "
+        "the save list)"
+    ),
+    Topic.ATTENTION: lambda v: (
+        f"attention: {v['ms']:.2f} ms per block (FlashAttention-2's causal throughput at "
+        f"S = {v['seq_len']}, {v['heads']} heads of {v['head_dim']}), the same in both precisions"
+        + ("; full AC reruns its forward" if v["recomputed"] else "")
+    ),
+    Topic.NO_ATTENTION: lambda v: "attention: no output projection with heads known, not timed",
+    Topic.NO_FABRIC: lambda v: (
+        f"communication not modelled: no interconnect preset for {v['gpu']} (PCIe and NVL parts "
+        "have no NVSwitch)"
+    ),
+    Topic.TP_FLOAT8_GATHER: lambda v: (
+        "tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)"
+    ),
+    Topic.TP_COMM: _tp_comm,
+    Topic.FSDP_UNKNOWN: lambda v: "FSDP degree unknown (--fsdp): its communication is not modelled",
+    Topic.FSDP_COMM: lambda v: (
+        f"FSDP {v['degree']}: weights all-gathered "
+        + ("in float8 (tensorwise) " if v["float8"] else "in bf16 ")
+        + f"and gradients reduce-scattered in fp32, {v['placement']}-node, overlapped with the "
+        "block's compute; first gather and last reduce-scatter exposed"
+    ),
+    Topic.OTHER_LINEARS: lambda v: (
+        "linears outside the blocks other than lm_head counted with lm_head: "
+        + ", ".join(v["fqns"])
+    ),
+    Topic.REST_NOT_MODELLED: lambda v: (
+        "embedding, loss and optimizer are not modelled: the modelled step omits them"
+    ),
+    Topic.LM_HEAD_BF16: lambda v: "lm_head (torchtitan's output) stays bf16 in this step",
+    Topic.MODELLED_STEP: lambda v: (
+        "modelled step (no measured step; pass --step-ms): blocks x layers + lm_head + "
+        f"{v['rest_ms']:.1f} ms for embedding, loss and optimizer"
+    ),
+    Topic.MODEL_EXCEEDS_STEP: lambda v: (
+        f"the modelled blocks and lm_head ({v['model_ms']:.1f} ms) exceed the measured step "
+        f"({v['step_ms']:.1f} ms): the model over-counts bf16 time"
+    ),
+}
+
+
+def sentence(note: Note) -> str:
+    """The note in words."""
+    return TEMPLATES[note.topic](dict(note.values))
+
+
+# --- the provenance line --------------------------------------------------------------------
+
+
+def provenance_line(p: Provenance, what: str = "") -> str:
+    """One line: what the numbers rest on (`what`: the recipes they are for), short enough
+    for a terminal."""
+    times = {
+        Times.MEASURED: f"measured on {p.measured_on}",
+        Times.PUBLIC: f"times fitted to public data (CV error {p.cv_median:.1%})",
+        Times.DATASHEET: "datasheet times",
+        Times.DATASHEET_ONLY: "datasheet timing, no calibration (worst and ideal overheads)",
+        Times.ROOFLINE: "the seed's rooflines, no calibration",
+    }[p.times]
+    where = f"{p.gpu} {what}".rstrip()
+    if p.calibration:
+        where += f" ({'shipped ' if p.shipped else ''}{p.calibration})"
+    gemms = ""
+    if p.gemms is Gemms.TABLE:
+        gemms = f"; gemms from {p.gemm_table}"
+    elif p.gemms is Gemms.EFFICIENCY:
+        gemms = f"; gemms at {p.gemm_efficiency:.0%} of peak"
+    elif p.gemms is Gemms.BORROWED:
+        gemms = "; gemms at H100 SXM's fractions (none published for this part)"
+    missing = f"; {', '.join(p.missing)} not in the shipped file" if p.missing else ""
+    return f"{where}: {times}{gemms}{missing}"
+
+
+def provenance_lines(p: Provenance) -> list[str]:
+    """Every fact behind the provenance line (--show-all)."""
+    lines = [f"gpu: {p.gpu}", f"times: {p.times.value}", f"gemms: {p.gemms.value}"]
+    if p.calibration:
+        lines.append(f"calibration: {'shipped ' if p.shipped else ''}{p.calibration}")
+    if p.stack:
+        versions = ", ".join(f"{k} {v}" for k, v in p.stack.items())
+        lines.append(f"traffic from generated code: {versions}, codegen for {p.codegen_gpu}")
+    if p.measured_on:
+        lines.append(f"measured on {p.measured_on}")
+    if not math.isnan(p.cv_median):
+        lines.append(f"public time model: heatmap cross-validated median error {p.cv_median:.1%}")
+    if not math.isnan(p.memory_efficiency):
+        lines.append(f"bytes at {p.memory_efficiency:.0%} of the HBM bandwidth")
+    if p.missing:
+        lines.append(f"not in the shipped calibration: {', '.join(p.missing)}")
+    return lines
+
+
+# --- the run and a layer row ------------------------------------------------------------------
+
+
+def criterion_text(rec) -> str:
+    """What the decisions rest on and the policy that makes them."""
+    if rec.criterion == "speedup_worst":
+        return (
+            "speedup_worst (the seed's worst-case bytes at datasheet rooflines; not a bound: "
+            "torch.compile moves more than it for tensorwise)"
+        )
+    label = (
+        "calibrated speedup (measured; fitted overhead, device time)"
+        if rec.calibration is not None and rec.calibration.is_measured
+        else "speedup (exact bytes of the generated code)"
+    )
+    if "speedup_low" not in rec.layers.columns:
+        return label
+    end = {
+        "conservative": "band's low end",
+        "expected": "estimate",
+        "optimistic": "band's high end",
+    }
+    label += f", policy {rec.policy.value}: convert where the {end[rec.policy.value]} wins"
+    label += f" by {rec.margin:.0%}" if rec.margin else ""
+    if rec.policy.value == "expected":
+        return label + " (a band straddling 1 is marked *)"
+    return label + ", keep where its high end loses, else uncertain (kept in bf16)"
+
+
+def run_text(run: RunConfig) -> str:
+    """'TP 2 (column-parallel shard N, row-parallel shard K), EP 8, FSDP, recompute full'."""
+    parts = []
+    if run.tp > 1:
+        parts.append(f"TP {run.tp} (column-parallel linears shard N, row-parallel shard K)")
+    if run.ep > 1:
+        parts.append(f"EP {run.ep}")
+    if run.fsdp:
+        parts.append(f"FSDP {run.fsdp_degree}" if run.fsdp_degree else "FSDP")
+    elif run.fsdp_degree == 1:
+        parts.append("FSDP 1 (off)")
+    if run.recompute_every > 1:
+        parts.append(f"recompute full every {_nth(run.recompute_every)} block (layer SAC)")
+    elif run.recompute is not Recompute.NONE:
+        parts.append(f"recompute {run.recompute.value}")
+    return ", ".join(parts) or "one GPU, no parallelism"
+
+
+# Relative spread of the fitted overhead over nearby kernel sets worth a note on a row.
+KERNEL_SET_SPREAD = 0.02
+
+
+def kernel_set_note(fitted: float, low: float, high: float) -> str:
+    """A row's note where the kernel sets compiled around its shape disagree on its overhead by
+    more than KERNEL_SET_SPREAD of it (see `timing.overhead.kernel_set_range`); else ''."""
+    if not np.isfinite(high - low) or high - low <= KERNEL_SET_SPREAD * max(abs(fitted), 1.0):
+        return ""
+    return (
+        f"kernel set uncertain: overhead {low / 1e6:.4g}-{high / 1e6:.4g} MB at nearby fit "
+        f"shapes (fitted {fitted / 1e6:.4g}); --overhead codegen compiles this shape"
+    )
+
+
+def layer_note(row, criterion: str) -> str:
+    """Why a layer's decision needs a second look: float8 cannot run it, or only a calibration
+    can tell; how a routed expert's row is estimated; a padded shape; a context the
+    calibration lacks."""
+    notes = []
+    grouped = bool(row.get("grouped", False))
+    if grouped:
+        notes.append(
+            f"grouped gemm, {row['recipe']}; overhead: torchao's MoE kernels, read off their code"
+        )
+        if row["M"] > math.ceil(row["tokens_per_expert"]):
+            notes.append(f"M padded from {row['tokens_per_expert']:.4g} to {row['M']}")
+    asked = row.get("context_asked")
+    if asked and asked != row.get("context"):
+        notes.append(f"{asked} not in the calibration: standalone")
+    if not grouped and "overhead_bytes_fitted_low" in row:
+        notes.append(
+            kernel_set_note(
+                row["overhead_bytes_fitted"],
+                row["overhead_bytes_fitted_low"],
+                row["overhead_bytes_fitted_high"],
+            )
+        )
+    if not row["fp8_ok"]:
+        notes.append(str(row["fp8_reason"]))
+    else:
+        value, ideal = row[criterion], row["speedup_ideal"]
+        if (criterion == "speedup_worst" or grouped) and value <= 1.0 < ideal:
+            notes.append(
+                f"wins with ideal overhead (x{ideal:.2f}): "
+                + ("decided on the worst case" if grouped else "calibrate to decide")
+            )
+    if row.get("straddles", False):
+        notes.append(
+            f"band {row['speedup_low']:.2f}-{row['speedup_high']:.2f} straddles 1: settle it on "
+            "a GPU (the command under the table)"
+        )
+    return "; ".join(n for n in notes if n)
