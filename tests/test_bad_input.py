@@ -68,8 +68,14 @@ def test_validate_output_directory_under_a_file(a_file, tmp_path):
         ),
         (["--gemm-efficiency", "1.5", "--shape", "16,16,16"], "gemm_efficiency must be in (0, 1]"),
         (["--model", "gpt2", "--tokens", str(2**70)], "exceeds"),
-        (["--impl", "triton", "--shape", "16,16,16"], "unknown --impl 'triton'"),
-        (["--before", "batchnorm", "--shape", "16,16,16"], "unknown --before op 'batchnorm'"),
+        (
+            ["--impl", "triton", "--shape", "16,16,16"],
+            "Invalid value for '--impl': 'triton' is not one of 'torchao', 'reference'",
+        ),
+        (
+            ["--before", "batchnorm", "--shape", "16,16,16"],
+            "Invalid value for '--before': 'batchnorm' is not one of",
+        ),
         (["--model", "gpt2", "--tokens", "64", "--before", "layernorm"], "drop --before/--after"),
     ],
 )

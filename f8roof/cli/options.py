@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from f8roof.traffic.variant import After, Before
+from f8roof.traffic.variant import After, Before, Implementation
 
 
 def stack(*decorators):
@@ -53,19 +53,22 @@ SHOW_ALL = click.option(
 IMPL = click.option(
     "--impl",
     "implementation",
+    type=click.Choice([i.value for i in Implementation], case_sensitive=False),
     default=None,
-    help="whose float8 linear: torchao or reference (default: torchao where it has the recipe)",
+    help="whose float8 linear (default: torchao where it has the recipe)",
 )
 CONTEXT = stack(
     click.option(
         "--before",
+        type=click.Choice([op.value for op in Before], case_sensitive=False),
         default=None,
-        help="op producing the input: " + ", ".join(op.value for op in Before),
+        help="the op producing the input",
     ),
     click.option(
         "--after",
+        type=click.Choice([op.value for op in After], case_sensitive=False),
         default=None,
-        help="op consuming the output: " + ", ".join(op.value for op in After),
+        help="the op consuming the output",
     ),
 )
 CALIBRATION = stack(

@@ -37,6 +37,7 @@ from f8roof.engine.decision import (
     DEFAULT_POLICY,
     DecisionPolicy,
     decide_codes,
+    policy_end,
     settle_command,
     straddles,
 )
@@ -191,9 +192,9 @@ def recommend(
     the value a conversion must win at by `margin` (expected, the default: the estimate;
     conservative: the low end; optimistic: the high end; see engine/decision.py), and
     `straddles` marks the rows whose band crosses the threshold. Without one the seed's worst
-    case decides. Among several recipes each layer takes the fastest one its decision
-    converts (else the best estimate, kept in bf16), so the plan is never slower than any
-    single recipe's."""
+    case decides. Among several recipes each layer takes the one its decision converts that
+    is fastest at the policy's value (else the best estimate, kept in bf16), so at that value
+    the plan is never slower than any single recipe's."""
     tokens = check_tokens(tokens)
     configs = resolved.configs
     calibration = resolved.calibration
@@ -204,8 +205,10 @@ def recommend(
     share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
     frames = [_layer_frame(local, c, share) for c in configs]
     recipes = tuple(c.recipe.name for c in configs)
-    # layers x recipes; a recipe float8 cannot run at a layer's shape never wins there, and one
-    # the decision converts beats every one it keeps
+    # layers x recipes: the speedup each recipe's decision rests on (the policy's end of its
+    # band); a recipe float8 cannot run at a layer's shape never wins there, and one the
+    # decision converts beats every one it keeps
+    ends = np.stack([_policy_end(f, criterion, policy) for f in frames], axis=1)
     scores = np.stack(
         [
             np.where(f["fp8_ok"].to_numpy(dtype=bool), f[criterion].to_numpy(np.float64), -np.inf)
@@ -216,8 +219,11 @@ def recommend(
     converts = np.stack(
         [_decision_codes(f, criterion, policy, margin) == 1 for f in frames], axis=1
     )
-    candidates = np.where(converts.any(axis=1, keepdims=True), converts, True)
-    best = np.where(candidates, scores, -np.inf).argmax(axis=1)
+    best = np.where(
+        converts.any(axis=1),
+        np.where(converts, ends, -np.inf).argmax(axis=1),
+        scores.argmax(axis=1),
+    )
     rows = np.arange(len(local))
     chosen = pd.concat([frames[b].iloc[[i]] for i, b in zip(rows, best)], ignore_index=True)
     for column in ("recipe", "implementation", "context"):
@@ -276,6 +282,16 @@ def _band(frame: pd.DataFrame, criterion: str):
     value = frame[criterion].to_numpy(dtype=np.float64)
     low = np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value)
     return low, value, np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value)
+
+
+def _policy_end(frame: pd.DataFrame, criterion: str, policy: DecisionPolicy) -> np.ndarray:
+    """The speedup `policy` decides on per row: its end of the band, or the criterion where
+    the frame has no band."""
+    band = _band(frame, criterion)
+    if band is None:
+        return frame[criterion].to_numpy(dtype=np.float64)
+    low, expected, high = band
+    return policy_end(low=low, expected=expected, high=high, policy=policy)
 
 
 def _straddles(frame: pd.DataFrame, criterion: str, margin: float) -> np.ndarray:
