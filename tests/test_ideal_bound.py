@@ -18,7 +18,8 @@ from f8roof.traffic.variant import Context, Implementation, Variant
 from f8roof.traffic.worst_ideal import context_fused_roles, ideal_traffic
 
 SHIPPED = sorted(
-    Path(f8roof.__file__).parent / "calibration" / "data" / name for name in calibrations.SHIPPED.values()
+    Path(f8roof.__file__).parent / "calibration" / "data" / name
+    for name in calibrations.SHIPPED.values()
 )
 
 

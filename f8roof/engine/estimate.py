@@ -43,6 +43,7 @@ from f8roof.timing.gemm import (
     RooflineGemm,
     TableGemm,
     linear_gemm_times,
+    shared_tilings,
 )
 from f8roof.timing.kernel_classes import GpuFamily
 from f8roof.timing.overhead import fitted_kernels, fitted_kind_bytes, kernel_set_range
@@ -201,6 +202,14 @@ def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd
     grouped gemm over that many; times and bytes are the whole grouped gemm's. `ranges`: also
     the fitted overhead's range over nearby kernel sets (`overhead_bytes_fitted_low/high`,
     what the CLI and model tables show, for variants whose kernel sets vary with the shape)."""
+    # Speed (issue 29): the gemms' tilings are computed once for all the gemm models below
+    # (this estimate's and the band's alternative fits: `timing.gemm.shared_tilings`), on the
+    # float64 arrays made here and kept unchanged until the frame is built.
+    with shared_tilings():
+        return _estimate(shapes, config, groups=groups, ranges=ranges)
+
+
+def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> pd.DataFrame:
     array = as_array(shapes)
     M, K, N = array[:, 0], array[:, 1], array[:, 2]
     Mf, Kf, Nf = (x.astype(np.float64) for x in (M, K, N))  # converted once, used by every model
