@@ -48,6 +48,7 @@ from f8roof.timing.gemm import (
 from f8roof.timing.kernel_classes import GpuFamily
 from f8roof.timing.overhead import fitted_kernels, fitted_kind_bytes, kernel_set_range
 from f8roof.traffic.block_scaled import is_read_off, kernel_kind, torchao_kernels
+from f8roof.traffic.fit import FitError, from_sympy
 from f8roof.traffic.grouped import grouped_traffic, is_grouped_recipe
 from f8roof.traffic.monomials import SYMBOLS, ShapeArrays
 from f8roof.traffic.recipes import Recipe, Role
@@ -180,7 +181,18 @@ def _compiled_bytes(
         limited=limited,
         grouped=grouped,
     )
-    return sp.lambdify(SYMBOLS, model.total, modules="numpy"), model.small_kernels
+    return _numpy_function(model.total), model.small_kernels
+
+
+def _numpy_function(expr: sp.Expr):
+    """numpy (M, K, N) -> the value of a sympy byte count. Byte counts are polynomials in the
+    monomials (`traffic.monomials`): evaluated from their coefficients, with no code generated
+    (`sp.lambdify` imports sympy's code printers: a fifth of a second of a model answer in a
+    fresh process); anything else through lambdify."""
+    try:
+        return from_sympy(expr)
+    except (FitError, sp.PolynomialError):
+        return sp.lambdify(SYMBOLS, expr, modules="numpy")
 
 
 def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.ndarray, int]:
@@ -315,7 +327,7 @@ def _read_off_kind_bytes(recipe: Recipe, M, K, N) -> dict[str, tuple[np.ndarray,
 def _read_off_functions(recipe: Recipe):
     """numpy functions (M, K, N) -> bytes of each read-off kernel, with its kind; built once."""
     return tuple(
-        (kernel_kind(kernel), sp.lambdify(SYMBOLS, traffic.bytes_total, modules="numpy"))
+        (kernel_kind(kernel), _numpy_function(traffic.bytes_total))
         for kernel, traffic in torchao_kernels(recipe)
     )
 
@@ -529,9 +541,13 @@ def breakevens(config: EstimateConfig) -> dict[str, int | None]:
     return {level: square_breakeven(config, column) for level, column in levels.items()}
 
 
-def decisions(frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0) -> np.ndarray:
+def decisions(
+    frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0
+) -> pd.Categorical:
     """'convert', 'keep' or 'uncertain' per row from its band (`models.decision`); 'keep'
-    where float8 cannot run the shape. Needs the band columns (a calibrated estimate)."""
+    where float8 cannot run the shape. Needs the band columns (a calibrated estimate).
+    Categorical, as the recipe and reason columns: an array of strings costs a Python string
+    per row once pandas takes it (a tenth of a 200,000-shape estimate); files read the same."""
     codes = decide_codes(
         low=np.minimum(frame["speedup_low"], frame["speedup"]),
         expected=frame["speedup"],
@@ -540,7 +556,7 @@ def decisions(frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.
         policy=policy,
     )
     codes = np.where(frame["fp8_ok"].to_numpy(dtype=bool), codes, 0)
-    return np.array([d.value for d in DECISIONS])[codes]
+    return pd.Categorical.from_codes(codes, [d.value for d in DECISIONS])
 
 
 def implausible(
