@@ -35,7 +35,7 @@ from f8roof.traffic.variant import (
     UnsupportedOnGPU,
     Variant,
     check_gpu_support,
-    fp8_reasons,
+    fp8_reason_codes,
     fp8_shape_reason,
     gpu_support_reason,
 )
@@ -112,8 +112,8 @@ def test_alignment_is_the_scale_block():
     assert fp8_shape_reason(blockwise, 4096, 4160, 4096).startswith("K=4160 not a multiple of 128")
     # a bf16 grad_weight gemm: M is nobody's block dim
     assert fp8_shape_reason(Recipe.from_name("mxfp8_rceil_wgrad_with_hp"), 100, 64, 64) is None
-    reasons = fp8_reasons(blockwise, [128, 64], [256, 256], [384, 64])
-    assert list(reasons) == ["", "M and N not multiples of 128"]
+    codes, table = fp8_reason_codes(blockwise, [128, 64], [256, 256], [384, 64])
+    assert [table[c] for c in codes] == ["", "M and N not multiples of 128"]
 
 
 def test_mx_needs_mx_gemms():

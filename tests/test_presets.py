@@ -12,7 +12,6 @@ from f8roof.hardware.support import (
     UnsupportedGemmError,
     check_supported,
     gemm_for_recipe,
-    supports,
     unsupported_reason,
 )
 from f8roof.timing.datasheet import PRESET_EFFICIENCIES, datasheet_timing, preset_efficiency
@@ -105,7 +104,9 @@ def test_power_capped_b200_is_chosen_by_name_only():
 
 def test_mx_peaks_only_where_mx_gemms_exist():
     for gpu in PRESETS.values():
-        assert (gpu.mx_flops is not None) == supports(gpu, ScaledGemm.MXFP8), gpu.name
+        assert (gpu.mx_flops is not None) == (unsupported_reason(gpu, ScaledGemm.MXFP8) is None), (
+            gpu.name
+        )
     with pytest.raises(UnknownGPUError, match="no mxfp8 peak"):
         find_gpu("h100").peak_flops("mxfp8")
 
@@ -203,9 +204,9 @@ def test_blockwise_gemms_exist_where_the_part_runs_them():
     for gpu in PRESETS.values():
         dtypes = {d for d, _ in datasheet_timing(gpu).all_gemms.efficiencies}
         if "fp8_blockwise" in dtypes:
-            assert supports(gpu, ScaledGemm.BLOCKWISE), gpu.name
+            assert unsupported_reason(gpu, ScaledGemm.BLOCKWISE) is None, gpu.name
         if "mxfp8" in dtypes:
-            assert supports(gpu, ScaledGemm.MXFP8), gpu.name
+            assert unsupported_reason(gpu, ScaledGemm.MXFP8) is None, gpu.name
     assert tflops("h100", "fp8_blockwise", 8192) < tflops("h100", "fp8_rowwise", 8192)
 
 
