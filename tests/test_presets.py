@@ -1,4 +1,4 @@
-"""GPU presets (issue #20): cited ceilings, the scaled gemms each part runs, and datasheet
+"""GPU presets: cited ceilings, the scaled gemms each part runs, and datasheet
 times that behave on every preset."""
 
 import math
@@ -242,19 +242,11 @@ def test_power_capped_b200_is_slower_than_stock():
     assert tflops("b200-750w", "mxfp8", 8192) < tflops("b200", "mxfp8", 8192)
 
 
-# Through the CLI (click's CliRunner): the listing, and recipes a part cannot run refused in
+# Through the CLI (the shared `cli` runner): the listing, and recipes a part cannot run refused in
 # one line with exit 2.
 
 
-def cli(*args: str):
-    from click.testing import CliRunner
-
-    from f8roof.cli import main
-
-    return CliRunner().invoke(main, list(args))
-
-
-def test_gpus_lists_every_preset_with_its_sources():
+def test_gpus_lists_every_preset_with_its_sources(cli):
     result = cli("gpus")
     assert result.exit_code == 0, result.output
     table, _, details = result.output.partition("\n\n")
@@ -271,7 +263,7 @@ def test_gpus_lists_every_preset_with_its_sources():
     assert "blockwise" in rows["h100"] and "mxfp8" not in rows["h100"]
 
 
-def test_gpus_without_sources_is_the_table_alone():
+def test_gpus_without_sources_is_the_table_alone(cli):
     result = cli("gpus", "--no-sources")
     assert result.exit_code == 0 and "datasheet:" not in result.output
     assert len(result.output.strip().splitlines()) == len(PRESETS) + 4
@@ -311,11 +303,11 @@ def one_line_refusal(result, *parts: str) -> None:
         ),
     ],
 )
-def test_recipes_a_part_cannot_run_are_refused_in_one_line(args, parts):
+def test_recipes_a_part_cannot_run_are_refused_in_one_line(cli, args, parts):
     one_line_refusal(cli(*args), *parts)
 
 
-def test_recipes_a_part_runs_are_estimated():
+def test_recipes_a_part_runs_are_estimated(cli):
     result = cli("estimate", "--gpu", "mi300x", "--recipe", "rowwise", "--shape", "8192,8192,8192")
     assert result.exit_code == 0, result.output
     assert "rowwise" in result.output
