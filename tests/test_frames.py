@@ -106,7 +106,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, frame, m
             raise pa.ArrowIOError("disk full")
         real(table, sink, options)
 
-    monkeypatch.setattr(render, "CSV_BATCH_ROWS", 2)  # 4 rows: two slices
+    monkeypatch.setattr(render, "CSV_PART_ROWS", 2)  # 4 rows: two parts
     monkeypatch.setattr(render, "CSV_MAX_THREADS", 1)
     monkeypatch.setattr(pcsv, "write_csv", second_slice_fails)
     with pytest.raises(F8RoofError, match=f"cannot write {out}: disk full"):
@@ -137,6 +137,7 @@ def test_written_files_get_ordinary_permissions(tmp_path, frame):
 def test_csv_slices_on_threads_are_one_file(tmp_path, frame, monkeypatch):
     whole = tmp_path / "whole.csv"
     write_csv(frame, whole)
+    monkeypatch.setattr(render, "CSV_PART_ROWS", 1)  # a part per row, on up to three threads
     monkeypatch.setattr(render, "CSV_BATCH_ROWS", 1)
     monkeypatch.setattr(render, "CSV_MAX_THREADS", 3)
     sliced = tmp_path / "sliced.csv"
