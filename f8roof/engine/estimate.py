@@ -187,8 +187,8 @@ def _compiled_bytes(
 def _numpy_function(expr: sp.Expr):
     """numpy (M, K, N) -> the value of a sympy byte count. Byte counts are polynomials in the
     monomials (`traffic.monomials`): evaluated from their coefficients, with no code generated
-    (`sp.lambdify` imports sympy's code printers: a fifth of a second of a model answer in a
-    fresh process); anything else through lambdify."""
+    (`sp.lambdify` prints and compiles Python per model: ~20 ms each, a fifth of a second of a
+    model answer in a fresh process); anything else through lambdify."""
     try:
         return from_sympy(expr)
     except (FitError, sp.PolynomialError):
