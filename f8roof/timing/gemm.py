@@ -175,21 +175,23 @@ class TiledGemm:
         eff = self.efficiency(dtype)
         per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / self.gpu.sm_count
         k_steps = tiling.k + eff.k_overhead
-        compute = np.full(k_steps.shape, np.inf)
+        compute = np.empty(k_steps.shape)  # the first tile's time, then the best so far
         tile_s = np.empty(k_steps.shape)
-        for (rows, cols), waves, split, slice_k in zip(
-            eff.tiles, tiling.waves, tiling.split, tiling.slice_k
+        for index, ((rows, cols), waves, split, slice_k) in enumerate(
+            zip(eff.tiles, tiling.waves, tiling.split, tiling.slice_k)
         ):
-            np.multiply(waves, k_steps, out=tile_s)
+            out = compute if index == 0 else tile_s
+            np.multiply(waves, k_steps, out=out)
             # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
             # layer) is spread over the idle SMs by splitting K, as cuBLAS does: sms // tiles
             # slices, one wave. Rare: only those shapes are recomputed.
             if len(split):
-                tile_s[split] = np.minimum(tile_s[split], slice_k + eff.k_overhead)
-            tile_s *= 2 * rows * cols / per_sm
-            np.minimum(compute, tile_s, out=compute)
-        traffic = operand_bytes(dtype) * tiling.operands + tiling.outputs
-        memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
+                out[split] = np.minimum(out[split], slice_k + eff.k_overhead)
+            out *= 2 * rows * cols / per_sm
+            if index:
+                np.minimum(compute, tile_s, out=compute)
+        bandwidth = self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
+        memory = tiling.traffic(operand_bytes(dtype)) / bandwidth
         if slow_accum is None:
             slow_accum = role is not GemmRole.OUTPUT
         if slow_accum and dtype != "bf16":
@@ -212,6 +214,14 @@ class _Tiling:
     waves: tuple[np.ndarray, ...]
     split: tuple[np.ndarray, ...]
     slice_k: tuple[np.ndarray, ...]
+    _traffic: dict[float, np.ndarray] = field(default_factory=dict, compare=False)
+
+    def traffic(self, operand_bytes: float) -> np.ndarray:
+        """Bytes moved at `operand_bytes` per operand element, computed once per operand width
+        (bf16 and float8 gemms, each under several rates); not to be written to."""
+        if operand_bytes not in self._traffic:
+            self._traffic[operand_bytes] = operand_bytes * self.operands + self.outputs
+        return self._traffic[operand_bytes]
 
 
 # TiledGemm.time_s's tilings, shared while `shared_tilings` is open (None: not shared).

@@ -55,22 +55,25 @@ class ShapeArrays:
         own polynomial only -> (shapes,).
 
         Term by term, skipping the zero terms (a linear's kernels have three or four of seven),
-        constant first, then MONOMIALS order, the same sums either way. Not a matrix product:
+        in MONOMIALS order, the same sums either way. Not a matrix product:
         numpy hands that to BLAS, whose threads spin-wait for each other and, on a machine
         with other work, cost several times the arithmetic (half an estimate's time)."""
         coefficients = np.asarray(coefficients, dtype=np.float64)
         if owner is not None:
-            out = coefficients[owner, -1]
+            out = np.zeros(len(self))
             for j, column in enumerate(self._columns):
                 if coefficients[:, j].any():
                     out += coefficients[owner, j] * column
+            if coefficients[:, -1].any():
+                out += coefficients[owner, -1]
             return out
-        out = np.empty((len(coefficients), len(self)))
+        out = np.zeros((len(coefficients), len(self)))
         for row, coefficient in zip(out, coefficients):
-            row.fill(coefficient[-1])
             for c, column in zip(coefficient[:-1], self._columns):
                 if c:
                     row += c * column
+            if coefficient[-1]:
+                row += coefficient[-1]
         return out
 
     def cached(self, key: object, compute):
