@@ -52,9 +52,12 @@ def read_json(path: str | Path, *, what: str, error: type[Exception]) -> Any:
     """Parse a JSON file, turning an unreadable or malformed one into `error` naming it. A key
     twice in one object (Python's parser keeps the last silently) is refused; NaN and Infinity
     are read, for the file's own checks to refuse naming the field."""
-    path = Path(path)
-    name = f"{what} {path}".strip()
-    text = read_text(path, what=what, error=error)
+    return parse_json(read_text(path, what=what, error=error), path, what=what, error=error)
+
+
+def parse_json(text: str, path: str | Path, *, what: str, error: type[Exception]) -> Any:
+    """`read_json` of a file's text already read (`read_text`)."""
+    name = f"{what} {Path(path)}".strip()
     try:
         return json.loads(text, object_pairs_hook=_unique_keys)
     except _Refused as e:

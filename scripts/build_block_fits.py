@@ -92,13 +92,6 @@ def key(model: str, tp: int, recompute: str, recipe: str | None, gather: bool) -
     return f"{model}/tp{tp}/{recompute}/{recipe or 'bf16'}{gathered}"
 
 
-def record_key(capture: BlockCapture) -> str:
-    """A compile's checkpoint key, from what it compiled."""
-    spec, par = capture.spec, capture.spec.parallel
-    entry = key(spec.name, par.tp, par.recompute.value, capture.recipe, par.float8_all_gather)
-    return f"{entry}/{spec.batch}x{spec.seq_len}"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")

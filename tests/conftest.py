@@ -2,6 +2,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/synthetic.py
 
@@ -22,3 +23,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         refusal = cpu_rowwise_refusal()
         if refusal is not None:
             pytest.skip(refusal)
+
+
+def invoke_cli(*args: object, **kwargs) -> Result:
+    """`f8roof ARGS` run in this process through click's CliRunner: its exit code, output and
+    exception. Arguments are turned to text (paths, numbers); `kwargs` go to `invoke`."""
+    from f8roof.cli import main
+
+    return CliRunner().invoke(main, [str(a) for a in args], **kwargs)
+
+
+@pytest.fixture
+def cli():
+    """The shared CLI runner: `cli("estimate", "--shape", "64,64,64")` -> click's Result."""
+    return invoke_cli

@@ -6,9 +6,8 @@ every column and note. And a plan over several recipes is never slower than any 
 from dataclasses import replace
 
 import pytest
-from click.testing import CliRunner
+from conftest import invoke_cli
 
-from f8roof.cli import main
 from f8roof.engine.decision import DecisionPolicy, policy_end
 from f8roof.engine.recommend import recommend
 from f8roof.engine.resolve import Request, resolve
@@ -19,7 +18,7 @@ SHAPE = ["estimate", "--shape", "4096,4096,4096"]
 
 
 def lines(args: list[str]) -> list[str]:
-    result = CliRunner().invoke(main, args)
+    result = invoke_cli(*args)
     assert result.exit_code == 0, result.output
     return result.output.splitlines()
 

@@ -1,16 +1,9 @@
 """Every user-caused failure is one line naming the problem and exit 2, never a traceback;
-every output tells the truth (issue #11). One test per class, through the CLI."""
+every output tells the truth. One test per class, through the CLI."""
 
 import json
 
 import pytest
-from click.testing import CliRunner
-
-from f8roof.cli import main
-
-
-def run(*args: str):
-    return CliRunner().invoke(main, list(args))
 
 
 def one_line_error(result, message: str) -> None:
@@ -39,18 +32,18 @@ def a_file(tmp_path):
     ids=["estimate", "plot", "report", "calibrate", "compare"],
 )
 @pytest.mark.parametrize("where", ["under a file", "a directory"])
-def test_output_paths_are_checked_before_the_work(command, where, a_file, tmp_path):
+def test_output_paths_are_checked_before_the_work(cli, command, where, a_file, tmp_path):
     suffix = {"plot": "x.png", "report": "r.md", "calibrate": "c.json"}.get(command[0], "o.csv")
     target = a_file / suffix if where == "under a file" else tmp_path
-    result = run(*command, str(target))
+    result = cli(*command, str(target))
     message = "is a file, not a directory" if where == "under a file" else "is a directory"
     one_line_error(result, message)
 
 
-def test_validate_output_directory_under_a_file(a_file, tmp_path):
+def test_validate_output_directory_under_a_file(cli, a_file, tmp_path):
     calibration = tmp_path / "c.json"
     calibration.write_text("{}")
-    result = run("validate", "--calibration", str(calibration), "--out", str(a_file / "v"))
+    result = cli("validate", "--calibration", str(calibration), "--out", str(a_file / "v"))
     one_line_error(result, "is a file, not a directory")
 
 
@@ -79,13 +72,13 @@ def test_validate_output_directory_under_a_file(a_file, tmp_path):
         (["--model", "gpt2", "--tokens", "64", "--before", "layernorm"], "drop --before/--after"),
     ],
 )
-def test_bad_numbers_and_names(args, message):
-    one_line_error(run("estimate", *args), message)
+def test_bad_numbers_and_names(cli, args, message):
+    one_line_error(cli("estimate", *args), message)
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "0", "-5"])
-def test_budgets_must_be_positive_finite(value, tmp_path):
-    result = run("calibrate", "--device", "cpu", "--budget", value, "--out", str(tmp_path / "c"))
+def test_budgets_must_be_positive_finite(cli, value, tmp_path):
+    result = cli("calibrate", "--device", "cpu", "--budget", value, "--out", str(tmp_path / "c"))
     assert result.exit_code == 2 and "--budget" in result.output
 
 
@@ -96,7 +89,7 @@ def test_budgets_must_be_positive_finite(value, tmp_path):
         ({"num_key_value_heads": 5}, "not divisible by num_key_value_heads"),
     ],
 )
-def test_model_configs_whose_heads_do_not_divide(config, message, tmp_path):
+def test_model_configs_whose_heads_do_not_divide(cli, config, message, tmp_path):
     base = {
         "model_type": "llama",
         "hidden_size": 4096,
@@ -108,17 +101,17 @@ def test_model_configs_whose_heads_do_not_divide(config, message, tmp_path):
     }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(base | config))
-    one_line_error(run("estimate", "--model", str(path), "--tokens", "1024"), message)
+    one_line_error(cli("estimate", "--model", str(path), "--tokens", "1024"), message)
 
 
-def test_validate_unknown_recipe(tmp_path):
+def test_validate_unknown_recipe(cli, tmp_path):
     import synthetic
 
     from f8roof.calibration.fitting import fit_calibration
 
     path = tmp_path / "c.json"
     fit_calibration(synthetic.measurements()).save(path)
-    result = run(
+    result = cli(
         "validate",
         "--calibration",
         str(path),
@@ -149,7 +142,7 @@ def test_best_recipe_is_one_float8_can_run():
     assert rec.totals.converted_linears > 0 and rec.totals.speedup > 1
 
 
-def test_a_cpu_calibration_is_labelled_cpu_and_implausible_results_warn(tmp_path):
+def test_a_cpu_calibration_is_labelled_cpu_and_implausible_results_warn(cli, tmp_path):
     import synthetic
 
     from f8roof.calibration.fitting import fit_calibration
@@ -164,11 +157,11 @@ def test_a_cpu_calibration_is_labelled_cpu_and_implausible_results_warn(tmp_path
     )
     path = tmp_path / "cpu.json"
     fit_calibration(measurements).save(path)
-    result = CliRunner().invoke(
-        main, ["estimate", "--calibration", str(path), "--shape", "64,64,64", "--impl", "reference"]
+    result = cli(
+        "estimate", "--calibration", str(path), "--shape", "64,64,64", "--impl", "reference"
     )
     assert result.exit_code == 0, result.output
     assert result.output.startswith("x86_64 reference tensorwise")
     assert "measured on x86_64 (cpu)" in result.output.splitlines()[0]
-    refused = run("estimate", "--calibration", str(path), "--gpu", "h100", "--shape", "64,64,64")
+    refused = cli("estimate", "--calibration", str(path), "--gpu", "h100", "--shape", "64,64,64")
     one_line_error(refused, "which is no GPU preset: drop --gpu")

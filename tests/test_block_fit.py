@@ -1,6 +1,6 @@
 """The sharded block over tokens (training/block_fit.py, calibration/block_file.py): exact affine
 fits through two compiles, rebuilt captures, gemm pairing, the file, and the shipped fits
-checked against fresh compiles at users' shapes (issue 18)."""
+checked against fresh compiles at users' shapes."""
 
 from __future__ import annotations
 
@@ -278,12 +278,10 @@ def test_the_build_script_fits_real_compiles(tmp_path):
     assert out.with_suffix(".jsonl").is_file()  # the checkpoint, for --resume
 
 
-def test_estimate_picks_the_layout_of_the_tokens():
+def test_estimate_picks_the_layout_of_the_tokens(cli):
     """--tokens alone: one sequence up to llama3's 8192, whole sequences above; the sharded
     block of that layout times the step."""
-    from click.testing import CliRunner
 
-    from f8roof.cli import main
     from f8roof.engine.sharded import assumed_seq_len
 
     got = [assumed_seq_len(t) for t in (6000, 8192, 16384, 12000, 100000)]
@@ -292,7 +290,7 @@ def test_estimate_picks_the_layout_of_the_tokens():
     args = ["estimate", "--model", "llama3-8b", "--tp", "8", "--recipe", "tensorwise"]
     for tokens, layout in (("8192", "one sequence per rank at 1 x 8192"),
                            ("16384", "several sequences per rank at 2 x 8192")):  # fmt: skip
-        result = CliRunner().invoke(main, [*args, "--tokens", tokens, "--show-all"])
+        result = cli(*args, "--tokens", tokens, "--show-all")
         assert result.exit_code == 0, result.output
         assert (
             f"shipped sharded block for llama3-8b TP 8, recompute none, tensorwise, {layout}"

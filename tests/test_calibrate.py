@@ -9,12 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import synthetic
-from click.testing import CliRunner
 
 import f8roof.device.calibrate as calibrate_module
 from f8roof.calibration.file import Calibration
 from f8roof.calibration.fitting import fit_calibration
-from f8roof.cli import main
 from f8roof.device import runner as runner_module
 from f8roof.device.calibrate import CalibrateOptions, calibrate
 from f8roof.device.runner import Task
@@ -117,8 +115,8 @@ def test_launch_durations_match_in_order_within_each_step():
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the message on a machine without a GPU")
-def test_calibrate_cuda_without_gpu_is_one_line(tmp_path):
-    result = CliRunner().invoke(main, ["calibrate", "--out", str(tmp_path / "c.json")])
+def test_calibrate_cuda_without_gpu_is_one_line(cli, tmp_path):
+    result = cli("calibrate", "--out", str(tmp_path / "c.json"))
     assert result.exit_code == 2
     assert (
         result.output.strip()
@@ -126,28 +124,24 @@ def test_calibrate_cuda_without_gpu_is_one_line(tmp_path):
     )
 
 
-def test_unknown_recipe_is_refused_before_measuring(tmp_path):
-    result = CliRunner().invoke(
-        main,
-        [
-            "calibrate",
-            "--device",
-            "cpu",
-            "--recipes",
-            "tensorwise,fp4",
-            "--out",
-            str(tmp_path / "c.json"),
-        ],
+def test_unknown_recipe_is_refused_before_measuring(cli, tmp_path):
+    result = cli(
+        "calibrate",
+        "--device",
+        "cpu",
+        "--recipes",
+        "tensorwise,fp4",
+        "--out",
+        str(tmp_path / "c.json"),
     )
     assert result.exit_code == 2 and "unknown recipe 'fp4'" in result.output
 
 
-def test_validate_refuses_a_calibration_of_another_device(tmp_path):
+def test_validate_refuses_a_calibration_of_another_device(cli, tmp_path):
     path = tmp_path / "h200.json"
     fit_calibration(synthetic.measurements()).save(path)
-    result = CliRunner().invoke(
-        main,
-        ["validate", "--calibration", str(path), "--device", "cpu", "--out", str(tmp_path / "v")],
+    result = cli(
+        "validate", "--calibration", str(path), "--device", "cpu", "--out", str(tmp_path / "v")
     )
     assert result.exit_code == 2
     assert (
@@ -156,14 +150,12 @@ def test_validate_refuses_a_calibration_of_another_device(tmp_path):
     )
 
 
-def test_estimate_refuses_a_gpu_the_calibration_did_not_measure(tmp_path):
+def test_estimate_refuses_a_gpu_the_calibration_did_not_measure(cli, tmp_path):
     path = tmp_path / "h200.json"
     fit_calibration(synthetic.measurements()).save(path)
-    ok = CliRunner().invoke(main, ["estimate", "--calibration", str(path), "--shape", "64,64,64"])
+    ok = cli("estimate", "--calibration", str(path), "--shape", "64,64,64")
     assert ok.exit_code == 0 and ok.output.startswith("h200 ")
-    bad = CliRunner().invoke(
-        main, ["estimate", "--calibration", str(path), "--gpu", "h100", "--shape", "64,64,64"]
-    )
+    bad = cli("estimate", "--calibration", str(path), "--gpu", "h100", "--shape", "64,64,64")
     assert bad.exit_code == 2 and "describes NVIDIA H200 (cuda), not h100" in bad.output
 
 
@@ -232,11 +224,11 @@ def test_gpu_check_script_runs_on_cpu():
     assert "0 problem(s)" in run.stdout
 
 
-def test_validate_limit_must_leave_a_shape(tmp_path):
+def test_validate_limit_must_leave_a_shape(cli, tmp_path):
     path = tmp_path / "h200.json"
     fit_calibration(synthetic.measurements()).save(path)
-    result = CliRunner().invoke(
-        main, ["validate", "--calibration", str(path), "--limit", "0", "--out", str(tmp_path / "v")]
+    result = cli(
+        "validate", "--calibration", str(path), "--limit", "0", "--out", str(tmp_path / "v")
     )
     assert (
         result.exit_code == 2

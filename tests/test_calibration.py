@@ -2,11 +2,9 @@ import json
 
 import pytest
 import synthetic
-from click.testing import CliRunner
 
 from f8roof.calibration.file import SCHEMA_VERSION, Calibration, CalibrationError
 from f8roof.calibration.fitting import fit_calibration
-from f8roof.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -155,22 +153,19 @@ def test_loading_never_evaluates(saved, tmp_path, monkeypatch):
     assert Calibration.load(saved).schema_version == SCHEMA_VERSION == 3
 
 
-def test_cli_estimate_with_calibration(saved):
-    result = CliRunner().invoke(
-        main,
-        [
-            "estimate",
-            "--gpu",
-            "h200",
-            "--calibration",
-            str(saved),
-            "--recipe",
-            "rowwise",
-            "--impl",
-            "reference",
-            "--shape",
-            "4096,4096,4096",
-        ],
+def test_cli_estimate_with_calibration(cli, saved):
+    result = cli(
+        "estimate",
+        "--gpu",
+        "h200",
+        "--calibration",
+        str(saved),
+        "--recipe",
+        "rowwise",
+        "--impl",
+        "reference",
+        "--shape",
+        "4096,4096,4096",
     )
     assert result.exit_code == 0, result.output
     assert f"({saved}): measured on NVIDIA H200 (cuda)" in result.output.splitlines()[0]
@@ -185,27 +180,22 @@ def test_cli_estimate_with_calibration(saved):
         (lambda d: d.update(variants=[[[[]]]] * 3), "expected an object"),
     ],
 )
-def test_cli_refuses_bad_calibration_in_one_line(saved, tmp_path, edit, message):
+def test_cli_refuses_bad_calibration_in_one_line(cli, saved, tmp_path, edit, message):
     path = edited(saved, tmp_path, edit)
-    result = CliRunner().invoke(
-        main, ["estimate", "--calibration", str(path), "--shape", "64,64,64"]
-    )
+    result = cli("estimate", "--calibration", str(path), "--shape", "64,64,64")
     assert result.exit_code == 2 and message in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
-def test_cli_refuses_recipe_the_calibration_lacks(saved):
-    result = CliRunner().invoke(
-        main,
-        [
-            "estimate",
-            "--calibration",
-            str(saved),
-            "--recipe",
-            "tensorwise_delayed",
-            "--shape",
-            "64,64,64",
-        ],
+def test_cli_refuses_recipe_the_calibration_lacks(cli, saved):
+    result = cli(
+        "estimate",
+        "--calibration",
+        str(saved),
+        "--recipe",
+        "tensorwise_delayed",
+        "--shape",
+        "64,64,64",
     )
     assert result.exit_code == 2
     assert (

@@ -3,13 +3,11 @@ import re
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
-
-from f8roof.cli import main
+from conftest import invoke_cli
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    return invoke_cli(*args)
 
 
 def test_seed_sweep_writes_343_rows(tmp_path):

@@ -5,16 +5,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
+from conftest import invoke_cli
 
-from f8roof.cli import main
 from f8roof.renderers.notes import run_text
 
 FIXTURE = str(Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml")
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    return invoke_cli(*args)
 
 
 def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
@@ -62,7 +61,7 @@ def test_setup_matches_the_same_question_asked_with_options(tmp_path):
         assert sa[key] == pytest.approx(sb[key]), key
 
 
-def test_1207_as_options_and_as_setup_give_one_answer_from_the_sharded_block(tmp_path):
+def test_a_torchtitan_job_config_and_its_options_give_one_answer_from_the_sharded_block(tmp_path):
     """Issue 18's question both ways: the torchtitan job config of pytorch/torchtitan#1207 and
     the same setup as options; both time the blocks from the shipped sharded block."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"

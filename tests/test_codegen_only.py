@@ -87,6 +87,59 @@ def test_factory_ops_are_traced_in_the_inputs_fake_mode():
     assert values and all(v.device.type == "cuda" for v in (*values, *fake))
 
 
+def _compile_that(monkeypatch, *, writes: bool, raises: BaseException):
+    """generate_cuda_code with an Inductor that saves its output code (or not) and then
+    raises `raises`, as loading the module does without a GPU."""
+    from torch._inductor import compile_fx
+    from torch._inductor.graph import GraphLowering
+
+    def inner(gm, example_inputs, **kwargs):
+        if writes:
+            GraphLowering.save_output_code("# the generated code")
+        raise raises
+
+    monkeypatch.setattr(compile_fx, "compile_fx_inner", inner)
+    gm = make_fx(lambda x: x * 2)(torch.randn(4, 8))
+    return lambda: codegen_only.generate_cuda_code(gm, [torch.randn(4, 8)], {})
+
+
+def _wrapped(inner: Exception) -> RuntimeError:
+    """As Inductor wraps what failed inside it: `raise InductorError(e) from None`."""
+    from torch._inductor.exc import InductorError
+
+    return InductorError(inner, None)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ImportError("cannot import name '_cuda_getCurrentRawStream' from 'torch._C'"),
+        RuntimeError("Found no NVIDIA driver on your system."),
+    ],
+    ids=["cpu build", "no driver"],
+)
+def test_loading_the_module_without_a_gpu_is_expected_once_the_code_exists(monkeypatch, error):
+    for raised in (error, _wrapped(error)):
+        generate = _compile_that(monkeypatch, writes=True, raises=raised)
+        assert generate() == "# the generated code"
+
+
+def test_other_compile_failures_are_not_swallowed(monkeypatch):
+    # a failure that is not the module's loading, after the code was written
+    generate = _compile_that(monkeypatch, writes=True, raises=_wrapped(ValueError("bad graph")))
+    with pytest.raises(RuntimeError, match="bad graph"):
+        generate()
+    # the expected failure, but before any code exists
+    missing = ImportError("cannot import name '_cuda_getCurrentRawStream' from 'torch._C'")
+    generate = _compile_that(monkeypatch, writes=False, raises=missing)
+    with pytest.raises(ImportError):
+        generate()
+    # not an ImportError or RuntimeError at all
+    generate = _compile_that(monkeypatch, writes=True, raises=KeyError("buf0"))
+    with pytest.raises(KeyError):
+        generate()
+
+
 def test_shapes_float8_gemms_cannot_take_are_refused_before_compiling():
     with pytest.raises(CaptureError, match="K=100 not a multiple of 16"):
         capture(Variant.from_key("reference:tensorwise"), (64, 100, 128), device="codegen")

@@ -4,9 +4,7 @@ import json
 
 import pytest
 import requires
-from click.testing import CliRunner
 
-from f8roof.cli import main
 from f8roof.engine.compare import compare
 from f8roof.hardware.presets import find_gpu
 from f8roof.profiler import torchao_float8
@@ -14,26 +12,23 @@ from f8roof.renderers.comparison import calibration_check_lines
 from f8roof.traffic.variant import Variant
 
 
-def run_json(*args: str) -> dict:
-    result = CliRunner().invoke(main, ["compare", *args, "--device", "codegen", "--json"])
+def run_json(cli, *args: str) -> dict:
+    result = cli("compare", *args, "--device", "codegen", "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
 
 @pytest.mark.slow
-def test_text_report_shows_levels_kernels_and_the_verdict():
-    result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--recipe",
-            "tensorwise",
-            "--shape",
-            "1024,2048,512",
-            "--device",
-            "codegen",
-            "--no-fit",
-        ],
+def test_text_report_shows_levels_kernels_and_the_verdict(cli):
+    result = cli(
+        "compare",
+        "--recipe",
+        "tensorwise",
+        "--shape",
+        "1024,2048,512",
+        "--device",
+        "codegen",
+        "--no-fit",
     )
     assert result.exit_code == 0, result.output
     text = result.output
@@ -47,20 +42,17 @@ def test_text_report_shows_levels_kernels_and_the_verdict():
 
 
 @pytest.mark.slow
-def test_json_report_counts_bytes_three_ways():
-    result = CliRunner().invoke(
-        main,
-        [
-            "compare",
-            "--recipe",
-            "rowwise",
-            "--shape",
-            "512,1024,768",
-            "--device",
-            "codegen",
-            "--no-fit",
-            "--json",
-        ],
+def test_json_report_counts_bytes_three_ways(cli):
+    result = cli(
+        "compare",
+        "--recipe",
+        "rowwise",
+        "--shape",
+        "512,1024,768",
+        "--device",
+        "codegen",
+        "--no-fit",
+        "--json",
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
@@ -95,10 +87,8 @@ def test_fit_reproduces_actual_bytes_at_the_asked_shape():
     assert 0 < workspace <= kernel_set.workspace_max * 4
 
 
-def test_cuda_shape_not_multiple_of_16_is_refused_before_compiling():
-    result = CliRunner().invoke(
-        main, ["compare", "--shape", "1000,1000,1000", "--device", "codegen", "--no-fit"]
-    )
+def test_cuda_shape_not_multiple_of_16_is_refused_before_compiling(cli):
+    result = cli("compare", "--shape", "1000,1000,1000", "--device", "codegen", "--no-fit")
     assert result.exit_code == 2
     assert "not a multiple of 16" in result.output and "Traceback" not in result.output
 
@@ -118,42 +108,42 @@ def test_capture_differences_are_order_free_and_name_free():
     assert all(len(kernel) == 4 for _, kernel in only)
 
 
-def one_line_error(args: list[str]) -> str:
-    result = CliRunner().invoke(main, ["compare", *args, "--device", "codegen", "--no-fit"])
+def one_line_error(cli, args: list[str]) -> str:
+    result = cli("compare", *args, "--device", "codegen", "--no-fit")
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output, result.output
     return lines[0]
 
 
-def test_unknown_implementation_is_one_line():
-    error = one_line_error(["--impl", "tensorrt"])  # click's Choice: one line, the choices named
+def test_unknown_implementation_is_one_line(cli):
+    error = one_line_error(cli, ["--impl", "tensorrt"])  # click's Choice: one line, the choices
     assert "Invalid value for '--impl': 'tensorrt' is not one of 'torchao', 'reference'" in error
 
 
-def test_torchao_asked_for_but_missing_is_one_line(monkeypatch):
+def test_torchao_asked_for_but_missing_is_one_line(cli, monkeypatch):
     def missing():
         raise torchao_float8.TorchaoMissing("torchao is not importable here (simulated)")
 
     monkeypatch.setattr(torchao_float8, "import_float8", missing)
-    assert "torchao is not importable" in one_line_error(["--impl", "torchao"])
+    assert "torchao is not importable" in one_line_error(cli, ["--impl", "torchao"])
     # Not asked for: the default falls back to the reference and says so.
-    result = CliRunner().invoke(main, ["compare", "--shape", "100,100,100", "--device", "codegen"])
+    result = cli("compare", "--shape", "100,100,100", "--device", "codegen")
     assert "implementation: reference (the default here" in result.stderr
 
 
 @requires.torchao
-def test_recipe_torchao_lacks_is_one_line():
-    line = one_line_error(["--impl", "torchao", "--recipe", "tensorwise_delayed"])
+def test_recipe_torchao_lacks_is_one_line(cli):
+    line = one_line_error(cli, ["--impl", "torchao", "--recipe", "tensorwise_delayed"])
     assert "torchao has no recipe 'tensorwise_delayed'" in line and "--impl reference" in line
 
 
-def test_unknown_context_op_is_one_line():
-    error = one_line_error(["--before", "batchnorm"])
+def test_unknown_context_op_is_one_line(cli):
+    error = one_line_error(cli, ["--before", "batchnorm"])
     assert "Invalid value for '--before': 'batchnorm' is not one of 'none', 'layernorm'" in error
 
 
-# What torch 2.13 + torchao 0.18 generate for h100 (issue #9): torchao's rowwise rescales the
+# What torch 2.13 + torchao 0.18 generate for h100: torchao's rowwise rescales the
 # backward gemms' outputs in separate kernels; its rowwise_with_gw_hp casts the weight for
 # grad_input with one tensorwise scale.
 EXPECTED = [
@@ -169,10 +159,10 @@ EXPECTED = [
 @pytest.mark.slow
 @requires.torch_213_torchao_018
 @pytest.mark.parametrize("key, shape, kernels, overhead", EXPECTED)
-def test_kernels_and_bytes_per_implementation(key, shape, kernels, overhead):
+def test_kernels_and_bytes_per_implementation(cli, key, shape, kernels, overhead):
     impl, recipe = key.split(":")
     data = run_json(
-        "--impl", impl, "--recipe", recipe, "--shape", ",".join(map(str, shape)), "--no-fit"
+        cli, "--impl", impl, "--recipe", recipe, "--shape", ",".join(map(str, shape)), "--no-fit"
     )
     assert data["variant"] == key and data["versions"]["torchao"] == "0.18.0"
     row = data["shapes"][0]
@@ -197,13 +187,13 @@ def test_torchao_fits_exactly_over_the_fit_shapes(recipe):
 
 @pytest.mark.slow
 @requires.torchao
-def test_context_overhead_is_the_difference_with_the_bf16_graph():
+def test_context_overhead_is_the_difference_with_the_bf16_graph(cli):
     """LayerNorm -> Linear -> Sigmoid (torchao's float8 benchmark): the norm and activation
     kernels are listed in both graphs, and the input's amax and cast and grad_output's amax
     and cast fuse into them, so the overhead is below the standalone linear's."""
     args = ["--impl", "torchao", "--recipe", "tensorwise", "--shape", "4096,4096,4096"]
-    alone = run_json(*args, "--no-fit")["shapes"][0]
-    data = run_json(*args, "--before", "layernorm", "--after", "sigmoid", "--no-fit")
+    alone = run_json(cli, *args, "--no-fit")["shapes"][0]
+    data = run_json(cli, *args, "--before", "layernorm", "--after", "sigmoid", "--no-fit")
     row = data["shapes"][0]
     assert data["context"] == "layernorm+sigmoid"
     assert row["bytes_actual"] == row["bytes_float8_graph"] - row["bytes_bf16_graph"]
@@ -248,9 +238,9 @@ def test_shipped_calibration_beside_this_compile_differs_by_the_workspace_only()
     assert "M=1536 K=2560 N=1024: calibration" in "\n".join(calibration_check_lines(check))
 
 
-def test_calibration_without_the_variant_is_refused_before_compiling():
+def test_calibration_without_the_variant_is_refused_before_compiling(cli):
     args = ["--impl", "reference", "--recipe", "tensorwise", "--before", "rmsnorm"]
-    result = CliRunner().invoke(main, ["compare", *args, "--calibration", "shipped"])
+    result = cli("compare", *args, "--calibration", "shipped")
     assert result.exit_code != 0
     expected = "Error: the calibration has no variant 'reference:tensorwise@rmsnorm+none'"
     assert result.output.startswith(expected)
@@ -258,7 +248,7 @@ def test_calibration_without_the_variant_is_refused_before_compiling():
 
 
 @pytest.mark.slow
-def test_calibration_from_other_versions_is_warned_about(tmp_path):
+def test_calibration_from_other_versions_is_warned_about(cli, tmp_path):
     from f8roof.calibration.shipped import shipped_calibration
 
     data = json.loads(shipped_calibration(find_gpu("h100")).read_text())
@@ -266,7 +256,7 @@ def test_calibration_from_other_versions_is_warned_about(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps(data))
     args = ["--impl", "reference", "--shape", "256,768,512", "--device", "codegen", "--no-fit"]
-    result = CliRunner().invoke(main, ["compare", *args, "--calibration", str(path)])
+    result = cli("compare", *args, "--calibration", str(path))
     assert result.exit_code == 0, result.output
     assert "warning: the calibration's code came from other versions: torch 2.9.0 there" in (
         result.stderr

@@ -6,9 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from click.testing import CliRunner
 
-from f8roof.cli import main
 from f8roof.device import validate as validate_module
 from f8roof.device.calibrate import CalibrateOptions, calibrate, parse_variants
 from f8roof.errors import F8RoofError
@@ -87,14 +85,15 @@ def test_require_refuses_only_rowwise_on_cpu(refused) -> None:
         require_cpu_rowwise([tensorwise, rowwise, rowwise], device="cpu")
 
 
-def test_calibrate_cpu_rowwise_refused_before_measuring(refused, tmp_path, monkeypatch) -> None:
+def test_calibrate_cpu_rowwise_refused_before_measuring(
+    cli, refused, tmp_path, monkeypatch
+) -> None:
     monkeypatch.setattr("f8roof.device.calibrate.tasks", pytest.fail)  # nothing may be measured
     options = CalibrateOptions.defaults("cpu", variants=VARIANTS)
     with pytest.raises(F8RoofError, match="rowwise cannot run on cpu here"):
         calibrate(options, tmp_path / "c.json", resume=False)
-    result = CliRunner().invoke(
-        main,
-        ["calibrate", "--device", "cpu", "--recipes", "rowwise", "--out", str(tmp_path / "c.json")],
+    result = cli(
+        "calibrate", "--device", "cpu", "--recipes", "rowwise", "--out", str(tmp_path / "c.json")
     )
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
@@ -111,9 +110,7 @@ def test_validate_cpu_rowwise_refused(refused, tmp_path, monkeypatch) -> None:
         validate_module.validate(calibration, options, tmp_path, resume=False)
 
 
-def test_compare_cpu_rowwise_refused(refused) -> None:
-    result = CliRunner().invoke(
-        main, ["compare", "--device", "cpu", "--recipe", "rowwise", "--shape", "32,48,64"]
-    )
+def test_compare_cpu_rowwise_refused(cli, refused) -> None:
+    result = cli("compare", "--device", "cpu", "--recipe", "rowwise", "--shape", "32,48,64")
     assert result.exit_code == 2 and REFUSAL in result.output
     assert "Traceback" not in result.output

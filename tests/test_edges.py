@@ -10,15 +10,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/synthetic.py
 import pytest
-from click.testing import CliRunner
-
-from f8roof.cli import main
+from conftest import invoke_cli
 
 
 def run(*args: str, short: bool = False):
     """The command; an estimate with every note (`--show-all`) unless `short`."""
     full = ["--show-all"] if args and args[0] == "estimate" and not short else []
-    return CliRunner().invoke(main, [str(a) for a in args] + full)
+    return invoke_cli(*args, *full)
 
 
 def refused(result, *texts: str) -> None:

@@ -2,9 +2,8 @@ import itertools
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from conftest import invoke_cli
 
-from f8roof.cli import main
 from f8roof.engine.filter_compare import (
     NoAutoFilter,
     compare_filters,
@@ -22,7 +21,7 @@ def roofline(recipe="tensorwise"):
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    return invoke_cli(*args)
 
 
 # K and N around every threshold of both rules, multiples of 16 or not

@@ -8,9 +8,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pytest
-from click.testing import CliRunner
 
-from f8roof.cli import main
 from f8roof.engine.estimate import estimate
 from f8roof.engine.resolve import Request, resolve
 from f8roof.errors import F8RoofError
@@ -108,7 +106,7 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, frame, m
             raise pa.ArrowIOError("disk full")
         real(table, sink, options)
 
-    monkeypatch.setattr(render, "CSV_BATCH_ROWS", 2)  # 4 rows: two slices
+    monkeypatch.setattr(render, "CSV_PART_ROWS", 2)  # 4 rows: two parts
     monkeypatch.setattr(render, "CSV_MAX_THREADS", 1)
     monkeypatch.setattr(pcsv, "write_csv", second_slice_fails)
     with pytest.raises(F8RoofError, match=f"cannot write {out}: disk full"):
@@ -139,6 +137,7 @@ def test_written_files_get_ordinary_permissions(tmp_path, frame):
 def test_csv_slices_on_threads_are_one_file(tmp_path, frame, monkeypatch):
     whole = tmp_path / "whole.csv"
     write_csv(frame, whole)
+    monkeypatch.setattr(render, "CSV_PART_ROWS", 1)  # a part per row, on up to three threads
     monkeypatch.setattr(render, "CSV_BATCH_ROWS", 1)
     monkeypatch.setattr(render, "CSV_MAX_THREADS", 3)
     sliced = tmp_path / "sliced.csv"
@@ -149,13 +148,11 @@ def test_csv_slices_on_threads_are_one_file(tmp_path, frame, monkeypatch):
     assert (tmp_path / "empty.csv").read_text().startswith('"M","K","N","recipe"')
 
 
-def test_cli_writes_parquet_and_csv(tmp_path):
+def test_cli_writes_parquet_and_csv(cli, tmp_path):
     shapes = tmp_path / "s.csv"
     shapes.write_text("M,K,N\n" + "\n".join(f"{m},4096,1024" for m in range(16, 16 * 41, 16)))
     for name in ("x.parquet", "x.csv"):
-        result = CliRunner().invoke(
-            main, ["estimate", "--shapes-file", str(shapes), "--out", str(tmp_path / name)]
-        )
+        result = cli("estimate", "--shapes-file", str(shapes), "--out", str(tmp_path / name))
         assert result.exit_code == 0, result.output
         assert f"wrote 40 rows to {tmp_path / name}" in result.output
     parquet, csv = pd.read_parquet(tmp_path / "x.parquet"), pd.read_csv(tmp_path / "x.csv")
@@ -165,15 +162,15 @@ def test_cli_writes_parquet_and_csv(tmp_path):
     ).all()
 
 
-def test_cli_shapes_file_error_is_one_line(tmp_path):
+def test_cli_shapes_file_error_is_one_line(cli, tmp_path):
     shapes = tmp_path / "s.csv"
     shapes.write_text("M,K,N\n4096,4096,4096\n4096,4096,4096,5\n")
-    result = CliRunner().invoke(main, ["estimate", "--shapes-file", str(shapes)])
+    result = cli("estimate", "--shapes-file", str(shapes))
     assert result.exit_code == 2
     expected = (
         f"Error: shapes file {shapes}, row 3 has 4 fields, the header 3 (M, K, N): "
         "a value too many, or a comma inside a value?"
     )
     assert result.output.strip().splitlines() == [expected]
-    result = CliRunner().invoke(main, ["estimate", "--shape", "1,2," + "9" * 400])
+    result = cli("estimate", "--shape", "1,2," + "9" * 400)
     assert result.exit_code == 2 and len(result.output.strip().splitlines()) == 1

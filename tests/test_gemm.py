@@ -103,7 +103,7 @@ def test_table_without_a_dtype_is_refused():
         table.time_s("fp8", GemmRole.OUTPUT, 256, 256, 256)
 
 
-# --- the tiled model never times a gemm faster for growing a dimension (issue 26) ------------
+# --- the tiled model never times a gemm faster for growing a dimension ----------------------
 
 
 # small outputs over long reductions (split-K) and everything else

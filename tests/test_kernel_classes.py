@@ -14,7 +14,6 @@ from f8roof.timing.kernel_classes import (
     class_efficiency,
     gemm_class,
     launch_floor,
-    table_rows,
 )
 
 
@@ -62,9 +61,6 @@ def test_gemm_class_by_mode():
     assert gemm_class(float8=True, rowwise=True, fast_accum=False) is (
         KernelClass.GEMM_FP8_ROWWISE_SLOW
     )
-    assert KernelClass.GEMM_FP8_ROWWISE_SLOW.gemm_dtype == "fp8_rowwise"
-    assert KernelClass.GEMM_FP8_TENSORWISE_SLOW.gemm_dtype == "fp8"
-    assert KernelClass.POINTWISE.gemm_dtype is None
 
 
 def test_every_preset_has_a_family():
@@ -86,9 +82,3 @@ def test_range_checks_and_widening():
     assert (widened.low, widened.expected, widened.high) == pytest.approx((1.8, 2.0, 2.2))
     with pytest.raises(ModelError, match="residual"):
         Range.point(2.0).widened(1.5)
-
-
-def test_table_rows_for_the_readme():
-    rows = table_rows()
-    assert {r["family"] for r in rows} == {f.value for f in GpuFamily}
-    assert sum(r["class"] == "launch floor" for r in rows) == len(GpuFamily)

@@ -35,7 +35,7 @@ from f8roof.traffic.variant import (
     UnsupportedOnGPU,
     Variant,
     check_gpu_support,
-    fp8_reasons,
+    fp8_reason_codes,
     fp8_shape_reason,
     gpu_support_reason,
 )
@@ -112,8 +112,8 @@ def test_alignment_is_the_scale_block():
     assert fp8_shape_reason(blockwise, 4096, 4160, 4096).startswith("K=4160 not a multiple of 128")
     # a bf16 grad_weight gemm: M is nobody's block dim
     assert fp8_shape_reason(Recipe.from_name("mxfp8_rceil_wgrad_with_hp"), 100, 64, 64) is None
-    reasons = fp8_reasons(blockwise, [128, 64], [256, 256], [384, 64])
-    assert list(reasons) == ["", "M and N not multiples of 128"]
+    codes, table = fp8_reason_codes(blockwise, [128, 64], [256, 256], [384, 64])
+    assert [table[c] for c in codes] == ["", "M and N not multiples of 128"]
 
 
 def test_mx_needs_mx_gemms():
@@ -209,7 +209,7 @@ def test_flags_bracket():
         gap = sp.Poly(sp.expand(worst.total - ideal.total), *SYMBOLS)
         assert all(c >= 0 for c in gap.coeffs()), (name, fused, limited)
         # no scale kernels, but a launch floor per launch: each worst kernel, each unfused
-        # role's ideal cast (issue 26: a 16^3 MX linear's casts took no time)
+        # role's ideal cast (a 16^3 MX linear's casts once took no time)
         assert worst.small_kernels == len(worst.kernels) >= ideal.small_kernels
         assert ideal.small_kernels == len([r for r in ROLES if r not in fused])
     # F frees nothing of torchao's opaque MX casts; L splits the scale rearrangement in two
@@ -438,14 +438,6 @@ def test_moe_experts_train_on_the_mxfp8_grouped_path():
 # ---- the command line -------------------------------------------------------------------------
 
 
-def _run(*args):
-    from click.testing import CliRunner
-
-    from f8roof.cli import main
-
-    return CliRunner().invoke(main, list(args))
-
-
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -477,17 +469,17 @@ def _run(*args):
         ),
     ],
 )
-def test_unsupported_recipes_are_one_line_exit_2(args, message):
-    result = _run(*args)
+def test_unsupported_recipes_are_one_line_exit_2(cli, args, message):
+    result = cli(*args)
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
 
 
-def test_compare_lists_the_read_off_kernels():
+def test_compare_lists_the_read_off_kernels(cli):
     pytest.importorskip("torchao.prototype.moe_training")
     args = ("compare", "--gpu", "b200", "--recipe", "mxfp8_rceil", "--shape", "8192,8192,8192")
-    result = _run(*args, "--device", "codegen")
+    result = cli(*args, "--device", "codegen")
     assert result.exit_code == 0, result.output
     out = result.output
     assert "READ OFF torchao's code for b200, not compiled" in out
@@ -496,17 +488,17 @@ def test_compare_lists_the_read_off_kernels():
     assert "read-off    1,245,708,288 B" in out
     import json
 
-    report = _run(*args, "--device", "codegen", "--json").stdout
+    report = cli(*args, "--device", "codegen", "--json").stdout
     data = json.loads(report[report.index("{") :])
     assert data["bytes_source"] == "read-off" and len(data["shapes"][0]["kernels"]) == 12
-    refused = _run("compare", "--gpu", "h100", "--recipe", "mxfp8_rceil", "--device", "codegen")
+    refused = cli("compare", "--gpu", "h100", "--recipe", "mxfp8_rceil", "--device", "codegen")
     assert refused.exit_code == 2 and "h100 (sm_90) has no MXFP8 gemms" in refused.output
 
 
-def test_calibrate_refuses_what_cannot_be_generated(tmp_path):
+def test_calibrate_refuses_what_cannot_be_generated(cli, tmp_path):
     pytest.importorskip("torchao.prototype.moe_training")
     out = str(tmp_path / "c.json")
-    result = _run(
+    result = cli(
         "calibrate",
         "--device",
         "codegen",
@@ -518,7 +510,7 @@ def test_calibrate_refuses_what_cannot_be_generated(tmp_path):
         out,
     )
     assert result.exit_code == 2 and "read off torchao's code" in result.output
-    result = _run(
+    result = cli(
         "calibrate",
         "--device",
         "codegen",
@@ -535,8 +527,8 @@ def test_calibrate_refuses_what_cannot_be_generated(tmp_path):
 # ---- the shipped b200 file --------------------------------------------------------------------
 
 
-def test_b200_estimate_answers_from_the_shipped_file():
-    result = _run(
+def test_b200_estimate_answers_from_the_shipped_file(cli):
+    result = cli(
         "estimate", "--gpu", "b200", "--recipe", "mxfp8_rceil,tensorwise,rowwise",
         "--model", "llama3-8b", "--tokens", "8192", "--show-all",
     )  # fmt: skip

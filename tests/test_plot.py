@@ -8,14 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import synthetic
-from click.testing import CliRunner
 
 pytest.importorskip("matplotlib")
 from matplotlib.contour import ContourSet
 from matplotlib.image import imread
 
 from f8roof.calibration.fitting import fit_calibration
-from f8roof.cli import main
 from f8roof.engine.recommend import recommend
 from f8roof.engine.resolve import Request, resolve
 from f8roof.renderers.plot import (
@@ -248,33 +246,29 @@ def test_bad_output_name(tmp_path, config):
         heatmap(config, out=tmp_path / "heat.jpg")
 
 
-def test_missing_matplotlib(tmp_path, config, monkeypatch):
+def test_missing_matplotlib(cli, tmp_path, config, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(PlotError, match=r"pip install 'f8roof\[plot\]'"):
         heatmap(config, out=tmp_path / "heat.png", points=5)
-    result = CliRunner().invoke(main, ["plot", "--out", str(tmp_path / "x.png")])
+    result = cli("plot", "--out", str(tmp_path / "x.png"))
     assert result.exit_code == 2
     assert result.output.strip() == "Error: plotting needs matplotlib: pip install 'f8roof[plot]'"
 
 
-def run(*args):
-    return CliRunner().invoke(main, list(args))
-
-
-def test_cli_default_heatmap(tmp_path):
+def test_cli_default_heatmap(cli, tmp_path):
     out = tmp_path / "heat.png"
-    result = run("plot", "--gpu", "h100", "--out", str(out))
+    result = cli("plot", "--gpu", "h100", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert png_size(out) == (700, 560) and f"wrote {out}" in result.output
 
 
-def test_cli_kinds(tmp_path):
+def test_cli_kinds(cli, tmp_path):
     csv = tmp_path / "validation.csv"
     validation_frame().to_csv(csv, index=False)
-    result = run("plot", "--validation", str(csv), "--out", str(tmp_path / "v.svg"))
+    result = cli("plot", "--validation", str(csv), "--out", str(tmp_path / "v.svg"))
     assert result.exit_code == 0, result.output
-    result = run("plot", "--kind", "overhead", "--no-calibration", "--out", str(tmp_path / "o.png"))
+    result = cli("plot", "--kind", "overhead", "--no-calibration", "--out", str(tmp_path / "o.png"))
     assert result.exit_code == 0, result.output
 
 
@@ -291,7 +285,7 @@ def test_cli_kinds(tmp_path):
         (["--min", "4096", "--max", "512", "--out", "x.png"], "bad size range"),
     ],
 )
-def test_cli_bad_input(tmp_path, args, message):
-    result = run("plot", *args)
+def test_cli_bad_input(cli, tmp_path, args, message):
+    result = cli("plot", *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1

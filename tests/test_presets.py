@@ -1,4 +1,4 @@
-"""GPU presets (issue #20): cited ceilings, the scaled gemms each part runs, and datasheet
+"""GPU presets: cited ceilings, the scaled gemms each part runs, and datasheet
 times that behave on every preset."""
 
 import math
@@ -12,7 +12,6 @@ from f8roof.hardware.support import (
     UnsupportedGemmError,
     check_supported,
     gemm_for_recipe,
-    supports,
     unsupported_reason,
 )
 from f8roof.timing.datasheet import PRESET_EFFICIENCIES, datasheet_timing, preset_efficiency
@@ -105,7 +104,9 @@ def test_power_capped_b200_is_chosen_by_name_only():
 
 def test_mx_peaks_only_where_mx_gemms_exist():
     for gpu in PRESETS.values():
-        assert (gpu.mx_flops is not None) == supports(gpu, ScaledGemm.MXFP8), gpu.name
+        assert (gpu.mx_flops is not None) == (unsupported_reason(gpu, ScaledGemm.MXFP8) is None), (
+            gpu.name
+        )
     with pytest.raises(UnknownGPUError, match="no mxfp8 peak"):
         find_gpu("h100").peak_flops("mxfp8")
 
@@ -203,9 +204,9 @@ def test_blockwise_gemms_exist_where_the_part_runs_them():
     for gpu in PRESETS.values():
         dtypes = {d for d, _ in datasheet_timing(gpu).all_gemms.efficiencies}
         if "fp8_blockwise" in dtypes:
-            assert supports(gpu, ScaledGemm.BLOCKWISE), gpu.name
+            assert unsupported_reason(gpu, ScaledGemm.BLOCKWISE) is None, gpu.name
         if "mxfp8" in dtypes:
-            assert supports(gpu, ScaledGemm.MXFP8), gpu.name
+            assert unsupported_reason(gpu, ScaledGemm.MXFP8) is None, gpu.name
     assert tflops("h100", "fp8_blockwise", 8192) < tflops("h100", "fp8_rowwise", 8192)
 
 
@@ -241,19 +242,11 @@ def test_power_capped_b200_is_slower_than_stock():
     assert tflops("b200-750w", "mxfp8", 8192) < tflops("b200", "mxfp8", 8192)
 
 
-# Through the CLI (click's CliRunner): the listing, and recipes a part cannot run refused in
+# Through the CLI (the shared `cli` runner): the listing, and recipes a part cannot run refused in
 # one line with exit 2.
 
 
-def cli(*args: str):
-    from click.testing import CliRunner
-
-    from f8roof.cli import main
-
-    return CliRunner().invoke(main, list(args))
-
-
-def test_gpus_lists_every_preset_with_its_sources():
+def test_gpus_lists_every_preset_with_its_sources(cli):
     result = cli("gpus")
     assert result.exit_code == 0, result.output
     table, _, details = result.output.partition("\n\n")
@@ -270,7 +263,7 @@ def test_gpus_lists_every_preset_with_its_sources():
     assert "blockwise" in rows["h100"] and "mxfp8" not in rows["h100"]
 
 
-def test_gpus_without_sources_is_the_table_alone():
+def test_gpus_without_sources_is_the_table_alone(cli):
     result = cli("gpus", "--no-sources")
     assert result.exit_code == 0 and "datasheet:" not in result.output
     assert len(result.output.strip().splitlines()) == len(PRESETS) + 4
@@ -310,11 +303,11 @@ def one_line_refusal(result, *parts: str) -> None:
         ),
     ],
 )
-def test_recipes_a_part_cannot_run_are_refused_in_one_line(args, parts):
+def test_recipes_a_part_cannot_run_are_refused_in_one_line(cli, args, parts):
     one_line_refusal(cli(*args), *parts)
 
 
-def test_recipes_a_part_runs_are_estimated():
+def test_recipes_a_part_runs_are_estimated(cli):
     result = cli("estimate", "--gpu", "mi300x", "--recipe", "rowwise", "--shape", "8192,8192,8192")
     assert result.exit_code == 0, result.output
     assert "rowwise" in result.output

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
+from conftest import invoke_cli
 
 from f8roof.calibration import public_file
 from f8roof.calibration.file import CalibrationError
-from f8roof.cli import main
 from f8roof.errors import ModelError
 from f8roof.timing.kernel_time import KernelTimeModel, KindTime, Residuals
 
@@ -99,7 +98,7 @@ def test_a_kernel_takes_the_longer_of_its_traffic_and_its_arithmetic():
 
 
 def run(*args):
-    return CliRunner().invoke(main, ["estimate", *args])
+    return invoke_cli("estimate", *args)
 
 
 def test_public_times_are_the_default_and_datasheet_times_an_option():

@@ -8,13 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import synthetic
-from click.testing import CliRunner
+from conftest import invoke_cli
 from torch import nn
 
 import f8roof
 from f8roof.calibration.file import CalibrationError
 from f8roof.calibration.fitting import fit_calibration
-from f8roof.cli import main
 from f8roof.engine.decision import DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig, estimate
 from f8roof.engine.recommend import StepShare, canonical_fqn, module_filter, recommend
@@ -46,7 +45,7 @@ def roofline(recipes="tensorwise"):
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    return invoke_cli(*args)
 
 
 def test_decisions_follow_speedup_worst_without_calibration():

@@ -2,9 +2,8 @@ import re
 import sys
 
 import pytest
-from click.testing import CliRunner
+from conftest import invoke_cli
 
-from f8roof.cli import main
 from f8roof.engine.recommend import recommend
 from f8roof.engine.report import model_report
 from f8roof.engine.resolve import Request, resolve
@@ -15,7 +14,7 @@ from f8roof.training.run_config import RunConfig
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    return invoke_cli(*args)
 
 
 def roofline(recipes="tensorwise"):

@@ -37,7 +37,7 @@ seq_len = 4096
 """
 
 
-def test_fixture_is_torchtitan_1207s_run():
+def test_a_torchtitan_job_config_reads_as_the_run_it_describes():
     got = read_setup(FIXTURE)
     assert got == SetupFile(
         run=RunConfig(

@@ -1,4 +1,4 @@
-"""Shapes from user input: strict files (issue 11), 'M,K,N' strings, arrays; fuzzed."""
+"""Shapes from user input: strict files, 'M,K,N' strings, arrays; fuzzed."""
 
 import re
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""One transformer block compiled as a rank of a sharded run (issue 18): the specs, the
+"""One transformer block compiled as a rank of a sharded run: the specs, the
 collective parser, and small-dim compiles on a fake process group (TP 2, FSDP 2, CPU and
 codegen for h100).
 
@@ -297,38 +297,29 @@ def tiny_config(tmp_path) -> str:
     return str(path)
 
 
-def test_cli_block_bad_degree_is_one_line(tmp_path) -> None:
-    from click.testing import CliRunner
-
-    from f8roof.cli import main
+def test_cli_block_bad_degree_is_one_line(cli, tmp_path) -> None:
 
     args = ["compare", "--model", tiny_config(tmp_path), "--tokens", "32", "--tp", "4"]
-    result = CliRunner().invoke(main, args)
+    result = cli(*args)
     assert result.exit_code == 2
     assert "--tp 4 does not divide n_heads 2" in result.output
     assert "Traceback" not in result.output
 
 
-def test_cli_block_needs_tokens(tmp_path) -> None:
-    from click.testing import CliRunner
+def test_cli_block_needs_tokens(cli, tmp_path) -> None:
 
-    from f8roof.cli import main
-
-    result = CliRunner().invoke(main, ["compare", "--model", tiny_config(tmp_path)])
+    result = cli("compare", "--model", tiny_config(tmp_path))
     assert result.exit_code == 2
     assert "--model needs --tokens" in result.output
 
 
 @pytest.mark.slow
 @requires.torchao
-def test_cli_block_codegen_lists_passes_and_collectives(tmp_path) -> None:
-    from click.testing import CliRunner
-
-    from f8roof.cli import main
+def test_cli_block_codegen_lists_passes_and_collectives(cli, tmp_path) -> None:
 
     args = ["compare", "--model", tiny_config(tmp_path), "--tokens", "32", "--tp", "2"]
     args += ["--recipe", "rowwise", "--device", "codegen", "--recompute", "selective"]
-    result = CliRunner().invoke(main, args)
+    result = cli(*args)
     assert result.exit_code == 0, result.output
     text = result.output
     assert "forward:" in text and "backward:" in text
@@ -378,18 +369,13 @@ def test_renderer_lists_per_pass_and_json_reads_back() -> None:
 
 @pytest.mark.slow
 @requires.torchao
-def test_estimate_model_codegen_compiles_the_block(tmp_path):
+def test_estimate_model_codegen_compiles_the_block(cli, tmp_path):
     """estimate --model --overhead codegen: the step's blocks timed from the block compiled as
     one rank (TP 2 x FSDP 2, selective), the per-layer fits' answer beside it."""
-    from click.testing import CliRunner
-
-    from f8roof.cli import main
 
     config = tiny_config(tmp_path)
     args = ["estimate", "--model", config, "--tokens", "64", "--tp", "2", "--fsdp", "2"]
-    result = CliRunner().invoke(
-        main, [*args, "--recompute", "selective", "--recipe", "rowwise", "--overhead", "codegen"]
-    )
+    result = cli(*args, "--recompute", "selective", "--recipe", "rowwise", "--overhead", "codegen")
     assert result.exit_code == 0, result.output
     assert (
         "blocks from one block compiled at 64 tokens per rank (1 x 64), TP 2, FSDP 2, recompute "

@@ -50,23 +50,17 @@ def test_h100_and_h200_share_bytes_not_times():
     assert h200.ceilings.copy_bandwidth_bytes_per_s > h100.ceilings.copy_bandwidth_bytes_per_s
 
 
-def test_default_estimate_is_the_shipped_one():
-    from click.testing import CliRunner
-
-    from f8roof.cli import main
-
-    result = CliRunner().invoke(main, ["estimate", "--gpu", "h200", "--shape", "4096,4096,4096"])
+def test_default_estimate_is_the_shipped_one(cli):
+    result = cli("estimate", "--gpu", "h200", "--shape", "4096,4096,4096")
     assert result.exit_code == 0
     assert result.output.startswith("h200 tensorwise (shipped h200.json): times fitted")
-    full = CliRunner().invoke(
-        main, ["estimate", "--gpu", "h200", "--shape", "4096,4096,4096", "--show-all"]
-    )
+    full = cli("estimate", "--gpu", "h200", "--shape", "4096,4096,4096", "--show-all")
     assert "traffic from generated code: torch" in full.output and "x fitted" in full.output
 
 
 # (variant, shape, whether the split-reduction workspace stays within the kernel set's bound)
 CHECKED = [
-    ("torchao:rowwise", (4096, 4096, 4096), True),  # issue #10's example, between fit shapes
+    ("torchao:rowwise", (4096, 4096, 4096), True),  # between fit shapes
     ("torchao:tensorwise@layernorm+sigmoid", (2048, 1280, 3072), True),  # a fit shape
     ("reference:tensorwise_delayed", (8192, 3072, 2048), True),
     # llama3-8b's q_proj and down_proj at 8192 tokens: Inductor compiles the kernel set of a

@@ -103,7 +103,8 @@ def test_kernels_launched_before_the_trace_belong_to_no_step(parsed, raw) -> Non
     unjoined = [e for e in events if e.launch_s is None]
     assert len(unjoined) == 872 and {e.step for e in unjoined} == {None}
     launches = _launch_s(raw[TRAINING])
-    before = [e for e in _device(raw[TRAINING]) if e["args"]["correlation"] < min(launches)]
+    first = min(launches)
+    before = [e for e in _device(raw[TRAINING]) if e["args"]["correlation"] < first]
     assert len(before) == 872
     assert all(e["args"]["correlation"] not in launches for e in before)
     first_step = _step_ranges(raw[TRAINING])[550]

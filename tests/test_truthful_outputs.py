@@ -11,12 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import synthetic
-from click.testing import CliRunner
+from conftest import invoke_cli
 
 from f8roof.calibration.file import Calibration, CalibrationError
 from f8roof.calibration.fitting import fit_calibration
 from f8roof.calibration.shipped import shipped_calibration
-from f8roof.cli import main
 from f8roof.engine.filter_compare import compare_filters
 from f8roof.engine.recommend import recommend
 from f8roof.engine.resolve import Request, resolve
@@ -41,7 +40,7 @@ def said(arch) -> str:
 
 
 def run(*args):
-    return CliRunner().invoke(main, list(args))
+    return invoke_cli(*args)
 
 
 def refused(result, text: str) -> None:

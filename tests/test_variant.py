@@ -9,7 +9,7 @@ from f8roof.traffic.variant import (
     ContextError,
     Implementation,
     Variant,
-    fp8_reasons,
+    fp8_reason_codes,
     fp8_shape_reason,
 )
 
@@ -61,8 +61,9 @@ def test_alignment_rule_scalar_and_vector_agree():
     shapes = rng.integers(1, 200, size=(500, 3)) * rng.choice([1, 16], size=(500, 3))
     for name in ("tensorwise", "rowwise_gw_hp"):
         recipe = Recipe.from_name(name)
-        vector = fp8_reasons(recipe, *shapes.T)
-        for (m, k, n), reason in zip(shapes, vector):
+        codes, table = fp8_reason_codes(recipe, *shapes.T)
+        for (m, k, n), code in zip(shapes, codes):
+            reason = table[code]
             assert (fp8_shape_reason(recipe, int(m), int(k), int(n)) is None) == (reason == "")
 
 

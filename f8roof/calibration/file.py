@@ -22,6 +22,7 @@ before use. A file that fails a check is refused with the file and field named.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -41,7 +42,7 @@ from f8roof.calibration.records import (
     polynomial_to_json,
 )
 from f8roof.errors import F8RoofError, ModelError
-from f8roof.files import read_json, write_text_atomic
+from f8roof.files import parse_json, read_text, write_text_atomic
 from f8roof.hardware.presets import GPU, PRESETS, find_gpu
 from f8roof.timing.gemm import (
     GEMM_DTYPES,
@@ -199,6 +200,11 @@ class VariantFit:
     fixed: FixedCost | None  # None in traffic calibrations: nothing measured beyond the kernels
 
 
+# Calibration.load's files, by name and content: the few a process reads (oldest dropped first).
+_LOADED: dict[tuple[str, bytes], Calibration] = {}
+_LOADED_MAX = 8
+
+
 @dataclass(frozen=True)
 class Calibration:
     kind: CalibrationKind
@@ -302,8 +308,21 @@ class Calibration:
 
     @classmethod
     def load(cls, path: str | Path) -> Calibration:
-        data = read_json(path, what="calibration", error=CalibrationError)
-        return cls.from_dict(data, source=str(path))
+        """The calibration in a file, read and checked once per process for each content (a
+        model answer resolves a calibration for every recipe it times; a calibration is
+        immutable, so the one object serves them all). Known by the file's name and bytes,
+        not its modification time: a file rewritten within one tick of the file system's
+        clock is read again."""
+        text = read_text(path, what="calibration", error=CalibrationError)
+        key = (str(path), hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest())
+        loaded = _LOADED.get(key)
+        if loaded is None:
+            data = parse_json(text, path, what="calibration", error=CalibrationError)
+            loaded = cls.from_dict(data, source=str(path))
+            while len(_LOADED) >= _LOADED_MAX:
+                del _LOADED[next(iter(_LOADED))]
+            _LOADED[key] = loaded
+        return loaded
 
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "<calibration>") -> Calibration:

@@ -90,9 +90,6 @@ class Comparison:
         band = memory_time_band(kernel_class, launch.bytes_total, self.rates)
         return float(band.low), float(band.expected), float(band.high)
 
-    def exceeds_worst(self) -> list[ShapeComparison]:
-        return [s for s in self.shapes if s.bytes_actual > s.bytes_worst]
-
     def baseline_total(self, kernel_set: KernelSet) -> Polynomial | None:
         """The bf16 graph's exact bytes over the kernel set's shapes: its kernel set holding them all.
         None without a context (nothing to subtract) or where no bf16 kernel set holds them."""

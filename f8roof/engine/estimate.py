@@ -44,10 +44,12 @@ from f8roof.timing.gemm import (
     RooflineGemm,
     TableGemm,
     linear_gemm_times,
+    shared_tilings,
 )
 from f8roof.timing.kernel_classes import GpuFamily
 from f8roof.timing.overhead import fitted_kernels, fitted_kind_bytes, kernel_set_range
 from f8roof.traffic.block_scaled import is_read_off, kernel_kind, torchao_kernels
+from f8roof.traffic.fit import FitError, from_sympy
 from f8roof.traffic.grouped import grouped_traffic, is_grouped_recipe
 from f8roof.traffic.monomials import SYMBOLS, ShapeArrays
 from f8roof.traffic.recipes import Recipe, Role
@@ -180,7 +182,18 @@ def _compiled_bytes(
         limited=limited,
         grouped=grouped,
     )
-    return sp.lambdify(SYMBOLS, model.total, modules="numpy"), model.small_kernels
+    return _numpy_function(model.total), model.small_kernels
+
+
+def _numpy_function(expr: sp.Expr):
+    """numpy (M, K, N) -> the value of a sympy byte count. Byte counts are polynomials in the
+    monomials (`traffic.monomials`): evaluated from their coefficients, with no code generated
+    (`sp.lambdify` prints and compiles Python per model: ~20 ms each, a fifth of a second of a
+    model answer in a fresh process); anything else through lambdify."""
+    try:
+        return from_sympy(expr)
+    except (FitError, sp.PolynomialError):
+        return sp.lambdify(SYMBOLS, expr, modules="numpy")
 
 
 def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.ndarray, int]:
@@ -202,6 +215,14 @@ def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd
     grouped gemm over that many; times and bytes are the whole grouped gemm's. `ranges`: also
     the fitted overhead's range over nearby kernel sets (`overhead_bytes_fitted_low/high`,
     what the CLI and model tables show, for variants whose kernel sets vary with the shape)."""
+    # Speed (issue 29): the gemms' tilings are computed once for all the gemm models below
+    # (this estimate's and the band's alternative fits: `timing.gemm.shared_tilings`), on the
+    # float64 arrays made here and kept unchanged until the frame is built.
+    with shared_tilings():
+        return _estimate(shapes, config, groups=groups, ranges=ranges)
+
+
+def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> pd.DataFrame:
     array = as_array(shapes)
     M, K, N = array[:, 0], array[:, 1], array[:, 2]
     Mf, Kf, Nf = (x.astype(np.float64) for x in (M, K, N))  # converted once, used by every model
@@ -307,7 +328,7 @@ def _read_off_kind_bytes(recipe: Recipe, M, K, N) -> dict[str, tuple[np.ndarray,
 def _read_off_functions(recipe: Recipe):
     """numpy functions (M, K, N) -> bytes of each read-off kernel, with its kind; built once."""
     return tuple(
-        (kernel_kind(kernel), sp.lambdify(SYMBOLS, traffic.bytes_total, modules="numpy"))
+        (kernel_kind(kernel), _numpy_function(traffic.bytes_total))
         for kernel, traffic in torchao_kernels(recipe)
     )
 
@@ -523,16 +544,19 @@ def breakevens(config: EstimateConfig) -> dict[str, int | None]:
 
 def decisions(
     frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[pd.Categorical, np.ndarray]:
     """Per row: 'convert', 'keep' or 'uncertain' (engine/decision.py; 'keep' where float8
     cannot run the shape), and whether the band straddles the threshold. With the band
     columns (a calibrated estimate) `policy` decides on them; without, the estimate at the
-    decision level (the seed's worst case) does and nothing straddles."""
+    decision level (the seed's worst case) does and nothing straddles. Categorical, as the
+    recipe and reason columns: an array of strings costs a Python string per row once pandas
+    takes it (a tenth of a 200,000-shape estimate); files read the same."""
     ok = frame["fp8_ok"].to_numpy(dtype=bool)
+    names = [d.value for d in DECISIONS]
     if "speedup_low" not in frame.columns:
         value = frame["speedup" if "speedup" in frame.columns else "speedup_worst"]
         codes = np.where(ok & (value.to_numpy(dtype=np.float64) > 1.0 + margin), 1, 0)
-        return np.array([d.value for d in DECISIONS])[codes], np.zeros(len(frame), dtype=bool)
+        return pd.Categorical.from_codes(codes, names), np.zeros(len(frame), dtype=bool)
     low = np.minimum(frame["speedup_low"], frame["speedup"])
     high = np.maximum(frame["speedup_high"], frame["speedup"])
     codes = decide_codes(
@@ -540,7 +564,7 @@ def decisions(
     )
     codes = np.where(ok, codes, 0)
     straddling = ok & straddles(low=low, high=high, margin=margin)
-    return np.array([d.value for d in DECISIONS])[codes], straddling
+    return pd.Categorical.from_codes(codes, names), straddling
 
 
 def implausible(

@@ -75,10 +75,6 @@ def unsupported_reason(gpu: GPU, gemm: ScaledGemm | str) -> str | None:
     return _nvidia_reason(gpu, kind)
 
 
-def supports(gpu: GPU, gemm: ScaledGemm | str) -> bool:
-    return unsupported_reason(gpu, gemm) is None
-
-
 def check_supported(gpu: GPU, gemm: ScaledGemm | str) -> None:
     """Raise UnsupportedGemmError (one line) when `gpu` cannot run `gemm`."""
     reason = unsupported_reason(gpu, gemm)

@@ -272,25 +272,6 @@ class Capture:
     def overhead_bytes(self) -> int:
         return sum(k.bytes_code for k in self.overhead_launches)
 
-    def kernel_classes(
-        self, *, graph: GraphKind | None = None
-    ) -> tuple[tuple[str, KernelClass], ...]:
-        """(name, class) of every launch in call order (of one graph when given): what a
-        calibration's kernel set will carry per kernel, and the band's input."""
-        return tuple(
-            (k.name, k.kernel_class)
-            for k in self.launches
-            if k.kernel_class is not None and (graph is None or k.graph is graph)
-        )
-
-    def overhead_bytes_by_class(self) -> dict[KernelClass, int]:
-        """Non-gemm bytes per kernel class, for `models.band`."""
-        totals: dict[KernelClass, int] = {}
-        for k in self.overhead_launches:
-            if k.kernel_class is not None:
-                totals[k.kernel_class] = totals.get(k.kernel_class, 0) + k.bytes_code
-        return totals
-
     def workspace_bytes(self, launch: KernelLaunch) -> int:
         """Bytes of split-reduction workspace a launch touches: intermediate buffers (`bufN`)
         with a dim that is none of M, K, N or 1 (the split count, e.g. (1024,) or

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import tempfile
 import types
 from collections.abc import Callable, Iterator, Sequence
@@ -246,11 +247,36 @@ def generate_cuda_code(
         utils_log.setLevel(logging.ERROR)
         try:
             compile_fx_inner(cuda_gm, fake, **compile_kwargs)
-        except Exception:
+        except (ImportError, RuntimeError) as error:
             # Loading the finished module imports the CUDA runtime and fails here; that is
-            # expected once the source exists. Without a source, this is a real failure.
-            if not sources:
+            # expected once the source exists. Without a source, or failing otherwise, this
+            # is a real failure.
+            if not sources or not is_loading_without_cuda(error):
                 raise
         finally:
             utils_log.setLevel(level)
     return sources[-1]
+
+
+# CUDA refusing to start in a CUDA build of torch on a machine without a GPU (torch.cuda's
+# lazy initialisation and the driver's own words)
+_NO_CUDA = re.compile(
+    r"no NVIDIA driver|No CUDA GPUs are available|CUDA driver initialization failed|"
+    r"no CUDA-capable device|Torch not compiled with CUDA",
+    re.IGNORECASE,
+)
+
+
+def is_loading_without_cuda(error: BaseException) -> bool:
+    """Whether `error` is the expected failure of loading Inductor's generated CUDA module
+    without a GPU: the module imports what a CPU build of torch lacks (`torch._C._cuda_*`: an
+    ImportError), or CUDA refuses to start (a CUDA build without a GPU); raised as it is or
+    wrapped by Inductor (InductorError keeps it as `inner_exception`, raised `from None`)."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ImportError) or _NO_CUDA.search(str(current)):
+            return True
+        current = getattr(current, "inner_exception", None) or current.__cause__
+    return False

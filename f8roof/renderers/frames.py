@@ -25,8 +25,10 @@ from f8roof.files import atomic_path, atomic_set, write_text_atomic
 from f8roof.renderers.cells import number
 
 Renderer = Callable[[pd.DataFrame, str | Path], None]
-# Rows per slice of CSV formatted at once: large enough to amortise pyarrow's per-call work,
-# small enough that a few slices in flight stay a few tens of MiB.
+# CSV is formatted in parts, one thread each: at most this many rows a part (a part's text is
+# ~300 bytes a row, and at most two parts per thread wait to be written, which bounds the
+# memory), each formatted by pyarrow in batches of CSV_BATCH_ROWS.
+CSV_PART_ROWS = 131072
 CSV_BATCH_ROWS = 32768
 CSV_MAX_THREADS = 4
 
@@ -43,22 +45,27 @@ def arrow_table(frame: pd.DataFrame):
         return pa.Table.from_pandas(frame.astype(mixed), preserve_index=False)
 
 
-def _csv_parts(table, *, rows: int) -> Iterator[Any]:
-    """The table's CSV text in slices of `rows` rows, in order. Formatting floats is most of
-    the cost and pyarrow does it without the GIL, so slices are formatted on a few threads;
-    at most two slices per thread wait to be written, which bounds the memory."""
+def _csv_parts(table) -> Iterator[Any]:
+    """The table's CSV text in parts, in order. Formatting floats is most of the cost and
+    pyarrow does it without the GIL, so parts are formatted on a few threads. As few parts as
+    the threads and CSV_PART_ROWS allow, of equal size: each part costs a writer of its own,
+    and on a busy machine small parts cost more CPU than the threads save (one part per
+    thread is as fast as one thread there, and twice as fast on two idle cores)."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = max(1, min(cpus or 1, CSV_MAX_THREADS, -(-table.num_rows // CSV_BATCH_ROWS)))
+    parts = workers * max(1, -(-table.num_rows // (workers * CSV_PART_ROWS)))
+    rows = max(1, -(-table.num_rows // parts))
+    starts = range(0, max(table.num_rows, 1), rows)
+
     def text(start: int):
         sink = pa.BufferOutputStream()
-        options = pcsv.WriteOptions(include_header=start == 0, batch_size=rows)
+        options = pcsv.WriteOptions(include_header=start == 0, batch_size=CSV_BATCH_ROWS)
         pcsv.write_csv(table.slice(start, rows), sink, options)
         return sink.getvalue()
 
-    starts = range(0, max(table.num_rows, 1), rows)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(cpus or 1, CSV_MAX_THREADS, len(starts))
     if workers == 1:
         yield from map(text, starts)
         return
@@ -96,7 +103,7 @@ def csv_table(frame: pd.DataFrame):
 def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
     table = csv_table(frame)
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.writelines(_csv_parts(table, rows=CSV_BATCH_ROWS))
+        f.writelines(_csv_parts(table))
 
 
 def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:

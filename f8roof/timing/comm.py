@@ -3,8 +3,7 @@
 Conventions (nccl-tests' PERFORMANCE.md, which every published figure below is quoted in):
 - `bytes` is the collective's buffer size as nccl-tests' `size` column counts it: the gathered
   output of an all-gather, the full input of a reduce-scatter, the buffer of an all-reduce, one
-  rank's send buffer of an all-to-all. `buffer_bytes` turns the bytes of the tensor a graph
-  hands the collective (a shard for an all-gather) into that size.
+  rank's send buffer of an all-to-all.
 - algbw = bytes / time; busbw = algbw x factor, factor (n-1)/n for all-gather, reduce-scatter
   and all-to-all, 2(n-1)/n for all-reduce. busbw is what a ring achieves on its slowest link
   whatever n is, so each preset stores one busbw per fabric and the time follows:
@@ -252,14 +251,6 @@ def _check_bytes(nbytes):
     return b
 
 
-def buffer_bytes(kind: str | CollectiveKind, *, input_bytes, group_size):
-    """nccl-tests' size from the bytes of the tensor handed to the collective: an
-    all-gather's input is one shard (size = shard x n); the others' inputs are the size."""
-    n = _check_group(group_size)
-    b = _check_bytes(input_bytes)
-    return b * n if CollectiveKind.from_name(kind) is CollectiveKind.ALL_GATHER else b
-
-
 class Algorithm(str, Enum):
     NONE = "none"  # one rank: nothing moves
     RING = "ring"
@@ -323,7 +314,7 @@ def float8_all_gather_time_s(
 ):
     """A tensorwise float8 all-gather of `numel` gathered elements: 1 byte each, plus the
     amax all-reduce (one fp32 per tensor) that makes every rank's scale agree, unless FSDP's
-    precomputed scales paid it once per step (`precomputed_scales_time_s`)."""
+    precomputed scales paid it once per step."""
     n = _check_group(group_size)
     payload = collective_time_s(
         CollectiveKind.ALL_GATHER,
@@ -344,30 +335,6 @@ def float8_all_gather_time_s(
     return payload + np.asarray(tensors) * amax
 
 
-def precomputed_scales_time_s(*, weights: int, group_size, placement, fabric: Interconnect):
-    """torchao's `precompute_float8_dynamic_scale_for_fsdp`: one all-reduce of every float8
-    weight's amax (fp32 each) per optimizer step."""
-    if weights < 0:
-        raise CommError(f"weights must be >= 0 (got {weights})")
-    return collective_time_s(
-        CollectiveKind.ALL_REDUCE,
-        nbytes=FP32_BYTES * weights,
-        group_size=group_size,
-        placement=placement,
-        fabric=fabric,
-    )
-
-
-class CommRole(str, Enum):
-    """Why a collective runs, which decides what it can hide behind."""
-
-    FSDP_ALL_GATHER = "fsdp_all_gather"  # weights before a layer's forward / backward
-    FSDP_REDUCE_SCATTER = "fsdp_reduce_scatter"  # gradients after a layer's backward
-    TP = "tp"  # sequence-parallel activations around column/row-parallel gemms
-    EP = "ep"  # MoE token dispatch / combine (all-to-all)
-    SCALE = "scale"  # float8 amax all-reduces
-
-
 class Overlap(str, Enum):
     """How a collective's time shows in the step.
 
@@ -386,18 +353,6 @@ class Overlap(str, Enum):
             return cls(str(name).strip().lower())
         except ValueError:
             raise CommError(f"unknown overlap {name!r}; known: exposed, overlapped") from None
-
-
-def default_overlap(role: str | CommRole, *, async_tp: bool = False) -> Overlap:
-    """FSDP's collectives overlap (prefetch, separate stream); TP's and EP's wait on or feed
-    the gemm beside them, exposed unless async TP pipelines TP's against it; the amax
-    all-reduces sit between the amax and the cast: exposed."""
-    role = CommRole(role)
-    if role in (CommRole.FSDP_ALL_GATHER, CommRole.FSDP_REDUCE_SCATTER):
-        return Overlap.OVERLAPPED
-    if role is CommRole.TP and async_tp:
-        return Overlap.OVERLAPPED
-    return Overlap.EXPOSED
 
 
 def exposed_time_s(comm_time_s, *, overlap: str | Overlap, compute_time_s=0.0):
@@ -442,94 +397,3 @@ def fsdp_exposed_time_s(
     forward = (layers - 1) * max(all_gather_s - forward_compute_s, 0.0)
     backward = (layers - 1) * max(all_gather_s + reduce_scatter_s - backward_compute_s, 0.0)
     return all_gather_s + reduce_scatter_s + forward + backward
-
-
-@dataclass(frozen=True)
-class CommOp:
-    """One collective of a block, independent of how it was found (graph or plan)."""
-
-    kind: CollectiveKind
-    nbytes: int  # nccl-tests' size (see the module docstring)
-    group_size: int
-    placement: Placement
-    role: CommRole
-    dtype: str = "bf16"
-
-    def __post_init__(self) -> None:
-        for name, enum in (
-            ("kind", CollectiveKind),
-            ("placement", Placement),
-            ("role", CommRole),
-        ):
-            if not isinstance(getattr(self, name), enum):
-                raise CommError(f"CommOp.{name} must be a {enum.__name__} (use CommOp.create)")
-        if isinstance(self.nbytes, bool) or not isinstance(self.nbytes, int) or self.nbytes < 0:
-            raise CommError(f"collective bytes must be an integer >= 0 (got {self.nbytes!r})")
-        _check_group(self.group_size)
-
-    @classmethod
-    def create(
-        cls,
-        *,
-        kind: str | CollectiveKind,
-        nbytes: int,
-        group_size: int,
-        placement: str | Placement,
-        role: str | CommRole,
-        dtype: str = "bf16",
-    ) -> CommOp:
-        """From names (c10d's collective names accepted)."""
-        try:
-            role = CommRole(role)
-        except ValueError:
-            known = ", ".join(r.value for r in CommRole)
-            raise CommError(f"unknown collective role {role!r}; known: {known}") from None
-        return cls(
-            CollectiveKind.from_name(kind),
-            nbytes,
-            group_size,
-            Placement.from_name(placement),
-            role,
-            dtype,
-        )
-
-    def time_s(self, fabric: Interconnect) -> float:
-        return float(
-            collective_time_s(
-                self.kind,
-                nbytes=self.nbytes,
-                group_size=self.group_size,
-                placement=self.placement,
-                fabric=fabric,
-            )
-        )
-
-
-def exposed_ops_time_s(
-    ops: list[CommOp] | tuple[CommOp, ...],
-    *,
-    fabric: Interconnect,
-    async_tp: bool = False,
-    overlap_compute_s: float = 0.0,
-) -> float:
-    """Exposed seconds of one block's collectives: the exposed ones in full, the overlapped
-    ones (together) beyond `overlap_compute_s` of compute they can hide behind."""
-    exposed = 0.0
-    overlapped = 0.0
-    for op in ops:
-        t = op.time_s(fabric)
-        if default_overlap(op.role, async_tp=async_tp) is Overlap.EXPOSED:
-            exposed += t
-        else:
-            overlapped += t
-    return exposed + float(
-        exposed_time_s(overlapped, overlap="overlapped", compute_time_s=overlap_compute_s)
-    )
-
-
-def sources_markdown() -> str:
-    """The sources table of this module's docstring (README-ready)."""
-    doc = __doc__ or ""
-    start = doc.index("| preset")
-    end = doc.index("Latency, from nccl-tests")
-    return doc[start:end].strip() + "\n"

@@ -6,6 +6,9 @@ output (M, K, N), grad_input (M, N, K), grad_weight (N, M, K).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -163,47 +166,119 @@ class TiledGemm:
         that many gemms of this shape, one launch whose tiles share the waves. `slow_accum`:
         float8 without fast accumulation; by default the backward roles (grad_input,
         grad_weight), as torchao and the reference run them."""
-        grouped = not (np.isscalar(groups) and groups == 1)
-        values = (*gemm_dims(role, M, K, N), *((groups,) if grouped else ()))
-        dims = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in values))
-        shape = dims[0].shape
-        m, k, n, *g = (np.atleast_1d(d).ravel() for d in dims)
+        tiling = _tiling(role, M, K, N, groups, self.efficiency(dtype).tiles, self.gpu.sm_count)
+        return self._time_s(dtype, role, tiling, slow_accum), np.zeros(tiling.shape, dtype=bool)
+
+    def _time_s(
+        self, dtype: str, role: GemmRole, tiling: _Tiling, slow_accum: bool | None
+    ) -> np.ndarray:
         eff = self.efficiency(dtype)
-        sms = self.gpu.sm_count
-        per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / sms
-        k_steps = k + eff.k_overhead
-        # the K a split is priced at (see SPLIT_K_RATIO)
-        split_k = np.maximum(k, SPLIT_K_RATIO * np.maximum(m, n))
-        compute = np.full(m.shape, np.inf)
-        tile_s, scratch = np.empty(m.shape), np.empty(m.shape)
-        for rows, cols in eff.tiles:
-            tiles = np.ceil(np.multiply(m, 1 / rows, out=scratch), out=scratch)
-            tiles *= np.ceil(np.multiply(n, 1 / cols, out=tile_s), out=tile_s)
-            if grouped:
-                tiles *= g[0]
-            np.ceil(np.multiply(tiles, 1 / sms, out=tile_s), out=tile_s)  # waves
-            tile_s *= k_steps
+        per_sm = self.gpu.peak_flops(dtype) * eff.peak_fraction / self.gpu.sm_count
+        k_steps = tiling.k + eff.k_overhead
+        compute = np.empty(k_steps.shape)  # the first tile's time, then the best so far
+        tile_s = np.empty(k_steps.shape)
+        for index, ((rows, cols), waves, split, slice_k) in enumerate(
+            zip(eff.tiles, tiling.waves, tiling.split, tiling.slice_k)
+        ):
+            out = compute if index == 0 else tile_s
+            np.multiply(waves, k_steps, out=out)
             # Split-K: a small output over a long reduction (the grad_weight gemm of a thin
             # layer) is spread over the idle SMs by splitting K, as cuBLAS does: sms // tiles
             # slices, one wave. Rare: only those shapes are recomputed.
-            split = tiles < sms / 2
-            if split.any():
-                slices = sms // tiles[split]
-                slice_k = np.maximum(np.ceil(split_k[split] / slices), SPLIT_K_MIN)
-                tile_s[split] = np.minimum(tile_s[split], slice_k + eff.k_overhead)
-            tile_s *= 2 * rows * cols / per_sm
-            np.minimum(compute, tile_s, out=compute)
-        traffic = operand_bytes(dtype) * (m * k + k * n) + OUTPUT_BYTES * m * n
-        if grouped:
-            traffic *= g[0]
-        memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
+            if len(split):
+                out[split] = np.minimum(out[split], slice_k + eff.k_overhead)
+            out *= 2 * rows * cols / per_sm
+            if index:
+                np.minimum(compute, tile_s, out=compute)
+        bandwidth = self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency
+        memory = tiling.traffic(operand_bytes(dtype)) / bandwidth
         if slow_accum is None:
             slow_accum = role is not GemmRole.OUTPUT
         if slow_accum and dtype != "bf16":
             compute *= eff.slow_accum_factor
         compute += eff.latency_s
-        time = np.maximum(compute, memory, out=compute).reshape(shape)
-        return time, np.zeros(shape, dtype=bool)
+        return np.maximum(compute, memory, out=compute).reshape(tiling.shape)
+
+
+@dataclass(frozen=True)
+class _Tiling:
+    """What `TiledGemm` needs of one gemm at many shapes that no rate changes: the reduction
+    length, the elements its operands and output move (`operands`, `outputs` in bytes: output
+    elements x OUTPUT_BYTES), and per tile shape the waves of tiles over the SMs and the
+    split-K shapes (their indices, and their slices' K before the kernel's K overhead)."""
+
+    shape: tuple[int, ...]
+    k: np.ndarray
+    operands: np.ndarray
+    outputs: np.ndarray
+    waves: tuple[np.ndarray, ...]
+    split: tuple[np.ndarray, ...]
+    slice_k: tuple[np.ndarray, ...]
+    _traffic: dict[float, np.ndarray] = field(default_factory=dict, compare=False)
+
+    def traffic(self, operand_bytes: float) -> np.ndarray:
+        """Bytes moved at `operand_bytes` per operand element, computed once per operand width
+        (bf16 and float8 gemms, each under several rates); not to be written to."""
+        if operand_bytes not in self._traffic:
+            self._traffic[operand_bytes] = operand_bytes * self.operands + self.outputs
+        return self._traffic[operand_bytes]
+
+
+# TiledGemm.time_s's tilings, shared while `shared_tilings` is open (None: not shared).
+_SHARED_TILINGS: ContextVar[dict | None] = ContextVar("f8roof_shared_tilings", default=None)
+
+
+@contextmanager
+def shared_tilings() -> Iterator[None]:
+    """Inside, each gemm's tiling (`_Tiling`) is computed once per set of M, K, N arrays and
+    reused: an estimate times the same gemms at the same shapes up to 18 times (bf16 and
+    float8, three roles, under its own rates and the band's two alternative fits, which
+    differ in rates, not in tiles), and the tiling is most of the arithmetic. The arrays are
+    known by identity: whoever opens it keeps them alive and unchanged inside."""
+    token = _SHARED_TILINGS.set({})
+    try:
+        yield
+    finally:
+        _SHARED_TILINGS.reset(token)
+
+
+def _tiling(role: GemmRole, M, K, N, groups, tiles, sms: int) -> _Tiling:
+    shared = _SHARED_TILINGS.get()
+    grouped = not (np.isscalar(groups) and groups == 1)
+    if shared is None or grouped:
+        return _new_tiling(role, M, K, N, groups, tiles, sms)
+    key = (role, id(M), id(K), id(N), tiles, sms)
+    if key not in shared:
+        # the arrays ride along, so that no id is reused while the entry lives
+        shared[key] = (_new_tiling(role, M, K, N, groups, tiles, sms), (M, K, N))
+    return shared[key][0]
+
+
+def _new_tiling(role: GemmRole, M, K, N, groups, tiles, sms: int) -> _Tiling:
+    grouped = not (np.isscalar(groups) and groups == 1)
+    values = (*gemm_dims(role, M, K, N), *((groups,) if grouped else ()))
+    dims = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in values))
+    shape = dims[0].shape
+    m, k, n, *g = (np.atleast_1d(d).ravel() for d in dims)
+    # the K a split is priced at (see SPLIT_K_RATIO)
+    split_k = np.maximum(k, SPLIT_K_RATIO * np.maximum(m, n))
+    waves, splits, slice_ks = [], [], []
+    for rows, cols in tiles:
+        count = np.ceil(np.multiply(m, 1 / rows))
+        count *= np.ceil(np.multiply(n, 1 / cols))
+        if grouped:
+            count *= g[0]
+        waves.append(np.ceil(np.multiply(count, 1 / sms)))
+        split = np.flatnonzero(count < sms / 2)
+        slices = sms // count[split]
+        splits.append(split)
+        slice_ks.append(np.maximum(np.ceil(split_k[split] / slices), SPLIT_K_MIN))
+    operands = m * k + k * n
+    outputs = OUTPUT_BYTES * m * n
+    if grouped:
+        operands *= g[0]
+        outputs *= g[0]
+    return _Tiling(shape, k, operands, outputs, tuple(waves), tuple(splits), tuple(slice_ks))
 
 
 @dataclass(frozen=True)

@@ -52,15 +52,6 @@ class KernelClass(str, Enum):
         """Timed as floor + bytes / bandwidth."""
         return not self.is_gemm and self is not KernelClass.CPU
 
-    @property
-    def gemm_dtype(self) -> str | None:
-        """The gemm model's dtype family for this class: 'bf16', 'fp8', 'fp8_rowwise'."""
-        if not self.is_gemm:
-            return None
-        if self is KernelClass.GEMM_BF16:
-            return "bf16"
-        return "fp8_rowwise" if "rowwise" in self.value else "fp8"
-
 
 def gemm_class(*, float8: bool, rowwise: bool = False, fast_accum: bool = True) -> KernelClass:
     """The class of an extern gemm by its mode."""
@@ -283,35 +274,3 @@ def class_efficiency(kernel_class: KernelClass, family: GpuFamily) -> ClassEffic
 
 def launch_floor(family: GpuFamily) -> LaunchFloor:
     return next(f for f in LAUNCH_FLOORS if f.family is family)
-
-
-def table_rows() -> list[dict[str, object]]:
-    """The table as rows (for the README and `f8roof` renderers)."""
-    rows: list[dict[str, object]] = [
-        {
-            "family": r.family.value,
-            "class": r.kernel_class.value,
-            "quantity": "gemm time factor" if r.kernel_class.is_gemm else "HBM fraction",
-            "low": r.value.low,
-            "expected": r.value.expected,
-            "high": r.value.high,
-            "assumption": r.assumption,
-            "source": r.source,
-        }
-        for r in EFFICIENCY_TABLE
-        if r.kernel_class is not KernelClass.CPU
-    ]
-    rows += [
-        {
-            "family": f.family.value,
-            "class": "launch floor",
-            "quantity": "seconds",
-            "low": f.floor_s.low,
-            "expected": f.floor_s.expected,
-            "high": f.floor_s.high,
-            "assumption": f.assumption,
-            "source": f.source,
-        }
-        for f in LAUNCH_FLOORS
-    ]
-    return rows

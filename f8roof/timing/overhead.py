@@ -41,17 +41,21 @@ def fitted_kernels(
                 coef * kernel.arithmetic_per_byte,
             )
             time_coef[index, -1] += model.floor_s * factor  # the constant: one floor each
-    nbytes, time_s = bytes_coef @ shapes.monomials, time_coef @ shapes.monomials
     if len(kernel_sets) == 1:
-        return nbytes[0], time_s[0]
-    owner, columns = nearest_kernel_set(kernel_sets, shapes), np.arange(len(shapes))
-    return nbytes[owner, columns], time_s[owner, columns]
+        return shapes.polynomials(bytes_coef)[0], shapes.polynomials(time_coef)[0]
+    owner = nearest_kernel_set(kernel_sets, shapes)
+    return shapes.polynomials(bytes_coef, owner), shapes.polynomials(time_coef, owner)
 
 
 def nearest_kernel_set(kernel_sets: tuple[KernelSet, ...], shapes: ShapeArrays) -> np.ndarray:
     """Index of the kernel set whose shapes lie nearest in log2 space, per query shape."""
     if len(kernel_sets) == 1:
         return np.zeros(len(shapes), dtype=np.intp)
+    key = ("nearest kernel set", tuple(r.shapes for r in kernel_sets))
+    return shapes.cached(key, lambda: _nearest_kernel_set(kernel_sets, shapes))
+
+
+def _nearest_kernel_set(kernel_sets: tuple[KernelSet, ...], shapes: ShapeArrays) -> np.ndarray:
     points = tuple(sorted(s for r in kernel_sets for s in r.shapes))
     owner = {s: index for index, r in enumerate(kernel_sets) for s in r.shapes}
     distance = shapes.distances(points)
@@ -90,7 +94,7 @@ def kernel_set_range(
         return None
     # each pair's overhead polynomial, all evaluated in one product with the monomials
     coefficients = np.array([_coefficients(fp8[a]) - _coefficients(bf16[b]) for a, b in by_pair])
-    values = coefficients @ shapes.monomials
+    values = shapes.polynomials(coefficients)
     distance = shapes.distances(points)
     nearest = min(NEAREST_KERNEL_SETS, len(points))
     near = distance <= np.partition(distance, nearest - 1, axis=0)[nearest - 1]
@@ -122,7 +126,7 @@ def fitted_kind_bytes(
     what the band times (`models.band`). With `kernel_time`, the traffic its counted bytes
     leave out (`KernelTimeModel.extra_bytes`) is added to each kernel's."""
     kinds = sorted({rate_key(k) for r in kernel_sets for k in r.kernels})
-    owner, columns = nearest_kernel_set(kernel_sets, shapes), np.arange(len(shapes))
+    owner = nearest_kernel_set(kernel_sets, shapes)
     out = {}
     for kind in kinds:
         coef = np.zeros((len(kernel_sets), len(MONOMIALS)))
@@ -136,6 +140,5 @@ def fitted_kind_bytes(
                         [float(c) for c in kernel.reread.coefficients()],
                     )
                 count[index] += 1
-        values = coef @ shapes.monomials
-        out[kind] = (values[owner, columns], count[owner])
+        out[kind] = (shapes.polynomials(coef, owner), count[owner])
     return out

@@ -161,6 +161,3 @@ class PublicTimes:
         low = next(p for p in self.low_parts if p.part == name)
         high = next(p for p in self.high_parts if p.part == name)
         return low, high
-
-    def range_of(self, name: str) -> ParameterRange | None:
-        return next((r for r in self.ranges if r.name == name), None)

@@ -58,13 +58,13 @@ class Polynomial:
             raise FitError(
                 f"unknown monomial(s) {', '.join(sorted(unknown))}; known: {', '.join(MONOMIALS)}"
             )
-        return cls(
-            tuple(
-                (m, Fraction(coefficients[m]))
-                for m in MONOMIALS
-                if Fraction(coefficients.get(m, 0)) != 0
-            )
-        )
+        terms = []
+        for m in MONOMIALS:  # one Fraction per term at most: files hold thousands of terms
+            c = coefficients.get(m, 0)
+            c = c if isinstance(c, Fraction) else Fraction(c)
+            if c != 0:
+                terms.append((m, c))
+        return cls(tuple(terms))
 
     def as_map(self) -> dict[str, Fraction]:
         return dict(self.terms)

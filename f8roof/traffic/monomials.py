@@ -49,10 +49,40 @@ class ShapeArrays:
         M, K, N = self.M, self.K, self.N
         return (M * K, K * N, M * N, M, K, N)
 
-    @cached_property
-    def monomials(self) -> np.ndarray:
-        """The monomials at every shape, (MONOMIALS x shapes): polynomials as one product."""
-        return np.stack([*self._columns, np.ones(len(self))])
+    def polynomials(self, coefficients, owner: np.ndarray | None = None) -> np.ndarray:
+        """Polynomials in the monomials at every shape: (polynomials x MONOMIALS) coefficients
+        -> (polynomials x shapes); with `owner` (one polynomial index per shape), each shape's
+        own polynomial only -> (shapes,).
+
+        Term by term, skipping the zero terms (a linear's kernels have three or four of seven),
+        in MONOMIALS order, the same sums either way. Not a matrix product:
+        numpy hands that to BLAS, whose threads spin-wait for each other and, on a machine
+        with other work, cost several times the arithmetic (half an estimate's time)."""
+        coefficients = np.asarray(coefficients, dtype=np.float64)
+        if owner is not None:
+            out = np.zeros(len(self))
+            for j, column in enumerate(self._columns):
+                if coefficients[:, j].any():
+                    out += coefficients[owner, j] * column
+            if coefficients[:, -1].any():
+                out += coefficients[owner, -1]
+            return out
+        out = np.zeros((len(coefficients), len(self)))
+        for row, coefficient in zip(out, coefficients):
+            for c, column in zip(coefficient[:-1], self._columns):
+                if c:
+                    row += c * column
+            if coefficient[-1]:
+                row += coefficient[-1]
+        return out
+
+    def cached(self, key: object, compute):
+        """`compute()` once per key for these shapes (the nearest kernel set of each shape, for
+        one set of kernel sets, is shared by every variant and polynomial that asks)."""
+        cache = self.__dict__.setdefault("_cached", {})
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     @cached_property
     def logs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

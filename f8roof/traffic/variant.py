@@ -253,12 +253,6 @@ def fp8_reason_codes(
     return code, table
 
 
-def fp8_reasons(recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray) -> np.ndarray:
-    """`fp8_reason_codes` as one string per shape."""
-    code, table = fp8_reason_codes(recipe, M, K, N)
-    return np.array(table, dtype=object)[code]
-
-
 # --- which GPUs run a recipe's gemms -----------------------------------------------------------
 
 
