@@ -247,7 +247,7 @@ def _settle(frame: pd.DataFrame, config) -> str | None:
     calibration = config.calibration
     return settle_command(
         recipes=(config.recipe.name,),
-        shapes=[(int(r.M), int(r.K), int(r.N)) for r in rows.itertuples()],
+        shapes=[tuple(s) for s in rows[["M", "K", "N"]].to_numpy().tolist()],
         contexts=(config.context.name,),
         implementation=config.implementation.value,
         calibrated=calibration is not None and calibration.is_measured,
