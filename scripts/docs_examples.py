@@ -328,7 +328,11 @@ def _execute(example: Example) -> list[str]:
             here = os.getcwd()
             os.chdir(tmp)
             try:
-                result = CliRunner().invoke(main, list(example.command), catch_exceptions=False)
+                try:  # click 8.1 mixes stderr into stdout unless told not to; 8.2 keeps both
+                    runner = CliRunner(mix_stderr=False)
+                except TypeError:
+                    runner = CliRunner()
+                result = runner.invoke(main, list(example.command), catch_exceptions=False)
             finally:
                 os.chdir(here)
             code, out = result.exit_code, result.stdout
