@@ -113,7 +113,7 @@ QUESTIONS = {
     "model": (Question(model="llama3-8b", tokens=8192), RunConfig()),
     "sharded": (
         Question(model="llama3-8b", tokens=16384),
-        RunConfig.from_options(tp=2, fsdp=4, recompute="selective", step_ms=900),
+        RunConfig.from_options(tp=2, fsdp=4, recompute="selective", step_ms=1500),
     ),
     "moe": (Question(model="mixtral-8x7b", tokens=8192), RunConfig.from_options(ep=8)),
 }

@@ -69,6 +69,8 @@ F8ROOF_MODELS = frozenset(TORCHTITAN_MODELS.values()) | {
     "mixtral-8x7b",
 }
 
+# where the defaults of keys a setup leaves out come from
+JOB_CONFIG = "torchtitan JobConfig (config_manager.py 2025-05, config/job_config.py 2025-07)"
 # Keys of the sections f8roof reads, per torchtitan's JobConfig (see the module docstring):
 # the ones used, and the ones that exist there but change nothing f8roof models.
 USED_KEYS: dict[str, frozenset[str]] = {
@@ -320,7 +322,9 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
     if shard == 0:
         raise _fail(f"'data_parallel_shard_degree' in [parallelism] of {path} must be -1 or >= 1")
     if not par.has("data_parallel_shard_degree"):
-        assumptions.append(note(Topic.SETUP_DEFAULT, key="data_parallel_shard_degree", value=-1))
+        assumptions.append(
+            note(Topic.SETUP_DEFAULT, source=JOB_CONFIG, key="data_parallel_shard_degree", value=-1)
+        )
     fsdp = None if shard == -1 else shard
     async_tp = par.boolean("enable_async_tensor_parallel", False)
     for key, what in (
@@ -347,7 +351,12 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
     if mode_name is None:
         mode_name = "selective"
         assumptions.append(
-            note(Topic.SETUP_DEFAULT, key="activation_checkpoint.mode", value="selective")
+            note(
+                Topic.SETUP_DEFAULT,
+                source=JOB_CONFIG,
+                key="activation_checkpoint.mode",
+                value="selective",
+            )
         )
     try:
         recompute = Recompute.from_name(mode_name)
@@ -361,7 +370,9 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         option = ac.values.get("selective_ac_option")
         if option is None:
             option = "2"
-            assumptions.append(note(Topic.SETUP_DEFAULT, key="selective_ac_option", value="2"))
+            assumptions.append(
+                note(Topic.SETUP_DEFAULT, source=JOB_CONFIG, key="selective_ac_option", value="2")
+            )
         option = str(option).strip()
         if option != "op":
             if not option.isdigit():
@@ -411,11 +422,17 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             f"{path}; leave recipe_name out for tensorwise with float8 all-gather"
         )
     if recipe_name is None:
-        assumptions.append(note(Topic.SETUP_DEFAULT, key="float8.recipe_name", value="tensorwise"))
+        assumptions.append(
+            note(
+                Topic.SETUP_DEFAULT, source=JOB_CONFIG, key="float8.recipe_name", value="tensorwise"
+            )
+        )
     recipe = recipe_name or "tensorwise"
     filter_fqns = f8.names("filter_fqns")
     if not f8.has("filter_fqns"):
-        assumptions.append(note(Topic.SETUP_DEFAULT, key="float8.filter_fqns", value=[]))
+        assumptions.append(
+            note(Topic.SETUP_DEFAULT, source=JOB_CONFIG, key="float8.filter_fqns", value=[])
+        )
     if AUTO_FILTER in filter_fqns and recipe not in ("tensorwise", "rowwise"):
         raise _fail(
             f"filter_fqns {AUTO_FILTER!r} with recipe_name {recipe!r} in [float8] of {path}: "

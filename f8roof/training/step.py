@@ -241,7 +241,12 @@ def step_summary(
         rest = step_s - model_bf16
         if rest < 0:
             notes.append(
-                note(Topic.MODEL_EXCEEDS_STEP, model_ms=model_bf16 * 1e3, step_ms=step_s * 1e3)
+                note(
+                    Topic.MODEL_EXCEEDS_STEP,
+                    model_ms=model_bf16 * 1e3,
+                    step_ms=step_s * 1e3,
+                    measured=True,
+                )
             )
         bf16_s = step_s
         fp8_s = step_s - (model_bf16 - model_fp8)
