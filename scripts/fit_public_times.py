@@ -90,6 +90,17 @@ def public_fit_lines(data, report, times) -> list[str]:
     for source in dict.fromkeys(data.gemms.source):
         e = np.abs(gemm_error[data.gemms.source == source])
         lines.append(f"  {source:26s} median {np.median(e):.1%}  max {e.max():.1%}  ({len(e)})")
+    lines.append(
+        "the gemm model on the public gemm rows, per GPU and dtype, |time error| (in sample):"
+    )
+    for part in sorted(set(data.gemms.part)):
+        for family in sorted(set(data.gemms.family[data.gemms.part == part])):
+            pick = (data.gemms.part == part) & (data.gemms.family == family)
+            e = np.abs(gemm_error[pick])
+            lines.append(
+                f"  {part:10s} {family:12s} median {np.median(e):.1%}  max {e.max():.1%}  "
+                f"({pick.sum()})"
+            )
     kernel_error = (
         np.exp(
             public_fit.residuals(
