@@ -6,7 +6,8 @@ the decision (convert or keep bf16) and its margin, and totals weighted by each 
 count.
 
 The decision column: `speedup` when a calibration is present (the shipped ones by default: the
-exact bytes of the code torch.compile generates, datasheet times; or a measured one), else
+exact bytes of the code torch.compile generates, timed by the public fit or the datasheet; or a
+measured one), else
 `speedup_worst` (the seed's worst-case bytes at datasheet rooflines, which is no bound: for
 tensorwise torch.compile moves more). A layer float8 gemms cannot run (a dim not a multiple of
 16) is never converted, whichever recipe would otherwise look best.
@@ -663,16 +664,17 @@ def module_filter(
 
     Decides as `f8roof estimate` does: on the given calibration (a path or a loaded
     `Calibration`), else the shipped one for the GPU (the exact bytes of the code torch.compile
-    generates, datasheet times), or datasheet rooflines with `no_calibration`. `tp`: each
+    generates, timed as `estimate` times it), or datasheet rooflines with `no_calibration`. `tp`: each
     linear is decided at the shard one GPU runs (column-parallel N / tp, row-parallel K / tp,
     by name: see `architectures.TP_PLAN`; `tp_plan` maps other fqn suffixes to 'column', 'row'
     or 'replicated'). Build the filter on the unsharded model, as torchtitan converts before it
     parallelizes. `ep`, `fsdp` and `recompute` as for `f8roof estimate`. Routed MoE experts
     stored as 3D parameters are not nn.Linear and not this filter's business (torchao converts
     them with its MoE training config); a model with one nn.Linear per expert is treated as if
-    each saw all the tokens. `policy`: which end of each speedup's band must win
-    (`conservative`, the default: the low end; `expected`; `optimistic`); a linear whose band
-    straddles 1 stays in bf16 (its decision is "uncertain", see the recommendation's notes).
+    each saw all the tokens. `policy`: what a conversion must win at (`expected`, the default:
+    the estimate; `conservative`: the band's low end, a straddling linear stays in bf16;
+    `optimistic`: the high end); the recommendation's `settle` is the GPU command that
+    measures the linears whose band straddles 1.
     """
     policy = policy if isinstance(policy, DecisionPolicy) else DecisionPolicy.from_name(policy)
     if "," in recipe or recipe.strip() == "all":
