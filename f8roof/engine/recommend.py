@@ -7,8 +7,7 @@ count.
 
 The decision column: `speedup` when a calibration is present (the shipped ones by default: the
 exact bytes of the code torch.compile generates, timed by the public fit or the datasheet; or a
-measured one), else
-`speedup_worst` (the seed's worst-case bytes at datasheet rooflines, which is no bound: for
+measured one), else `speedup_worst` (the seed's worst-case bytes at datasheet rooflines, which is no bound: for
 tensorwise torch.compile moves more). A layer float8 gemms cannot run (a dim not a multiple of
 16) is never converted, whichever recipe would otherwise look best.
 
