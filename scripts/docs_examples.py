@@ -114,9 +114,10 @@ from f8roof.calibration import public_file
 from f8roof.calibration.public_fit import PARAMETERS
 
 times = public_file.load(public_file.SHIPPED)
+ranges = {r.name: r for r in times.ranges}
 print("parameter                 value  unit       range over the other fits  bounds")
 for p in PARAMETERS:
-    r = times.range_of(p.name)
+    r = ranges[p.name]
     span = f"{r.low:.4g} .. {r.high:.4g}"
     print(f"{p.name:20s} {r.value:10.4g}  {p.unit:10s} {span:26s} [{p.low:g}, {p.high:g}]")
 print(f"heatmap cells, 10-fold cross-validated median |speedup error|: {times.cv_median:.1%}")
@@ -159,6 +160,7 @@ EXAMPLES: tuple[Example, ...] = (
         "docs/estimate.md",
         (
             "estimate",
+            "--show-all",
             "--gpu",
             "h100",
             "--before",
@@ -180,7 +182,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(
         "band-torchao-h100-meta",
         "docs/band.md",
-        ("estimate", "--gpu", "h100-meta", *LN_ROWWISE, *SQUARES),
+        ("estimate", "--show-all", "--gpu", "h100-meta", *LN_ROWWISE, *SQUARES),
     ),
     # docs/models.md
     Example("models", "docs/models.md", ("models",)),
@@ -190,7 +192,16 @@ EXAMPLES: tuple[Example, ...] = (
     Example(
         "model-recipes",
         "docs/models.md",
-        ("estimate", "--model", "qwen2.5-7b", "--tokens", "2048", "--recipe", "tensorwise,rowwise"),
+        (
+            "estimate",
+            "--show-all",
+            "--model",
+            "qwen2.5-7b",
+            "--tokens",
+            "2048",
+            "--recipe",
+            "tensorwise,rowwise",
+        ),
     ),
     Example(
         "filter-compare",
@@ -212,7 +223,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(
         "sharded-setup",
         "docs/sharded.md",
-        ("estimate", "--setup", "llama3-8b-tp2.toml", "--step-ms", "761.6"),
+        ("estimate", "--show-all", "--setup", "llama3-8b-tp2.toml", "--step-ms", "761.6"),
         files=(("llama3-8b-tp2.toml", TORCHTITAN_1207),),
     ),
     Example(
@@ -276,12 +287,21 @@ EXAMPLES: tuple[Example, ...] = (
     Example(
         "times-public",
         "docs/time_model.md",
-        ("estimate", "--gpu", "h100-meta", *LN_ROWWISE, *SQUARES),
+        ("estimate", "--show-all", "--gpu", "h100-meta", *LN_ROWWISE, *SQUARES),
     ),
     Example(
         "times-datasheet",
         "docs/time_model.md",
-        ("estimate", "--gpu", "h100-meta", "--times", "datasheet", *LN_ROWWISE, *SQUARES),
+        (
+            "estimate",
+            "--show-all",
+            "--gpu",
+            "h100-meta",
+            "--times",
+            "datasheet",
+            *LN_ROWWISE,
+            *SQUARES,
+        ),
     ),
 )
 

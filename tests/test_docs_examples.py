@@ -1,7 +1,8 @@
 """Every example output in README.md and docs/*.md is what its command prints now
 (`scripts/docs_examples.py`): one test per example, and one that the markers and the list of
 examples agree. Regenerate a drifted one with `PYTHONPATH=. python scripts/docs_examples.py
---only NAME`."""
+--only NAME`. The README is a front door: at most 200 lines, its examples at most 120 columns
+wide."""
 
 import importlib.util
 import sys
@@ -46,3 +47,42 @@ def test_the_example_in_the_docs_is_what_its_command_prints(example):
 def test_the_readme_is_a_front_door_of_at_most_200_lines():
     lines = (docs_examples.ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 200
+
+
+README_WIDTH = 120  # the default view's width (renderers/answers.py)
+
+# README examples wider than README_WIDTH today, each for a cause outside the docs. The test
+# is a strict xfail for them: once the cause is fixed it passes, fails as XPASS, and the entry
+# goes.
+TOO_WIDE = {
+    "readme-runs": (
+        "a markdown table printed by scripts/published_runs.py: its run names and columns make "
+        "rows of up to 135 characters"
+    ),
+    "readme-setup": (
+        "renderers/answers.py torchtitan_lines does not wrap the filter_fqns lines and the "
+        "command-line overrides (up to 182 characters)"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "example",
+    [
+        pytest.param(
+            e,
+            id=e.name,
+            marks=(
+                [pytest.mark.xfail(strict=True, reason=TOO_WIDE[e.name])]
+                if e.name in TOO_WIDE
+                else []
+            ),
+        )
+        for e in docs_examples.EXAMPLES
+        if e.path == "README.md"
+    ],
+)
+def test_every_line_of_a_readme_example_fits_120_columns(example):
+    block = docs_examples.markers(docs_examples.ROOT / "README.md")[example.name]
+    wide = [line for line in block.splitlines() if len(line) > README_WIDTH]
+    assert not wide, f"{example.name}: {len(wide)} lines over {README_WIDTH} columns: {wide[0]}"
