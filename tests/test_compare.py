@@ -174,15 +174,23 @@ def test_kernels_and_bytes_per_implementation(cli, key, shape, kernels, overhead
 @requires.torchao
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "rowwise_gw_hp"])
 def test_torchao_fits_exactly_over_the_fit_shapes(recipe):
-    """12 codegen compiles: every fit shape in a kernel set, the largest also solved for on its own
-    and matching the held-out shapes."""
+    """12 codegen compiles: every fit shape in a kernel set. Tensorwise's largest set is also solved
+    for on its own and matches the held-out shapes. Rowwise's row reductions loop, loading each
+    row again, once a row outgrows Inductor's persistent reduction, and a kernel's threshold is
+    its own: its shapes fall into sets by which kernels reload."""
     result = compare(
         Variant.from_key(f"torchao:{recipe}"), [], device="codegen", gpu=find_gpu("h100"), fit=True
     )
+    sets = result.fit.kernel_sets
     assert result.fit.unfitted == ()
-    assert sum(len(r.shapes) for r in result.fit.kernel_sets) == 12
-    largest = result.fit.kernel_sets[0]
-    assert len(largest.shapes) >= 9 and len(largest.verified) == 2
+    assert sum(len(r.shapes) for r in sets) == 12
+    assert all(len(s.verified) == 2 for s in sets if len(s.shapes) >= 9)
+    if recipe == "tensorwise":
+        assert len(sets[0].shapes) >= 9
+        return
+
+    reloads = [tuple(str(k.reread) for k in s.kernels if k.reread.terms) for s in sets]
+    assert len(sets) > 1 and len(set(reloads)) == len(sets)
 
 
 @pytest.mark.slow
