@@ -21,6 +21,7 @@ import argparse
 import json
 import re
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
         ac = "full" if "full AC" in row.setup else "selective"
         async_tp = "async TP" in row.setup
         model = row.model.lower()
-        name = f"{_short(row.source)} {model} FSDP {fsdp} x TP {tp}, {ac} AC, {row.recipe}"
+        name = f"{_short(row.source)} {model} FSDP {fsdp} TP {tp} {ac} AC {row.recipe}"
         out.append(
             Run(
                 name + (", async TP" if async_tp else ""),
@@ -120,7 +121,7 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
 
 
 def _short(source: str) -> str:
-    return "torchtitan#1207" if "#1207" in source else "asyncTP bench"
+    return "#1207" if "#1207" in source else "bench"
 
 
 def predict(run: Run, *, overhead: str) -> dict:
@@ -139,31 +140,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overhead", default="fitted", choices=("fitted", "codegen"))
     args = parser.parse_args()
-    print(
-        "| run | tokens/rank | predicted | measured | error | per-layer fits alone | blocks from |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    print("| run | predicted | measured | error | layers alone | blocks from |")
+    print("|---|---|---|---|---|---|")
     errors: dict[str, list[tuple[float, float]]] = {}
     for run in runs():
         summary = predict(run, overhead=args.overhead)
         fits = summary["fits_only"]["speedup"] if "fits_only" in summary else None
         origin = next((n["values"] for n in summary["notes"] if n["topic"] == "blocks_from"), None)
-        source = (
-            "per-layer fits"
-            if origin is None
-            else "compiled block"
-            if origin["compiled"]
-            else "shipped sharded block"
-        )
+        source = "layers" if origin is None else "compiled" if origin["compiled"] else "shipped"
         error = summary["speedup"] / run.measured - 1
         key = f"{run.recipe}, TP {run.tp}"
         errors.setdefault(key, []).append((abs(error), abs(1 / run.measured - 1)))
         print(
-            f"| {run.name} | {run.tokens} | {summary['speedup']:.3f}x | {run.measured:.3f}x | "
+            f"| {run.name} | {summary['speedup']:.3f}x | {run.measured:.3f}x | "
             f"{error:+.1%} | {'-' if fits is None else f'{fits:.3f}x'} | {source} |",
             flush=True,
         )
     print()
+    legend = (
+        "bench: torchtitan's async TP float8 benchmark; #1207: pytorch/torchtitan#1207. Blocks "
+        "from the shipped sharded blocks, a compile, or the per-layer fits (layers); layers "
+        "alone: the per-layer fits' answer beside a block's."
+    )
+    print(textwrap.fill(legend, 100), end="\n\n")
     for key, pairs in errors.items():
         model, one = (float(np.mean(v)) for v in zip(*pairs))
         print(f"{key}: mean |error| {model:.1%} (predicting 1.0: {one:.1%}), {len(pairs)} runs")

@@ -21,14 +21,15 @@ def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
     result = run("estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(out))
     assert result.exit_code == 0, result.output
     assert "  bf16 762 ms -> float8 " in result.output  # the short view's step
-    assert "torchtitan filter_fqns: ['output'," in result.output
+    # every rowwise linear of this run stays bf16 (lm_head by its filter_fqns): no converter
+    assert "the setup's filter_fqns keep lm_head" in result.output
+    assert 'train in bf16 ("float8" out of [model] converters)' in result.output
     result = run(
         "estimate", "--setup", FIXTURE, "--step-ms", "762", "--out", str(out), "--show-all"
     )
     text = result.output
     assert "step as torchtitan converts it (measured bf16 step): bf16 762 ms" in text
-    assert "torchtitan filter_fqns: ['output'," in text
-    assert "--model.converters float8 --float8.recipe_name rowwise" in text
+    assert 'train in bf16 ("float8" out of [model] converters)' in text
     assert "TP 2: the collectives the compiled graphs hold" in text and "FSDP 2:" in text
     assert "blocks from the shipped sharded block for llama3-8b TP 2, recompute selective" in text
     doc = json.loads(out.read_text())
@@ -38,6 +39,13 @@ def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
     assert summary["comm_bf16_s"] > 0 and summary["recompute_bf16_s"] > 0
     assert summary["lm_head_fp8_s"] == summary["lm_head_bf16_s"]  # filter_fqns: output
     assert [row["fqn"] for row in doc["layers"]][-1] == "lm_head"
+    tensorwise = tmp_path / "tensorwise.toml"  # converts the MLP: its converter lines
+    tensorwise.write_text(
+        Path(FIXTURE).read_text().replace('recipe_name = "rowwise"', 'recipe_name = "tensorwise"')
+    )
+    text = run("estimate", "--setup", str(tensorwise)).output
+    assert '[float8]\nrecipe_name = "tensorwise"\nfilter_fqns = ["output", "attention.' in text
+    assert "--model.converters float8 --float8.recipe_name tensorwise" in text
 
 
 def test_setup_matches_the_same_question_asked_with_options(tmp_path):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from f8roof.renderers.answers import WIDTH
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "docs_examples.py"
 
 
@@ -49,40 +51,12 @@ def test_the_readme_is_a_front_door_of_at_most_200_lines():
     assert len(lines) <= 200
 
 
-README_WIDTH = 120  # the default view's width (renderers/answers.py)
-
-# README examples wider than README_WIDTH today, each for a cause outside the docs. The test
-# is a strict xfail for them: once the cause is fixed it passes, fails as XPASS, and the entry
-# goes.
-TOO_WIDE = {
-    "readme-runs": (
-        "a markdown table printed by scripts/published_runs.py: its run names and columns make "
-        "rows of up to 135 characters"
-    ),
-    "readme-setup": (
-        "renderers/answers.py torchtitan_lines does not wrap the filter_fqns lines and the "
-        "command-line overrides (up to 182 characters)"
-    ),
-}
-
-
 @pytest.mark.parametrize(
     "example",
-    [
-        pytest.param(
-            e,
-            id=e.name,
-            marks=(
-                [pytest.mark.xfail(strict=True, reason=TOO_WIDE[e.name])]
-                if e.name in TOO_WIDE
-                else []
-            ),
-        )
-        for e in docs_examples.EXAMPLES
-        if e.path == "README.md"
-    ],
+    [e for e in docs_examples.EXAMPLES if e.path == "README.md"],
+    ids=lambda e: e.name,
 )
 def test_every_line_of_a_readme_example_fits_120_columns(example):
     block = docs_examples.markers(docs_examples.ROOT / "README.md")[example.name]
-    wide = [line for line in block.splitlines() if len(line) > README_WIDTH]
-    assert not wide, f"{example.name}: {len(wide)} lines over {README_WIDTH} columns: {wide[0]}"
+    wide = [line for line in block.splitlines() if len(line) > WIDTH]
+    assert not wide, f"{example.name}: {len(wide)} lines over {WIDTH} columns: {wide[0]}"

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from f8roof.engine.answer import TorchtitanConfig
 from f8roof.errors import F8RoofError
 from f8roof.notes import Topic
+from f8roof.renderers.answers import WIDTH, torchtitan_lines
 from f8roof.renderers.notes import sentence
 from f8roof.training.checkpointing import Recompute
 from f8roof.training.run_config import RunConfig
@@ -18,7 +20,6 @@ from f8roof.training.setup_file import (
     training_setup,
 )
 from f8roof.training.torchtitan_names import (
-    converter_lines,
     filter_fqns_for,
     to_f8roof_fqn,
     to_torchtitan_fqn,
@@ -194,26 +195,46 @@ def test_fqn_names_both_ways():
         to_f8roof_fqn("layers.0.moe.router.gate")
 
 
+def _parsed(lines):
+    """torchtitan_lines' TOML read back as a job config."""
+    toml = "\n".join(line for line in lines if not line.startswith(("#", "--")))
+    toml = toml.replace("[model]", "[model]\nname = 'llama3-8b'")
+    return parse_setup(toml + "\n[training]\nlocal_batch_size = 1\nseq_len = 8\n")
+
+
 def test_filter_fqns_and_converter_lines():
     skipped = ["model.layers.*.self_attn.v_proj", "lm_head", "model.layers.*.self_attn.k_proj"]
     assert filter_fqns_for(skipped) == ["output", "attention.wk", "attention.wv"]
-    lines = converter_lines(recipe="rowwise", filter_fqns=filter_fqns_for(skipped))
+    lines = torchtitan_lines(TorchtitanConfig("rowwise", tuple(filter_fqns_for(skipped))))
     assert 'recipe_name = "rowwise"' in lines
     assert 'filter_fqns = ["output", "attention.wk", "attention.wv"]' in lines
     assert lines[-1] == (
         "--model.converters float8 --float8.recipe_name rowwise "
         "--float8.filter_fqns output,attention.wk,attention.wv"
     )
-    tw = converter_lines(recipe="tensorwise", filter_fqns=["output"], float8_all_gather=True)
+    tw = torchtitan_lines(TorchtitanConfig("tensorwise", ("output",), float8_all_gather=True))
     assert not any(line.startswith("recipe_name") for line in tw)  # torchtitan refuses the pair
     assert "enable_fsdp_float8_all_gather = true" in tw
-    # the lines parse back into the same decisions
-    toml = "\n".join(line for line in tw if not line.startswith(("#", "--")))
-    toml = toml.replace("[model]", "[model]\nname = 'llama3-8b'")
-    back = parse_setup(toml + "\n[training]\nlocal_batch_size = 1\nseq_len = 8\n")
+    back = _parsed(tw)  # the lines parse back into the same decisions
     assert back.run.float8_all_gather and back.run.filter_fqns == ("output",)
-    with pytest.raises(F8RoofError, match="unknown recipe 'mx'"):
-        converter_lines(recipe="mx", filter_fqns=[])
+    assert torchtitan_lines(TorchtitanConfig(None, (), wanted="mxfp8")) == [
+        "# no torchtitan recipe for mxfp8"
+    ]
+    assert "train in bf16" in torchtitan_lines(TorchtitanConfig("rowwise", (), converts=False))[0]
+
+
+def test_converter_lines_fit_the_terminal_and_parse_back():
+    """Seven filters: the TOML array spans lines, the overrides break before an option."""
+    everything = (
+        "output",
+        *(f"attention.w{x}" for x in "qkvo"),
+        "feed_forward.w1",
+        "feed_forward.w3",
+    )
+    lines = torchtitan_lines(TorchtitanConfig("rowwise", everything))
+    assert max(map(len, lines)) <= WIDTH
+    assert _parsed(lines).run.filter_fqns == everything
+    assert lines[-2].endswith(" \\") and lines[-1].startswith("--float8.filter_fqns output,")
 
 
 def test_training_setup_of_a_setup():

@@ -27,7 +27,7 @@ from f8roof.engine.sharded import (
     no_block,
     shipped_block,
 )
-from f8roof.engine.step_summary import StepAnswer, summarize_step
+from f8roof.engine.step_summary import StepAnswer, kept_by_setup, summarize_step
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note
@@ -53,6 +53,7 @@ class TorchtitanConfig:
     filter_fqns: tuple[str, ...]
     float8_all_gather: bool = False
     wanted: str = ""  # f8roof's recipe, where torchtitan has none for it
+    converts: bool = True  # False: the filters keep every linear, so train without float8
 
 
 @dataclass(frozen=True, eq=False)
@@ -257,14 +258,13 @@ def _settle(frame: pd.DataFrame, config) -> str | None:
 def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
     filters)."""
-    kept = []
-    for fqn, convert in zip(rec.layers["fqn"], rec.layers["convert"]):
+    kept, converted = [], []
+    for fqn, convert, held in zip(rec.layers["fqn"], rec.layers["convert"], kept_by_setup(rec)):
         try:
             to_torchtitan_fqn(fqn)
         except F8RoofError:
             continue  # no torchtitan name (routed experts, other families): not listed
-        if not convert:
-            kept.append(fqn)
+        (converted if convert and not held else kept).append(fqn)
     run = rec.setup
     fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
     recipe = best_recipe(rec)
@@ -274,6 +274,7 @@ def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
         filter_fqns=tuple(fqns),
         float8_all_gather=run.float8_all_gather,
         wanted=recipe,
+        converts=bool(converted),
     )
 
 

@@ -103,6 +103,11 @@ def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
     return kept, said
 
 
+def kept_by_setup(rec: Recommendation) -> np.ndarray:
+    """Per row: kept in bf16 by the setup's own filters, whatever f8roof decides for it."""
+    return _kept_by_filters(rec, rec.setup, as_run=False)[0]
+
+
 @dataclass(frozen=True)
 class StepAnswer:
     """The step two ways: with f8roof's decisions (`chosen`, the headline) and as torchtitan

@@ -20,7 +20,7 @@ import pandas as pd
 from f8roof.engine.answer import ModelAnswer, ShapesAnswer, TorchtitanConfig
 from f8roof.engine.decision import SETTLE_SHAPES
 from f8roof.engine.sharded import BlockComparison
-from f8roof.engine.step_summary import StepAnswer
+from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup
 from f8roof.renderers.cells import aligned, ms
 from f8roof.renderers.notes import (
     layer_note,
@@ -143,8 +143,10 @@ def step_lines(answer: ModelAnswer) -> list[str]:
     rec, step = answer.recommendation, answer.step
     names = [_layer_name(str(f)) for f in rec.layers["fqn"]]
     convert = rec.layers["convert"].to_numpy(dtype=bool)
-    chosen = [n for n, c in zip(names, convert) if c]
-    kept = [n for n, c in zip(names, convert) if not c]
+    filtered = kept_by_setup(rec)
+    chosen = [n for n, c, f in zip(names, convert, filtered) if c and not f]
+    held = [n for n, c, f in zip(names, convert, filtered) if c and f]
+    kept = [n for n, c, f in zip(names, convert, filtered) if not c]
     what = (
         f"convert {', '.join(chosen)} ({len(chosen)} of {len(names)} layer types)"
         if chosen
@@ -152,11 +154,15 @@ def step_lines(answer: ModelAnswer) -> list[str]:
     )
     if chosen and kept:
         what += f"; keep {', '.join(kept)}"
+    if held:
+        what += f"; the setup's filter_fqns keep {', '.join(held)}, which f8roof would convert"
     lines = textwrap.wrap(what, WIDTH, subsequent_indent="  ")
     c, t = step.chosen, step.as_run
-    lines.append(
+    lines += textwrap.wrap(
         f"step: x{c.speedup:.3f}{_band(c, 3)} with f8roof's choice; x{t.speedup:.3f}{_band(t, 3)} "
-        "as torchtitan converts (all but output)"
+        f"as torchtitan converts ({_as_run_filters(rec)})",
+        WIDTH,
+        subsequent_indent="  ",
     )
     where = "measured bf16 step" if c.step_measured else "modelled step, no --step-ms"
     lines.append(
@@ -164,6 +170,12 @@ def step_lines(answer: ModelAnswer) -> list[str]:
         f"{c.linear_share:.0%} of it"
     )
     return ["", *lines]
+
+
+def _as_run_filters(rec) -> str:
+    """Which linears the step as torchtitan runs it leaves in bf16: the setup's filter_fqns."""
+    filters = rec.setup.filter_fqns if rec.setup.filter_fqns is not None else DEFAULT_FILTER
+    return f"all but {', '.join(filters)}" if filters else "every linear"
 
 
 def _decision_breakeven(found: dict[str, int | None]) -> list[str]:
@@ -216,39 +228,31 @@ def settle_lines(settle: str | None, count: int, what: str) -> list[str]:
     if settle is None:
         return []
     first = f" (the command measures the first {SETTLE_SHAPES})" if count > SETTLE_SHAPES else ""
-    command = [""]
-    for word in re.split(r" (?=--|&& )", settle):  # break before an option or the next command
-        if command[-1] and len(command[-1]) + 1 + len(word) > WIDTH - 4:
-            command.append("")
-        command[-1] = f"{command[-1]} {word}".strip()
     return [
         (
             f"* the band straddles 1 on {count} {what if count > 1 else what[:-1]}{first}: measure "
             "them on a GPU with"
         ),
-        *(f"  {part} \\" for part in command[:-1]),
-        f"  {command[-1]}",
+        # break before an option or the next command
+        *_shell_lines(re.split(r" (?=--|&& )", settle), indent="  "),
     ]
 
 
 def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
     """What to put in a torchtitan job config (TOML) to train with f8roof's decisions, then the
-    same as command-line overrides."""
+    same as command-line overrides, each within WIDTH where a single value allows."""
+    if not config.converts:
+        return [
+            '# f8roof converts no linear here: train in bf16 ("float8" out of [model] converters)'
+        ]
     if config.recipe is None:
         return [f"# no torchtitan recipe for {config.wanted}"]
     fqns = list(config.filter_fqns)
-    listed = ", ".join(f'"{f}"' for f in fqns)
-    lines = [
-        f"torchtitan filter_fqns: {fqns}",
-        "[model]",
-        'converters = ["float8"]',
-        "",
-        "[float8]",
-    ]
+    toml = ["[model]", 'converters = ["float8"]', "", "[float8]"]
     cli = ["--model.converters float8"]
     if config.recipe == "tensorwise" and config.float8_all_gather:
         # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
-        lines += [
+        toml += [
             "enable_fsdp_float8_all_gather = true",
             "precompute_float8_dynamic_scale_for_fsdp = true",
         ]
@@ -257,12 +261,28 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
             "--float8.precompute_float8_dynamic_scale_for_fsdp",
         ]
     else:
-        lines.append(f'recipe_name = "{config.recipe}"')
+        toml.append(f'recipe_name = "{config.recipe}"')
         cli.append(f"--float8.recipe_name {config.recipe}")
-    lines.append(f"filter_fqns = [{listed}]")
+    listed = ", ".join(f'"{f}"' for f in fqns)
+    if len(listed) + len("filter_fqns = []") <= WIDTH:
+        toml.append(f"filter_fqns = [{listed}]")
+    else:  # a TOML array may span lines
+        toml += ["filter_fqns = [", *textwrap.wrap(listed + ",", WIDTH, initial_indent="    ",
+                                                   subsequent_indent="    "), "]"]  # fmt: skip
     if fqns:
         cli.append(f"--float8.filter_fqns {','.join(fqns)}")
-    return [*lines, "", "# or on the command line:", " ".join(cli)]
+    return [*toml, "", "# or on the command line:", *_shell_lines(cli)]
+
+
+def _shell_lines(words: list[str], *, indent: str = "") -> list[str]:
+    """Shell words joined into lines of at most WIDTH (a single longer word stays whole), each
+    but the last ending in a backslash."""
+    lines = [""]
+    for word in words:
+        if lines[-1] and len(indent) + len(lines[-1]) + 1 + len(word) > WIDTH - 2:
+            lines.append("")
+        lines[-1] = f"{lines[-1]} {word}".strip()
+    return [f"{indent}{line} \\" for line in lines[:-1]] + [f"{indent}{lines[-1]}"]
 
 
 # --- --show-all -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ path (`attention.wk`) filters that linear in every block.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from f8roof.errors import F8RoofError
 
@@ -78,37 +78,6 @@ def filter_fqns_for(skipped: Iterable[str]) -> list[str]:
         if any(leaf.endswith("." + theirs) for leaf in leaves):
             out.append(theirs)
     return out
-
-
-def converter_lines(
-    *, recipe: str, filter_fqns: Sequence[str], float8_all_gather: bool = False
-) -> list[str]:
-    """What to put in a torchtitan job config (TOML) to train in float8 with this recipe and
-    these `filter_fqns` (`filter_fqns_for` of the layers to keep in bf16), then the same as
-    command-line overrides."""
-    if recipe not in RECIPES:
-        raise _fail(f"unknown recipe {recipe!r}; known: {', '.join(RECIPES)}")
-    fqns = list(filter_fqns)
-    listed = ", ".join(f'"{f}"' for f in fqns)
-    lines = ["[model]", 'converters = ["float8"]', "", "[float8]"]
-    cli = ["--model.converters float8"]
-    if recipe == "tensorwise" and float8_all_gather:
-        # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
-        lines += [
-            "enable_fsdp_float8_all_gather = true",
-            "precompute_float8_dynamic_scale_for_fsdp = true",
-        ]
-        cli += [
-            "--float8.enable_fsdp_float8_all_gather",
-            "--float8.precompute_float8_dynamic_scale_for_fsdp",
-        ]
-    else:
-        lines.append(f'recipe_name = "{recipe}"')
-        cli.append(f"--float8.recipe_name {recipe}")
-    lines.append(f"filter_fqns = [{listed}]")
-    if fqns:
-        cli.append(f"--float8.filter_fqns {','.join(fqns)}")
-    return [*lines, "", "# or on the command line:", " ".join(cli)]
 
 
 def filter_names(filter_fqns: Iterable[str]) -> tuple[str, ...]:
