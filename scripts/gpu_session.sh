@@ -82,7 +82,7 @@ start=$(date +%s)
         --shape 1024,2048,4096 || true   # differences are findings, not failures
     fi
     echo "== estimate from the new calibration"
-    "$python" -m f8roof estimate --calibration "$OUT/calibration.json" --recipe tensorwise \
+    "$python" -m f8roof estimate --calibration "$OUT/calibration.json" --recipe tensorwise --show-all \
       --shape 4096,4096,4096 --shape 16384,8192,8192 || status=1
   fi
   echo "total: $(( $(date +%s) - start ))s"

@@ -374,26 +374,35 @@ def test_estimate_model_codegen_compiles_the_block(cli, tmp_path):
     one rank (TP 2 x FSDP 2, selective), the per-layer fits' answer beside it."""
 
     config = tiny_config(tmp_path)
-    args = ["estimate", "--model", config, "--tokens", "64", "--tp", "2", "--fsdp", "2"]
+    args = [
+        "estimate",
+        "--model",
+        config,
+        "--tokens",
+        "64",
+        "--tp",
+        "2",
+        "--fsdp",
+        "2",
+        "--show-all",
+    ]
     result = cli(*args, "--recompute", "selective", "--recipe", "rowwise", "--overhead", "codegen")
     assert result.exit_code == 0, result.output
-    assert (
-        "blocks from one block compiled at 64 tokens per rank (1 x 64), TP 2, FSDP 2, recompute "
-        "selective, rowwise, codegen for h100" in result.output
+    assert re.search(
+        r"blocks from one block compiled for .* TP 2, FSDP 2, recompute selective, rowwise at "
+        r"1 x 64 tokens per rank .*codegen for h100",
+        result.output,
     )
-    assert re.search(r"per-layer fits alone: x\d\.\d{3}", result.output)
     casts = int(
         re.search(r"float8 block: (\d+) float8 casts read an all-gathered", result.output)[1]
     )
     assert casts > 0  # sequence parallelism: the casts sit after the all-gather
     # the step converts every linear as torchtitan does, timed from the graphs; f8roof keeps
     # them all in bf16 at 64 tokens, so its decisions' step is the bf16 block's: x1.000
-    step = re.search(r"float8 [\d.]+ ms: x(\d\.\d{3})", result.output)[1]
-    fits = re.search(r"per-layer fits alone: x(\d\.\d{3})", result.output)[1]
+    step = re.search(r"step as torchtitan converts it .*: x(\d\.\d{3})", result.output)[1]
+    fits = re.search(r"step per-layer fits alone .*: x(\d\.\d{3})", result.output)[1]
     assert step != fits
-    assert re.search(
-        r"with f8roof's decisions \(0 of \d+ layer types in float8\): x1\.000", result.output
-    )
+    assert re.search(r"step with f8roof's choice .*: x1\.000", result.output)
 
 
 @pytest.mark.slow

@@ -265,7 +265,7 @@ def _tp_plan(*, float8_tp: bool, mlp: Mlp) -> dict[str, Any]:
 
 @dataclass
 class _Built:
-    module: nn.Module  # what runs: compiled, FSDP-wrapped where fsdp > 1
+    module: nn.Module  # what runs: compiled, FSDP-wrapped where FSDP has ranks
     block: nn.Module  # the block inside (for roles)
     x: torch.Tensor
     grad: torch.Tensor
@@ -304,7 +304,7 @@ def _build(
     elif par.recompute is Recompute.SELECTIVE:
         block = Checkpointed(block, context_fn=sac_context(sac))
     # fp32 master weights under FSDP (its mixed precision casts to bf16); bf16 without.
-    block = block.to_empty(device="cpu").to(torch.float32 if par.fsdp > 1 else DTYPE)
+    block = block.to_empty(device="cpu").to(torch.float32 if par.fsdp_ranks > 1 else DTYPE)
     if initialize:
         with torch.no_grad():
             for p in block.parameters():
@@ -316,7 +316,7 @@ def _build(
     grad = make(shape, dtype=DTYPE)
     step = Step(inner, (x,), grad)
     module: nn.Module = torch.compile(block, fullgraph=True, dynamic=False, backend=backend(step))
-    if par.fsdp > 1:
+    if par.fsdp_ranks > 1:
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         policy = MixedPrecisionPolicy(param_dtype=DTYPE, reduce_dtype=torch.float32)
