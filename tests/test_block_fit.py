@@ -33,7 +33,7 @@ from f8roof.training.block import (
     CollectiveKind,
     Recompute,
 )
-from f8roof.training.block_fit import Affine, check, fit_block
+from f8roof.training.block_fit import FIT_TOLERANCE, Affine, check, fit_block
 from f8roof.training.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,9 +191,10 @@ def test_the_file_round_trips_and_refuses_bad_ones(tmp_path):
 def test_shipped_fits_cover_the_built_ins_and_passed_their_checks():
     """Every built-in llama at TP 1/2/8, both policies, bf16/tensorwise/rowwise (and
     tensorwise with float8 all-gather), one sequence per rank and several, compiled at users'
-    sizes, checked against fresh compiles it never saw, between its knots and beyond. Inductor's
-    partitioner flips a few kernels between sizes (bytes within 25%); the block's time, what
-    the estimate reads, stays within 3.5%."""
+    sizes, checked against fresh compiles it never saw, between its knots and beyond. Where
+    Inductor's partitioner flips a kernel between sizes a check missed by over 1% and became a
+    knot; every fit keeps at least one check, bytes within 1%, the block's time (what the
+    estimate reads) within 5%."""
     fits = shipped_block_fits()
     assert fits is not None and SHIPPED.is_file()
     assert fits.produced_by["torch"] and fits.produced_by["gpu"] == "h100"
@@ -214,10 +215,11 @@ def test_shipped_fits_cover_the_built_ins_and_passed_their_checks():
                         key = BlockKey(model, tp, policy, recipe, gather, several)
                         fit = fits.find(key)
                         assert fit is not None, key
-                        assert fit.tokens == knots
-                        assert [c.tokens for c in fit.checks] == checks
-                        assert max(c.worst for c in fit.checks) < 0.25, (key, fit.checks)
-                        assert max(c.time_error for c in fit.checks) < 0.035, key
+                        checked = [c.tokens for c in fit.checks]
+                        assert set(knots) <= set(fit.tokens) and checked
+                        assert sorted([*fit.tokens, *checked]) == sorted([*knots, *checks])
+                        assert max(c.worst for c in fit.checks) < FIT_TOLERANCE, key
+                        assert max(c.time_error for c in fit.checks) < 0.05, key
 
 
 def test_a_shipped_fit_parsed_alone_is_the_one_the_whole_file_holds():
@@ -237,8 +239,11 @@ def _stack_of_the_shipped_file() -> bool:
 @pytest.mark.slow
 @requires.torchao
 def test_shipped_fit_matches_a_fresh_compile_at_a_users_shape():
-    """A shape in neither the fit nor its checks: llama3-8b, TP 8, selective, rowwise, 24576
-    tokens per rank (3 sequences of 8192), compiled now and set beside the shipped fit."""
+    """A shape in neither the fit nor its checks: llama3-8b, TP 8, selective, rowwise, 40960
+    tokens per rank (5 sequences of 8192), compiled now and set beside the shipped fit. Gemms
+    and collectives are exact; the kernels' bytes are not, as Inductor splits one reduction
+    differently between the knots at 16384 and 65536 tokens (117 kernels, the fit 116): 3.2%
+    of the kernel bytes, 1.4% of the block's time."""
     if not _stack_of_the_shipped_file():
         pytest.skip("the shipped block file was compiled with another torch")
     from f8roof.engine.sharded import block_spec
@@ -246,21 +251,22 @@ def test_shipped_fit_matches_a_fresh_compile_at_a_users_shape():
     from f8roof.training.catalog import resolve_model
 
     parallel = RunConfig.sharded(tp=8, recompute=Recompute.SELECTIVE)
-    spec = block_spec(resolve_model("llama3-8b"), tokens=24576, seq_len=8192, parallel=parallel)
+    spec = block_spec(resolve_model("llama3-8b"), tokens=40960, seq_len=8192, parallel=parallel)
     fresh = capture_block(spec, recipe="rowwise", device="codegen")
     fit = shipped_block_fits().find(BlockKey("llama3-8b", 8, "selective", "rowwise", False, True))
     result = check(fit, fresh)
-    assert result.worst < 0.01, result
-    assert len(fit.at(24576, seq_len=8192).gemms) == len(fresh.gemms)
+    assert result.gemm_flops_error == 0 and result.collective_bytes_error < 1e-6, result
+    assert result.kernel_bytes_error < 0.05, result
+    assert len(fit.at(40960, seq_len=8192).gemms) == len(fresh.gemms)
 
 
 @pytest.mark.slow
 @requires.torchao
 def test_the_build_script_fits_real_compiles(tmp_path):
     """scripts/build_block_fits.py --small: a tiny block compiled at four token counts per
-    entry, fitted through two and checked against the others, checkpointed as it goes. Rowwise's
-    recomputed norm backward splits its reduction over tokens between 256 and 512: its 512
-    compile holds other kernels than the fit, so it becomes a knot, and 768 checks the rest."""
+    entry, fitted through two and checked against the others, checkpointed as it goes. The bf16
+    block's backward splits a reduction over tokens between 256 and 512: the fit through 256 and
+    1024 misses its 512 compile by over 1%, which becomes a knot, and 768 checks the rest."""
     out = tmp_path / "blocks.json"
     script = ROOT / "scripts" / "build_block_fits.py"
     run = subprocess.run(
@@ -279,7 +285,7 @@ def test_the_build_script_fits_real_compiles(tmp_path):
         assert sorted([*fit.tokens, *(c.tokens for c in fit.checks)]) == [256, 512, 768, 1024]
         assert fit.checks and all(c.worst < 0.01 for c in fit.checks)
         knots[fit.recipe or "bf16"] = fit.tokens
-    assert knots["rowwise"] == (256, 512, 1024)
+    assert knots == {"bf16": (256, 512, 1024), "rowwise": (256, 1024)}
     assert out.with_suffix(".jsonl").is_file()  # the checkpoint, for --resume
 
 

@@ -22,9 +22,9 @@ kept one by one (their time is not affine in M, K, N), paired in graph order bet
 compiles. Collectives are grouped like kernels.
 
 Bytes are affine only while Inductor's choices hold: a fit is checked against fresh compiles
-at other token counts (`check`), and its file records those checks. A check whose compile holds
-other kernels than the fit gives there (Inductor changed its choice inside the segment) becomes
-a knot itself (`fit_checked`): the fit is then exact on both sides of the change it found.
+at other token counts (`check`), and its file records those checks. A check the fit misses by
+more than 1% (Inductor changed its choice inside the segment) becomes a knot itself
+(`fit_checked`): the fit is then exact on both sides of the change it found.
 """
 
 from __future__ import annotations
@@ -44,7 +44,16 @@ from f8roof.training.block import (
     CollectiveKind,
 )
 
-__all__ = ["Affine", "BlockFit", "FitCheck", "Segment", "check", "fit_block", "fit_checked"]
+__all__ = [
+    "FIT_TOLERANCE",
+    "Affine",
+    "BlockFit",
+    "FitCheck",
+    "Segment",
+    "check",
+    "fit_block",
+    "fit_checked",
+]
 
 
 @dataclass(frozen=True)
@@ -385,29 +394,27 @@ def fit_block(captures: Sequence[BlockCapture]) -> BlockFit:
     return BlockFit(capture=base, segments=segments)
 
 
+FIT_TOLERANCE = 0.01  # a check missing by more than this becomes a knot (fit_checked)
+
+
 def fit_checked(
     knots: Sequence[BlockCapture],
     checks: Sequence[BlockCapture],
     *,
     timer: Callable[[BlockCapture], float] | None = None,
 ) -> BlockFit:
-    """`fit_block` through `knots`, checked against `checks`. A check whose kernels differ from
-    the fit's there (by group and count) crossed one of Inductor's thresholds: it joins the
-    knots, the smallest such first, and the fit is redone; the rest stay checks."""
+    """`fit_block` through `knots`, checked against `checks`. A check the fit misses by more
+    than FIT_TOLERANCE (bytes, FLOPs or collectives) crossed one of Inductor's thresholds: it
+    joins the knots, the smallest such first, and the fit is redone; the rest stay checks."""
     knots, pending = list(knots), sorted(checks, key=lambda c: c.spec.tokens)
     while True:
         fit = fit_block(knots)
-        changed = [c for c in pending if _kernel_groups(fit.at(c.spec.tokens)) != _kernel_groups(c)]
-        if not changed:
-            return fit.with_checks(check(fit, c, timer=timer) for c in pending)
-        knots.append(changed[0])
-        pending.remove(changed[0])
-
-
-def _kernel_groups(capture: BlockCapture) -> dict[tuple[Any, ...], int]:
-    return {
-        key: sizes[0] for key, sizes in _grouped(capture.kernels, _kernel_key, lambda k: ()).items()
-    }
+        results = [check(fit, c, timer=timer) for c in pending]
+        missed = [c for c, r in zip(pending, results) if r.worst > FIT_TOLERANCE]
+        if not missed:
+            return fit.with_checks(results)
+        knots.append(missed[0])
+        pending.remove(missed[0])
 
 
 def _segment(low: BlockCapture, high: BlockCapture) -> Segment:
