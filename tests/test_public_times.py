@@ -141,3 +141,17 @@ def test_the_band_holds_the_expected_speedup_and_widens_below_it(tmp_path):
     assert np.all(frame["speedup"] < frame["speedup_high"])
     width = (frame["speedup_high"] - frame["speedup_low"]) / frame["speedup"]
     assert np.all(width < 0.6)
+
+
+def test_the_band_stops_at_the_peak_ratio(tmp_path):
+    """A huge square linear on an H200 estimates 1.83x; widened by the residuals its high end
+    would pass the fp8/bf16 peak ratio, which float8 (saving gemm time only) cannot: it is held there, unwarned."""
+    out = tmp_path / "rows.csv"
+    result = run("--gpu", "h200", "--shape", "65536,65536,65536", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    row = pd.read_csv(out).iloc[0]
+    ratio = pytest.approx(2.0, rel=1e-3)  # the H200's datasheet fp8/bf16 peaks
+    assert 1.5 < row["speedup"] < row["speedup_high"] == ratio
+    assert row["speedup_context_high"] == ratio and "exceeds" not in result.output

@@ -412,12 +412,19 @@ def public_band_columns(config: EstimateConfig, columns: dict, M, K, N) -> dict[
         speedups.append(found["speedup"])
         contexts.append(found["speedup_context"])
     low, high = np.exp(public.residual_low), np.exp(public.residual_high)
+    bound = speedup_bound(config.gpu)  # the widening stops where physics does
     return {
         "speedup_low": np.min(speedups, axis=0) * low,
-        "speedup_high": np.max(speedups, axis=0) * high,
+        "speedup_high": np.minimum(np.max(speedups, axis=0) * high, bound),
         "speedup_context_low": np.min(contexts, axis=0) * low,
-        "speedup_context_high": np.max(contexts, axis=0) * high,
+        "speedup_context_high": np.minimum(np.max(contexts, axis=0) * high, bound),
     }
+
+
+def speedup_bound(gpu) -> float:
+    """The most float8 can win on a linear: it saves gemm time only, at most the fp8/bf16
+    peak ratio (2 on every part f8roof knows)."""
+    return max(2.0, gpu.fp8_flops / gpu.bf16_flops)
 
 
 def band_columns(
@@ -572,7 +579,7 @@ def implausible(
 ) -> list[Note]:
     """Warnings for results no GPU can produce: a speedup above the fp8/bf16 peak ratio (float8
     saves gemm time only), or a breakeven below the smallest shape the calibration saw."""
-    bound = max(2.0, config.gpu.fp8_flops / config.gpu.bf16_flops)
+    bound = speedup_bound(config.gpu)
     warnings = []
     for column in [c for c in frame.columns if c.startswith("speedup")]:
         peak = frame[column].max()
