@@ -213,3 +213,33 @@ def test_deep_nesting_is_one_line(tmp_path):
 
 def test_saved_files_are_readable_by_others(saved):
     assert saved.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_measured_factor_far_from_its_model_still_loads(saved, tmp_path):
+    """A CPU under load runs a kernel 1000x its model: a measured ratio has no bound but
+    positive and finite, so what calibrate writes, its reader reads."""
+    path = edited(
+        saved,
+        tmp_path,
+        lambda d: d["kernel_time"]["factors"].update(
+            {k: 1159.0 for k in d["kernel_time"]["factors"]}
+        ),
+    )
+    loaded = Calibration.load(path)
+    assert loaded.kernel_time.factors and all(v == 1159.0 for _, v in loaded.kernel_time.factors)
+    loaded.save(tmp_path / "again.json")
+    assert Calibration.load(tmp_path / "again.json") == loaded
+
+
+def test_save_refuses_what_load_would_refuse(saved, tmp_path):
+    """The writer checks by the reader's rules: a calibration nobody can load is never
+    written, and the file already there is kept."""
+    import dataclasses
+
+    calibration = Calibration.load(saved)
+    broken = dataclasses.replace(calibration, fit_shapes=calibration.fit_shapes[1:])
+    target = tmp_path / "c.json"
+    target.write_text("old")
+    with pytest.raises(CalibrationError, match="is not in fit_shapes"):
+        broken.save(target)
+    assert target.read_text() == "old"
