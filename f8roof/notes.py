@@ -15,7 +15,6 @@ class Topic(str, Enum):
     # how the setup file was read (training/setup_file.py)
     SETUP_DEFAULT = "setup_default"  # key, value: a key left to torchtitan's default
     NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
-    HSDP = "hsdp"  # degree: the replicas' gradient all-reduce is not modelled
     CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
     # warnings on a shapes answer (engine/estimate.py, engine/compare.py)
     IMPLAUSIBLE = "implausible"  # column, value, shape, bound, gpu: no GPU's speedup
@@ -53,10 +52,12 @@ class Topic(str, Enum):
     FSDP_UNKNOWN = "fsdp_unknown"
     FSDP_COMM = "fsdp_comm"  # degree, float8, placement
     OTHER_LINEARS = "other_linears"  # fqns: counted with lm_head
-    REST_NOT_MODELLED = "rest_not_modelled"  # embedding, loss, optimizer
     LM_HEAD_BF16 = "lm_head_bf16"
-    MODELLED_STEP = "modelled_step"  # rest_ms
-    MODEL_EXCEEDS_STEP = "model_exceeds_step"  # model_ms, step_ms
+    MODELLED_STEP = "modelled_step"  # outside_ms: embedding, loss, optimizer as modelled
+    RECONCILED = "reconciled"  # measured_ms, modelled_ms, gap (share of the measured step)
+    OUTSIDE_BLOCKS = "outside_blocks"  # optimizer, params_per_gpu, clip, precompute
+    FULL_AC_GRAPHS = "full_ac_graphs"  # share: the blocks whose forward graph reruns
+    FSDP_SCHEDULE = "fsdp_schedule"  # reduce_dtype, reshard, replicate, nics_per_node
 
 
 @dataclass(frozen=True)

@@ -635,7 +635,7 @@ def test_estimate_model_recompute_and_step():
     assert "note: recompute full" in result.output and "note: FSDP" in result.output
     short = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--step-ms", "10")
     assert short.exit_code == 2  # never replaced by the modelled step
-    assert "--step-ms 10 is shorter than the modelled blocks and lm_head" in short.output
+    assert "measured step of 10 ms is shorter than its bf16 gemms at the GPU's peak" in short.output
 
 
 @pytest.mark.parametrize(

@@ -55,7 +55,6 @@ def test_a_torchtitan_job_config_reads_as_the_run_it_describes():
         recipe="rowwise",
         float8=True,
         compile=True,
-        dp_replicate=1,
         source=f"{FIXTURE} (torchtitan job config)",
     )
     assert got.run.fsdp and not got.run.auto_filter

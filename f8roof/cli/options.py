@@ -106,11 +106,17 @@ def training_setup(command):
     import functools
 
     @functools.wraps(command)
-    def wrapper(*args, tp, ep, fsdp, recompute, step_ms, **kwargs):
+    def wrapper(*args, tp, ep, fsdp, recompute, step_ms, float8_all_gather, network, **kwargs):
         from f8roof.training.run_config import RunConfig
 
         setup = RunConfig.from_options(
-            tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms
+            tp=tp,
+            ep=ep,
+            fsdp=fsdp,
+            recompute=recompute,
+            step_ms=step_ms,
+            float8_all_gather=float8_all_gather,
+            network_gbps=network,
         )
         return command(*args, setup=setup, **kwargs)
 
@@ -124,6 +130,20 @@ def training_setup(command):
             "N / tp, row-parallel ones (o, down) K / tp",
         ),
         *PARALLEL,
+        click.option(
+            "--float8-all-gather",
+            is_flag=True,
+            help="with --fsdp N: torchao's FSDP2 float8 weight all-gather with precomputed "
+            "scales, as torchtitan's float8 docs run tensorwise",
+        ),
+        click.option(
+            "--network",
+            type=float,
+            default=None,
+            metavar="GBPS",
+            help="each GPU's NIC line rate in Gb/s for collectives across nodes (default: the "
+            "GPU preset's, 400)",
+        ),
     )(wrapper)
 
 

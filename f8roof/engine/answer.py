@@ -11,7 +11,7 @@ torchtitan `filter_fqns` and converter lines for those decisions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -32,6 +32,7 @@ from f8roof.errors import F8RoofError, ModelError
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note
 from f8roof.training.run_config import RunConfig
+from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import RECIPES, filter_fqns_for, to_torchtitan_fqn
 
 
@@ -63,6 +64,9 @@ class ModelAnswer:
     step: StepAnswer
     torchtitan: TorchtitanConfig | None = None  # asked by a setup file (--setup)
     block: BlockComparison | None = None  # the sharded block its blocks were timed from
+    # the step as torchtitan converts it with FSDP2's float8 all-gather (and precomputed
+    # scales), where the run is tensorwise over a known FSDP degree and gathers in bf16
+    float8_all_gather: StepSummary | None = None
 
     @property
     def summary(self):
@@ -124,8 +128,24 @@ def answer(
         step = summarize_step(rec, resolved, block=block, no_block=why_not)
         check_finite(rec.layers, resolved, grouped_nan=True)
         config = torchtitan_config(rec) if question.from_setup else None
-        return ModelAnswer(resolved, rec, step, config, block)
+        gathered = with_float8_all_gather(question, rec, resolved)
+        return ModelAnswer(resolved, rec, step, config, block, gathered)
     return answer_shapes(question, resolved, progress=progress)
+
+
+def with_float8_all_gather(
+    question: Question, rec: Recommendation, resolved: Resolved
+) -> StepSummary | None:
+    """The step as torchtitan converts it had the run gathered its float8 weights in float8
+    (torchao's FSDP2 float8 all-gather, tensorwise only): the same answer with that switch
+    and precomputed scales, its block from the graphs that gather them; None where it does
+    not apply (no FSDP degree, already on, not tensorwise)."""
+    setup = rec.setup
+    if setup.float8_all_gather or setup.fsdp_ranks < 2 or rec.recipes != ("tensorwise",):
+        return None
+    gathered = replace(rec, setup=replace(setup, float8_all_gather=True, precompute_scales=True))
+    block, why_not = sharded_block(question, gathered, resolved)
+    return summarize_step(gathered, resolved, block=block, no_block=why_not).as_run
 
 
 def sharded_block(
@@ -167,7 +187,6 @@ def _block_recipes(rec: Recommendation) -> list[str]:
 def _why_no_block(rec: Recommendation, resolved: Resolved) -> Note | None:
     """Why no sharded block (compiled or shipped) can time this answer's blocks; None if one
     can."""
-    setup = rec.setup
     if rec.architecture.is_moe:
         return no_block(NoBlock.MOE)
     recipes = _block_recipes(rec)
@@ -177,10 +196,6 @@ def _why_no_block(rec: Recommendation, resolved: Resolved) -> Note | None:
         return no_block(NoBlock.NO_CALIBRATION)
     if resolved.config.implementation.value != "torchao":
         return no_block(NoBlock.NOT_TORCHAO, implementation=resolved.config.implementation.value)
-    if setup.recompute.value == "full":
-        return no_block(NoBlock.FULL_RECOMPUTE)
-    if setup.async_tp:
-        return no_block(NoBlock.ASYNC_TP)
     return None
 
 

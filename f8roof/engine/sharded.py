@@ -144,8 +144,6 @@ class NoBlock(str, Enum):
     MIXED_RECIPES = "the block mixes recipes"
     NO_CALIBRATION = "timing a block's kernels needs a calibration"
     NOT_TORCHAO = "the sharded block is torchao's Float8Linear"
-    FULL_RECOMPUTE = "full recompute does not compile on a fake process group yet"
-    ASYNC_TP = "async TP does not compile on a fake process group yet"
 
 
 def no_block(why: NoBlock, **values) -> Note:
@@ -318,6 +316,15 @@ def capture_times(capture: BlockCapture, *, calibration, gemm_model) -> CaptureT
     )
 
 
+def graph_recompute(run: RunConfig) -> Recompute:
+    """The checkpointing the block's graphs are compiled (or fitted) with. Full AC (layer SAC
+    too) wraps the whole block in torch.utils.checkpoint: its backward reruns the block's
+    forward graph as it is, so the graphs are the block without checkpointing and the step
+    adds that forward again (`step_summary`); async TP runs the same kernels with its TP
+    collectives split against their gemms, an overlap the step applies."""
+    return Recompute.NONE if run.recompute is Recompute.FULL else run.recompute
+
+
 def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu: str):
     """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`."""
     fsdp = run.fsdp_degree or 1
@@ -330,7 +337,7 @@ def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu:
         tp=run.tp,
         fsdp=fsdp,
         float8_all_gather=run.float8_all_gather and fsdp > 1,
-        recompute=run.recompute.value,
+        recompute=graph_recompute(run).value,
         gpu=gpu,
         sac_policy=run.sac_policy,
     )
@@ -340,7 +347,7 @@ def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu:
             "architecture": model,
             "tp": run.tp,
             "fsdp": fsdp,
-            "recompute": run.recompute.value,
+            "recompute": graph_recompute(run).value,
             "recipe": recipe,
         },
         tokens=tokens,
@@ -370,9 +377,10 @@ def shipped_block(
     name = next((n for n in BUILTIN_CONFIGS if builtin(n).linears == arch.linears), None)
     if name is None:
         return None, no_block(NoBlock.NOT_BUILTIN, model=arch.name)
-    want = BlockKey(name, run.tp, run.recompute.value, recipe, gather, several)
+    graphs = graph_recompute(run).value
+    want = BlockKey(name, run.tp, graphs, recipe, gather, several)
     fit8 = shipped_fit(want)
-    fit16 = shipped_fit(BlockKey(name, run.tp, run.recompute.value, "bf16", False, several))
+    fit16 = shipped_fit(BlockKey(name, run.tp, graphs, "bf16", False, several))
     if fit8 is None or fit16 is None:
         return None, no_block(NoBlock.NO_FIT, block=asdict(want))
     try:

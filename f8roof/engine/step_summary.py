@@ -28,7 +28,7 @@ compute. Routed experts' all-to-all, pipeline and context parallelism are not mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -51,6 +51,7 @@ from f8roof.timing.comm import (
     find_interconnect,
     float8_all_gather_time_s,
     fsdp_exposed_time_s,
+    group_fabric,
     placement_for,
 )
 from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
@@ -62,7 +63,13 @@ from f8roof.training.checkpointing import (
     sac_policy,
 )
 from f8roof.training.run_config import AUTO_FILTER, Recompute, RunConfig
-from f8roof.training.step import Basis, BlockTimes, StepSummary, step_summary
+from f8roof.training.step import (
+    Basis,
+    BlockTimes,
+    StepSummary,
+    outside_blocks,
+    step_summary,
+)
 from f8roof.training.torchtitan_names import filter_names
 
 BF16_BYTES = 2
@@ -230,17 +237,19 @@ def _summarize(
         # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
         # per-layer difference puts it back
         kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
-        bf16_block, fp8_block = (
-            replace(b, other_compute_s=b.other_compute_s + attention)
-            for b in _graph_blocks(rec, run, block_graphs, per_block(kept), notes, convert)
+        bf16_block, fp8_block = _graph_blocks(
+            rec, run, block_graphs, per_block(kept), notes, convert, (attention, attention_again)
         )
     else:
         forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
         gemms = (per_block(lin_bf16), per_block(lin_fp8))
+        again = (per_block(re_bf16) + attention_again, per_block(re_fp8) + attention_again)
         comm_bf16, comm_fp8 = _tp_comm(rec, rows, convert, block, layers, run, notes, gemms)
-        fsdp = _fsdp_comm(
-            rec, rows, convert, block, layers, run, notes, [(f, 2 * f) for f in forward]
-        )
+        compute = [
+            (f + attention * FORWARD_SHARE, 2 * f + attention * (1 - FORWARD_SHARE) + r)
+            for f, r in zip(forward, again)
+        ]
+        fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute)
         bf16_block = BlockTimes(
             linear_gemm_s=per_block(lin_bf16),
             other_compute_s=attention,
@@ -263,29 +272,81 @@ def _summarize(
     head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
     head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
     converted_side = bool((convert & side).any())
-    step_s = setup.step_s
-    model_bf16 = layers * bf16_block.total_s + head_bf16
-    if step_s is not None and step_s <= model_bf16:
-        # never replaced by the modelled step: the measured one holds these, so one of the
-        # inputs (the step, the tokens, the GPU) is not what ran
-        raise F8RoofError(
-            f"--step-ms {step_s * 1e3:g} is shorter than the modelled blocks and lm_head of "
-            f"that step ({model_bf16 * 1e3:.1f} ms bf16): a measured step holds them; check "
-            "the step, the tokens per rank and the GPU"
-        )
-    if step_s is None:
-        notes.append(note(Topic.REST_NOT_MODELLED))
     return step_summary(
         bf16=bf16_block,
         fp8=fp8_block,
         layers=layers,
         lm_head_bf16_s=head_bf16,
         lm_head_fp8_s=head_fp8 if converted_side else None,
-        step_s=step_s,
-        rest_s=0.0,
+        outside=_outside(rec, resolved, run, convert, block, notes),
+        gemm_floor_s=_gemm_floor_s(rec, resolved),
+        step_s=setup.step_s,
         notes=notes,
         fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
         block_basis=Basis.PER_LAYER if block_graphs is None else Basis.GRAPHS,
+    )
+
+
+def _gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
+    """The step's bf16 linear gemms (three per linear, per GPU) at the GPU's datasheet peak:
+    no measured step can be shorter."""
+    rows = rec.layers
+    flops = 6 * rows["count"] * rows["M"] * rows["K"] * rows["N"]
+    return float(flops.sum()) / resolved.config.gpu.bf16_flops
+
+
+def _params_per_gpu(rec: Recommendation, run: RunConfig, convert, block) -> tuple[float, float]:
+    """This GPU's parameter shard (every linear weight, the embedding; TP then FSDP split
+    them), and the float8-converted part of it."""
+    rows = rec.layers
+    counts = rows["count"].to_numpy(dtype=np.float64)
+    shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, run.tp)
+    experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
+    params = counts * rows["full_K"].to_numpy(np.float64) * rows["full_N"].to_numpy(np.float64)
+    params = params * experts / shard
+    head = rows.loc[rows["fqn"] == "lm_head"]
+    embedding = float((head["full_K"] * head["full_N"]).sum()) / run.tp
+    ranks = run.fsdp_ranks
+    return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
+
+
+def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, block, notes):
+    """What the step runs outside its blocks (training/step.py `outside_blocks`), at the
+    calibration's pointwise streaming rate."""
+    rows = rec.layers
+    head = rows.loc[rows["fqn"] == "lm_head"]
+    dim = int(head["full_K"].iloc[0]) if len(head) else int(rows["full_K"].max())
+    vocab = int(head["full_N"].iloc[0]) if len(head) else 0
+    params, fp8_params = _params_per_gpu(rec, run, convert, block)
+    rate = resolved.calibration.kernel_time if resolved.calibration is not None else None
+    gpu = resolved.config.gpu
+    if rate is not None:
+        stream = rate.kind("pointwise", "pointwise")
+        per_byte, launch = 1 / stream.bandwidth_bytes_per_s, stream.floor_s
+    else:
+        per_byte, launch = 1 / (gpu.memory_bandwidth_bytes_per_s * 0.85), 3e-6
+    world = run.tp * run.fsdp_ranks * run.dp_replicate
+    fabric = _fabric(rec, []) if world > 1 else None
+    norm_s = scales_s = 0.0
+    if fabric is not None:
+        place = placement_for(group_size=world, stride=1, gpus_per_node=run.gpus_per_node)
+        kw = {"group_size": world, "placement": place, "fabric": fabric}
+        norm_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES, **kw))
+        tensors = int((rows["count"].to_numpy()[convert]).sum())
+        scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
+    precompute = bool(run.precompute_scales and run.float8_all_gather and convert.any())
+    notes.append(note(Topic.OUTSIDE_BLOCKS, params_per_gpu=params, precompute=precompute))
+    return outside_blocks(
+        tokens=rec.tokens,
+        dim=dim,
+        vocab=vocab,
+        tp=run.tp,
+        params_per_gpu=params,
+        fp8_params_per_gpu=fp8_params,
+        stream_s_per_byte=per_byte,
+        launch_s=launch,
+        grad_norm_all_reduce_s=norm_s,
+        scales_all_reduce_s=scales_s if precompute else None,
     )
 
 
@@ -457,8 +518,11 @@ def _tp_exposed(run: RunConfig, comm, gemms) -> tuple[float, float]:
 
 
 def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
-    """FSDP's exposed time per block, per precision: weights all-gathered, gradients
-    reduce-scattered, hidden behind `compute` ((forward, backward) seconds per precision)."""
+    """FSDP's exposed time per block, per precision: weights all-gathered (bf16, or float8
+    with float8 all-gather), gradients reduce-scattered in the reduce dtype (torchtitan's
+    mixed_precision_reduce) and, under HSDP, all-reduced across replicas, hidden behind
+    `compute` ((forward, backward with its recompute) seconds per precision) on FSDP2's
+    schedule (`timing.comm.fsdp_exposed_time_s`)."""
     setup = rec.setup
     tp, fsdp = setup.tp, run.fsdp_degree
     if not (fsdp and fsdp > 1):
@@ -470,6 +534,13 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
         return 0.0, 0.0
     counts = rows["count"].to_numpy(dtype=np.float64)
     place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=run.gpus_per_node)
+    fabric, nics = group_fabric(
+        fabric,
+        group_size=fsdp,
+        stride=tp,
+        gpus_per_node=run.gpus_per_node,
+        nic_gbps=run.network_gbps,
+    )
     kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
     K = rows["full_K"].to_numpy(dtype=np.float64)
     N = rows["full_N"].to_numpy(dtype=np.float64)
@@ -477,9 +548,11 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
     experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
     params = counts * K * N * experts / shard
     block_params = float(params[block].sum()) / layers
-    fp8_params = float(params[block & convert].sum()) / layers
+    # torchao gathers float8 weights for tensorwise only; rowwise weights travel in bf16
+    gathered = block & convert & (rows["recipe"].astype(str) == "tensorwise").to_numpy()
+    fp8_params = float(params[gathered].sum()) / layers
     ag_bf16 = float(collective_time_s("all_gather", nbytes=block_params * BF16_BYTES, **kw))
-    if run.float8_all_gather:
+    if run.float8_all_gather and fp8_params:
         ag_fp8 = float(
             collective_time_s(
                 "all_gather",
@@ -488,14 +561,37 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
             )
             + float8_all_gather_time_s(
                 numel=fp8_params,
-                tensors=int(np.sum((block & convert) * counts) / layers),
+                tensors=int(np.sum(gathered * counts) / layers),
                 scales_precomputed=run.precompute_scales,
                 **kw,
             )
         )
     else:
         ag_fp8 = ag_bf16
-    rs = float(collective_time_s("reduce_scatter", nbytes=block_params * FP32_BYTES, **kw))
+    grad_bytes = FP32_BYTES if run.reduce_dtype == "float32" else BF16_BYTES
+    rs = float(collective_time_s("reduce_scatter", nbytes=block_params * grad_bytes, **kw))
+    ar = 0.0
+    if run.dp_replicate > 1:  # HSDP: each shard's gradient all-reduced across the replicas
+        stride = tp * fsdp
+        replicas, _ = group_fabric(
+            _fabric(rec, notes) or fabric,
+            group_size=run.dp_replicate,
+            stride=stride,
+            gpus_per_node=run.gpus_per_node,
+            nic_gbps=run.network_gbps,
+        )
+        ar = float(
+            collective_time_s(
+                "all_reduce",
+                nbytes=block_params / fsdp * grad_bytes,
+                group_size=run.dp_replicate,
+                placement=placement_for(
+                    group_size=run.dp_replicate, stride=stride, gpus_per_node=run.gpus_per_node
+                ),
+                fabric=replicas,
+            )
+        )
+    reshard = run.reshard_after_forward != "never"
     exposed = []
     for all_gather, (forward_s, backward_s) in zip((ag_bf16, ag_fp8), compute):
         total = fsdp_exposed_time_s(
@@ -504,6 +600,8 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
             forward_compute_s=forward_s,
             backward_compute_s=backward_s,
             layers=layers,
+            reshard_after_forward=reshard,
+            all_reduce_s=ar,
         )
         exposed.append(total / layers)
     notes.append(
@@ -513,6 +611,16 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
             float8=run.float8_all_gather,
             placement=place.value,
             source=COMM_SOURCE,
+        )
+    )
+    notes.append(
+        note(
+            Topic.FSDP_SCHEDULE,
+            reduce_dtype=run.reduce_dtype,
+            reshard=run.reshard_after_forward,
+            replicate=run.dp_replicate,
+            nics_per_node=nics,
+            nic_gbps=fabric.inter_line_bytes_per_s * 8 / 1e9,
         )
     )
     return exposed[0], exposed[1]
@@ -526,21 +634,29 @@ class _TimedBlock:
     times: tuple[CaptureTimes, CaptureTimes]
 
 
-def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert):
+def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert, attention):
     """One block per precision from its graphs (compiled, or the shipped fits at these
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
-    the rows' weights hidden behind the graphs' own forward and backward. `kept_s`: what the
-    block linears the recommendation keeps in bf16 change against the all-float8 graph."""
+    the rows' weights hidden behind the graphs' own forward and backward. Full AC (the graphs
+    are the block without checkpointing, `sharded.graph_recompute`) reruns the forward graph,
+    its TP collectives and attention's forward in the backward of that share of the blocks.
+    `kept_s`: what the block linears the recommendation keeps in bf16 change against the
+    all-float8 graph; `attention`: (per block, its full-AC rerun) seconds."""
     graphs, times = timed.graphs, timed.times
     rows, layers = rec.layers, _layers(rec)
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    share = run.recompute_share(layers)
+    attention_s, attention_again = attention
     comm = [0.0, 0.0]
+    comm_again = [0.0, 0.0]
     if rec.setup.tp > 1 and (fabric := _fabric(rec, notes)) is not None:
         tp = rec.setup.tp
         place = placement_for(group_size=tp, stride=1, gpus_per_node=run.gpus_per_node)
         for i, capture in enumerate((graphs.bf16, graphs.float8)):
-            comm[i] = sum(
-                float(
+            for c in capture.collectives:
+                if not (c.compiled and c.mesh == "tp"):
+                    continue
+                seconds = float(
                     collective_time_s(
                         c.kind.value,
                         nbytes=c.bytes,
@@ -549,21 +665,26 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
                         fabric=fabric,
                     )
                 )
-                for c in capture.collectives
-                if c.compiled and c.mesh == "tp"
-            )
-        gemms = tuple(t.gemm_s + t.recompute_s for t in times)
-        comm = list(_tp_exposed(run, comm, gemms))
+                comm[i] += seconds
+                comm_again[i] += share * seconds if c.graph == "fwd" else 0.0
+        gemms = tuple(t.gemm_s + t.recompute_s + share * t.fwd_s for t in times)
+        comm = list(_tp_exposed(run, [a + b for a, b in zip(comm, comm_again)], gemms))
         notes.append(_tp_note(run, place, from_graphs=True))
-    compute = tuple((t.fwd_s, t.bwd_s) for t in times)
+    again = tuple(share * t.fwd_s + attention_again for t in times)
+    if share:
+        notes.append(note(Topic.FULL_AC_GRAPHS, share=share))
+    compute = tuple(
+        (t.fwd_s + attention_s * FORWARD_SHARE, t.bwd_s + attention_s * (1 - FORWARD_SHARE) + a)
+        for t, a in zip(times, again)
+    )
     fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute)
     t16, t8 = times
     bf16 = BlockTimes(
         linear_gemm_s=t16.gemm_s,
-        other_compute_s=t16.kernel_s,
+        other_compute_s=t16.kernel_s + attention_s,
         tp_comm_s=comm[0],
         fsdp_comm_s=fsdp[0],
-        recompute_s=t16.recompute_s,
+        recompute_s=t16.recompute_s + again[0],
     )
     notes.append(note(Topic.BLOCKS_FROM, **graphs.origin.values()))
     notes.append(note(Topic.GRAPH_PARTS))
@@ -577,10 +698,10 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
     fp8 = BlockTimes(
         linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
         overhead_s=max(extra, 0.0),
-        other_compute_s=other,
+        other_compute_s=other + attention_s,
         tp_comm_s=comm[1],
         fsdp_comm_s=fsdp[1],
-        recompute_s=t8.recompute_s,
+        recompute_s=t8.recompute_s + again[1],
     )
     if (block & ~convert).any():
         notes.append(note(Topic.KEPT_CORRECTED))

@@ -169,6 +169,15 @@ def step_lines(answer: ModelAnswer) -> list[str]:
         f"  bf16 {ms(c.bf16_s)} ms -> float8 {ms(c.fp8_s)} ms per GPU ({where}); linears "
         f"{c.linear_share:.0%} of it"
     )
+    gathered = answer.float8_all_gather
+    if gathered is not None and gathered.speedup > t.speedup * 1.005:
+        lines += textwrap.wrap(
+            f"with FSDP2's float8 all-gather: x{gathered.speedup:.3f}{_band(gathered, 3)} as "
+            "torchtitan converts (--float8-all-gather; torchtitan: "
+            "enable_fsdp_float8_all_gather, precompute_float8_dynamic_scale_for_fsdp)",
+            WIDTH,
+            subsequent_indent="  ",
+        )
     return ["", *lines]
 
 
@@ -355,13 +364,16 @@ def out_frame(answer: ShapesAnswer | ModelAnswer) -> pd.DataFrame:
     return frame
 
 
-def out_summary(step: StepAnswer) -> dict[str, Any]:
+def out_summary(step: StepAnswer, gathered: StepSummary | None = None) -> dict[str, Any]:
     """The step as --out writes it: torchtitan's conversion (what published runs measure) with
-    its notes in words, and f8roof's choice beside it."""
+    its notes in words, f8roof's choice beside it, and (`gathered`) torchtitan's conversion
+    with FSDP2's float8 all-gather where the run could switch it on."""
     summary = _summary_dict(step.as_run)
     summary["chosen"] = _summary_dict(step.chosen)
     if step.fits_only is not None:
         summary["fits_only"] = _summary_dict(step.fits_only)
+    if gathered is not None:
+        summary["float8_all_gather"] = _summary_dict(gathered)
     return summary
 
 

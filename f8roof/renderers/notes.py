@@ -70,9 +70,6 @@ NO_BLOCK = {
     NoBlock.MIXED_RECIPES: "the block mixes recipes ({recipes})",
     NoBlock.NO_CALIBRATION: "timing a block's kernels needs a calibration",
     NoBlock.NOT_TORCHAO: "the sharded block is torchao's Float8Linear, not --impl {implementation}",
-    NoBlock.FULL_RECOMPUTE: "full recompute (layer SAC too) does not compile on a fake "
-    "process group yet",
-    NoBlock.ASYNC_TP: "async TP does not compile on a fake process group yet",
 }
 
 
@@ -132,10 +129,6 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     ),
     Topic.NOT_COMPILED: lambda v: (
         "setup: the setup does not compile (training.compile false): f8roof models torch.compile"
-    ),
-    Topic.HSDP: lambda v: (
-        f"setup: data_parallel_replicate_degree {v['degree']} (HSDP): the gradient all-reduce "
-        "across replicas is not modelled"
     ),
     Topic.CONVERTER_OFF: lambda v: (
         "setup: the float8 converter is off in this setup ([model] converters): f8roof answers "
@@ -230,24 +223,40 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     Topic.FSDP_COMM: lambda v: (
         f"FSDP {v['degree']}: weights all-gathered "
         + ("in float8 (tensorwise) " if v["float8"] else "in bf16 ")
-        + f"and gradients reduce-scattered in fp32, {v['placement']}-node, overlapped with the "
+        + f"and gradients reduce-scattered, {v['placement']}-node, overlapped with the "
         "block's compute; first gather and last reduce-scatter exposed"
     ),
     Topic.OTHER_LINEARS: lambda v: (
         "linears outside the blocks other than lm_head counted with lm_head: "
         + ", ".join(v["fqns"])
     ),
-    Topic.REST_NOT_MODELLED: lambda v: (
-        "embedding, loss and optimizer are not modelled: the modelled step omits them"
-    ),
     Topic.LM_HEAD_BF16: lambda v: "lm_head (torchtitan's output) stays bf16 in this step",
     Topic.MODELLED_STEP: lambda v: (
-        "modelled step (no measured step; pass --step-ms): blocks x layers + lm_head + "
-        f"{v['rest_ms']:.1f} ms for embedding, loss and optimizer"
+        "modelled step (no measured step; pass --step-ms): every part modelled, "
+        f"{v['outside_ms']:.1f} ms of it outside the blocks (embedding, loss, optimizer)"
     ),
-    Topic.MODEL_EXCEEDS_STEP: lambda v: (
-        f"the modelled blocks and lm_head ({v['model_ms']:.1f} ms) exceed the measured step "
-        f"({v['step_ms']:.1f} ms): the model over-counts bf16 time"
+    Topic.RECONCILED: lambda v: (
+        f"the measured bf16 step ({v['measured_ms']:.1f} ms) is {abs(v['gap']):.0%} "
+        f"{'longer' if v['gap'] >= 0 else 'shorter'} than the modelled one "
+        f"({v['modelled_ms']:.1f} ms): the gap is spread over every part in proportion; the "
+        "band spans it all on the linears or all on what float8 leaves alone"
+    ),
+    Topic.OUTSIDE_BLOCKS: lambda v: (
+        f"outside the blocks: embedding, final norm and eager fp32 loss at their bytes; fused "
+        f"AdamW and gradient clipping over {v['params_per_gpu'] / 1e9:.3g}B parameters per GPU"
+        + (", float8 scales precomputed once per step" if v["precompute"] else "")
+    ),
+    Topic.FULL_AC_GRAPHS: lambda v: (
+        "full AC: the block's graphs without checkpointing, its forward graph (kernels, "
+        f"gemms, TP collectives, attention) run again in the backward for {v['share']:.0%} of "
+        "the blocks"
+    ),
+    Topic.FSDP_SCHEDULE: lambda v: (
+        f"FSDP2 schedule: gradients reduce-scattered in {v['reduce_dtype']}, "
+        f"reshard after forward {v['reshard']}"
+        + (f", HSDP all-reduce over {v['replicate']} replicas" if v["replicate"] > 1 else "")
+        + f"; inter-node collectives on {v['nics_per_node']} NIC(s) per group per node"
+        + f" at {v['nic_gbps']:g} Gb/s each; backward compute includes its recompute"
     ),
 }
 

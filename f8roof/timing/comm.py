@@ -54,7 +54,7 @@ an RDMA fabric found; no InfiniBand one was. B200 and MI300X take H100's figures
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
@@ -207,6 +207,29 @@ INTERCONNECTS: dict[str, Interconnect] = {
 
 # GPU presets (hardware/presets.py) that share another's fabric
 _SAME_FABRIC = {"h100-meta": "h100", "h100-sxm": "h100", "h200-sxm": "h200"}
+
+
+def group_fabric(
+    fabric: Interconnect,
+    *,
+    group_size: int,
+    stride: int,
+    gpus_per_node: int,
+    nic_gbps: float | None = None,
+) -> tuple[Interconnect, int]:
+    """The fabric a group of ranks `stride` apart sees across nodes, and how many NICs per
+    node it crosses on. Each GPU has its own NIC (DGX H100/H200/B200: eight 400 Gb/s rails);
+    NCCL runs one channel per NIC, so a group holding r GPUs of each node crosses nodes on r
+    NICs at once: busbw r x one NIC's, at most what NVLink gives inside the node. FSDP under
+    TP 8 holds one GPU per node (one NIC); FSDP alone holds all eight. `nic_gbps`: another
+    NIC line rate (the user's network), its busbw at the preset's ratio of busbw to line."""
+    per_node = max(1, min(group_size, gpus_per_node // max(stride, 1)))
+    nic = fabric.inter_busbw_bytes_per_s
+    line = fabric.inter_line_bytes_per_s
+    if nic_gbps is not None:
+        nic, line = nic * nic_gbps * 1e9 / 8 / line, nic_gbps * 1e9 / 8
+    busbw = min(fabric.intra_busbw_bytes_per_s, per_node * nic)
+    return replace(fabric, inter_line_bytes_per_s=line, inter_busbw_bytes_per_s=busbw), per_node
 
 
 def find_interconnect(gpu: str) -> Interconnect:
@@ -374,16 +397,19 @@ def fsdp_exposed_time_s(
     forward_compute_s: float,
     backward_compute_s: float,
     layers: int,
+    reshard_after_forward: bool = True,
+    all_reduce_s: float = 0.0,
 ) -> float:
-    """FSDP2's exposed time over `layers` identical blocks in one step, torchtitan's way
-    (every block resharded after its forward except the last, torchtitan's
-    `reshard_after_forward` default without pipeline parallelism).
+    """FSDP2's exposed time over `layers` identical blocks in one step, torchtitan's way.
 
     Forward: the first block's all-gather has nothing to hide behind (exposed); each later one
     is prefetched behind the previous block's forward. Backward: the last block needs no
-    gather; each other block's all-gather and the reduce-scatter of the block after it share
-    one block's backward compute; block 0's reduce-scatter ends the step (exposed). What
-    outlasts the compute beside it shows."""
+    gather; each other block's all-gather (none when the forward kept its weights:
+    `reshard_after_forward` False) and the gradient reduction of the block after it share one
+    block's backward compute, recompute included; block 0's reduction ends the step
+    (exposed). The gradient reduction is the reduce-scatter and, under HSDP, the all-reduce
+    of the shard across replicas that FSDP2 runs after it on the same stream
+    (`all_reduce_s`). What outlasts the compute beside it shows."""
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise CommError(f"layers must be an integer >= 1 (got {layers!r})")
     for name, value in (
@@ -391,9 +417,12 @@ def fsdp_exposed_time_s(
         ("reduce_scatter_s", reduce_scatter_s),
         ("forward_compute_s", forward_compute_s),
         ("backward_compute_s", backward_compute_s),
+        ("all_reduce_s", all_reduce_s),
     ):
         if not (math.isfinite(value) and value >= 0):
             raise CommError(f"{name} must be finite and >= 0 (got {value})")
+    reduce = reduce_scatter_s + all_reduce_s
+    gather_again = all_gather_s if reshard_after_forward else 0.0
     forward = (layers - 1) * max(all_gather_s - forward_compute_s, 0.0)
-    backward = (layers - 1) * max(all_gather_s + reduce_scatter_s - backward_compute_s, 0.0)
-    return all_gather_s + reduce_scatter_s + forward + backward
+    backward = (layers - 1) * max(gather_again + reduce - backward_compute_s, 0.0)
+    return all_gather_s + reduce + forward + backward

@@ -28,6 +28,11 @@ MAX_DEGREE = 2**18
 MAX_STEP_MS = 86_400_000.0
 
 
+REDUCE_DTYPES = ("float32", "bfloat16")
+RESHARD = ("default", "always", "never")
+MAX_NETWORK_GBPS = 1e5  # 100 Tb/s per GPU: beyond any NIC
+
+
 def _positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ParallelismError(f"{name} must be a positive integer (got {value!r})")
@@ -83,6 +88,14 @@ class RunConfig:
     filter_fqns: tuple[str, ...] | None = None
     moe_fqns: tuple[str, ...] = ()  # torchtitan's moe_fqns_prototype: routed experts in float8
     gpus_per_node: int = 8
+    # torchtitan's mixed_precision_reduce: the gradients' reduce-scatter dtype ("float32", its
+    # only value at HEAD; the TOML era also took "bfloat16")
+    reduce_dtype: str = "float32"
+    # torchtitan's fsdp_reshard_after_forward: "default" (reshard but the last block, without
+    # pipeline parallelism), "always", "never" (the backward gathers nothing again)
+    reshard_after_forward: str = "default"
+    dp_replicate: int = 1  # HSDP: data_parallel_replicate_degree replicas of each FSDP shard
+    network_gbps: float | None = None  # per-GPU NIC line rate (None: the GPU preset's fabric)
     assumptions: tuple[Note, ...] = ()  # what a setup file left to torchtitan's defaults
 
     def __post_init__(self) -> None:
@@ -102,6 +115,29 @@ class RunConfig:
                     f"--tp {self.tp} x --fsdp {self.fsdp_degree} ranks exceed {MAX_DEGREE}, more "
                     "GPUs than any training run has used"
                 )
+        _positive_int("--replicate", self.dp_replicate)
+        if self.float8_all_gather and not self.fsdp:
+            raise ParallelismError(
+                "a float8 all-gather is FSDP's: --float8-all-gather needs --fsdp"
+            )
+        if self.reduce_dtype not in REDUCE_DTYPES:
+            raise ParallelismError(
+                f"reduce dtype must be one of {', '.join(REDUCE_DTYPES)} (got {self.reduce_dtype!r})"
+            )
+        if self.reshard_after_forward not in RESHARD:
+            raise ParallelismError(
+                f"reshard after forward must be one of {', '.join(RESHARD)} "
+                f"(got {self.reshard_after_forward!r})"
+            )
+        if self.network_gbps is not None and (
+            isinstance(self.network_gbps, bool)
+            or not isinstance(self.network_gbps, (int, float))
+            or not 0 < self.network_gbps <= MAX_NETWORK_GBPS
+        ):
+            raise ParallelismError(
+                f"--network takes a NIC's line rate in Gb/s, in (0, {MAX_NETWORK_GBPS:g}] "
+                f"(got {self.network_gbps!r})"
+            )
         if not isinstance(self.recompute, Recompute):
             raise ParallelismError(f"recompute must be a Recompute (got {self.recompute!r})")
         _positive_int("recompute_every", self.recompute_every)
@@ -128,6 +164,8 @@ class RunConfig:
         recompute: str | Recompute = "none",
         step_ms: float | None = None,
         recompute_every: int = 1,
+        float8_all_gather: bool = False,
+        network_gbps: float | None = None,
     ) -> RunConfig:
         """From user-facing values (the CLI's and module_filter's): recompute by name, the
         step in milliseconds, FSDP as a flag or a degree (`--fsdp` alone: -1, on with its
@@ -154,6 +192,9 @@ class RunConfig:
             step_s=None if step_ms is None else step_ms / 1e3,
             fsdp_degree=degree,
             recompute_every=recompute_every,
+            float8_all_gather=float8_all_gather,
+            precompute_scales=float8_all_gather,
+            network_gbps=network_gbps,
         )
 
     @classmethod

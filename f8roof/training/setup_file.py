@@ -35,7 +35,7 @@ from f8roof.errors import F8RoofError
 from f8roof.files import read_text
 from f8roof.notes import Note, Topic, note
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
-from f8roof.training.run_config import RunConfig, check_step_ms
+from f8roof.training.run_config import REDUCE_DTYPES, RESHARD, RunConfig, check_step_ms
 from f8roof.training.torchtitan_names import RECIPES
 
 if sys.version_info >= (3, 11):
@@ -75,11 +75,14 @@ JOB_CONFIG = "torchtitan JobConfig (config_manager.py 2025-05, config/job_config
 # the ones used, and the ones that exist there but change nothing f8roof models.
 USED_KEYS: dict[str, frozenset[str]] = {
     "model": frozenset({"name", "flavor", "converters"}),
-    "training": frozenset({"local_batch_size", "batch_size", "seq_len", "compile"}),
+    "training": frozenset(
+        {"local_batch_size", "batch_size", "seq_len", "compile", "mixed_precision_reduce"}
+    ),
     "parallelism": frozenset(
         {
             "data_parallel_shard_degree",
             "data_parallel_replicate_degree",
+            "fsdp_reshard_after_forward",
             "tensor_parallel_degree",
             "enable_async_tensor_parallel",
             "pipeline_parallel_degree",  # 1, or refused
@@ -101,7 +104,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
         }
     ),
     "compile": frozenset({"enable"}),  # torchtitan's later [compile] section
-    "f8roof": frozenset({"gpu", "step_ms"}),
+    "f8roof": frozenset({"gpu", "step_ms", "network_gbps"}),
 }
 IGNORED_KEYS: dict[str, frozenset[str]] = {
     "model": frozenset({"tokenizer_path", "hf_assets_path", "print_after_conversion"}),
@@ -115,7 +118,6 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
             "enable_cpu_offload",
             "dtype",
             "mixed_precision_param",
-            "mixed_precision_reduce",
             "gc_freq",
             "gc_debug",
             "seed",
@@ -126,7 +128,6 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
     "parallelism": frozenset(
         {
             "enable_compiled_autograd",
-            "fsdp_reshard_after_forward",
             "disable_loss_parallel",
             "pipeline_parallel_split_points",
             "module_fqns_per_model_part",
@@ -175,7 +176,6 @@ class SetupFile:
     recipe: str = "tensorwise"  # torchtitan's name (rowwise_with_gw_hp)
     float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
     compile: bool = False
-    dp_replicate: int = 1
     source: str = ""  # the file, and which layout it was read as
 
     def __post_init__(self) -> None:
@@ -183,10 +183,6 @@ class SetupFile:
             raise F8RoofError(f"setup: unknown f8roof model {self.run.model!r}")
         if self.run.tokens is None:
             raise F8RoofError("setup: the tokens per rank are not known")
-        if isinstance(self.dp_replicate, bool) or self.dp_replicate < 1:
-            raise F8RoofError(
-                f"setup: dp_replicate must be a positive integer ({self.dp_replicate!r})"
-            )
         if self.recipe not in RECIPES:
             raise F8RoofError(f"setup: unknown recipe {self.recipe!r}; known: {', '.join(RECIPES)}")
 
@@ -343,8 +339,14 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             f"'tensor_parallel_degree' {tp} (sequence parallelism splits each sequence)"
         )
     replicate = par.integer("data_parallel_replicate_degree", 1)
-    if replicate > 1:
-        assumptions.append(note(Topic.HSDP, degree=replicate))
+    reshard = par.string("fsdp_reshard_after_forward", "default")
+    reduce_dtype = sec["training"].string("mixed_precision_reduce", "float32")
+    for key, value, known in (
+        ("fsdp_reshard_after_forward", reshard, RESHARD),
+        ("mixed_precision_reduce", reduce_dtype, REDUCE_DTYPES),
+    ):
+        if value not in known:
+            raise _fail(f"'{key}' = {value!r} in {path}: torchtitan takes {', '.join(known)}")
 
     ac = sec["activation_checkpoint"]
     mode_name = ac.string("mode")
@@ -446,6 +448,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
     extra = sec["f8roof"]
     gpu = extra.string("gpu")
     step_ms = extra.values.get("step_ms")
+    network = extra.values.get("network_gbps")
     if step_ms is not None:
         try:
             check_step_ms(step_ms)
@@ -473,6 +476,10 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             sac_policy=TOML_LAYOUT_POLICY,
             filter_fqns=filter_fqns,
             moe_fqns=f8.names("moe_fqns_prototype"),
+            reduce_dtype=reduce_dtype,
+            reshard_after_forward=reshard,
+            dp_replicate=replicate,
+            network_gbps=network,
             assumptions=tuple(assumptions),
         )
     except F8RoofError as e:  # the degrees and step came from the file: in its words
@@ -482,7 +489,6 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         recipe=recipe,
         float8=float8,
         compile=compile_,
-        dp_replicate=replicate,
         source=f"{path} ({'torchtitan job config' if torchtitan_names else 'f8roof setup'})",
     )
 
@@ -510,6 +516,9 @@ _FILE_TERMS = {
     "--recipe": "recipe_name",
     "--model": "[model] name",
     "--step-ms": "step_ms",
+    "--network": "network_gbps in [f8roof]",
+    "--replicate": "data_parallel_replicate_degree",
+    "--float8-all-gather": "enable_fsdp_float8_all_gather",
 }
 
 

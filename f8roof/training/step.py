@@ -1,20 +1,23 @@
-"""One training step per GPU, bf16 against float8: the blocks, lm_head, and the rest.
+"""One training step per GPU, bf16 against float8: the blocks, lm_head, and what runs outside
+them, each part modelled; a measured bf16 step reconciled with the model, never replaced by it.
 
 Inputs are one transformer block's time parts per precision (`BlockTimes`): its linears'
 gemms, the overhead kernels float8 adds (casts, amax, scales; zero in bf16), the rest of its
 compute (attention, norms, activations: the same in both), its exposed TP and FSDP
-communication and what its checkpointing recomputes. A step is `layers` blocks, lm_head (kept
-in bf16 unless its float8 time is given: torchtitan's default filter is `output`) and
-everything else (embedding, loss, optimizer), which float8 does not change.
+communication and what its checkpointing recomputes; lm_head (kept in bf16 unless its float8
+time is given: torchtitan's default filter is `output`); and `OutsideBlocks`: the embedding,
+the final norm and the loss, the optimizer step and gradient clipping, at their bytes.
 
-With a measured bf16 step (`--step-ms`) that step is the bf16 time and float8 changes it by
-the modelled difference of the blocks and lm_head: fp8 = step - (modelled bf16 - modelled
-fp8). Without it the step is modelled: blocks x layers + lm_head + `rest_s` (the caller's
-estimate of embedding, loss and optimizer), and a note says so.
+The modelled step is the sum of its parts. A measured bf16 step (`--step-ms`) is the bf16
+step; the model is reconciled with it (`Reconciliation`): the gap between them is spread over
+every part in proportion to its bf16 time (the model's relative error taken as the same
+everywhere), so float8's step is measured x modelled float8 / modelled bf16; the band spans
+the two extreme attributions (the whole gap on the linears float8 speeds up, or on what it
+does not change) and the linears' own band. Only an impossible step is refused: one shorter
+than its bf16 gemms' FLOPs at the GPU's peak.
 
-The answer is typed: one `Component` per part of the step (linears, other compute, TP and
-FSDP collectives, recompute, the rest), each with bf16 time, float8 time and its band's ends,
-and what it rests on (`Basis`); the notes are `f8roof.notes.Note` records.
+The answer is typed: one `Component` per part of the step, each with bf16 time, float8 time
+and its band's ends, and what it rests on (`Basis`); the notes are `f8roof.notes.Note` records.
 """
 
 from __future__ import annotations
@@ -74,7 +77,8 @@ class Part(str, Enum):
     TP_COMM = "TP collectives"
     FSDP_COMM = "FSDP collectives"
     RECOMPUTE = "recompute"
-    REST = "embedding, loss, optimizer"
+    OUTSIDE = "embedding, final norm and loss"
+    OPTIMIZER = "optimizer step and gradient clipping"
 
 
 class Basis(str, Enum):
@@ -84,8 +88,77 @@ class Basis(str, Enum):
     GRAPHS = "the sharded block's graphs"  # compiled, or the shipped fits of compiles
     ATTENTION = "FlashAttention-2 throughput"  # timing/attention.py
     COLLECTIVES = "nccl-tests bus bandwidth"  # timing/comm.py
-    MEASURED_STEP = "the measured step"  # --step-ms minus the model
+    BYTES = "bytes at the calibration's streaming bandwidth"  # OutsideBlocks
     NOT_MODELLED = "not modelled"
+
+
+# Bytes per element of what runs outside the blocks (derivations in `outside_blocks`).
+EMBEDDING_BYTES_PER_ELEMENT = 10  # gather 2+2, grad read 2, scatter-add read+write 4
+NORM_BYTES_PER_ELEMENT = 12  # forward read 2 + write 2; backward x, grad read 4, write 2, +2
+LOSS_BYTES_PER_LOGIT = 40  # eager fp32 cross entropy over the logits, forward and backward
+ADAMW_BYTES_PER_PARAM = 28  # fused AdamW: param, grad, exp_avg, exp_avg_sq read, 3 written
+CLIP_BYTES_PER_PARAM = 12  # the norm reads each fp32 grad, the clip reads and writes it
+AMAX_BYTES_PER_PARAM = 4  # precomputed float8 scales: one fp32 read of each float8 weight
+
+
+@dataclass(frozen=True)
+class OutsideBlocks:
+    """What one step runs outside its blocks and lm_head's gemms, per GPU, in seconds."""
+
+    embedding_loss_s: float  # embedding forward/backward, the final norm, the loss
+    optimizer_s: float  # AdamW over the parameter shard, gradient clipping (norm, all-reduce)
+    fp8_extra_s: float = 0.0  # float8 only: precomputed FSDP scales (amax pass, all-reduce)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check_time("OutsideBlocks", f.name, getattr(self, f.name))
+
+
+def outside_blocks(
+    *,
+    tokens: int,
+    dim: int,
+    vocab: int,
+    tp: int,
+    params_per_gpu: float,
+    fp8_params_per_gpu: float,
+    stream_s_per_byte: float,
+    launch_s: float,
+    grad_norm_all_reduce_s: float,
+    scales_all_reduce_s: float | None,
+) -> OutsideBlocks:
+    """The step's parts outside the blocks, from their bytes at a streaming kernel's rate
+    (`stream_s_per_byte`, plus `launch_s` per pass), for `tokens` per data-parallel rank:
+    - the embedding (torchtitan shards its rows over TP): a gather of tokens x dim bf16
+      (read and write), its backward's grad read and scatter-add into the (zeroed) shard;
+    - the final RMSNorm on a sequence shard (tokens / tp x dim), forward and backward;
+    - the loss over the logits (tokens x vocab / tp with loss parallel): torchtitan's
+      `cross_entropy(pred.float(), labels)` runs eager, outside the compiled blocks: the fp32
+      upcast (read 2, write 4), log_softmax (read 8 over its passes, write 4), nll, and their
+      backward (fill 4, log_softmax backward read 8 write 4, downcast read 4 write 2): 40
+      bytes per logit;
+    - the optimizer: torchtitan's default AdamW (`implementation = "fused"`) over this GPU's
+      fp32 parameter shard, 28 bytes per parameter; gradient clipping (`max_norm`): the norm
+      reads each fp32 gradient, one all-reduce of the total norm across the mesh, then every
+      gradient is scaled in place (read and write): 12 bytes per parameter;
+    - float8 with FSDP's precomputed scales (`scales_all_reduce_s` not None): one amax pass
+      over every float8 weight's fp32 shard and one all-reduce of all the amaxes per step.
+    """
+    shard = tokens / max(tp, 1)
+    embedding = tokens * dim * EMBEDDING_BYTES_PER_ELEMENT + vocab / max(tp, 1) * dim * 2
+    norm = shard * dim * NORM_BYTES_PER_ELEMENT
+    loss = tokens * vocab / max(tp, 1) * LOSS_BYTES_PER_LOGIT
+    embedding_loss = (embedding + norm + loss) * stream_s_per_byte + 10 * launch_s
+    optimizer = (
+        params_per_gpu * (ADAMW_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * stream_s_per_byte
+        + 3 * launch_s
+        + grad_norm_all_reduce_s
+    )
+    extra = 0.0
+    if scales_all_reduce_s is not None and fp8_params_per_gpu:
+        extra = fp8_params_per_gpu * AMAX_BYTES_PER_PARAM * stream_s_per_byte
+        extra += launch_s + scales_all_reduce_s
+    return OutsideBlocks(embedding_loss, optimizer, extra)
 
 
 @dataclass(frozen=True)
@@ -113,14 +186,39 @@ def _flat(part: Part, bf16_s: float, fp8_s: float, basis: Basis, **kw) -> Compon
 
 
 @dataclass(frozen=True)
+class Reconciliation:
+    """A measured bf16 step beside the modelled one. `speedup_gap_on_linears`: the whole gap
+    on the linears (float8 speeds it up as it does them); `speedup_gap_unchanged`: the whole
+    gap on what float8 does not change. The expected step spreads it over every part."""
+
+    measured_s: float
+    modelled_s: float
+    speedup_proportional: float
+    speedup_gap_on_linears: float
+    speedup_gap_unchanged: float
+
+    @property
+    def gap_s(self) -> float:
+        """What the measured step holds beyond the model (negative: the model over-counts)."""
+        return self.measured_s - self.modelled_s
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["gap_s"] = self.gap_s
+        return out
+
+
+@dataclass(frozen=True)
 class StepSummary:
-    """The step speedup and where it comes from; every time in seconds per GPU per step."""
+    """The step speedup and where it comes from; every time in seconds per GPU per step.
+    `components` are the model's parts and add up to `modelled_bf16_s` and `modelled_fp8_s`;
+    with a measured step, `bf16_s` is it and `reconciliation` says how the model meets it."""
 
     bf16_s: float
     fp8_s: float
     speedup: float  # bf16_s / fp8_s
-    # the speedup with the float8 linears at their band's slow and fast ends (the expected
-    # speedup where the rows carry no band)
+    # the speedup at the band's slow and fast ends (the linears' bands and, with a measured
+    # step, the attributions of its gap)
     speedup_low: float
     speedup_high: float
     step_measured: bool  # True: bf16_s is the measured step (--step-ms)
@@ -128,6 +226,7 @@ class StepSummary:
     components: tuple[Component, ...]
     lm_head_bf16_s: float = 0.0  # within the linears: lm_head (torchtitan's output)
     lm_head_fp8_s: float = 0.0
+    reconciliation: Reconciliation | None = None
     notes: tuple[Note, ...] = ()
 
     def __post_init__(self) -> None:
@@ -140,6 +239,14 @@ class StepSummary:
         return next(c for c in self.components if c.part is part)
 
     @property
+    def modelled_bf16_s(self) -> float:
+        return sum(c.bf16_s for c in self.components)
+
+    @property
+    def modelled_fp8_s(self) -> float:
+        return sum(c.fp8_s for c in self.components)
+
+    @property
     def linear_bf16_s(self) -> float:
         return self.part(Part.LINEARS).bf16_s
 
@@ -149,8 +256,8 @@ class StepSummary:
 
     @property
     def linear_share(self) -> float:
-        """The linears' share of the bf16 step: the most float8 can act on."""
-        return self.linear_bf16_s / self.bf16_s
+        """The linears' share of the modelled bf16 step: the most float8 can act on."""
+        return self.linear_bf16_s / self.modelled_bf16_s
 
     @property
     def comm_bf16_s(self) -> float:
@@ -169,12 +276,12 @@ class StepSummary:
         return self.part(Part.RECOMPUTE).fp8_s
 
     @property
-    def rest_s(self) -> float:
-        return self.part(Part.REST).bf16_s
+    def outside_bf16_s(self) -> float:
+        return self.part(Part.OUTSIDE).bf16_s + self.part(Part.OPTIMIZER).bf16_s
 
     def to_dict(self) -> dict[str, Any]:
-        """The --out contract: the step's figures, its components and its notes (as records;
-        renderers add their sentences)."""
+        """The --out contract: the step's figures, its components, the reconciliation with a
+        measured step and the notes (as records; renderers add their sentences)."""
         out: dict[str, Any] = {
             name: getattr(self, name)
             for name in (
@@ -185,6 +292,8 @@ class StepSummary:
                 "speedup_high",
                 "step_measured",
                 "layers",
+                "modelled_bf16_s",
+                "modelled_fp8_s",
                 "linear_bf16_s",
                 "linear_fp8_s",
                 "linear_share",
@@ -194,10 +303,12 @@ class StepSummary:
                 "recompute_fp8_s",
                 "lm_head_bf16_s",
                 "lm_head_fp8_s",
-                "rest_s",
+                "outside_bf16_s",
             )
         }
         out["components"] = [c.to_dict() for c in self.components]
+        rec = self.reconciliation
+        out["reconciliation"] = None if rec is None else rec.to_dict()
         out["notes"] = [n.to_dict() for n in self.notes]
         return out
 
@@ -208,21 +319,24 @@ def step_summary(
     fp8: BlockTimes,
     layers: int,
     lm_head_bf16_s: float,
+    outside: OutsideBlocks,
+    gemm_floor_s: float,
     lm_head_fp8_s: float | None = None,
     step_s: float | None = None,
-    rest_s: float = 0.0,
     notes: tuple[Note, ...] | list[Note] = (),
     fp8_band_s: tuple[float, float] = (0.0, 0.0),
     block_basis: Basis = Basis.PER_LAYER,
 ) -> StepSummary:
     """The step in both precisions (see the module docstring). `lm_head_fp8_s` None: lm_head
-    stays bf16 (torchtitan's llama configs filter "output"). `fp8_band_s`: what the float8
-    linears' time moves by, per step, at their band's fast and slow ends. `block_basis`: what
-    the block's times rest on (per-layer rows: its other compute is attention alone)."""
+    stays bf16 (torchtitan's llama configs filter "output"). `gemm_floor_s`: the step's bf16
+    gemms' FLOPs at the GPU's peak, the shortest step physics allows. `fp8_band_s`: what the
+    float8 linears' time moves by, per step, at their band's fast and slow ends.
+    `block_basis`: what the block's times rest on (per-layer rows: its other compute is
+    attention alone)."""
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise StepError(f"layers must be an integer >= 1 (got {layers!r})")
     _check_time("step", "lm_head_bf16_s", lm_head_bf16_s)
-    _check_time("step", "rest_s", rest_s)
+    _check_time("step", "gemm_floor_s", gemm_floor_s)
     if bf16.overhead_s:
         raise StepError("bf16 BlockTimes carries float8 overhead; give it to the fp8 side")
     notes = list(notes)
@@ -230,41 +344,11 @@ def step_summary(
     _check_time("step", "lm_head_fp8_s", head_fp8)
     if lm_head_fp8_s is None:
         notes.append(note(Topic.LM_HEAD_BF16))
-    model_bf16 = layers * bf16.total_s + lm_head_bf16_s
-    model_fp8 = layers * fp8.total_s + head_fp8
-    if step_s is not None:
-        _check_time("step", "step_s", step_s)
-        if step_s <= 0:
-            raise StepError(f"the measured step must be > 0 s (got {step_s!r})")
-        if rest_s:
-            raise StepError("rest_s is for a modelled step; a measured step already holds it")
-        rest = step_s - model_bf16
-        if rest < 0:
-            notes.append(
-                note(
-                    Topic.MODEL_EXCEEDS_STEP,
-                    model_ms=model_bf16 * 1e3,
-                    step_ms=step_s * 1e3,
-                    measured=True,
-                )
-            )
-        bf16_s = step_s
-        fp8_s = step_s - (model_bf16 - model_fp8)
-    else:
-        notes.append(note(Topic.MODELLED_STEP, rest_ms=rest_s * 1e3))
-        rest = rest_s
-        bf16_s = model_bf16 + rest_s
-        fp8_s = model_fp8 + rest_s
-    if fp8_s <= 0:
-        raise StepError("the modelled float8 step is not positive: the model does not fit")
     fast_s, slow_s = fp8_band_s
-    if not (fast_s <= 0 <= slow_s and fp8_s + fast_s > 0):
-        raise StepError(f"the float8 band {fp8_band_s} does not bracket the expected step")
-    linear_fp8 = layers * fp8.linear_s + head_fp8
     other = block_basis
     if block_basis is Basis.PER_LAYER:
         other = Basis.ATTENTION if bf16.other_compute_s else Basis.NOT_MODELLED
-    rest_basis = Basis.MEASURED_STEP if step_s is not None else Basis.NOT_MODELLED
+    linear_fp8 = layers * fp8.linear_s + head_fp8
     components = (
         Component(
             Part.LINEARS,
@@ -282,18 +366,97 @@ def step_summary(
             Part.FSDP_COMM, layers * bf16.fsdp_comm_s, layers * fp8.fsdp_comm_s, Basis.COLLECTIVES
         ),
         _flat(Part.RECOMPUTE, layers * bf16.recompute_s, layers * fp8.recompute_s, block_basis),
-        _flat(Part.REST, rest, rest, rest_basis, measured=step_s is not None),
+        _flat(Part.OUTSIDE, outside.embedding_loss_s, outside.embedding_loss_s, Basis.BYTES),
+        _flat(
+            Part.OPTIMIZER,
+            outside.optimizer_s,
+            outside.optimizer_s + outside.fp8_extra_s,
+            Basis.BYTES,
+        ),
     )
+    model_bf16 = sum(c.bf16_s for c in components)
+    model_fp8 = sum(c.fp8_s for c in components)
+    if not (fast_s <= 0 <= slow_s and model_fp8 + fast_s > 0):
+        raise StepError(f"the float8 band {fp8_band_s} does not bracket the expected step")
+    if step_s is None:
+        notes.append(
+            note(
+                Topic.MODELLED_STEP,
+                outside_ms=outside.embedding_loss_s * 1e3 + outside.optimizer_s * 1e3,
+            )
+        )
+        return StepSummary(
+            bf16_s=model_bf16,
+            fp8_s=model_fp8,
+            speedup=model_bf16 / model_fp8,
+            speedup_low=model_bf16 / (model_fp8 + slow_s),
+            speedup_high=model_bf16 / (model_fp8 + fast_s),
+            step_measured=False,
+            layers=layers,
+            components=components,
+            lm_head_bf16_s=lm_head_bf16_s,
+            lm_head_fp8_s=head_fp8,
+            notes=tuple(notes),
+        )
+    _check_time("step", "step_s", step_s)
+    if step_s < gemm_floor_s:
+        raise StepError(
+            f"a measured step of {step_s * 1e3:.4g} ms is shorter than its bf16 gemms at the "
+            f"GPU's peak ({gemm_floor_s * 1e3:.4g} ms): check the step, tokens and GPU"
+        )
+    rec = reconcile(
+        step_s=step_s,
+        modelled_bf16_s=model_bf16,
+        modelled_fp8_s=model_fp8,
+        linear_bf16_s=components[0].bf16_s,
+        linear_fp8_s=linear_fp8,
+    )
+    notes.append(
+        note(
+            Topic.RECONCILED,
+            measured_ms=step_s * 1e3,
+            modelled_ms=model_bf16 * 1e3,
+            gap=rec.gap_s / step_s,
+            measured=True,
+        )
+    )
+    scale = step_s / model_bf16
+    fp8_s = step_s / rec.speedup_proportional
+    ends = (step_s / rec.speedup_gap_on_linears, step_s / rec.speedup_gap_unchanged, fp8_s)
     return StepSummary(
-        bf16_s=bf16_s,
+        bf16_s=step_s,
         fp8_s=fp8_s,
-        speedup=bf16_s / fp8_s,
-        speedup_low=bf16_s / (fp8_s + slow_s),
-        speedup_high=bf16_s / (fp8_s + fast_s),
-        step_measured=step_s is not None,
+        speedup=rec.speedup_proportional,
+        speedup_low=step_s / (max(ends) + slow_s * scale),
+        speedup_high=step_s / (min(ends) + fast_s * scale),
+        step_measured=True,
         layers=layers,
         components=components,
         lm_head_bf16_s=lm_head_bf16_s,
         lm_head_fp8_s=head_fp8,
+        reconciliation=rec,
         notes=tuple(notes),
     )
+
+
+def reconcile(
+    *,
+    step_s: float,
+    modelled_bf16_s: float,
+    modelled_fp8_s: float,
+    linear_bf16_s: float,
+    linear_fp8_s: float,
+) -> Reconciliation:
+    """A measured bf16 step against the model: the float8 step when the gap between them is
+    spread over every part in proportion to its modelled bf16 time, put wholly on the linears
+    (scaled by their float8/bf16 ratio; where a negative gap exceeds them, proportionally),
+    or wholly on what float8 leaves alone."""
+    gap = step_s - modelled_bf16_s
+    proportional = modelled_bf16_s / modelled_fp8_s
+    on_linears = proportional
+    if linear_bf16_s + gap > 0:
+        on_linears = step_s / (modelled_fp8_s + gap * linear_fp8_s / linear_bf16_s)
+    unchanged = proportional
+    if modelled_fp8_s + gap > 0:
+        unchanged = step_s / (modelled_fp8_s + gap)
+    return Reconciliation(step_s, modelled_bf16_s, proportional, on_linears, unchanged)

@@ -1,0 +1,136 @@
+"""The step at training scale through `f8roof estimate`: every part modelled, full AC and
+async TP timed from the shipped block graphs, FSDP2's schedule as torchtitan sets it up, a
+measured step reconciled, float8 all-gather as a flag and as a suggestion."""
+
+import json
+
+import pytest
+from conftest import invoke_cli
+
+LLAMA70 = """[model]
+name = "llama3"
+flavor = "70B"
+converters = ["float8"]
+[training]
+local_batch_size = 1
+seq_len = 8192
+compile = true
+{training}
+[parallelism]
+data_parallel_shard_degree = 16
+tensor_parallel_degree = 8
+{parallelism}
+[activation_checkpoint]
+mode = "full"
+[float8]
+filter_fqns = ["output"]
+[f8roof]
+gpu = "h100"
+"""
+
+
+def summary_of(tmp_path, text, *args, name="s"):
+    setup = tmp_path / f"{name}.toml"
+    setup.write_text(text)
+    out = tmp_path / f"{name}.json"
+    result = invoke_cli("estimate", "--setup", str(setup), "--out", str(out), *args)
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())["summary"]
+
+
+def setup(training="", parallelism=""):
+    return LLAMA70.format(training=training, parallelism=parallelism)
+
+
+def part(summary, name):
+    return next(c for c in summary["components"] if c["part"] == name)
+
+
+def test_full_ac_comes_from_the_block_graphs_with_their_forward_rerun(tmp_path):
+    s = summary_of(tmp_path, setup())
+    topics = {n["topic"] for n in s["notes"]}
+    assert {"blocks_from", "full_ac_graphs", "outside_blocks"} <= topics
+    origin = next(n["values"] for n in s["notes"] if n["topic"] == "blocks_from")
+    assert origin["block"]["recompute"] == "none" and not origin["compiled"]
+    # the forward again: recompute is most of a forward, linears included
+    assert part(s, "recompute")["bf16_s"] > 0.25 * part(s, "linears")["bf16_s"]
+
+
+def test_the_parts_add_up_to_the_modelled_step_with_optimizer_embedding_and_loss(tmp_path):
+    s = summary_of(tmp_path, setup())
+    assert not s["step_measured"] and s["reconciliation"] is None
+    assert sum(c["bf16_s"] for c in s["components"]) == pytest.approx(s["bf16_s"])
+    assert sum(c["fp8_s"] for c in s["components"]) == pytest.approx(s["fp8_s"])
+    assert part(s, "optimizer step and gradient clipping")["bf16_s"] > 0
+    assert part(s, "embedding, final norm and loss")["bf16_s"] > 0
+
+
+def test_a_measured_step_far_from_the_model_is_reconciled_not_refused(tmp_path):
+    modelled = summary_of(tmp_path, setup(), name="m")
+    for step_ms in (round(0.5 * modelled["bf16_s"] * 1e3), round(3 * modelled["bf16_s"] * 1e3)):
+        s = summary_of(tmp_path, setup(), "--step-ms", str(step_ms), name="x")
+        rec = s["reconciliation"]
+        assert s["bf16_s"] == pytest.approx(step_ms / 1e3)
+        assert rec["modelled_s"] == pytest.approx(modelled["bf16_s"])
+        assert s["speedup"] == pytest.approx(modelled["speedup"])
+        assert s["speedup_low"] <= s["speedup"] <= s["speedup_high"]
+
+
+def test_a_bf16_reduce_scatter_and_hsdp_move_fsdp_as_torchtitan_sets_them(tmp_path):
+    fp32 = summary_of(tmp_path, setup(), name="fp32")
+    bf16 = summary_of(tmp_path, setup(training='mixed_precision_reduce = "bfloat16"'), name="b")
+    hsdp = summary_of(tmp_path, setup(parallelism="data_parallel_replicate_degree = 4"), name="h")
+    fsdp = {
+        k: part(v, "FSDP collectives")["bf16_s"]
+        for k, v in (("fp32", fp32), ("bf16", bf16), ("hsdp", hsdp))
+    }
+    assert fsdp["bf16"] < fsdp["fp32"] < fsdp["hsdp"]
+    said = next(n["values"] for n in hsdp["notes"] if n["topic"] == "fsdp_schedule")
+    assert said["replicate"] == 4 and said["reduce_dtype"] == "float32"
+
+
+def test_never_resharding_exposes_no_more_than_the_default(tmp_path):
+    default = summary_of(tmp_path, setup(), name="d")
+    never = summary_of(
+        tmp_path, setup(parallelism='fsdp_reshard_after_forward = "never"'), name="n"
+    )
+    assert part(never, "FSDP collectives")["bf16_s"] <= part(default, "FSDP collectives")["bf16_s"]
+
+
+def test_an_unknown_reduce_dtype_is_one_line(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text(setup(training='mixed_precision_reduce = "float16"'))
+    result = invoke_cli("estimate", "--setup", str(path))
+    assert result.exit_code == 2
+    assert "'mixed_precision_reduce' = 'float16'" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_slower_network_exposes_more_of_fsdp(tmp_path):
+    args = ("--model", "llama3-8b", "--tokens", "2048", "--fsdp", "64", "--gpu", "h100")
+    fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"
+    assert invoke_cli("estimate", *args, "--out", str(fast)).exit_code == 0
+    result = invoke_cli("estimate", *args, "--network", "100", "--out", str(slow))
+    assert result.exit_code == 0, result.output
+    fast, slow = (json.loads(p.read_text())["summary"] for p in (fast, slow))
+    assert part(slow, "FSDP collectives")["bf16_s"] > part(fast, "FSDP collectives")["bf16_s"]
+
+
+def test_float8_all_gather_is_a_flag_and_suggested_where_it_helps(tmp_path):
+    args = ("--model", "llama3-70b", "--tokens", "8192", "--fsdp", "64", "--gpu", "h100")
+    out = tmp_path / "plain.json"
+    plain = invoke_cli("estimate", *args, "--out", str(out))
+    assert plain.exit_code == 0, plain.output
+    assert "with FSDP2's float8 all-gather: x" in plain.output
+    suggested = json.loads(out.read_text())["summary"]["float8_all_gather"]
+    on = tmp_path / "on.json"
+    flagged = invoke_cli("estimate", *args, "--float8-all-gather", "--out", str(on))
+    assert flagged.exit_code == 0, flagged.output
+    assert "with FSDP2's float8 all-gather" not in flagged.output  # already on
+    gathered = json.loads(on.read_text())["summary"]
+    assert gathered["speedup"] == pytest.approx(suggested["speedup"])
+    assert gathered["speedup"] > json.loads(out.read_text())["summary"]["speedup"]
+    alone = invoke_cli(
+        "estimate", "--model", "llama3-8b", "--tokens", "8192", "--float8-all-gather"
+    )
+    assert alone.exit_code == 2 and "needs --fsdp" in alone.output
