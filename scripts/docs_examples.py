@@ -150,7 +150,7 @@ EXAMPLES: tuple[Example, ...] = (
     Example(
         "readme-runs",
         "README.md",
-        ("scripts/published_runs.py",),
+        ("scripts/published_runs.py", "--summary"),
         kind="script",
         fence=False,
     ),

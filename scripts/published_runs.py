@@ -183,9 +183,14 @@ def main() -> None:
     parser.add_argument(
         "--terms", action="store_true", help="each step's parts beside the measurement"
     )
+    parser.add_argument("--summary", action="store_true", help="the errors per class alone")
     args = parser.parse_args()
-    print("| run | GPU | predicted (band) | measured | error |")
-    print("|---|---|---|---|---|")
+    table = (
+        []
+        if args.summary
+        else ["| run | GPU | predicted (band) | measured | error |", "|---|---|---|---|---|"]
+    )
+    print(*table, sep="\n", end="\n" if table else "")
     errors: dict[str, list[tuple[float, float]]] = {}
     terms = []
     for run in runs():
@@ -195,20 +200,21 @@ def main() -> None:
             errors.setdefault(key, []).append((error, 1 / run.measured - 1))
         power = find_gpu(run.gpu).power_w
         band = f"{summary['speedup_low']:.2f}-{summary['speedup_high']:.2f}"
-        print(
-            f"| {run.name} | {run.gpu} ({power} W) | {summary['speedup']:.3f}x ({band}) | "
-            f"{run.measured:.3f}x | {error:+.1%} |",
-            flush=True,
-        )
+        if not args.summary:
+            print(
+                f"| {run.name} | {run.gpu} ({power} W) | {summary['speedup']:.3f}x ({band}) | "
+                f"{run.measured:.3f}x | {error:+.1%} |",
+                flush=True,
+            )
         terms.append((run, summary))
-    print()
     legend = (
         "bench: torchtitan's async TP float8 benchmark (Grand Teton H100s at 500 W); #1207: "
         "pytorch/torchtitan#1207; #149990: pytorch/pytorch#149990 (local batch 8, torchtitan's "
         "70B config); ao: torchao's training.md. Each answered from its configuration, on the "
         "part it ran on, its measured bf16 step reconciled with the model; nothing tuned to it."
     )
-    print(textwrap.fill(legend, 100), end="\n\n")
+    if not args.summary:
+        print("", textwrap.fill(legend, 100), "", sep="\n")
     for key, pairs in errors.items():
         signed = np.array([e for e, _ in pairs])
         one = np.array([abs(o) for _, o in pairs])
