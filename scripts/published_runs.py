@@ -87,12 +87,14 @@ SETUP = re.compile(r"FSDP=(\d+) TP=(\d+)")
 
 
 def runs(path: Path = RUNS_CSV) -> list[Run]:
-    """The published runs (data/published/runs_h100_dev.csv), their setup read off each row's
-    `setup` text: parallel degrees, checkpointing, local batch (1 where the row names none:
+    """torchtitan's published runs (data/published/runs_h100_dev.csv's pytorch/torchtitan
+    rows), their setup read off each row's `setup` text: parallel degrees, checkpointing, local batch (1 where the row names none:
     torchtitan#1207 ran one sequence per rank), vanilla or async TP; the part from `gpu`
     (torchtitan's 500 W H100s: h100-meta)."""
     out = []
     for row in pd.read_csv(path).itertuples():
+        if not row.source.startswith("pytorch/torchtitan"):
+            continue  # the README's table quotes torchtitan's runs; the rest: published_memory
         found = SETUP.search(row.setup)
         if found is None:
             raise SystemExit(f"{row.source}: no FSDP=.. TP=.. in {row.setup!r}")
