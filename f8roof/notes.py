@@ -57,6 +57,8 @@ class Topic(str, Enum):
     LM_HEAD_BF16 = "lm_head_bf16"
     MODELLED_STEP = "modelled_step"  # rest_ms
     MODEL_EXCEEDS_STEP = "model_exceeds_step"  # model_ms, step_ms
+    # peak memory per GPU (training/memory.py)
+    MEMORY_ASSUMED = "memory_assumed"  # runtime_gib: reserved = allocated; outside the allocator
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,25 @@ from f8roof.engine.sharded import (
     no_block,
     shipped_block,
 )
-from f8roof.engine.step_summary import StepAnswer, kept_by_setup, summarize_step
+from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup, summarize_step
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.inputs.shapes import collect_shapes
-from f8roof.notes import Note
-from f8roof.training.run_config import RunConfig
-from f8roof.training.torchtitan_names import RECIPES, filter_fqns_for, to_torchtitan_fqn
+from f8roof.notes import Note, Topic, note
+from f8roof.training.memory import (
+    GIB,
+    RUNTIME_BYTES,
+    Headroom,
+    MemoryEstimate,
+    headroom,
+    memory_estimate,
+)
+from f8roof.training.run_config import AUTO_FILTER, RunConfig
+from f8roof.training.torchtitan_names import (
+    RECIPES,
+    filter_fqns_for,
+    filter_names,
+    to_torchtitan_fqn,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +69,16 @@ class TorchtitanConfig:
     converts: bool = True  # False: the filters keep every linear, so train without float8
 
 
+@dataclass(frozen=True)
+class MemoryAnswer:
+    """Peak memory per GPU as torchtitan converts the run (training/memory.py), what fits in
+    the GPU's memory, and the assumptions behind both."""
+
+    estimate: MemoryEstimate
+    headroom: Headroom
+    notes: tuple[Note, ...] = ()
+
+
 @dataclass(frozen=True, eq=False)
 class ModelAnswer:
     resolved: Resolved
@@ -63,6 +86,7 @@ class ModelAnswer:
     step: StepAnswer
     torchtitan: TorchtitanConfig | None = None  # asked by a setup file (--setup)
     block: BlockComparison | None = None  # the sharded block its blocks were timed from
+    memory: MemoryAnswer | None = None  # None: the FSDP degree is unknown
 
     @property
     def summary(self):
@@ -123,9 +147,66 @@ def answer(
         block, why_not = sharded_block(question, rec, resolved)
         step = summarize_step(rec, resolved, block=block, no_block=why_not)
         check_finite(rec.layers, resolved, grouped_nan=True)
+        memory = memory_answer(rec, resolved, stated=question.from_setup)
         config = torchtitan_config(rec) if question.from_setup else None
-        return ModelAnswer(resolved, rec, step, config, block)
+        return ModelAnswer(resolved, rec, step, config, block, memory)
     return answer_shapes(question, resolved, progress=progress)
+
+
+def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> MemoryAnswer | None:
+    """Peak memory per GPU with the linears float8 converts as torchtitan does (every one but
+    the filter_fqns: what published runs measure), and what fits; None where the FSDP degree
+    is unknown. A run whose layout is stated (a setup file, or --fsdp N) and that does not fit
+    in bf16 is refused with its shortfall."""
+    run = rec.setup
+    if run.fsdp and run.fsdp_degree is None:
+        return None
+    gpu = resolved.config.gpu
+    filters = filter_names(
+        f
+        for f in (run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER)
+        if f != AUTO_FILTER
+    )
+    rows = rec.layers
+    converted = [
+        fqn
+        for fqn, grouped in zip(rows["fqn"], rows["grouped"])
+        if not any(f in fqn for f in filters)
+        and (not grouped or any(m in fqn for m in run.moe_fqns))
+    ]
+    recipe = best_recipe(rec)
+
+    def estimate_at(at: RunConfig, tokens: int) -> MemoryEstimate:
+        return memory_estimate(
+            rec.architecture,
+            tokens=tokens,
+            run=at,
+            recipe=recipe,
+            converted=converted,
+            gpu_memory_bytes=gpu.memory_bytes,
+        )
+
+    try:
+        found = estimate_at(run, rec.tokens)
+        room = headroom(estimate_at, run, tokens=rec.tokens)
+    except ModelError as e:
+        raise F8RoofError(str(e)) from None
+    if (stated or run.fsdp_degree is not None) and not found.bf16_fits:
+        raise F8RoofError(
+            f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
+            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s "
+            f"{found.usable_bytes / GIB:.1f} GiB (its {gpu.memory_bytes / GIB:.0f} GiB less "
+            f"{RUNTIME_BYTES / GIB:.0f} for the CUDA context and NCCL)"
+        )
+    assumed = note(
+        Topic.MEMORY_ASSUMED,
+        runtime_gib=RUNTIME_BYTES / GIB,
+        source=(
+            "torchtitan@fcdbe91c1 run_train.sh (expandable_segments:True), "
+            "components/metrics.py (reserved_bytes.all.peak, GiB)"
+        ),
+    )
+    return MemoryAnswer(found, room, (assumed,))
 
 
 def sharded_block(

@@ -249,6 +249,11 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"the modelled blocks and lm_head ({v['model_ms']:.1f} ms) exceed the measured step "
         f"({v['step_ms']:.1f} ms): the model over-counts bf16 time"
     ),
+    Topic.MEMORY_ASSUMED: lambda v: (
+        "peak memory: allocated bytes as torchtitan's eager llama block saves them, taken as "
+        "the caching allocator's reserved peak (expandable segments); "
+        f"{v['runtime_gib']:.0f} GiB kept free for the CUDA context and NCCL's buffers"
+    ),
 }
 
 
