@@ -2,8 +2,8 @@
 catalog as the step's time; and what float8's savings buy (a cheaper recompute mode, a larger
 local batch). Pure: bytes from shapes, no torch, no device.
 
-The run is torchtitan's (parallelize_llama.py and train.py @fcdbe91c1, 2025-03-25, the commit
-pytorch/pytorch#149990 ran; the same layout in torchtitan 0.3.0) under FSDP2 and torchao:
+The run is torchtitan's (parallelize_llama.py and train.py @fcdbe91c1, 2025-03-25, the day
+pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
 
 - states, sharded over TP x FSDP ranks (FSDP2 `fully_shard` with
   `MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`): fp32 parameters (the
