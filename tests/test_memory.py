@@ -166,3 +166,20 @@ def test_an_answer_carries_its_memory_and_an_unknown_degree_none():
         setup=RunConfig.from_options(fsdp=-1),
     )
     assert unknown.memory is None
+
+
+def test_float8_at_a_cheaper_recompute_mode_is_timed_against_bf16_at_its_own():
+    """Llama3-8B, 64k tokens, TP 8 x FSDP 8 on an H100: bf16 needs per-op SAC, float8 (its
+    saved linear inputs in float8 under TP) fits without recompute."""
+    result = answer(
+        Question(model="llama3-8b", tokens=65536),
+        Request(gpu="h100"),
+        setup=RunConfig.from_options(tp=8, fsdp=8, recompute="selective"),
+    )
+    assert result.memory is not None
+    room, fitting = result.memory.headroom, result.memory.fitting
+    assert (room.bf16_recompute, room.fp8_recompute) == (Recompute.SELECTIVE, Recompute.NONE)
+    assert fitting is not None
+    assert fitting.speedup == pytest.approx(fitting.bf16_s / fitting.fp8_s)
+    assert fitting.like_for_like == pytest.approx(result.step.as_run.speedup)
+    assert fitting.speedup > fitting.like_for_like  # no recompute to pay for in float8

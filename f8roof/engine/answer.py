@@ -11,7 +11,7 @@ torchtitan `filter_fqns` and converter lines for those decisions.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,7 @@ from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note, Topic, note
+from f8roof.training.checkpointing import Recompute
 from f8roof.training.memory import (
     GIB,
     RUNTIME_BYTES,
@@ -70,13 +71,35 @@ class TorchtitanConfig:
 
 
 @dataclass(frozen=True)
+class FittingSpeedup:
+    """float8 at the cheapest recompute mode it fits with, against bf16 at its own: both steps
+    modelled (no measured step: it belongs to the run's own mode), as torchtitan converts."""
+
+    bf16_recompute: Recompute
+    fp8_recompute: Recompute
+    bf16_s: float  # bf16's step at its mode
+    fp8_s: float  # float8's step at its mode
+    like_for_like: float  # the speedup at the run's own mode, modelled the same way
+
+    def __post_init__(self) -> None:
+        if not (self.bf16_s > 0 and self.fp8_s > 0 and self.like_for_like > 0):
+            raise F8RoofError("a fitting speedup needs positive step times")
+
+    @property
+    def speedup(self) -> float:
+        return self.bf16_s / self.fp8_s
+
+
+@dataclass(frozen=True)
 class MemoryAnswer:
     """Peak memory per GPU as torchtitan converts the run (training/memory.py), what fits in
-    the GPU's memory, and the assumptions behind both."""
+    the GPU's memory, the speedup where float8 fits a cheaper recompute mode, and the
+    assumptions behind them."""
 
     estimate: MemoryEstimate
     headroom: Headroom
     notes: tuple[Note, ...] = ()
+    fitting: FittingSpeedup | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,6 +171,9 @@ def answer(
         step = summarize_step(rec, resolved, block=block, no_block=why_not)
         check_finite(rec.layers, resolved, grouped_nan=True)
         memory = memory_answer(rec, resolved, stated=question.from_setup)
+        if memory is not None and memory.headroom.cheaper_recompute:
+            fitting = fitting_speedup(question, resolved, rec, memory.headroom)
+            memory = replace(memory, fitting=fitting)
         config = torchtitan_config(rec) if question.from_setup else None
         return ModelAnswer(resolved, rec, step, config, block, memory)
     return answer_shapes(question, resolved, progress=progress)
@@ -207,6 +233,39 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
         ),
     )
     return MemoryAnswer(found, room, (assumed,))
+
+
+def fitting_speedup(
+    question: Question, resolved: Resolved, rec: Recommendation, room: Headroom
+) -> FittingSpeedup | None:
+    """The step of float8 at its cheapest fitting recompute mode against bf16 at its own (the
+    answer run again with the mode replaced, as torchtitan converts, both modelled), beside
+    the like-for-like speedup at the run's own mode modelled the same way. None where bf16
+    fits no mode."""
+    if room.bf16_recompute is None or room.fp8_recompute is None:
+        return None
+    assert question.model is not None
+    modes = {room.bf16_recompute, room.fp8_recompute, rec.setup.recompute}
+    steps = {}
+    for mode in modes:
+        run = replace(rec.setup, recompute=mode, recompute_every=1, step_s=None)
+        again = recommend_model(
+            question.model,
+            tokens=rec.tokens,
+            resolved=resolved,
+            setup=run,
+            policy=rec.policy,
+        )
+        fitted = replace(question, overhead="fitted")  # never compile again for this
+        block, why_not = sharded_block(fitted, again, resolved)
+        steps[mode] = summarize_step(again, resolved, block=block, no_block=why_not).as_run
+    return FittingSpeedup(
+        bf16_recompute=room.bf16_recompute,
+        fp8_recompute=room.fp8_recompute,
+        bf16_s=steps[room.bf16_recompute].bf16_s,
+        fp8_s=steps[room.fp8_recompute].fp8_s,
+        like_for_like=steps[rec.setup.recompute].speedup,
+    )
 
 
 def sharded_block(

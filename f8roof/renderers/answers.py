@@ -17,7 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from f8roof.engine.answer import MemoryAnswer, ModelAnswer, ShapesAnswer, TorchtitanConfig
+from f8roof.engine.answer import (
+    FittingSpeedup,
+    MemoryAnswer,
+    ModelAnswer,
+    ShapesAnswer,
+    TorchtitanConfig,
+)
 from f8roof.engine.decision import SETTLE_SHAPES
 from f8roof.engine.sharded import BlockComparison
 from f8roof.engine.step_summary import DEFAULT_FILTER, kept_by_setup
@@ -195,7 +201,14 @@ def memory_lines(memory: MemoryAnswer | None, *, every: bool = False) -> list[st
     if every or room.cheaper_recompute:
         bf16 = room.bf16_recompute.value if room.bf16_recompute else "more than full"
         fp8 = room.fp8_recompute.value if room.fp8_recompute else "more than full"
-        lines.append(f"  cheapest recompute that fits: bf16 {bf16}, float8 {fp8}")
+        line = f"  cheapest recompute that fits: bf16 {bf16}, float8 {fp8}"
+        fitting = memory.fitting
+        if fitting is not None:
+            line += (
+                f": step x{fitting.speedup:.3f} at those (x{fitting.like_for_like:.3f} like for "
+                "like, modelled)"
+            )
+        lines.append(line)
     if every or room.fp8_local_batch > room.bf16_local_batch:
         lines.append(
             f"  largest local batch that fits (x {room.seq_len} tokens): bf16 "
@@ -409,6 +422,16 @@ def out_summary(answer: ModelAnswer) -> dict[str, Any]:
     return summary
 
 
+def _fitting_dict(fitting: FittingSpeedup) -> dict[str, Any]:
+    """The step at each precision's cheapest fitting mode (modelled), and like for like."""
+    return {
+        "fitting_bf16_s": fitting.bf16_s,
+        "fitting_fp8_s": fitting.fp8_s,
+        "fitting_speedup": fitting.speedup,
+        "like_for_like_speedup": fitting.like_for_like,
+    }
+
+
 def _term_key(term: Term) -> str:
     return term.value.replace(" ", "_")
 
@@ -437,6 +460,7 @@ def memory_dict(memory: MemoryAnswer) -> dict[str, Any]:
             "fp8_recompute": room.fp8_recompute.value if room.fp8_recompute else None,
             "bf16_local_batch": room.bf16_local_batch,
             "fp8_local_batch": room.fp8_local_batch,
+            **(_fitting_dict(memory.fitting) if memory.fitting is not None else {}),
         },
         "assumptions": [sentence(n) for n in memory.notes],
         "notes": [n.to_dict() for n in memory.notes],
