@@ -31,6 +31,11 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
     the outputs of every second matmul, SDPA's outputs and the reduce-scatters'; the rest is
     recomputed. float8 linears show SAC aten.mm, so the same tensors are kept in both.
   - full: each checkpointed block keeps its input only (sequence-sharded under TP).
+- TP/SP buffers: sequence parallelism all-gathers the norm's output (tokens x hidden) before
+  the column-parallel linears, which save it (counted with the saved inputs, float8 under
+  tensorwise TP) and reduce-scatters the row-parallel outputs (the next norm's input). Async
+  TP's workspace comes from torch's symmetric-memory allocator, outside the caching allocator
+  torchtitan's peak reads: not counted (an assumption; #149990's arms differ by under 1 GiB).
 - one block in the backward: what recompute rematerializes (the block's `none` set less what
   the mode kept), the largest linear's grad_output and grad_input at once (with float8, its
   grad_output casts and the input's recast for grad_weight), and the block's unsharded weight
