@@ -1,7 +1,9 @@
 """Peak memory per GPU (training/memory.py): the terms add up, a tiny model by hand, the modes'
 order, float8 all-gather, what fits, and the refusal of a run that cannot fit."""
 
+import importlib.util
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +185,27 @@ def test_float8_at_a_cheaper_recompute_mode_is_timed_against_bf16_at_its_own():
     assert fitting.speedup == pytest.approx(fitting.bf16_s / fitting.fp8_s)
     assert fitting.like_for_like == pytest.approx(result.step.as_run.speedup)
     assert fitting.speedup > fitting.like_for_like  # no recompute to pay for in float8
+
+
+def test_the_out_json_terms_add_up_and_the_published_peaks_are_read():
+    from f8roof.renderers.answers import memory_dict
+
+    result = answer(
+        Question(model="llama3-8b", tokens=16384),
+        Request(gpu="h100"),
+        setup=RunConfig.from_options(tp=2, fsdp=4, recompute="full"),
+    )
+    assert result.memory is not None
+    out = memory_dict(result.memory)
+    for precision in ("bf16", "fp8"):
+        terms = sum(t[f"{precision}_bytes"] for t in out["terms"].values())
+        assert terms == out[f"{precision}_peak_bytes"]
+    path = Path(__file__).resolve().parents[1] / "scripts" / "published_memory.py"
+    spec = importlib.util.spec_from_file_location("published_memory", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.published() == [
+        ("vanilla TP", False, 71.51, 55.26),
+        ("async TP", True, 71.08, 55.91),
+    ]
