@@ -187,6 +187,25 @@ EXAMPLES: tuple[Example, ...] = (
     # docs/models.md
     Example("models", "docs/models.md", ("models",)),
     Example(
+        "memory-fits",
+        "docs/memory.md",
+        (
+            "estimate",
+            "--gpu",
+            "h100",
+            "--model",
+            "llama3-8b",
+            "--tokens",
+            "65536",
+            "--tp",
+            "8",
+            "--fsdp",
+            "8",
+            "--recompute",
+            "selective",
+        ),
+    ),
+    Example(
         "model-70b", "docs/models.md", ("estimate", "--model", "llama3-70b", "--tokens", "8192")
     ),
     Example(

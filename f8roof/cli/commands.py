@@ -151,11 +151,7 @@ def estimate(
         from f8roof.renderers.frames import write_frame
 
         frame = out_frame(result)
-        summary = (
-            out_summary(result.step, result.float8_all_gather)
-            if isinstance(result, ModelAnswer)
-            else None
-        )
+        summary = out_summary(result) if isinstance(result, ModelAnswer) else None
         write_frame(frame, out, summary=summary)
         what = "layer types" if isinstance(result, ModelAnswer) else "rows"
         click.echo(f"wrote {len(frame)} {what} to {out}")

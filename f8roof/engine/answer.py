@@ -27,13 +27,27 @@ from f8roof.engine.sharded import (
     no_block,
     shipped_block,
 )
-from f8roof.engine.step_summary import StepAnswer, kept_by_setup, summarize_step
+from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup, summarize_step
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.inputs.shapes import collect_shapes
-from f8roof.notes import Note
-from f8roof.training.run_config import RunConfig
+from f8roof.notes import Note, Topic, note
+from f8roof.training.checkpointing import Recompute
+from f8roof.training.memory import (
+    GIB,
+    RUNTIME_BYTES,
+    Headroom,
+    MemoryEstimate,
+    headroom,
+    memory_estimate,
+)
+from f8roof.training.run_config import AUTO_FILTER, RunConfig
 from f8roof.training.step import StepSummary
-from f8roof.training.torchtitan_names import RECIPES, filter_fqns_for, to_torchtitan_fqn
+from f8roof.training.torchtitan_names import (
+    RECIPES,
+    filter_fqns_for,
+    filter_names,
+    to_torchtitan_fqn,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +71,38 @@ class TorchtitanConfig:
     converts: bool = True  # False: the filters keep every linear, so train without float8
 
 
+@dataclass(frozen=True)
+class FittingSpeedup:
+    """float8 at the cheapest recompute mode it fits with, against bf16 at its own: both steps
+    modelled (no measured step: it belongs to the run's own mode), as torchtitan converts."""
+
+    bf16_recompute: Recompute
+    fp8_recompute: Recompute
+    bf16_s: float  # bf16's step at its mode
+    fp8_s: float  # float8's step at its mode
+    like_for_like: float  # the speedup at the run's own mode, modelled the same way
+
+    def __post_init__(self) -> None:
+        if not (self.bf16_s > 0 and self.fp8_s > 0 and self.like_for_like > 0):
+            raise F8RoofError("a fitting speedup needs positive step times")
+
+    @property
+    def speedup(self) -> float:
+        return self.bf16_s / self.fp8_s
+
+
+@dataclass(frozen=True)
+class MemoryAnswer:
+    """Peak memory per GPU as torchtitan converts the run (training/memory.py), what fits in
+    the GPU's memory, the speedup where float8 fits a cheaper recompute mode, and the
+    assumptions behind them."""
+
+    estimate: MemoryEstimate
+    headroom: Headroom
+    notes: tuple[Note, ...] = ()
+    fitting: FittingSpeedup | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class ModelAnswer:
     resolved: Resolved
@@ -67,6 +113,7 @@ class ModelAnswer:
     # the step as torchtitan converts it with FSDP2's float8 all-gather (and precomputed
     # scales), where the run is tensorwise over a known FSDP degree and gathers in bf16
     float8_all_gather: StepSummary | None = None
+    memory: MemoryAnswer | None = None  # None: the FSDP degree is unknown
 
     @property
     def summary(self):
@@ -127,9 +174,15 @@ def answer(
         block, why_not = sharded_block(question, rec, resolved)
         step = summarize_step(rec, resolved, block=block, no_block=why_not)
         check_finite(rec.layers, resolved, grouped_nan=True)
+        memory = memory_answer(rec, resolved, stated=question.from_setup)
+        if memory is not None and memory.headroom.cheaper_recompute:
+            fitting = fitting_speedup(question, resolved, rec, memory.headroom)
+            memory = replace(memory, fitting=fitting)
         config = torchtitan_config(rec) if question.from_setup else None
         gathered = with_float8_all_gather(question, rec, resolved)
-        return ModelAnswer(resolved, rec, step, config, block, gathered)
+        return ModelAnswer(
+            resolved, rec, step, config, block, float8_all_gather=gathered, memory=memory
+        )
     return answer_shapes(question, resolved, progress=progress)
 
 
@@ -146,6 +199,95 @@ def with_float8_all_gather(
     gathered = replace(rec, setup=replace(setup, float8_all_gather=True, precompute_scales=True))
     block, why_not = sharded_block(question, gathered, resolved)
     return summarize_step(gathered, resolved, block=block, no_block=why_not).as_run
+
+
+def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> MemoryAnswer | None:
+    """Peak memory per GPU with the linears float8 converts as torchtitan does (every one but
+    the filter_fqns: what published runs measure), and what fits; None where the FSDP degree
+    is unknown. A run whose layout is stated (a setup file, or --fsdp N) and that does not fit
+    in bf16 is refused with its shortfall."""
+    run = rec.setup
+    if run.fsdp and run.fsdp_degree is None:
+        return None
+    gpu = resolved.config.gpu
+    filters = filter_names(
+        f
+        for f in (run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER)
+        if f != AUTO_FILTER
+    )
+    rows = rec.layers
+    converted = [
+        fqn
+        for fqn, grouped in zip(rows["fqn"], rows["grouped"])
+        if not any(f in fqn for f in filters)
+        and (not grouped or any(m in fqn for m in run.moe_fqns))
+    ]
+    recipe = best_recipe(rec)
+
+    def estimate_at(at: RunConfig, tokens: int) -> MemoryEstimate:
+        return memory_estimate(
+            rec.architecture,
+            tokens=tokens,
+            run=at,
+            recipe=recipe,
+            converted=converted,
+            gpu_memory_bytes=gpu.memory_bytes,
+        )
+
+    try:
+        found = estimate_at(run, rec.tokens)
+        room = headroom(estimate_at, run, tokens=rec.tokens)
+    except ModelError as e:
+        raise F8RoofError(str(e)) from None
+    if (stated or run.fsdp_degree is not None) and not found.bf16_fits:
+        raise F8RoofError(
+            f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
+            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s "
+            f"{found.usable_bytes / GIB:.1f} GiB (its {gpu.memory_bytes / GIB:.0f} GiB less "
+            f"{RUNTIME_BYTES / GIB:.0f} for the CUDA context and NCCL)"
+        )
+    assumed = note(
+        Topic.MEMORY_ASSUMED,
+        runtime_gib=RUNTIME_BYTES / GIB,
+        source=(
+            "torchtitan@fcdbe91c1 run_train.sh (expandable_segments:True), "
+            "components/metrics.py (reserved_bytes.all.peak, GiB)"
+        ),
+    )
+    return MemoryAnswer(found, room, (assumed,))
+
+
+def fitting_speedup(
+    question: Question, resolved: Resolved, rec: Recommendation, room: Headroom
+) -> FittingSpeedup | None:
+    """The step of float8 at its cheapest fitting recompute mode against bf16 at its own (the
+    answer run again with the mode replaced, as torchtitan converts, both modelled), beside
+    the like-for-like speedup at the run's own mode modelled the same way. None where bf16
+    fits no mode."""
+    if room.bf16_recompute is None or room.fp8_recompute is None:
+        return None
+    assert question.model is not None
+    modes = {room.bf16_recompute, room.fp8_recompute, rec.setup.recompute}
+    steps = {}
+    for mode in modes:
+        run = replace(rec.setup, recompute=mode, recompute_every=1, step_s=None)
+        again = recommend_model(
+            question.model,
+            tokens=rec.tokens,
+            resolved=resolved,
+            setup=run,
+            policy=rec.policy,
+        )
+        fitted = replace(question, overhead="fitted")  # never compile again for this
+        block, why_not = sharded_block(fitted, again, resolved)
+        steps[mode] = summarize_step(again, resolved, block=block, no_block=why_not).as_run
+    return FittingSpeedup(
+        bf16_recompute=room.bf16_recompute,
+        fp8_recompute=room.fp8_recompute,
+        bf16_s=steps[room.bf16_recompute].bf16_s,
+        fp8_s=steps[room.fp8_recompute].fp8_s,
+        like_for_like=steps[rec.setup.recompute].speedup,
+    )
 
 
 def sharded_block(

@@ -17,10 +17,16 @@ from typing import Any
 
 import pandas as pd
 
-from f8roof.engine.answer import ModelAnswer, ShapesAnswer, TorchtitanConfig
+from f8roof.engine.answer import (
+    FittingSpeedup,
+    MemoryAnswer,
+    ModelAnswer,
+    ShapesAnswer,
+    TorchtitanConfig,
+)
 from f8roof.engine.decision import SETTLE_SHAPES
 from f8roof.engine.sharded import BlockComparison
-from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup
+from f8roof.engine.step_summary import DEFAULT_FILTER, kept_by_setup
 from f8roof.renderers.cells import aligned, ms
 from f8roof.renderers.notes import (
     layer_note,
@@ -30,6 +36,7 @@ from f8roof.renderers.notes import (
 )
 from f8roof.renderers.report import format_recommendation
 from f8roof.renderers.table import breakeven_lines, render_table
+from f8roof.training.memory import GIB, MemoryPeak, Term
 from f8roof.training.step import StepSummary
 
 WIDTH = 120  # the default view's widest line
@@ -45,6 +52,7 @@ def render_answer(
     if isinstance(answer, ModelAnswer):
         lines.append(aligned(*model_rows(answer), color=color))
         lines += step_lines(answer)
+        lines += memory_lines(answer.memory)
         rec = answer.recommendation
         lines += recipe_lines(rec)
         lines += settle_lines(rec.settle, _straddling(rec.layers), "layer types")
@@ -181,6 +189,48 @@ def step_lines(answer: ModelAnswer) -> list[str]:
     return ["", *lines]
 
 
+def _gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def memory_lines(memory: MemoryAnswer | None, *, every: bool = False) -> list[str]:
+    """The peak per GPU, bf16 -> float8, of the GPU's memory; what float8's savings buy (a
+    cheaper recompute mode, a larger local batch) where they buy something, or `every`."""
+    if memory is None:
+        return []
+    found, room = memory.estimate, memory.headroom
+    fits = ""
+    if not found.bf16_fits:
+        fits = ": only float8 fits" if found.fp8_fits else ": neither fits"
+    peak = (
+        f"  peak memory per GPU: bf16 {_gib(found.bf16.peak_bytes)} -> float8 "
+        f"{_gib(found.fp8.peak_bytes)} (of {found.gpu_memory_bytes / GIB:.0f} GiB){fits}"
+    )
+    lines = [peak]
+    if every or room.cheaper_recompute:
+        bf16 = room.bf16_recompute.value if room.bf16_recompute else "more than full"
+        fp8 = room.fp8_recompute.value if room.fp8_recompute else "more than full"
+        line = f"  cheapest recompute that fits: bf16 {bf16}, float8 {fp8}"
+        fitting = memory.fitting
+        if fitting is not None:
+            line += (
+                f": step x{fitting.speedup:.3f} at those (x{fitting.like_for_like:.3f} like for "
+                "like, modelled)"
+            )
+        lines.append(line)
+    if every or room.fp8_local_batch > room.bf16_local_batch:
+        lines.append(
+            f"  largest local batch that fits (x {room.seq_len} tokens): bf16 "
+            f"{room.bf16_local_batch}, float8 {room.fp8_local_batch} (this run: {room.local_batch})"
+        )
+    return lines
+
+
+def _peak_line(label: str, peak: MemoryPeak) -> str:
+    parts = ", ".join(f"{t.term.value} {_gib(t.bytes)}" for t in peak.terms if t.bytes)
+    return f"  {label} {_gib(peak.peak_bytes)} at the {peak.phase.value}: {parts}"
+
+
 def _as_run_filters(rec) -> str:
     """Which linears the step as torchtitan runs it leaves in bf16: the setup's filter_fqns."""
     filters = rec.setup.filter_fqns if rec.setup.filter_fqns is not None else DEFAULT_FILTER
@@ -309,6 +359,10 @@ def full_lines(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> li
             lines += full_step_lines("per-layer fits alone", answer.step.fits_only)
         if answer.block is not None:
             lines += block_lines(answer.block)
+        if answer.memory is not None:
+            lines += ["", *memory_lines(answer.memory, every=True)]
+            lines += [_peak_line(k, getattr(answer.memory.estimate, k)) for k in ("bf16", "fp8")]
+            lines += [f"  assumes: {sentence(n)}" for n in answer.memory.notes]
         lines += settle_lines(rec.settle, _straddling(rec.layers), "layer types")
         if answer.torchtitan is not None:
             lines += ["", *torchtitan_lines(answer.torchtitan)]
@@ -364,17 +418,66 @@ def out_frame(answer: ShapesAnswer | ModelAnswer) -> pd.DataFrame:
     return frame
 
 
-def out_summary(step: StepAnswer, gathered: StepSummary | None = None) -> dict[str, Any]:
+def out_summary(answer: ModelAnswer) -> dict[str, Any]:
     """The step as --out writes it: torchtitan's conversion (what published runs measure) with
-    its notes in words, f8roof's choice beside it, and (`gathered`) torchtitan's conversion
-    with FSDP2's float8 all-gather where the run could switch it on."""
+    its notes in words, f8roof's choice beside it, torchtitan's conversion with FSDP2's float8
+    all-gather where the run could switch it on (`float8_all_gather`), and the peak memory per
+    GPU (`memory`)."""
+    step = answer.step
     summary = _summary_dict(step.as_run)
     summary["chosen"] = _summary_dict(step.chosen)
     if step.fits_only is not None:
         summary["fits_only"] = _summary_dict(step.fits_only)
-    if gathered is not None:
-        summary["float8_all_gather"] = _summary_dict(gathered)
+    if answer.float8_all_gather is not None:
+        summary["float8_all_gather"] = _summary_dict(answer.float8_all_gather)
+    if answer.memory is not None:
+        summary["memory"] = memory_dict(answer.memory)
     return summary
+
+
+def _fitting_dict(fitting: FittingSpeedup) -> dict[str, Any]:
+    """The step at each precision's cheapest fitting mode (modelled), and like for like."""
+    return {
+        "fitting_bf16_s": fitting.bf16_s,
+        "fitting_fp8_s": fitting.fp8_s,
+        "fitting_speedup": fitting.speedup,
+        "like_for_like_speedup": fitting.like_for_like,
+    }
+
+
+def _term_key(term: Term) -> str:
+    return term.value.replace(" ", "_")
+
+
+def memory_dict(memory: MemoryAnswer) -> dict[str, Any]:
+    """The peak per GPU in bytes, bf16 and float8, its terms (which add up to each peak), the
+    moment it falls at, and what fits."""
+    found, room = memory.estimate, memory.headroom
+    return {
+        "bf16_peak_bytes": found.bf16.peak_bytes,
+        "fp8_peak_bytes": found.fp8.peak_bytes,
+        "gpu_memory_bytes": found.gpu_memory_bytes,
+        "runtime_bytes": found.runtime_bytes,
+        "bf16_fits": found.bf16_fits,
+        "fp8_fits": found.fp8_fits,
+        "bf16_phase": found.bf16.phase.value,
+        "fp8_phase": found.fp8.phase.value,
+        "terms": {
+            _term_key(t.term): {"bf16_bytes": t.bytes, "fp8_bytes": found.fp8.bytes_of(t.term)}
+            for t in found.bf16.terms
+        },
+        "fits": {
+            "seq_len": room.seq_len,
+            "local_batch": room.local_batch,
+            "bf16_recompute": room.bf16_recompute.value if room.bf16_recompute else None,
+            "fp8_recompute": room.fp8_recompute.value if room.fp8_recompute else None,
+            "bf16_local_batch": room.bf16_local_batch,
+            "fp8_local_batch": room.fp8_local_batch,
+            **(_fitting_dict(memory.fitting) if memory.fitting is not None else {}),
+        },
+        "assumptions": [sentence(n) for n in memory.notes],
+        "notes": [n.to_dict() for n in memory.notes],
+    }
 
 
 def _summary_dict(summary: StepSummary) -> dict[str, Any]:

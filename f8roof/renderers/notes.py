@@ -258,6 +258,11 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         + f"; inter-node collectives on {v['nics_per_node']} NIC(s) per group per node"
         + f" at {v['nic_gbps']:g} Gb/s each; backward compute includes its recompute"
     ),
+    Topic.MEMORY_ASSUMED: lambda v: (
+        "peak memory: allocated bytes as torchtitan's eager llama block saves them, taken as "
+        "the caching allocator's reserved peak (expandable segments); "
+        f"{v['runtime_gib']:.0f} GiB kept free for the CUDA context and NCCL's buffers"
+    ),
 }
 
 

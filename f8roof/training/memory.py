@@ -1,0 +1,474 @@
+"""Peak memory per GPU of one training step, bf16 against float8, from the same `RunConfig` and
+catalog as the step's time; and what float8's savings buy (a cheaper recompute mode, a larger
+local batch). Pure: bytes from shapes, no torch, no device.
+
+The run is torchtitan's (parallelize_llama.py and train.py @fcdbe91c1, 2025-03-25, the day
+pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
+
+- states, sharded over TP x FSDP ranks (FSDP2 `fully_shard` with
+  `MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`): fp32 parameters (the
+  master copy), fp32 gradients (the reduce-scatter runs in `mixed_precision_reduce = float32`
+  and the sharded grad keeps the parameter's dtype), AdamW's exp_avg and exp_avg_sq in fp32
+  (torchtitan's fused AdamW: no temporaries). `optimizers.zero_grad()` opens every step
+  (set_to_none), so the gradients exist only from the backward on. Without FSDP the model
+  trains in fp32 under autocast, the same 16 bytes per parameter on one rank.
+- weights in flight: FSDP2 all-gathers a block's bf16 weights before its forward and again
+  before its backward, and prefetches the next block's, so two blocks are unsharded at once;
+  torchtitan keeps the last block and the root (embedding, final norm, output) unsharded
+  between forward and backward. With torchao's float8 all-gather (tensorwise) the converted
+  weights travel and stay unsharded in float8: one byte instead of two. Without FSDP, autocast's
+  bf16 weight copies are saved for the backward (tensorwise: the float8 casts instead).
+- activations saved for the backward, per block, by the recompute mode (`Recompute`):
+  - none: what autograd saves in torchtitan's llama block: both norms' inputs, each linear's
+    input once (q/k/v and gate/up share theirs), the outputs rope/SDPA and SiLU-mul keep (every
+    linear's output but the row-parallel ones), SDPA's output and logsumexp, SiLU's output.
+    torchao's `matmul_with_hp_or_float8_args.forward` (pytorch/ao@40a686779, 2025-03-25,
+    torchao/float8/float8_linear.py) saves `(input_hp, weight_hp_t)` as given: tensorwise
+    casts the weight before the call and, under TP, torchao's Float8ColwiseParallel /
+    Float8RowwiseParallel cast the input before the all-gather, so tensorwise saves both in
+    float8; rowwise (axiswise) saves the bf16 input and weight.
+  - selective: torchtitan's per-op SAC (training/checkpointing.py's policy): the block's input,
+    the outputs of every second matmul, SDPA's outputs and the reduce-scatters'; the rest is
+    recomputed. float8 linears show SAC aten.mm, so the same tensors are kept in both.
+  - full: each checkpointed block keeps its input only (sequence-sharded under TP).
+- TP/SP buffers: sequence parallelism all-gathers the norm's output (tokens x hidden) before
+  the column-parallel linears, which save it (counted with the saved inputs, float8 under
+  tensorwise TP) and reduce-scatters the row-parallel outputs (the next norm's input). Async
+  TP's workspace comes from torch's symmetric-memory allocator, outside the caching allocator
+  torchtitan's peak reads: not counted (an assumption; #149990's arms differ by under 1 GiB).
+- one block in the backward: what recompute rematerializes (the block's `none` set less what
+  the mode kept), the largest linear's grad_output and grad_input at once (with float8, its
+  grad_output casts and the input's recast for grad_weight), and the block's unsharded weight
+  gradients (bf16, and the fp32 copy FSDP2 reduce-scatters).
+- logits and loss: torchtitan's loss upcasts the logits (`pred.flatten(0, 1).float()`, not
+  compiled, components/loss.py) and `del pred` frees the bf16 logits before `loss.backward()`,
+  so at the backward's start log_softmax's output, nll's gradient and log_softmax's gradient,
+  all fp32 tokens x vocab / TP (loss parallel), are alive at once: 12 bytes per logit.
+
+The step's schedule: the peak is the largest of three moments: the loss (every block's saved
+activations, no gradients yet), the first block of the backward (every block's saved
+activations and one block rematerialized) and the last one (every gradient, one block's
+activations). Gradients grow and saved activations shrink linearly in between, so the extremes
+hold the peak. The model predicts allocated bytes; torchtitan logs the caching allocator's
+reserved peak (`reserved_bytes.all.peak`, in GiB), and with its `expandable_segments:True`
+(run_train.sh) reserved is taken equal to allocated: an assumption. The CUDA context and NCCL's
+buffers lie outside the allocator: `RUNTIME_BYTES` is kept free when asking whether a run fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from f8roof.errors import ModelError
+from f8roof.inputs.shapes import MAX_DIM
+from f8roof.traffic.variant import Before
+from f8roof.training.catalog import Architecture, TPStyle
+from f8roof.training.checkpointing import MM, Decision, Recompute, is_block_fqn, sac_policy
+from f8roof.training.parallel import LocalLayer, local_layers
+from f8roof.training.run_config import RunConfig
+
+GIB = 2**30
+BF16, FP32, FLOAT8 = 2, 4, 1  # bytes per element
+# Outside the caching allocator: the CUDA context (about 0.5 GiB on Hopper with lazy loading,
+# CUDA C++ Programming Guide, "Lazy Loading") and NCCL's buffers (NCCL_BUFFSIZE 4 MiB per channel
+# and peer, up to 32 channels, two peers on a ring, two communicators: FSDP and TP; NCCL
+# environment variables docs). An assumption, not a measurement.
+RUNTIME_BYTES = GIB
+# loss: log_softmax's output, nll's gradient and log_softmax's gradient, fp32 (module docstring)
+LOSS_BYTES_PER_LOGIT = 3 * FP32
+GROUPED_MM = "aten._grouped_mm.default"  # routed experts' gemm: in no SAC save list
+CHEAPEST_FIRST = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+MAX_LOCAL_BATCH = 2**16  # the largest local batch the search tries
+
+
+class MemoryModelError(ModelError):
+    pass
+
+
+class Term(str, Enum):
+    """One part of the peak, per GPU."""
+
+    PARAMETERS = "parameters"  # fp32 master, sharded
+    GRADIENTS = "gradients"  # fp32 sharded, and the root's unsharded bf16 ones at the end
+    OPTIMIZER = "optimizer states"  # AdamW's two fp32 states, sharded
+    WEIGHTS_IN_FLIGHT = "weights in flight"  # all-gathered blocks and the root
+    SAVED_ACTIVATIONS = "saved activations"  # every block's, for the backward
+    BLOCK_BACKWARD = "block in backward"  # rematerialized, gradients in flight
+    LOGITS_LOSS = "logits and loss"  # fp32 logits at the loss, lm_head's input
+
+
+class Phase(str, Enum):
+    """The three moments of the step that can hold the peak (module docstring)."""
+
+    LOSS = "loss"
+    BACKWARD_FIRST = "first block of the backward"
+    BACKWARD_LAST = "last block of the backward"
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    term: Term
+    bytes: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bytes, bool) or not isinstance(self.bytes, int) or self.bytes < 0:
+            raise MemoryModelError(f"{self.term.value}: bytes must be an int >= 0 ({self.bytes!r})")
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """One precision's peak: the moment it falls at and its terms, which add up to it."""
+
+    phase: Phase
+    terms: tuple[MemoryTerm, ...]
+
+    @property
+    def peak_bytes(self) -> int:
+        return sum(t.bytes for t in self.terms)
+
+    def bytes_of(self, term: Term) -> int:
+        return sum(t.bytes for t in self.terms if t.term is term)
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak memory per GPU in bf16 and float8 for one run, and the GPU's memory it must fit."""
+
+    bf16: MemoryPeak
+    fp8: MemoryPeak
+    gpu_memory_bytes: int
+    runtime_bytes: int = RUNTIME_BYTES
+
+    def __post_init__(self) -> None:
+        if self.gpu_memory_bytes <= self.runtime_bytes:
+            raise MemoryModelError(f"GPU memory {self.gpu_memory_bytes} B leaves nothing to run")
+
+    @property
+    def usable_bytes(self) -> int:
+        """What the caching allocator may reserve: the GPU's memory less the runtime's."""
+        return self.gpu_memory_bytes - self.runtime_bytes
+
+    @property
+    def bf16_fits(self) -> bool:
+        return self.bf16.peak_bytes <= self.usable_bytes
+
+    @property
+    def fp8_fits(self) -> bool:
+        return self.fp8.peak_bytes <= self.usable_bytes
+
+    @property
+    def bf16_shortfall_bytes(self) -> int:
+        return max(0, self.bf16.peak_bytes - self.usable_bytes)
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """What fits, per precision: the cheapest recompute mode at the run's local batch (None:
+    none fits), and the largest local batch under the run's own mode (0: not even one)."""
+
+    seq_len: int  # tokens of one sample: the unit of the local batch
+    local_batch: int  # the run's own
+    bf16_recompute: Recompute | None
+    fp8_recompute: Recompute | None
+    bf16_local_batch: int
+    fp8_local_batch: int
+
+    @property
+    def cheaper_recompute(self) -> bool:
+        """float8 fits with a cheaper recompute mode than bf16 needs."""
+        if self.fp8_recompute is None:
+            return False
+        if self.bf16_recompute is None:
+            return True
+        rank = CHEAPEST_FIRST.index
+        return rank(self.fp8_recompute) < rank(self.bf16_recompute)
+
+
+@dataclass(frozen=True)
+class _Model:
+    """The run's sizes, per GPU, in elements (one mean block)."""
+
+    layers: int
+    hidden: int
+    vocab: int
+    tokens: int  # per data-parallel rank
+    tp: int
+    fsdp_ranks: int
+    sharded: bool  # FSDP on
+    params: float  # every parameter's elements on this GPU before FSDP sharding
+    block_weights: float  # one mean block's linear weights on this GPU (TP-sharded)
+    block_weights_fp8: float  # of which converted and gathered in float8
+    root_weights: float  # embedding + final norm + lm_head on this GPU (TP-sharded)
+    linears: tuple[LocalLayer, ...]  # the block's linears, forward order
+    converted: frozenset[str]
+    tensorwise: bool
+
+
+def _rows(layer: LocalLayer) -> int:
+    """Rows a linear's gemms run on this GPU: tokens, or every local expert's padded rows."""
+    return layer.M * max(1, layer.experts_per_device)
+
+
+def _weight(layer: LocalLayer) -> int:
+    return layer.K * layer.N * max(1, layer.experts_per_device)
+
+
+def _parent(fqn: str) -> str:
+    return fqn.rpartition(".")[0]
+
+
+def _model(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    run: RunConfig,
+    converted: frozenset[str],
+    recipe: str,
+) -> _Model:
+    head = next((lin for lin in architecture.linears if not is_block_fqn(lin.fqn)), None)
+    if head is None:
+        raise MemoryModelError(f"{architecture.name}: no output projection gives the vocabulary")
+    hidden, vocab = head.K, head.N
+    local = local_layers(architecture, tokens, run)
+    block = tuple(layer for layer in local if is_block_fqn(layer.linear.fqn))
+    if not block:
+        raise MemoryModelError(f"{architecture.name}: no transformer block linears")
+    layers = max(layer.linear.count for layer in block)
+    tp, float8_gather = run.tp, run.float8_all_gather and recipe == "tensorwise"
+    linear_weights = sum(_weight(layer) * layer.linear.count for layer in block)
+    fp8_weights = sum(
+        _weight(layer) * layer.linear.count
+        for layer in block
+        if float8_gather and layer.linear.fqn in converted
+    )
+    norms = (2 * layers + 1) * hidden  # two RMSNorms a block and the final one, replicated
+    # embedding (vocab-sharded: torchtitan's RowwiseParallel) and lm_head (ColwiseParallel)
+    root = 2 * vocab * hidden / tp + hidden
+    return _Model(
+        layers=layers,
+        hidden=hidden,
+        vocab=vocab,
+        tokens=tokens,
+        tp=tp,
+        fsdp_ranks=run.fsdp_ranks,
+        sharded=run.fsdp,
+        params=linear_weights + norms - hidden + root,
+        block_weights=linear_weights / layers + 2 * hidden,
+        block_weights_fp8=fp8_weights / layers,
+        root_weights=root,
+        linears=block,
+        converted=converted,
+        tensorwise=recipe == "tensorwise",
+    )
+
+
+def _float8_input(m: _Model, layer: LocalLayer, fp8: bool) -> bool:
+    """Whether a linear's saved input is float8: tensorwise under TP casts it before the
+    all-gather (torchao's Float8ColwiseParallel / Float8RowwiseParallel)."""
+    return (
+        fp8
+        and m.tensorwise
+        and m.tp > 1
+        and layer.linear.fqn in m.converted
+        and layer.linear.tp is not TPStyle.REPLICATED
+    )
+
+
+def _share(layer: LocalLayer, m: _Model) -> float:
+    """A layer type's share of one mean block: count / layers."""
+    return layer.linear.count / m.layers
+
+
+def _saved_none(m: _Model, fp8: bool) -> float:
+    """Bytes autograd saves for one mean block without recompute (module docstring)."""
+    seq_sharded = m.tokens / m.tp
+    total = 2 * seq_sharded * m.hidden * BF16  # both norms' inputs (the first: the block input)
+    inputs: dict[tuple[str, Before, int, int], float] = {}
+    for layer in m.linears:
+        rows, share = _rows(layer), _share(layer, m)
+        width = FLOAT8 if _float8_input(m, layer, fp8) else BF16
+        key = (_parent(layer.linear.fqn), layer.linear.context.before, layer.K, rows)
+        inputs[key] = max(inputs.get(key, 0.0), rows * layer.K * width * share)
+        if layer.linear.tp is not TPStyle.ROW:  # rope/SDPA or the activation keeps the output
+            total += rows * layer.N * BF16 * share
+        elif layer.linear.heads:  # the attention output projection: SDPA's output and lse
+            heads = layer.linear.heads // m.tp
+            total += (rows * layer.K * BF16 + rows * heads * FP32) * share
+        if layer.linear.context.before is Before.SILU_MUL:  # silu(gate), kept by the mul
+            total += rows * layer.K * BF16 * share
+    return total + sum(inputs.values())
+
+
+def _saved_selective(m: _Model, run: RunConfig) -> float:
+    """Bytes per-op SAC keeps for one mean block: the block's input, the outputs of the
+    matmuls the policy saves (every second; routed experts' grouped gemms never), SDPA's
+    output and logsumexp, and each reduce-scatter's output. The same in both precisions."""
+    policy = sac_policy(run.sac_policy)
+    seq_sharded = m.tokens / m.tp
+    ops = [GROUPED_MM if layer.grouped else MM for layer in m.linears]
+    total = seq_sharded * m.hidden * BF16
+    for layer, decision in zip(m.linears, policy.decide_sequence(ops)):
+        rows, share = _rows(layer), _share(layer, m)
+        if decision is Decision.SAVE:
+            total += rows * layer.N * BF16 * share
+        if layer.linear.tp is TPStyle.ROW and layer.linear.heads:
+            total += (rows * layer.K * BF16 + rows * (layer.linear.heads // m.tp) * FP32) * share
+        if layer.linear.tp is TPStyle.ROW and m.tp > 1 and not layer.grouped:
+            total += seq_sharded * m.hidden * BF16 * share  # reduce_scatter_tensor's output
+    return total
+
+
+def _saved(m: _Model, run: RunConfig, fp8: bool) -> tuple[float, float]:
+    """(every block's saved bytes, one mean block's saved bytes) under the run's mode."""
+    none = _saved_none(m, fp8)
+    if run.recompute is Recompute.NONE:
+        return none * m.layers, none
+    if run.recompute is Recompute.SELECTIVE:
+        one = _saved_selective(m, run)
+        return one * m.layers, one
+    checkpointed = m.layers // run.recompute_every
+    one = m.tokens / m.tp * m.hidden * BF16
+    return one * checkpointed + none * (m.layers - checkpointed), one
+
+
+def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:
+    """One block in the backward: rematerialized tensors, the largest linear's activation
+    gradients (and float8 casts), and the block's unsharded weight gradients."""
+    none = _saved_none(m, fp8)
+    kept = _saved(m, run, fp8)[1] if run.recompute is not Recompute.NONE else none
+    largest = max(m.linears, key=lambda layer: _rows(layer) * (layer.K + layer.N))
+    rows = _rows(largest)
+    grads = rows * (largest.K + largest.N) * BF16  # grad_output and grad_input at once
+    if fp8 and largest.linear.fqn in m.converted:
+        # grad_output cast to e5m2 (rowwise: once per scaling axis), the input recast for
+        # grad_weight where it was saved in bf16
+        grads += rows * largest.N * FLOAT8 * (1 if m.tensorwise else 2)
+        if not _float8_input(m, largest, fp8):
+            grads += rows * largest.K * FLOAT8
+    weight_grads = m.block_weights * (BF16 + (FP32 if m.sharded else 0))
+    return max(0.0, none - kept) + grads + weight_grads
+
+
+def _weights_in_flight(m: _Model, fp8: bool, *, blocks: int) -> float:
+    """Unsharded weights of `blocks` blocks: all-gathered under FSDP (with the root, kept
+    unsharded between forward and backward); without it, autocast's bf16 copies saved for the
+    backward (float8: tensorwise's casts; rowwise saves the fp32 parameter itself)."""
+    per_block = m.block_weights * BF16
+    if fp8 and m.sharded:
+        per_block -= m.block_weights_fp8 * (BF16 - FLOAT8)
+    elif fp8:
+        converted = sum(
+            _weight(layer) * _share(layer, m)
+            for layer in m.linears
+            if layer.linear.fqn in m.converted
+        )
+        per_block -= converted * (BF16 - (FLOAT8 if m.tensorwise else 0))
+    return per_block * blocks + (m.root_weights * BF16 if m.sharded else 0.0)
+
+
+def _states(m: _Model) -> tuple[float, float, float]:
+    """(fp32 parameters, fp32 gradients, AdamW states) on this GPU."""
+    local = m.params / m.fsdp_ranks
+    return local * FP32, local * FP32, local * 2 * FP32
+
+
+def _peak(m: _Model, run: RunConfig, fp8: bool) -> MemoryPeak:
+    params, grads, optimizer = _states(m)
+    saved_all, saved_one = _saved(m, run, fp8)
+    backward = _block_backward(m, run, fp8)
+    logits = m.tokens * m.vocab / m.tp * LOSS_BYTES_PER_LOGIT
+    head_input = m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16
+    root_grads = m.root_weights * BF16 if m.sharded else 0.0  # unsharded until the root's RS
+    head_grad = m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0
+    # blocks unsharded: under FSDP the last block (kept after its forward) or two (one
+    # prefetched); without it every block's autocast copies until its backward frees them
+    gathered = (1, 2, 2) if m.sharded else (m.layers, m.layers, 1)
+    phases = {
+        Phase.LOSS: {
+            Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[0]),
+            Term.SAVED_ACTIVATIONS: saved_all,
+            Term.LOGITS_LOSS: logits + head_input,
+        },
+        Phase.BACKWARD_FIRST: {
+            Term.GRADIENTS: head_grad,
+            Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[1]),
+            Term.SAVED_ACTIVATIONS: saved_all,
+            Term.BLOCK_BACKWARD: backward,
+        },
+        Phase.BACKWARD_LAST: {
+            Term.GRADIENTS: grads + root_grads,
+            Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[2]),
+            Term.SAVED_ACTIVATIONS: saved_one,
+            Term.BLOCK_BACKWARD: backward,
+        },
+    }
+    states = {Term.PARAMETERS: params, Term.OPTIMIZER: optimizer}
+    best: MemoryPeak | None = None
+    for phase, parts in phases.items():
+        merged = {**states, **parts}
+        terms = tuple(MemoryTerm(t, round(merged.get(t, 0.0))) for t in Term)
+        candidate = MemoryPeak(phase, terms)
+        if best is None or candidate.peak_bytes > best.peak_bytes:
+            best = candidate
+    assert best is not None
+    return best
+
+
+def memory_estimate(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    run: RunConfig,
+    recipe: str,
+    converted: Sequence[str],
+    gpu_memory_bytes: int,
+) -> MemoryEstimate:
+    """Peak memory per GPU of one step in bf16 and float8 (`converted`: the fqns float8
+    converts, as torchtitan does; `recipe`: torchao's, tensorwise saving float8 copies)."""
+    if run.fsdp and run.fsdp_degree is None:
+        raise MemoryModelError("the FSDP degree is unknown: give it (--fsdp N) to size memory")
+    m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
+    return MemoryEstimate(
+        bf16=_peak(m, run, fp8=False),
+        fp8=_peak(m, run, fp8=True),
+        gpu_memory_bytes=gpu_memory_bytes,
+    )
+
+
+def headroom(
+    estimate_at: Callable[[RunConfig, int], MemoryEstimate], run: RunConfig, *, tokens: int
+) -> Headroom:
+    """What fits in the GPU's memory, per precision: the cheapest recompute mode at the run's
+    tokens, and the largest local batch (samples of `seq_len` tokens; the run's tokens as one
+    sample where no sequence length divides them) under the run's mode. `estimate_at(run,
+    tokens)` is `memory_estimate` with the rest fixed; peaks grow with tokens."""
+    given = run.seq_len
+    seq_len = given if given and tokens % given == 0 and given % run.tp == 0 else tokens
+    modes = {
+        mode: estimate_at(replace(run, recompute=mode, recompute_every=1), tokens)
+        for mode in CHEAPEST_FIRST
+    }
+    bf16 = next((mode for mode, e in modes.items() if e.bf16_fits), None)
+    fp8 = next((mode for mode, e in modes.items() if e.fp8_fits), None)
+
+    def largest(fits: Callable[[MemoryEstimate], bool]) -> int:
+        # low fits (or is 0), high does not; tokens stay within a shape dimension
+        low, high = 0, min(MAX_LOCAL_BATCH, MAX_DIM // seq_len) + 1
+        while high - low > 1:
+            middle = (low + high) // 2
+            if fits(estimate_at(run, middle * seq_len)):
+                low = middle
+            else:
+                high = middle
+        return low
+
+    return Headroom(
+        seq_len=seq_len,
+        local_batch=tokens // seq_len,
+        bf16_recompute=bf16,
+        fp8_recompute=fp8,
+        bf16_local_batch=largest(lambda e: e.bf16_fits),
+        fp8_local_batch=largest(lambda e: e.fp8_fits),
+    )

@@ -1,0 +1,211 @@
+"""Peak memory per GPU (training/memory.py): the terms add up, a tiny model by hand, the modes'
+order, float8 all-gather, what fits, and the refusal of a run that cannot fit."""
+
+import importlib.util
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from f8roof.engine.answer import Question, answer
+from f8roof.engine.resolve import Request
+from f8roof.errors import F8RoofError
+from f8roof.traffic.variant import Before, Context
+from f8roof.training.catalog import Architecture, NamedLinear, TPStyle, builtin
+from f8roof.training.checkpointing import Recompute
+from f8roof.training.memory import (
+    GIB,
+    RUNTIME_BYTES,
+    Phase,
+    Term,
+    headroom,
+    memory_estimate,
+)
+from f8roof.training.run_config import ONE_GPU, RunConfig
+
+COL, ROW = TPStyle.COLUMN, TPStyle.ROW
+RMS, SILU = Context(Before.RMSNORM), Context(Before.SILU_MUL)
+# one block of a tiny llama: hidden 16, four heads of 4 (two kv heads), MLP 32, vocab 64
+TINY = Architecture(
+    "tiny",
+    (
+        NamedLinear("layers.*.attn.q", 16, 16, 1, COL, context=RMS, heads=4),
+        NamedLinear("layers.*.attn.k", 16, 8, 1, COL, context=RMS, heads=2),
+        NamedLinear("layers.*.attn.v", 16, 8, 1, COL, context=RMS, heads=2),
+        NamedLinear("layers.*.attn.o", 16, 16, 1, ROW, heads=4),
+        NamedLinear("layers.*.mlp.gate", 16, 32, 1, COL, context=RMS),
+        NamedLinear("layers.*.mlp.up", 16, 32, 1, COL, context=RMS),
+        NamedLinear("layers.*.mlp.down", 32, 16, 1, ROW, context=SILU),
+        NamedLinear("lm_head", 16, 64, 1, COL, context=RMS),
+    ),
+)
+BLOCK = ("attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down")
+ALL = tuple(f"layers.*.{n}" for n in BLOCK)
+T = 64  # tokens: enough for the loss to hold the peak
+
+
+def tiny(run=ONE_GPU, *, recipe="tensorwise", converted=ALL, gpu=80 * GIB, tokens=T):
+    return memory_estimate(
+        TINY, tokens=tokens, run=run, recipe=recipe, converted=converted, gpu_memory_bytes=gpu
+    )
+
+
+def test_the_terms_add_up_to_each_peak():
+    for mode in Recompute:
+        found = tiny(RunConfig(recompute=mode))
+        for peak in (found.bf16, found.fp8):
+            assert sum(t.bytes for t in peak.terms) == peak.peak_bytes
+            assert {t.term for t in peak.terms} == set(Term)
+
+
+def test_a_tiny_model_by_hand():
+    """One GPU, no recompute, bf16: the peak is at the loss."""
+    found = tiny().bf16
+    block = 16 * 16 + 16 * 8 + 16 * 8 + 16 * 16 + 16 * 32 + 16 * 32 + 32 * 16  # 2304
+    params = block + 2 * 16 + 16 * 64 + 16 + 64 * 16  # two norms; lm_head, final norm, embedding
+    assert found.bytes_of(Term.PARAMETERS) == params * 4
+    assert found.bytes_of(Term.OPTIMIZER) == params * 8
+    assert found.bytes_of(Term.GRADIENTS) == 0  # zero_grad(set_to_none) opens the step
+    # saved: both norms' inputs (16 each); inputs: attn 16, o 16, mlp 16, down 32; outputs:
+    # q 16, k 8, v 8, gate 32, up 32; SDPA's output 16 and lse (4 heads, fp32); silu 32; bf16
+    per_token = 2 * (16 + 16) + 2 * (16 + 16 + 16 + 32) + 2 * (16 + 8 + 8 + 32 + 32)
+    per_token += 2 * 16 + 4 * 4 + 2 * 32
+    assert found.bytes_of(Term.SAVED_ACTIVATIONS) == T * per_token
+    # without FSDP the block's autocast bf16 weight copies (and its norms) wait for the backward
+    assert found.bytes_of(Term.WEIGHTS_IN_FLIGHT) == (block + 2 * 16) * 2
+    # fp32 logits at the loss (12 B each), lm_head's bf16 input and the final norm's input
+    assert found.bytes_of(Term.LOGITS_LOSS) == T * 64 * 12 + T * 16 * 2 + T * 16 * 2
+    assert found.bytes_of(Term.BLOCK_BACKWARD) == 0
+    assert found.phase is Phase.LOSS
+
+
+def test_recompute_modes_order_the_saved_activations():
+    arch = builtin("llama3-8b")
+    saved = {}
+    for mode in Recompute:
+        run = RunConfig.sharded(tp=2, fsdp=4, recompute=mode)
+        found = memory_estimate(
+            arch,
+            tokens=16384,
+            run=run,
+            recipe="tensorwise",
+            converted=(),
+            gpu_memory_bytes=80 * GIB,
+        )
+        saved[mode] = found.bf16.bytes_of(Term.SAVED_ACTIVATIONS)
+    assert saved[Recompute.NONE] > saved[Recompute.SELECTIVE] > saved[Recompute.FULL]
+    # full AC keeps each block's sequence-sharded input only
+    assert saved[Recompute.FULL] == 32 * 16384 // 2 * 4096 * 2
+
+
+def test_float8_all_gather_halves_the_converted_weights_in_flight():
+    run = RunConfig.sharded(tp=1, fsdp=8, recompute=Recompute.FULL)
+    plain = tiny(run)
+    gathered = tiny(replace(run, float8_all_gather=True))
+    bf16 = plain.fp8.bytes_of(Term.WEIGHTS_IN_FLIGHT)
+    assert bf16 == plain.bf16.bytes_of(Term.WEIGHTS_IN_FLIGHT)
+    block = 2304 * 2  # the block's linear weights, two blocks, one byte saved each
+    assert gathered.fp8.bytes_of(Term.WEIGHTS_IN_FLIGHT) == bf16 - block
+    rowwise = tiny(replace(run, float8_all_gather=True), recipe="rowwise")
+    assert rowwise.fp8.bytes_of(Term.WEIGHTS_IN_FLIGHT) == bf16  # torchao gathers tensorwise only
+
+
+def test_tensorwise_under_tp_saves_float8_inputs_and_rowwise_does_not():
+    run = RunConfig.sharded(tp=2, fsdp=2)
+    tensorwise, rowwise = tiny(run), tiny(run, recipe="rowwise")
+    bf16 = tensorwise.bf16.bytes_of(Term.SAVED_ACTIVATIONS)
+    assert rowwise.fp8.bytes_of(Term.SAVED_ACTIVATIONS) == bf16
+    # four linear inputs (attn, o, mlp, down) at T x K_local, one byte instead of two
+    assert tensorwise.fp8.bytes_of(Term.SAVED_ACTIVATIONS) == bf16 - T * (16 + 8 + 16 + 16)
+
+
+def test_a_cheaper_mode_and_a_larger_batch_where_float8_frees_room():
+    arch = builtin("llama3-8b")
+    converted = [f.fqn for f in arch.linears if f.fqn != "lm_head"]
+    run = replace(RunConfig.sharded(tp=2, fsdp=4, recompute=Recompute.FULL), seq_len=8192)
+
+    def at(r, tokens):
+        return memory_estimate(
+            arch, tokens=tokens, run=r, recipe="tensorwise", converted=converted,
+            gpu_memory_bytes=80 * GIB,
+        )  # fmt: skip
+
+    room = headroom(at, run, tokens=8192 * 4)
+    assert room.local_batch == 4 and room.seq_len == 8192
+    assert room.fp8_local_batch >= room.bf16_local_batch >= 4
+    assert at(replace(run, seq_len=8192), room.bf16_local_batch * 8192).bf16_fits
+    assert not at(run, (room.bf16_local_batch + 1) * 8192).bf16_fits
+    order = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+    assert order.index(room.fp8_recompute) <= order.index(room.bf16_recompute)
+
+
+def test_a_run_that_cannot_fit_is_refused_with_its_shortfall():
+    run = RunConfig.from_options(tp=1, fsdp=2, recompute="none")
+    with pytest.raises(F8RoofError) as e:
+        answer(Question(model="llama3-70b", tokens=8192), Request(gpu="h100"), setup=run)
+    message = e.value.message
+    assert message.startswith("does not fit: bf16 needs") and "GiB more than the h100's" in message
+    assert "\n" not in message
+    found = memory_estimate(
+        builtin("llama3-70b"), tokens=8192, run=run, recipe="tensorwise", converted=(),
+        gpu_memory_bytes=80 * GIB,
+    )  # fmt: skip
+    short = (found.bf16.peak_bytes - (80 * GIB - RUNTIME_BYTES)) / GIB
+    assert f"{short:.1f} GiB more" in message
+
+
+def test_an_answer_carries_its_memory_and_an_unknown_degree_none():
+    result = answer(
+        Question(model="llama3-8b", tokens=8192),
+        Request(gpu="h100"),
+        setup=RunConfig.from_options(tp=2, fsdp=4),
+    )
+    assert result.memory is not None
+    assert result.memory.estimate.fp8.peak_bytes <= result.memory.estimate.bf16.peak_bytes
+    unknown = answer(
+        Question(model="llama3-8b", tokens=8192),
+        Request(gpu="h100"),
+        setup=RunConfig.from_options(fsdp=-1),
+    )
+    assert unknown.memory is None
+
+
+def test_float8_at_a_cheaper_recompute_mode_is_timed_against_bf16_at_its_own():
+    """Llama3-8B, 64k tokens, TP 8 x FSDP 8 on an H100: bf16 needs per-op SAC, float8 (its
+    saved linear inputs in float8 under TP) fits without recompute."""
+    result = answer(
+        Question(model="llama3-8b", tokens=65536),
+        Request(gpu="h100"),
+        setup=RunConfig.from_options(tp=8, fsdp=8, recompute="selective"),
+    )
+    assert result.memory is not None
+    room, fitting = result.memory.headroom, result.memory.fitting
+    assert (room.bf16_recompute, room.fp8_recompute) == (Recompute.SELECTIVE, Recompute.NONE)
+    assert fitting is not None
+    assert fitting.speedup == pytest.approx(fitting.bf16_s / fitting.fp8_s)
+    assert fitting.like_for_like == pytest.approx(result.step.as_run.speedup)
+    assert fitting.speedup > fitting.like_for_like  # no recompute to pay for in float8
+
+
+def test_the_out_json_terms_add_up_and_the_published_peaks_are_read():
+    from f8roof.renderers.answers import memory_dict
+
+    result = answer(
+        Question(model="llama3-8b", tokens=16384),
+        Request(gpu="h100"),
+        setup=RunConfig.from_options(tp=2, fsdp=4, recompute="full"),
+    )
+    assert result.memory is not None
+    out = memory_dict(result.memory)
+    for precision in ("bf16", "fp8"):
+        terms = sum(t[f"{precision}_bytes"] for t in out["terms"].values())
+        assert terms == out[f"{precision}_peak_bytes"]
+    path = Path(__file__).resolve().parents[1] / "scripts" / "published_memory.py"
+    spec = importlib.util.spec_from_file_location("published_memory", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.published() == [
+        ("vanilla TP", False, 71.51, 55.26),
+        ("async TP", True, 71.08, 55.91),
+    ]
