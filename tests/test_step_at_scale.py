@@ -117,7 +117,7 @@ def test_a_slower_network_exposes_more_of_fsdp(tmp_path):
 
 
 def test_float8_all_gather_is_a_flag_and_suggested_where_it_helps(tmp_path):
-    args = ("--model", "llama3-70b", "--tokens", "8192", "--fsdp", "64", "--gpu", "h100")
+    args = ("--model", "llama3-70b", "--tokens", "8192", "--fsdp", "64", "--recompute", "full")
     out = tmp_path / "plain.json"
     plain = invoke_cli("estimate", *args, "--out", str(out))
     assert plain.exit_code == 0, plain.output
@@ -134,3 +134,20 @@ def test_float8_all_gather_is_a_flag_and_suggested_where_it_helps(tmp_path):
         "estimate", "--model", "llama3-8b", "--tokens", "8192", "--float8-all-gather"
     )
     assert alone.exit_code == 2 and "needs --fsdp" in alone.output
+
+
+def test_the_per_layer_path_casts_a_shared_input_once(tmp_path):
+    """llama3-405b has no shipped block: its step sums the per-layer rows, where q, k and v
+    (gate and up) each cast the norm's output; the step charges that cast once."""
+    out = tmp_path / "405b.json"
+    args = ("--model", "llama3-405b", "--tokens", "8192", "--tp", "8", "--fsdp", "16")
+    result = invoke_cli("estimate", *args, "--recompute", "full", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    s = doc["summary"]
+    assert "shared_input_cast" in {n["topic"] for n in s["notes"]}
+    rows = [r for r in doc["layers"] if r["fqn"] != "lm_head"]
+    summed = sum(r["count"] * (r["fp8_s"] - r["recompute_fp8_s"]) for r in rows)
+    head = next(r for r in doc["layers"] if r["fqn"] == "lm_head")
+    linears = part(s, "linears")["fp8_s"] - head["bf16_s"]  # output stays bf16 as run
+    assert linears < 0.95 * summed

@@ -55,6 +55,10 @@ from f8roof.timing.comm import (
     placement_for,
 )
 from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
+from f8roof.traffic.monomials import K, M, N
+from f8roof.traffic.recipes import Role
+from f8roof.traffic.variant import Before, Context
+from f8roof.traffic.worst_ideal import context_fused_roles, worst_traffic
 from f8roof.training.catalog import TPStyle
 from f8roof.training.checkpointing import (
     MM,
@@ -208,8 +212,19 @@ def _summarize(
     fp8 = rows[fp8_col].to_numpy(dtype=np.float64)
     rec_bf16 = _column(rows, "recompute_bf16_s")
     rec_fp8 = _column(rows, "recompute_fp8_s")
-    # the linears without their full-AC recompute (recommend folds it into the times)
+    # the linears without their full-AC recompute (recommend folds it into the times); in the
+    # per-layer path a linear whose input an earlier one of its block casts pays no cast of it
     lin_bf16 = bf16 - rec_bf16
+    shared = (
+        np.zeros(len(rows))
+        if block_graphs is not None
+        else _shared_input_s(rows, resolved, convert, block)
+    )
+    if shared.any():
+        notes.append(note(Topic.SHARED_INPUT_CAST))
+        # the saving splits as the row's float8 time does between its passes and its recompute
+        rec_fp8 = rec_fp8 - shared * np.divide(rec_fp8, fp8, out=np.zeros(len(rows)), where=fp8 > 0)
+        fp8 = fp8 - shared
     lin_fp8 = np.where(convert, fp8 - rec_fp8, lin_bf16)
     gemm_fp8 = np.where(convert, rows["fp8_gemm_s"].to_numpy(dtype=np.float64) - rec_fp8, 0.0)
     gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
@@ -348,6 +363,42 @@ def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, b
         grad_norm_all_reduce_s=norm_s,
         scales_all_reduce_s=scales_s if precompute else None,
     )
+
+
+def _shared_input_s(rows: pd.DataFrame, resolved: Resolved, convert, block) -> np.ndarray:
+    """Per row, seconds per linear: the float8 overhead a block linear does not pay because
+    the linear before it in its group casts the same input. q, k and v read the attention
+    norm's output, gate and up the MLP norm's: torchao casts each Float8Linear's input, and
+    the compiled block merges the identical casts into one (Inductor's common-subexpression
+    elimination; the sharded block's graphs hold one). A row's overhead (forward, backward
+    and the recompute folded into it) is split by role as the seed's worst-case passes split
+    its bytes (`traffic.worst_ideal`): the input's share comes off every linear of the group
+    but the first converted one."""
+    saved = np.zeros(len(rows))
+    configs = {c.recipe.name: c for c in resolved.configs}
+    paid: set[tuple] = set()
+    column = (rows["tp"] == "column").to_numpy() & ~rows["grouped"].to_numpy(dtype=bool)
+    for i in np.flatnonzero(block & convert & column):
+        row = rows.iloc[i]
+        context = Context.from_name(str(row["context"]))
+        if context.before is Before.NONE:
+            continue
+        group = (str(row["fqn"]).rsplit(".", 1)[0], int(row["K"]), str(row["recipe"]))
+        if group not in paid:
+            paid.add(group)
+            continue
+        config = configs.get(str(row["recipe"]), resolved.config)
+        model = worst_traffic(
+            config.recipe,
+            implementation=config.implementation,
+            fused=context_fused_roles(context),
+        )
+        at = {M: int(row["M"]), K: int(row["K"]), N: int(row["N"])}
+        total = float(model.total.subs(at))
+        mine = sum(float(k.bytes_total.subs(at)) for k in model.kernels if k.role is Role.INPUT)
+        overhead = max(float(row["fp8_s"] - row["fp8_gemm_s"]), 0.0)
+        saved[i] = overhead * mine / total if total > 0 else 0.0
+    return saved
 
 
 def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[float, float]:

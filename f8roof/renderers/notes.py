@@ -246,6 +246,10 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"AdamW and gradient clipping over {v['params_per_gpu'] / 1e9:.3g}B parameters per GPU"
         + (", float8 scales precomputed once per step" if v["precompute"] else "")
     ),
+    Topic.SHARED_INPUT_CAST: lambda v: (
+        "per-layer fits: q, k and v (and gate and up) cast their shared input once, as a "
+        "compiled block does; the others' overhead less the input's share of the seed's passes"
+    ),
     Topic.FULL_AC_GRAPHS: lambda v: (
         "full AC: the block's graphs without checkpointing, its forward graph (kernels, "
         f"gemms, TP collectives, attention) run again in the backward for {v['share']:.0%} of "
