@@ -55,36 +55,217 @@ RESIDUAL_QUANTILES = (0.05, 0.95)
 
 @dataclass(frozen=True)
 class Parameter:
+    """A fitted parameter: its physical bounds and a prior (value, width) it is held at where
+    the data do not determine it (`fit` adds (x - prior) / width x PRIOR_SCALE as a residual)."""
+
     name: str
-    start: float
+    prior: float
+    width: float
     low: float
     high: float
     unit: str
     what: str
+    why: str  # what bounds it and where the prior comes from
 
 
-# The fitted parameters, their start and physical bounds.
+# A data residual is a log error; the heatmap's cross-validated error is about 5%, so a parameter
+# one prior width off its prior costs as much as one cell missed by 5%: 144 cells and 200 gemm
+# rows outweigh it wherever they act, and it holds a parameter the data leave free.
+PRIOR_SCALE = 0.05
+# A parameter is determined by the data where they narrow its prior at least twofold (its
+# posterior standard deviation below half the prior width); else it is held by its prior.
+DETERMINED = 0.5
+
+# The fitted parameters: prior, width, physical bounds, and why.
 PARAMETERS = (
-    Parameter("pointwise", 0.85, 0.3, 1.0, "of HBM", "pointwise kernels"),
-    Parameter("pointwise_transpose", 0.7, 0.05, 1.0, "of HBM", "pointwise kernels, 2D-tiled"),
-    Parameter("reduction_inner", 0.8, 0.05, 1.0, "of HBM", "row reductions (norms, row amax)"),
-    Parameter("reduction_persistent", 0.8, 0.05, 1.0, "of HBM", "one-program-per-row reductions"),
-    Parameter("reduction_split", 0.6, 0.05, 1.0, "of HBM", "split and column reductions"),
-    Parameter("scattered", 16.0, 0.0, 32.0, "B/element", "traffic of a strided access"),
-    Parameter("reread", 0.5, 0.0, 1.0, "of a byte", "a row loaded again in a later loop"),
-    Parameter("arithmetic", 15.0, 1.0, 33.5, "Top/s", "a kernel's operations (FP32 lanes' peak)"),
-    Parameter("floor_us", 2.0, 1.0, 6.0, "us", "an empty kernel's time"),
-    Parameter("bf16_peak", 0.8, 0.3, 1.0, "of peak", "bf16 gemms, 700 W"),
-    Parameter("fp8_peak", 0.7, 0.3, 1.0, "of peak", "fp8 gemms (one scale per tensor), 700 W"),
-    Parameter("slow_accum", 1.1, 1.0, 4.0, "x", "fp8 time without fast accumulation"),
-    Parameter("rowwise", 0.95, 0.4, 1.0, "x fp8", "row-scaled fp8 gemm's peak fraction"),
-    Parameter("cap_bf16", 0.75, 0.4, 1.0, "x", "bf16 gemm throughput at 500 W / 700 W"),
-    Parameter("cap_fp8", 0.85, 0.4, 1.0, "x", "fp8 gemm throughput at 500 W / 700 W"),
-    Parameter("latency_us", 4.0, 1.0, 12.0, "us", "a gemm's fixed time"),
-    Parameter("k_steps_bf16", 192.0, 0.0, 1024.0, "K-steps", "bf16 prologue/epilogue per tile"),
-    Parameter("k_steps_fp8", 128.0, 0.0, 1024.0, "K-steps", "fp8 prologue/epilogue per tile"),
+    Parameter(
+        "pointwise",
+        0.85,
+        0.15,
+        0.3,
+        1.0,
+        "of HBM",
+        "pointwise kernels",
+        "a fraction of HBM; streaming copies reach 0.87-0.92 (Azure copy, torchao roofline_utils)",
+    ),
+    Parameter(
+        "pointwise_transpose",
+        0.7,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "pointwise kernels, 2D-tiled",
+        "a fraction of HBM; a tiled transpose loses some of a copy's rate to its tile edges",
+    ),
+    Parameter(
+        "reduction_inner",
+        0.8,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "row reductions (norms, row amax)",
+        "a fraction of HBM; a looped row reduction streams as a copy, less its loop tails",
+    ),
+    Parameter(
+        "reduction_persistent",
+        0.8,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "one-program-per-row reductions",
+        "a fraction of HBM; one program per row streams as a copy, less its occupancy",
+    ),
+    Parameter(
+        "reduction_split",
+        0.6,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "split and column reductions",
+        "a fraction of HBM; two passes and partial sums cost a split reduction some of it",
+    ),
+    Parameter(
+        "scattered",
+        16.0,
+        16.0,
+        0.0,
+        32.0,
+        "B/element",
+        "traffic of a strided access",
+        "0 if the caches merge every sector, 32 (one sector) if none; prior half-way",
+    ),
+    Parameter(
+        "reread",
+        0.5,
+        0.5,
+        0.0,
+        1.0,
+        "of a byte",
+        "a row loaded again in a later loop",
+        "0 if the row is still in cache, 1 if read again from HBM; prior half-way",
+    ),
+    Parameter(
+        "arithmetic",
+        8.0,
+        8.0,
+        1.0,
+        33.5,
+        "Top/s",
+        "a kernel's operations (FP32 lanes' peak)",
+        "at most the FP32 lanes' peak (132 SMs x 128 x 1.98 GHz); Triton's index and mask "
+        "work shares the lanes, so a quarter of it a priori",
+    ),
+    Parameter(
+        "floor_us",
+        3.0,
+        2.0,
+        1.0,
+        6.0,
+        "us",
+        "an empty kernel's time",
+        "2 us: a one-element Triton kernel on an H100 (torchao roofline_utils); 6 us a launch "
+        "gap's upper end",
+    ),
+    Parameter(
+        "bf16_peak",
+        0.8,
+        0.1,
+        0.3,
+        1.0,
+        "of peak",
+        "bf16 gemms, 700 W",
+        "of the dense peak; cuBLAS runs 790-800 of 989 TFLOP/s on big squares (zzc0721#79)",
+    ),
+    Parameter(
+        "fp8_peak",
+        0.7,
+        0.15,
+        0.3,
+        1.0,
+        "of peak",
+        "fp8 gemms (one scale per tensor), 700 W",
+        "of the dense peak; Azure's cuBLASLt sweep tops at 1377 of 1979 TFLOP/s",
+    ),
+    Parameter(
+        "slow_accum",
+        1.1,
+        0.2,
+        1.0,
+        4.0,
+        "x",
+        "fp8 time without fast accumulation",
+        "1: no cost; promoting partial sums to FP32 costs a few percent (ao#940)",
+    ),
+    Parameter(
+        "rowwise",
+        0.95,
+        0.1,
+        0.4,
+        1.0,
+        "x fp8",
+        "row-scaled fp8 gemm's peak fraction",
+        "at most tensorwise's; 90-100% of it (pytorch/pytorch#147971, FBGEMM#2764)",
+    ),
+    Parameter(
+        "cap_bf16",
+        0.75,
+        0.1,
+        0.4,
+        1.0,
+        "x",
+        "bf16 gemm throughput at 500 W / 700 W",
+        "at most 1 (a cap lowers clocks); FBGEMM#2546's 500 W bf16 585 vs 790-800 TFLOP/s",
+    ),
+    Parameter(
+        "cap_fp8",
+        0.85,
+        0.1,
+        0.4,
+        1.0,
+        "x",
+        "fp8 gemm throughput at 500 W / 700 W",
+        "at most 1 (a cap lowers clocks); FBGEMM#2546's 500 W fp8 about 0.87x a 700 W part",
+    ),
+    Parameter(
+        "latency_us",
+        4.0,
+        2.0,
+        1.0,
+        12.0,
+        "us",
+        "a gemm's fixed time",
+        "a launch and one tile's pipeline fill: a few us (ao#940's 256^3 gemms take 4-6 us)",
+    ),
+    Parameter(
+        "k_steps_bf16",
+        192.0,
+        128.0,
+        0.0,
+        1024.0,
+        "K-steps",
+        "bf16 prologue/epilogue per tile",
+        "at least 0; the datasheet model's 192 (OpenXLA sm_90 sweep)",
+    ),
+    Parameter(
+        "k_steps_fp8",
+        128.0,
+        128.0,
+        0.0,
+        1024.0,
+        "K-steps",
+        "fp8 prologue/epilogue per tile",
+        "at least 0; the datasheet model's 128 (Azure cuBLASLt sweep)",
+    ),
 )
 NAMES = tuple(p.name for p in PARAMETERS)
+PRIOR = np.array([p.prior for p in PARAMETERS])
+WIDTH = np.array([p.width for p in PARAMETERS])
+LOW = np.array([p.low for p in PARAMETERS])
+HIGH = np.array([p.high for p in PARAMETERS])
 PARTS = ("h100", "h100-meta")
 
 
@@ -404,22 +585,74 @@ def residuals(
     return np.concatenate(out)
 
 
+def prior_residuals(x: np.ndarray) -> np.ndarray:
+    """PRIOR_SCALE x (x - prior) / width per parameter: what holds a parameter the data leave free."""
+    return PRIOR_SCALE * (x - PRIOR) / WIDTH
+
+
 def fit(data: Data, *, cells=None, gemms=None, kernels=None) -> np.ndarray:
-    """The parameters minimising the squared log residuals of the chosen rows, rounded."""
+    """The parameters minimising the squared log residuals of the chosen rows and the priors'
+    residuals, rounded. The priors make the minimum unique, so the optimiser's path (BLAS, CPU)
+    moves it by far less than the rounding."""
     from scipy.optimize import least_squares
 
-    start = np.array([p.start for p in PARAMETERS])
-    low = np.array([p.low for p in PARAMETERS])
-    high = np.array([p.high for p in PARAMETERS])
     found = least_squares(
-        lambda x: residuals(x, data, cells=cells, gemms=gemms, kernels=kernels, weighted=True),
-        start,
-        bounds=(low, high),
-        x_scale=np.maximum(np.abs(start), 1e-3),
+        lambda x: np.concatenate(
+            [
+                residuals(x, data, cells=cells, gemms=gemms, kernels=kernels, weighted=True),
+                prior_residuals(x),
+            ]
+        ),
+        PRIOR,
+        bounds=(LOW, HIGH),
+        x_scale=WIDTH,
         xtol=1e-10,
         ftol=1e-10,
     )
-    return np.clip(rounded(found.x), low, high)
+    # a millionth of a prior width from a bound is at it (the optimiser stops just short)
+    x = np.where(found.x - LOW < 1e-6 * WIDTH, LOW, found.x)
+    x = np.where(HIGH - x < 1e-6 * WIDTH, HIGH, x)
+    return np.clip(rounded(x), LOW, HIGH)
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """How well the data determine each parameter at the fit, in units of its prior width: the
+    singular values of the data's Jacobian (over PRIOR_SCALE: 1 is as much as the prior says),
+    each parameter's posterior standard deviation (data and prior; a 95% interval is 2 of them
+    either side), and which bound a parameter sits at (-1 low, 1 high, 0 none) with the sign
+    of the data's pull there (the same sign: the data push it out)."""
+
+    singular_values: np.ndarray
+    sd: np.ndarray  # per parameter, in prior widths
+    at_bound: np.ndarray
+    pull: np.ndarray  # -1 down, 1 up: where the data alone would move it
+
+    @property
+    def determined(self) -> np.ndarray:
+        return self.sd < DETERMINED
+
+
+def conditioning(x: np.ndarray, data: Data) -> Conditioning:
+    """The weighted data Jacobian at `x` by finite differences (a thousandth of a prior width,
+    one-sided at a bound), and what it says of each parameter."""
+    r0 = residuals(x, data, weighted=True)
+    columns = []
+    for i in range(len(x)):
+        step = 1e-3 * WIDTH[i]
+        up, down = x.copy(), x.copy()
+        up[i] = min(x[i] + step, HIGH[i])
+        down[i] = max(x[i] - step, LOW[i])
+        ru = residuals(up, data, weighted=True)
+        rd = residuals(down, data, weighted=True)
+        columns.append((ru - rd) / ((up[i] - down[i]) / WIDTH[i]))
+    jacobian = np.array(columns).T / PRIOR_SCALE  # per prior width, in prior units
+    singular = np.linalg.svd(jacobian, compute_uv=False)
+    information = jacobian.T @ jacobian + np.eye(len(x))
+    sd = np.sqrt(np.diag(np.linalg.inv(information)))
+    gradient = jacobian.T @ (r0 / PRIOR_SCALE)  # of half the data's cost, per prior width
+    at_bound = np.where(x <= LOW, -1, np.where(x >= HIGH, 1, 0))
+    return Conditioning(singular, sd, at_bound, -np.sign(gradient))
 
 
 def cell_speedups(x: np.ndarray, data: Data) -> np.ndarray:
@@ -437,6 +670,7 @@ class Report:
     folds: tuple[np.ndarray, ...]  # each fold's parameters
     leave_out: dict[str, tuple[np.ndarray, float, int]]  # source -> (params, median |err|, rows)
     in_sample_gemm_error: np.ndarray
+    conditioning: Conditioning
 
 
 def cross_validate(data: Data) -> Report:
@@ -476,7 +710,7 @@ def cross_validate(data: Data) -> Report:
     gemm_error = (
         np.exp(residuals(x, data, cells=np.zeros(n, bool), gemms=all_g, kernels=~all_k)) - 1
     )
-    return Report(x, predicted, tuple(folds), leave_out, gemm_error)
+    return Report(x, predicted, tuple(folds), leave_out, gemm_error, conditioning(x, data))
 
 
 def parameter_ranges(report: Report) -> tuple[ParameterRange, ...]:
