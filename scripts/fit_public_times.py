@@ -3,7 +3,7 @@ f8roof/calibration/data/public_times.json (byte for byte the same on a rebuild: 
 
 Prints every parameter with its range over the fits that leave out a fold or a source, the data
 behind the fit, the residuals on it, the cross-validated error of the heatmap cells (10 folds,
-per N) and of each source left out. See f8roof/calibration/public_fit.py for the model.
+per N), of each source left out and of each part left out. See f8roof/calibration/public_fit.py for the model.
 
     PYTHONPATH=. python scripts/fit_public_times.py [--out PATH] [--quiet]
 """
@@ -165,6 +165,12 @@ def public_fit_lines(data, report, times) -> list[str]:
     lines.append("each source left out, predicted by the others (median |error| of its rows):")
     for source, (_, error, rows) in report.leave_out.items():
         lines.append(f"  {source:26s} {error:.1%}  ({rows} rows)")
+    lines.append(
+        "each part left out, its gemm rows predicted by a fit to the other parts through its "
+        "datasheet (median |time error|):"
+    )
+    for part, (error, rows) in report.leave_part_out.items():
+        lines.append(f"  {part:26s} {error:.1%}  ({rows} rows)")
     return lines
 
 

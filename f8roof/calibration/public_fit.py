@@ -26,15 +26,17 @@ each predicted by a fit without its fold; and every source left out in turn.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from f8roof.hardware.presets import find_gpu
+from f8roof.errors import ModelError
+from f8roof.hardware.presets import GPU, find_gpu
 from f8roof.timing.gemm import GemmEfficiency, GemmRole, linear_gemm_times
 from f8roof.timing.public_times import (
+    CROSS_VALIDATED_PART,
     FITTED_CLASSES,
     TIED_CLASSES,
     TILES,
@@ -150,14 +152,14 @@ PARAMETERS = (
     ),
     Parameter(
         "arithmetic",
-        8.0,
-        8.0,
-        1.0,
-        33.5,
-        "Top/s",
-        "a kernel's operations (FP32 lanes' peak)",
-        "at most the FP32 lanes' peak (132 SMs x 128 x 1.98 GHz); Triton's index and mask "
-        "work shares the lanes, so a quarter of it a priori",
+        32.0,
+        32.0,
+        4.0,
+        128.0,
+        "op/SM/clk",
+        "a kernel's operations per SM per clock (x SMs x clock: each part's rate)",
+        "at most an SM's 128 FP32 lanes; Triton's index and mask work shares the lanes, so a "
+        "quarter of them a priori",
     ),
     Parameter(
         "floor_us",
@@ -222,13 +224,26 @@ PARAMETERS = (
     ),
     Parameter(
         "cap_fp8",
-        0.85,
-        0.1,
-        0.4,
         1.0,
-        "x",
-        "fp8 gemm throughput at 500 W / 700 W",
-        "at most 1 (a cap lowers clocks); FBGEMM#2546's 500 W fp8 about 0.87x a 700 W part",
+        0.1,
+        1 / 1.04,
+        1 / 0.85,
+        "x cap_bf16",
+        "fp8 gemm throughput at 500 W / 700 W, over bf16's",
+        "a cap lowers the clock both dtypes' tensor cores run at: a gemm-bound linear's "
+        "speedup at 700 W over 500 W, cap_bf16 / this, lies in 0.85-1.04 (issue #36)",
+    ),
+    Parameter(
+        "azure_fp8",
+        1.0,
+        0.2,
+        0.5,
+        2.0,
+        "x time",
+        "Azure's cuBLASLt fp8 sweep's times over the model's",
+        "a library, not a part: Azure's superbench cuBLASLt runs 1290 TFLOP/s at 8192^3 on a "
+        "700 W part, ao#940's cuBLAS 1617 on a 500 W one; no power cap makes a part faster, "
+        "so the sweep's kernels are another library's; 1 a priori",
     ),
     Parameter(
         "latency_us",
@@ -266,56 +281,54 @@ PRIOR = np.array([p.prior for p in PARAMETERS])
 WIDTH = np.array([p.width for p in PARAMETERS])
 LOW = np.array([p.low for p in PARAMETERS])
 HIGH = np.array([p.high for p in PARAMETERS])
-PARTS = ("h100", "h100-meta")
+# The parts the fit times: Hopper parts with a shipped traffic calibration. Each takes the
+# shared parameters through its own datasheet (bandwidth, SMs, clock); a part at CAPPED_W
+# takes the power-cap ratios on its gemm peak fractions.
+PARTS = ("h100", "h100-meta", "h200")
+CAPPED_W = 500  # FBGEMM's and torchao's 'H100 500W'
+INTEGER = ("k_steps_bf16", "k_steps_fp8")
 
 
 def rounded(x: np.ndarray) -> np.ndarray:
-    """4 significant digits (K-steps: whole), so a rebuild's numbers are the file's bytes."""
+    """4 significant digits (K-steps: whole): a rebuild's numbers move only where the fit does."""
     out = np.array([float(f"{v:.4g}") for v in x])
-    for name in ("k_steps_bf16", "k_steps_fp8"):
+    for name in INTEGER:
         i = NAMES.index(name)
         out[i] = round(out[i])
     return out
 
 
 def parts_of(x: np.ndarray) -> dict[str, PartTimes]:
-    """The two fitted parts from a parameter vector."""
+    """Every part from a parameter vector, each through its own preset."""
+    return {name: part_times(x, find_gpu(name)) for name in PARTS}
+
+
+def part_times(x: np.ndarray, gpu: GPU) -> PartTimes:
+    """One part: the shared fractions of its own bandwidth, the arithmetic per SM and clock
+    times its SMs and clock, the 700 W gemm fractions, capped at CAPPED_W."""
     p = dict(zip(NAMES, x))
-    fractions = tuple((c, float(p[c])) for c in FITTED_CLASSES)
-    out = {}
-    for part in PARTS:
-        cap = (
-            {"bf16": 1.0, "fp8": 1.0}
-            if part == "h100"
-            else {
-                "bf16": p["cap_bf16"],
-                "fp8": p["cap_fp8"],
-            }
-        )
-        gemms = (
-            ("bf16", _gemm(p["bf16_peak"] * cap["bf16"], p["k_steps_bf16"], p, "bf16", 1.0)),
-            ("fp8", _gemm(p["fp8_peak"] * cap["fp8"], p["k_steps_fp8"], p, "fp8", None)),
-            (
-                "fp8_rowwise",
-                _gemm(
-                    p["fp8_peak"] * cap["fp8"] * p["rowwise"],
-                    p["k_steps_fp8"],
-                    p,
-                    "fp8_rowwise",
-                    None,
-                ),
-            ),
-        )
-        out[part] = PartTimes(
-            part,
-            p["floor_us"] * 1e-6,
-            fractions,
-            gemms,
-            p["scattered"],
-            p["reread"],
-            p["arithmetic"] * 1e12,
-        )
-    return out
+    if gpu.sm_clock_hz is None:
+        raise ModelError(f"{gpu.name}: no SM clock, so no arithmetic rate")
+    capped = gpu.power_w == CAPPED_W
+    bf16 = p["cap_bf16"] if capped else 1.0
+    fp8 = p["cap_bf16"] * p["cap_fp8"] if capped else 1.0
+    gemms = (
+        ("bf16", _gemm(p["bf16_peak"] * bf16, p["k_steps_bf16"], p, "bf16", 1.0)),
+        ("fp8", _gemm(p["fp8_peak"] * fp8, p["k_steps_fp8"], p, "fp8", None)),
+        (
+            "fp8_rowwise",
+            _gemm(p["fp8_peak"] * fp8 * p["rowwise"], p["k_steps_fp8"], p, "fp8_rowwise", None),
+        ),
+    )
+    return PartTimes(
+        gpu.name,
+        p["floor_us"] * 1e-6,
+        tuple((c, float(p[c])) for c in FITTED_CLASSES),
+        gemms,
+        p["scattered"],
+        p["reread"],
+        p["arithmetic"] * gpu.sm_count * gpu.sm_clock_hz,
+    )
 
 
 def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | None):
@@ -549,10 +562,13 @@ def cell_times(part: PartTimes, cells: Cells, rows=slice(None)) -> tuple[np.ndar
     return out[0], out[1]
 
 
-def gemm_times(parts: dict[str, PartTimes], gemms: GemmRows) -> np.ndarray:
+def gemm_times(
+    parts: dict[str, PartTimes], gemms: GemmRows, *, azure_fp8: float = 1.0
+) -> np.ndarray:
+    """Each row's time by its part's model; Azure's fp8 rows times their library's factor."""
     out = np.empty(len(gemms.time_s))
     for name in np.unique(gemms.part):
-        part = parts["h100" if name == "h200" else name]
+        part = parts[name]
         model = part.gemm_model(find_gpu(name))
         for family in np.unique(gemms.family):
             for slow in (False, True):
@@ -560,6 +576,7 @@ def gemm_times(parts: dict[str, PartTimes], gemms: GemmRows) -> np.ndarray:
                 if pick.any():
                     m, k, n = gemms.mkn[pick].T
                     out[pick] = model.time_s(family, GemmRole.OUTPUT, m, k, n, slow_accum=slow)[0]
+    out[(gemms.source == "Azure") & (gemms.family == "fp8")] *= azure_fp8
     return out
 
 
@@ -575,7 +592,8 @@ def residuals(
     g = np.ones(len(data.gemms.time_s), bool) if gemms is None else gemms
     if g.any():
         weight = data.gemms.weight[g] if weighted else 1.0
-        out.append(weight * np.log(gemm_times(parts, data.gemms)[g] / data.gemms.time_s[g]))
+        predicted = gemm_times(parts, data.gemms, azure_fp8=x[NAMES.index("azure_fp8")])
+        out.append(weight * np.log(predicted[g] / data.gemms.time_s[g]))
     k = np.ones(len(data.kernels.fraction), bool) if kernels is None else kernels
     if k.any():
         predicted = np.array(
@@ -610,9 +628,9 @@ def fit(data: Data, *, cells=None, gemms=None, kernels=None) -> np.ndarray:
         ftol=1e-10,
     )
     # a millionth of a prior width from a bound is at it (the optimiser stops just short)
-    x = np.where(found.x - LOW < 1e-6 * WIDTH, LOW, found.x)
-    x = np.where(HIGH - x < 1e-6 * WIDTH, HIGH, x)
-    return np.clip(rounded(x), LOW, HIGH)
+    low = found.x - LOW < 1e-6 * WIDTH
+    high = HIGH - found.x < 1e-6 * WIDTH
+    return np.where(low, LOW, np.where(high, HIGH, np.clip(rounded(found.x), LOW, HIGH)))
 
 
 @dataclass(frozen=True)
@@ -671,6 +689,7 @@ class Report:
     leave_out: dict[str, tuple[np.ndarray, float, int]]  # source -> (params, median |err|, rows)
     in_sample_gemm_error: np.ndarray
     conditioning: Conditioning
+    leave_part_out: dict[str, tuple[float, int]]  # part -> (median |gemm time error|, rows)
 
 
 def cross_validate(data: Data) -> Report:
@@ -710,7 +729,31 @@ def cross_validate(data: Data) -> Report:
     gemm_error = (
         np.exp(residuals(x, data, cells=np.zeros(n, bool), gemms=all_g, kernels=~all_k)) - 1
     )
-    return Report(x, predicted, tuple(folds), leave_out, gemm_error, conditioning(x, data))
+    return Report(
+        x,
+        predicted,
+        tuple(folds),
+        leave_out,
+        gemm_error,
+        conditioning(x, data),
+        leave_part_out(data),
+    )
+
+
+def leave_part_out(data: Data) -> dict[str, tuple[float, int]]:
+    """Each part's gemm rows predicted by a fit without any of that part's rows (for h100-meta:
+    without the heatmap, its gemm and kernel rows): what the part inherits from the others
+    through its datasheet."""
+    n = len(data.cells.measured)
+    out = {}
+    for part in dict.fromkeys(str(p) for p in data.gemms.part):
+        mine_g, mine_k = data.gemms.part == part, data.kernels.part == part
+        cells = np.full(n, part != CROSS_VALIDATED_PART)
+        xs = fit(data, cells=cells, gemms=~mine_g, kernels=~mine_k)
+        none = np.zeros(n, bool)
+        r = residuals(xs, data, cells=none, gemms=mine_g, kernels=np.zeros_like(mine_k))
+        out[part] = (float(np.median(np.exp(np.abs(r)) - 1)), int(mine_g.sum()))
+    return out
 
 
 def parameter_ranges(report: Report) -> tuple[ParameterRange, ...]:
@@ -781,9 +824,9 @@ def public_times(data: Data, report: Report) -> PublicTimes:
     )
     low_end, high_end = band_ends(data, report)
     return PublicTimes(
-        with_h200(parts),
-        with_h200(parts_of(low_end)),
-        with_h200(parts_of(high_end)),
+        tuple(parts.values()),
+        tuple(parts_of(low_end).values()),
+        tuple(parts_of(high_end).values()),
         parameter_ranges(report),
         float(f"{low:.4g}"),
         float(f"{high:.4g}"),
@@ -791,14 +834,20 @@ def public_times(data: Data, report: Report) -> PublicTimes:
         float(f"{np.median(error):.4g}"),
         by_n,
         (
-            ("h100-meta", "fitted: the heatmap, ao#940, FBGEMM#2546, float8_experimental"),
-            ("h100", "fitted: Azure, OpenXLA, zzc0721 gemms; memory fractions shared"),
+            (
+                "h100-meta",
+                "fitted on h100-meta (the heatmap, ao#940, FBGEMM#2546, float8_experimental)",
+            ),
+            (
+                "h100",
+                (
+                    "fitted on h100-meta, scaled to h100 by its datasheet (700 W gemm rows: "
+                    "Azure, OpenXLA, zzc0721)"
+                ),
+            ),
             (
                 "h200",
-                (
-                    "h100's parameters at the H200's datasheet bandwidth (same SMs and clocks; "
-                    "no public H200 kernel measurement in the fit)"
-                ),
+                "fitted on h100-meta, scaled to h200 by its datasheet (Azure's H200 fp8 gemm rows)",
             ),
         ),
         (
@@ -807,11 +856,3 @@ def public_times(data: Data, report: Report) -> PublicTimes:
             *dict.fromkeys(str(s) for s in data.kernels.source),
         ),
     )
-
-
-def with_h200(parts: dict[str, PartTimes]) -> tuple[PartTimes, ...]:
-    """The fitted parts and h200: h100's parameters (same SMs and clocks), timed at the H200's
-    own datasheet bandwidth by `PartTimes.kernel_time`."""
-    h100 = parts["h100"]
-    h200 = replace(h100, part="h200")
-    return (parts["h100"], parts["h100-meta"], h200)

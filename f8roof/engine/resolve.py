@@ -38,6 +38,7 @@ from f8roof.hardware.support import check_recipes
 from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.timing.datasheet import KERNEL_FLOOR_S, PRESET_EFFICIENCIES, datasheet_timing
 from f8roof.timing.gemm import BlockScaledGemm, RooflineGemm, TableGemm
+from f8roof.timing.public_times import CROSS_VALIDATED_PART, PublicTimes
 from f8roof.traffic.block_scaled import is_read_off
 from f8roof.traffic.recipes import (
     ALL_RECIPE_NAMES,
@@ -113,7 +114,8 @@ class Provenance:
     stack: dict = field(default_factory=dict)  # torch, triton, torchao of the generated code
     codegen_gpu: str = ""
     measured_on: str = ""  # device and date of a measured calibration
-    cv_median: float = math.nan  # public fit: cross-validated median speedup error
+    cv_median: float = math.nan  # public fit: cross-validated median speedup error on this part
+    fitted_on: str = ""  # public fit: the part its float8 linears were measured on
     gemm_table: str = ""
     gemm_efficiency: float = math.nan
     memory_efficiency: float = math.nan  # datasheet timing's copy fraction
@@ -267,6 +269,12 @@ def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None,
     return _timed(Calibration.load(path), request.times), path.name, True
 
 
+def _cv_median(public: PublicTimes | None, part: str) -> float:
+    """The heatmap's cross-validated error where it applies: on the part it ran on."""
+    error = None if public is None else public.cv_error(part)
+    return math.nan if error is None else error
+
+
 def _provenance(
     calibration: Calibration | None, name: str, shipped: bool, gpu: GPU, request: Request, gemms
 ) -> Provenance:
@@ -297,7 +305,8 @@ def _provenance(
         stack={"torch": env.torch, "triton": env.triton, "torchao": env.torchao},
         codegen_gpu=env.gpu or "",
         measured_on=f"{env.label}, {env.date}" if calibration.is_measured else "",
-        cv_median=calibration.public.cv_median if calibration.public is not None else math.nan,
+        cv_median=_cv_median(calibration.public, gpu.name),
+        fitted_on="" if calibration.public is None else CROSS_VALIDATED_PART,
         **extra,
     )
 

@@ -65,6 +65,9 @@ class GPU:
     gfx_arch: str | None = None  # AMD LLVM target (gfx942, gfx950)
     fp8_dtype_family: Float8Family = Float8Family.OCP
     power_w: int | None = None  # board power the ceilings (and gemm fractions) belong to
+    # The SMs' maximum clock (a power cap lowers the clock gemms sustain, not this one, which
+    # memory-bound and fused elementwise kernels run at); None where no source gives it.
+    sm_clock_hz: float | None = None
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -110,6 +113,9 @@ class GPU:
 
 
 H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100)"
+# The datasheets give no clock; their FP32 peak does: 67 TFLOPS = 132 SMs x 128 FP32 lanes x
+# 2 (an FMA) x 1.98 GHz, on the H100 SXM and the H200 alike.
+HOPPER_SXM_CLOCK = "1.98 GHz: the datasheet's FP32 67 TFLOPS / (132 SMs x 128 lanes x 2)"
 H200_DATASHEET = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200)"
 DGX_B200 = (
     "NVIDIA DGX B200 datasheet (resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet): "
@@ -169,7 +175,8 @@ PRESETS: dict[str, GPU] = {
             (9, 0),
             80 * 2**30,
             power_w=700,
-            sources=(H100_DATASHEET + ": SXM column, dense = sparse / 2",),
+            sm_clock_hz=1.98e9,
+            sources=(H100_DATASHEET + ": SXM column, dense = sparse / 2", HOPPER_SXM_CLOCK),
         ),
         # The H100 torchao's float8 roofline script models: "2.4 TB per second, custom to Meta's
         # H100 variant" (torchao/testing/training/roofline_utils.py). No device name is known
@@ -184,8 +191,10 @@ PRESETS: dict[str, GPU] = {
             (9, 0),
             80 * 2**30,
             power_w=500,
+            sm_clock_hz=1.98e9,
             sources=(
                 H100_DATASHEET,
+                HOPPER_SXM_CLOCK + " (the same silicon)",
                 "torchao/testing/training/roofline_utils.py: 2.4 TB/s, Meta's H100 variant",
                 "FBGEMM#2546: benchmarks on 'H100 500W'",
             ),
@@ -224,7 +233,8 @@ PRESETS: dict[str, GPU] = {
             (9, 0),
             141 * 2**30,
             power_w=700,
-            sources=(H200_DATASHEET + ": SXM column",),
+            sm_clock_hz=1.98e9,
+            sources=(H200_DATASHEET + ": SXM column", HOPPER_SXM_CLOCK),
         ),
         GPU(
             "h200-nvl",
