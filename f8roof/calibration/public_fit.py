@@ -34,7 +34,7 @@ import pandas as pd
 
 from f8roof.errors import ModelError
 from f8roof.hardware.presets import GPU, find_gpu
-from f8roof.timing.gemm import GemmEfficiency, GemmRole, linear_gemm_times
+from f8roof.timing.gemm import GemmEfficiency, GemmRole, TiledGemm, linear_gemm_times
 from f8roof.timing.public_times import (
     CROSS_VALIDATED_PART,
     FITTED_CLASSES,
@@ -246,6 +246,28 @@ PARAMETERS = (
         "so the sweep's kernels are another library's; 1 a priori",
     ),
     Parameter(
+        "blackwell",
+        1.0,
+        0.15,
+        0.5,
+        1.3,
+        "x fraction",
+        "B200/B300 gemms' peak fractions over Hopper's",
+        "another tensor core (tcgen05) and library: stas00's MAMF puts B200 bf16 at 0.79 of "
+        "peak against H100's 0.82 and fp8 0.77 against 0.72, so 1 a priori",
+    ),
+    Parameter(
+        "cdna3",
+        0.8,
+        0.3,
+        0.3,
+        1.3,
+        "x fraction",
+        "MI300X gemms' peak fractions over Hopper's",
+        "hipBLASLt on 304 CUs reaches a smaller share of its larger peak (the datasheet model's "
+        "MAMF fit), so below 1 a priori",
+    ),
+    Parameter(
         "latency_us",
         4.0,
         2.0,
@@ -305,29 +327,40 @@ def parts_of(x: np.ndarray) -> dict[str, PartTimes]:
 
 def part_times(x: np.ndarray, gpu: GPU) -> PartTimes:
     """One part: the shared fractions of its own bandwidth, the arithmetic per SM and clock
-    times its SMs and clock, the 700 W gemm fractions, capped at CAPPED_W."""
+    times its SMs and clock, its gemm families (`part_gemms`)."""
     p = dict(zip(NAMES, x))
     if gpu.sm_clock_hz is None:
         raise ModelError(f"{gpu.name}: no SM clock, so no arithmetic rate")
+    return PartTimes(
+        gpu.name,
+        p["floor_us"] * 1e-6,
+        tuple((c, float(p[c])) for c in FITTED_CLASSES),
+        part_gemms(x, gpu),
+        p["scattered"],
+        p["reread"],
+        p["arithmetic"] * gpu.sm_count * gpu.sm_clock_hz,
+    )
+
+
+def part_gemms(x: np.ndarray, gpu: GPU) -> tuple:
+    """A part's gemm families: the 700 W Hopper fractions of its own dense peaks, times its
+    architecture's factor (Blackwell, CDNA 3), capped at CAPPED_W."""
+    p = dict(zip(NAMES, x))
+    arch = 1.0
+    if gpu.compute_capability[0] == 10:
+        arch = p["blackwell"]
+    elif gpu.gfx_arch == "gfx942":
+        arch = p["cdna3"]
     capped = gpu.power_w == CAPPED_W
-    bf16 = p["cap_bf16"] if capped else 1.0
-    fp8 = p["cap_bf16"] * p["cap_fp8"] if capped else 1.0
-    gemms = (
+    bf16 = arch * (p["cap_bf16"] if capped else 1.0)
+    fp8 = arch * (p["cap_bf16"] * p["cap_fp8"] if capped else 1.0)
+    return (
         ("bf16", _gemm(p["bf16_peak"] * bf16, p["k_steps_bf16"], p, "bf16", 1.0)),
         ("fp8", _gemm(p["fp8_peak"] * fp8, p["k_steps_fp8"], p, "fp8", None)),
         (
             "fp8_rowwise",
             _gemm(p["fp8_peak"] * fp8 * p["rowwise"], p["k_steps_fp8"], p, "fp8_rowwise", None),
         ),
-    )
-    return PartTimes(
-        gpu.name,
-        p["floor_us"] * 1e-6,
-        tuple((c, float(p[c])) for c in FITTED_CLASSES),
-        gemms,
-        p["scattered"],
-        p["reread"],
-        p["arithmetic"] * gpu.sm_count * gpu.sm_clock_hz,
     )
 
 
@@ -431,15 +464,36 @@ SOURCE_NAMES = {
     "Azure/AI-benchmarking-guide": "Azure",
     "openxla/xla": "OpenXLA",
     "zzc0721": "zzc0721#79",
+    "pytorch/ao PR #2427": "ao#2427",
+    "vllm-project/vllm PR #18778": "vllm#18778",
+    "vllm-project/vllm PR #19566": "vllm#19566",
+    "NVIDIA/TransformerEngine": "TransformerEngine",
+    "yosoyjay/AI-benchmarking-guide": "Azure MI300X",
 }
+# Other parts' gemm rows: which preset each ran on, its dtype's family (None: left out).
+OTHER_PARTS = {"B200": "b200", "SM100": "b200", "B300 SXM6 AC": "b300", "MI300X": "mi300x"}
+OTHER_FAMILIES = {
+    "bf16": "bf16",
+    "bf16 (torch)": "bf16",
+    "fp8 tensor-w/tensor-a no-quant": "fp8",
+    "fp8 channel-w/token-a no-quant": "fp8_rowwise",
+    "fp8 (hipBLASLt)": "fp8",
+}
+SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
 def _short(source: str) -> str:
     return next((v for k, v in SOURCE_NAMES.items() if source.startswith(k)), source[:30])
 
 
+def _other_part(gpu: str) -> str | None:
+    """The preset a non-H100 row ran on, by the start of its gpu column (None: an H100's)."""
+    return next((v for k, v in OTHER_PARTS.items() if gpu.startswith(k)), None)
+
+
 def gemm_rows(root: Path = Path(".")) -> GemmRows:
-    """The H100 gemm rows the fit uses, in (m, k, n) of (m, k) @ (k, n); what is left out, why."""
+    """The gemm rows the fit uses, every part's, in (m, k, n) of (m, k) @ (k, n); what is left
+    out, why."""
     rows: list[tuple] = []
     left_out = [
         (
@@ -449,7 +503,11 @@ def gemm_rows(root: Path = Path(".")) -> GemmRows:
         "float8_experimental fp8 rows: 2023 cuBLASLt, accumulation mode not stated",
         "FBGEMM#2546 blockwise and 'incl. scaling' rows: not a gemm alone",
         "OpenXLA sm_90 fp8 rows: the median takes in a transpose kernel (values above peak)",
-        "H200 NVL, B200/B300, MI300X rows: other parts (no public time model for them yet)",
+        (
+            "H200 NVL rows: a layer's 12 gemms, not a gemm alone; B300 fp8 and MXFP8 rows: "
+            "autocast, quantisation included; nvfp4 and grouped MXFP8 rows: no such family"
+        ),
+        "OpenXLA sm_100 rows: SKU and power not stated",
     ]
     a = pd.read_csv(root / DATA / "published" / "gemms_a.csv")
     for r in a.itertuples():
@@ -466,11 +524,20 @@ def gemm_rows(root: Path = Path(".")) -> GemmRows:
     b = pd.read_csv(root / DATA / "published" / "gemms_b.csv")
     for r in b.itertuples():
         source = _short(r.source)
-        if source not in ("float8_experimental#38", "Azure"):
+        if source == "OpenXLA" or not str(r.N).isdigit():
             continue
         m, k, n = int(r.M), int(r.K), int(r.N)
         if source == "float8_experimental#38" and r.dtype == "bf16":
             rows.append((source, "h100-meta", "bf16", False, m, k, n, float(r.time_us_or_tflops)))
+        elif (part := _other_part(str(r.gpu))) and r.dtype in OTHER_FAMILIES:
+            value = float(r.time_us_or_tflops)
+            unit = str(r.unit)
+            seconds = (
+                value * SECONDS[unit]
+                if unit in SECONDS
+                else 2 * m * k * n / (value * (1.0 if unit == "FLOP/s" else 1e12))
+            )
+            rows.append((source, part, OTHER_FAMILIES[r.dtype], False, m, k, n, seconds))
         elif source == "Azure" and r.dtype == "fp8 (cuBLASLt)":
             part = "h100" if str(r.gpu).startswith("H100") else "h200"
             seconds = 2 * m * k * n / (float(r.time_us_or_tflops) * 1e12)
@@ -562,21 +629,21 @@ def cell_times(part: PartTimes, cells: Cells, rows=slice(None)) -> tuple[np.ndar
     return out[0], out[1]
 
 
-def gemm_times(
-    parts: dict[str, PartTimes], gemms: GemmRows, *, azure_fp8: float = 1.0
-) -> np.ndarray:
-    """Each row's time by its part's model; Azure's fp8 rows times their library's factor."""
+def gemm_times(x: np.ndarray, gemms: GemmRows) -> np.ndarray:
+    """Each row's time by its part's gemm families (`part_gemms`); Azure's fp8 rows times their
+    library's factor."""
+    p = dict(zip(NAMES, x))
     out = np.empty(len(gemms.time_s))
     for name in np.unique(gemms.part):
-        part = parts[name]
-        model = part.gemm_model(find_gpu(name))
+        gpu = find_gpu(name)
+        model = TiledGemm(gpu, part_gemms(x, gpu), p["pointwise"])
         for family in np.unique(gemms.family):
             for slow in (False, True):
                 pick = (gemms.part == name) & (gemms.family == family) & (gemms.slow == slow)
                 if pick.any():
                     m, k, n = gemms.mkn[pick].T
                     out[pick] = model.time_s(family, GemmRole.OUTPUT, m, k, n, slow_accum=slow)[0]
-    out[(gemms.source == "Azure") & (gemms.family == "fp8")] *= azure_fp8
+    out[(gemms.source == "Azure") & (gemms.family == "fp8")] *= p["azure_fp8"]
     return out
 
 
@@ -592,7 +659,7 @@ def residuals(
     g = np.ones(len(data.gemms.time_s), bool) if gemms is None else gemms
     if g.any():
         weight = data.gemms.weight[g] if weighted else 1.0
-        predicted = gemm_times(parts, data.gemms, azure_fp8=x[NAMES.index("azure_fp8")])
+        predicted = gemm_times(x, data.gemms)
         out.append(weight * np.log(predicted[g] / data.gemms.time_s[g]))
     k = np.ones(len(data.kernels.fraction), bool) if kernels is None else kernels
     if k.any():
