@@ -1,5 +1,6 @@
 """Fit the public time model to the repository's published data and write
-f8roof/calibration/data/public_times.json (byte for byte the same on a rebuild: a test checks it).
+f8roof/calibration/data/public_times.json (a rebuild on any machine reproduces what the data
+determine, to the tolerances a test states).
 
 Prints every parameter with its range over the fits that leave out a fold or a source, the data
 behind the fit, the residuals on it, the cross-validated error of the heatmap cells (10 folds,

@@ -1,7 +1,7 @@
 """The public time model's file (`calibration/data/public_times.json`): load it validated, save it.
 
-Written by `scripts/fit_public_times.py` from the repository's data, byte for byte the same on a
-rebuild; read by every estimate that times a traffic calibration with public measurements
+Written by `scripts/fit_public_times.py` from the repository's data (a rebuild reproduces what
+the data determine, to a test's tolerances); read by every estimate that times a traffic calibration with public measurements
 (`--times public`, the default where the GPU has a fitted part). Every field is checked on
 load, the file and field named in the one-line error, as for calibrations.
 """

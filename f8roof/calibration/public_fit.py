@@ -11,16 +11,18 @@ Data (all in the repository, each row with its source):
 Which part each source ran on: the heatmap, pytorch/ao#940, FBGEMM#2546 and float8_experimental
 on Meta's 500 W, 2.4 TB/s H100 (`h100-meta`): #940's bf16 at 16384^3 runs 585 TFLOP/s, FBGEMM's
 "H100 500W" figure, against 790-800 on 700 W SXM parts (zzc0721#79, OpenXLA), and torchao's own
-roofline script models that variant; Azure, OpenXLA and zzc0721 on 700 W H100 SXM (`h100`).
-Both parts share the memory parameters (fractions of their own datasheet bandwidth) and the
-gemm shape parameters; the 500 W part's gemm peak fractions are the 700 W part's times a
-power-cap ratio per dtype, fitted.
+roofline script models that variant; Azure, OpenXLA and zzc0721 on 700 W H100 SXM (`h100`),
+Azure on H200s; ao#2427, vllm and TransformerEngine on B200 and B300; a fork of Azure's guide on
+MI300X. One parameterisation serves every part (`part_times`, `part_gemms`): fractions of its
+own datasheet bandwidth and peaks, operations per SM per clock times its SMs and clock, a
+factor per architecture on the gemm fractions, a power-cap ratio per dtype at 500 W.
 
-Residuals are logs (speedups and times span decades): log(predicted / measured). The fit is
-deterministic (a fixed start, scipy's bounded trust-region least squares) and its values are
-rounded to 4 significant digits before use, so a rebuild writes the same bytes.
+Residuals are logs (speedups and times span decades): log(predicted / measured), beside one
+residual per parameter holding it at a cited prior (`PARAMETERS`) where the data do not
+determine it; the minimum is then unique (`conditioning` says how well the data determine each
+parameter) and the values are rounded to 4 significant digits.
 Cross-validation: 10 folds over the cells (cell i in fold i mod 10, cells sorted by shape),
-each predicted by a fit without its fold; and every source left out in turn.
+each predicted by a fit without its fold; every source left out in turn; every part.
 """
 
 from __future__ import annotations
