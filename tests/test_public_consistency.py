@@ -61,3 +61,12 @@ def test_an_h200_against_an_h100(recipe):
     those kernels in the step (a few percent here), and rise by at most 1.3x."""
     ratio = speedups("h200", recipe) / speedups("h100", recipe)
     assert 0.95 <= ratio.min() and ratio.max() <= 1.30, (ratio.min(), ratio.max())
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_an_h100_against_itself_at_500_w(recipe):
+    """`h100@500w`: the same part, bandwidth and maximum clock, its gemms capped. Only the
+    gemms change: bf16's by cap_bf16, fp8's by cap_bf16 x cap_fp8 (fp8 throttled at most 1/0.85
+    as much), so the speedup at 700 W over 500 W lies between the gemms' 0.85 and 1.04."""
+    ratio = speedups("h100", recipe) / speedups("h100@500w", recipe)
+    assert 0.85 <= ratio.min() and ratio.max() <= 1.04, (ratio.min(), ratio.max())

@@ -76,7 +76,7 @@ def test_the_shipped_fit_meets_its_cross_validated_targets():
     assert times.cv_median <= 0.10
     assert max(error for _, error in times.cv_by_n) <= 0.15
     assert times.coverage >= 0.80
-    assert {p.part for p in times.parts} == {"h100", "h100-meta", "h200"}
+    assert {p.part for p in times.parts} == {"h100", "h100-meta", "h200", "h100@500w", "h200@500w"}
 
 
 def test_the_file_round_trips(tmp_path):
@@ -144,6 +144,11 @@ def test_public_times_are_the_default_and_datasheet_times_an_option():
     datasheet = run("--gpu", "h100-meta", *shape, "--times", "datasheet")
     assert public.exit_code == datasheet.exit_code == 0, public.output + datasheet.output
     assert "times fitted to public data (CV error" in public.output.splitlines()[0]
+    scaled = run("--gpu", "h100", *shape)
+    assert (
+        "times fitted on h100-meta, scaled to h100 by its datasheet (no CV error here)"
+        in (scaled.output.splitlines()[0])
+    )
     assert "datasheet times" in datasheet.output.splitlines()[0]
 
     def row(output):

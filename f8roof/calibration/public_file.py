@@ -16,7 +16,7 @@ from typing import Any
 from f8roof.calibration.file import CalibrationError, _Reader, _tile
 from f8roof.errors import ModelError
 from f8roof.files import read_json, write_text_atomic
-from f8roof.hardware.presets import PRESETS
+from f8roof.hardware.presets import find_gpu
 from f8roof.timing.gemm import GemmEfficiency
 from f8roof.timing.public_times import (
     FITTED_CLASSES,
@@ -145,8 +145,10 @@ def _positive_int(reader: _Reader, key: str) -> int:
 
 
 def _part(name: str, parts: _Reader) -> PartTimes:
-    if name not in PRESETS:
-        parts.fail(name, "not a GPU preset")
+    try:
+        find_gpu(name)
+    except ModelError:
+        parts.fail(name, "not a GPU preset (or one at a known power limit)")
     r = parts.obj(name)
     fractions = r.obj("fractions")
     for key in fractions.data:

@@ -305,10 +305,10 @@ PRIOR = np.array([p.prior for p in PARAMETERS])
 WIDTH = np.array([p.width for p in PARAMETERS])
 LOW = np.array([p.low for p in PARAMETERS])
 HIGH = np.array([p.high for p in PARAMETERS])
-# The parts the fit times: Hopper parts with a shipped traffic calibration. Each takes the
-# shared parameters through its own datasheet (bandwidth, SMs, clock); a part at CAPPED_W
-# takes the power-cap ratios on its gemm peak fractions.
-PARTS = ("h100", "h100-meta", "h200")
+# The parts the fit times: Hopper parts with a shipped traffic calibration, and those at the
+# power limit the fit has caps for. Each takes the shared parameters through its own datasheet
+# (bandwidth, SMs, clock); a part at CAPPED_W takes the power-cap ratios on its gemm fractions.
+PARTS = ("h100", "h100-meta", "h200", "h100@500w", "h200@500w")
 CAPPED_W = 500  # FBGEMM's and torchao's 'H100 500W'
 INTEGER = ("k_steps_bf16", "k_steps_fp8")
 
@@ -917,6 +917,10 @@ def public_times(data: Data, report: Report) -> PublicTimes:
             (
                 "h200",
                 "fitted on h100-meta, scaled to h200 by its datasheet (Azure's H200 fp8 gemm rows)",
+            ),
+            *(
+                (name, f"fitted on h100-meta, scaled to {name} by its datasheet and 500 W caps")
+                for name in ("h100@500w", "h200@500w")
             ),
         ),
         (

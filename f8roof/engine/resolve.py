@@ -220,7 +220,7 @@ def _implementation(
 TIMES = ("public", "datasheet")
 
 
-def _timed(calibration: Calibration, times: str | None) -> Calibration:
+def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) -> Calibration:
     """The traffic calibration timed as asked (see the module docstring)."""
     if times is not None and times not in TIMES:
         raise F8RoofError(f"unknown --times {times!r}; known: {', '.join(TIMES)}")
@@ -234,7 +234,8 @@ def _timed(calibration: Calibration, times: str | None) -> Calibration:
     if times == "datasheet":
         return calibration
     model = public_file.shipped()
-    has_part = model is not None and model.part(calibration.environment.gpu or "") is not None
+    part = gpu.name if gpu is not None else calibration.environment.gpu or ""
+    has_part = model is not None and model.part(part) is not None
     if not has_part:
         if times == "public":
             fitted = "none" if model is None else ", ".join(p.part for p in model.parts)
@@ -243,7 +244,7 @@ def _timed(calibration: Calibration, times: str | None) -> Calibration:
                 f"(fitted: {fitted}); use --times datasheet"
             )
         return calibration
-    return timed_publicly(calibration, model)
+    return timed_publicly(calibration, model, part)
 
 
 def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str, bool]:
@@ -254,7 +255,7 @@ def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None,
     if isinstance(given, Calibration):
         return given, "", False
     if given is not None:
-        return _timed(Calibration.load(given), request.times), str(given), False
+        return _timed(Calibration.load(given), request.times, gpu), str(given), False
     if request.no_calibration:
         if request.times is not None:
             raise F8RoofError("--times needs a calibration; --no-calibration has none")
@@ -266,7 +267,7 @@ def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None,
                 f"--times public: no shipped calibration for {(gpu or resolve_gpu(DEFAULT_GPU)).name}"
             )
         return None, "", False
-    return _timed(Calibration.load(path), request.times), path.name, True
+    return _timed(Calibration.load(path), request.times, gpu), path.name, True
 
 
 def _cv_median(public: PublicTimes | None, part: str) -> float:
@@ -316,7 +317,9 @@ def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
     env = calibration.environment
     if env.gpu is not None:
         preset = resolve_gpu(env.gpu)
-        if asked is not None and asked.name != preset.name:
+        if asked is not None and asked.silicon == preset.name:
+            return asked  # the preset itself, or it at a power limit
+        if asked is not None:
             raise F8RoofError(
                 f"the calibration describes {env.label}, not {asked.name}: drop --gpu or give "
                 "a calibration of that GPU"

@@ -14,7 +14,7 @@ What a part can run (MX, blockwise, rowwise gemms) lives in hardware/support.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from f8roof.errors import ModelError
@@ -102,6 +102,11 @@ class GPU:
         if dtype.startswith("fp8"):
             return self.fp8_flops
         return self.bf16_flops
+
+    @property
+    def silicon(self) -> str:
+        """The preset this part is (a power-limited one, `h100@500w`, is its preset's)."""
+        return self.name.partition("@")[0]
 
     @property
     def arch_label(self) -> str:
@@ -378,8 +383,47 @@ PRESETS: dict[str, GPU] = {
 ALIASES = {"h100-sxm": "h100", "h200-sxm": "h200", "b300-sxm": "b300"}
 
 
+# Power limits `--gpu NAME@WATTSw` takes beside a preset's own: those a preset is (b200-750w),
+# and 500 W on the Hopper SXM parts, where the public time model has fitted power-cap ratios
+# (FBGEMM's and torchao's 'H100 500W'). A cap lowers the clock gemms sustain, not the
+# datasheet's ceilings, so the part keeps its preset's ceilings and bandwidth.
+POWER_PRESETS = {("b200", 750): "b200-750w"}
+POWER_LIMITS_W = {"h100": (500,), "h200": (500,)}
+
+
+def power_limited(gpu: GPU, watts: int) -> GPU:
+    """The part at a power limit: its preset at its own power, a preset that is that limit, or
+    the preset renamed `NAME@WATTSw` where the public time model has that limit's caps."""
+    if watts == gpu.power_w:
+        return gpu
+    if (gpu.name, watts) in POWER_PRESETS:
+        return PRESETS[POWER_PRESETS[(gpu.name, watts)]]
+    if watts not in POWER_LIMITS_W.get(gpu.name, ()):
+        known = [f"{gpu.name}@{w}w" for w in POWER_LIMITS_W.get(gpu.name, ())] + [
+            f"{n}@{w}w" for (n, w) in POWER_PRESETS if n == gpu.name
+        ]
+        raise UnknownGPUError(
+            f"no model of {gpu.name} at {watts} W; power limits known: "
+            f"{', '.join(known) or 'none'} (and its own, {gpu.power_w} W)"
+        )
+    return replace(
+        gpu,
+        name=f"{gpu.name}@{watts}w",
+        power_w=watts,
+        device_prefixes=(),
+        notes=(*gpu.notes, f"limited to {watts} W: ceilings as {gpu.name}'s, gemms capped"),
+    )
+
+
 def find_gpu(name: str) -> GPU:
-    """A preset by name, alias, or device name (longest matching prefix wins)."""
+    """A preset by name, alias, or device name (longest matching prefix wins); `NAME@WATTSw`
+    the preset at a power limit (`power_limited`)."""
+    base, at, limit = name.strip().lower().partition("@")
+    if at:
+        watts = limit.removesuffix("w").strip()
+        if not watts.isdigit():
+            raise UnknownGPUError(f"bad power limit in {name!r}; expected NAME@WATTSw (h100@500w)")
+        return power_limited(find_gpu(base), int(watts))
     key = name.strip().lower()
     key = ALIASES.get(key, key)
     if key in PRESETS:
