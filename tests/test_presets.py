@@ -324,3 +324,12 @@ def test_a_power_limit_is_its_preset_capped_or_the_preset_that_is_it():
     for bad in ("h100@600w", "h100@w", "mi300x@500w"):
         with pytest.raises(UnknownGPUError):
             find_gpu(bad)
+
+
+def test_a_power_limited_part_is_timed_publicly_or_refused(cli):
+    """Its gemms run at the fitted caps; the datasheet timing has no caps for it: refused."""
+    public = cli("estimate", "--gpu", "h100@500w", "--shape", "8192,8192,8192")
+    assert public.exit_code == 0, public.output
+    assert public.output.startswith("h100@500w tensorwise (shipped h100.json): times fitted on")
+    datasheet = cli("estimate", "--gpu", "h100@500w", "--times", "datasheet", "--shape", "8,8,8")
+    assert datasheet.exit_code == 2 and "--times datasheet" in datasheet.output

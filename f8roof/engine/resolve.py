@@ -232,6 +232,11 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
             )
         return calibration
     if times == "datasheet":
+        if gpu is not None and gpu.name != gpu.silicon:
+            raise F8RoofError(
+                f"--times datasheet: the datasheet timing has no {gpu.name} (its gemms at the "
+                "cap); use --times public"
+            )
         return calibration
     model = public_file.shipped()
     part = gpu.name if gpu is not None else calibration.environment.gpu or ""
