@@ -29,7 +29,9 @@ GRID = np.array(
 def speedups(gpu: str, recipe: str) -> np.ndarray:
     part = find_gpu(gpu)
     calibration = timed_publicly(
-        Calibration.load(shipped_calibration(part)), public_file.load(public_file.SHIPPED)
+        Calibration.load(shipped_calibration(part)),
+        public_file.load(public_file.SHIPPED),
+        part.name,
     )
     config = EstimateConfig(
         gpu=part,
