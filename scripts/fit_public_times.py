@@ -1,9 +1,10 @@
 """Fit the public time model to the repository's published data and write
-f8roof/calibration/data/public_times.json (byte for byte the same on a rebuild: a test checks it).
+f8roof/calibration/data/public_times.json (a rebuild on any machine reproduces what the data
+determine, to the tolerances a test states).
 
 Prints every parameter with its range over the fits that leave out a fold or a source, the data
 behind the fit, the residuals on it, the cross-validated error of the heatmap cells (10 folds,
-per N) and of each source left out. See f8roof/calibration/public_fit.py for the model.
+per N), of each source left out and of each part left out. See f8roof/calibration/public_fit.py for the model.
 
     PYTHONPATH=. python scripts/fit_public_times.py [--out PATH] [--quiet]
 """
@@ -59,6 +60,41 @@ def as_estimated(data: public_fit.Data, report: public_fit.Report) -> list[str]:
     return lines
 
 
+def parameter_lines(report: public_fit.Report) -> list[str]:
+    """Each parameter: value, prior, 95% interval (data and prior), what determines it, and the
+    range over the fold and leave-one-source-out fits; then the data Jacobian's singular values."""
+    c = report.conditioning
+    lines = [
+        (
+            f"parameters ({len(public_fit.PARAMETERS)}; 95% interval from the data and the "
+            "priors at the fit; range over fold and leave-one-source-out fits):"
+        )
+    ]
+    for i, (p, r) in enumerate(zip(public_fit.PARAMETERS, public_fit.parameter_ranges(report))):
+        half = 2 * c.sd[i] * p.width
+        low, high = max(r.value - half, p.low), min(r.value + half, p.high)
+        if c.at_bound[i] and c.pull[i] == c.at_bound[i]:
+            by = f"at its {'high' if c.at_bound[i] > 0 else 'low'} bound: the data push it there"
+        elif c.at_bound[i]:
+            by = f"at its {'high' if c.at_bound[i] > 0 else 'low'} bound"
+        else:
+            by = (
+                "determined by the data"
+                if c.determined[i]
+                else "held by its prior (the data narrow it less than 2x)"
+            )
+        lines.append(
+            f"  {p.name:20s} {r.value:9.4g} {p.unit:9s} prior {p.prior:g}+-{p.width:g}  "
+            f"95% {low:.4g}..{high:.4g}  sd {c.sd[i]:.2f} prior widths: {by}; "
+            f"range {r.low:.4g}..{r.high:.4g}; bounds [{p.low:g}, {p.high:g}]"
+        )
+    lines.append(
+        "  conditioning: singular values of the weighted data Jacobian per prior width (1: as "
+        "much as a prior says): " + " ".join(f"{v:.3g}" for v in c.singular_values)
+    )
+    return lines
+
+
 def public_fit_lines(data, report, times) -> list[str]:
     """What the fit script prints: data, parameters, public_fit.residuals, cross-validated errors."""
     cells = data.cells
@@ -75,14 +111,7 @@ def public_fit_lines(data, report, times) -> list[str]:
         families = ", ".join(sorted(set(data.gemms.family[pick])))
         lines.append(f"  {source}: {pick.sum()} gemms ({families}) on {parts}")
     lines += [f"  left out: {why}" for why in data.gemms.left_out]
-    lines.append(
-        f"parameters ({len(public_fit.PARAMETERS)}; range over fold and leave-one-source-out fits):"
-    )
-    for p, r in zip(public_fit.PARAMETERS, public_fit.parameter_ranges(report)):
-        lines.append(
-            f"  {p.name:22s} {r.value:10.4g} {p.unit:9s} range {r.low:.4g}..{r.high:.4g}  "
-            f"bounds [{p.low:g}, {p.high:g}]  {p.what}"
-        )
+    lines += parameter_lines(report)
     n = len(cells.measured)
     none = np.zeros(n, bool)
     gemm_error = report.in_sample_gemm_error
@@ -137,6 +166,12 @@ def public_fit_lines(data, report, times) -> list[str]:
     lines.append("each source left out, predicted by the others (median |error| of its rows):")
     for source, (_, error, rows) in report.leave_out.items():
         lines.append(f"  {source:26s} {error:.1%}  ({rows} rows)")
+    lines.append(
+        "each part left out, its gemm rows predicted by a fit to the other parts through its "
+        "datasheet (median |time error|):"
+    )
+    for part, (error, rows) in report.leave_part_out.items():
+        lines.append(f"  {part:26s} {error:.1%}  ({rows} rows)")
     return lines
 
 

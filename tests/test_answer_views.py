@@ -27,7 +27,7 @@ def lines(args: list[str]) -> list[str]:
 def test_the_default_view_fits_120_columns(args):
     out = lines(args)
     assert max(len(line) for line in out) <= 120, max(out, key=len)
-    assert out[0].startswith("h100 tensorwise (shipped h100.json): times fitted to public data")
+    assert out[0].startswith("h100 tensorwise (shipped h100.json): times fitted on h100-meta")
     assert "speedup (low-high)" in out[1] and out[1].rstrip().endswith("decision")
 
 

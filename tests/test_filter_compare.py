@@ -212,7 +212,7 @@ def test_filter_compare_follows_the_policy():
     for policy in ("conservative", "expected", "optimistic"):
         result = filter_compare(
             "llama3-8b",
-            tokens=[8192],
+            tokens=[4096],
             tps=[1],
             request=Request(gpu="h100", recipes="tensorwise"),
             policy=policy,
@@ -228,7 +228,7 @@ def test_filter_compare_follows_the_policy():
             "--model",
             "llama3-8b",
             "--tokens",
-            "8192",
+            "4096",
             "--gpu",
             "h100",
             "--policy",

@@ -311,3 +311,25 @@ def test_recipes_a_part_runs_are_estimated(cli):
     result = cli("estimate", "--gpu", "mi300x", "--recipe", "rowwise", "--shape", "8192,8192,8192")
     assert result.exit_code == 0, result.output
     assert "rowwise" in result.output
+
+
+def test_a_power_limit_is_its_preset_capped_or_the_preset_that_is_it():
+    """`NAME@WATTSw`: the preset at its own power, the preset that is that limit (b200-750w),
+    or the preset at 500 W on Hopper (the public fit's caps); any other limit is refused."""
+    assert find_gpu("h100@700w") is find_gpu("h100")
+    assert find_gpu("B200@750W") is find_gpu("b200-750w")
+    capped = find_gpu("h100@500w")
+    assert (capped.name, capped.power_w, capped.silicon) == ("h100@500w", 500, "h100")
+    assert capped.memory_bandwidth_bytes_per_s == find_gpu("h100").memory_bandwidth_bytes_per_s
+    for bad in ("h100@600w", "h100@w", "mi300x@500w"):
+        with pytest.raises(UnknownGPUError):
+            find_gpu(bad)
+
+
+def test_a_power_limited_part_is_timed_publicly_or_refused(cli):
+    """Its gemms run at the fitted caps; the datasheet timing has no caps for it: refused."""
+    public = cli("estimate", "--gpu", "h100@500w", "--shape", "8192,8192,8192")
+    assert public.exit_code == 0, public.output
+    assert public.output.startswith("h100@500w tensorwise (shipped h100.json): times fitted on")
+    datasheet = cli("estimate", "--gpu", "h100@500w", "--times", "datasheet", "--shape", "8,8,8")
+    assert datasheet.exit_code == 2 and "--times datasheet" in datasheet.output

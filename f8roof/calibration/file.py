@@ -482,18 +482,21 @@ class Calibration:
                     raise CalibrationError(f"{source}: gemms: no {dtype} {role.value} times")
 
 
-def timed_publicly(calibration: Calibration, times: PublicTimes) -> Calibration:
-    """A traffic calibration timed by the public time model's part for its GPU (the part's
-    kernel classes, launch floor and gemm families; the copy ceiling at its pointwise
-    fraction). CalibrationError where the model has no such part."""
+def timed_publicly(
+    calibration: Calibration, times: PublicTimes, part: str | None = None
+) -> Calibration:
+    """A traffic calibration timed by the public time model's part for its GPU, or `part` (the
+    calibration's GPU at a power limit): the part's kernel classes, launch floor and gemm
+    families; the copy ceiling at its pointwise fraction. CalibrationError where the model has
+    no such part."""
     env = calibration.environment
-    part = times.part(env.gpu or "")
-    if calibration.kind is not CalibrationKind.TRAFFIC or part is None:
-        fitted = ", ".join(p.part for p in times.parts)
+    fitted = times.part(part or env.gpu or "")
+    if calibration.kind is not CalibrationKind.TRAFFIC or fitted is None:
+        names = ", ".join(p.part for p in times.parts)
         raise CalibrationError(
-            f"no public time model for {env.label} (fitted: {fitted}): use --times datasheet"
+            f"no public time model for {part or env.label} (fitted: {names}): use --times datasheet"
         )
-    return replace(retimed(calibration, part, PRESETS[part.part]), public=times)
+    return replace(retimed(calibration, fitted, find_gpu(fitted.part)), public=times)
 
 
 def retimed(calibration: Calibration, part: PartTimes, gpu: GPU) -> Calibration:

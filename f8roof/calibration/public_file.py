@@ -1,7 +1,7 @@
 """The public time model's file (`calibration/data/public_times.json`): load it validated, save it.
 
-Written by `scripts/fit_public_times.py` from the repository's data, byte for byte the same on a
-rebuild; read by every estimate that times a traffic calibration with public measurements
+Written by `scripts/fit_public_times.py` from the repository's data (a rebuild reproduces what
+the data determine, to a test's tolerances); read by every estimate that times a traffic calibration with public measurements
 (`--times public`, the default where the GPU has a fitted part). Every field is checked on
 load, the file and field named in the one-line error, as for calibrations.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from f8roof.calibration.file import CalibrationError, _Reader, _tile
 from f8roof.errors import ModelError
 from f8roof.files import read_json, write_text_atomic
-from f8roof.hardware.presets import PRESETS
+from f8roof.hardware.presets import find_gpu
 from f8roof.timing.gemm import GemmEfficiency
 from f8roof.timing.public_times import (
     FITTED_CLASSES,
@@ -145,8 +145,10 @@ def _positive_int(reader: _Reader, key: str) -> int:
 
 
 def _part(name: str, parts: _Reader) -> PartTimes:
-    if name not in PRESETS:
-        parts.fail(name, "not a GPU preset")
+    try:
+        find_gpu(name)
+    except ModelError:
+        parts.fail(name, "not a GPU preset (or one at a known power limit)")
     r = parts.obj(name)
     fractions = r.obj("fractions")
     for key in fractions.data:

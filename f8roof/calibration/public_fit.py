@@ -11,30 +11,34 @@ Data (all in the repository, each row with its source):
 Which part each source ran on: the heatmap, pytorch/ao#940, FBGEMM#2546 and float8_experimental
 on Meta's 500 W, 2.4 TB/s H100 (`h100-meta`): #940's bf16 at 16384^3 runs 585 TFLOP/s, FBGEMM's
 "H100 500W" figure, against 790-800 on 700 W SXM parts (zzc0721#79, OpenXLA), and torchao's own
-roofline script models that variant; Azure, OpenXLA and zzc0721 on 700 W H100 SXM (`h100`).
-Both parts share the memory parameters (fractions of their own datasheet bandwidth) and the
-gemm shape parameters; the 500 W part's gemm peak fractions are the 700 W part's times a
-power-cap ratio per dtype, fitted.
+roofline script models that variant; Azure, OpenXLA and zzc0721 on 700 W H100 SXM (`h100`),
+Azure on H200s; ao#2427, vllm and TransformerEngine on B200 and B300; a fork of Azure's guide on
+MI300X. One parameterisation serves every part (`part_times`, `part_gemms`): fractions of its
+own datasheet bandwidth and peaks, operations per SM per clock times its SMs and clock, a
+factor per architecture on the gemm fractions, a power-cap ratio per dtype at 500 W.
 
-Residuals are logs (speedups and times span decades): log(predicted / measured). The fit is
-deterministic (a fixed start, scipy's bounded trust-region least squares) and its values are
-rounded to 4 significant digits before use, so a rebuild writes the same bytes.
+Residuals are logs (speedups and times span decades): log(predicted / measured), beside one
+residual per parameter holding it at a cited prior (`PARAMETERS`) where the data do not
+determine it; the minimum is then unique (`conditioning` says how well the data determine each
+parameter) and the values are rounded to 4 significant digits.
 Cross-validation: 10 folds over the cells (cell i in fold i mod 10, cells sorted by shape),
-each predicted by a fit without its fold; and every source left out in turn.
+each predicted by a fit without its fold; every source left out in turn; every part.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from f8roof.hardware.presets import find_gpu
-from f8roof.timing.gemm import GemmEfficiency, GemmRole, linear_gemm_times
+from f8roof.errors import ModelError
+from f8roof.hardware.presets import GPU, find_gpu
+from f8roof.timing.gemm import GemmEfficiency, GemmRole, TiledGemm, linear_gemm_times
 from f8roof.timing.public_times import (
+    CROSS_VALIDATED_PART,
     FITTED_CLASSES,
     TIED_CLASSES,
     TILES,
@@ -55,86 +59,311 @@ RESIDUAL_QUANTILES = (0.05, 0.95)
 
 @dataclass(frozen=True)
 class Parameter:
+    """A fitted parameter: its physical bounds and a prior (value, width) it is held at where
+    the data do not determine it (`fit` adds (x - prior) / width x PRIOR_SCALE as a residual)."""
+
     name: str
-    start: float
+    prior: float
+    width: float
     low: float
     high: float
     unit: str
     what: str
+    why: str  # what bounds it and where the prior comes from
 
 
-# The fitted parameters, their start and physical bounds.
+# A data residual is a log error; the heatmap's cross-validated error is about 5%, so a parameter
+# one prior width off its prior costs as much as one cell missed by 5%: 144 cells and 200 gemm
+# rows outweigh it wherever they act, and it holds a parameter the data leave free.
+PRIOR_SCALE = 0.05
+# A parameter is determined by the data where they narrow its prior at least twofold (its
+# posterior standard deviation below half the prior width); else it is held by its prior.
+DETERMINED = 0.5
+
+# The fitted parameters: prior, width, physical bounds, and why.
 PARAMETERS = (
-    Parameter("pointwise", 0.85, 0.3, 1.0, "of HBM", "pointwise kernels"),
-    Parameter("pointwise_transpose", 0.7, 0.05, 1.0, "of HBM", "pointwise kernels, 2D-tiled"),
-    Parameter("reduction_inner", 0.8, 0.05, 1.0, "of HBM", "row reductions (norms, row amax)"),
-    Parameter("reduction_persistent", 0.8, 0.05, 1.0, "of HBM", "one-program-per-row reductions"),
-    Parameter("reduction_split", 0.6, 0.05, 1.0, "of HBM", "split and column reductions"),
-    Parameter("scattered", 16.0, 0.0, 32.0, "B/element", "traffic of a strided access"),
-    Parameter("reread", 0.5, 0.0, 1.0, "of a byte", "a row loaded again in a later loop"),
-    Parameter("arithmetic", 15.0, 1.0, 33.5, "Top/s", "a kernel's operations (FP32 lanes' peak)"),
-    Parameter("floor_us", 2.0, 1.0, 6.0, "us", "an empty kernel's time"),
-    Parameter("bf16_peak", 0.8, 0.3, 1.0, "of peak", "bf16 gemms, 700 W"),
-    Parameter("fp8_peak", 0.7, 0.3, 1.0, "of peak", "fp8 gemms (one scale per tensor), 700 W"),
-    Parameter("slow_accum", 1.1, 1.0, 4.0, "x", "fp8 time without fast accumulation"),
-    Parameter("rowwise", 0.95, 0.4, 1.0, "x fp8", "row-scaled fp8 gemm's peak fraction"),
-    Parameter("cap_bf16", 0.75, 0.4, 1.0, "x", "bf16 gemm throughput at 500 W / 700 W"),
-    Parameter("cap_fp8", 0.85, 0.4, 1.0, "x", "fp8 gemm throughput at 500 W / 700 W"),
-    Parameter("latency_us", 4.0, 1.0, 12.0, "us", "a gemm's fixed time"),
-    Parameter("k_steps_bf16", 192.0, 0.0, 1024.0, "K-steps", "bf16 prologue/epilogue per tile"),
-    Parameter("k_steps_fp8", 128.0, 0.0, 1024.0, "K-steps", "fp8 prologue/epilogue per tile"),
+    Parameter(
+        "pointwise",
+        0.85,
+        0.15,
+        0.3,
+        1.0,
+        "of HBM",
+        "pointwise kernels",
+        "a fraction of HBM; streaming copies reach 0.87-0.92 (Azure copy, torchao roofline_utils)",
+    ),
+    Parameter(
+        "pointwise_transpose",
+        0.7,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "pointwise kernels, 2D-tiled",
+        "a fraction of HBM; a tiled transpose loses some of a copy's rate to its tile edges",
+    ),
+    Parameter(
+        "reduction_inner",
+        0.8,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "row reductions (norms, row amax)",
+        "a fraction of HBM; a looped row reduction streams as a copy, less its loop tails",
+    ),
+    Parameter(
+        "reduction_persistent",
+        0.8,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "one-program-per-row reductions",
+        "a fraction of HBM; one program per row streams as a copy, less its occupancy",
+    ),
+    Parameter(
+        "reduction_split",
+        0.6,
+        0.2,
+        0.05,
+        1.0,
+        "of HBM",
+        "split and column reductions",
+        "a fraction of HBM; two passes and partial sums cost a split reduction some of it",
+    ),
+    Parameter(
+        "scattered",
+        16.0,
+        16.0,
+        0.0,
+        32.0,
+        "B/element",
+        "traffic of a strided access",
+        "0 if the caches merge every sector, 32 (one sector) if none; prior half-way",
+    ),
+    Parameter(
+        "reread",
+        0.5,
+        0.5,
+        0.0,
+        1.0,
+        "of a byte",
+        "a row loaded again in a later loop",
+        "0 if the row is still in cache, 1 if read again from HBM; prior half-way",
+    ),
+    Parameter(
+        "arithmetic",
+        32.0,
+        32.0,
+        4.0,
+        128.0,
+        "op/SM/clk",
+        "a kernel's operations per SM per clock (x SMs x clock: each part's rate)",
+        "at most an SM's 128 FP32 lanes; Triton's index and mask work shares the lanes, so a "
+        "quarter of them a priori",
+    ),
+    Parameter(
+        "floor_us",
+        3.0,
+        2.0,
+        1.0,
+        6.0,
+        "us",
+        "an empty kernel's time",
+        "2 us: a one-element Triton kernel on an H100 (torchao roofline_utils); 6 us a launch "
+        "gap's upper end",
+    ),
+    Parameter(
+        "bf16_peak",
+        0.8,
+        0.1,
+        0.3,
+        1.0,
+        "of peak",
+        "bf16 gemms, 700 W",
+        "of the dense peak; cuBLAS runs 790-800 of 989 TFLOP/s on big squares (zzc0721#79)",
+    ),
+    Parameter(
+        "fp8_peak",
+        0.7,
+        0.15,
+        0.3,
+        1.0,
+        "of peak",
+        "fp8 gemms (one scale per tensor), 700 W",
+        "of the dense peak; Azure's cuBLASLt sweep tops at 1377 of 1979 TFLOP/s",
+    ),
+    Parameter(
+        "slow_accum",
+        1.1,
+        0.2,
+        1.0,
+        4.0,
+        "x",
+        "fp8 time without fast accumulation",
+        "1: no cost; promoting partial sums to FP32 costs a few percent (ao#940)",
+    ),
+    Parameter(
+        "rowwise",
+        0.95,
+        0.1,
+        0.4,
+        1.0,
+        "x fp8",
+        "row-scaled fp8 gemm's peak fraction",
+        "at most tensorwise's; 90-100% of it (pytorch/pytorch#147971, FBGEMM#2764)",
+    ),
+    Parameter(
+        "cap_bf16",
+        0.75,
+        0.1,
+        0.4,
+        1.0,
+        "x",
+        "bf16 gemm throughput at 500 W / 700 W",
+        "at most 1 (a cap lowers clocks); FBGEMM#2546's 500 W bf16 585 vs 790-800 TFLOP/s",
+    ),
+    Parameter(
+        "cap_fp8",
+        1.0,
+        0.1,
+        1 / 1.04,
+        1 / 0.85,
+        "x cap_bf16",
+        "fp8 gemm throughput at 500 W / 700 W, over bf16's",
+        "a cap lowers the clock both dtypes' tensor cores run at: a gemm-bound linear's "
+        "speedup at 700 W over 500 W, cap_bf16 / this, lies in 0.85-1.04 (issue #36)",
+    ),
+    Parameter(
+        "azure_fp8",
+        1.0,
+        0.2,
+        0.5,
+        2.0,
+        "x time",
+        "Azure's cuBLASLt fp8 sweep's times over the model's",
+        "a library, not a part: Azure's superbench cuBLASLt runs 1290 TFLOP/s at 8192^3 on a "
+        "700 W part, ao#940's cuBLAS 1617 on a 500 W one; no power cap makes a part faster, "
+        "so the sweep's kernels are another library's; 1 a priori",
+    ),
+    Parameter(
+        "blackwell",
+        1.0,
+        0.15,
+        0.5,
+        1.3,
+        "x fraction",
+        "B200/B300 gemms' peak fractions over Hopper's",
+        "another tensor core (tcgen05) and library: stas00's MAMF puts B200 bf16 at 0.79 of "
+        "peak against H100's 0.82 and fp8 0.77 against 0.72, so 1 a priori",
+    ),
+    Parameter(
+        "cdna3",
+        0.8,
+        0.3,
+        0.3,
+        1.3,
+        "x fraction",
+        "MI300X gemms' peak fractions over Hopper's",
+        "hipBLASLt on 304 CUs reaches a smaller share of its larger peak (the datasheet model's "
+        "MAMF fit), so below 1 a priori",
+    ),
+    Parameter(
+        "latency_us",
+        4.0,
+        2.0,
+        1.0,
+        12.0,
+        "us",
+        "a gemm's fixed time",
+        "a launch and one tile's pipeline fill: a few us (ao#940's 256^3 gemms take 4-6 us)",
+    ),
+    Parameter(
+        "k_steps_bf16",
+        192.0,
+        128.0,
+        0.0,
+        1024.0,
+        "K-steps",
+        "bf16 prologue/epilogue per tile",
+        "at least 0; the datasheet model's 192 (OpenXLA sm_90 sweep)",
+    ),
+    Parameter(
+        "k_steps_fp8",
+        128.0,
+        128.0,
+        0.0,
+        1024.0,
+        "K-steps",
+        "fp8 prologue/epilogue per tile",
+        "at least 0; the datasheet model's 128 (Azure cuBLASLt sweep)",
+    ),
 )
 NAMES = tuple(p.name for p in PARAMETERS)
-PARTS = ("h100", "h100-meta")
+PRIOR = np.array([p.prior for p in PARAMETERS])
+WIDTH = np.array([p.width for p in PARAMETERS])
+LOW = np.array([p.low for p in PARAMETERS])
+HIGH = np.array([p.high for p in PARAMETERS])
+# The parts the fit times: Hopper parts with a shipped traffic calibration, and those at the
+# power limit the fit has caps for. Each takes the shared parameters through its own datasheet
+# (bandwidth, SMs, clock); a part at CAPPED_W takes the power-cap ratios on its gemm fractions.
+PARTS = ("h100", "h100-meta", "h200", "h100@500w", "h200@500w")
+CAPPED_W = 500  # FBGEMM's and torchao's 'H100 500W'
+INTEGER = ("k_steps_bf16", "k_steps_fp8")
 
 
 def rounded(x: np.ndarray) -> np.ndarray:
-    """4 significant digits (K-steps: whole), so a rebuild's numbers are the file's bytes."""
+    """4 significant digits (K-steps: whole): a rebuild's numbers move only where the fit does."""
     out = np.array([float(f"{v:.4g}") for v in x])
-    for name in ("k_steps_bf16", "k_steps_fp8"):
+    for name in INTEGER:
         i = NAMES.index(name)
         out[i] = round(out[i])
     return out
 
 
 def parts_of(x: np.ndarray) -> dict[str, PartTimes]:
-    """The two fitted parts from a parameter vector."""
+    """Every part from a parameter vector, each through its own preset."""
+    return {name: part_times(x, find_gpu(name)) for name in PARTS}
+
+
+def part_times(x: np.ndarray, gpu: GPU) -> PartTimes:
+    """One part: the shared fractions of its own bandwidth, the arithmetic per SM and clock
+    times its SMs and clock, its gemm families (`part_gemms`)."""
     p = dict(zip(NAMES, x))
-    fractions = tuple((c, float(p[c])) for c in FITTED_CLASSES)
-    out = {}
-    for part in PARTS:
-        cap = (
-            {"bf16": 1.0, "fp8": 1.0}
-            if part == "h100"
-            else {
-                "bf16": p["cap_bf16"],
-                "fp8": p["cap_fp8"],
-            }
-        )
-        gemms = (
-            ("bf16", _gemm(p["bf16_peak"] * cap["bf16"], p["k_steps_bf16"], p, "bf16", 1.0)),
-            ("fp8", _gemm(p["fp8_peak"] * cap["fp8"], p["k_steps_fp8"], p, "fp8", None)),
-            (
-                "fp8_rowwise",
-                _gemm(
-                    p["fp8_peak"] * cap["fp8"] * p["rowwise"],
-                    p["k_steps_fp8"],
-                    p,
-                    "fp8_rowwise",
-                    None,
-                ),
-            ),
-        )
-        out[part] = PartTimes(
-            part,
-            p["floor_us"] * 1e-6,
-            fractions,
-            gemms,
-            p["scattered"],
-            p["reread"],
-            p["arithmetic"] * 1e12,
-        )
-    return out
+    if gpu.sm_clock_hz is None:
+        raise ModelError(f"{gpu.name}: no SM clock, so no arithmetic rate")
+    return PartTimes(
+        gpu.name,
+        p["floor_us"] * 1e-6,
+        tuple((c, float(p[c])) for c in FITTED_CLASSES),
+        part_gemms(x, gpu),
+        p["scattered"],
+        p["reread"],
+        p["arithmetic"] * gpu.sm_count * gpu.sm_clock_hz,
+    )
+
+
+def part_gemms(x: np.ndarray, gpu: GPU) -> tuple:
+    """A part's gemm families: the 700 W Hopper fractions of its own dense peaks, times its
+    architecture's factor (Blackwell, CDNA 3), capped at CAPPED_W."""
+    p = dict(zip(NAMES, x))
+    arch = 1.0
+    if gpu.compute_capability[0] == 10:
+        arch = p["blackwell"]
+    elif gpu.gfx_arch == "gfx942":
+        arch = p["cdna3"]
+    capped = gpu.power_w == CAPPED_W
+    bf16 = arch * (p["cap_bf16"] if capped else 1.0)
+    fp8 = arch * (p["cap_bf16"] * p["cap_fp8"] if capped else 1.0)
+    return (
+        ("bf16", _gemm(p["bf16_peak"] * bf16, p["k_steps_bf16"], p, "bf16", 1.0)),
+        ("fp8", _gemm(p["fp8_peak"] * fp8, p["k_steps_fp8"], p, "fp8", None)),
+        (
+            "fp8_rowwise",
+            _gemm(p["fp8_peak"] * fp8 * p["rowwise"], p["k_steps_fp8"], p, "fp8_rowwise", None),
+        ),
+    )
 
 
 def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | None):
@@ -237,15 +466,36 @@ SOURCE_NAMES = {
     "Azure/AI-benchmarking-guide": "Azure",
     "openxla/xla": "OpenXLA",
     "zzc0721": "zzc0721#79",
+    "pytorch/ao PR #2427": "ao#2427",
+    "vllm-project/vllm PR #18778": "vllm#18778",
+    "vllm-project/vllm PR #19566": "vllm#19566",
+    "NVIDIA/TransformerEngine": "TransformerEngine",
+    "yosoyjay/AI-benchmarking-guide": "Azure MI300X",
 }
+# Other parts' gemm rows: which preset each ran on, its dtype's family (None: left out).
+OTHER_PARTS = {"B200": "b200", "SM100": "b200", "B300 SXM6 AC": "b300", "MI300X": "mi300x"}
+OTHER_FAMILIES = {
+    "bf16": "bf16",
+    "bf16 (torch)": "bf16",
+    "fp8 tensor-w/tensor-a no-quant": "fp8",
+    "fp8 channel-w/token-a no-quant": "fp8_rowwise",
+    "fp8 (hipBLASLt)": "fp8",
+}
+SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6}
 
 
 def _short(source: str) -> str:
     return next((v for k, v in SOURCE_NAMES.items() if source.startswith(k)), source[:30])
 
 
+def _other_part(gpu: str) -> str | None:
+    """The preset a non-H100 row ran on, by the start of its gpu column (None: an H100's)."""
+    return next((v for k, v in OTHER_PARTS.items() if gpu.startswith(k)), None)
+
+
 def gemm_rows(root: Path = Path(".")) -> GemmRows:
-    """The H100 gemm rows the fit uses, in (m, k, n) of (m, k) @ (k, n); what is left out, why."""
+    """The gemm rows the fit uses, every part's, in (m, k, n) of (m, k) @ (k, n); what is left
+    out, why."""
     rows: list[tuple] = []
     left_out = [
         (
@@ -255,7 +505,11 @@ def gemm_rows(root: Path = Path(".")) -> GemmRows:
         "float8_experimental fp8 rows: 2023 cuBLASLt, accumulation mode not stated",
         "FBGEMM#2546 blockwise and 'incl. scaling' rows: not a gemm alone",
         "OpenXLA sm_90 fp8 rows: the median takes in a transpose kernel (values above peak)",
-        "H200 NVL, B200/B300, MI300X rows: other parts (no public time model for them yet)",
+        (
+            "H200 NVL rows: a layer's 12 gemms, not a gemm alone; B300 fp8 and MXFP8 rows: "
+            "autocast, quantisation included; nvfp4 and grouped MXFP8 rows: no such family"
+        ),
+        "OpenXLA sm_100 rows: SKU and power not stated",
     ]
     a = pd.read_csv(root / DATA / "published" / "gemms_a.csv")
     for r in a.itertuples():
@@ -272,11 +526,20 @@ def gemm_rows(root: Path = Path(".")) -> GemmRows:
     b = pd.read_csv(root / DATA / "published" / "gemms_b.csv")
     for r in b.itertuples():
         source = _short(r.source)
-        if source not in ("float8_experimental#38", "Azure"):
+        if source == "OpenXLA" or not str(r.N).isdigit():
             continue
         m, k, n = int(r.M), int(r.K), int(r.N)
         if source == "float8_experimental#38" and r.dtype == "bf16":
             rows.append((source, "h100-meta", "bf16", False, m, k, n, float(r.time_us_or_tflops)))
+        elif (part := _other_part(str(r.gpu))) and r.dtype in OTHER_FAMILIES:
+            value = float(r.time_us_or_tflops)
+            unit = str(r.unit)
+            seconds = (
+                value * SECONDS[unit]
+                if unit in SECONDS
+                else 2 * m * k * n / (value * (1.0 if unit == "FLOP/s" else 1e12))
+            )
+            rows.append((source, part, OTHER_FAMILIES[r.dtype], False, m, k, n, seconds))
         elif source == "Azure" and r.dtype == "fp8 (cuBLASLt)":
             part = "h100" if str(r.gpu).startswith("H100") else "h200"
             seconds = 2 * m * k * n / (float(r.time_us_or_tflops) * 1e12)
@@ -368,17 +631,21 @@ def cell_times(part: PartTimes, cells: Cells, rows=slice(None)) -> tuple[np.ndar
     return out[0], out[1]
 
 
-def gemm_times(parts: dict[str, PartTimes], gemms: GemmRows) -> np.ndarray:
+def gemm_times(x: np.ndarray, gemms: GemmRows) -> np.ndarray:
+    """Each row's time by its part's gemm families (`part_gemms`); Azure's fp8 rows times their
+    library's factor."""
+    p = dict(zip(NAMES, x))
     out = np.empty(len(gemms.time_s))
     for name in np.unique(gemms.part):
-        part = parts["h100" if name == "h200" else name]
-        model = part.gemm_model(find_gpu(name))
+        gpu = find_gpu(name)
+        model = TiledGemm(gpu, part_gemms(x, gpu), p["pointwise"])
         for family in np.unique(gemms.family):
             for slow in (False, True):
                 pick = (gemms.part == name) & (gemms.family == family) & (gemms.slow == slow)
                 if pick.any():
                     m, k, n = gemms.mkn[pick].T
                     out[pick] = model.time_s(family, GemmRole.OUTPUT, m, k, n, slow_accum=slow)[0]
+    out[(gemms.source == "Azure") & (gemms.family == "fp8")] *= p["azure_fp8"]
     return out
 
 
@@ -394,7 +661,8 @@ def residuals(
     g = np.ones(len(data.gemms.time_s), bool) if gemms is None else gemms
     if g.any():
         weight = data.gemms.weight[g] if weighted else 1.0
-        out.append(weight * np.log(gemm_times(parts, data.gemms)[g] / data.gemms.time_s[g]))
+        predicted = gemm_times(x, data.gemms)
+        out.append(weight * np.log(predicted[g] / data.gemms.time_s[g]))
     k = np.ones(len(data.kernels.fraction), bool) if kernels is None else kernels
     if k.any():
         predicted = np.array(
@@ -404,22 +672,74 @@ def residuals(
     return np.concatenate(out)
 
 
+def prior_residuals(x: np.ndarray) -> np.ndarray:
+    """PRIOR_SCALE x (x - prior) / width per parameter: what holds a parameter the data leave free."""
+    return PRIOR_SCALE * (x - PRIOR) / WIDTH
+
+
 def fit(data: Data, *, cells=None, gemms=None, kernels=None) -> np.ndarray:
-    """The parameters minimising the squared log residuals of the chosen rows, rounded."""
+    """The parameters minimising the squared log residuals of the chosen rows and the priors'
+    residuals, rounded. The priors make the minimum unique, so the optimiser's path (BLAS, CPU)
+    moves it by far less than the rounding."""
     from scipy.optimize import least_squares
 
-    start = np.array([p.start for p in PARAMETERS])
-    low = np.array([p.low for p in PARAMETERS])
-    high = np.array([p.high for p in PARAMETERS])
     found = least_squares(
-        lambda x: residuals(x, data, cells=cells, gemms=gemms, kernels=kernels, weighted=True),
-        start,
-        bounds=(low, high),
-        x_scale=np.maximum(np.abs(start), 1e-3),
+        lambda x: np.concatenate(
+            [
+                residuals(x, data, cells=cells, gemms=gemms, kernels=kernels, weighted=True),
+                prior_residuals(x),
+            ]
+        ),
+        PRIOR,
+        bounds=(LOW, HIGH),
+        x_scale=WIDTH,
         xtol=1e-10,
         ftol=1e-10,
     )
-    return np.clip(rounded(found.x), low, high)
+    # a millionth of a prior width from a bound is at it (the optimiser stops just short)
+    low = found.x - LOW < 1e-6 * WIDTH
+    high = HIGH - found.x < 1e-6 * WIDTH
+    return np.where(low, LOW, np.where(high, HIGH, np.clip(rounded(found.x), LOW, HIGH)))
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """How well the data determine each parameter at the fit, in units of its prior width: the
+    singular values of the data's Jacobian (over PRIOR_SCALE: 1 is as much as the prior says),
+    each parameter's posterior standard deviation (data and prior; a 95% interval is 2 of them
+    either side), and which bound a parameter sits at (-1 low, 1 high, 0 none) with the sign
+    of the data's pull there (the same sign: the data push it out)."""
+
+    singular_values: np.ndarray
+    sd: np.ndarray  # per parameter, in prior widths
+    at_bound: np.ndarray
+    pull: np.ndarray  # -1 down, 1 up: where the data alone would move it
+
+    @property
+    def determined(self) -> np.ndarray:
+        return self.sd < DETERMINED
+
+
+def conditioning(x: np.ndarray, data: Data) -> Conditioning:
+    """The weighted data Jacobian at `x` by finite differences (a thousandth of a prior width,
+    one-sided at a bound), and what it says of each parameter."""
+    r0 = residuals(x, data, weighted=True)
+    columns = []
+    for i in range(len(x)):
+        step = 1e-3 * WIDTH[i]
+        up, down = x.copy(), x.copy()
+        up[i] = min(x[i] + step, HIGH[i])
+        down[i] = max(x[i] - step, LOW[i])
+        ru = residuals(up, data, weighted=True)
+        rd = residuals(down, data, weighted=True)
+        columns.append((ru - rd) / ((up[i] - down[i]) / WIDTH[i]))
+    jacobian = np.array(columns).T / PRIOR_SCALE  # per prior width, in prior units
+    singular = np.linalg.svd(jacobian, compute_uv=False)
+    information = jacobian.T @ jacobian + np.eye(len(x))
+    sd = np.sqrt(np.diag(np.linalg.inv(information)))
+    gradient = jacobian.T @ (r0 / PRIOR_SCALE)  # of half the data's cost, per prior width
+    at_bound = np.where(x <= LOW, -1, np.where(x >= HIGH, 1, 0))
+    return Conditioning(singular, sd, at_bound, -np.sign(gradient))
 
 
 def cell_speedups(x: np.ndarray, data: Data) -> np.ndarray:
@@ -437,6 +757,8 @@ class Report:
     folds: tuple[np.ndarray, ...]  # each fold's parameters
     leave_out: dict[str, tuple[np.ndarray, float, int]]  # source -> (params, median |err|, rows)
     in_sample_gemm_error: np.ndarray
+    conditioning: Conditioning
+    leave_part_out: dict[str, tuple[float, int]]  # part -> (median |gemm time error|, rows)
 
 
 def cross_validate(data: Data) -> Report:
@@ -476,7 +798,31 @@ def cross_validate(data: Data) -> Report:
     gemm_error = (
         np.exp(residuals(x, data, cells=np.zeros(n, bool), gemms=all_g, kernels=~all_k)) - 1
     )
-    return Report(x, predicted, tuple(folds), leave_out, gemm_error)
+    return Report(
+        x,
+        predicted,
+        tuple(folds),
+        leave_out,
+        gemm_error,
+        conditioning(x, data),
+        leave_part_out(data),
+    )
+
+
+def leave_part_out(data: Data) -> dict[str, tuple[float, int]]:
+    """Each part's gemm rows predicted by a fit without any of that part's rows (for h100-meta:
+    without the heatmap, its gemm and kernel rows): what the part inherits from the others
+    through its datasheet."""
+    n = len(data.cells.measured)
+    out = {}
+    for part in dict.fromkeys(str(p) for p in data.gemms.part):
+        mine_g, mine_k = data.gemms.part == part, data.kernels.part == part
+        cells = np.full(n, part != CROSS_VALIDATED_PART)
+        xs = fit(data, cells=cells, gemms=~mine_g, kernels=~mine_k)
+        none = np.zeros(n, bool)
+        r = residuals(xs, data, cells=none, gemms=mine_g, kernels=np.zeros_like(mine_k))
+        out[part] = (float(np.median(np.exp(np.abs(r)) - 1)), int(mine_g.sum()))
+    return out
 
 
 def parameter_ranges(report: Report) -> tuple[ParameterRange, ...]:
@@ -547,9 +893,9 @@ def public_times(data: Data, report: Report) -> PublicTimes:
     )
     low_end, high_end = band_ends(data, report)
     return PublicTimes(
-        with_h200(parts),
-        with_h200(parts_of(low_end)),
-        with_h200(parts_of(high_end)),
+        tuple(parts.values()),
+        tuple(parts_of(low_end).values()),
+        tuple(parts_of(high_end).values()),
         parameter_ranges(report),
         float(f"{low:.4g}"),
         float(f"{high:.4g}"),
@@ -557,14 +903,24 @@ def public_times(data: Data, report: Report) -> PublicTimes:
         float(f"{np.median(error):.4g}"),
         by_n,
         (
-            ("h100-meta", "fitted: the heatmap, ao#940, FBGEMM#2546, float8_experimental"),
-            ("h100", "fitted: Azure, OpenXLA, zzc0721 gemms; memory fractions shared"),
+            (
+                "h100-meta",
+                "fitted on h100-meta (the heatmap, ao#940, FBGEMM#2546, float8_experimental)",
+            ),
+            (
+                "h100",
+                (
+                    "fitted on h100-meta, scaled to h100 by its datasheet (700 W gemm rows: "
+                    "Azure, OpenXLA, zzc0721)"
+                ),
+            ),
             (
                 "h200",
-                (
-                    "h100's parameters at the H200's datasheet bandwidth (same SMs and clocks; "
-                    "no public H200 kernel measurement in the fit)"
-                ),
+                "fitted on h100-meta, scaled to h200 by its datasheet (Azure's H200 fp8 gemm rows)",
+            ),
+            *(
+                (name, f"fitted on h100-meta, scaled to {name} by its datasheet and 500 W caps")
+                for name in ("h100@500w", "h200@500w")
             ),
         ),
         (
@@ -573,11 +929,3 @@ def public_times(data: Data, report: Report) -> PublicTimes:
             *dict.fromkeys(str(s) for s in data.kernels.source),
         ),
     )
-
-
-def with_h200(parts: dict[str, PartTimes]) -> tuple[PartTimes, ...]:
-    """The fitted parts and h200: h100's parameters (same SMs and clocks), timed at the H200's
-    own datasheet bandwidth by `PartTimes.kernel_time`."""
-    h100 = parts["h100"]
-    h200 = replace(h100, part="h200")
-    return (parts["h100"], parts["h100-meta"], h200)

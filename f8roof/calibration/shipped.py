@@ -22,8 +22,8 @@ SHIPPED = {
 
 
 def shipped_calibration(gpu: GPU) -> Path | None:
-    """The shipped file for a GPU preset, if there is one."""
-    name = SHIPPED.get(gpu.name)
+    """The shipped file for a GPU preset (a power-limited one: its preset's bytes), if any."""
+    name = SHIPPED.get(gpu.silicon)
     if name is None:
         return None
     path = resources.files(__package__) / "data" / name

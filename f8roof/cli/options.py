@@ -195,7 +195,12 @@ GPUS = stack(
 
 ESTIMATE = stack(
     click.option(
-        "--gpu", default=None, help="GPU preset, device name, or custom:bf16=..,fp8=..,bandwidth=.."
+        "--gpu",
+        default=None,
+        help=(
+            "GPU preset, device name, a preset at a power limit (h100@500w), or "
+            "custom:bf16=..,fp8=..,bandwidth=.."
+        ),
     ),
     click.option(
         "--recipe",

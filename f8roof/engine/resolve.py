@@ -38,6 +38,7 @@ from f8roof.hardware.support import check_recipes
 from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.timing.datasheet import KERNEL_FLOOR_S, PRESET_EFFICIENCIES, datasheet_timing
 from f8roof.timing.gemm import BlockScaledGemm, RooflineGemm, TableGemm
+from f8roof.timing.public_times import CROSS_VALIDATED_PART, PublicTimes
 from f8roof.traffic.block_scaled import is_read_off
 from f8roof.traffic.recipes import (
     ALL_RECIPE_NAMES,
@@ -113,7 +114,8 @@ class Provenance:
     stack: dict = field(default_factory=dict)  # torch, triton, torchao of the generated code
     codegen_gpu: str = ""
     measured_on: str = ""  # device and date of a measured calibration
-    cv_median: float = math.nan  # public fit: cross-validated median speedup error
+    cv_median: float = math.nan  # public fit: cross-validated median speedup error on this part
+    fitted_on: str = ""  # public fit: the part its float8 linears were measured on
     gemm_table: str = ""
     gemm_efficiency: float = math.nan
     memory_efficiency: float = math.nan  # datasheet timing's copy fraction
@@ -218,7 +220,7 @@ def _implementation(
 TIMES = ("public", "datasheet")
 
 
-def _timed(calibration: Calibration, times: str | None) -> Calibration:
+def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) -> Calibration:
     """The traffic calibration timed as asked (see the module docstring)."""
     if times is not None and times not in TIMES:
         raise F8RoofError(f"unknown --times {times!r}; known: {', '.join(TIMES)}")
@@ -230,9 +232,15 @@ def _timed(calibration: Calibration, times: str | None) -> Calibration:
             )
         return calibration
     if times == "datasheet":
+        if gpu is not None and gpu.name != gpu.silicon:
+            raise F8RoofError(
+                f"--times datasheet: the datasheet timing has no {gpu.name} (its gemms at the "
+                "cap); use --times public"
+            )
         return calibration
     model = public_file.shipped()
-    has_part = model is not None and model.part(calibration.environment.gpu or "") is not None
+    part = gpu.name if gpu is not None else calibration.environment.gpu or ""
+    has_part = model is not None and model.part(part) is not None
     if not has_part:
         if times == "public":
             fitted = "none" if model is None else ", ".join(p.part for p in model.parts)
@@ -241,7 +249,7 @@ def _timed(calibration: Calibration, times: str | None) -> Calibration:
                 f"(fitted: {fitted}); use --times datasheet"
             )
         return calibration
-    return timed_publicly(calibration, model)
+    return timed_publicly(calibration, model, part)
 
 
 def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str, bool]:
@@ -252,7 +260,7 @@ def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None,
     if isinstance(given, Calibration):
         return given, "", False
     if given is not None:
-        return _timed(Calibration.load(given), request.times), str(given), False
+        return _timed(Calibration.load(given), request.times, gpu), str(given), False
     if request.no_calibration:
         if request.times is not None:
             raise F8RoofError("--times needs a calibration; --no-calibration has none")
@@ -264,7 +272,13 @@ def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None,
                 f"--times public: no shipped calibration for {(gpu or resolve_gpu(DEFAULT_GPU)).name}"
             )
         return None, "", False
-    return _timed(Calibration.load(path), request.times), path.name, True
+    return _timed(Calibration.load(path), request.times, gpu), path.name, True
+
+
+def _cv_median(public: PublicTimes | None, part: str) -> float:
+    """The heatmap's cross-validated error where it applies: on the part it ran on."""
+    error = None if public is None else public.cv_error(part)
+    return math.nan if error is None else error
 
 
 def _provenance(
@@ -297,7 +311,8 @@ def _provenance(
         stack={"torch": env.torch, "triton": env.triton, "torchao": env.torchao},
         codegen_gpu=env.gpu or "",
         measured_on=f"{env.label}, {env.date}" if calibration.is_measured else "",
-        cv_median=calibration.public.cv_median if calibration.public is not None else math.nan,
+        cv_median=_cv_median(calibration.public, gpu.name),
+        fitted_on="" if calibration.public is None else CROSS_VALIDATED_PART,
         **extra,
     )
 
@@ -307,7 +322,9 @@ def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
     env = calibration.environment
     if env.gpu is not None:
         preset = resolve_gpu(env.gpu)
-        if asked is not None and asked.name != preset.name:
+        if asked is not None and asked.silicon == preset.name:
+            return asked  # the preset itself, or it at a power limit
+        if asked is not None:
             raise F8RoofError(
                 f"the calibration describes {env.label}, not {asked.name}: drop --gpu or give "
                 "a calibration of that GPU"

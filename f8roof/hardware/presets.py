@@ -14,7 +14,7 @@ What a part can run (MX, blockwise, rowwise gemms) lives in hardware/support.py.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from f8roof.errors import ModelError
@@ -65,6 +65,9 @@ class GPU:
     gfx_arch: str | None = None  # AMD LLVM target (gfx942, gfx950)
     fp8_dtype_family: Float8Family = Float8Family.OCP
     power_w: int | None = None  # board power the ceilings (and gemm fractions) belong to
+    # The SMs' maximum clock (a power cap lowers the clock gemms sustain, not this one, which
+    # memory-bound and fused elementwise kernels run at); None where no source gives it.
+    sm_clock_hz: float | None = None
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -101,6 +104,11 @@ class GPU:
         return self.bf16_flops
 
     @property
+    def silicon(self) -> str:
+        """The preset this part is (a power-limited one, `h100@500w`, is its preset's)."""
+        return self.name.partition("@")[0]
+
+    @property
     def arch_label(self) -> str:
         """sm_100 / gfx942: what the support rules and the CLI name."""
         if self.gfx_arch is not None:
@@ -110,6 +118,9 @@ class GPU:
 
 
 H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h100)"
+# The datasheets give no clock; their FP32 peak does: 67 TFLOPS = 132 SMs x 128 FP32 lanes x
+# 2 (an FMA) x 1.98 GHz, on the H100 SXM and the H200 alike.
+HOPPER_SXM_CLOCK = "1.98 GHz: the datasheet's FP32 67 TFLOPS / (132 SMs x 128 lanes x 2)"
 H200_DATASHEET = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200)"
 DGX_B200 = (
     "NVIDIA DGX B200 datasheet (resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet): "
@@ -169,7 +180,8 @@ PRESETS: dict[str, GPU] = {
             (9, 0),
             80 * 2**30,
             power_w=700,
-            sources=(H100_DATASHEET + ": SXM column, dense = sparse / 2",),
+            sm_clock_hz=1.98e9,
+            sources=(H100_DATASHEET + ": SXM column, dense = sparse / 2", HOPPER_SXM_CLOCK),
         ),
         # The H100 torchao's float8 roofline script models: "2.4 TB per second, custom to Meta's
         # H100 variant" (torchao/testing/training/roofline_utils.py). No device name is known
@@ -184,8 +196,10 @@ PRESETS: dict[str, GPU] = {
             (9, 0),
             80 * 2**30,
             power_w=500,
+            sm_clock_hz=1.98e9,
             sources=(
                 H100_DATASHEET,
+                HOPPER_SXM_CLOCK + " (the same silicon)",
                 "torchao/testing/training/roofline_utils.py: 2.4 TB/s, Meta's H100 variant",
                 "FBGEMM#2546: benchmarks on 'H100 500W'",
             ),
@@ -224,7 +238,8 @@ PRESETS: dict[str, GPU] = {
             (9, 0),
             141 * 2**30,
             power_w=700,
-            sources=(H200_DATASHEET + ": SXM column",),
+            sm_clock_hz=1.98e9,
+            sources=(H200_DATASHEET + ": SXM column", HOPPER_SXM_CLOCK),
         ),
         GPU(
             "h200-nvl",
@@ -368,8 +383,47 @@ PRESETS: dict[str, GPU] = {
 ALIASES = {"h100-sxm": "h100", "h200-sxm": "h200", "b300-sxm": "b300"}
 
 
+# Power limits `--gpu NAME@WATTSw` takes beside a preset's own: those a preset is (b200-750w),
+# and 500 W on the Hopper SXM parts, where the public time model has fitted power-cap ratios
+# (FBGEMM's and torchao's 'H100 500W'). A cap lowers the clock gemms sustain, not the
+# datasheet's ceilings, so the part keeps its preset's ceilings and bandwidth.
+POWER_PRESETS = {("b200", 750): "b200-750w"}
+POWER_LIMITS_W = {"h100": (500,), "h200": (500,)}
+
+
+def power_limited(gpu: GPU, watts: int) -> GPU:
+    """The part at a power limit: its preset at its own power, a preset that is that limit, or
+    the preset renamed `NAME@WATTSw` where the public time model has that limit's caps."""
+    if watts == gpu.power_w:
+        return gpu
+    if (gpu.name, watts) in POWER_PRESETS:
+        return PRESETS[POWER_PRESETS[(gpu.name, watts)]]
+    if watts not in POWER_LIMITS_W.get(gpu.name, ()):
+        known = [f"{gpu.name}@{w}w" for w in POWER_LIMITS_W.get(gpu.name, ())] + [
+            f"{n}@{w}w" for (n, w) in POWER_PRESETS if n == gpu.name
+        ]
+        raise UnknownGPUError(
+            f"no model of {gpu.name} at {watts} W; power limits known: "
+            f"{', '.join(known) or 'none'} (and its own, {gpu.power_w} W)"
+        )
+    return replace(
+        gpu,
+        name=f"{gpu.name}@{watts}w",
+        power_w=watts,
+        device_prefixes=(),
+        notes=(*gpu.notes, f"limited to {watts} W: ceilings as {gpu.name}'s, gemms capped"),
+    )
+
+
 def find_gpu(name: str) -> GPU:
-    """A preset by name, alias, or device name (longest matching prefix wins)."""
+    """A preset by name, alias, or device name (longest matching prefix wins); `NAME@WATTSw`
+    the preset at a power limit (`power_limited`)."""
+    base, at, limit = name.strip().lower().partition("@")
+    if at:
+        watts = limit.removesuffix("w").strip()
+        if not watts.isdigit():
+            raise UnknownGPUError(f"bad power limit in {name!r}; expected NAME@WATTSw (h100@500w)")
+        return power_limited(find_gpu(base), int(watts))
     key = name.strip().lower()
     key = ALIASES.get(key, key)
     if key in PRESETS:

@@ -283,7 +283,7 @@ def provenance_line(p: Provenance, what: str = "") -> str:
     for a terminal."""
     times = {
         Times.MEASURED: f"measured on {p.measured_on}",
-        Times.PUBLIC: f"times fitted to public data (CV error {p.cv_median:.1%})",
+        Times.PUBLIC: _public_times(p),
         Times.DATASHEET: "datasheet times",
         Times.DATASHEET_ONLY: "datasheet timing, no calibration (worst and ideal overheads)",
         Times.ROOFLINE: "the seed's rooflines, no calibration",
@@ -302,6 +302,14 @@ def provenance_line(p: Provenance, what: str = "") -> str:
     return f"{where}: {times}{gemms}{missing}"
 
 
+def _public_times(p: Provenance) -> str:
+    """What public times rest on for this part: the part the fit's float8 linears ran on, and
+    the cross-validated error where it applies."""
+    if p.gpu == p.fitted_on or not p.fitted_on:
+        return f"times fitted to public data (CV error {p.cv_median:.1%})"
+    return f"times fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet (no CV error here)"
+
+
 def provenance_lines(p: Provenance) -> list[str]:
     """Every fact behind the provenance line (--show-all)."""
     lines = [f"gpu: {p.gpu}", f"times: {p.times.value}", f"gemms: {p.gemms.value}"]
@@ -314,6 +322,11 @@ def provenance_lines(p: Provenance) -> list[str]:
         lines.append(f"measured on {p.measured_on}")
     if not math.isnan(p.cv_median):
         lines.append(f"public time model: heatmap cross-validated median error {p.cv_median:.1%}")
+    elif p.fitted_on:
+        lines.append(
+            f"public time model: fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet; "
+            f"no cross-validated error on {p.gpu}"
+        )
     if not math.isnan(p.memory_efficiency):
         lines.append(f"bytes at {p.memory_efficiency:.0%} of the HBM bandwidth")
     if p.missing:

@@ -9,8 +9,9 @@ One `PartTimes` per part holds a handful of physical parameters, each bounded:
   sector per element), in bytes: 0 if the caches merged every sector, 32 if none;
 - the share of a DRAM byte that a byte a reduction loads again in a later loop over its row
   costs (0: the row is still in cache; 1: read again from HBM);
-- the rate of a kernel's arithmetic (operations per second, below the FP32 lanes' peak:
-  132 SMs x 128 lanes x 1.98 GHz = 33.5 T/s on an H100 SXM): a fused float8 cast that
+- the rate of a kernel's arithmetic (operations per second: the fit's operations per SM per
+  clock times the part's SMs and clock, below the FP32 lanes' peak: 132 SMs x 128 lanes x
+  1.98 GHz = 33.5 T/s on an H100 SXM): a fused float8 cast that
   evaluates a norm, an amax, a power-of-2 scale and a clamp per element, pass after pass, is
   bound by it rather than by memory; a kernel takes the longer of the two;
 - one launch floor (the time of an empty kernel) for every class;
@@ -54,6 +55,9 @@ TIED_CLASSES = {
     KernelClass.EXTERN.value: KernelClass.POINTWISE.value,
 }
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_rowwise")
+# The part the heatmap ran on: its cells' cross-validated error is that part's; no float8
+# linear measured on another part is in the fit, so the others have none.
+CROSS_VALIDATED_PART = "h100-meta"
 TILES = {"bf16": LARGE_TILES, "fp8": LARGE_TILES, "fp8_rowwise": ROWWISE_TILES}
 
 
@@ -142,7 +146,7 @@ class PublicTimes:
     coverage: float  # the band's cross-validated coverage of the cells
     cv_median: float  # median |speedup error| over the cells, k-fold
     cv_by_n: tuple[tuple[int, float], ...]  # the same per N
-    derived: tuple[tuple[str, str], ...]  # part -> how it was derived (h200 from h100)
+    derived: tuple[tuple[str, str], ...]  # part -> what its times rest on
     sources: tuple[str, ...]
 
     def __post_init__(self) -> None:
@@ -155,6 +159,13 @@ class PublicTimes:
 
     def part(self, name: str) -> PartTimes | None:
         return next((p for p in self.parts if p.part == name), None)
+
+    def rests_on(self, name: str) -> str:
+        return dict(self.derived).get(name, "")
+
+    def cv_error(self, name: str) -> float | None:
+        """The cells' cross-validated median error where it applies to the part, else None."""
+        return self.cv_median if name == CROSS_VALIDATED_PART else None
 
     def ends(self, name: str) -> tuple[PartTimes, PartTimes]:
         """The part as the lowest- and the highest-speedup alternative fits have it."""
