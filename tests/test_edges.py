@@ -498,7 +498,13 @@ def test_a_billion_experts_are_refused(tmp_path):
 
 
 def test_fsdp_1_is_said_not_dropped():
-    result = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "1")
+    """FSDP off is stated, so a run that cannot fit one GPU is refused (llama3-8b's fp32
+    states alone need 120 GiB); GPT-2's is answered, FSDP 1 said."""
+    refused(
+        run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "1"),
+        "does not fit: bf16 needs",
+    )
+    result = run("estimate", "--model", "gpt2", "--tokens", "8192", "--fsdp", "1")
     assert result.exit_code == 0, result.output
     assert (
         "setup: FSDP 1 (off)" in result.output and "note: FSDP 1: one rank holds" in result.output
@@ -543,7 +549,13 @@ def test_routed_experts_stay_bf16_as_torchtitan_converts_and_all_to_all_is_said(
     notes = " ".join(assumed(result))
     assert "routed experts (3D parameters, no nn.Linear) stay bf16" in notes
     assert "all-to-all (EP 8) is not modelled" in notes
-    text = LLAMA.replace('name = "llama3"\nflavor = "8B"', 'name = "mixtral-8x7b"') + OP_SAC
+    # FSDP 16: at FSDP 8 Mixtral's fp32 states alone (46.7B x 16 B / 8) exceed an H100
+    text = (
+        LLAMA.replace('name = "llama3"\nflavor = "8B"', 'name = "mixtral-8x7b"').replace(
+            "data_parallel_shard_degree = 8", "data_parallel_shard_degree = 16"
+        )
+        + OP_SAC
+    )
     plain = step_line(run("estimate", "--setup", setup_file(tmp_path, text)))
     moe = run(
         "estimate",

@@ -218,7 +218,7 @@ def _summarize(
     shared = (
         np.zeros(len(rows))
         if block_graphs is not None
-        else _shared_input_s(rows, resolved, convert, block)
+        else _shared_input_s(rows, resolved, convert, block, fp8)
     )
     if shared.any():
         notes.append(note(Topic.SHARED_INPUT_CAST))
@@ -365,7 +365,9 @@ def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, b
     )
 
 
-def _shared_input_s(rows: pd.DataFrame, resolved: Resolved, convert, block) -> np.ndarray:
+def _shared_input_s(
+    rows: pd.DataFrame, resolved: Resolved, convert, block, fp8: np.ndarray
+) -> np.ndarray:
     """Per row, seconds per linear: the float8 overhead a block linear does not pay because
     the linear before it in its group casts the same input. q, k and v read the attention
     norm's output, gate and up the MLP norm's: torchao casts each Float8Linear's input, and
@@ -373,7 +375,7 @@ def _shared_input_s(rows: pd.DataFrame, resolved: Resolved, convert, block) -> n
     elimination; the sharded block's graphs hold one). A row's overhead (forward, backward
     and the recompute folded into it) is split by role as the seed's worst-case passes split
     its bytes (`traffic.worst_ideal`): the input's share comes off every linear of the group
-    but the first converted one."""
+    but the first converted one. `fp8`: each row's float8 time (the decision criterion's)."""
     saved = np.zeros(len(rows))
     configs = {c.recipe.name: c for c in resolved.configs}
     paid: set[tuple] = set()
@@ -396,7 +398,7 @@ def _shared_input_s(rows: pd.DataFrame, resolved: Resolved, convert, block) -> n
         at = {M: int(row["M"]), K: int(row["K"]), N: int(row["N"])}
         total = float(model.total.subs(at))
         mine = sum(float(k.bytes_total.subs(at)) for k in model.kernels if k.role is Role.INPUT)
-        overhead = max(float(row["fp8_s"] - row["fp8_gemm_s"]), 0.0)
+        overhead = max(float(fp8[i] - row["fp8_gemm_s"]), 0.0)
         saved[i] = overhead * mine / total if total > 0 else 0.0
     return saved
 

@@ -378,6 +378,7 @@ def step_summary(
     model_fp8 = sum(c.fp8_s for c in components)
     if not (fast_s <= 0 <= slow_s and model_fp8 + fast_s > 0):
         raise StepError(f"the float8 band {fp8_band_s} does not bracket the expected step")
+    rec = None
     if step_s is None:
         notes.append(
             note(
@@ -385,51 +386,42 @@ def step_summary(
                 outside_ms=outside.embedding_loss_s * 1e3 + outside.optimizer_s * 1e3,
             )
         )
-        return StepSummary(
-            bf16_s=model_bf16,
-            fp8_s=model_fp8,
-            speedup=model_bf16 / model_fp8,
-            speedup_low=model_bf16 / (model_fp8 + slow_s),
-            speedup_high=model_bf16 / (model_fp8 + fast_s),
-            step_measured=False,
-            layers=layers,
-            components=components,
-            lm_head_bf16_s=lm_head_bf16_s,
-            lm_head_fp8_s=head_fp8,
-            notes=tuple(notes),
+        bf16_s, fp8_s = model_bf16, model_fp8
+        slow_end, fast_end = model_fp8 + slow_s, model_fp8 + fast_s
+    else:
+        _check_time("step", "step_s", step_s)
+        if step_s < gemm_floor_s:
+            raise StepError(
+                f"a measured step of {step_s * 1e3:.4g} ms is shorter than its bf16 gemms at the "
+                f"GPU's peak ({gemm_floor_s * 1e3:.4g} ms): check the step, tokens and GPU"
+            )
+        rec = reconcile(
+            step_s=step_s,
+            modelled_bf16_s=model_bf16,
+            modelled_fp8_s=model_fp8,
+            linear_bf16_s=components[0].bf16_s,
+            linear_fp8_s=linear_fp8,
         )
-    _check_time("step", "step_s", step_s)
-    if step_s < gemm_floor_s:
-        raise StepError(
-            f"a measured step of {step_s * 1e3:.4g} ms is shorter than its bf16 gemms at the "
-            f"GPU's peak ({gemm_floor_s * 1e3:.4g} ms): check the step, tokens and GPU"
+        notes.append(
+            note(
+                Topic.RECONCILED,
+                measured_ms=step_s * 1e3,
+                modelled_ms=model_bf16 * 1e3,
+                gap=rec.gap_s / step_s,
+                measured=True,
+            )
         )
-    rec = reconcile(
-        step_s=step_s,
-        modelled_bf16_s=model_bf16,
-        modelled_fp8_s=model_fp8,
-        linear_bf16_s=components[0].bf16_s,
-        linear_fp8_s=linear_fp8,
-    )
-    notes.append(
-        note(
-            Topic.RECONCILED,
-            measured_ms=step_s * 1e3,
-            modelled_ms=model_bf16 * 1e3,
-            gap=rec.gap_s / step_s,
-            measured=True,
-        )
-    )
-    scale = step_s / model_bf16
-    fp8_s = step_s / rec.speedup_proportional
-    ends = (step_s / rec.speedup_gap_on_linears, step_s / rec.speedup_gap_unchanged, fp8_s)
+        scale = step_s / model_bf16
+        bf16_s, fp8_s = step_s, step_s / rec.speedup_proportional
+        ends = (step_s / rec.speedup_gap_on_linears, step_s / rec.speedup_gap_unchanged, fp8_s)
+        slow_end, fast_end = max(ends) + slow_s * scale, min(ends) + fast_s * scale
     return StepSummary(
-        bf16_s=step_s,
+        bf16_s=bf16_s,
         fp8_s=fp8_s,
-        speedup=rec.speedup_proportional,
-        speedup_low=step_s / (max(ends) + slow_s * scale),
-        speedup_high=step_s / (min(ends) + fast_s * scale),
-        step_measured=True,
+        speedup=bf16_s / fp8_s,
+        speedup_low=bf16_s / slow_end,
+        speedup_high=bf16_s / fast_end,
+        step_measured=rec is not None,
         layers=layers,
         components=components,
         lm_head_bf16_s=lm_head_bf16_s,
