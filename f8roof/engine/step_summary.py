@@ -293,7 +293,7 @@ def _summarize(
         layers=layers,
         lm_head_bf16_s=head_bf16,
         lm_head_fp8_s=head_fp8 if converted_side else None,
-        outside=_outside(rec, resolved, run, convert, block, notes),
+        outside=_outside(rec, resolved, run, convert, notes),
         gemm_floor_s=_gemm_floor_s(rec, resolved),
         step_s=setup.step_s,
         notes=notes,
@@ -310,36 +310,43 @@ def _gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
     return float(flops.sum()) / resolved.config.gpu.bf16_flops
 
 
-def _params_per_gpu(rec: Recommendation, run: RunConfig, convert, block) -> tuple[float, float]:
-    """This GPU's parameter shard (every linear weight, the embedding; TP then FSDP split
-    them), and the float8-converted part of it."""
-    rows = rec.layers
+def _weights(rows: pd.DataFrame, tp: int) -> np.ndarray:
+    """Per row, the weight elements one GPU holds before FSDP shards them: every linear of
+    the type (experts on this device included), split over TP unless replicated."""
     counts = rows["count"].to_numpy(dtype=np.float64)
-    shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, run.tp)
+    shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, tp)
     experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
-    params = counts * rows["full_K"].to_numpy(np.float64) * rows["full_N"].to_numpy(np.float64)
-    params = params * experts / shard
+    K = rows["full_K"].to_numpy(dtype=np.float64)
+    N = rows["full_N"].to_numpy(dtype=np.float64)
+    return counts * K * N * experts / shard
+
+
+def _params_per_gpu(rec: Recommendation, run: RunConfig, convert) -> tuple[float, float]:
+    """This GPU's parameter shard (every linear weight and the embedding, as large as
+    lm_head; TP then FSDP split them), and the float8-converted part of it."""
+    rows = rec.layers
+    params = _weights(rows, run.tp)
     head = rows.loc[rows["fqn"] == "lm_head"]
     embedding = float((head["full_K"] * head["full_N"]).sum()) / run.tp
     ranks = run.fsdp_ranks
     return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
 
 
-def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, block, notes):
+def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, notes):
     """What the step runs outside its blocks (training/step.py `outside_blocks`), at the
     calibration's pointwise streaming rate."""
     rows = rec.layers
     head = rows.loc[rows["fqn"] == "lm_head"]
     dim = int(head["full_K"].iloc[0]) if len(head) else int(rows["full_K"].max())
     vocab = int(head["full_N"].iloc[0]) if len(head) else 0
-    params, fp8_params = _params_per_gpu(rec, run, convert, block)
+    params, fp8_params = _params_per_gpu(rec, run, convert)
     rate = resolved.calibration.kernel_time if resolved.calibration is not None else None
     gpu = resolved.config.gpu
     if rate is not None:
         stream = rate.kind("pointwise", "pointwise")
         per_byte, launch = 1 / stream.bandwidth_bytes_per_s, stream.floor_s
-    else:
-        per_byte, launch = 1 / (gpu.memory_bandwidth_bytes_per_s * 0.85), 3e-6
+    else:  # no calibration: the seed's overhead model, 92% of HBM and 2 us a pass
+        per_byte, launch = 1 / (gpu.memory_bandwidth_bytes_per_s * 0.92), 2e-6
     world = run.tp * run.fsdp_ranks * run.dp_replicate
     fabric = _fabric(rec, []) if world > 1 else None
     norm_s = scales_s = 0.0
@@ -595,11 +602,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
         nic_gbps=run.network_gbps,
     )
     kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
-    K = rows["full_K"].to_numpy(dtype=np.float64)
-    N = rows["full_N"].to_numpy(dtype=np.float64)
-    shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, tp)
-    experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
-    params = counts * K * N * experts / shard
+    params = _weights(rows, tp)
     block_params = float(params[block].sum()) / layers
     # torchao gathers float8 weights for tensorwise only; rowwise weights travel in bf16
     gathered = block & convert & (rows["recipe"].astype(str) == "tensorwise").to_numpy()
