@@ -25,6 +25,7 @@ from f8roof.engine.sharded import (
     NoBlock,
     compiled_block,
     no_block,
+    shipped_bf16_block,
     shipped_block,
 )
 from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup, summarize_step
@@ -103,6 +104,15 @@ class MemoryAnswer:
     fitting: FittingSpeedup | None = None
 
 
+@dataclass(frozen=True)
+class Plan:
+    """One candidate when several recipes are asked: a recipe for every converted linear, or
+    (`recipe` None) each linear its own best recipe."""
+
+    recipe: str | None
+    speedup: float
+
+
 @dataclass(frozen=True, eq=False)
 class ModelAnswer:
     resolved: Resolved
@@ -114,6 +124,8 @@ class ModelAnswer:
     # scales), where the run is tensorwise over a known FSDP degree and gathers in bf16
     float8_all_gather: StepSummary | None = None
     memory: MemoryAnswer | None = None  # None: the FSDP degree is unknown
+    # several recipes asked: each plan's step speedup with f8roof's choice, the answer's first
+    plans: tuple[Plan, ...] = ()
 
     @property
     def summary(self):
@@ -171,8 +183,7 @@ def answer(
             setup=setup,
             policy=DecisionPolicy.from_name(question.policy),
         )
-        block, why_not = sharded_block(question, rec, resolved)
-        step = summarize_step(rec, resolved, block=block, no_block=why_not)
+        rec, step, block, plans = best_plan(question, rec, resolved)
         check_finite(rec.layers, resolved, grouped_nan=True)
         memory = memory_answer(rec, resolved, stated=question.from_setup)
         if memory is not None and memory.headroom.cheaper_recompute:
@@ -181,7 +192,14 @@ def answer(
         config = torchtitan_config(rec) if question.from_setup else None
         gathered = with_float8_all_gather(question, rec, resolved)
         return ModelAnswer(
-            resolved, rec, step, config, block, float8_all_gather=gathered, memory=memory
+            resolved,
+            rec,
+            step,
+            config,
+            block,
+            float8_all_gather=gathered,
+            memory=memory,
+            plans=plans,
         )
     return answer_shapes(question, resolved, progress=progress)
 
@@ -194,11 +212,10 @@ def with_float8_all_gather(
     and precomputed scales, its block from the graphs that gather them; None where it does
     not apply (no FSDP degree, already on, not tensorwise)."""
     setup = rec.setup
-    if setup.float8_all_gather or setup.fsdp_ranks < 2 or rec.recipes != ("tensorwise",):
+    if setup.float8_all_gather or setup.fsdp_ranks < 2 or _block_recipes(rec) != ["tensorwise"]:
         return None
     gathered = replace(rec, setup=replace(setup, float8_all_gather=True, precompute_scales=True))
-    block, why_not = sharded_block(question, gathered, resolved)
-    return summarize_step(gathered, resolved, block=block, no_block=why_not).as_run
+    return model_step(question, gathered, resolved)[0].as_run
 
 
 def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> MemoryAnswer | None:
@@ -279,8 +296,7 @@ def fitting_speedup(
             policy=rec.policy,
         )
         fitted = replace(question, overhead="fitted")  # never compile again for this
-        block, why_not = sharded_block(fitted, again, resolved)
-        steps[mode] = summarize_step(again, resolved, block=block, no_block=why_not).as_run
+        steps[mode] = model_step(fitted, again, resolved)[0].as_run
     return FittingSpeedup(
         bf16_recompute=room.bf16_recompute,
         fp8_recompute=room.fp8_recompute,
@@ -288,6 +304,61 @@ def fitting_speedup(
         fp8_s=steps[room.fp8_recompute].fp8_s,
         like_for_like=steps[rec.setup.recompute].speedup,
     )
+
+
+def best_plan(
+    question: Question, mixed: Recommendation, resolved: Resolved
+) -> tuple[Recommendation, StepAnswer, BlockComparison | None, tuple[Plan, ...]]:
+    """Several recipes asked: the plan whose step is fastest with f8roof's choice, among one
+    recipe for the whole run (what torchtitan's converter runs) and each linear's own best
+    (the recommendation's mix), so that asking for several is never worse than asking for any
+    one of them. The plans come back best first; one recipe asked: that one, no plans."""
+    step, block = model_step(question, mixed, resolved)
+    if len(resolved.configs) == 1:
+        return mixed, step, block, ()
+    found = []
+    for config in resolved.configs:
+        alone = replace(resolved, configs=(config,))
+        rec = recommend_model(
+            question.model,
+            tokens=mixed.tokens,
+            resolved=alone,
+            setup=mixed.setup,
+            policy=mixed.policy,
+        )
+        found.append((config.recipe.name, rec, *model_step(question, rec, alone)))
+    found.append((None, mixed, step, block))
+    # one recipe wins a tie: torchtitan converts with one
+    found.sort(key=lambda f: -f[2].chosen.speedup)
+    plans = tuple(Plan(name, s.chosen.speedup) for name, _, s, _ in found)
+    name, rec, step, block = found[0]
+    if name is not None:  # one recipe won: its rows, with the comparison the mix made
+        compared = [c for c in mixed.layers.columns if c not in rec.layers.columns]
+        layers = pd.concat([rec.layers, mixed.layers[compared]], axis=1)
+        rec = replace(
+            rec,
+            recipes=mixed.recipes,
+            skipped_recipes=mixed.skipped_recipes,
+            layers=layers,
+            recipe_totals=mixed.recipe_totals,
+        )
+    return rec, step, block, plans
+
+
+def model_step(
+    question: Question, rec: Recommendation, resolved: Resolved
+) -> tuple[StepAnswer, BlockComparison | None]:
+    """The step of a recommendation and the sharded block it was timed from (None: the
+    per-layer rows). Without a float8 block the shipped bf16 graphs still time bf16, so a
+    setup's bf16 step is the same whichever recipe is asked."""
+    block, why_not = sharded_block(question, rec, resolved)
+    bf16 = None
+    sharded = rec.setup.tp > 1 or bool(rec.setup.fsdp)
+    timed = resolved.calibration is not None and not rec.architecture.is_moe
+    if block is None and sharded and timed:
+        bf16 = shipped_bf16_block(question.model, tokens=rec.tokens, run=rec.setup)
+    step = summarize_step(rec, resolved, block=block, no_block=why_not, bf16_block=bf16)
+    return step, block
 
 
 def sharded_block(

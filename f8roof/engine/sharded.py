@@ -370,17 +370,12 @@ def shipped_block(
         return None, no_block(NoBlock.NO_FILE)
     gather = run.float8_all_gather and (run.fsdp_degree or 1) > 1
     seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
-    several = tokens > seq_len
-    arch = resolve_model(model)
-    # the shipped fits are of the built-in models' blocks: the one whose linears these are,
-    # whatever a config is named
-    name = next((n for n in BUILTIN_CONFIGS if builtin(n).linears == arch.linears), None)
+    name = _builtin_block(model)
     if name is None:
-        return None, no_block(NoBlock.NOT_BUILTIN, model=arch.name)
-    graphs = graph_recompute(run).value
-    want = BlockKey(name, run.tp, graphs, recipe, gather, several)
+        return None, no_block(NoBlock.NOT_BUILTIN, model=resolve_model(model).name)
+    want = BlockKey(name, run.tp, graph_recompute(run).value, recipe, gather, tokens > seq_len)
     fit8 = shipped_fit(want)
-    fit16 = shipped_fit(BlockKey(name, run.tp, graphs, "bf16", False, several))
+    fit16 = shipped_fit(replace(want, recipe="bf16", float8_all_gather=False))
     if fit8 is None or fit16 is None:
         return None, no_block(NoBlock.NO_FIT, block=asdict(want))
     try:
@@ -402,3 +397,27 @@ def shipped_block(
         stack=shipped_stack(),
     )
     return BlockComparison(bf16, float8, origin), None
+
+
+def shipped_bf16_block(model: str, *, tokens: int, run: RunConfig) -> BlockCapture | None:
+    """The bf16 block from the shipped fits, whatever float8 recipe is asked: the bf16 step
+    of a setup is one, so it rests on these graphs wherever they exist (None: they do not)."""
+    from f8roof.calibration.block_file import SHIPPED, BlockKey, shipped_fit
+
+    name = _builtin_block(model) if SHIPPED.is_file() else None
+    if name is None:
+        return None
+    seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
+    key = BlockKey(name, run.tp, graph_recompute(run).value, "bf16", False, tokens > seq_len)
+    fit = shipped_fit(key)
+    try:
+        return None if fit is None else fit.at(tokens, seq_len=seq_len)
+    except ModelError:
+        return None
+
+
+def _builtin_block(model: str) -> str | None:
+    """The built-in model whose block the shipped fits hold for `model`: the one whose
+    linears these are, whatever a config is named."""
+    arch = resolve_model(model)
+    return next((n for n in BUILTIN_CONFIGS if builtin(n).linears == arch.linears), None)

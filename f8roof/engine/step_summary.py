@@ -59,6 +59,7 @@ from f8roof.traffic.monomials import K, M, N
 from f8roof.traffic.recipes import Role
 from f8roof.traffic.variant import Before, Context
 from f8roof.traffic.worst_ideal import context_fused_roles, worst_traffic
+from f8roof.training.block import BlockCapture
 from f8roof.training.catalog import TPStyle
 from f8roof.training.checkpointing import (
     MM,
@@ -138,28 +139,28 @@ def summarize_step(
     *,
     block: BlockComparison | None = None,
     no_block: Note | None = None,
+    bf16_block: BlockCapture | None = None,
 ) -> StepAnswer:
     """The step with f8roof's decisions and as torchtitan runs it: every linear in float8 but
     the setup's filter_fqns (torchtitan's llama configs' ["output"] without a setup), which is
     what published runs measure. With `block` (one rank's sharded block, compiled or from the
     shipped fits) the blocks are timed from that block's graphs, and the per-layer fits'
-    answer is kept beside; `no_block` says why there is none."""
+    answer is kept beside; `no_block` says why there is none. `bf16_block`: without `block`,
+    the bf16 graphs of the same setup, so that its bf16 step is the one every recipe has."""
     run = rec.setup
     try:
+        timed = None
         if block is not None:  # timed once, read by both summaries that use the graphs
-            block = _TimedBlock(
-                block,
-                tuple(
-                    capture_times(
-                        c, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
-                    )
-                    for c in (block.bf16, block.float8)
-                ),
+            timed = _TimedBlock(
+                block, (_timed(block.bf16, resolved), _timed(block.float8, resolved))
             )
+        elif bf16_block is not None:
+            both = BlockComparison(bf16_block, bf16_block)
+            timed = _TimedBlock(both, (_timed(bf16_block, resolved),) * 2, bf16_only=True)
         notes = [*([no_block] if no_block is not None else []), *run.assumptions]
         return StepAnswer(
-            chosen=_summarize(rec, resolved, run, block, list(notes), as_run=False),
-            as_run=_summarize(rec, resolved, run, block, list(notes), as_run=True),
+            chosen=_summarize(rec, resolved, run, timed, list(notes), as_run=False),
+            as_run=_summarize(rec, resolved, run, timed, list(notes), as_run=True),
             fits_only=(
                 None if block is None else _summarize(rec, resolved, run, None, [], as_run=True)
             ),
@@ -168,6 +169,12 @@ def summarize_step(
         )
     except ModelError as e:
         raise F8RoofError(str(e)) from None
+
+
+def _timed(capture: BlockCapture, resolved: Resolved) -> CaptureTimes:
+    return capture_times(
+        capture, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
+    )
 
 
 def _summarize(
@@ -215,11 +222,8 @@ def _summarize(
     # the linears without their full-AC recompute (recommend folds it into the times); in the
     # per-layer path a linear whose input an earlier one of its block casts pays no cast of it
     lin_bf16 = bf16 - rec_bf16
-    shared = (
-        np.zeros(len(rows))
-        if block_graphs is not None
-        else _shared_input_s(rows, resolved, convert, block, fp8)
-    )
+    graphs = block_graphs is not None and not block_graphs.bf16_only
+    shared = np.zeros(len(rows)) if graphs else _shared_input_s(rows, resolved, convert, block, fp8)
     if shared.any():
         notes.append(note(Topic.SHARED_INPUT_CAST))
         # the saving splits as the row's float8 time does between its passes and its recompute
@@ -233,14 +237,10 @@ def _summarize(
     if setup.ep > 1 and grouped.any():
         notes.append(note(Topic.EP_ALL_TO_ALL, ep=setup.ep))
     if setup.recompute is Recompute.SELECTIVE:
-        if block_graphs is None:  # the graphs hold their own recompute
+        if not graphs:  # the graphs hold their own recompute
             re_bf16, re_fp8 = _selective(rows, resolved, convert, block, run)
         notes.append(
-            note(
-                Topic.SELECTIVE_SAC,
-                compiled=block_graphs is not None,
-                source=sac_policy(run.sac_policy).source,
-            )
+            note(Topic.SELECTIVE_SAC, compiled=graphs, source=sac_policy(run.sac_policy).source)
         )
 
     def per_block(values):
@@ -248,7 +248,7 @@ def _summarize(
 
     attention, attention_again = _attention(rec, resolved, run, notes)
 
-    if block_graphs is not None:
+    if graphs:
         # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
         # per-layer difference puts it back
         kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
@@ -280,6 +280,13 @@ def _summarize(
             fsdp_comm_s=fsdp[1],
             recompute_s=per_block(re_fp8) + attention_again,
         )
+        if block_graphs is not None:  # bf16 graphs alone: float8 moves them as the rows do
+            none = np.zeros(len(rows), dtype=bool)
+            graph16, _ = _graph_blocks(
+                rec, run, block_graphs, 0.0, [], none, (attention, attention_again)
+            )
+            bf16_block, fp8_block = graph16, _moved(graph16, bf16_block, fp8_block)
+            notes.append(note(Topic.FLOAT8_BY_LAYERS))
     other = ~block & ~head
     if other.any():
         notes.append(note(Topic.OTHER_LINEARS, fqns=list(rows.loc[other, "fqn"])))
@@ -299,6 +306,17 @@ def _summarize(
         notes=notes,
         fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
         block_basis=Basis.PER_LAYER if block_graphs is None else Basis.GRAPHS,
+    )
+
+
+def _moved(graph16: BlockTimes, rows16: BlockTimes, rows8: BlockTimes) -> BlockTimes:
+    """The float8 block as the bf16 graphs plus what float8 changes in the per-layer rows,
+    part by part (a part float8 shortens below nothing is nothing)."""
+    return BlockTimes(
+        **{
+            f: max(getattr(graph16, f) + getattr(rows8, f) - getattr(rows16, f), 0.0)
+            for f in BlockTimes.__dataclass_fields__
+        }
     )
 
 
@@ -688,6 +706,7 @@ class _TimedBlock:
 
     graphs: BlockComparison
     times: tuple[CaptureTimes, CaptureTimes]
+    bf16_only: bool = False  # float8 is the bf16 capture again: no float8 graphs
 
 
 def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert, attention):
@@ -742,7 +761,8 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
         fsdp_comm_s=fsdp[0],
         recompute_s=t16.recompute_s + again[0],
     )
-    notes.append(note(Topic.BLOCKS_FROM, **graphs.origin.values()))
+    if graphs.origin is not None:
+        notes.append(note(Topic.BLOCKS_FROM, **graphs.origin.values()))
     notes.append(note(Topic.GRAPH_PARTS))
     if not (block & convert).any():
         notes.append(note(Topic.NO_FLOAT8_BLOCK))

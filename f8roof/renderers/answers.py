@@ -21,6 +21,7 @@ from f8roof.engine.answer import (
     FittingSpeedup,
     MemoryAnswer,
     ModelAnswer,
+    Plan,
     ShapesAnswer,
     TorchtitanConfig,
 )
@@ -177,6 +178,14 @@ def step_lines(answer: ModelAnswer) -> list[str]:
         f"  bf16 {ms(c.bf16_s)} ms -> float8 {ms(c.fp8_s)} ms per GPU ({where}); linears "
         f"{c.linear_share:.0%} of it"
     )
+    if answer.plans:
+        lines += textwrap.wrap(
+            "plans compared (step with f8roof's choice): "
+            + ", ".join(f"{_plan_name(p)} x{p.speedup:.3f}" for p in answer.plans)
+            + "; this answer is the first",
+            WIDTH,
+            subsequent_indent="  ",
+        )
     gathered = answer.float8_all_gather
     if gathered is not None and gathered.speedup > t.speedup * 1.005:
         lines += textwrap.wrap(
@@ -187,6 +196,10 @@ def step_lines(answer: ModelAnswer) -> list[str]:
             subsequent_indent="  ",
         )
     return ["", *lines]
+
+
+def _plan_name(plan: Plan) -> str:
+    return plan.recipe or "each layer its best recipe"
 
 
 def _gib(n: float) -> str:
@@ -432,6 +445,8 @@ def out_summary(answer: ModelAnswer) -> dict[str, Any]:
         summary["float8_all_gather"] = _summary_dict(answer.float8_all_gather)
     if answer.memory is not None:
         summary["memory"] = memory_dict(answer.memory)
+    if answer.plans:
+        summary["plans"] = [{"recipe": p.recipe, "speedup": p.speedup} for p in answer.plans]
     return summary
 
 

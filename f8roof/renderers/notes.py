@@ -194,6 +194,10 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "block linears kept in bf16 corrected from the all-float8 graph by their per-layer "
         "difference (its collectives and recompute stay the all-float8 graph's)"
     ),
+    Topic.FLOAT8_BY_LAYERS: lambda v: (
+        "bf16 blocks from the shipped bf16 graphs (one bf16 step for every recipe); with no "
+        "float8 graphs, float8 blocks are those graphs plus each linear's per-layer difference"
+    ),
     Topic.EP_ALL_TO_ALL: lambda v: (
         f"routed experts' all-to-all (EP {v['ep']}) is not modelled: the exposed communication "
         "leaves it out"
