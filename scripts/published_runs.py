@@ -225,6 +225,18 @@ def main() -> None:
         )
     if not args.terms:
         return
+    print("\nasync TP against vanilla TP, step time ratio (vanilla / async), modelled vs measured:")
+    by_name = {run.name: (run, summary) for run, summary in terms}
+    for name, (run, summary) in by_name.items():
+        if not run.async_tp or name.removesuffix(", async TP") not in by_name:
+            continue
+        plain, base = by_name[name.removesuffix(", async TP")]
+        bf16 = base["modelled_bf16_s"] / summary["modelled_bf16_s"]
+        fp8 = base["modelled_fp8_s"] / summary["modelled_fp8_s"]
+        print(
+            f"  {name}: bf16 {bf16:.3f} (measured {run.bf16_tps / plain.bf16_tps:.3f}), "
+            f"float8 {fp8:.3f} (measured {run.fp8_tps / plain.fp8_tps:.3f})"
+        )
     for run, summary in terms:
         rec = summary["reconciliation"]
         print(

@@ -158,7 +158,7 @@ def test_fsdp_takes_an_optional_degree():
     assert RunConfig.from_options(fsdp=4).fsdp_degree == 4
 
 
-def test_async_tp_hides_tp_collectives_behind_the_gemms(tmp_path):
+def test_async_tp_hides_each_tp_collective_behind_the_gemm_it_pairs_with(tmp_path):
     def summary(async_tp: str) -> dict:
         setup = tmp_path / f"{async_tp}.toml"
         setup.write_text(
@@ -174,5 +174,8 @@ def test_async_tp_hides_tp_collectives_behind_the_gemms(tmp_path):
 
     vanilla, pipelined = summary("false"), summary("true")
     assert vanilla["comm_bf16_s"] > 0.01  # 8 collectives of 2 x 8192 x 4096 bf16 per block
-    assert pipelined["comm_bf16_s"] < vanilla["comm_bf16_s"] / 10
+    # by hand, per block and pass: each all-gather or reduce-scatter of 16384 x 4096 bf16 takes
+    # ~0.35 ms at TP 8; the MLP's gemms (~0.65 ms) hide theirs, attention's q/k/v (~0.14 ms)
+    # and o (~0.09 ms) hide 7/8 of themselves: ~0.5 ms of 1.4 ms shows, a third
+    assert vanilla["comm_bf16_s"] / 4 < pipelined["comm_bf16_s"] < vanilla["comm_bf16_s"] / 2
     assert pipelined["bf16_s"] < vanilla["bf16_s"]  # a modelled step

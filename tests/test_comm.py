@@ -9,15 +9,14 @@ from f8roof.timing.comm import (
     INTERCONNECTS,
     Algorithm,
     CommError,
-    Overlap,
     Placement,
     bus_factor,
     collective_algorithm,
     collective_time_s,
-    exposed_time_s,
     find_interconnect,
     float8_all_gather_time_s,
     fsdp_exposed_time_s,
+    micro_pipelined_exposed_s,
     placement_for,
 )
 
@@ -146,14 +145,16 @@ def test_float8_all_gather_halves_payload_and_pays_amax_all_reduce():
     )
 
 
-def test_exposed_time():
-    assert exposed_time_s(3.0, overlap="exposed", compute_time_s=10.0) == 3.0
-    assert exposed_time_s(3.0, overlap="overlapped", compute_time_s=10.0) == 0.0
-    assert exposed_time_s(3.0, overlap="overlapped", compute_time_s=1.0) == pytest.approx(2.0)
-    got = exposed_time_s(np.array([1.0, 5.0]), overlap=Overlap.OVERLAPPED, compute_time_s=2.0)
-    assert list(got) == [0.0, 3.0]
-    with pytest.raises(CommError, match="unknown overlap 'hidden'"):
-        exposed_time_s(1.0, overlap="hidden")
+def test_micro_pipelined_tp_hides_a_collective_behind_n_minus_1_of_n_of_its_gemm():
+    # TP 8: 7/8 of a 4 ms gemm hides 3.5 ms of a 5 ms all-gather; a long gemm hides it all
+    assert micro_pipelined_exposed_s(5.0, 4.0, group_size=8) == pytest.approx(1.5)
+    assert micro_pipelined_exposed_s(5.0, 40.0, group_size=8) == 0.0
+    # TP 2: the local half of the gemm runs with nothing beside it
+    assert micro_pipelined_exposed_s(3.0, 4.0, group_size=2) == pytest.approx(1.0)
+    got = micro_pipelined_exposed_s(np.array([1.0, 5.0]), 2.0, group_size=2)
+    assert list(got) == [0.0, 4.0]
+    with pytest.raises(CommError, match="at least 2 ranks"):
+        micro_pipelined_exposed_s(1.0, 1.0, group_size=1)
 
 
 def test_fsdp_exposes_first_gather_and_last_reduce_scatter_only_when_compute_covers():

@@ -20,7 +20,8 @@ One transformer block's time parts per precision, then the step. Two sources for
     follows torchtitan's per-op SAC: every second matmul reruns its forward gemm in both
     precisions (a float8 linear shows SAC aten.mm), the float8 casts rerun for every float8
     linear, and the forward's all-gathers run again.
-TP communication is exposed unless async TP. FSDP, in both: each block's weight shards gathered
+TP communication is exposed unless async TP, which pairs each collective with the gemm it
+feeds or drains (torch's micro-pipelined TP: all but the local shard's share hides it). FSDP, in both: each block's weight shards gathered
 (bf16, or float8 with float8 all-gather) before forward and backward, gradients
 reduce-scattered in fp32 (torchtitan's mixed_precision_reduce), hidden behind the block's
 compute. Routed experts' all-to-all, pipeline and context parallelism are not modelled (said so).
@@ -45,13 +46,12 @@ from f8roof.timing.comm import (
     CollectiveKind,
     CommError,
     Interconnect,
-    Overlap,
     collective_time_s,
-    exposed_time_s,
     find_interconnect,
     float8_all_gather_time_s,
     fsdp_exposed_time_s,
     group_fabric,
+    micro_pipelined_exposed_s,
     placement_for,
 )
 from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
@@ -247,19 +247,33 @@ def _summarize(
         return float((counts * values)[block].sum()) / layers
 
     attention, attention_again = _attention(rec, resolved, run, notes)
+    # torch's micro-pipelined TP pairs each collective with the gemm it feeds or drains
+    pipelined = (
+        _async_tp(
+            rec, rows, convert, block, run, notes, _forward_gemms(rows, resolved, convert, block)
+        )
+        if run.async_tp
+        else None
+    )
 
     if graphs:
         # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
         # per-layer difference puts it back
         kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
         bf16_block, fp8_block = _graph_blocks(
-            rec, run, block_graphs, per_block(kept), notes, convert, (attention, attention_again)
+            rec,
+            run,
+            block_graphs,
+            per_block(kept),
+            notes,
+            convert,
+            (attention, attention_again),
+            pipelined,
         )
     else:
         forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
-        gemms = (per_block(lin_bf16), per_block(lin_fp8))
         again = (per_block(re_bf16) + attention_again, per_block(re_fp8) + attention_again)
-        comm_bf16, comm_fp8 = _tp_comm(rec, rows, convert, block, layers, run, notes, gemms)
+        comm_bf16, comm_fp8 = pipelined or _tp_comm(rec, rows, convert, block, layers, run, notes)
         compute = [
             (f + attention * FORWARD_SHARE, 2 * f + attention * (1 - FORWARD_SHARE) + r)
             for f, r in zip(forward, again)
@@ -283,7 +297,7 @@ def _summarize(
         if block_graphs is not None:  # bf16 graphs alone: float8 moves them as the rows do
             none = np.zeros(len(rows), dtype=bool)
             graph16, _ = _graph_blocks(
-                rec, run, block_graphs, 0.0, [], none, (attention, attention_again)
+                rec, run, block_graphs, 0.0, [], none, (attention, attention_again), pipelined
             )
             bf16_block, fp8_block = graph16, _moved(graph16, bf16_block, fp8_block)
             notes.append(note(Topic.FLOAT8_BY_LAYERS))
@@ -502,19 +516,13 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
     for i, d in zip(order, decisions):
         again[i] = d is Decision.RECOMPUTE
     configs = {c.recipe.name: c for c in resolved.configs}
-    re_bf16 = np.zeros(len(rows))
-    re_fp8 = np.zeros(len(rows))
-    for i in np.flatnonzero(block):
+    bf16_fwd, fp8_fwd = _forward_gemms(rows, resolved, convert, block)
+    re_bf16 = np.where(again, bf16_fwd, 0.0)
+    re_fp8 = re_bf16.copy()
+    for i in np.flatnonzero(block & convert):
         row = rows.iloc[i]
         config = configs.get(str(row["recipe"]), resolved.config)
         M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
-        bf16_fwd = float(config.gemm_model.time_s("bf16", GemmRole.OUTPUT, M, K, N)[0])
-        re_bf16[i] = bf16_fwd if again[i] else 0.0
-        if not convert[i]:
-            re_fp8[i] = re_bf16[i]
-            continue
-        dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
-        fp8_fwd = float(config.gemm_model.time_s(dtype, GemmRole.OUTPUT, M, K, N)[0])
         share = float(
             np.asarray(
                 _forward_share_fn(
@@ -527,8 +535,26 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
             )
         )
         overhead = float(row["fp8_s"] - row["fp8_gemm_s"]) if "fp8_s" in rows else 0.0
-        re_fp8[i] = (fp8_fwd if again[i] else 0.0) + share * max(overhead, 0.0)
+        re_fp8[i] = (fp8_fwd[i] if again[i] else 0.0) + share * max(overhead, 0.0)
     return re_bf16, re_fp8
+
+
+def _forward_gemms(rows, resolved: Resolved, convert, block) -> tuple[np.ndarray, np.ndarray]:
+    """Each block row's forward (output) gemm, seconds, bf16 and as the step runs it (its
+    recipe's float8 gemm where converted, else bf16 again); 0 outside the blocks."""
+    configs = {c.recipe.name: c for c in resolved.configs}
+    bf16 = np.zeros(len(rows))
+    fp8 = np.zeros(len(rows))
+    for i in np.flatnonzero(block):
+        row = rows.iloc[i]
+        config = configs.get(str(row["recipe"]), resolved.config)
+        M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
+        bf16[i] = float(config.gemm_model.time_s("bf16", GemmRole.OUTPUT, M, K, N)[0])
+        fp8[i] = bf16[i]
+        if convert[i]:
+            dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
+            fp8[i] = float(config.gemm_model.time_s(dtype, GemmRole.OUTPUT, M, K, N)[0])
+    return bf16, fp8
 
 
 def _fabric(rec, notes: list[Note]) -> Interconnect | None:
@@ -539,39 +565,91 @@ def _fabric(rec, notes: list[Note]) -> Interconnect | None:
         return None
 
 
-def _tp_comm(rec, rows, convert, block, layers, run, notes, gemms):
-    """Exposed sequence-parallel communication of one block from the per-layer rows, per
-    precision (see the module docstring); async TP hides it behind `gemms` (seconds per
-    precision)."""
-    setup = rec.setup
-    tp = setup.tp
+def _tp_collectives(rec, rows, convert, block, run, notes):
+    """One sequence-parallel all-gather and one reduce-scatter of tokens x hidden bf16 (the
+    float8 side's all-gather in float8 where every converted block linear is tensorwise:
+    torchao's float8 TP plan), seconds each, and the placement; None without TP or a fabric."""
+    tp = rec.setup.tp
     fabric = _fabric(rec, notes) if tp > 1 else None
     if fabric is None:
-        return 0.0, 0.0
-    tokens = rec.tokens
-    counts = rows["count"].to_numpy(dtype=np.float64)
+        return None
     dense_block = block & ~rows["grouped"].to_numpy(dtype=bool)
     place = placement_for(group_size=tp, stride=1, gpus_per_node=run.gpus_per_node)
     row_par = dense_block & (rows["tp"] == "row").to_numpy()
     hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
-    per_block = counts[row_par] / layers  # sub-blocks (attention, MLP) per block
-    nbytes = tokens * hidden * BF16_BYTES
+    nbytes = rec.tokens * hidden * BF16_BYTES
     kw = {"group_size": tp, "placement": place, "fabric": fabric}
     ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
     rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
+    tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
+    fp8_ag = ag
+    if tensorwise and (convert & dense_block).any():
+        fp8_ag = float8_all_gather_time_s(numel=rec.tokens * hidden, **kw)
+        notes.append(note(Topic.TP_FLOAT8_GATHER))
+    return ag, rs, fp8_ag, place
+
+
+def _tp_comm(rec, rows, convert, block, layers, run, notes):
+    """Exposed sequence-parallel communication of one block from the per-layer rows, per
+    precision, without async TP (see the module docstring): per sub-block the forward's
+    all-gather and reduce-scatter, mirrored in the backward, and what recompute gathers
+    again."""
+    found = _tp_collectives(rec, rows, convert, block, run, notes)
+    if found is None:
+        return 0.0, 0.0
+    ag, rs, fp8_ag, place = found
+    setup = rec.setup
+    row_par = block & ~rows["grouped"].to_numpy(dtype=bool) & (rows["tp"] == "row").to_numpy()
+    per_block = rows["count"].to_numpy(dtype=np.float64)[row_par] / layers
     # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again (full
     # AC of every n-th block only: that share of the blocks)
     full_again = setup.recompute_share(layers)
     again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
     bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
-    tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
-    fp8_ag = ag
-    if tensorwise and (convert & dense_block).any():
-        fp8_ag = float8_all_gather_time_s(numel=tokens * hidden, **kw)
-        notes.append(note(Topic.TP_FLOAT8_GATHER))
     fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
     notes.append(_tp_note(run, place, from_graphs=False))
-    return _tp_exposed(run, (float(np.sum(bf16_t)), float(np.sum(fp8_t))), gemms)
+    return float(np.sum(bf16_t)), float(np.sum(fp8_t))
+
+
+def _async_tp(rec, rows, convert, block, run, notes, forward_gemms):
+    """Exposed TP communication of one block under async TP, per precision (None without TP):
+    torch's micro-pipelined TP runs each collective beside the gemms it feeds or drains
+    (`micro_pipelined_exposed_s`). Per sub-block (attention, MLP) the forward's all-gather
+    pairs with its column-parallel gemms and its reduce-scatter with the row-parallel gemm;
+    the backward mirrors them beside the input-gradient gemms (the same FLOPs); recompute's
+    collectives pair again. `forward_gemms`: each row's forward gemm seconds per precision."""
+    found = _tp_collectives(rec, rows, convert, block, run, notes)
+    if found is None:
+        return None
+    ag, rs, fp8_ag, place = found
+    setup, tp = rec.setup, rec.setup.tp
+    layers = _layers(rec)
+    dense = block & ~rows["grouped"].to_numpy(dtype=bool)
+    style = rows["tp"].to_numpy()
+    module = np.array([str(f).rsplit(".", 1)[0] for f in rows["fqn"]])
+    share = rows["count"].to_numpy(dtype=np.float64) / layers
+    full_again = setup.recompute_share(layers)
+    again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
+    out = []
+    for gemm, gather in zip(forward_gemms, (ag, fp8_ag)):
+        exposed = 0.0
+        # the collectives' arrays run over the row-parallel rows in this order
+        for j, i in enumerate(np.flatnonzero(dense & (style == "row"))):
+            column = dense & (style == "column") & (module == module[i])
+            g_col = float(np.sum(share[column] * gemm[column]))
+            g_row = float(share[i] * gemm[i])
+            pairs = (
+                (gather[j], g_col, 1.0 + again),  # forward's gather, and recompute's
+                (rs[j], g_row, 1.0 + full_again),  # forward's reduce-scatter, and full AC's
+                (ag[j], g_row, 1.0),  # backward: the gradient's gather
+                (rs[j], g_col, 1.0),  # backward: the input gradient's reduce-scatter
+            )
+            exposed += sum(
+                n * float(micro_pipelined_exposed_s(c, g, group_size=tp)) for c, g, n in pairs
+            )
+        out.append(exposed)
+    notes.append(_tp_note(run, place, from_graphs=False))
+    return out[0], out[1]
 
 
 def _tp_note(run: RunConfig, place, *, from_graphs: bool) -> Note:
@@ -583,16 +661,6 @@ def _tp_note(run: RunConfig, place, *, from_graphs: bool) -> Note:
         from_graphs=from_graphs,
         source=COMM_SOURCE,
     )
-
-
-def _tp_exposed(run: RunConfig, comm, gemms) -> tuple[float, float]:
-    """async TP splits each collective against the gemm it feeds or drains: it hides behind
-    the block's gemms (forward and backward, per precision); without it TP comm is exposed."""
-    overlap = Overlap.OVERLAPPED if run.async_tp else Overlap.EXPOSED
-    bf16, fp8 = (
-        float(exposed_time_s(c, overlap=overlap, compute_time_s=g)) for c, g in zip(comm, gemms)
-    )
-    return bf16, fp8
 
 
 def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
@@ -709,14 +777,17 @@ class _TimedBlock:
     bf16_only: bool = False  # float8 is the bf16 capture again: no float8 graphs
 
 
-def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert, attention):
+def _graph_blocks(
+    rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert, attention, pipelined
+):
     """One block per precision from its graphs (compiled, or the shipped fits at these
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
     the rows' weights hidden behind the graphs' own forward and backward. Full AC (the graphs
     are the block without checkpointing, `sharded.graph_recompute`) reruns the forward graph,
     its TP collectives and attention's forward in the backward of that share of the blocks.
     `kept_s`: what the block linears the recommendation keeps in bf16 change against the
-    all-float8 graph; `attention`: (per block, its full-AC rerun) seconds."""
+    all-float8 graph; `attention`: (per block, its full-AC rerun) seconds; `pipelined`: async
+    TP's exposed communication per precision (`_async_tp`), which replaces the graphs' own."""
     graphs, times = timed.graphs, timed.times
     rows, layers = rec.layers, _layers(rec)
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
@@ -742,9 +813,11 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
                 )
                 comm[i] += seconds
                 comm_again[i] += share * seconds if c.graph == "fwd" else 0.0
-        gemms = tuple(t.gemm_s + t.recompute_s + share * t.fwd_s for t in times)
-        comm = list(_tp_exposed(run, [a + b for a, b in zip(comm, comm_again)], gemms))
-        notes.append(_tp_note(run, place, from_graphs=True))
+        comm = [a + b for a, b in zip(comm, comm_again)]
+        if pipelined is None:
+            notes.append(_tp_note(run, place, from_graphs=True))
+        else:
+            comm = list(pipelined)
     again = tuple(share * t.fwd_s + attention_again for t in times)
     if share:
         notes.append(note(Topic.FULL_AC_GRAPHS, share=share))

@@ -103,7 +103,11 @@ def _tp_comm(v) -> str:
         if v["from_graphs"]
         else "sequence-parallel all-gathers/reduce-scatters of tokens x hidden"
     )
-    overlap = "async TP: hidden behind the gemms" if v["async_tp"] else "exposed (no async TP)"
+    overlap = (
+        "async TP: each beside the gemm it feeds or drains, (TP - 1) / TP of that gemm hiding it"
+        if v["async_tp"]
+        else "exposed (no async TP)"
+    )
     return f"TP {v['tp']}: {what}, {v['placement']}-node, {overlap}"
 
 

@@ -29,7 +29,8 @@ Overlap: FSDP2 prefetches the next layer's all-gather and runs the previous laye
 reduce-scatter on a separate stream, so they hide behind compute except the first all-gather
 of the forward and the last reduce-scatter of the backward. TP's sequence-parallel
 all-gathers and reduce-scatters feed or consume the very gemm beside them: exposed, unless
-async TP (torch's micro-pipeline TP) splits them against that gemm.
+async TP (torch's micro-pipeline TP) splits them against that gemm, which then hides all but
+the gemm's share on the local shard (`micro_pipelined_exposed_s`).
 
 Sources (per GPU preset, per GPU, bytes per second unless said):
 | preset | NVLink/IF datasheet (one way) | ring busbw | NVLS all-reduce busbw (8 GPUs) | NIC (per GPU) | NIC busbw | latency intra / inter |
@@ -358,36 +359,16 @@ def float8_all_gather_time_s(
     return payload + np.asarray(tensors) * amax
 
 
-class Overlap(str, Enum):
-    """How a collective's time shows in the step.
-
-    - `exposed`: it adds its whole time (nothing runs beside it);
-    - `overlapped`: it runs on its own stream beside compute and adds only what outlasts the
-      compute it is paired with."""
-
-    EXPOSED = "exposed"
-    OVERLAPPED = "overlapped"
-
-    @classmethod
-    def from_name(cls, name: str | Overlap) -> Overlap:
-        if isinstance(name, Overlap):
-            return name
-        try:
-            return cls(str(name).strip().lower())
-        except ValueError:
-            raise CommError(f"unknown overlap {name!r}; known: exposed, overlapped") from None
-
-
-def exposed_time_s(comm_time_s, *, overlap: str | Overlap, compute_time_s=0.0):
-    """What a collective adds to the step: all of it when exposed, max(0, comm - compute)
-    when overlapped with `compute_time_s` of independent work."""
+def micro_pipelined_exposed_s(comm_time_s, gemm_time_s, *, group_size: int):
+    """What a TP collective adds under torch's micro-pipelined TP (torchtitan's async TP):
+    the all-gather (or reduce-scatter) moves its shards one by one beside the gemm on the
+    shard before (after) it, so the gemm on the local shard runs with no transfer beside it
+    and (n - 1) / n of the gemm hides the transfer: max(0, comm - gemm x (n - 1) / n)."""
     comm = np.asarray(comm_time_s, dtype=float)
-    compute = np.asarray(compute_time_s, dtype=float)
-    if np.any(comm < 0) or np.any(compute < 0):
-        raise CommError("comm and compute times must be >= 0")
-    if Overlap.from_name(overlap) is Overlap.EXPOSED:
-        return comm + 0.0 * compute
-    return np.maximum(comm - compute, 0.0)
+    gemm = np.asarray(gemm_time_s, dtype=float)
+    if np.any(comm < 0) or np.any(gemm < 0) or group_size < 2:
+        raise CommError("comm and gemm times must be >= 0 and the group at least 2 ranks")
+    return np.maximum(comm - gemm * (group_size - 1) / group_size, 0.0)
 
 
 def fsdp_exposed_time_s(
