@@ -10,6 +10,11 @@ interrupted run resumes (`--resume`).
 
     PYTHONPATH=. python scripts/build_block_fits.py --jobs 2 [--out FILE] [--resume]
     PYTHONPATH=. python scripts/build_block_fits.py --small --out /tmp/blocks.json  # tests
+    PYTHONPATH=. python scripts/build_block_fits.py --add llama3-405b:8 --add llama3-8b:4
+
+`--add MODEL:TP` compiles that model at that TP degree alone (every policy and recipe) and
+merges its fits into OUT's, replacing any of the same key: the file grows without the
+hundreds of compiles already in it being run again.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from f8roof.calibration.block_file import SHIPPED, BlockFits
+from f8roof.calibration.block_file import SHIPPED, BlockFits, BlockKey
 from f8roof.device.runner import Checkpoint, Task, run_tasks
 from f8roof.errors import F8RoofError
 from f8roof.training.block import BlockCapture, BlockSpec, Recompute
@@ -29,6 +34,7 @@ from f8roof.training.run_config import RunConfig
 
 MODELS = ("llama3-8b", "llama3-70b")
 TP_DEGREES = (1, 2, 8)
+# added since with --add: llama3-405b:8, llama3-8b:4, llama3-70b:4
 POLICIES = (Recompute.NONE, Recompute.SELECTIVE)
 # (recipe, float8 all-gather); torchao all-gathers float8 weights for tensorwise only
 RECIPES = ((None, False), ("tensorwise", False), ("rowwise", False), ("tensorwise", True))
@@ -101,10 +107,17 @@ def main() -> None:
     parser.add_argument(
         "--small", action="store_true", help="a tiny block, TP 2, selective, bf16 and rowwise"
     )
+    parser.add_argument(
+        "--add", action="append", default=[], metavar="MODEL:TP", help="merge into OUT's fits"
+    )
     args = parser.parse_args()
     if args.small:
         layouts = SMALL_LAYOUTS
         entries = list(itertools.product(("small",), (2,), POLICIES[1:], RECIPES[:3:2]))
+    elif args.add:
+        layouts = LAYOUTS
+        added = [(m, int(t)) for m, _, t in (a.partition(":") for a in args.add)]
+        entries = [(m, t, p, r) for (m, t), p, r in itertools.product(added, POLICIES, RECIPES)]
     else:
         layouts = LAYOUTS
         entries = list(itertools.product(MODELS, TP_DEGREES, POLICIES, RECIPES))
@@ -166,9 +179,17 @@ def main() -> None:
             fits.append(fit)
     from f8roof.training.checkpointing import DEFAULT_POLICY
 
+    command = "python scripts/build_block_fits.py" + (" --small" if args.small else "")
+    if args.add:
+        before = BlockFits.load(args.out)
+        mine = {BlockKey.of(f) for f in fits}
+        fits = [f for f in before.fits if BlockKey.of(f) not in mine] + fits
+        if before.produced_by.get("command"):
+            command = before.produced_by["command"]
+        command += f" (then --add {' --add '.join(args.add)})"
     produced_by = _environment() | {
         "sac_policy": DEFAULT_POLICY,
-        "command": "python scripts/build_block_fits.py" + (" --small" if args.small else ""),
+        "command": command,
         "layouts": {
             regime: {what: [list(p) for p in ps] for what, ps in layout.items()}
             for regime, layout in layouts.items()
