@@ -57,8 +57,11 @@ activations and one block rematerialized) and the last one (every gradient, one 
 activations). Gradients grow and saved activations shrink linearly in between, so the extremes
 hold the peak. The model predicts allocated bytes; torchtitan logs the caching allocator's
 reserved peak (`reserved_bytes.all.peak`, in GiB), and with its `expandable_segments:True`
-(run_train.sh) reserved is taken equal to allocated: an assumption. The CUDA context and NCCL's
-buffers lie outside the allocator: `RUNTIME_BYTES` is kept free when asking whether a run fits.
+(run_train.sh) reserved is taken equal to allocated: an assumption (torchtitan also sets
+`TORCH_NCCL_AVOID_RECORD_STREAMS=1`, distributed/utils.py, so TP's collective buffers return to
+the cache in stream order rather than when NCCL's stream reaches them). The CUDA context and
+NCCL's buffers lie outside the allocator: `RUNTIME_BYTES` is kept free when asking whether a run
+fits.
 """
 
 from __future__ import annotations
