@@ -133,6 +133,14 @@ def misses(memory: dict, bf16: float, fp8: float) -> list[str]:
     return out
 
 
+def row(name: str, label: str, memory: dict, bf16: float, fp8: float) -> str:
+    b, f = memory["bf16_peak_bytes"] / GIB, memory["fp8_peak_bytes"] / GIB
+    return (
+        f"| {name} | {label} | {b:.2f} GiB | {bf16:.2f} | {b / bf16 - 1:+.1%} | "
+        f"{f:.2f} GiB | {fp8:.2f} | {f / fp8 - 1:+.1%} |"
+    )
+
+
 def main() -> None:
     print(
         "| arm | local batch | bf16 predicted | published | error | float8 predicted | "
@@ -143,20 +151,11 @@ def main() -> None:
     for name, async_tp, bf16, fp8 in published():
         for batch in (TOML_BATCH, BENCH_BATCH):
             memory = predict(toml(batch, async_tp=async_tp))
-            b, f = memory["bf16_peak_bytes"] / GIB, memory["fp8_peak_bytes"] / GIB
             label = f"{batch}{' (toml)' if batch == TOML_BATCH else ' (2025-06 bench)'}"
-            print(
-                f"| {name} | {label} | {b:.2f} GiB | {bf16:.2f} | {b / bf16 - 1:+.1%} | "
-                f"{f:.2f} GiB | {fp8:.2f} | {f / fp8 - 1:+.1%} |"
-            )
+            print(row(name, label, memory, bf16, fp8))
             named = misses(memory, bf16, fp8)[: 3 if batch == TOML_BATCH else 2]
             lines.extend(f"{name}, batch {batch}: {miss}" for miss in named)
-    memory = predict(TOML_1207)
-    (b, f), (bf16, fp8) = (memory[f"{p}_peak_bytes"] / GIB for p in ("bf16", "fp8")), PUBLISHED_1207
-    print(
-        f"| torchtitan#1207 (8B, TP 2, per-op SAC) | 1 | {b:.2f} GiB | {bf16:.2f} | "
-        f"{b / bf16 - 1:+.1%} | {f:.2f} GiB | {fp8:.2f} | {f / fp8 - 1:+.1%} |"
-    )
+    print(row("torchtitan#1207 (8B, TP 2, per-op SAC)", "1", predict(TOML_1207), *PUBLISHED_1207))
     print()
     print("\n".join(lines))
     memory = predict(toml(TOML_BATCH, async_tp=False))
