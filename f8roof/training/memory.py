@@ -41,9 +41,15 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   grad_output casts and the input's recast for grad_weight), and the block's unsharded weight
   gradients (bf16, and the fp32 copy FSDP2 reduce-scatters).
 - logits and loss: torchtitan's loss upcasts the logits (`pred.flatten(0, 1).float()`, not
-  compiled, components/loss.py) and `del pred` frees the bf16 logits before `loss.backward()`,
-  so at the backward's start log_softmax's output, nll's gradient and log_softmax's gradient,
-  all fp32 tokens x vocab / TP (loss parallel), are alive at once: 12 bytes per logit.
+  compiled, components/loss.py) and `del pred` frees the bf16 logits before `loss.backward()`.
+  Without TP, CUDA's fused kernels leave log_softmax's output, nll's gradient and
+  log_softmax's gradient alive at the backward's start: 12 bytes per logit. Under TP
+  torchtitan enables loss parallel (logits sharded over the vocabulary), whose ops are
+  decompositions (torch/distributed/tensor/parallel/loss.py): the fused nll + log_softmax
+  backward holds the saved log-probabilities, `zeros_like` of them (nll's gradient), their
+  `exp` and the sum of the two at once before the product replaces the `exp`: 16 bytes per
+  local logit, above the forward's 14 (the bf16 logits, their fp32 copy, `shifted` and its
+  `exp`).
 
 The step's schedule: the peak is the largest of three moments: the loss (every block's saved
 activations, no gradients yet), the first block of the backward (every block's saved
@@ -51,8 +57,11 @@ activations and one block rematerialized) and the last one (every gradient, one 
 activations). Gradients grow and saved activations shrink linearly in between, so the extremes
 hold the peak. The model predicts allocated bytes; torchtitan logs the caching allocator's
 reserved peak (`reserved_bytes.all.peak`, in GiB), and with its `expandable_segments:True`
-(run_train.sh) reserved is taken equal to allocated: an assumption. The CUDA context and NCCL's
-buffers lie outside the allocator: `RUNTIME_BYTES` is kept free when asking whether a run fits.
+(run_train.sh) reserved is taken equal to allocated: an assumption (torchtitan also sets
+`TORCH_NCCL_AVOID_RECORD_STREAMS=1`, distributed/utils.py, so TP's collective buffers return to
+the cache in stream order rather than when NCCL's stream reaches them). The CUDA context and
+NCCL's buffers lie outside the allocator: `RUNTIME_BYTES` is kept free when asking whether a run
+fits.
 """
 
 from __future__ import annotations
@@ -76,8 +85,11 @@ BF16, FP32, FLOAT8 = 2, 4, 1  # bytes per element
 # and peer, up to 32 channels, two peers on a ring, two communicators: FSDP and TP; NCCL
 # environment variables docs). An assumption, not a measurement.
 RUNTIME_BYTES = GIB
-# loss: log_softmax's output, nll's gradient and log_softmax's gradient, fp32 (module docstring)
+# at the loss backward's start, fp32 (module docstring): log_softmax's output, nll's and
+# log_softmax's gradients (CUDA's fused kernels); under loss parallel the saved log-probs,
+# nll's gradient, their exp and the sum of the two
 LOSS_BYTES_PER_LOGIT = 3 * FP32
+LOSS_PARALLEL_BYTES_PER_LOGIT = 4 * FP32
 GROUPED_MM = "aten._grouped_mm.default"  # routed experts' gemm: in no SAC save list
 CHEAPEST_FIRST = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 MAX_LOCAL_BATCH = 2**16  # the largest local batch the search tries
@@ -96,7 +108,7 @@ class Term(str, Enum):
     WEIGHTS_IN_FLIGHT = "weights in flight"  # all-gathered blocks and the root
     SAVED_ACTIVATIONS = "saved activations"  # every block's, for the backward
     BLOCK_BACKWARD = "block in backward"  # rematerialized, gradients in flight
-    LOGITS_LOSS = "logits and loss"  # fp32 logits at the loss, lm_head's input
+    LOGITS_LOSS = "logits and loss"  # fp32 loss tensors at the loss, lm_head's input
 
 
 class Phase(str, Enum):
@@ -378,7 +390,8 @@ def _peak(m: _Model, run: RunConfig, fp8: bool) -> MemoryPeak:
     params, grads, optimizer = _states(m)
     saved_all, saved_one = _saved(m, run, fp8)
     backward = _block_backward(m, run, fp8)
-    logits = m.tokens * m.vocab / m.tp * LOSS_BYTES_PER_LOGIT
+    per_logit = LOSS_PARALLEL_BYTES_PER_LOGIT if m.tp > 1 else LOSS_BYTES_PER_LOGIT
+    logits = m.tokens * m.vocab / m.tp * per_logit
     head_input = m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16
     root_grads = m.root_weights * BF16 if m.sharded else 0.0  # unsharded until the root's RS
     head_grad = m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0
