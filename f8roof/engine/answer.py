@@ -18,7 +18,7 @@ import pandas as pd
 
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, settle_command
 from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
-from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
+from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.engine.sharded import (
     BlockComparison,
@@ -239,7 +239,7 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
         if not any(f in fqn for f in filters)
         and (not grouped or any(m in fqn for m in run.moe_fqns))
     ]
-    recipe = best_recipe(rec)
+    recipe = rec.best_recipe
 
     def estimate_at(at: RunConfig, tokens: int) -> MemoryEstimate:
         return memory_estimate(
@@ -495,7 +495,7 @@ def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
         (converted if convert and not held else kept).append(fqn)
     run = rec.setup
     fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
-    recipe = best_recipe(rec)
+    recipe = rec.best_recipe
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
     return TorchtitanConfig(
         recipe=recipe if recipe in RECIPES else None,

@@ -78,6 +78,54 @@ def straddles(*, low, high, margin: float = 0.0) -> np.ndarray:
 DECISIONS = (Decision.KEEP, Decision.CONVERT, Decision.UNCERTAIN)
 
 
+def frame_band(frame, criterion: str = "speedup"):
+    """(low, expected, high) of a frame's decision column where it has a band (a calibrated
+    estimate's `speedup` with `speedup_low`/`speedup_high`, widened to hold the estimate),
+    else None: the one place a row's band is read."""
+    if criterion != "speedup" or "speedup_low" not in frame.columns:
+        return None
+    value = frame[criterion].to_numpy(dtype=np.float64)
+    low = np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value)
+    return low, value, np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value)
+
+
+def float8_time_ends(frame, criterion: str = "speedup"):
+    """Each row's float8 time at its band's fast and slow ends (bf16 time over the band's
+    high and low speedups), or None where the frame has no band."""
+    band = frame_band(frame, criterion)
+    if band is None:
+        return None
+    low, _, high = band
+    bf16_s = frame["bf16_s"].to_numpy(dtype=np.float64)
+    return bf16_s / high, bf16_s / low
+
+
+def frame_decisions(frame, *, criterion: str, policy: DecisionPolicy, margin: float = 0.0):
+    """Per row of an estimate: the decision code (0 keep, 1 convert, 2 uncertain; keep where
+    float8 cannot run the shape) and whether its band straddles 1 + margin. The band decides
+    where the frame has one, else the criterion alone (> 1 + margin) and nothing straddles:
+    the one decision every shape, layer and step answer rests on."""
+    ok = frame["fp8_ok"].to_numpy(dtype=bool)
+    band = frame_band(frame, criterion)
+    if band is None:
+        value = frame[criterion].to_numpy(dtype=np.float64)
+        codes = np.where(ok & (value > 1.0 + margin), 1, 0).astype(np.int8)
+        return codes, np.zeros(len(frame), dtype=bool)
+    low, expected, high = band
+    codes = decide_codes(low=low, expected=expected, high=high, margin=margin, policy=policy)
+    return np.where(ok, codes, 0).astype(np.int8), ok & straddles(low=low, high=high, margin=margin)
+
+
+def frame_policy_end(frame, criterion: str, policy: DecisionPolicy) -> np.ndarray:
+    """The speedup `policy` decides on per row: its end of the band, or the criterion where
+    the frame has no band."""
+    band = frame_band(frame, criterion)
+    if band is None:
+        return frame[criterion].to_numpy(dtype=np.float64)
+    low, expected, high = band
+    return policy_end(low=low, expected=expected, high=high, policy=policy)
+
+
 SETTLE_SHAPES = 6
 
 

@@ -36,10 +36,10 @@ from f8roof.calibration.file import Calibration
 from f8roof.engine.decision import (
     DEFAULT_POLICY,
     DecisionPolicy,
-    decide_codes,
-    policy_end,
+    float8_time_ends,
+    frame_decisions,
+    frame_policy_end,
     settle_command,
-    straddles,
 )
 from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
 from f8roof.engine.resolve import Request, Resolved, resolve
@@ -153,6 +153,11 @@ class Recommendation:
         )
 
     @property
+    def best_recipe(self) -> str:
+        """The recipe whose use for every converted layer makes the linears fastest."""
+        return max(self.recipe_totals, key=lambda name: self.recipe_totals[name].speedup)
+
+    @property
     def converted_fqns(self) -> tuple[str, ...]:
         return tuple(self.layers.loc[self.layers["convert"], "fqn"])
 
@@ -208,7 +213,7 @@ def recommend(
     # layers x recipes: the speedup each recipe's decision rests on (the policy's end of its
     # band); a recipe float8 cannot run at a layer's shape never wins there, and one the
     # decision converts beats every one it keeps
-    ends = np.stack([_policy_end(f, criterion, policy) for f in frames], axis=1)
+    ends = np.stack([frame_policy_end(f, criterion, policy) for f in frames], axis=1)
     scores = np.stack(
         [
             np.where(f["fp8_ok"].to_numpy(dtype=bool), f[criterion].to_numpy(np.float64), -np.inf)
@@ -216,9 +221,7 @@ def recommend(
         ],
         axis=1,
     )
-    converts = np.stack(
-        [_decision_codes(f, criterion, policy, margin) == 1 for f in frames], axis=1
-    )
+    converts = np.stack([_codes(f, criterion, policy, margin) == 1 for f in frames], axis=1)
     best = np.where(
         converts.any(axis=1),
         np.where(converts, ends, -np.inf).argmax(axis=1),
@@ -234,11 +237,11 @@ def recommend(
         for name, frame in zip(recipes, frames):
             layers[f"{criterion}_{name}"] = frame[criterion].to_numpy()
     value = layers[criterion].to_numpy(dtype=np.float64)
-    codes = _decision_codes(layers, criterion, policy, margin)
+    codes, straddling = frame_decisions(layers, criterion=criterion, policy=policy, margin=margin)
     convert = codes == 1
     layers["convert"] = convert
     layers["decision"] = np.array(["keep bf16", "convert", "uncertain"])[codes]
-    layers["straddles"] = _straddles(layers, criterion, margin)
+    layers["straddles"] = straddling
     # float8 faster by this fraction (negative: slower); none where float8 cannot run at all
     layers["margin"] = np.where(layers["fp8_ok"].to_numpy(dtype=bool), value - 1.0, np.nan)
     bf16_s = layers[bf16_col].to_numpy(dtype=np.float64)
@@ -247,10 +250,12 @@ def recommend(
     layers["recommended_step_s"] = counts * np.where(convert, fp8_s, bf16_s)
     layers["saved_step_s"] = layers["bf16_step_s"] - layers["recommended_step_s"]
     modules = counts * np.maximum(1, layers["experts_per_device"].to_numpy())
-    totals = _totals(counts, bf16_s, fp8_s, convert, modules, band=_fp8_band(layers, criterion))
+    totals = _totals(
+        counts, bf16_s, fp8_s, convert, modules, band=float8_time_ends(layers, criterion)
+    )
     recipe_totals = {}
     for name, frame in zip(recipes, frames):
-        ok = _decision_codes(frame, criterion, policy, margin) == 1
+        ok = _codes(frame, criterion, policy, margin) == 1
         recipe_totals[name] = _totals(
             counts,
             frame[bf16_col].to_numpy(dtype=np.float64),
@@ -275,49 +280,8 @@ def recommend(
     )
 
 
-def _band(frame: pd.DataFrame, criterion: str):
-    """(low, expected, high) of the decision column where the frame has a band, else None."""
-    if criterion != "speedup" or "speedup_low" not in frame.columns:
-        return None
-    value = frame[criterion].to_numpy(dtype=np.float64)
-    low = np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value)
-    return low, value, np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value)
-
-
-def _policy_end(frame: pd.DataFrame, criterion: str, policy: DecisionPolicy) -> np.ndarray:
-    """The speedup `policy` decides on per row: its end of the band, or the criterion where
-    the frame has no band."""
-    band = _band(frame, criterion)
-    if band is None:
-        return frame[criterion].to_numpy(dtype=np.float64)
-    low, expected, high = band
-    return policy_end(low=low, expected=expected, high=high, policy=policy)
-
-
-def _straddles(frame: pd.DataFrame, criterion: str, margin: float) -> np.ndarray:
-    """Rows float8 can run whose band crosses 1 + margin: their decision needs a GPU."""
-    band = _band(frame, criterion)
-    if band is None:
-        return np.zeros(len(frame), dtype=bool)
-    return frame["fp8_ok"].to_numpy(dtype=bool) & straddles(
-        low=band[0], high=band[2], margin=margin
-    )
-
-
-def _decision_codes(
-    frame: pd.DataFrame, criterion: str, policy: DecisionPolicy, margin: float
-) -> np.ndarray:
-    """0 keep, 1 convert, 2 uncertain per row; 0 where float8 cannot run. The band decides
-    where the frame has one (a calibration), else the criterion alone (> 1 + margin)."""
-    ok = frame["fp8_ok"].to_numpy(dtype=bool)
-    value = frame[criterion].to_numpy(dtype=np.float64)
-    band = _band(frame, criterion)
-    if band is not None:
-        low, expected, high = band
-        codes = decide_codes(low=low, expected=expected, high=high, margin=margin, policy=policy)
-    else:
-        codes = np.where(value > 1.0 + margin, 1, 0).astype(np.int8)
-    return np.where(ok, codes, 0)
+def _codes(frame: pd.DataFrame, criterion: str, policy: DecisionPolicy, margin: float):
+    return frame_decisions(frame, criterion=criterion, policy=policy, margin=margin)[0]
 
 
 def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
@@ -468,7 +432,7 @@ def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> pd.
 
 
 @lru_cache(maxsize=32)
-def _forward_share_fn(
+def forward_share_fn(
     recipe: Recipe,
     implementation: Implementation,
     fused: frozenset,
@@ -507,7 +471,7 @@ def _add_recompute(
     bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N, groups)
     output_dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
     fp8_fwd, _ = gemm.time_s(output_dtype, GemmRole.OUTPUT, M, K, N, groups)
-    share_fn = _forward_share_fn(
+    share_fn = forward_share_fn(
         config.recipe, config.implementation, config.fused, config.limited, config.grouped
     )
     share = np.broadcast_to(np.asarray(share_fn(M, K, N), dtype=np.float64), M.shape)
@@ -562,22 +526,6 @@ def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
         recommended_s_low=ends[0],
         recommended_s_high=ends[1],
     )
-
-
-def _fp8_band(layers: pd.DataFrame, criterion: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """Each layer's float8 time at its band's fast and slow ends, as bf16 time over the
-    band's high and low speedups (the bf16 time is the estimate's)."""
-    if criterion != "speedup" or "speedup_low" not in layers.columns:
-        return None
-    bf16_s = layers["bf16_s"].to_numpy(dtype=np.float64)
-    low = layers["speedup_low"].to_numpy(dtype=np.float64)
-    high = layers["speedup_high"].to_numpy(dtype=np.float64)
-    return bf16_s / high, bf16_s / low
-
-
-def best_recipe(rec: Recommendation) -> str:
-    """The recipe whose use for every converted layer gives the fastest step."""
-    return max(rec.recipe_totals, key=lambda name: rec.recipe_totals[name].speedup)
 
 
 def recommend_model(

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig
 from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
-from f8roof.engine.recommend import Recommendation, best_recipe, recommend_model
+from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
 from f8roof.training.run_config import ONE_GPU, RunConfig
 
@@ -34,7 +34,7 @@ def model_report(
     resolved = request if isinstance(request, Resolved) else resolve(request)
     policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
     rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)
-    best = next(c for c in resolved.configs if c.recipe.name == best_recipe(rec))
+    best = next(c for c in resolved.configs if c.recipe.name == rec.best_recipe)
     comparison = None
     if best.recipe.name in AUTO_FILTER_RECIPES:
         one = replace(resolved, configs=(best,), skipped=())

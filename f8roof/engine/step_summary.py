@@ -34,7 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from f8roof.engine.recommend import Recommendation, _forward_share_fn, _fp8_band
+from f8roof.engine.decision import float8_time_ends
+from f8roof.engine.recommend import Recommendation, forward_share_fn
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes, assumed_seq_len, capture_times
 from f8roof.errors import F8RoofError, ModelError
@@ -131,6 +132,7 @@ class StepAnswer:
     fits_only: StepSummary | None = None
     converted_types: int = 0  # layer types f8roof converts
     layer_types: int = 0
+    kept_by_setup: tuple[bool, ...] = ()  # per row: the setup's own filters keep it in bf16
 
 
 def summarize_step(
@@ -166,6 +168,7 @@ def summarize_step(
             ),
             converted_types=int(rec.layers["convert"].astype(bool).sum()),
             layer_types=len(rec.layers),
+            kept_by_setup=tuple(bool(k) for k in kept_by_setup(rec)),
         )
     except ModelError as e:
         raise F8RoofError(str(e)) from None
@@ -444,8 +447,8 @@ def _shared_input_s(
 
 def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[float, float]:
     """How much the converted linears' float8 time per step moves at their bands' fast and
-    slow ends (`recommend._fp8_band`): the step's band. Zero where the rows carry none."""
-    ends = _fp8_band(rows, criterion)
+    slow ends (`decision.float8_time_ends`): the step's band. Zero where the rows carry none."""
+    ends = float8_time_ends(rows, criterion)
     if ends is None:
         return 0.0, 0.0
     expected = rows["fp8_s"].to_numpy(dtype=np.float64)
@@ -525,7 +528,7 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
         M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
         share = float(
             np.asarray(
-                _forward_share_fn(
+                forward_share_fn(
                     config.recipe,
                     config.implementation,
                     config.fused,

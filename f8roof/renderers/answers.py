@@ -27,7 +27,7 @@ from f8roof.engine.answer import (
 )
 from f8roof.engine.decision import SETTLE_SHAPES
 from f8roof.engine.sharded import BlockComparison
-from f8roof.engine.step_summary import DEFAULT_FILTER, kept_by_setup
+from f8roof.engine.step_summary import DEFAULT_FILTER
 from f8roof.renderers.cells import aligned, ms
 from f8roof.renderers.notes import (
     layer_note,
@@ -152,7 +152,7 @@ def step_lines(answer: ModelAnswer) -> list[str]:
     rec, step = answer.recommendation, answer.step
     names = [_layer_name(str(f)) for f in rec.layers["fqn"]]
     convert = rec.layers["convert"].to_numpy(dtype=bool)
-    filtered = kept_by_setup(rec)
+    filtered = step.kept_by_setup
     chosen = [n for n, c, f in zip(names, convert, filtered) if c and not f]
     held = [n for n, c, f in zip(names, convert, filtered) if c and f]
     kept = [n for n, c, f in zip(names, convert, filtered) if not c]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from f8roof import __version__
-from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, best_recipe
+from f8roof.engine.recommend import TIME_COLUMNS, Recommendation
 from f8roof.engine.report import ModelReport
 from f8roof.errors import F8RoofError
 from f8roof.files import atomic_set
@@ -163,7 +163,7 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     ]
     if len(rec.recipes) > 1:
         each = ", ".join(f"{name} {tot.speedup:.3f}x" for name, tot in rec.recipe_totals.items())
-        best = best_recipe(rec)
+        best = rec.best_recipe
         lines.append(f"one recipe for every converted layer: {each}")
         lines.append(
             f"best single recipe: {best}; best recipe per layer: {t.speedup:.3f}x "
@@ -310,7 +310,7 @@ def markdown(
         "import f8roof",
         "",
         f"keep = f8roof.module_filter(model, tokens={rec.tokens}, gpu={rec.gpu!r}, "
-        f"recipe={best_recipe(rec)!r}"
+        f"recipe={rec.best_recipe!r}"
         + (
             ", calibration='calibration.json'"
             if rec.calibration is not None and rec.calibration.is_measured
