@@ -14,6 +14,7 @@ from matplotlib.contour import ContourSet
 from matplotlib.image import imread
 
 from f8roof.calibration.fitting import fit_calibration
+from f8roof.engine.grid import GridError, overhead_shares, parse_axis, sizes, speedup_grid
 from f8roof.engine.recommend import recommend
 from f8roof.engine.resolve import Request, resolve
 from f8roof.renderers.plot import (
@@ -21,8 +22,6 @@ from f8roof.renderers.plot import (
     heatmap,
     layer_speedups,
     overhead_share,
-    parse_axis,
-    sizes,
     validation_scatter,
 )
 from f8roof.training.catalog import builtin
@@ -57,7 +56,7 @@ def pixel(plot, ax, fx: float, fy: float) -> np.ndarray:
 
 
 def test_heatmap_png_colours_and_breakeven(tmp_path, config):
-    plot = heatmap(config, out=tmp_path / "heat.png")
+    plot = heatmap(speedup_grid(config), out=tmp_path / "heat.png")
     assert png_size(plot.path) == (700, 560)
     ax = plot.figure.axes[0]
     contours = [c for c in ax.collections if isinstance(c, ContourSet)]
@@ -89,7 +88,7 @@ def path_length(paths) -> tuple[int, float]:
 def test_heatmap_breakeven_drawn_whole_and_labelled_off_the_line(tmp_path, config):
     from matplotlib.figure import Figure
 
-    plot = heatmap(config, out=tmp_path / "heat.png")
+    plot = heatmap(speedup_grid(config), out=tmp_path / "heat.png")
     ax, renderer = plot.figure.axes[0], draw(plot.figure)
     (contour,) = [c for c in ax.collections if isinstance(c, ContourSet)]
     # the uncut contour of the same speedups, drawn on a bare axes
@@ -119,20 +118,22 @@ def labels_overlap(axis, renderer) -> bool:
 
 
 def test_heatmap_wide_range_ticks_do_not_collide(tmp_path, config):
-    plot = heatmap(config, out=tmp_path / "wide.png", lo=16, hi=2**20, points=17)
+    plot = heatmap(speedup_grid(config, lo=16, hi=2**20, points=17), out=tmp_path / "wide.png")
     ax, renderer = plot.figure.axes[0], draw(plot.figure)
     assert not labels_overlap(ax.xaxis, renderer) and not labels_overlap(ax.yaxis, renderer)
 
 
 def test_heatmap_where_float8_always_wins_has_no_contour(tmp_path, config):
-    plot = heatmap(config, out=tmp_path / "big.png", lo=16384, hi=65536, points=9)
+    plot = heatmap(speedup_grid(config, lo=16384, hi=65536, points=9), out=tmp_path / "big.png")
     assert (plot.data["speedup_worst"] > 1).all()
     ax = plot.figure.axes[0]
     assert not [c for c in ax.collections if isinstance(c, ContourSet)]
 
 
 def test_heatmap_any_two_dims_svg(tmp_path, config):
-    plot = heatmap(config, out=tmp_path / "kn.svg", x="K", y="N", fixed=4096, points=9)
+    plot = heatmap(
+        speedup_grid(config, x="K", y="N", fixed=4096, points=9), out=tmp_path / "kn.svg"
+    )
     root = ET.parse(plot.path).getroot()
     assert root.tag.endswith("svg") and root.get("width") == "504pt"
     assert set(plot.data["M"]) == {4096} and plot.data["K"].nunique() == 9
@@ -140,19 +141,19 @@ def test_heatmap_any_two_dims_svg(tmp_path, config):
 
 
 def test_heatmap_calibrated_uses_fitted(tmp_path, calibrated):
-    plot = heatmap(calibrated, out=tmp_path / "cal.png", points=9)
+    plot = heatmap(speedup_grid(calibrated, points=9), out=tmp_path / "cal.png")
     assert "speedup" in plot.data.columns
     assert "fitted overhead, calibrated" in plot.figure.axes[0].get_title()
 
 
 def test_overhead_share_levels(tmp_path, config, calibrated):
-    plot = overhead_share(config, out=tmp_path / "ovh.png", points=17)
+    plot = overhead_share(overhead_shares(config, points=17), out=tmp_path / "ovh.png")
     assert png_size(plot.path) == (700, 460)
     labels = [line.get_label() for line in plot.figure.axes[0].lines]
     assert labels == ["worst (seed model)", "ideal (fewest bytes)"]
     assert ((plot.data["worst"] >= plot.data["ideal"] - 1e-12) & (plot.data["worst"] < 1)).all()
     assert plot.data["worst"].iloc[0] > plot.data["worst"].iloc[-1]  # a smaller share when large
-    fitted = overhead_share(calibrated, out=tmp_path / "ovh_cal.svg", points=17)
+    fitted = overhead_share(overhead_shares(calibrated, points=17), out=tmp_path / "ovh_cal.svg")
     assert [line.get_label() for line in fitted.figure.axes[0].lines][-1] == "fitted (calibrated)"
 
 
@@ -235,7 +236,7 @@ def test_layer_speedups(tmp_path):
 
 def test_axes_and_sizes():
     assert parse_axis("k=n") == ("K", "N")
-    with pytest.raises(PlotError, match="bad axis"):
+    with pytest.raises(GridError, match="bad axis"):
         parse_axis("B")
     s = sizes(100, 5000, 12)
     assert (s % 16 == 0).all() and s[0] >= 96 and s[-1] == 4992 and (np.diff(s) > 0).all()
@@ -243,14 +244,14 @@ def test_axes_and_sizes():
 
 def test_bad_output_name(tmp_path, config):
     with pytest.raises(PlotError, match="use a .png or .svg"):
-        heatmap(config, out=tmp_path / "heat.jpg")
+        heatmap(speedup_grid(config, points=5), out=tmp_path / "heat.jpg")
 
 
 def test_missing_matplotlib(cli, tmp_path, config, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     with pytest.raises(PlotError, match=r"pip install 'f8roof\[plot\]'"):
-        heatmap(config, out=tmp_path / "heat.png", points=5)
+        heatmap(speedup_grid(config, points=5), out=tmp_path / "heat.png")
     result = cli("plot", "--out", str(tmp_path / "x.png"))
     assert result.exit_code == 2
     assert result.output.strip() == "Error: plotting needs matplotlib: pip install 'f8roof[plot]'"

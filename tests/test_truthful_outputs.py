@@ -371,11 +371,12 @@ def test_cpu_validation_without_seed_column_plots(tmp_path):
 
 def test_plot_titles_name_context_tp_and_ep(tmp_path):
     pytest.importorskip("matplotlib")
+    from f8roof.engine.grid import overhead_shares, speedup_grid
     from f8roof.renderers.plot import heatmap, layer_speedups, overhead_share
 
     config = resolve(Request(gpu="h100", before="rmsnorm", no_calibration=True)).config
-    for draw in (heatmap, overhead_share):
-        plot = draw(config, out=tmp_path / f"{draw.__name__}.png")
+    for draw, data in ((heatmap, speedup_grid), (overhead_share, overhead_shares)):
+        plot = draw(data(config), out=tmp_path / f"{draw.__name__}.png")
         assert "context rmsnorm+none" in plot.figure.axes[0].get_title()
     rec = recommend(
         builtin("mixtral-8x7b"),

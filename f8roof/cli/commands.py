@@ -163,24 +163,37 @@ def plot(
     kind, level, x_axis, y_axis, fixed, min_size, max_size, validation_csv, out, recipe, **request
 ) -> None:
     """Draw a speedup heatmap, the overhead share, or predicted vs measured (needs matplotlib)."""
+    from f8roof.engine.grid import plot_data
     from f8roof.files import check_output_path
-    from f8roof.renderers.plot import draw
+    from f8roof.renderers.notes import provenance_line
+    from f8roof.renderers.plot import check_out, draw, validation_scatter
 
     check_output_path(out)
-    result, source = draw(
-        kind=kind,
-        out=out,
-        request=_request(recipes=recipe, **request),
-        level=level,
-        x=x_axis,
-        y=y_axis,
-        fixed=fixed,
-        lo=min_size,
-        hi=max_size,
-        validation=validation_csv,
-    )
-    if source:
-        click.echo(f"using {source}")
+    check_out(out)
+    kind = kind or ("validation" if validation_csv else "heatmap")
+    if kind == "validation":
+        if not validation_csv:
+            raise click.UsageError("--kind validation needs --validation REPORT.csv")
+        result = validation_scatter(validation_csv, out=out)
+    else:
+        if validation_csv:
+            raise click.UsageError(f"--validation goes with --kind validation, not {kind}")
+        if level is not None and kind != "heatmap":
+            raise click.UsageError(
+                "--level is for the heatmap; the overhead plot shows every level"
+            )
+        data, provenance = plot_data(
+            kind,
+            _request(recipes=recipe, **request),
+            level=level,
+            x=x_axis,
+            y=y_axis,
+            fixed=fixed,
+            lo=min_size,
+            hi=max_size,
+        )
+        result = draw(data, out=out)
+        click.echo(f"using {provenance_line(provenance)}")
     click.echo(f"wrote {result.path}")
 
 

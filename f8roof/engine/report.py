@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig
 from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
+from f8roof.engine.grid import OverheadShares, SpeedupGrid, overhead_shares, speedup_grid
 from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
 from f8roof.training.run_config import ONE_GPU, RunConfig
@@ -20,6 +21,8 @@ class ModelReport:
     comparison: FilterComparison | None  # None where torchao has no rule for the best recipe
     best: EstimateConfig  # the best single recipe's configuration (the plots show it)
     provenance: Provenance  # what the estimate rests on
+    grid: SpeedupGrid  # the best recipe's speedup over M and K = N
+    overhead: OverheadShares  # and its overhead's share along M = K = N
 
 
 def model_report(
@@ -41,4 +44,6 @@ def model_report(
         comparison = compare_filters(
             rec.architecture, tokens=tokens, resolved=one, setup=setup, policy=policy
         )
-    return ModelReport(rec, comparison, best, resolved.provenance)
+    return ModelReport(
+        rec, comparison, best, resolved.provenance, speedup_grid(best), overhead_shares(best)
+    )

@@ -15,17 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from f8roof.engine.estimate import EstimateConfig, estimate
-from f8roof.engine.resolve import Request
+from f8roof.engine.estimate import EstimateConfig
+from f8roof.engine.grid import OverheadShares, SpeedupGrid
 from f8roof.errors import F8RoofError
 from f8roof.files import atomic_path
 from f8roof.traffic.grouped import GROUPED_RECIPE
-from f8roof.traffic.variant import FP8_DIM_MULTIPLE
 
 FORMATS = (".png", ".svg")
 DPI = 100
-DIMS = ("M", "K", "N")
-LEVEL_COLUMNS = {"worst": "speedup_worst", "ideal": "speedup_ideal", "fitted": "speedup"}
 
 
 def _level_name(level: str) -> str:
@@ -98,34 +95,6 @@ def setup_parts(setup) -> list[str]:
     return parts
 
 
-def _level(config: EstimateConfig, level: str | None) -> str:
-    if level is None:
-        return "fitted" if config.calibration is not None else "worst"
-    if level not in LEVEL_COLUMNS:
-        raise PlotError(f"unknown level {level!r}; use worst, ideal or fitted")
-    if level == "fitted" and config.calibration is None:
-        raise PlotError("the fitted level needs a calibration (--calibration FILE)")
-    return level
-
-
-def parse_axis(text: str) -> tuple[str, ...]:
-    """'M' -> ('M',); 'K=N' -> ('K', 'N'): the dims that take the axis' value."""
-    dims = tuple(d.strip().upper() for d in text.split("="))
-    if not dims or any(d not in DIMS for d in dims) or len(set(dims)) != len(dims):
-        raise PlotError(f"bad axis {text!r}: use M, K, N or tied dims such as K=N")
-    return dims
-
-
-def sizes(lo: int, hi: int, points: int) -> np.ndarray:
-    """Log-spaced sizes from lo to hi, rounded to multiples of 16 (float8 can run all)."""
-    if not 0 < lo < hi:
-        raise PlotError(f"bad size range {lo}..{hi}: need 0 < min < max")
-    raw = np.exp2(np.linspace(np.log2(lo), np.log2(hi), points))
-    return np.unique(
-        np.maximum(FP8_DIM_MULTIPLE, np.round(raw / FP8_DIM_MULTIPLE) * FP8_DIM_MULTIPLE)
-    ).astype(np.int64)
-
-
 MAX_TICKS = 9  # labelled speedup ticks per axis (up to 5 characters each)
 MAX_POW2_TICKS = 12  # labelled powers of 2 per axis ('512', '16k': narrower labels)
 
@@ -165,38 +134,11 @@ def _centred_norm(values: np.ndarray):
     return TwoSlopeNorm(vcenter=1.0, vmin=min(lo, 1.0 - 1e-3), vmax=max(hi, 1.0 + 1e-3))
 
 
-def heatmap(
-    config: EstimateConfig,
-    *,
-    out: str | Path,
-    x: str = "M",
-    y: str = "K=N",
-    fixed: int = 8192,
-    lo: int = 256,
-    hi: int = 65536,
-    points: int = 65,
-    level: str | None = None,
-    title: str | None = None,
-) -> Plot:
+def heatmap(grid: SpeedupGrid, *, out: str | Path, title: str | None = None) -> Plot:
     """Speedup over two dims (the third fixed), diverging colours centred at 1 and the
     breakeven contour where the speedup crosses 1."""
     path = check_out(out)
-    level = _level(config, level)
-    column = LEVEL_COLUMNS[level]
-    x_dims, y_dims = parse_axis(x), parse_axis(y)
-    if set(x_dims) & set(y_dims):
-        raise PlotError(f"axes {x} and {y} share a dimension")
-    rest = [d for d in DIMS if d not in x_dims + y_dims]
-    if fixed <= 0:
-        raise PlotError(f"--fixed must be positive (got {fixed})")
-    xs, ys = sizes(lo, hi, points), sizes(lo, hi, points)
-    gx, gy = np.meshgrid(xs, ys)  # rows: y, columns: x
-    value = {d: gx.ravel() for d in x_dims} | {d: gy.ravel() for d in y_dims}
-    value |= {d: np.full(gx.size, fixed) for d in rest}
-    shapes = np.stack([value[d] for d in DIMS], axis=1)
-    frame = estimate(shapes, config)
-    speedup = frame[column].to_numpy(dtype=np.float64).reshape(gx.shape)
-
+    config, level, xs, ys, speedup = grid.config, grid.level, grid.xs, grid.ys, grid.speedup
     fig = _figure(7.0, 5.6)
     ax = fig.add_subplot()
     mesh = ax.pcolormesh(
@@ -216,9 +158,9 @@ def heatmap(
     ax.set_yscale("log", base=2)
     _log2_ticks(ax, "x", xs)
     _log2_ticks(ax, "y", ys)
-    ax.set_xlabel(" = ".join(x_dims))
-    ax.set_ylabel(" = ".join(y_dims))
-    fixed_text = f", {' = '.join(rest)} = {fixed}" if rest else ""
+    ax.set_xlabel(" = ".join(grid.x_dims))
+    ax.set_ylabel(" = ".join(grid.y_dims))
+    fixed_text = f", {' = '.join(grid.rest)} = {grid.fixed}" if grid.rest else ""
     basis = "calibrated" if config.calibration is not None else "roofline presets"
     ax.set_title(
         title
@@ -227,38 +169,33 @@ def heatmap(
         fontsize=10,
     )
     _save(fig, path)
+    shapes = grid.shapes
     data = pd.DataFrame(
-        {"M": shapes[:, 0], "K": shapes[:, 1], "N": shapes[:, 2], column: speedup.ravel()}
+        {"M": shapes[:, 0], "K": shapes[:, 1], "N": shapes[:, 2], grid.column: speedup.ravel()}
     )
     return Plot(path, fig, data)
 
 
-def overhead_share(
-    config: EstimateConfig,
-    *,
-    out: str | Path,
-    lo: int = 128,
-    hi: int = 65536,
-    points: int = 41,
-    title: str | None = None,
-) -> Plot:
+OVERHEAD_LABELS = {
+    "worst": "worst (seed model)",
+    "ideal": "ideal (fewest bytes)",
+    "fitted": "fitted (calibrated)",
+}
+
+
+def overhead_share(shares: OverheadShares, *, out: str | Path, title: str | None = None) -> Plot:
     """Overhead (amax, scale, cast, transpose) as a share of float8 time at M = K = N = S:
     worst, ideal and (with a calibration) fitted."""
     path = check_out(out)
-    xs = sizes(lo, hi, points)
-    frame = estimate(np.repeat(xs[:, None], 3, axis=1), config)
-    shares = {
-        "worst (seed model)": frame["overhead_s_worst"] / frame["fp8_s_worst"],
-        "ideal (fewest bytes)": frame["overhead_s_ideal"] / frame["fp8_s_ideal"],
-    }
-    if "overhead_s_fitted" in frame:
-        shares["fitted (calibrated)"] = frame["overhead_s_fitted"] / frame["fp8_s"]
+    config, xs = shares.config, shares.sizes
     fig = _figure(7.0, 4.6)
     ax = fig.add_subplot()
     styles = {"worst": ("tab:red", "-"), "ideal": ("tab:green", "--"), "fitted": ("tab:blue", "-")}
-    for label, share in shares.items():
-        colour, dash = styles[label.split()[0]]
-        ax.plot(xs, 100 * share, label=label, color=colour, linestyle=dash, linewidth=2)
+    for level, share in shares.shares.items():
+        colour, dash = styles[level]
+        ax.plot(
+            xs, 100 * share, label=OVERHEAD_LABELS[level], color=colour, linestyle=dash, linewidth=2
+        )
     ax.set_xscale("log", base=2)
     _log2_ticks(ax, "x", xs)
     ax.set_ylim(0, 100)
@@ -274,7 +211,7 @@ def overhead_share(
         fontsize=10,
     )
     _save(fig, path)
-    data = pd.DataFrame({"size": xs} | {k.split()[0]: v.to_numpy() for k, v in shares.items()})
+    data = pd.DataFrame({"size": xs} | dict(shares.shares))
     return Plot(path, fig, data)
 
 
@@ -494,36 +431,8 @@ def layer_speedups(recommendation, *, out: str | Path, title: str | None = None)
     return Plot(path, fig, layers[["fqn", *columns]])
 
 
-def draw(
-    *,
-    kind: str | None,
-    out: str | Path,
-    request: Request,
-    level: str | None = None,
-    x: str = "M",
-    y: str = "K=N",
-    fixed: int = 8192,
-    lo: int = 256,
-    hi: int = 65536,
-    validation: str | Path | None = None,
-) -> tuple[Plot, str]:
-    """The `f8roof plot` command: one picture, and what its estimate used ('' for validation)."""
-    from f8roof.engine.resolve import resolve
-    from f8roof.renderers.notes import provenance_line
-
-    check_out(out)
-    kind = kind or ("validation" if validation else "heatmap")
-    if kind == "validation":
-        if not validation:
-            raise PlotError("--kind validation needs --validation REPORT.csv")
-        return validation_scatter(validation, out=out), ""
-    if validation:
-        raise PlotError(f"--validation goes with --kind validation, not {kind}")
-    resolved = resolve(request, many_recipes=False)
-    config = resolved.config
-    if kind == "heatmap":
-        plot = heatmap(config, out=out, x=x, y=y, fixed=fixed, lo=lo, hi=hi, level=level)
-        return plot, provenance_line(resolved.provenance)
-    if level is not None:
-        raise PlotError("--level is for the heatmap; the overhead plot shows every level")
-    return overhead_share(config, out=out, lo=lo, hi=hi), provenance_line(resolved.provenance)
+def draw(data: SpeedupGrid | OverheadShares, *, out: str | Path) -> Plot:
+    """`f8roof plot`'s heatmap or overhead picture of what engine/grid.py computed."""
+    if isinstance(data, SpeedupGrid):
+        return heatmap(data, out=out)
+    return overhead_share(data, out=out)

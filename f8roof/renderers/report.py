@@ -379,12 +379,12 @@ def write_report(report: ModelReport, *, out: str | Path, plots: bool = True) ->
             (
                 f"Speedup over M and K = N ({config.recipe.name})",
                 Path(f"{stem}_heatmap.png"),
-                lambda o: heatmap(config, out=o),
+                lambda o: heatmap(report.grid, out=o),
             ),
             (
                 f"Overhead share of float8 time ({config.recipe.name})",
                 Path(f"{stem}_overhead.png"),
-                lambda o: overhead_share(config, out=o),
+                lambda o: overhead_share(report.overhead, out=o),
             ),
         ]
         if plots
