@@ -9,10 +9,11 @@ from f8roof.engine.decision import (
     DEFAULT_POLICY,
     DecisionPolicy,
     decide_codes,
-    settle_command,
+    settle_run,
     straddles,
 )
 from f8roof.errors import ModelError
+from f8roof.renderers.cells import settle_text
 
 P = DecisionPolicy
 # (low, expected, high): a sure win, a straddle, a sure loss, a win only at the high end
@@ -49,22 +50,29 @@ def test_a_margin_moves_the_threshold():
     assert decide_codes(**one, margin=0.25, policy=P.EXPECTED) == 0
 
 
-def test_the_settle_command_measures_those_shapes():
-    command = settle_command(
+def test_the_settle_run_measures_those_shapes():
+    run = settle_run(
         recipes=["rowwise"], shapes=[(2048, 2048, 2048)], contexts=["layernorm+sigmoid"]
     )
+    assert run.recipes == ("rowwise",) and run.shapes == ((2048, 2048, 2048),)
+    command = settle_text(run)
     assert "f8roof calibrate --device cuda --recipes rowwise" in command
     assert "--contexts layernorm+sigmoid" in command
     assert "--shape 2048,2048,2048" in command
-    measured = settle_command(recipes=["rowwise"], shapes=[(1, 2, 3)], calibrated=True)
+    measured = settle_text(settle_run(recipes=["rowwise"], shapes=[(1, 2, 3)], calibrated=True))
     assert measured.startswith("f8roof validate") and "calibrate" not in measured
-    several = settle_command(
+    several = settle_run(
         recipes=["rowwise", "rowwise"],
         shapes=[(16, 32, 48), (16, 32, 64)],
         contexts=["rmsnorm+none", "none"],
     )
-    assert "--recipes rowwise " in several and "--contexts rmsnorm+none,none" in several
-    assert several.endswith("--shape 16,32,48 --shape 16,32,64")
+    assert several.recipes == ("rowwise",) and several.contexts == ("rmsnorm+none", "none")
+    text = settle_text(several)
+    assert "--recipes rowwise " in text and "--contexts rmsnorm+none,none" in text
+    assert text.endswith("--shape 16,32,48 --shape 16,32,64")
+    # at most SETTLE_SHAPES shapes: one run, not a sweep's dozens
+    many = settle_run(recipes=["rowwise"], shapes=[(16, 16, 16 * i) for i in range(1, 20)])
+    assert len(many.shapes) == 6
 
 
 def test_bad_inputs():

@@ -20,6 +20,7 @@ from f8roof.engine.recommend import StepShare, canonical_fqn, module_filter, rec
 from f8roof.engine.resolve import Request, all_recipes, resolve
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.hardware.presets import find_gpu
+from f8roof.renderers.cells import settle_text
 from f8roof.renderers.notes import criterion_text, layer_note
 from f8roof.timing.gemm import GemmRole
 from f8roof.traffic.recipes import RECIPE_NAMES, Recipe, Role
@@ -211,7 +212,7 @@ def test_module_filter_follows_the_policy():
     expected = keeps["expected"].recommendation.layers.set_index("fqn").loc["layers.*.up"]
     assert expected["decision"] == "convert" and expected["convert"] and expected["straddles"]
     assert f8roof.module_filter(Net(), 4096).converted == converted["expected"]
-    settle = keeps["conservative"].recommendation.settle
+    settle = settle_text(keeps["conservative"].recommendation.settle)
     assert "f8roof validate" in settle and "--shape 4096,2048,8192" in settle
     assert keeps["conservative"].recommendation.policy.value == "conservative"
     with pytest.raises(ModelError, match="policy"):

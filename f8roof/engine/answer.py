@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, settle_command
+from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, Settle, settle_run
 from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
 from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
@@ -57,7 +57,7 @@ class ShapesAnswer:
     frame: pd.DataFrame
     breakevens: dict[str, int | None]  # level -> smallest winning square size
     warnings: list[str] = field(default_factory=list)
-    settle: str | None = None  # the GPU command that settles the first uncertain row
+    settle: Settle | None = None  # the GPU run that settles the uncertain rows
 
 
 @dataclass(frozen=True)
@@ -468,13 +468,13 @@ def check_finite(frame: pd.DataFrame, resolved: Resolved, *, grouped_nan: bool =
             )
 
 
-def _settle(frame: pd.DataFrame, config) -> str | None:
-    """The command that settles every row whose band straddles the decision, on a GPU."""
+def _settle(frame: pd.DataFrame, config) -> Settle | None:
+    """The run that settles every row whose band straddles the decision, on a GPU."""
     rows = frame[frame["straddles"].to_numpy(dtype=bool)]
     if not len(rows):
         return None
     calibration = config.calibration
-    return settle_command(
+    return settle_run(
         recipes=(config.recipe.name,),
         shapes=[tuple(s) for s in rows[["M", "K", "N"]].to_numpy().tolist()],
         contexts=(config.context.name,),

@@ -3,7 +3,7 @@
 A policy picks the value a conversion must win at, by the margin:
 - `expected` (the default): the estimate itself; every layer is converted or kept, and those
   whose band straddles the threshold are marked (`straddles`) with the one GPU command that
-  settles them (`settle_command`);
+  settles them (`settle_run`);
 - `conservative`: the band's low end; `optimistic`: its high end. Under these two, "keep"
   needs the high end to lose (below 1), and a layer in between is "uncertain" (kept in bf16).
 """
@@ -11,6 +11,7 @@ A policy picks the value a conversion must win at, by the margin:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
@@ -129,30 +130,35 @@ def frame_policy_end(frame, criterion: str, policy: DecisionPolicy) -> np.ndarra
 SETTLE_SHAPES = 6
 
 
-def settle_command(
+@dataclass(frozen=True)
+class Settle:
+    """What settles uncertain answers on a GPU: measure these very shapes (validating against
+    a calibration of the same GPU; the first SETTLE_SHAPES of them: a sweep's dozens would not
+    be one run) in their contexts ("layernorm+sigmoid", ...), calibrating first when the
+    estimate rests on no measurement of that GPU (`calibrated` False). The renderer writes
+    it as the command line."""
+
+    recipes: tuple[str, ...]
+    shapes: tuple[tuple[int, int, int], ...]
+    contexts: tuple[str, ...]  # "none" alone: no context
+    implementation: str
+    calibrated: bool
+
+
+def settle_run(
     *,
     recipes: Sequence[str],
     shapes: Sequence[tuple[int, int, int]],
     contexts: Sequence[str] = ("none",),
     implementation: str = "torchao",
     calibrated: bool = False,
-) -> str:
-    """The one GPU command line that settles uncertain answers: measure these very shapes
-    (`validate` against a calibration of the same GPU, `gpu.json`; the first SETTLE_SHAPES of
-    them: a sweep's dozens would not be one command) in their contexts ("layernorm+sigmoid",
-    ...), calibrating first when the estimate rests on the datasheet (`calibrated` False)."""
-    names = ",".join(dict.fromkeys(recipes))
-    where = list(dict.fromkeys(c if "+" in c or c == "none" else f"{c}+none" for c in contexts))
-    context = "" if where == ["none"] else f" --contexts {','.join(where)}"
-    first = list(dict.fromkeys(shapes))[:SETTLE_SHAPES]
-    shape_flags = "".join(f" --shape {M},{K},{N}" for M, K, N in first)
-    validate = (
-        f"f8roof validate --calibration gpu.json --out validation --recipes {names} "
-        f"--impl {implementation}{context}{shape_flags}"
-    )
-    if calibrated:
-        return validate
-    return (
-        f"f8roof calibrate --device cuda --recipes {names} --impl {implementation}{context} "
-        f"--out gpu.json && {validate}"
+) -> Settle:
+    """The one GPU run that settles the rows given (their recipes, shapes and contexts)."""
+    where = dict.fromkeys(c if "+" in c or c == "none" else f"{c}+none" for c in contexts)
+    return Settle(
+        recipes=tuple(dict.fromkeys(recipes)),
+        shapes=tuple(dict.fromkeys(shapes))[:SETTLE_SHAPES],
+        contexts=tuple(where),
+        implementation=implementation,
+        calibrated=calibrated,
     )

@@ -36,10 +36,11 @@ from f8roof.calibration.file import Calibration
 from f8roof.engine.decision import (
     DEFAULT_POLICY,
     DecisionPolicy,
+    Settle,
     float8_time_ends,
     frame_decisions,
     frame_policy_end,
-    settle_command,
+    settle_run,
 )
 from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
 from f8roof.engine.resolve import Request, Resolved, resolve
@@ -138,13 +139,13 @@ class Recommendation:
     margin: float = 0.0
 
     @property
-    def settle(self) -> str | None:
-        """The one GPU command that settles every layer whose band straddles the decision
+    def settle(self) -> Settle | None:
+        """The one GPU run that settles every layer whose band straddles the decision
         (None when none does)."""
         rows = self.layers[self.layers["straddles"].to_numpy(dtype=bool)]
         if not len(rows):
             return None
-        return settle_command(
+        return settle_run(
             recipes=tuple(rows["recipe"]),
             shapes=[(int(r.M), int(r.K), int(r.N)) for r in rows.itertuples()],
             contexts=tuple(rows["context"]),

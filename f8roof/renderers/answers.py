@@ -11,7 +11,6 @@ level's breakeven, every note; `--out` files carry every column and the notes in
 from __future__ import annotations
 
 import math
-import re
 import textwrap
 from typing import Any
 
@@ -25,10 +24,10 @@ from f8roof.engine.answer import (
     ShapesAnswer,
     TorchtitanConfig,
 )
-from f8roof.engine.decision import SETTLE_SHAPES
+from f8roof.engine.decision import SETTLE_SHAPES, Settle
 from f8roof.engine.sharded import BlockComparison
 from f8roof.engine.step_summary import DEFAULT_FILTER
-from f8roof.renderers.cells import aligned, ms
+from f8roof.renderers.cells import aligned, ms, settle_words
 from f8roof.renderers.notes import (
     layer_note,
     provenance_line,
@@ -294,19 +293,25 @@ def _straddling(frame: pd.DataFrame) -> int:
     return int(frame["straddles"].sum()) if "straddles" in frame.columns else 0
 
 
-def settle_lines(settle: str | None, count: int, what: str) -> list[str]:
+def settle_lines(settle: Settle | None, count: int, what: str) -> list[str]:
     """The rows whose band straddles 1, and the command that settles them on a GPU (the first
     SETTLE_SHAPES shapes), wrapped as a shell line."""
     if settle is None:
         return []
     first = f" (the command measures the first {SETTLE_SHAPES})" if count > SETTLE_SHAPES else ""
+    # a line breaks before an option or the next command ("&&" opens the validate line)
+    pieces: list[str] = []
+    for word in settle_words(settle):
+        if pieces and pieces[-1] == "&&":
+            pieces[-1] = f"&& {word}"
+        else:
+            pieces.append(word)
     return [
         (
             f"* the band straddles 1 on {count} {what if count > 1 else what[:-1]}{first}: measure "
             "them on a GPU with"
         ),
-        # break before an option or the next command
-        *_shell_lines(re.split(r" (?=--|&& )", settle), indent="  "),
+        *_shell_lines(pieces, indent="  "),
     ]
 
 

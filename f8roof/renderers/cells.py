@@ -1,5 +1,6 @@
 """The cells every table shares: speedups, times, margins, decisions, and the two table layouts
-(aligned text for the terminal, Markdown for reports), so each output formats a value one way."""
+(aligned text for the terminal, Markdown for reports), and the command line a settle run is,
+so each output formats a value one way."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import math
 
 import click
 import numpy as np
+
+from f8roof.engine.decision import Settle
 
 # Text columns are left-aligned in a terminal table; numbers right-aligned.
 TEXT_HEADERS = ("input from", "recipe", "decision", "tp", "torchao", "f8roof")
@@ -108,3 +111,25 @@ def step_share_line(share, *, linear_speedup: float, label: str = "") -> str:
         f"predicted); saving {ms(share.saved_s)} ms: step speedup {share.speedup:.3f}x "
         f"(linear part {linear_speedup:.3f}x)"
     )
+
+
+def settle_words(settle: Settle) -> list[str]:
+    """The command line of a settle run, in pieces a shell line may break between: calibrate
+    (unless the estimate already rests on this GPU's calibration), then validate the shapes."""
+    names = ",".join(settle.recipes)
+    context = [] if settle.contexts == ("none",) else [f"--contexts {','.join(settle.contexts)}"]
+    same = [f"--recipes {names}", f"--impl {settle.implementation}", *context]
+    validate = [
+        "f8roof validate",
+        "--calibration gpu.json",
+        "--out validation",
+        *same,
+        *(f"--shape {M},{K},{N}" for M, K, N in settle.shapes),
+    ]
+    if settle.calibrated:
+        return validate
+    return ["f8roof calibrate", "--device cuda", *same, "--out gpu.json", "&&", *validate]
+
+
+def settle_text(settle: Settle) -> str:
+    return " ".join(settle_words(settle))

@@ -24,6 +24,7 @@ from f8roof.renderers.cells import (
     margin,
     markdown_table,
     ms,
+    settle_text,
     speedup,
     step_share_line,
 )
@@ -183,7 +184,7 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     if share is not None and end_to_end:
         lines.append(step_share_line(share, linear_speedup=t.speedup))
     if rec.settle:
-        lines.append(f"settle the uncertain layers on a GPU: {rec.settle}")
+        lines.append(f"settle the uncertain layers on a GPU: {settle_text(rec.settle)}")
     lines += [f"note: {line}" for line in scale_notes(rec)]
     lines += [f"note: {sentence(n)}" for n in rec.architecture.notes]
     return lines

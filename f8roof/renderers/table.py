@@ -103,14 +103,3 @@ def breakeven_lines(found: dict[str, int | None]) -> list[str]:
             won += " (band: " + ", ".join(shown) + ")"
         lines.append(f"breakeven ({level}): {won}")
     return lines
-
-
-def uncertain_lines(frame: pd.DataFrame, settle: str | None) -> list[str]:
-    """Under the table: how many rows the band leaves undecided and the command that settles
-    them on a GPU."""
-    if "decision" not in frame.columns or settle is None:
-        return []
-    count = int((frame["decision"] == "uncertain").sum())
-    if not count:
-        return []
-    return [f"uncertain: {count} row(s) where the band straddles 1; settle them on a GPU: {settle}"]
