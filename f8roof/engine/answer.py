@@ -18,7 +18,7 @@ import pandas as pd
 
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, Settle, settle_run
 from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
-from f8roof.engine.recommend import Recommendation, recommend_model
+from f8roof.engine.recommend import Recommendation, recommend_alone, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.engine.sharded import (
     BlockComparison,
@@ -318,14 +318,8 @@ def best_plan(
         return mixed, step, block, ()
     found = []
     for config in resolved.configs:
+        rec = recommend_alone(mixed, resolved, config.recipe.name)
         alone = replace(resolved, configs=(config,))
-        rec = recommend_model(
-            question.model,
-            tokens=mixed.tokens,
-            resolved=alone,
-            setup=mixed.setup,
-            policy=mixed.policy,
-        )
         found.append((config.recipe.name, rec, *model_step(question, rec, alone)))
     found.append((None, mixed, step, block))
     # one recipe wins a tie: torchtitan converts with one

@@ -137,6 +137,8 @@ class Recommendation:
     setup: RunConfig = ONE_GPU
     policy: DecisionPolicy = DEFAULT_POLICY  # which end of the band a conversion must win at
     margin: float = 0.0
+    # each recipe's per-layer estimates, in `recipes` order (`recommend_alone` reuses them)
+    frames: tuple[pd.DataFrame, ...] = field(default=(), repr=False)
 
     @property
     def settle(self) -> Settle | None:
@@ -202,14 +204,30 @@ def recommend(
     is fastest at the policy's value (else the best estimate, kept in bf16), so at that value
     the plan is never slower than any single recipe's."""
     tokens = check_tokens(tokens)
+    local = local_layers(architecture, tokens, setup)
+    blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
+    share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
+    frames = tuple(_layer_frame(local, c, share) for c in resolved.configs)
+    return _plan(architecture, tokens, resolved, setup, policy, margin, frames)
+
+
+def recommend_alone(rec: Recommendation, resolved: Resolved, recipe: str) -> Recommendation:
+    """The recommendation had only `recipe` been asked, from the estimates `rec` already made
+    of it (one of `resolved`'s recipes)."""
+    i = rec.recipes.index(recipe)
+    one = replace(resolved, configs=(resolved.configs[i],))
+    return _plan(
+        rec.architecture, rec.tokens, one, rec.setup, rec.policy, rec.margin, (rec.frames[i],)
+    )
+
+
+def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, frames):
+    """The recommendation from each recipe's per-layer estimates (`frames`, one per config)."""
     configs = resolved.configs
     calibration = resolved.calibration
     criterion = "speedup" if calibration is not None else "speedup_worst"
     bf16_col, fp8_col = TIME_COLUMNS[criterion]
     local = local_layers(architecture, tokens, setup)
-    blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
-    share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
-    frames = [_layer_frame(local, c, share) for c in configs]
     recipes = tuple(c.recipe.name for c in configs)
     # layers x recipes: the speedup each recipe's decision rests on (the policy's end of its
     # band); a recipe float8 cannot run at a layer's shape never wins there, and one the
@@ -278,6 +296,7 @@ def recommend(
         setup=setup,
         policy=policy,
         margin=margin,
+        frames=frames,
     )
 
 
