@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from f8roof.traffic.recipes import known_recipes
 from f8roof.traffic.variant import After, Before, Implementation
 
 
@@ -206,8 +207,9 @@ ESTIMATE = stack(
         "--recipe",
         default="tensorwise",
         show_default=True,
-        help="tensorwise, tensorwise_delayed, tensorwise_static_weight, rowwise, rowwise_gw_hp "
-        "(with --model: a list, or all: torchao's recipes, every one with --impl reference)",
+        help=f"{known_recipes()} (float8: torchtitan's default, rowwise; mxfp8 and mx: "
+        "mxfp8_rceil; nvfp4 refused: not modelled yet). With --model: a list, or all: "
+        "torchao's recipes (every one with --impl reference; the MXFP8 ones on MX parts)",
     ),
     click.option("--scaling", default=None, help="tensorwise scaling per role: weight=delayed,..."),
     IMPL,
@@ -313,7 +315,10 @@ REPORT = stack(
     click.option("--tokens", type=int, required=True, help="tokens per step (M)"),
     click.option("--gpu", default=None, help="GPU preset (default: the calibration's, else h100)"),
     click.option(
-        "--recipe", default="tensorwise", show_default=True, help="a recipe, a list, or all"
+        "--recipe",
+        default="tensorwise",
+        show_default=True,
+        help=f"a recipe, a list, or all ({known_recipes()})",
     ),
     IMPL,
     CALIBRATION,
