@@ -107,7 +107,11 @@ def training_setup(command):
     import functools
 
     @functools.wraps(command)
-    def wrapper(*args, tp, ep, fsdp, recompute, step_ms, float8_all_gather, network, **kwargs):
+    def wrapper(
+        *args, tp, ep, fsdp, recompute, step_ms, float8_all_gather, network, filter_fqns, **kwargs
+    ):
+        from dataclasses import replace
+
         from f8roof.training.run_config import RunConfig
 
         setup = RunConfig.from_options(
@@ -119,6 +123,9 @@ def training_setup(command):
             float8_all_gather=float8_all_gather,
             network_gbps=network,
         )
+        if filter_fqns is not None:
+            fqns = tuple(f.strip() for f in filter_fqns.split(",") if f.strip())
+            setup = replace(setup, filter_fqns=fqns)
         return command(*args, setup=setup, **kwargs)
 
     return stack(
@@ -136,6 +143,15 @@ def training_setup(command):
             is_flag=True,
             help="with --fsdp N: torchao's FSDP2 float8 weight all-gather with precomputed "
             "scales, as torchtitan's float8 docs run tensorwise",
+        ),
+        click.option(
+            "--filter-fqns",
+            default=None,
+            metavar="LIST",
+            help="with --model: linears kept in bf16, torchtitan's rule (an entry that is a "
+            "substring of the fqn: output, attention.wk, layers.27.; f8roof's names too); "
+            "nvfp4_bf16_tail: torchtitan's NVFP4 recipe's last 15%% of blocks and output. "
+            "Default: output, as torchtitan's llama configs; '' converts every linear",
         ),
         click.option(
             "--network",

@@ -40,12 +40,13 @@ from f8roof.training.memory import (
     headroom,
     memory_estimate,
 )
-from f8roof.training.run_config import AUTO_FILTER, RunConfig
+from f8roof.training.run_config import RunConfig
 from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import (
     RECIPES,
     filter_fqns_for,
-    filter_names,
+    filtered,
+    layer_type,
     to_torchtitan_fqn,
 )
 
@@ -150,7 +151,9 @@ class Question:
             if self.tokens is None:
                 raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
         elif not setup.is_default:
-            raise F8RoofError("--tp, --ep, --fsdp, --recompute and --step-ms go with --model")
+            raise F8RoofError(
+                "--tp, --ep, --fsdp, --recompute, --step-ms and --filter-fqns go with --model"
+            )
 
 
 def answer(
@@ -210,18 +213,17 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     if run.fsdp and run.fsdp_degree is None:
         return None
     gpu = resolved.config.gpu
-    filters = filter_names(
-        f
-        for f in (run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER)
-        if f != AUTO_FILTER
-    )
+    filters = run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER
     rows = rec.layers
-    converted = [
-        fqn
-        for fqn, grouped in zip(rows["fqn"], rows["grouped"])
-        if not any(f in fqn for f in filters)
-        and (not grouped or any(m in fqn for m in run.moe_fqns))
-    ]
+    # memory is modelled per layer type (a mean block): a type filters split counts as
+    # converted by its larger part
+    larger: dict[str, tuple[int, bool]] = {}
+    for fqn, count, grouped in zip(rows["fqn"], rows["count"], rows["grouped"]):
+        converts = not filtered(fqn, filters, count=count) and (
+            not grouped or any(m in fqn for m in run.moe_fqns)
+        )
+        larger[layer_type(fqn)] = max(larger.get(layer_type(fqn), (0, False)), (count, converts))
+    converted = [fqn for fqn, (_, converts) in larger.items() if converts]
     recipe = best_recipe(rec)
 
     def estimate_at(at: RunConfig, tokens: int) -> MemoryEstimate:
@@ -483,6 +485,8 @@ def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: b
         )
     if recipe_given:
         raise F8RoofError("--setup sets the recipe ([float8] recipe_name): drop --recipe")
+    if setup.filter_fqns is not None:
+        raise F8RoofError("--setup sets the filters ([float8] filter_fqns): drop --filter-fqns")
 
 
 def setup_question(

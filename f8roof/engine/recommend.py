@@ -61,6 +61,7 @@ from f8roof.training.catalog import (
 )
 from f8roof.training.parallel import LocalLayer, local_layers
 from f8roof.training.run_config import ONE_GPU, RunConfig
+from f8roof.training.torchtitan_names import expand_filters, split_by_filters
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
@@ -203,6 +204,9 @@ def recommend(
     local = local_layers(architecture, tokens, setup)
     blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
     share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
+    if setup.filter_fqns:
+        setup = replace(setup, filter_fqns=expand_filters(setup.filter_fqns, blocks=blocks))
+        local = split_rows(local, setup.filter_fqns, blocks=blocks)
     frames = [_layer_frame(local, c, share) for c in configs]
     recipes = tuple(c.recipe.name for c in configs)
     # layers x recipes: the speedup each recipe's decision rests on (the policy's end of its
@@ -273,6 +277,22 @@ def recommend(
         policy=policy,
         margin=margin,
     )
+
+
+def split_rows(
+    local: Sequence[LocalLayer], filters: Sequence[str], *, blocks: int
+) -> list[LocalLayer]:
+    """Each layer type in every block as rows that `filters` keep or convert whole (layers
+    0-26 vs 27-31 under `layers.27.`, ...). A type in fewer than `blocks` blocks (an MoE
+    model's dense layers) stays one row: which blocks it sits in is not known here."""
+    out: list[LocalLayer] = []
+    for layer in local:
+        if layer.linear.count != blocks:
+            out.append(layer)
+            continue
+        for fqn, count in split_by_filters(layer.linear.fqn, blocks, filters):
+            out.append(replace(layer, linear=replace(layer.linear, fqn=fqn, count=count)))
+    return out
 
 
 def _band(frame: pd.DataFrame, criterion: str):

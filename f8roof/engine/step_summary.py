@@ -74,18 +74,12 @@ from f8roof.training.step import (
     outside_blocks,
     step_summary,
 )
-from f8roof.training.torchtitan_names import filter_names
+from f8roof.training.torchtitan_names import filtered, layer_type
 
 BF16_BYTES = 2
 FP32_BYTES = 4
 # torchtitan's llama job configs keep the output projection (lm_head) in bf16
 DEFAULT_FILTER = ("output",)
-
-
-def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
-    """torchtitan's rule: a filter entry that is a substring of the fqn; entries may be
-    torchtitan's names or f8roof's."""
-    return any(f in fqn for f in filter_names(f for f in filters if f != AUTO_FILTER))
 
 
 def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
@@ -95,7 +89,9 @@ def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
     rows = rec.layers
     given = run.filter_fqns
     filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
-    kept = np.array([_filtered(f, filters) for f in rows["fqn"]], dtype=bool)
+    kept = np.array(
+        [filtered(f, filters, count=c) for f, c in zip(rows["fqn"], rows["count"])], dtype=bool
+    )
     said = {
         "filters": [f for f in filters if f != AUTO_FILTER],
         "torchtitan_default": given is None,
@@ -765,7 +761,9 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
 
 
 def _layers(rec) -> int:
-    rows = rec.layers
-    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
-    counts = rows["count"].to_numpy(dtype=np.float64)
-    return int(counts[block].max()) if block.any() else 1
+    """The model's blocks: the most repeats of a layer type, its rows filters split summed."""
+    blocks: dict[str, int] = {}
+    for fqn, count in zip(rec.layers["fqn"], rec.layers["count"]):
+        if is_block_fqn(fqn):
+            blocks[layer_type(fqn)] = blocks.get(layer_type(fqn), 0) + int(count)
+    return max(blocks.values(), default=1)

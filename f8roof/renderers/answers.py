@@ -133,7 +133,9 @@ def model_rows(answer: ModelAnswer) -> tuple[list[str], list[list[str]]]:
 
 
 def _layer_name(fqn: str) -> str:
-    return fqn.removeprefix(BLOCK_PREFIX)
+    """`model.layers.*.mlp.up_proj` -> `mlp.up_proj`; a row filters split keeps its blocks,
+    `model.layers.0-26.mlp.up_proj` -> `layers.0-26.mlp.up_proj`."""
+    return fqn.removeprefix(BLOCK_PREFIX).removeprefix("model.")
 
 
 # --- the step ---------------------------------------------------------------------------------
