@@ -253,3 +253,67 @@ def test_filters_match_in_either_spelling():
     assert not filtered("model.layers.*.self_attn.k_proj", ["layers.*.attention.wk"], count=32)
     assert not filtered("model.layers.*.self_attn.q_proj", ["attention.wk", ""], count=32)
     assert not filtered("model.layers.*.self_attn.k_proj", ["layers.0.moe.router.gate"], count=2)
+
+
+QUANTIZE = MINIMAL.replace('converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
+
+
+def test_the_quantize_layout_reads_as_its_float8_twin():
+    float8 = parse_setup(MINIMAL + "[float8]\nrecipe_name = 'rowwise'\nfilter_fqns = ['output']\n")
+    quantize = parse_setup(
+        QUANTIZE + "[quantize.linear.float8]\nrecipe_name = 'rowwise'\nfilter_fqns = ['output']\n"
+    )
+    assert quantize.run == float8.run and quantize.recipe == float8.recipe == "rowwise"
+    assert quantize.float8
+
+
+def test_the_mx_converter_takes_torchtitans_defaults_and_names():
+    mx = parse_setup(MINIMAL.replace('["float8"]', '["quantize.linear.mx"]'))
+    assert mx.f8roof_recipe == "mxfp8_rceil" and mx.run.filter_fqns == ("output",)
+    old = parse_setup(
+        MINIMAL.replace('["float8"]', '["mx"]') + "[mx]\nrecipe_name = 'mxfp8_cublas'\n"
+    )
+    assert old.f8roof_recipe == "mxfp8_rceil"
+    experts = parse_setup(
+        MINIMAL.replace('["float8"]', '["quantize.linear.mx", "quantize.grouped_mm.mx"]')
+        + "[quantize.grouped_mm.mx]\nfqns = ['experts']\n"
+    )
+    assert experts.run.moe_fqns == ("experts",)
+
+
+def test_mx_converter_lines_parse_back():
+    config = TorchtitanConfig("mxfp8_cublas_rceil", ("output",), section="quantize.linear.mx")
+    lines = torchtitan_lines(config)
+    assert "[quantize.linear.mx]" in lines
+    assert lines[-2].startswith("--model.converters quantize.linear.mx")
+    assert _parsed(lines).f8roof_recipe == "mxfp8_rceil"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (MINIMAL + "[quantize.linear.fp4]\nx = 1\n", r"\[quantize.linear.fp4\] in x.toml; read:"),
+        (MINIMAL + "[quantize.dense]\nx = 1\n", r"unknown section \[quantize.dense\]"),
+        (MINIMAL + "[nvfp4]\nx = 1\n", r"read: \[float8\]/\[mx\] \(2024-25\), \[quantize"),
+        (QUANTIZE + "[quantize.linear.float8]\nrecipe = 'rowwise'\n", "unknown key 'recipe'"),
+        (
+            QUANTIZE + "[quantize.linear.float8]\nx=1\n[float8]\nrecipe_name = 'rowwise'\n",
+            "unknown key 'x'",
+        ),
+        (
+            QUANTIZE + "[quantize.linear.float8]\n[float8]\nrecipe_name = 'rowwise'\n",
+            "mixes \\[float8\\]/\\[mx\\] with \\[quantize.linear",
+        ),
+        (
+            MINIMAL.replace('["float8"]', '["quantize.linear.mx"]')
+            + "[quantize.linear.mx]\nrecipe_name = 'rowwise'\n",
+            "'recipe_name' in \\[quantize.linear.mx\\]",
+        ),
+        (MINIMAL.replace('["float8"]', '["float8", "mx"]'), "give one linear converter"),
+        (MINIMAL.replace('["float8"]', '["nvfp4"]'), "unknown converter 'nvfp4'"),
+    ],
+)
+def test_an_unknown_layout_is_one_line_naming_the_ones_read(text, message):
+    with pytest.raises(F8RoofError, match=message) as info:
+        parse_setup(text, path="x.toml")
+    assert "\n" not in info.value.message and len(info.value.message) <= 120

@@ -70,6 +70,9 @@ class TorchtitanConfig:
     float8_all_gather: bool = False
     wanted: str = ""  # f8roof's recipe, where torchtitan has none for it
     converts: bool = True  # False: the filters keep every linear, so train without float8
+    # the converter's section: [float8] (2024-25), or [quantize.linear.mx] for MX, the layout
+    # in which torchtitan's MX converter takes a recipe_name and filter_fqns
+    section: str = "float8"
 
 
 @dataclass(frozen=True)
@@ -427,6 +430,14 @@ def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
     run = rec.setup
     fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
     recipe = best_recipe(rec)
+    if recipe in TORCHTITAN_MX:
+        return TorchtitanConfig(
+            recipe=TORCHTITAN_MX[recipe],
+            filter_fqns=tuple(fqns),
+            wanted=recipe,
+            converts=bool(converted),
+            section="quantize.linear.mx",
+        )
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
     return TorchtitanConfig(
         recipe=recipe if recipe in RECIPES else None,
@@ -435,6 +446,11 @@ def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
         wanted=recipe,
         converts=bool(converted),
     )
+
+
+# f8roof's MX recipes -> torchtitan's [quantize.linear.mx] recipe_name (torchao's
+# MXLinearRecipeName); the others (a bf16 grad_weight, emulation) it has no name for
+TORCHTITAN_MX = {"mxfp8_rceil": "mxfp8_cublas_rceil"}
 
 
 def answer_setup(
