@@ -278,9 +278,18 @@ ESTIMATE = stack(
         "setup_file",
         type=click.Path(dir_okay=False),
         default=None,
-        help="a torchtitan job config (TOML) or f8roof's short form of it: model, tokens per rank, "
-        "parallelism, checkpointing, float8 recipe and filters (replaces --model, --tokens, --tp, "
+        help="a torchtitan job config (TOML, either converter layout), a torchtitan config name "
+        "(llama3:llama3_8b, f8roof's copy) or f8roof's short form: model, tokens per rank, "
+        "parallelism, checkpointing, recipe and filters (replaces --model, --tokens, --tp, "
         "--fsdp, --recompute, --recipe); prints torchtitan's filter_fqns for the answer",
+    ),
+    click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="with --setup: set a key, dotted as in the TOML (parallelism.tensor_parallel_degree=2, "
+        "quantize.linear.float8.recipe_name=rowwise); repeatable",
     ),
     POLICY,
     SHOW_ALL,

@@ -460,6 +460,7 @@ def answer_setup(
     setup: RunConfig,
     recipe_given: bool,
     options: dict,
+    overrides: Sequence[str] = (),
     progress: Callable | None = None,
 ) -> ModelAnswer:
     """`estimate --setup FILE`: the model question the file asks, answered; `options` the
@@ -471,7 +472,12 @@ def answer_setup(
     gpu = options["gpu"]
     try:
         new_question, new_setup, recipe, gpu = setup_question(
-            path, question=question, setup=setup, recipe_given=recipe_given, gpu=gpu
+            path,
+            question=question,
+            setup=setup,
+            recipe_given=recipe_given,
+            gpu=gpu,
+            overrides=overrides,
         )
         request = Request(recipes=recipe, **{**options, "gpu": gpu})
         result = answer(new_question, request, setup=new_setup, progress=progress)
@@ -512,6 +518,7 @@ def setup_question(
     setup: RunConfig,
     recipe_given: bool,
     gpu: str | None,
+    overrides: Sequence[str] = (),
 ) -> tuple[Question, RunConfig, str, str | None]:
     """`--setup FILE` -> (the model question, its RunConfig, its recipe, its GPU). The file
     replaces --model, --tokens, --tp, --ep, --fsdp, --recompute and --recipe; --step-ms and
@@ -519,7 +526,7 @@ def setup_question(
     from f8roof.training.setup_file import read_setup, training_setup
 
     check_setup_options(question, setup, recipe_given=recipe_given)
-    req = read_setup(path)
+    req = read_setup(path, overrides)
     step_ms = None if setup.step_s is None else setup.step_s * 1e3
     new_question = Question(
         model=req.run.model,

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,7 @@ from f8roof.files import read_text
 from f8roof.notes import Note, Topic, note
 from f8roof.traffic.recipes import MX_RECIPES, canonical_name
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
+from f8roof.training.config_registry import is_config_name, named_config, with_overrides
 from f8roof.training.run_config import REDUCE_DTYPES, RESHARD, RunConfig, check_step_ms
 from f8roof.training.torchtitan_names import RECIPES
 
@@ -382,12 +383,14 @@ def _converter(
     return _Converter(section, on=on, experts=experts)
 
 
-def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
-    """A setup TOML (torchtitan's job config or f8roof's short form) -> SetupFile."""
+def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = ()) -> SetupFile:
+    """A setup TOML (torchtitan's job config or f8roof's short form) -> SetupFile; `overrides`
+    (`section.key=value`) set keys on top of the file's."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _fail(f"{path} is not valid TOML: {e}") from None
+    doc = with_overrides(doc, overrides, where=path)
     tables = _converter_tables(doc, path)
     doc = {k: v for k, v in doc.items() if k != "quantize"}
     _check_keys(doc, path)
@@ -593,9 +596,16 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
     )
 
 
-def read_setup(path: str | Path) -> SetupFile:
+def read_setup(path: str | Path, overrides: Sequence[str] = ()) -> SetupFile:
+    """A TOML file, or a torchtitan config name (`llama3:llama3_8b`, f8roof's copy of it:
+    training/config_registry.py) where no such file exists."""
+    if isinstance(path, str) and is_config_name(path) and not Path(path).exists():
+        named = named_config(path)
+        got = parse_setup(named.toml, path=path, overrides=overrides)
+        return replace(got, source=f"{path} (torchtitan config, {named.source})")
     p = Path(path)
-    return parse_setup(read_text(p, what="setup", error=F8RoofError), path=str(p))
+    text = read_text(p, what="setup", error=F8RoofError)
+    return parse_setup(text, path=str(p), overrides=overrides)
 
 
 def training_setup(setup: SetupFile, *, step_ms: float | None = None) -> RunConfig:
