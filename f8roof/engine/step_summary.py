@@ -28,7 +28,7 @@ compute. Routed experts' all-to-all, pipeline and context parallelism are not mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -140,7 +140,7 @@ def summarize_step(
     what published runs measure. With `block` (one rank's sharded block, compiled or from the
     shipped fits) the blocks are timed from that block's graphs, and the per-layer fits'
     answer is kept beside; `no_block` says why there is none."""
-    run = rec.setup
+    run = on_fabric(rec.setup, rec.gpu)
     try:
         if block is not None:  # timed once, read by both summaries that use the graphs
             block = _TimedBlock(
@@ -507,6 +507,16 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
         overhead = float(row["fp8_s"] - row["fp8_gemm_s"]) if "fp8_s" in rows else 0.0
         re_fp8[i] = (fp8_fwd if again[i] else 0.0) + share * max(overhead, 0.0)
     return re_bf16, re_fp8
+
+
+def on_fabric(run: RunConfig, gpu: str) -> RunConfig:
+    """The run with its GPU fabric's NVLink domain as its node (72 GPUs on an NVL72 rack):
+    what collectives stay on NVLink."""
+    try:
+        domain = find_interconnect(gpu).gpus_per_node
+    except CommError:
+        return run
+    return replace(run, gpus_per_node=domain)
 
 
 def _fabric(rec, notes: list[Note]) -> Interconnect | None:
