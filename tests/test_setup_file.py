@@ -317,3 +317,37 @@ def test_an_unknown_layout_is_one_line_naming_the_ones_read(text, message):
     with pytest.raises(F8RoofError, match=message) as info:
         parse_setup(text, path="x.toml")
     assert "\n" not in info.value.message and len(info.value.message) <= 120
+
+
+def test_converter_lines_keep_the_setups_layout():
+    config = TorchtitanConfig(
+        "tensorwise", ("output",), float8_all_gather=True, section="quantize.linear.float8"
+    )
+    lines = torchtitan_lines(config)
+    assert lines[:4] == [
+        "[model]",
+        'converters = ["quantize.linear.float8"]',
+        "",
+        "[quantize.linear.float8]",
+    ]
+    text = " ".join(lines)
+    assert "--quantize.linear.float8.enable_fsdp_float8_all_gather" in text
+    assert "--float8." not in text
+    back = _parsed(lines)
+    assert back.quantize_layout and back.run.float8_all_gather
+
+
+def test_an_estimate_answers_in_the_setups_layout(tmp_path):
+    from f8roof.engine.answer import Question, answer_setup
+    from f8roof.training.run_config import RunConfig
+
+    path = tmp_path / "q.toml"
+    path.write_text(QUANTIZE + "[quantize.linear.float8]\nfilter_fqns = ['output']\n")
+    got = answer_setup(
+        str(path),
+        question=Question(),
+        setup=RunConfig(),
+        recipe_given=False,
+        options={"gpu": "h100"},
+    )
+    assert got.torchtitan.section == "quantize.linear.float8"

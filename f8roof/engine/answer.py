@@ -136,6 +136,7 @@ class Question:
     tokens: int | None = None
     overhead: str = "fitted"  # fitted | codegen
     from_setup: bool = False  # asked by a setup file: answer with torchtitan's converter lines
+    quantize_layout: bool = False  # ... in [quantize.linear.*], as the setup wrote them
     policy: str = DEFAULT_POLICY.value  # which end of the band a conversion must win at
 
     def check(self, request: Request, setup: RunConfig) -> None:
@@ -184,7 +185,11 @@ def answer(
         if memory is not None and memory.headroom.cheaper_recompute:
             fitting = fitting_speedup(question, resolved, rec, memory.headroom)
             memory = replace(memory, fitting=fitting)
-        config = torchtitan_config(rec) if question.from_setup else None
+        config = (
+            torchtitan_config(rec, quantize_layout=question.quantize_layout)
+            if question.from_setup
+            else None
+        )
         gathered = with_float8_all_gather(question, rec, resolved)
         return ModelAnswer(
             resolved, rec, step, config, block, float8_all_gather=gathered, memory=memory
@@ -417,9 +422,10 @@ def _settle(frame: pd.DataFrame, config) -> str | None:
     )
 
 
-def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
+def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> TorchtitanConfig:
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
-    filters)."""
+    filters); float8's in [quantize.linear.float8] with `quantize_layout`, else [float8]. MX
+    is always [quantize.linear.mx]: the layout whose recipe names f8roof's map to."""
     kept, converted = [], []
     for fqn, convert, held in zip(rec.layers["fqn"], rec.layers["convert"], kept_by_setup(rec)):
         try:
@@ -445,6 +451,7 @@ def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
         float8_all_gather=run.float8_all_gather,
         wanted=recipe,
         converts=bool(converted),
+        section="quantize.linear.float8" if quantize_layout else "float8",
     )
 
 
@@ -533,6 +540,7 @@ def setup_question(
         tokens=req.run.tokens,
         overhead=question.overhead,
         from_setup=True,
+        quantize_layout=req.quantize_layout,
         policy=question.policy,
     )
     return new_question, training_setup(req, step_ms=step_ms), req.f8roof_recipe, gpu or req.run.gpu

@@ -320,8 +320,8 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
             "precompute_float8_dynamic_scale_for_fsdp = true",
         ]
         cli += [
-            "--float8.enable_fsdp_float8_all_gather",
-            "--float8.precompute_float8_dynamic_scale_for_fsdp",
+            f"--{section}.enable_fsdp_float8_all_gather",
+            f"--{section}.precompute_float8_dynamic_scale_for_fsdp",
         ]
     else:
         toml.append(f'recipe_name = "{config.recipe}"')

@@ -202,6 +202,7 @@ class SetupFile:
     float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
     compile: bool = False
     source: str = ""  # the file, and which layout it was read as
+    quantize_layout: bool = False  # the converter's keys sat in [quantize.linear.*]
 
     def __post_init__(self) -> None:
         if self.run.model not in F8ROOF_MODELS:
@@ -593,6 +594,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         float8=float8,
         compile=compile_,
         source=f"{path} ({'torchtitan job config' if torchtitan_names else 'f8roof setup'})",
+        quantize_layout=f8.name.startswith("quantize."),
     )
 
 
