@@ -138,17 +138,19 @@ HGX_B300 = (
     "NVIDIA DGX/HGX B300 datasheet (resources.nvidia.com/en-us-dgx-systems/dgx-b300-datasheet):"
     " per 8 GPUs 36 PF fp16/bf16, 72 PF fp8 (sparse), 2.3 TB HBM3e, 8 TB/s per GPU"
 )
-HGX_B300_FP4 = (
-    "NVIDIA HGX spec (nvidia.com/en-us/data-center/hgx), HGX B300 column: FP4 Tensor Core "
-    "144 PF sparse | 108 PF dense per 8 GPUs -> 13.5 PF dense per GPU"
+BLACKWELL_ULTRA_FP4 = (
+    "NVIDIA Blackwell Ultra datasheet (resources.nvidia.com/en-us-blackwell-architecture/"
+    "blackwell-ultra-datasheet) as torchao 0.18 testing/training/roofline_utils.py quotes it: "
+    "B300 SXM6 AC fp4 14e15 FLOP/s dense"
 )
 GB300_NVL72 = (
     "NVIDIA GB300 NVL72 spec (nvidia.com/en-us/data-center/gb300-nvl72): per 72 GPUs FP4 "
     "1,440 PF sparse | 1,080 PF dense, 720 PF fp8/fp6 and 360 PF fp16/bf16 (sparse), up to "
     "20 TB HBM3e at 576 TB/s, ConnectX-8 800 Gb/s per GPU; 1,400 W per GPU"
 )
-# NVIDIA's pages give two dense FP4 figures for Blackwell Ultra: 13.5 PF per GPU for HGX B300
-# (1,100 W) and 15 PF for GB300 (1,400 W, NVL72): one per part, not a disagreement.
+# NVIDIA's pages give Blackwell Ultra 13.5-15 PF dense FP4 per GPU: the B300 preset takes its
+# datasheet's 14 PF (what torchao's roofline uses), GB300 its NVL72 spec's 1,080 PF / 72 = 15
+# (a 1,400 W part against B300's 1,100 W).
 BLACKWELL_SMS = (
     "148 SMs: 2 dies x 74 enabled SMs (chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-"
     "juggernaut-rolling); Inductor's DeviceProperties in public B200 output code: "
@@ -332,9 +334,9 @@ PRESETS: dict[str, GPU] = {
             (10, 3),
             288 * GB,
             mx_flops=4500.0 * TERA,
-            fp4_flops=13500.0 * TERA,
+            fp4_flops=14000.0 * TERA,
             power_w=1100,
-            sources=(HGX_B300, HGX_B300_FP4, CC_10X),
+            sources=(HGX_B300, BLACKWELL_ULTRA_FP4, CC_10X),
             notes=(
                 "148 SMs: public B300 SXM6 AC (sm_103a) microbenchmark notes, '148 SMs, 2.032 GHz'",
             ),
