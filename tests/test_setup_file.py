@@ -274,6 +274,10 @@ def test_the_mx_converter_takes_torchtitans_defaults_and_names():
         MINIMAL.replace('["float8"]', '["mx"]') + "[mx]\nrecipe_name = 'mxfp8_cublas'\n"
     )
     assert old.f8roof_recipe == "mxfp8_rceil"
+    for name in ("mxfp8", "mxfp8_cublas_rceil", "mxfp8_rceil_wgrad_with_hp"):
+        table = f"[mx]\nrecipe_name = '{name}'\n"
+        got = parse_setup(MINIMAL.replace('["float8"]', '["mx"]') + table)
+        assert got.f8roof_recipe.startswith("mxfp8_rceil")
     experts = parse_setup(
         MINIMAL.replace('["float8"]', '["quantize.linear.mx", "quantize.grouped_mm.mx"]')
         + "[quantize.grouped_mm.mx]\nfqns = ['experts']\n"

@@ -341,7 +341,7 @@ def _model_name(model: _Section) -> tuple[str, bool]:
 
 
 # torchtitan's [quantize.linear.mx] recipe_name values f8roof models (torchao's
-# MXLinearRecipeName); f8roof's own MX names are read too
+# MXLinearRecipeName); every other spelling of an MX recipe (`traffic.recipes`) is read too
 TORCHTITAN_MX_NAMES = ("mxfp8_cublas", "mxfp8_cublas_rceil")
 
 
@@ -505,8 +505,10 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     all_gather = f8.boolean("enable_fsdp_float8_all_gather", False)
     precompute = f8.boolean("precompute_float8_dynamic_scale_for_fsdp", False)
     known = TORCHTITAN_MX_NAMES if converter.mx else RECIPES
-    readable = (*known, *MX_RECIPES) if converter.mx else known
-    if recipe_name is not None and recipe_name not in readable:
+    readable = (
+        canonical_name(recipe_name or "") in MX_RECIPES if converter.mx else recipe_name in known
+    )
+    if recipe_name is not None and not readable:
         raise _fail(
             f"'recipe_name' in [{f8.name}] of {path} must be one of {', '.join(known)} "
             f"(got {recipe_name!r})"
