@@ -70,8 +70,8 @@ class TorchtitanConfig:
     float8_all_gather: bool = False
     wanted: str = ""  # f8roof's recipe, where torchtitan has none for it
     converts: bool = True  # False: the filters keep every linear, so train without float8
-    # the converter's section: [float8] (2024-25), or [quantize.linear.mx] for MX, the layout
-    # in which torchtitan's MX converter takes a recipe_name and filter_fqns
+    # the converter's section: [float8] (2024-25) or [quantize.linear.float8], as the setup
+    # wrote it; [quantize.linear.mx] for MX
     section: str = "float8"
 
 
