@@ -56,15 +56,17 @@ AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_fi
 # The converter sections f8roof reads (the 2024-25 layout, then torchtitan's Quantize config
 # of late 2025 on: the module docstring), for its one line about a section it does not know.
 LAYOUTS = "[float8]/[mx] (2024-25), [quantize.linear.float8|mx]"
-# converter names -> the section holding its keys, per layout
-CONVERTERS = {
-    "float8": "float8",
-    "mx": "mx",
-    "quantize.linear.float8": "quantize.linear.float8",
-    "quantize.linear.mx": "quantize.linear.mx",
-    "quantize.grouped_mm.float8": "quantize.grouped_mm.float8",
-    "quantize.grouped_mm.mx": "quantize.grouped_mm.mx",
-}
+# the converter names read, each also the name of the section holding its keys
+CONVERTERS = frozenset(
+    {
+        "float8",
+        "mx",
+        "quantize.linear.float8",
+        "quantize.linear.mx",
+        "quantize.grouped_mm.float8",
+        "quantize.grouped_mm.mx",
+    }
+)
 # torchtitan's MXLinear job config defaults (config/job_config.py, 2025)
 MX_DEFAULT_RECIPE = "mxfp8_cublas"
 MX_DEFAULT_FILTERS = ("output",)
@@ -367,7 +369,7 @@ def _converter(
                 f"unknown converter {name!r} in [model] of {path}: f8roof reads "
                 "float8, mx and quantize.linear.float8|mx"
             )
-    linear = [CONVERTERS[c] for c in converters if "grouped_mm" not in c]
+    linear = [c for c in converters if "grouped_mm" not in c]
     if len(linear) > 1:
         raise _fail(f"converters {linear} in [model] of {path}: give one linear converter")
     experts = tuple(
