@@ -262,6 +262,9 @@ def test_gpus_lists_every_preset_with_its_sources(cli):
     assert "fnuz" in rows["mi300x"] and "gfx942" in rows["mi300x"]
     assert "mxfp8" in rows["b200"] and "blockwise" not in rows["b200"]
     assert "blockwise" in rows["h100"] and "mxfp8" not in rows["h100"]
+    header = table.splitlines()[0].split()
+    fp4 = header.index("fp4")
+    assert rows["b300"].split()[fp4] == "14000" and rows["h100"].split()[fp4] == "-"
 
 
 def test_gpus_without_sources_is_the_table_alone(cli):
