@@ -68,6 +68,18 @@ class Example:
         return (self.kind, self.command, self.files, self.exit_code)
 
 
+QUANTIZE_FP4 = """\
+[model]
+name = "llama3"
+flavor = "8B"
+converters = ["quantize.linear.float8"]
+[training]
+local_batch_size = 1
+seq_len = 8192
+[quantize.linear.fp4]
+recipe_name = "nvfp4"
+"""
+
 TORCHTITAN_1207 = """\
 # pytorch/torchtitan#1207: Llama3 8B on 4 H100s, FSDP 2 x TP 2, per-op SAC, float8 rowwise
 [model]
@@ -240,6 +252,30 @@ EXAMPLES: tuple[Example, ...] = (
     Example("module-filter", "docs/models.md", MODULE_FILTER, kind="python"),
     # docs/sharded.md
     Example(
+        "setup-unknown-layout",
+        "docs/sharded.md",
+        ("estimate", "--setup", "run.toml"),
+        files=(("run.toml", QUANTIZE_FP4),),
+        exit_code=2,
+    ),
+    Example(
+        "filter-fqns-tail",
+        "docs/sharded.md",
+        (
+            "estimate",
+            "--model",
+            "llama3-8b",
+            "--tokens",
+            "8192",
+            "--gpu",
+            "b200",
+            "--recipe",
+            "mxfp8",
+            "--filter-fqns",
+            "nvfp4_bf16_tail",
+        ),
+    ),
+    Example(
         "sharded-setup",
         "docs/sharded.md",
         ("estimate", "--show-all", "--setup", "llama3-8b-tp2.toml", "--step-ms", "761.6"),
@@ -291,6 +327,12 @@ EXAMPLES: tuple[Example, ...] = (
         "mx-refused",
         "docs/mx.md",
         ("estimate", "--gpu", "h100", "--recipe", "mxfp8_rceil", "--shape", "8192,8192,8192"),
+        exit_code=2,
+    ),
+    Example(
+        "nvfp4-refused",
+        "docs/mx.md",
+        ("estimate", "--gpu", "h100", "--recipe", "nvfp4", "--shape", "8192,8192,8192"),
         exit_code=2,
     ),
     # docs/time_model.md

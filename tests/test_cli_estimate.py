@@ -164,7 +164,7 @@ def test_gemm_table_interpolates(tmp_path):
             "grad_output cannot use static",
         ),
         (["--scaling", "bias=dynamic", "--shape", "16,16,16"], "unknown role 'bias'"),
-        (["--recipe", "mxfp8", "--shape", "16,16,16"], "unknown recipe 'mxfp8'"),
+        (["--recipe", "mxfp9", "--shape", "16,16,16"], "unknown recipe 'mxfp9'"),
         (["--fused", "inputs", "--shape", "16,16,16"], "bad role list"),
         (["--sweep", "huge"], "unknown sweep 'huge'"),
         ([], "no shapes"),

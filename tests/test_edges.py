@@ -388,7 +388,7 @@ def test_setup_keys_f8roof_does_not_model_are_refused(extra, message, tmp_path):
         ),
         (
             lambda t: t.replace('converters = ["float8"]', 'converters = ["mx"]'),
-            "converters = ['mx']",
+            "h100 (sm_90) has no MXFP8 gemms",  # torchtitan's MX converter, on the default GPU
         ),
         (
             lambda t: t.replace('converters = ["float8"]', 'converters = ["int4"]'),

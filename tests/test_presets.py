@@ -17,7 +17,7 @@ from f8roof.hardware.support import (
 from f8roof.timing.datasheet import PRESET_EFFICIENCIES, datasheet_timing, preset_efficiency
 from f8roof.timing.gemm import GEMM_DTYPES, GemmRole
 
-NEW = ("b200", "b200-750w", "gb200", "b300", "mi300x", "mi355x", "mi350x")
+NEW = ("b200", "b200-750w", "gb200", "b300", "gb300", "mi300x", "mi355x", "mi350x")
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -51,6 +51,7 @@ def test_parts_without_a_table_say_they_borrow_h100s():
         ("b200", 2250, 8.0, (10, 0)),
         ("gb200", 2500, 8.0, (10, 0)),
         ("b300", 2250, 8.0, (10, 3)),
+        ("gb300", 2500, 8.0, (10, 3)),
         ("mi300x", 1307.4, 5.3, (9, 4)),
         ("mi355x", 2516.6, 8.0, (9, 5)),
     ],
@@ -261,6 +262,9 @@ def test_gpus_lists_every_preset_with_its_sources(cli):
     assert "fnuz" in rows["mi300x"] and "gfx942" in rows["mi300x"]
     assert "mxfp8" in rows["b200"] and "blockwise" not in rows["b200"]
     assert "blockwise" in rows["h100"] and "mxfp8" not in rows["h100"]
+    header = table.splitlines()[0].split()
+    fp4 = header.index("fp4")
+    assert rows["b300"].split()[fp4] == "14000" and rows["h100"].split()[fp4] == "-"
 
 
 def test_gpus_without_sources_is_the_table_alone(cli):
@@ -333,3 +337,67 @@ def test_a_power_limited_part_is_timed_publicly_or_refused(cli):
     assert public.output.startswith("h100@500w tensorwise (shipped h100.json): times fitted on")
     datasheet = cli("estimate", "--gpu", "h100@500w", "--times", "datasheet", "--shape", "8,8,8")
     assert datasheet.exit_code == 2 and "--times datasheet" in datasheet.output
+
+
+@pytest.mark.parametrize(
+    "name, fp4_pflops",
+    [("b200", 9.0), ("gb200", 10.0), ("b300", 14.0), ("gb300", 15.0), ("mi355x", 10.07)],
+)
+def test_dense_fp4_peaks_per_part(name, fp4_pflops):
+    # Blackwell Ultra: 14 PF on B300 (its datasheet, torchao's roofline), 15 on GB300 (1,080 / 72)
+    assert find_gpu(name).peak_flops("nvfp4") == pytest.approx(fp4_pflops * 1e15, rel=1e-3)
+    assert any("FP4" in s or "fp4" in s for s in find_gpu(name).sources)
+
+
+def test_gb300_and_the_nvl72_names_resolve():
+    assert find_gpu("GB300-NVL72").name == "gb300" and find_gpu("gb200-nvl72").name == "gb200"
+    assert find_gpu("NVIDIA GB300").name == "gb300"
+    assert unsupported_reason(find_gpu("gb300"), ScaledGemm.MXFP8) is None
+    assert unsupported_reason(find_gpu("gb300"), ScaledGemm.NVFP4) is None
+
+
+def test_nvl72_parts_keep_collectives_of_up_to_72_gpus_on_nvlink():
+    from f8roof.engine.step_summary import on_fabric
+    from f8roof.timing.comm import Placement, find_interconnect, placement_for
+    from f8roof.training.run_config import RunConfig
+
+    for name in ("gb200", "gb300"):
+        fabric = find_interconnect(name)
+        assert fabric.gpus_per_node == 72
+        # all_reduce measured over 72 GPUs: algbw 424-429 GB/s (coreweave/nccl-tests#43)
+        assert fabric.nvls_algbw_bytes_per_s == pytest.approx(426e9)
+        run = on_fabric(RunConfig(), name)
+        assert placement_for(group_size=64, stride=1, gpus_per_node=run.gpus_per_node) is (
+            Placement.INTRA
+        )
+    assert on_fabric(RunConfig(), "b200").gpus_per_node == 8
+    assert (
+        find_interconnect("gb300").inter_line_bytes_per_s
+        == 2 * find_interconnect("gb200").inter_line_bytes_per_s
+    )
+
+
+def test_fsdp_over_64_gpus_is_cheaper_inside_an_nvl72_domain(monkeypatch):
+    """The same GB200 and run, its FSDP group inside the 72-GPU NVLink domain or, were the
+    domain 8 GPUs, across NICs: the NVLink one exposes less communication."""
+    from dataclasses import replace
+
+    from f8roof.engine.answer import Question, answer
+    from f8roof.engine.resolve import Request
+    from f8roof.timing import comm
+    from f8roof.training.run_config import RunConfig
+    from f8roof.training.step import Part
+
+    def fsdp_s():
+        run = RunConfig.from_options(fsdp=64, recompute="full")
+        got = answer(
+            Question(model="llama3-70b", tokens=8192),
+            Request(gpu="gb200", recipes="mxfp8"),
+            setup=run,
+        )
+        return got.summary.part(Part.FSDP_COMM).bf16_s
+
+    nvl72 = fsdp_s()
+    eight = replace(comm.INTERCONNECTS["gb200"], gpus_per_node=8)
+    monkeypatch.setitem(comm.INTERCONNECTS, "gb200", eight)
+    assert 0 < nvl72 < fsdp_s()

@@ -664,7 +664,7 @@ def test_parallel_options_need_a_model():
     result = run("estimate", "--shape", "4096,4096,4096", "--tp", "2")
     assert result.exit_code == 2
     assert result.output.strip() == (
-        "Error: --tp, --ep, --fsdp, --recompute and --step-ms go with --model"
+        "Error: --tp, --ep, --fsdp, --recompute, --step-ms and --filter-fqns go with --model"
     )
 
 

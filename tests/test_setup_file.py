@@ -21,7 +21,6 @@ from f8roof.training.setup_file import (
 )
 from f8roof.training.torchtitan_names import (
     filter_fqns_for,
-    to_f8roof_fqn,
     to_torchtitan_fqn,
 )
 
@@ -184,14 +183,9 @@ def test_fqn_names_both_ways():
     assert to_torchtitan_fqn("model.layers.*.mlp.gate_proj") == "layers.*.feed_forward.w1"
     assert to_torchtitan_fqn("model.layers.*.mlp.up_proj") == "layers.*.feed_forward.w3"
     assert to_torchtitan_fqn("model.layers.*.mlp.down_proj") == "layers.*.feed_forward.w2"
-    assert to_f8roof_fqn("output") == "lm_head"
-    assert to_f8roof_fqn("layers.7.attention.wk") == "model.layers.*.self_attn.k_proj"
-    assert to_f8roof_fqn("attention.wv") == "self_attn.v_proj"
-    assert to_f8roof_fqn("self_attn.v_proj") == "self_attn.v_proj"  # already f8roof's
+    assert to_torchtitan_fqn("model.layers.0-26.mlp.up_proj") == "layers.0-26.feed_forward.w3"
     with pytest.raises(F8RoofError, match="no torchtitan name for layer"):
         to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj")
-    with pytest.raises(F8RoofError, match="no f8roof layer for torchtitan fqn"):
-        to_f8roof_fqn("layers.0.moe.router.gate")
 
 
 def _parsed(lines):
@@ -248,13 +242,116 @@ def test_training_setup_of_a_setup():
     assert layer_sac.recompute_share(32) == 0.5 and layer_sac.recompute_share(31) == 15 / 31
 
 
-def test_filter_names_spell_both_ways():
-    from f8roof.training.torchtitan_names import filter_names
+def test_filters_match_in_either_spelling():
+    from f8roof.training.torchtitan_names import filtered
 
-    assert filter_names(["output", " attention.wk", "", "layers.0.moe.router.gate"]) == (
-        "output",
-        "lm_head",
-        "attention.wk",
-        "self_attn.k_proj",
-        "layers.0.moe.router.gate",
+    for entries in (["output"], ["lm_head"]):
+        assert filtered("lm_head", entries)
+    for entries in (["attention.wk"], ["self_attn.k_proj"], ["layers.3.attention.wk"]):
+        assert filtered("model.layers.3.self_attn.k_proj", entries)
+    # a literal '*' is no wildcard to torchtitan: it matches no module's fqn
+    assert not filtered("model.layers.*.self_attn.k_proj", ["layers.*.attention.wk"], count=32)
+    assert not filtered("model.layers.*.self_attn.q_proj", ["attention.wk", ""], count=32)
+    assert not filtered("model.layers.*.self_attn.k_proj", ["layers.0.moe.router.gate"], count=2)
+
+
+QUANTIZE = MINIMAL.replace('converters = ["float8"]', 'converters = ["quantize.linear.float8"]')
+
+
+def test_the_quantize_layout_reads_as_its_float8_twin():
+    float8 = parse_setup(MINIMAL + "[float8]\nrecipe_name = 'rowwise'\nfilter_fqns = ['output']\n")
+    quantize = parse_setup(
+        QUANTIZE + "[quantize.linear.float8]\nrecipe_name = 'rowwise'\nfilter_fqns = ['output']\n"
     )
+    assert quantize.run == float8.run and quantize.recipe == float8.recipe == "rowwise"
+    assert quantize.float8
+
+
+def test_the_mx_converter_takes_torchtitans_defaults_and_names():
+    mx = parse_setup(MINIMAL.replace('["float8"]', '["quantize.linear.mx"]'))
+    assert mx.f8roof_recipe == "mxfp8_rceil" and mx.run.filter_fqns == ("output",)
+    old = parse_setup(
+        MINIMAL.replace('["float8"]', '["mx"]') + "[mx]\nrecipe_name = 'mxfp8_cublas'\n"
+    )
+    assert old.f8roof_recipe == "mxfp8_rceil"
+    for name in ("mxfp8", "mxfp8_cublas_rceil", "mxfp8_rceil_wgrad_with_hp"):
+        table = f"[mx]\nrecipe_name = '{name}'\n"
+        got = parse_setup(MINIMAL.replace('["float8"]', '["mx"]') + table)
+        assert got.f8roof_recipe.startswith("mxfp8_rceil")
+    experts = parse_setup(
+        MINIMAL.replace('["float8"]', '["quantize.linear.mx", "quantize.grouped_mm.mx"]')
+        + "[quantize.grouped_mm.mx]\nfqns = ['experts']\n"
+    )
+    assert experts.run.moe_fqns == ("experts",)
+
+
+def test_mx_converter_lines_parse_back():
+    config = TorchtitanConfig("mxfp8_cublas_rceil", ("output",), section="quantize.linear.mx")
+    lines = torchtitan_lines(config)
+    assert "[quantize.linear.mx]" in lines
+    assert lines[-2].startswith("--model.converters quantize.linear.mx")
+    assert _parsed(lines).f8roof_recipe == "mxfp8_rceil"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (MINIMAL + "[quantize.linear.fp4]\nx = 1\n", r"\[quantize.linear.fp4\] in x.toml; read:"),
+        (MINIMAL + "[quantize.dense]\nx = 1\n", r"unknown section \[quantize.dense\]"),
+        (MINIMAL + "[nvfp4]\nx = 1\n", r"read: \[float8\]/\[mx\] \(2024-25\), \[quantize"),
+        (QUANTIZE + "[quantize.linear.float8]\nrecipe = 'rowwise'\n", "unknown key 'recipe'"),
+        (
+            QUANTIZE + "[quantize.linear.float8]\nx=1\n[float8]\nrecipe_name = 'rowwise'\n",
+            "unknown key 'x'",
+        ),
+        (
+            QUANTIZE + "[quantize.linear.float8]\n[float8]\nrecipe_name = 'rowwise'\n",
+            "mixes \\[float8\\]/\\[mx\\] with \\[quantize.linear",
+        ),
+        (
+            MINIMAL.replace('["float8"]', '["quantize.linear.mx"]')
+            + "[quantize.linear.mx]\nrecipe_name = 'rowwise'\n",
+            "'recipe_name' in \\[quantize.linear.mx\\]",
+        ),
+        (MINIMAL.replace('["float8"]', '["float8", "mx"]'), "give one linear converter"),
+        (MINIMAL.replace('["float8"]', '["nvfp4"]'), "unknown converter 'nvfp4'"),
+    ],
+)
+def test_an_unknown_layout_is_one_line_naming_the_ones_read(text, message):
+    with pytest.raises(F8RoofError, match=message) as info:
+        parse_setup(text, path="x.toml")
+    assert "\n" not in info.value.message and len(info.value.message) <= 120
+
+
+def test_converter_lines_keep_the_setups_layout():
+    config = TorchtitanConfig(
+        "tensorwise", ("output",), float8_all_gather=True, section="quantize.linear.float8"
+    )
+    lines = torchtitan_lines(config)
+    assert lines[:4] == [
+        "[model]",
+        'converters = ["quantize.linear.float8"]',
+        "",
+        "[quantize.linear.float8]",
+    ]
+    text = " ".join(lines)
+    assert "--quantize.linear.float8.enable_fsdp_float8_all_gather" in text
+    assert "--float8." not in text
+    back = _parsed(lines)
+    assert back.quantize_layout and back.run.float8_all_gather
+
+
+def test_an_estimate_answers_in_the_setups_layout(tmp_path):
+    from f8roof.engine.answer import Question, answer_setup
+    from f8roof.training.run_config import RunConfig
+
+    path = tmp_path / "q.toml"
+    path.write_text(QUANTIZE + "[quantize.linear.float8]\nfilter_fqns = ['output']\n")
+    got = answer_setup(
+        str(path),
+        question=Question(),
+        setup=RunConfig(),
+        recipe_given=False,
+        options={"gpu": "h100"},
+    )
+    assert got.torchtitan.section == "quantize.linear.float8"

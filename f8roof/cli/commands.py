@@ -111,6 +111,7 @@ def estimate(
     recipe,
     setup,
     setup_file,
+    overrides,
     policy,
     show_all,
     **request,
@@ -140,9 +141,12 @@ def estimate(
             setup=setup,
             recipe_given=given is not click.core.ParameterSource.DEFAULT,
             options=request,
+            overrides=overrides,
             progress=bar,
         )
     else:
+        if overrides:
+            raise F8RoofError("--set overrides a --setup file's or config's keys: give --setup")
         result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
     if not isinstance(result, ModelAnswer):
         _warn(sentence(w) for w in result.warnings)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from f8roof.traffic.recipes import known_recipes
 from f8roof.traffic.variant import After, Before, Implementation
 
 
@@ -106,7 +107,11 @@ def training_setup(command):
     import functools
 
     @functools.wraps(command)
-    def wrapper(*args, tp, ep, fsdp, recompute, step_ms, float8_all_gather, network, **kwargs):
+    def wrapper(
+        *args, tp, ep, fsdp, recompute, step_ms, float8_all_gather, network, filter_fqns, **kwargs
+    ):
+        from dataclasses import replace
+
         from f8roof.training.run_config import RunConfig
 
         setup = RunConfig.from_options(
@@ -118,6 +123,9 @@ def training_setup(command):
             float8_all_gather=float8_all_gather,
             network_gbps=network,
         )
+        if filter_fqns is not None:
+            fqns = tuple(f.strip() for f in filter_fqns.split(",") if f.strip())
+            setup = replace(setup, filter_fqns=fqns)
         return command(*args, setup=setup, **kwargs)
 
     return stack(
@@ -135,6 +143,15 @@ def training_setup(command):
             is_flag=True,
             help="with --fsdp N: torchao's FSDP2 float8 weight all-gather with precomputed "
             "scales, as torchtitan's float8 docs run tensorwise",
+        ),
+        click.option(
+            "--filter-fqns",
+            default=None,
+            metavar="LIST",
+            help="with --model: linears kept in bf16, torchtitan's rule (an entry that is a "
+            "substring of the fqn: output, attention.wk, layers.27.; f8roof's names too); "
+            "nvfp4_bf16_tail: torchtitan's NVFP4 recipe's last 15%% of blocks and output. "
+            "Default: output, as torchtitan's llama configs; '' converts every linear",
         ),
         click.option(
             "--network",
@@ -206,8 +223,9 @@ ESTIMATE = stack(
         "--recipe",
         default="tensorwise",
         show_default=True,
-        help="tensorwise, tensorwise_delayed, tensorwise_static_weight, rowwise, rowwise_gw_hp "
-        "(with --model: a list, or all: torchao's recipes, every one with --impl reference)",
+        help=f"{known_recipes()} (float8: torchtitan's default, rowwise; mxfp8 and mx: "
+        "mxfp8_rceil; nvfp4 refused: not modelled yet). With --model: a list, or all: "
+        "torchao's recipes (every one with --impl reference; the MXFP8 ones on MX parts)",
     ),
     click.option("--scaling", default=None, help="tensorwise scaling per role: weight=delayed,..."),
     IMPL,
@@ -260,9 +278,18 @@ ESTIMATE = stack(
         "setup_file",
         type=click.Path(dir_okay=False),
         default=None,
-        help="a torchtitan job config (TOML) or f8roof's short form of it: model, tokens per rank, "
-        "parallelism, checkpointing, float8 recipe and filters (replaces --model, --tokens, --tp, "
+        help="a torchtitan job config (TOML, either converter layout), a torchtitan config name "
+        "(llama3:llama3_8b, f8roof's copy) or f8roof's short form: model, tokens per rank, "
+        "parallelism, checkpointing, recipe and filters (replaces --model, --tokens, --tp, "
         "--fsdp, --recompute, --recipe); prints torchtitan's filter_fqns for the answer",
+    ),
+    click.option(
+        "--set",
+        "overrides",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="with --setup: set a key, dotted as in the TOML (parallelism.tensor_parallel_degree=2, "
+        "quantize.linear.float8.recipe_name=rowwise); repeatable",
     ),
     POLICY,
     SHOW_ALL,
@@ -313,7 +340,10 @@ REPORT = stack(
     click.option("--tokens", type=int, required=True, help="tokens per step (M)"),
     click.option("--gpu", default=None, help="GPU preset (default: the calibration's, else h100)"),
     click.option(
-        "--recipe", default="tensorwise", show_default=True, help="a recipe, a list, or all"
+        "--recipe",
+        default="tensorwise",
+        show_default=True,
+        help=f"a recipe, a list, or all ({known_recipes()})",
     ),
     IMPL,
     CALIBRATION,

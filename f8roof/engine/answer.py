@@ -41,12 +41,13 @@ from f8roof.training.memory import (
     headroom,
     memory_estimate,
 )
-from f8roof.training.run_config import AUTO_FILTER, RunConfig
+from f8roof.training.run_config import RunConfig
 from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import (
     RECIPES,
     filter_fqns_for,
-    filter_names,
+    filtered,
+    layer_type,
     to_torchtitan_fqn,
 )
 
@@ -70,6 +71,9 @@ class TorchtitanConfig:
     float8_all_gather: bool = False
     wanted: str = ""  # f8roof's recipe, where torchtitan has none for it
     converts: bool = True  # False: the filters keep every linear, so train without float8
+    # the converter's section: [float8] (2024-25) or [quantize.linear.float8], as the setup
+    # wrote it; [quantize.linear.mx] for MX
+    section: str = "float8"
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ class Question:
     tokens: int | None = None
     overhead: str = "fitted"  # fitted | codegen
     from_setup: bool = False  # asked by a setup file: answer with torchtitan's converter lines
+    quantize_layout: bool = False  # ... in [quantize.linear.*], as the setup wrote them
     policy: str = DEFAULT_POLICY.value  # which end of the band a conversion must win at
 
     def check(self, request: Request, setup: RunConfig) -> None:
@@ -162,7 +167,9 @@ class Question:
             if self.tokens is None:
                 raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
         elif not setup.is_default:
-            raise F8RoofError("--tp, --ep, --fsdp, --recompute and --step-ms go with --model")
+            raise F8RoofError(
+                "--tp, --ep, --fsdp, --recompute, --step-ms and --filter-fqns go with --model"
+            )
 
 
 def answer(
@@ -189,7 +196,11 @@ def answer(
         if memory is not None and memory.headroom.cheaper_recompute:
             fitting = fitting_speedup(question, resolved, rec, memory.headroom)
             memory = replace(memory, fitting=fitting)
-        config = torchtitan_config(rec) if question.from_setup else None
+        config = (
+            torchtitan_config(rec, quantize_layout=question.quantize_layout)
+            if question.from_setup
+            else None
+        )
         gathered = with_float8_all_gather(question, rec, resolved)
         return ModelAnswer(
             resolved,
@@ -227,18 +238,17 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     if run.fsdp and run.fsdp_degree is None:
         return None
     gpu = resolved.config.gpu
-    filters = filter_names(
-        f
-        for f in (run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER)
-        if f != AUTO_FILTER
-    )
+    filters = run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER
     rows = rec.layers
-    converted = [
-        fqn
-        for fqn, grouped in zip(rows["fqn"], rows["grouped"])
-        if not any(f in fqn for f in filters)
-        and (not grouped or any(m in fqn for m in run.moe_fqns))
-    ]
+    # memory is modelled per layer type (a mean block): a type filters split counts as
+    # converted by its larger part
+    larger: dict[str, tuple[int, bool]] = {}
+    for fqn, count, grouped in zip(rows["fqn"], rows["count"], rows["grouped"]):
+        converts = not filtered(fqn, filters, count=count) and (
+            not grouped or any(m in fqn for m in run.moe_fqns)
+        )
+        larger[layer_type(fqn)] = max(larger.get(layer_type(fqn), (0, False)), (count, converts))
+    converted = [fqn for fqn, (_, converts) in larger.items() if converts]
     recipe = rec.best_recipe
 
     def estimate_at(at: RunConfig, tokens: int) -> MemoryEstimate:
@@ -477,9 +487,10 @@ def _settle(frame: pd.DataFrame, config) -> Settle | None:
     )
 
 
-def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
+def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> TorchtitanConfig:
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
-    filters)."""
+    filters); float8's in [quantize.linear.float8] with `quantize_layout`, else [float8]. MX
+    is always [quantize.linear.mx]: the layout whose recipe names f8roof's map to."""
     kept, converted = [], []
     for fqn, convert, held in zip(rec.layers["fqn"], rec.layers["convert"], kept_by_setup(rec)):
         try:
@@ -490,6 +501,14 @@ def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
     run = rec.setup
     fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
     recipe = rec.best_recipe
+    if recipe in TORCHTITAN_MX:
+        return TorchtitanConfig(
+            recipe=TORCHTITAN_MX[recipe],
+            filter_fqns=tuple(fqns),
+            wanted=recipe,
+            converts=bool(converted),
+            section="quantize.linear.mx",
+        )
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
     return TorchtitanConfig(
         recipe=recipe if recipe in RECIPES else None,
@@ -497,7 +516,13 @@ def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
         float8_all_gather=run.float8_all_gather,
         wanted=recipe,
         converts=bool(converted),
+        section="quantize.linear.float8" if quantize_layout else "float8",
     )
+
+
+# f8roof's MX recipes -> torchtitan's [quantize.linear.mx] recipe_name (torchao's
+# MXLinearRecipeName); the others (a bf16 grad_weight, emulation) it has no name for
+TORCHTITAN_MX = {"mxfp8_rceil": "mxfp8_cublas_rceil"}
 
 
 def answer_setup(
@@ -507,6 +532,7 @@ def answer_setup(
     setup: RunConfig,
     recipe_given: bool,
     options: dict,
+    overrides: Sequence[str] = (),
     progress: Callable | None = None,
 ) -> ModelAnswer:
     """`estimate --setup FILE`: the model question the file asks, answered; `options` the
@@ -518,7 +544,12 @@ def answer_setup(
     gpu = options["gpu"]
     try:
         new_question, new_setup, recipe, gpu = setup_question(
-            path, question=question, setup=setup, recipe_given=recipe_given, gpu=gpu
+            path,
+            question=question,
+            setup=setup,
+            recipe_given=recipe_given,
+            gpu=gpu,
+            overrides=overrides,
         )
         request = Request(recipes=recipe, **{**options, "gpu": gpu})
         result = answer(new_question, request, setup=new_setup, progress=progress)
@@ -548,6 +579,8 @@ def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: b
         )
     if recipe_given:
         raise F8RoofError("--setup sets the recipe ([float8] recipe_name): drop --recipe")
+    if setup.filter_fqns is not None:
+        raise F8RoofError("--setup sets the filters ([float8] filter_fqns): drop --filter-fqns")
 
 
 def setup_question(
@@ -557,6 +590,7 @@ def setup_question(
     setup: RunConfig,
     recipe_given: bool,
     gpu: str | None,
+    overrides: Sequence[str] = (),
 ) -> tuple[Question, RunConfig, str, str | None]:
     """`--setup FILE` -> (the model question, its RunConfig, its recipe, its GPU). The file
     replaces --model, --tokens, --tp, --ep, --fsdp, --recompute and --recipe; --step-ms and
@@ -564,13 +598,14 @@ def setup_question(
     from f8roof.training.setup_file import read_setup, training_setup
 
     check_setup_options(question, setup, recipe_given=recipe_given)
-    req = read_setup(path)
+    req = read_setup(path, overrides)
     step_ms = None if setup.step_s is None else setup.step_s * 1e3
     new_question = Question(
         model=req.run.model,
         tokens=req.run.tokens,
         overhead=question.overhead,
         from_setup=True,
+        quantize_layout=req.quantize_layout,
         policy=question.policy,
     )
     return new_question, training_setup(req, step_ms=step_ms), req.f8roof_recipe, gpu or req.run.gpu

@@ -427,7 +427,7 @@ def run_compare(
     """Resolve the request (recipe, implementation, context, F flags, calibration, device),
     then compile and compare. Everything refusable is refused before the first compile; `warn`
     hears each note as soon as it is known."""
-    from f8roof.engine.resolve import load_calibration, one_recipe, parse_roles
+    from f8roof.engine.resolve import load_calibration, one_recipe, parse_roles, recipe_names
     from f8roof.hardware.presets import resolve_gpu
     from f8roof.hardware.support import check_recipes
     from f8roof.inputs.shapes import parse_shape
@@ -438,7 +438,8 @@ def run_compare(
     from f8roof.traffic.worst_ideal import context_fused_roles
 
     target = resolve_gpu(request.gpu)
-    check_recipes(target, request.recipe)  # a recipe the target cannot run: one line, first
+    # a recipe the target cannot run: one line, first
+    check_recipes(target, ",".join(recipe_names(request.recipe)))
     recipe = one_recipe(request.recipe, request.scaling)
     # MX and blockwise exist in torchao only: it is the default for them wherever torch runs
     default = "torchao" if recipe.is_block_scaled else None

@@ -33,7 +33,7 @@ from f8roof.engine.resolve import Request, Resolved
 from f8roof.errors import F8RoofError
 from f8roof.training.catalog import Architecture, check_tokens
 from f8roof.training.run_config import ONE_GPU, RunConfig
-from f8roof.training.torchtitan_names import filter_names
+from f8roof.training.torchtitan_names import filtered
 
 TORCHAO_VERSION = "0.18.0"
 TORCHAO_SOURCE = (
@@ -175,8 +175,11 @@ def compare_filters(
         no_rule = e.message
     fqns = tuple(f for f in filter_fqns if f)
     if torchao is not None and fqns:
-        names = filter_names(fqns)  # torchtitan's names (output, attention.wk) or f8roof's
-        named = np.array([any(f in fqn for f in names) for fqn in rec.layers["fqn"]], dtype=bool)
+        rows = rec.layers
+        named = np.array(
+            [filtered(fqn, fqns, count=c) for fqn, c in zip(rows["fqn"], rows["count"])],
+            dtype=bool,
+        )
         torchao = torchao & ~named
     return FilterComparison(rec, torchao, no_rule, fqns)
 

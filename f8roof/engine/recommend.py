@@ -62,6 +62,7 @@ from f8roof.training.catalog import (
 )
 from f8roof.training.parallel import LocalLayer, local_layers
 from f8roof.training.run_config import ONE_GPU, RunConfig
+from f8roof.training.torchtitan_names import expand_filters, split_by_filters
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
@@ -137,7 +138,9 @@ class Recommendation:
     setup: RunConfig = ONE_GPU
     policy: DecisionPolicy = DEFAULT_POLICY  # which end of the band a conversion must win at
     margin: float = 0.0
-    # each recipe's per-layer estimates, in `recipes` order (`recommend_alone` reuses them)
+    # the rows at their local shapes and each recipe's estimates of them, in `recipes` order
+    # (`recommend_alone` reuses them)
+    local: tuple[LocalLayer, ...] = field(default=(), repr=False)
     frames: tuple[pd.DataFrame, ...] = field(default=(), repr=False)
 
     @property
@@ -207,8 +210,11 @@ def recommend(
     local = local_layers(architecture, tokens, setup)
     blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
     share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
+    if setup.filter_fqns:
+        setup = replace(setup, filter_fqns=expand_filters(setup.filter_fqns, blocks=blocks))
+        local = split_rows(local, setup.filter_fqns, blocks=blocks)
     frames = tuple(_layer_frame(local, c, share) for c in resolved.configs)
-    return _plan(architecture, tokens, resolved, setup, policy, margin, frames)
+    return _plan(architecture, tokens, resolved, setup, policy, margin, local, frames)
 
 
 def recommend_alone(rec: Recommendation, resolved: Resolved, recipe: str) -> Recommendation:
@@ -217,17 +223,24 @@ def recommend_alone(rec: Recommendation, resolved: Resolved, recipe: str) -> Rec
     i = rec.recipes.index(recipe)
     one = replace(resolved, configs=(resolved.configs[i],))
     return _plan(
-        rec.architecture, rec.tokens, one, rec.setup, rec.policy, rec.margin, (rec.frames[i],)
+        rec.architecture,
+        rec.tokens,
+        one,
+        rec.setup,
+        rec.policy,
+        rec.margin,
+        rec.local,
+        (rec.frames[i],),
     )
 
 
-def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, frames):
-    """The recommendation from each recipe's per-layer estimates (`frames`, one per config)."""
+def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local, frames):
+    """The recommendation from each recipe's per-layer estimates (`frames`, one per config,
+    of the rows `local`)."""
     configs = resolved.configs
     calibration = resolved.calibration
     criterion = "speedup" if calibration is not None else "speedup_worst"
     bf16_col, fp8_col = TIME_COLUMNS[criterion]
-    local = local_layers(architecture, tokens, setup)
     recipes = tuple(c.recipe.name for c in configs)
     # layers x recipes: the speedup each recipe's decision rests on (the policy's end of its
     # band); a recipe float8 cannot run at a layer's shape never wins there, and one the
@@ -296,12 +309,29 @@ def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, frame
         setup=setup,
         policy=policy,
         margin=margin,
+        local=tuple(local),
         frames=frames,
     )
 
 
 def _codes(frame: pd.DataFrame, criterion: str, policy: DecisionPolicy, margin: float):
     return frame_decisions(frame, criterion=criterion, policy=policy, margin=margin)[0]
+
+
+def split_rows(
+    local: Sequence[LocalLayer], filters: Sequence[str], *, blocks: int
+) -> list[LocalLayer]:
+    """Each layer type in every block as rows that `filters` keep or convert whole (layers
+    0-26 vs 27-31 under `layers.27.`, ...). A type in fewer than `blocks` blocks (an MoE
+    model's dense layers) stays one row: which blocks it sits in is not known here."""
+    out: list[LocalLayer] = []
+    for layer in local:
+        if layer.linear.count != blocks:
+            out.append(layer)
+            continue
+        for fqn, count in split_by_filters(layer.linear.fqn, blocks, filters):
+            out.append(replace(layer, linear=replace(layer.linear, fqn=fqn, count=count)))
+    return out
 
 
 def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:

@@ -34,7 +34,7 @@ from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, calibration_covers
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.hardware.presets import GPU, PRESETS, resolve_gpu
-from f8roof.hardware.support import check_recipes
+from f8roof.hardware.support import ScaledGemm, check_recipes, unsupported_reason
 from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.timing.datasheet import KERNEL_FLOOR_S, PRESET_EFFICIENCIES, datasheet_timing
 from f8roof.timing.gemm import BlockScaledGemm, RooflineGemm, TableGemm
@@ -42,11 +42,13 @@ from f8roof.timing.public_times import CROSS_VALIDATED_PART, PublicTimes
 from f8roof.traffic.block_scaled import is_read_off
 from f8roof.traffic.recipes import (
     ALL_RECIPE_NAMES,
+    MX_RECIPES,
     RECIPE_NAMES,
     ROLES,
     Recipe,
     RecipeError,
     Role,
+    canonical_name,
     parse_scaling,
 )
 from f8roof.traffic.variant import (
@@ -141,25 +143,34 @@ class Resolved:
         return self.configs[0].calibration
 
 
-def all_recipes(implementation: str | None = None) -> tuple[str, ...]:
+def all_recipes(implementation: str | None = None, gpu: GPU | None = None) -> tuple[str, ...]:
     """What 'all' means: the recipes torchao converts with (what its advice can be), unless
-    the reference implementation is asked for, which has delayed and static scaling too."""
+    the reference implementation is asked for, which has delayed and static scaling too; on a
+    part with MX gemms (Blackwell, gfx950) torchao's MXFP8 recipes too (not the emulated one,
+    a debugging aid)."""
     if implementation is not None and parse_implementation(implementation) is not (
         Implementation.TORCHAO
     ):
         return RECIPE_NAMES
-    return tuple(name for name in RECIPE_NAMES if name in TORCHAO_RECIPES)
+    names = tuple(name for name in RECIPE_NAMES if name in TORCHAO_RECIPES)
+    if gpu is not None and unsupported_reason(gpu, ScaledGemm.MXFP8) is None:
+        names += tuple(name for name, (_, emulated) in MX_RECIPES.items() if not emulated)
+    return names
+
+
+def recipe_names(text: str) -> list[str]:
+    """A comma list of recipe names in f8roof's spelling (`mxfp8` -> `mxfp8_rceil`)."""
+    return [canonical_name(t) for t in text.split(",") if t.strip()]
 
 
 def parse_recipes(
-    text: str, scaling: str | None = None, implementation: str | None = None
+    text: str,
+    scaling: str | None = None,
+    implementation: str | None = None,
+    gpu: GPU | None = None,
 ) -> list[Recipe]:
     """'all' (see `all_recipes`), one recipe name, or a comma list of them."""
-    names = (
-        list(all_recipes(implementation))
-        if text.strip() == "all"
-        else [t.strip() for t in text.split(",") if t.strip()]
-    )
+    names = list(all_recipes(implementation, gpu)) if text.strip() == "all" else recipe_names(text)
     if not names:
         raise RecipeError("no recipe given; known: all, " + ", ".join(ALL_RECIPE_NAMES))
     if scaling and len(names) > 1:
@@ -355,16 +366,17 @@ def resolve(request: Request, *, many_recipes: bool = True) -> Resolved:
 
 def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     asked = resolve_gpu(request.gpu) if request.gpu else None
+    names = ",".join(recipe_names(request.recipes))
     if asked is not None:
-        check_recipes(asked, request.recipes)  # MX on an H100: one line, before anything else
-    recipes = parse_recipes(request.recipes, request.scaling, request.implementation)
+        check_recipes(asked, names)  # MX on an H100: one line, before anything else
+    calibration, name, shipped = _calibration(request, asked)
+    gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
+    check_recipes(gpu, names)
+    recipes = parse_recipes(request.recipes, request.scaling, request.implementation, gpu)
     if len(recipes) > 1 and not many_recipes:
         raise F8RoofError(
             "several recipes are compared per layer: use them with --model, or give one --recipe"
         )
-    calibration, name, shipped = _calibration(request, asked)
-    gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
-    check_recipes(gpu, request.recipes)
     if request.gemm_table is not None:
         _check_table_recipes(recipes)
     named = asked is not None or request.calibration is not None  # else h100 by default

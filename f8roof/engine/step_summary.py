@@ -29,7 +29,7 @@ compute. Routed experts' all-to-all, pipeline and context parallelism are not mo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -76,18 +76,12 @@ from f8roof.training.step import (
     outside_blocks,
     step_summary,
 )
-from f8roof.training.torchtitan_names import filter_names
+from f8roof.training.torchtitan_names import filtered, layer_type
 
 BF16_BYTES = 2
 FP32_BYTES = 4
 # torchtitan's llama job configs keep the output projection (lm_head) in bf16
 DEFAULT_FILTER = ("output",)
-
-
-def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
-    """torchtitan's rule: a filter entry that is a substring of the fqn; entries may be
-    torchtitan's names or f8roof's."""
-    return any(f in fqn for f in filter_names(f for f in filters if f != AUTO_FILTER))
 
 
 def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
@@ -97,7 +91,9 @@ def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
     rows = rec.layers
     given = run.filter_fqns
     filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
-    kept = np.array([_filtered(f, filters) for f in rows["fqn"]], dtype=bool)
+    kept = np.array(
+        [filtered(f, filters, count=c) for f, c in zip(rows["fqn"], rows["count"])], dtype=bool
+    )
     said = {
         "filters": [f for f in filters if f != AUTO_FILTER],
         "torchtitan_default": given is None,
@@ -149,7 +145,7 @@ def summarize_step(
     shipped fits) the blocks are timed from that block's graphs, and the per-layer fits'
     answer is kept beside; `no_block` says why there is none. `bf16_block`: without `block`,
     the bf16 graphs of the same setup, so that its bf16 step is the one every recipe has."""
-    run = rec.setup
+    run = on_fabric(rec.setup, rec.gpu)
     try:
         timed = None
         if block is not None:  # timed once, read by both summaries that use the graphs
@@ -560,6 +556,16 @@ def _forward_gemms(rows, resolved: Resolved, convert, block) -> tuple[np.ndarray
     return bf16, fp8
 
 
+def on_fabric(run: RunConfig, gpu: str) -> RunConfig:
+    """The run with its GPU fabric's NVLink domain as its node (72 GPUs on an NVL72 rack):
+    what collectives stay on NVLink."""
+    try:
+        domain = find_interconnect(gpu).gpus_per_node
+    except CommError:
+        return run
+    return replace(run, gpus_per_node=domain)
+
+
 def _fabric(rec, notes: list[Note]) -> Interconnect | None:
     try:
         return find_interconnect(rec.gpu)
@@ -861,7 +867,9 @@ def _graph_blocks(
 
 
 def _layers(rec) -> int:
-    rows = rec.layers
-    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
-    counts = rows["count"].to_numpy(dtype=np.float64)
-    return int(counts[block].max()) if block.any() else 1
+    """The model's blocks: the most repeats of a layer type, its rows filters split summed."""
+    blocks: dict[str, int] = {}
+    for fqn, count in zip(rec.layers["fqn"], rec.layers["count"]):
+        if is_block_fqn(fqn):
+            blocks[layer_type(fqn)] = blocks.get(layer_type(fqn), 0) + int(count)
+    return max(blocks.values(), default=1)

@@ -138,6 +138,19 @@ HGX_B300 = (
     "NVIDIA DGX/HGX B300 datasheet (resources.nvidia.com/en-us-dgx-systems/dgx-b300-datasheet):"
     " per 8 GPUs 36 PF fp16/bf16, 72 PF fp8 (sparse), 2.3 TB HBM3e, 8 TB/s per GPU"
 )
+BLACKWELL_ULTRA_FP4 = (
+    "NVIDIA Blackwell Ultra datasheet (resources.nvidia.com/en-us-blackwell-architecture/"
+    "blackwell-ultra-datasheet) as torchao 0.18 testing/training/roofline_utils.py quotes it: "
+    "B300 SXM6 AC fp4 14e15 FLOP/s dense"
+)
+GB300_NVL72 = (
+    "NVIDIA GB300 NVL72 spec (nvidia.com/en-us/data-center/gb300-nvl72): per 72 GPUs FP4 "
+    "1,440 PF sparse | 1,080 PF dense, 720 PF fp8/fp6 and 360 PF fp16/bf16 (sparse), up to "
+    "20 TB HBM3e at 576 TB/s, ConnectX-8 800 Gb/s per GPU; 1,400 W per GPU"
+)
+# NVIDIA's pages give Blackwell Ultra 13.5-15 PF dense FP4 per GPU: the B300 preset takes its
+# datasheet's 14 PF (what torchao's roofline uses), GB300 its NVL72 spec's 1,080 PF / 72 = 15
+# (a 1,400 W part against B300's 1,100 W).
 BLACKWELL_SMS = (
     "148 SMs: 2 dies x 74 enabled SMs (chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-"
     "juggernaut-rolling); Inductor's DeviceProperties in public B200 output code: "
@@ -321,11 +334,29 @@ PRESETS: dict[str, GPU] = {
             (10, 3),
             288 * GB,
             mx_flops=4500.0 * TERA,
+            fp4_flops=14000.0 * TERA,
             power_w=1100,
-            sources=(HGX_B300, CC_10X),
+            sources=(HGX_B300, BLACKWELL_ULTRA_FP4, CC_10X),
             notes=(
                 "148 SMs: public B300 SXM6 AC (sm_103a) microbenchmark notes, '148 SMs, 2.032 GHz'",
-                "fp4 dense peak left out: NVIDIA's pages disagree (13.5-15 PF per GPU)",
+            ),
+        ),
+        GPU(
+            "gb300",
+            2500.0 * TERA,
+            5000.0 * TERA,
+            8.0 * TERA,
+            ("NVIDIA GB300",),
+            148,
+            (10, 3),
+            288 * GB,
+            mx_flops=5000.0 * TERA,
+            fp4_flops=15000.0 * TERA,
+            power_w=1400,
+            sources=(GB300_NVL72, CC_10X),
+            notes=(
+                "148 SMs assumed: B300's (no public GB300 device query found)",
+                "288 GB HBM3e per GPU: 20 TB over 72 GPUs, as B300's 2.3 TB over 8",
             ),
         ),
         GPU(
@@ -380,7 +411,13 @@ PRESETS: dict[str, GPU] = {
     )
 }
 
-ALIASES = {"h100-sxm": "h100", "h200-sxm": "h200", "b300-sxm": "b300"}
+ALIASES = {
+    "h100-sxm": "h100",
+    "h200-sxm": "h200",
+    "b300-sxm": "b300",
+    "gb200-nvl72": "gb200",
+    "gb300-nvl72": "gb300",
+}
 
 
 # Power limits `--gpu NAME@WATTSw` takes beside a preset's own: those a preset is (b200-750w),

@@ -133,7 +133,9 @@ def model_rows(answer: ModelAnswer) -> tuple[list[str], list[list[str]]]:
 
 
 def _layer_name(fqn: str) -> str:
-    return fqn.removeprefix(BLOCK_PREFIX)
+    """`model.layers.*.mlp.up_proj` -> `mlp.up_proj`; a row filters split keeps its blocks,
+    `model.layers.0-26.mlp.up_proj` -> `layers.0-26.mlp.up_proj`."""
+    return fqn.removeprefix(BLOCK_PREFIX).removeprefix("model.")
 
 
 # --- the step ---------------------------------------------------------------------------------
@@ -325,8 +327,10 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
     if config.recipe is None:
         return [f"# no torchtitan recipe for {config.wanted}"]
     fqns = list(config.filter_fqns)
-    toml = ["[model]", 'converters = ["float8"]', "", "[float8]"]
-    cli = ["--model.converters float8"]
+    section = config.section
+    converter = "float8" if section == "float8" else section
+    toml = ["[model]", f'converters = ["{converter}"]', "", f"[{section}]"]
+    cli = [f"--model.converters {converter}"]
     if config.recipe == "tensorwise" and config.float8_all_gather:
         # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
         toml += [
@@ -334,12 +338,12 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
             "precompute_float8_dynamic_scale_for_fsdp = true",
         ]
         cli += [
-            "--float8.enable_fsdp_float8_all_gather",
-            "--float8.precompute_float8_dynamic_scale_for_fsdp",
+            f"--{section}.enable_fsdp_float8_all_gather",
+            f"--{section}.precompute_float8_dynamic_scale_for_fsdp",
         ]
     else:
         toml.append(f'recipe_name = "{config.recipe}"')
-        cli.append(f"--float8.recipe_name {config.recipe}")
+        cli.append(f"--{section}.recipe_name {config.recipe}")
     listed = ", ".join(f'"{f}"' for f in fqns)
     if len(listed) + len("filter_fqns = []") <= WIDTH:
         toml.append(f"filter_fqns = [{listed}]")
@@ -347,7 +351,7 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
         toml += ["filter_fqns = [", *textwrap.wrap(listed + ",", WIDTH, initial_indent="    ",
                                                    subsequent_indent="    "), "]"]  # fmt: skip
     if fqns:
-        cli.append(f"--float8.filter_fqns {','.join(fqns)}")
+        cli.append(f"--{section}.filter_fqns {','.join(fqns)}")
     return [*toml, "", "# or on the command line:", *_shell_lines(cli)]
 
 

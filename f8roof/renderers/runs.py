@@ -17,10 +17,13 @@ TERA = 1e12
 # The gemms a training recipe needs, in the order the column lists them.
 GEMMS = (ScaledGemm.TENSORWISE, ScaledGemm.ROWWISE, ScaledGemm.BLOCKWISE, ScaledGemm.MXFP8)
 HEADER = (
-    f"{'name':10} {'arch':7} {'bf16':>7} {'fp8':>7} {'mxfp8':>7} {'HBM':>5} {'copy':>5} "
+    f"{'name':10} {'arch':7} {'bf16':>7} {'fp8':>7} {'mxfp8':>7} {'fp4':>7} {'HBM':>5} {'copy':>5} "
     f"{'power':>6}  {'float8':6} {'scaled gemms':34} matches"
 )
-UNITS = f"{'':10} {'':7} {'TFLOP/s':>7} {'TFLOP/s':>7} {'TFLOP/s':>7} {'TB/s':>5} {'':>5} {'W':>6}"
+UNITS = (
+    f"{'':10} {'':7} {'TFLOP/s':>7} {'TFLOP/s':>7} {'TFLOP/s':>7} {'TFLOP/s':>7} {'TB/s':>5} "
+    f"{'':>5} {'W':>6}"
+)
 
 
 def gpus_text(*, sources: bool = True) -> str:
@@ -36,13 +39,15 @@ def gpus_text(*, sources: bool = True) -> str:
 
 
 def _row(gpu: GPU) -> str:
-    mx = f"{gpu.mx_flops / TERA:7.0f}" if gpu.mx_flops else f"{'-':>7}"
+    mx, fp4 = (
+        f"{peak / TERA:7.0f}" if peak else f"{'-':>7}" for peak in (gpu.mx_flops, gpu.fp4_flops)
+    )
     power = f"{gpu.power_w:6d}" if gpu.power_w else f"{'?':>6}"
     runs = ",".join(g.value for g in GEMMS if unsupported_reason(gpu, g) is None)
     copy = preset_efficiency(gpu).memory_efficiency
     return (
         f"{gpu.name:10} {gpu.arch_label:7} {gpu.bf16_flops / TERA:7.0f} "
-        f"{gpu.fp8_flops / TERA:7.0f} {mx} {gpu.memory_bandwidth_bytes_per_s / TERA:5.2f} "
+        f"{gpu.fp8_flops / TERA:7.0f} {mx} {fp4} {gpu.memory_bandwidth_bytes_per_s / TERA:5.2f} "
         f"{copy:5.2f} {power}  {gpu.fp8_dtype_family.value:6} {runs:34} "
         f"{', '.join(gpu.device_prefixes) or '(by name only)'}"
     )

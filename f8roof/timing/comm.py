@@ -18,6 +18,8 @@ Conventions (nccl-tests' PERFORMANCE.md, which every published figure below is q
   model credits NVLS with up to 11% more all-reduce bandwidth.
 - Placement: `intra` (NVLink / Infinity Fabric inside one node) or `inter` (the group spans
   nodes; each GPU has its own NIC, so a ring's slowest hop is one NIC: busbw = NIC busbw).
+  A "node" is the NVLink domain: 8 GPUs on HGX/DGX boards, 72 on an NVL72 rack (GB200, GB300),
+  whose NVLink switch trays connect the 18 compute trays (`Interconnect.gpus_per_node`).
 - Latency: one fixed term per collective, the small-message floor of nccl-tests curves.
 
 Float8 all-gathers (torchao, tensorwise only): the payload is 1 byte per element; the scale is
@@ -38,6 +40,8 @@ Sources (per GPU preset, per GPU, bytes per second unless said):
 | h100 | 450 GB/s (NVLink 4, 900 GB/s both ways; H100 datasheet) | 370 GB/s (NVIDIA/nccl-tests#212, sjeaugey: "effective NVLink bandwidth of 370GB/s"; NVIDIA/nccl#1455: 365-370 at 2-8 GPUs) | 480 GB/s (nccl-tests#212; nccl-tests#290: 476) | 400 Gb/s ConnectX-7 (DGX H100) | 47 GB/s (nccl-tests#290, AddyLaddy: "NDR @ 400Gbps you should see 46-48GB/s per NIC") | 35 us / 63 us (see below) |
 | h200 | 450 GB/s (same NVLink 4) | 370 GB/s (same fabric) | 475 GB/s (NVIDIA/nccl-tests#272, 8x H200) | 400 Gb/s (DGX H200) | 47 GB/s | 35 us / 63 us |
 | b200 | 900 GB/s (NVLink 5, 1.8 TB/s both ways; DGX B200 datasheet) | 720 GB/s (NCCL's own B200 link model, maxBw 721.8, NVIDIA/nccl#1807) | 830 GB/s (NVIDIA/nccl#1807, 8x B200) | 400 Gb/s ConnectX-7 (DGX B200) | 47 GB/s | 35 us / 63 us (H100's) |
+| gb200 | 900 GB/s (NVLink 5; one NVLink domain of 72 GPUs, GB200 NVL72 spec) | 720 GB/s (B200's: the same NVLink 5) | 746 GB/s held at 8 GPUs: algbw 424-429 GB/s measured over all 72 (coreweave/nccl-tests#43, all_reduce 4-8 GB, busbw 835-847) | 400 Gb/s ConnectX-7 (GB200 NVL72 spec) | 47 GB/s | 35 us / 63 us (H100's) |
+| gb300 | 900 GB/s (NVLink 5, 72-GPU domain, GB300 NVL72 spec) | 720 GB/s (B200's) | 746 GB/s (GB200 NVL72's: the same NVLink switch trays, assumed) | 800 Gb/s ConnectX-8 (GB300 NVL72 spec) | 94 GB/s (assumption: 47 of 50 GB/s, ConnectX-7's ratio, at twice the line rate) | 35 us / 63 us (H100's) |
 | mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 368 GB/s (assumption: NCCL's 0.82 of line rate on NVLink applied to the links; no public rccl-tests figure found) | none (no NVSwitch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
 Latency, from nccl-tests on 8 H100 SXM in one node (togethercomputer/together-nccl-tests
 `benchmarks/H100/results/20260305_220043/{all_reduce,all_gather,reduce_scatter}_ring.out`,
@@ -49,7 +53,8 @@ Launches from one process per GPU, or CUDA graphs, run faster (2 GPUs, NVLS, gra
 NVIDIA/nccl#1259): no public multi-process table of 8 H100s was found, so 35 us may overstate
 them. Across nodes, 63 us at 16 B on two AWS p5 nodes (EFA, NCCL 2.20-2.22,
 KeitaW/p5-nccl-test-2024-07-19): the only published H100 small-message multi-node figure on
-an RDMA fabric found; no InfiniBand one was. B200 and MI300X take H100's figures (assumed).
+an RDMA fabric found; no InfiniBand one was. B200, GB200, GB300 and MI300X take H100's
+figures (assumed).
 """
 
 from __future__ import annotations
@@ -191,6 +196,31 @@ INTERCONNECTS: dict[str, Interconnect] = {
             inter_busbw_bytes_per_s=47 * GB,
             intra_latency_s=35e-6,
             inter_latency_s=63e-6,
+        ),
+        Interconnect(
+            "gb200",
+            intra_line_bytes_per_s=900 * GB,
+            intra_busbw_bytes_per_s=720 * GB,
+            # NVLS algbw measured over the 72 GPUs, stored as the busbw it is at 8 (the field's
+            # convention; nvls_algbw_bytes_per_s divides it back)
+            nvls_allreduce_busbw_bytes_per_s=426 * GB * 2 * 7 / 8,
+            inter_line_bytes_per_s=50 * GB,
+            inter_busbw_bytes_per_s=47 * GB,
+            intra_latency_s=35e-6,
+            inter_latency_s=63e-6,
+            gpus_per_node=72,
+        ),
+        Interconnect(
+            "gb300",
+            intra_line_bytes_per_s=900 * GB,
+            intra_busbw_bytes_per_s=720 * GB,
+            nvls_allreduce_busbw_bytes_per_s=426 * GB * 2 * 7 / 8,
+            inter_line_bytes_per_s=100 * GB,
+            inter_busbw_bytes_per_s=94 * GB,
+            intra_latency_s=35e-6,
+            inter_latency_s=63e-6,
+            gpus_per_node=72,
+            measured=False,
         ),
         Interconnect(
             "mi300x",

@@ -247,6 +247,20 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
             ROWWISE_ASSUMED,
         ),
     ),
+    "gb300": PresetEfficiency(
+        _nvidia(0.798, 0.754, mxfp8=0.754 * 0.991),
+        0.69,
+        ("b300's (see b300): the same Blackwell Ultra silicon",),
+        (
+            (
+                "gemm fractions are B300's (no public GB300 sweep); GB300 runs at 1,400 W "
+                "against B300's 1,100 W, so its gemms may sustain more"
+            ),
+            "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB300 copy measurement)",
+            K_STEPS_ASSUMED,
+            ROWWISE_ASSUMED,
+        ),
+    ),
     "mi300x": PresetEfficiency(
         _amd(0.518, 0.367, mxfp8=None),
         0.56,

@@ -54,9 +54,10 @@ How the bytes are obtained (`bytes_source`): mxfp8_emulated_rceil compiles with 
 codegen-only capture and is `generated` (its worst model equals what Inductor generates for
 b200); mxfp8_rceil, mxfp8_rceil_wgrad_with_hp and blockwise are `read-off` (READ_OFF_REASONS),
 their traffic the worst model above; tests/test_mx.py fails when torchao changes those kernels.
-NVFP4 (`moe_training.nvfp4_training.NVFP4TrainingConfig`) is not modelled: its Triton kernels
-exist only when `has_triton()` holds at import (a GPU), so compiling it here stops at
-"triton_rht_amax requires torch 2.10.0+ and triton installed".
+NVFP4 (`moe_training.nvfp4_training`) is not modelled yet. Its code does generate for b200 on
+a CPU once three blockers are met (scripts/nvfp4_codegen_probe.py, docs/mx.md), and shows its
+casts to be torchao's hand-written Triton kernels behind opaque custom ops, to be read off as
+MXFP8's are.
 """
 
 from __future__ import annotations

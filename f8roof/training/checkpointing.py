@@ -254,8 +254,9 @@ def recomputed_linears(
 
 
 # a block's linears sit under a repeated index: `layers.3.`, `model.layers.*.`, GPT-2's
-# `transformer.h.*.`; lm_head / output, embeddings and the final norm have none
-_BLOCK_FQN = re.compile(r"(^|\.)(\*|\d+)\.")
+# `transformer.h.*.`, or a range of blocks filters split off (`model.layers.0-26.`); lm_head /
+# output, embeddings and the final norm have none
+_BLOCK_FQN = re.compile(r"(^|\.)(\*|\d+(-\d+)?)\.")
 
 
 def is_block_fqn(fqn: str) -> bool:

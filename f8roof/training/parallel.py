@@ -41,6 +41,7 @@ from f8roof.training.catalog import (
     TPStyle,
     check_tokens,
 )
+from f8roof.training.checkpointing import is_block_fqn
 from f8roof.training.run_config import ONE_GPU, ParallelismError, RunConfig
 
 # torchao 0.18 torchao/prototype/moe_training/fp8_grouped_mm.py pads token groups with
@@ -73,7 +74,7 @@ class LocalLayer:
         """Inside the repeated transformer blocks (its name has a layer index). Activation
         checkpointing wraps the blocks only: torchtitan's `apply_ac` wraps each of
         `model.layers`, never the final norm and the output projection (lm_head)."""
-        return "*" in self.linear.fqn.split(".")
+        return is_block_fqn(self.linear.fqn)
 
 
 def padded_group_rows(rows: float, alignment: int = GROUPED_M_ALIGNMENT) -> int:

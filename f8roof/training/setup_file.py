@@ -2,8 +2,14 @@
 
 torchtitan's job configs of the published 2024-25 runs are TOML files (torchtitan moved to
 Python config objects in 2026): sections [model], [training], [parallelism],
-[activation_checkpoint] and [float8] carry what f8roof needs; every other torchtitan section
-(job, profiling, optimizer, checkpoint, ...) is accepted and ignored. Key names are read from
+[activation_checkpoint] and the converter's carry what f8roof needs; every other torchtitan
+section (job, profiling, optimizer, checkpoint, ...) is accepted and ignored. The converter's
+section comes in two layouts (`LAYOUTS`): [float8] / [mx] with `converters = ["float8"]` or
+`["mx"]` (2024-25), and [quantize.linear.float8] / [quantize.linear.mx] with converters
+`quantize.linear.float8` / `quantize.linear.mx` (torchtitan's `Quantize` job config, late 2025,
+and the TOML twins of its 2026 configs), [quantize.grouped_mm.*] `fqns` naming routed experts.
+MX reads torchtitan's MXLinear defaults (recipe_name "mxfp8_cublas", filter_fqns ["output"]);
+its recipe names map to f8roof's (`traffic.recipes.canonical_name`). Key names are read from
 torchtitan's JobConfig at two commits: 441a63ca4 (2025-05-20, torchtitan/config_manager.py,
 the HEAD of pytorch/torchtitan#1207) and cf30b2902 (2025-07, torchtitan/config/job_config.py,
 where training.batch_size became local_batch_size). A key torchtitan did not have there is an
@@ -17,7 +23,7 @@ Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
 the batch size) are required. Every key read is honoured or refused in one line: pipeline,
 context and expert-tensor parallelism (degrees above 1), float8 emulation and converters other
-than float8 are refused; a key that changes nothing f8roof models is accepted and ignored.
+than float8 and MX are refused; a key that changes nothing f8roof models is accepted and ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
 """
@@ -26,7 +32,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,9 @@ from typing import Any
 from f8roof.errors import F8RoofError
 from f8roof.files import read_text
 from f8roof.notes import Note, Topic, note
+from f8roof.traffic.recipes import MX_RECIPES, canonical_name
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
+from f8roof.training.config_registry import is_config_name, named_config, with_overrides
 from f8roof.training.run_config import REDUCE_DTYPES, RESHARD, RunConfig, check_step_ms
 from f8roof.training.torchtitan_names import RECIPES
 
@@ -45,7 +53,23 @@ else:  # Python 3.10: the same parser from PyPI (pyproject's tomli marker)
 
 
 AUTO_FILTER = "auto_filter_small_kn"  # torchtitan's flag for torchao's _auto_filter_for_recipe
-F8ROOF_RECIPES = {"rowwise_with_gw_hp": "rowwise_gw_hp"}  # torchtitan's recipe names -> f8roof's
+# The converter sections f8roof reads (the 2024-25 layout, then torchtitan's Quantize config
+# of late 2025 on: the module docstring), for its one line about a section it does not know.
+LAYOUTS = "[float8]/[mx] (2024-25), [quantize.linear.float8|mx]"
+# the converter names read, each also the name of the section holding its keys
+CONVERTERS = frozenset(
+    {
+        "float8",
+        "mx",
+        "quantize.linear.float8",
+        "quantize.linear.mx",
+        "quantize.grouped_mm.float8",
+        "quantize.grouped_mm.mx",
+    }
+)
+# torchtitan's MXLinear job config defaults (config/job_config.py, 2025)
+MX_DEFAULT_RECIPE = "mxfp8_cublas"
+MX_DEFAULT_FILTERS = ("output",)
 
 # torchtitan (model name, flavor) -> f8roof built-in (f8roof/training/catalog.py BUILTIN_NAMES).
 # Flavors from torchtitan's model registries: models/llama3 ("8B", "70B", "405B"),
@@ -103,6 +127,8 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "emulate",  # false, or refused
         }
     ),
+    "mx": frozenset({"recipe_name", "filter_fqns"}),
+    "grouped_mm": frozenset({"fqns"}),  # [quantize.grouped_mm.float8|mx]: routed experts
     "compile": frozenset({"enable"}),  # torchtitan's later [compile] section
     "f8roof": frozenset({"gpu", "step_ms", "network_gbps"}),
 }
@@ -144,6 +170,8 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
         {"per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop"}
     ),
     "float8": frozenset({"force_recompute_fp8_weight_in_bwd"}),
+    "mx": frozenset({"mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel"}),
+    "grouped_mm": frozenset({"recipe_name", "pad_multiple"}),
     "compile": frozenset({"components", "backend"}),
     "f8roof": frozenset(),
 }
@@ -156,7 +184,6 @@ IGNORED_SECTIONS = frozenset(
         "optimizer",
         "lr_scheduler",
         "checkpoint",
-        "mx",
         "comm",
         "memory_estimation",
         "fault_tolerance",
@@ -173,23 +200,29 @@ class SetupFile:
     [f8roof] section) and its float8 recipe."""
 
     run: RunConfig
-    recipe: str = "tensorwise"  # torchtitan's name (rowwise_with_gw_hp)
+    recipe: str = "tensorwise"  # torchtitan's name (rowwise_with_gw_hp, mxfp8_cublas)
     float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
     compile: bool = False
     source: str = ""  # the file, and which layout it was read as
+    quantize_layout: bool = False  # the converter's keys sat in [quantize.linear.*]
 
     def __post_init__(self) -> None:
         if self.run.model not in F8ROOF_MODELS:
             raise F8RoofError(f"setup: unknown f8roof model {self.run.model!r}")
         if self.run.tokens is None:
             raise F8RoofError("setup: the tokens per rank are not known")
-        if self.recipe not in RECIPES:
+        if self.recipe not in RECIPES and not self.is_mx:
             raise F8RoofError(f"setup: unknown recipe {self.recipe!r}; known: {', '.join(RECIPES)}")
 
     @property
+    def is_mx(self) -> bool:
+        return canonical_name(self.recipe) in MX_RECIPES
+
+    @property
     def f8roof_recipe(self) -> str:
-        """The recipe's name in f8roof (torchtitan's rowwise_with_gw_hp is rowwise_gw_hp)."""
-        return F8ROOF_RECIPES.get(self.recipe, self.recipe)
+        """The recipe's name in f8roof (torchtitan's rowwise_with_gw_hp is rowwise_gw_hp,
+        mxfp8_cublas is mxfp8_rceil)."""
+        return canonical_name(self.recipe)
 
 
 def _fail(message: str) -> F8RoofError:
@@ -249,14 +282,41 @@ def _check_keys(doc: Mapping[str, Any], path: str) -> None:
     for section, values in doc.items():
         if section in IGNORED_SECTIONS:
             continue
-        if section not in USED_KEYS:
-            raise _fail(f"unknown section [{section}] in {path}")
-        if not isinstance(values, Mapping):
-            raise _fail(f"[{section}] in {path} must be a table")
-        known = USED_KEYS[section] | IGNORED_KEYS[section]
-        for key in values:
-            if key not in known:
-                raise _fail(f"unknown key '{key}' in [{section}] of {path}")
+        if section not in USED_KEYS or section == "grouped_mm":
+            raise _fail(f"unknown section [{section}] in {path}; read: {LAYOUTS}")
+        _check_table(section, values, path, kind=section)
+
+
+def _check_table(section: str, values: Any, path: str, *, kind: str) -> None:
+    """A table's keys against the keys of its `kind` (a section of USED_KEYS)."""
+    if not isinstance(values, Mapping):
+        raise _fail(f"[{section}] in {path} must be a table")
+    known = USED_KEYS[kind] | IGNORED_KEYS[kind]
+    for key in values:
+        if key not in known:
+            raise _fail(f"unknown key '{key}' in [{section}] of {path}")
+
+
+def _converter_tables(doc: Mapping[str, Any], path: str) -> dict[str, _Section]:
+    """The converter sections of either layout, by their dotted name ([float8], [mx],
+    [quantize.linear.float8], ...), keys checked; [quantize] itself leaves the document."""
+    tables = {name: doc[name] for name in ("float8", "mx") if name in doc}
+    quantize = doc.get("quantize", {})
+    if not isinstance(quantize, Mapping):
+        raise _fail(f"[quantize] in {path} must be a table")
+    for group, kinds in quantize.items():
+        if group not in ("linear", "grouped_mm") or not isinstance(kinds, Mapping):
+            raise _fail(f"unknown section [quantize.{group}] in {path}; read: {LAYOUTS}")
+        for kind, values in kinds.items():
+            if kind not in ("float8", "mx"):
+                raise _fail(f"unknown section [quantize.{group}.{kind}] in {path}; read: {LAYOUTS}")
+            name = f"quantize.{group}.{kind}"
+            _check_table(name, values, path, kind="grouped_mm" if group == "grouped_mm" else kind)
+            tables[name] = values
+    layouts = {name.startswith("quantize.linear") for name in tables if "grouped_mm" not in name}
+    if len(layouts) > 1:
+        raise _fail(f"{path} mixes [float8]/[mx] with [quantize.linear.*]: give one layout")
+    return {name: _Section(name, values, path) for name, values in tables.items()}
 
 
 def _model_name(model: _Section) -> tuple[str, bool]:
@@ -282,12 +342,60 @@ def _model_name(model: _Section) -> tuple[str, bool]:
     return TORCHTITAN_MODELS[key], True
 
 
-def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
-    """A setup TOML (torchtitan's job config or f8roof's short form) -> SetupFile."""
+# torchtitan's [quantize.linear.mx] recipe_name values f8roof models (torchao's
+# MXLinearRecipeName); every other spelling of an MX recipe (`traffic.recipes`) is read too
+TORCHTITAN_MX_NAMES = ("mxfp8_cublas", "mxfp8_cublas_rceil")
+
+
+@dataclass(frozen=True)
+class _Converter:
+    """Which linear converter a setup turns on and the section holding its keys."""
+
+    section: _Section
+    on: bool  # the converter is in [model] converters (or the file is f8roof's short form)
+    mx: bool = False
+    experts: tuple[str, ...] = ()  # routed experts' fqns a grouped_mm converter names
+
+
+def _converter(
+    model: _Section, tables: dict[str, _Section], torchtitan_names: bool, path: str
+) -> _Converter:
+    """The linear converter of [model] converters (float8 or MX, either layout) and its
+    section; a file naming none is read as float8 with its section's switches."""
+    converters = model.names("converters")
+    for name in converters:
+        if name not in CONVERTERS:
+            raise _fail(
+                f"unknown converter {name!r} in [model] of {path}: f8roof reads "
+                "float8, mx and quantize.linear.float8|mx"
+            )
+    linear = [c for c in converters if "grouped_mm" not in c]
+    if len(linear) > 1:
+        raise _fail(f"converters {linear} in [model] of {path}: give one linear converter")
+    experts = tuple(
+        f for c in converters if "grouped_mm" in c and c in tables for f in tables[c].names("fqns")
+    )
+    if linear:
+        name = linear[0]
+        section = tables.get(name, _Section(name, {}, path))
+        return _Converter(section, on=True, mx=name.endswith("mx"), experts=experts)
+    # no linear converter: the float8 section present (either layout) says what is asked
+    name = "quantize.linear.float8" if "quantize.linear.float8" in tables else "float8"
+    section = tables.get(name, _Section(name, {}, path))
+    on = section.boolean("enable_float8_linear", False) or not torchtitan_names
+    return _Converter(section, on=on, experts=experts)
+
+
+def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = ()) -> SetupFile:
+    """A setup TOML (torchtitan's job config or f8roof's short form) -> SetupFile; `overrides`
+    (`section.key=value`) set keys on top of the file's."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise _fail(f"{path} is not valid TOML: {e}") from None
+    doc = with_overrides(doc, overrides, where=path)
+    tables = _converter_tables(doc, path)
+    doc = {k: v for k, v in doc.items() if k != "quantize"}
     _check_keys(doc, path)
     sec = {name: _Section(name, doc.get(name, {}), path) for name in USED_KEYS}
     assumptions: list[Note] = []
@@ -385,59 +493,59 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             # torchtitan checkpoints blocks whose count divides by n; 0: every block
             recompute_every = max(int(option), 1)
 
-    converters = sec["model"].names("converters")
-    for converter in converters:
-        if converter == "mx":
-            raise _fail(
-                f"converters = ['mx'] in [model] of {path}: torchtitan's MX converter ([mx]) is "
-                "not read from a setup; ask f8roof estimate --model ... --recipe mxfp8_rceil"
-            )
-        if converter != "float8":
-            raise _fail(
-                f"unknown converter {converter!r} in [model] of {path}: f8roof reads float8"
-            )
-    f8 = sec["float8"]
+    converter = _converter(sec["model"], tables, torchtitan_names, path)
+    f8 = converter.section
     if f8.boolean("emulate", False):
         raise _fail(
-            f"'emulate' = true in [float8] of {path}: torchtitan emulates float8 in bf16 (a "
+            f"'emulate' = true in [{f8.name}] of {path}: torchtitan emulates float8 in bf16 (a "
             "test mode), which f8roof does not model"
         )
-    float8 = (
-        "float8" in converters
-        or f8.boolean("enable_float8_linear", False)
-        or not (torchtitan_names)
-    )
+    float8 = converter.on
     if not float8:
         assumptions.append(note(Topic.CONVERTER_OFF))
     recipe_name = f8.string("recipe_name")
     all_gather = f8.boolean("enable_fsdp_float8_all_gather", False)
     precompute = f8.boolean("precompute_float8_dynamic_scale_for_fsdp", False)
-    if recipe_name is not None and recipe_name not in RECIPES:
+    known = TORCHTITAN_MX_NAMES if converter.mx else RECIPES
+    readable = (
+        canonical_name(recipe_name or "") in MX_RECIPES if converter.mx else recipe_name in known
+    )
+    if recipe_name is not None and not readable:
         raise _fail(
-            f"'recipe_name' in [float8] of {path} must be one of {', '.join(RECIPES)} "
+            f"'recipe_name' in [{f8.name}] of {path} must be one of {', '.join(known)} "
             f"(got {recipe_name!r})"
         )
     if recipe_name is not None and all_gather:
         # torchtitan/components/quantization/float8.py (2025): an assert refuses the pair
         raise _fail(
-            f"torchtitan refuses [float8] enable_fsdp_float8_all_gather with recipe_name in "
+            f"torchtitan refuses [{f8.name}] enable_fsdp_float8_all_gather with recipe_name in "
             f"{path}; leave recipe_name out for tensorwise with float8 all-gather"
         )
+    default_recipe = MX_DEFAULT_RECIPE if converter.mx else "tensorwise"
     if recipe_name is None:
         assumptions.append(
             note(
-                Topic.SETUP_DEFAULT, source=JOB_CONFIG, key="float8.recipe_name", value="tensorwise"
+                Topic.SETUP_DEFAULT,
+                source=JOB_CONFIG,
+                key=f"{f8.name}.recipe_name",
+                value=default_recipe,
             )
         )
-    recipe = recipe_name or "tensorwise"
-    filter_fqns = f8.names("filter_fqns")
+    recipe = recipe_name or default_recipe
+    default_filters = MX_DEFAULT_FILTERS if converter.mx else ()
+    filter_fqns = f8.names("filter_fqns") if f8.has("filter_fqns") else default_filters
     if not f8.has("filter_fqns"):
         assumptions.append(
-            note(Topic.SETUP_DEFAULT, source=JOB_CONFIG, key="float8.filter_fqns", value=[])
+            note(
+                Topic.SETUP_DEFAULT,
+                source=JOB_CONFIG,
+                key=f"{f8.name}.filter_fqns",
+                value=list(default_filters),
+            )
         )
     if AUTO_FILTER in filter_fqns and recipe not in ("tensorwise", "rowwise"):
         raise _fail(
-            f"filter_fqns {AUTO_FILTER!r} with recipe_name {recipe!r} in [float8] of {path}: "
+            f"filter_fqns {AUTO_FILTER!r} with recipe_name {recipe!r} in [{f8.name}] of {path}: "
             "torchao's _auto_filter_for_recipe has no rule for it (NotImplementedError)"
         )
     fsdp_on = fsdp is None or fsdp > 1
@@ -475,7 +583,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             precompute_scales=precompute_scales,
             sac_policy=TOML_LAYOUT_POLICY,
             filter_fqns=filter_fqns,
-            moe_fqns=f8.names("moe_fqns_prototype"),
+            moe_fqns=f8.names("moe_fqns_prototype") + converter.experts,
             reduce_dtype=reduce_dtype,
             reshard_after_forward=reshard,
             dp_replicate=replicate,
@@ -490,12 +598,20 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         float8=float8,
         compile=compile_,
         source=f"{path} ({'torchtitan job config' if torchtitan_names else 'f8roof setup'})",
+        quantize_layout=f8.name.startswith("quantize."),
     )
 
 
-def read_setup(path: str | Path) -> SetupFile:
+def read_setup(path: str | Path, overrides: Sequence[str] = ()) -> SetupFile:
+    """A TOML file, or a torchtitan config name (`llama3:llama3_8b`, f8roof's copy of it:
+    training/config_registry.py) where no such file exists."""
+    if isinstance(path, str) and is_config_name(path) and not Path(path).exists():
+        named = named_config(path)
+        got = parse_setup(named.toml, path=path, overrides=overrides)
+        return replace(got, source=f"{path} (torchtitan config, {named.source})")
     p = Path(path)
-    return parse_setup(read_text(p, what="setup", error=F8RoofError), path=str(p))
+    text = read_text(p, what="setup", error=F8RoofError)
+    return parse_setup(text, path=str(p), overrides=overrides)
 
 
 def training_setup(setup: SetupFile, *, step_ms: float | None = None) -> RunConfig:

@@ -1,16 +1,20 @@
-"""torchtitan's names for f8roof's layers, both ways, and what to tell torchtitan.
+"""torchtitan's names for f8roof's layers, its filter rule, and what to tell torchtitan.
 
 torchtitan's llama modules: `layers.N.attention.wq/wk/wv/wo`, `layers.N.feed_forward.w1/w2/w3`
 (w1 gate, w3 up, w2 down) and `output` (the lm_head); f8roof's (Hugging Face's):
 `model.layers.*.self_attn.q_proj`, ..., `model.layers.*.mlp.gate_proj/up_proj/down_proj`,
 `lm_head`. torchtitan matches `filter_fqns` entries as substrings of module fqns, so the leaf
-path (`attention.wk`) filters that linear in every block.
+path (`attention.wk`) filters that linear in every block, and `layers.27.` every linear of
+block 27 (`filtered`, the one place that rule lives). A row of f8roof's covers a layer type in
+`count` blocks (`model.layers.*.`); filters naming some blocks split it into rows over block
+ranges (`model.layers.0-26.`, `split_by_filters`).
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from f8roof.errors import F8RoofError
 
@@ -32,12 +36,12 @@ _LEAVES: tuple[tuple[str, str], ...] = (
     ("mlp.up_proj", "feed_forward.w3"),
     ("mlp.down_proj", "feed_forward.w2"),
 )
-_F8ROOF_BLOCK = re.compile(r"^model\.layers\.(\*|\d+)\.(.+)$")
-_TITAN_BLOCK = re.compile(r"^layers\.(\*|\d+)\.(.+)$")
+_F8ROOF_BLOCK = re.compile(r"^model\.layers\.(\*|\d+(?:-\d+)?)\.(.+)$")
 
 
 def to_torchtitan_fqn(fqn: str) -> str:
-    """`model.layers.*.self_attn.q_proj` -> `layers.*.attention.wq`; `lm_head` -> `output`."""
+    """`model.layers.*.self_attn.q_proj` -> `layers.*.attention.wq` (a block index or range
+    kept); `lm_head` -> `output`."""
     if fqn == "lm_head":
         return "output"
     m = _F8ROOF_BLOCK.match(fqn)
@@ -46,26 +50,6 @@ def to_torchtitan_fqn(fqn: str) -> str:
             if m.group(2) == ours:
                 return f"layers.{m.group(1)}.{theirs}"
     raise _fail(f"no torchtitan name for layer {fqn!r}")
-
-
-def to_f8roof_fqn(name: str) -> str:
-    """A torchtitan fqn or filter entry -> f8roof's layer name: `output` -> `lm_head`,
-    `layers.3.attention.wq` -> `model.layers.*.self_attn.q_proj`, and the bare leaf
-    `attention.wq` (what filter_fqns lists) -> `self_attn.q_proj`, which matches as a substring
-    the same layers torchtitan's does. Names already f8roof's come back unchanged."""
-    name = name.strip()
-    if name == "output":
-        return "lm_head"
-    m = _TITAN_BLOCK.match(name)
-    if m:
-        for ours, theirs in _LEAVES:
-            if m.group(2) == theirs:
-                return f"model.layers.*.{ours}"
-        raise _fail(f"no f8roof layer for torchtitan fqn {name!r}")
-    for ours, theirs in _LEAVES:
-        if name == theirs:
-            return ours
-    return name
 
 
 def filter_fqns_for(skipped: Iterable[str]) -> list[str]:
@@ -80,18 +64,94 @@ def filter_fqns_for(skipped: Iterable[str]) -> list[str]:
     return out
 
 
-def filter_names(filter_fqns: Iterable[str]) -> tuple[str, ...]:
-    """Filter entries as given plus their f8roof spelling, so that torchtitan's (`output`,
-    `attention.wk`) and f8roof's (`lm_head`, `self_attn.k_proj`) both match f8roof's layer
-    names as substrings (torchtitan's rule)."""
+# The first block index of an fqn: `*` (every block), `27`, or a range `0-26` (a split row).
+_BLOCK_INDEX = re.compile(r"(^|\.)(\*|\d+(?:-\d+)?)\.")
+# torchtitan's NVFP4 recipe (components/quantization, `nvfp4_bf16_tail_fqns`): the last
+# ceil(15%) of the decoder blocks and the output projection stay bf16.
+BF16_TAIL = "nvfp4_bf16_tail"
+BF16_TAIL_FRACTION = 0.15
+
+
+def _blocks_of(fqn: str, count: int) -> range | None:
+    """The block indices a row covers; None for a linear outside the blocks."""
+    m = _BLOCK_INDEX.search(fqn)
+    if m is None:
+        return None
+    index = m.group(2)
+    if index == "*":
+        return range(count)
+    first, _, last = index.partition("-")
+    return range(int(first), int(last or first) + 1)
+
+
+def _with_blocks(fqn: str, blocks: range | int) -> str:
+    """The fqn with its block index replaced by one block or a range of them."""
+    if isinstance(blocks, range):
+        index = str(blocks[0]) if len(blocks) == 1 else f"{blocks[0]}-{blocks[-1]}"
+    else:
+        index = str(blocks)
+    return _BLOCK_INDEX.sub(lambda m: f"{m.group(1)}{index}.", fqn, count=1)
+
+
+def layer_type(fqn: str) -> str:
+    """A split row's layer type: `model.layers.0-26.mlp.up_proj` -> `model.layers.*.mlp.up_proj`."""
+    return _BLOCK_INDEX.sub(lambda m: f"{m.group(1)}*.", fqn, count=1)
+
+
+def expand_filters(filters: Iterable[str], *, blocks: int) -> tuple[str, ...]:
+    """Filter entries with torchtitan's NVFP4 bf16 tail (`nvfp4_bf16_tail`) written out for a
+    model of `blocks` decoder blocks: `layers.N.` for each of the last ceil(15%) and `output`.
+    torchtitan lists the blocks to convert instead; as filters the same linears stay bf16."""
     out: list[str] = []
-    for entry in filter_fqns:
-        entry = entry.strip()
-        if not entry:
-            continue
-        out.append(entry)
-        try:
-            out.append(to_f8roof_fqn(entry))
-        except F8RoofError:
-            pass  # a torchtitan module f8roof does not model: matches nothing of ours
+    for entry in filters:
+        if entry.strip() == BF16_TAIL:
+            tail = math.ceil(blocks * BF16_TAIL_FRACTION)
+            if tail >= blocks:
+                raise _fail(f"{BF16_TAIL} keeps all {blocks} blocks in bf16: nothing converts")
+            out += [f"layers.{i}." for i in range(blocks - tail, blocks)] + ["output"]
+        elif entry.strip():
+            out.append(entry.strip())
     return tuple(dict.fromkeys(out))
+
+
+def _one_filtered(fqn: str, filters: Sequence[str]) -> bool:
+    names = [fqn]
+    try:
+        names.append(to_torchtitan_fqn(fqn))
+    except F8RoofError:
+        pass  # no torchtitan name (routed experts, other families): f8roof's name alone
+    return any(entry in name for entry in filters for name in names)
+
+
+def filtered(fqn: str, filters: Iterable[str], *, count: int = 1) -> bool:
+    """torchtitan's rule: a linear stays bf16 when an entry of `filters` is a substring of its
+    fqn, torchtitan's (`layers.27.attention.wq`, `output`) or f8roof's (`lm_head`). A row over
+    several blocks (`count` of them under `*`, or a range) is filtered when each block is."""
+    entries = [f for f in filters if f]
+    if not entries:
+        return False
+    blocks = _blocks_of(fqn, count)
+    if blocks is None:
+        return _one_filtered(fqn, entries)
+    return all(_one_filtered(_with_blocks(fqn, i), entries) for i in blocks)
+
+
+def split_by_filters(fqn: str, count: int, filters: Sequence[str]) -> list[tuple[str, int]]:
+    """A layer type over `count` blocks as rows (fqn, count) that `filters` each keep or
+    convert whole: the type itself where they treat every block alike, else one row per run of
+    blocks (`model.layers.0-26.self_attn.q_proj`, 27; `model.layers.27-31...`, 5)."""
+    blocks = _blocks_of(fqn, count)
+    if blocks is None or not filters:
+        return [(fqn, count)]
+    runs: list[list[int]] = []
+    last = None
+    for i in blocks:
+        kept = _one_filtered(_with_blocks(fqn, i), filters)
+        if runs and kept == last:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+        last = kept
+    if len(runs) == 1:
+        return [(fqn, count)]
+    return [(_with_blocks(fqn, range(run[0], run[-1] + 1)), len(run)) for run in runs]
