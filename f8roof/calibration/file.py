@@ -70,6 +70,7 @@ from f8roof.traffic.fit import (
     Shape,
     TrafficFit,
     Unfitted,
+    polynomial_sum,
 )
 from f8roof.traffic.variant import Variant
 
@@ -777,7 +778,7 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
         if len({k.key for k in kernels}) != len(kernels):
             r.fail("kernels", "a kernel key appears twice")
         total = r.polynomial("total")
-        if sum((k.nbytes for k in kernels), Polynomial.from_map({})) != total:
+        if polynomial_sum(k.nbytes for k in kernels) != total:
             raise CalibrationError(
                 f"{r.source}: field {r.where}.total: is not the sum of its kernels"
             )

@@ -16,8 +16,7 @@ import pandas as pd
 from f8roof.calibration.file import Calibration, StepMeasurement
 from f8roof.engine.estimate import EstimateConfig, estimate
 from f8roof.hardware.presets import PRESETS
-from f8roof.traffic.variant import Variant
-from f8roof.traffic.worst_ideal import context_fused_roles
+from f8roof.traffic.variant import Variant, context_fused_roles
 
 
 @dataclass(frozen=True)

@@ -434,8 +434,7 @@ def run_compare(
     from f8roof.profiler.device import require_device
     from f8roof.profiler.graphs import resolve_implementation
     from f8roof.traffic.block_scaled import is_read_off
-    from f8roof.traffic.variant import Context
-    from f8roof.traffic.worst_ideal import context_fused_roles
+    from f8roof.traffic.variant import Context, context_fused_roles
 
     target = resolve_gpu(request.gpu)
     check_recipes(target, request.recipe)  # a recipe the target cannot run: one line, first

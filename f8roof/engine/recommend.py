@@ -41,14 +41,19 @@ from f8roof.engine.decision import (
     settle_command,
     straddles,
 )
-from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
+from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.errors import F8RoofError
 from f8roof.timing.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
+from f8roof.traffic.byte_table import ModelKey, model_bytes, sympy_model
 from f8roof.traffic.grouped import GROUPED_RECIPE, is_grouped_recipe
-from f8roof.traffic.recipes import Recipe
-from f8roof.traffic.variant import TORCHAO_RECIPES, Context, Implementation
-from f8roof.traffic.worst_ideal import Level, context_fused_roles
+from f8roof.traffic.variant import (
+    TORCHAO_RECIPES,
+    Context,
+    Implementation,
+    Level,
+    context_fused_roles,
+)
 from f8roof.training.catalog import (
     Architecture,
     as_module,
@@ -60,6 +65,7 @@ from f8roof.training.catalog import (
     resolve_model,
 )
 from f8roof.training.parallel import LocalLayer, local_layers
+from f8roof.training.recompute import forward_share, is_forward
 from f8roof.training.run_config import ONE_GPU, RunConfig
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
@@ -468,27 +474,18 @@ def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> pd.
 
 
 @lru_cache(maxsize=32)
-def _forward_share_fn(
-    recipe: Recipe,
-    implementation: Implementation,
-    fused: frozenset,
-    limited: frozenset,
-    grouped: bool,
-):
-    import sympy as sp
+def _forward_share_fn(key: ModelKey):
+    """numpy (M, K, N) -> the forward share of a (worst-case) model's bytes
+    (`training.recompute.forward_share`)."""
+    found = model_bytes(key)
+    if found is None:
+        import sympy as sp
 
-    from f8roof.traffic.monomials import SYMBOLS
-    from f8roof.training.recompute import forward_share
+        from f8roof.traffic import monomials
 
-    model = traffic_model(
-        recipe,
-        Level.WORST,
-        implementation=implementation,
-        fused=fused,
-        limited=limited,
-        grouped=grouped,
-    )
-    return sp.lambdify(SYMBOLS, forward_share(model), modules="numpy")
+        return sp.lambdify(monomials.SYMBOLS, forward_share(sympy_model(key)), modules="numpy")
+    forward, total = found.sum(is_forward), found.total
+    return lambda M, K, N: forward(M, K, N) / total(M, K, N)
 
 
 def _add_recompute(
@@ -507,9 +504,7 @@ def _add_recompute(
     bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N, groups)
     output_dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
     fp8_fwd, _ = gemm.time_s(output_dtype, GemmRole.OUTPUT, M, K, N, groups)
-    share_fn = _forward_share_fn(
-        config.recipe, config.implementation, config.fused, config.limited, config.grouped
-    )
+    share_fn = _forward_share_fn(config.model_key(Level.WORST))
     share = np.broadcast_to(np.asarray(share_fn(M, K, N), dtype=np.float64), M.shape)
     frame["forward_share"] = share
     bf16_fwd, fp8_fwd, share = bf16_fwd * blocks, fp8_fwd * blocks, share * blocks

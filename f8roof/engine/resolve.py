@@ -54,9 +54,9 @@ from f8roof.traffic.variant import (
     Context,
     Implementation,
     Variant,
+    context_fused_roles,
     parse_implementation,
 )
-from f8roof.traffic.worst_ideal import context_fused_roles
 
 DEFAULT_GPU = "h100"
 

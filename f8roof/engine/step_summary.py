@@ -55,10 +55,9 @@ from f8roof.timing.comm import (
     placement_for,
 )
 from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
-from f8roof.traffic.monomials import K, M, N
+from f8roof.traffic.byte_table import ModelKey, model_bytes
 from f8roof.traffic.recipes import Role
-from f8roof.traffic.variant import Before, Context
-from f8roof.traffic.worst_ideal import context_fused_roles, worst_traffic
+from f8roof.traffic.variant import Before, Context, Level, context_fused_roles
 from f8roof.training.catalog import TPStyle
 from f8roof.training.checkpointing import (
     MM,
@@ -397,14 +396,14 @@ def _shared_input_s(
             paid.add(group)
             continue
         config = configs.get(str(row["recipe"]), resolved.config)
-        model = worst_traffic(
-            config.recipe,
-            implementation=config.implementation,
-            fused=context_fused_roles(context),
+        key = ModelKey(
+            config.recipe, Level.WORST, config.implementation, context_fused_roles(context)
         )
-        at = {M: int(row["M"]), K: int(row["K"]), N: int(row["N"])}
-        total = float(model.total.subs(at))
-        mine = sum(float(k.bytes_total.subs(at)) for k in model.kernels if k.role is Role.INPUT)
+        model = model_bytes(key)
+        assert model is not None, "a linear's worst model is a polynomial"
+        at = (int(row["M"]), int(row["K"]), int(row["N"]))
+        total = float(model.total.exact(at))
+        mine = float(model.sum(lambda k: k.role is Role.INPUT).exact(at))
         overhead = max(float(fp8[i] - row["fp8_gemm_s"]), 0.0)
         saved[i] = overhead * mine / total if total > 0 else 0.0
     return saved
@@ -497,17 +496,7 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
             continue
         dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
         fp8_fwd = float(config.gemm_model.time_s(dtype, GemmRole.OUTPUT, M, K, N)[0])
-        share = float(
-            np.asarray(
-                _forward_share_fn(
-                    config.recipe,
-                    config.implementation,
-                    config.fused,
-                    config.limited,
-                    config.grouped,
-                )(M, K, N)
-            )
-        )
+        share = float(np.asarray(_forward_share_fn(config.model_key(Level.WORST))(M, K, N)))
         overhead = float(row["fp8_s"] - row["fp8_gemm_s"]) if "fp8_s" in rows else 0.0
         re_fp8[i] = (fp8_fwd if again[i] else 0.0) + share * max(overhead, 0.0)
     return re_bf16, re_fp8

@@ -62,8 +62,7 @@ exist only when `has_triton()` holds at import (a GPU), so compiling it here sto
 from __future__ import annotations
 
 from enum import Enum
-
-import sympy as sp
+from typing import TYPE_CHECKING
 
 from f8roof.traffic.kernel_traffic import (
     BF16_BYTES,
@@ -75,6 +74,9 @@ from f8roof.traffic.kernel_traffic import (
 )
 from f8roof.traffic.recipes import BLOCK_SCALE_BYTES, ROLES, Granularity, Recipe, Role
 from f8roof.traffic.variant import ContextError, Implementation
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 # The cast kernels torchao 0.18 calls, in its call order, each with the (role, cast) it makes.
 # MX (mxfp8_rceil; `mx_mm` with the kernel choices `_to_mxfp8_then_scaled_mm` fixes: Triton
@@ -185,6 +187,8 @@ def scale_bytes(recipe: Recipe, role: Role) -> sp.Expr:
 
 
 def _kernel(role: Role, what: str, read, written) -> KernelTraffic:
+    import sympy as sp
+
     return KernelTraffic(f"{role.value}.{what}", role, sp.expand(read), sp.expand(written))
 
 

@@ -20,7 +20,14 @@ import numpy as np
 
 from f8roof.hardware.presets import GPU
 from f8roof.hardware.support import unsupported_reason
-from f8roof.traffic.recipes import BLOCK_ELEMENTS, Recipe, RecipeError
+from f8roof.traffic.recipes import BLOCK_ELEMENTS, Recipe, RecipeError, Role
+
+
+class Level(str, Enum):
+    """The seed's two bounds on a float8 linear's overhead bytes (`traffic.worst_ideal`)."""
+
+    WORST = "worst"
+    IDEAL = "ideal"
 
 
 class Implementation(str, Enum):
@@ -274,3 +281,17 @@ def check_gpu_support(recipe: Recipe | None, gpu: GPU) -> None:
     reason = gpu_support_reason(recipe, gpu)
     if reason is not None:
         raise UnsupportedOnGPU(reason)
+
+
+def context_fused_roles(context: Context) -> frozenset[Role]:
+    """The roles whose producer a context puts in the compiled graph, i.e. the seed's F:
+    input when an op comes before (its output is the input), grad_output when one comes
+    after (its backward, elementwise, produces grad_output). The weight's producer (the
+    optimizer) is never in the graph. This is the seed's guess at what fuses; the compiled
+    graph of the context (`codegen`, `fitted`) is the measurement."""
+    roles = set()
+    if context.before is not Before.NONE:
+        roles.add(Role.INPUT)
+    if context.after is not After.NONE:
+        roles.add(Role.GRAD_OUTPUT)
+    return frozenset(roles)
