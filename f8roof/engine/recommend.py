@@ -648,7 +648,7 @@ def module_filter(
     no_calibration: bool = False,
     tp: int = 1,
     ep: int = 1,
-    fsdp: bool = False,
+    fsdp: bool | int = False,
     recompute: str = "none",
     tp_plan: Mapping[str, str] | None = None,
     policy: str | DecisionPolicy = DEFAULT_POLICY,
