@@ -25,7 +25,7 @@ def reason(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
 
-class ParameterError(F8RoofError, ValueError):
+class ParameterError(ModelError):
     """A value one parameter of the Python API (`f8roof.estimate_shapes`, ...) refuses:
     `parameter` names it, `value` is what was given."""
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from f8roof.errors import F8RoofError, ParameterError
 
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from f8roof.calibration.file import Calibration
     from f8roof.engine.answer import ModelAnswer
     from f8roof.engine.recommend import ModuleFilter
+    from f8roof.engine.resolve import Request
+    from f8roof.training.run_config import RunConfig
 
 POLICIES = ("expected", "conservative", "optimistic")
 RECOMPUTE = ("none", "selective", "full")
@@ -36,6 +38,7 @@ def estimate_shapes(
     recipe: str = "tensorwise",
     implementation: str | None = None,
     calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
     policy: str = "expected",
 ) -> pd.DataFrame:
     """bf16 vs float8 forward + backward time of one linear per shape, as `f8roof estimate
@@ -44,7 +47,8 @@ def estimate_shapes(
     shapes: (M, K, N) per linear: M tokens, K in features, N out features (positive ints).
     gpu: a preset name (`f8roof gpus`); None: the calibration's GPU, else h100. recipe: one float8 recipe ("tensorwise", "rowwise",
     ...). implementation: "torchao" (default) or "reference". calibration: a calibration file
-    or a loaded one; None: the GPU's shipped one. policy: the band's end a conversion must win
+    or a loaded one; None: the GPU's shipped one. no_calibration: datasheet rooflines, no
+    calibration. policy: the band's end a conversion must win
     at ("expected", "conservative", "optimistic").
 
     Returns one row per shape: times in seconds (`bf16_s`, `fp8_s`, `*_gemm_s`,
@@ -59,7 +63,7 @@ def estimate_shapes(
     if not texts:
         raise ParameterError("shapes", shapes, "one (M, K, N) or more")
     _one_recipe(recipe)
-    request = _request(gpu, recipe, implementation, calibration)
+    request = _request(gpu, recipe, implementation, calibration, no_calibration)
     question = Question(shape_texts=texts, policy=_choice("policy", policy, POLICIES))
     with _python_terms():
         return answer(question, request, setup=ONE_GPU).frame  # type: ignore[union-attr]
@@ -77,6 +81,7 @@ def answer_model(
     recipe: str = "tensorwise",
     step_ms: float | None = None,
     calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
     policy: str = "expected",
 ) -> ModelAnswer:
     """A model's linears at training scale, as `f8roof estimate --model` answers.
@@ -86,7 +91,7 @@ def answer_model(
     tensor-, expert- and FSDP-parallel degrees (ints >= 1; 1: none). recompute: activation
     checkpointing, "none", "selective" or "full". recipe: a float8 recipe, a comma list or
     "all". step_ms: a measured bf16 step in milliseconds, reconciled with the model.
-    calibration, policy: as for `estimate_shapes`.
+    calibration, no_calibration, policy: as for `estimate_shapes`.
 
     Returns the answer record (`engine.answer.ModelAnswer`): `recommendation.layers` (one
     row per layer type, times in seconds, `convert`), `step.chosen` and `step.as_run` (the
@@ -101,7 +106,7 @@ def answer_model(
         tokens=_positive("tokens", tokens),
         policy=_choice("policy", policy, POLICIES),
     )
-    request = _request(gpu, _text("recipe", recipe), None, calibration)
+    request = _request(gpu, _text("recipe", recipe), None, calibration, no_calibration)
     with _python_terms():
         return answer(question, request, setup=setup)  # type: ignore[return-value]
 
@@ -119,17 +124,19 @@ def module_filter(
     implementation: str | None = None,
     tp_plan: dict[str, str] | None = None,
     calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
     policy: str = "expected",
 ) -> ModuleFilter:
     """The `module_filter_fn` for torchao's `convert_to_float8_training`: True for the
     nn.Linear modules of `model` (an nn.Module, unsharded) that train faster in float8.
 
-    tokens: tokens per GPU per step. gpu, recipe (one: torchao converts with one config),
-    calibration, policy: as for `estimate_shapes`. tp, ep, fsdp: degrees (ints >= 1; 1: none);
-    each linear is decided at the shard one GPU runs. recompute: "none", "selective" or
-    "full". implementation: as for `estimate_shapes`. tp_plan: the tensor-parallel style of
-    linears the built-in plan does not name, by fqn suffix ('column', 'row', 'replicated').
-    The filter's `recommendation` holds the per-layer rows it decided on.
+    model may also be a zero-argument builder, called on the meta device. tokens: tokens per
+    GPU per step. gpu, recipe (one: torchao converts with one config), implementation,
+    calibration, no_calibration, policy: as for `estimate_shapes`. tp, ep, fsdp: degrees (ints
+    >= 1; 1: none); each linear is decided at the shard one GPU runs. recompute: "none",
+    "selective" or "full". tp_plan: the tensor-parallel style of linears the built-in plan
+    does not name, by fqn suffix ('column', 'row', 'replicated'). The filter's
+    `recommendation` holds the per-layer rows it decided on.
     """
     from collections.abc import Mapping
 
@@ -146,6 +153,7 @@ def module_filter(
             model,
             _positive("tokens", tokens),
             calibration=calibration,
+            no_calibration=_flag("no_calibration", no_calibration),
             gpu=None if gpu is None else _text("gpu", gpu),
             recipe=recipe,
             implementation=_implementation(implementation),
@@ -158,7 +166,9 @@ def module_filter(
         )
 
 
-def _setup(*, tp: object, ep: object, fsdp: object, recompute: object, step_ms: object):
+def _setup(
+    *, tp: object, ep: object, fsdp: object, recompute: object, step_ms: object
+) -> RunConfig:
     from f8roof.training.run_config import RunConfig
 
     if step_ms is not None and (isinstance(step_ms, bool) or not isinstance(step_ms, int | float)):
@@ -173,7 +183,9 @@ def _setup(*, tp: object, ep: object, fsdp: object, recompute: object, step_ms: 
         )
 
 
-def _request(gpu: object, recipe: str, implementation: object, calibration: object):
+def _request(
+    gpu: object, recipe: str, implementation: object, calibration: object, no_calibration: object
+) -> Request:
     from f8roof.calibration.file import Calibration
     from f8roof.engine.resolve import Request
 
@@ -183,8 +195,15 @@ def _request(gpu: object, recipe: str, implementation: object, calibration: obje
         gpu=None if gpu is None else _text("gpu", gpu),
         recipes=recipe,
         implementation=_implementation(implementation),
-        calibration=calibration,  # type: ignore[arg-type]
+        calibration=calibration,
+        no_calibration=_flag("no_calibration", no_calibration),
     )
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ParameterError(name, value, "True or False")
+    return value
 
 
 def _implementation(value: object) -> str | None:
@@ -218,7 +237,7 @@ def _one_recipe(recipe: object) -> None:
         raise ParameterError("recipe", recipe, "one recipe name, e.g. 'tensorwise' or 'rowwise'")
 
 
-def _listed(name: str, values: object) -> list:
+def _listed(name: str, values: object) -> list[Any]:
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise ParameterError(name, values, "a list of (M, K, N) tuples")
     return list(values)
@@ -228,7 +247,8 @@ def _shape(value: object) -> tuple[int, int, int]:
     dims = tuple(value) if isinstance(value, tuple | list) else ()
     if len(dims) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
         raise ParameterError("shapes", value, "(M, K, N): three ints >= 1")
-    return dims  # type: ignore[return-value]
+    m, k, n = dims
+    return int(m), int(k), int(n)
 
 
 @contextmanager

@@ -41,8 +41,8 @@ from f8roof.timing.band import (
 from f8roof.timing.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
+    GemmModel,
     RooflineGemm,
-    TableGemm,
     linear_gemm_times,
     shared_tilings,
 )
@@ -73,7 +73,7 @@ class EstimateConfig:
     context: Context = field(default_factory=Context)
     fused: frozenset[Role] = frozenset()  # the seed's F per role
     limited: frozenset[Role] = frozenset()  # the seed's L ("compile limitations") per role
-    gemm: RooflineGemm | TableGemm | None = None  # None: the calibration's gemms, or roofline
+    gemm: GemmModel | None = None  # None: the calibration's gemms, or roofline
     memory_efficiency: float = SEED_MEMORY_EFFICIENCY
     launch_floor_s: float = SEED_LAUNCH_FLOOR_S
     calibration: Calibration | None = field(default=None, compare=False)
@@ -102,7 +102,7 @@ class EstimateConfig:
         return Variant(self.recipe, self.implementation, self.context)
 
     @property
-    def gemm_model(self) -> RooflineGemm | TableGemm:
+    def gemm_model(self) -> GemmModel:
         if self.gemm is not None:
             return self.gemm
         if self.calibration is not None:
@@ -275,6 +275,7 @@ def fitted_overhead(
         bf16.traffic.kernel_sets, calibration.kernel_time, bf16.variant, shapes
     )
     if uses_read_off(calibration, variant):
+        assert variant.recipe is not None, "bf16 reads nothing off"
         nbytes, seconds = read_off_kernels(calibration, variant.recipe, shapes)
         return nbytes, seconds, context_s
     fp8 = calibration.variant(variant.key)
@@ -342,7 +343,7 @@ def calibrated_columns(
     shapes = ShapeArrays(M, K, N)  # one: the overhead and its range share its distances
     overhead_bytes, overhead_s, context_s = fitted_overhead(calibration, variant, shapes)
     bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
-    if bf16.fixed is not None:
+    if bf16.fixed is not None and fp8.fixed is not None:
         bf16_s = bf16_gemm_s * bf16.fixed.gemm_factor + bf16.fixed.device_extra_s
         fp8_s = fp8_gemm_s * fp8.fixed.gemm_factor + overhead_s + fp8.fixed.device_extra_s
     columns = {"overhead_bytes_fitted": overhead_bytes}
@@ -363,7 +364,7 @@ def calibrated_columns(
         "context_s": context_s,
         "speedup_context": (bf16_s + context_s) / (fp8_s + context_s),
     }
-    if calibration.is_measured:
+    if calibration.is_measured and bf16.fixed is not None and fp8.fixed is not None:
         bf16_wall_s = bf16.fixed.wall_s(bf16_s + context_s)
         fp8_wall_s = fp8.fixed.wall_s(fp8_s + context_s)
         columns |= {
@@ -461,7 +462,9 @@ def band_columns(
         gemm, config.recipe, M, K, N, rates=rates, implementation=config.implementation
     )
     bf16_gemm = linear_gemm_band(gemm, None, M, K, N, rates=rates)
-    if bf16.fixed is not None:  # measured: in-step gemm factors and unmodelled kernels
+    if (
+        bf16.fixed is not None and fp8.fixed is not None
+    ):  # measured: in-step gemm factors and unmodelled kernels
         fp8_gemm = _scaled(fp8_gemm, fp8.fixed.gemm_factor, fp8.fixed.device_extra_s)
         bf16_gemm = _scaled(bf16_gemm, bf16.fixed.gemm_factor, bf16.fixed.device_extra_s)
     spread = None

@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from f8roof.calibration import public_file
 from f8roof.calibration.file import Calibration, CalibrationKind, timed_publicly
@@ -286,7 +287,7 @@ def _provenance(
 ) -> Provenance:
     """What the numbers rest on: the calibration's kind and stack; `gemms` the gemm timing
     a table or an efficiency overrides (None: the calibration's, or the seed's roofline)."""
-    extra = {
+    extra: dict[str, Any] = {
         "gemm_table": "" if request.gemm_table is None else str(request.gemm_table),
         "gemm_efficiency": (
             math.nan if request.gemm_efficiency is None else request.gemm_efficiency

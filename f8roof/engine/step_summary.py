@@ -28,7 +28,9 @@ compute. Routed experts' all-to-all, pipeline and context parallelism are not mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +48,7 @@ from f8roof.timing.comm import (
     CommError,
     Interconnect,
     Overlap,
+    Placement,
     collective_time_s,
     exposed_time_s,
     find_interconnect,
@@ -69,6 +72,7 @@ from f8roof.training.run_config import AUTO_FILTER, Recompute, RunConfig
 from f8roof.training.step import (
     Basis,
     BlockTimes,
+    OutsideBlocks,
     StepSummary,
     outside_blocks,
     step_summary,
@@ -87,7 +91,9 @@ def _filtered(fqn: str, filters: tuple[str, ...]) -> bool:
     return any(f in fqn for f in filter_names(f for f in filters if f != AUTO_FILTER))
 
 
-def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
+def _kept_by_filters(
+    rec: Recommendation, run: RunConfig, *, as_run: bool
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
     for the step as run without a setup), torchao's auto filter among them; and the values
     of the note saying which."""
@@ -115,7 +121,8 @@ def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
 
 def kept_by_setup(rec: Recommendation) -> np.ndarray:
     """Per row: kept in bf16 by the setup's own filters, whatever f8roof decides for it."""
-    return _kept_by_filters(rec, rec.setup, as_run=False)[0]
+    kept: np.ndarray = _kept_by_filters(rec, rec.setup, as_run=False)[0]
+    return kept
 
 
 @dataclass(frozen=True)
@@ -145,20 +152,19 @@ def summarize_step(
     answer is kept beside; `no_block` says why there is none."""
     run = rec.setup
     try:
+        timed = None
         if block is not None:  # timed once, read by both summaries that use the graphs
-            block = _TimedBlock(
-                block,
-                tuple(
-                    capture_times(
-                        c, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
-                    )
-                    for c in (block.bf16, block.float8)
-                ),
+            bf16_t, fp8_t = (
+                capture_times(
+                    c, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
+                )
+                for c in (block.bf16, block.float8)
             )
+            timed = _TimedBlock(block, (bf16_t, fp8_t))
         notes = [*([no_block] if no_block is not None else []), *run.assumptions]
         return StepAnswer(
-            chosen=_summarize(rec, resolved, run, block, list(notes), as_run=False),
-            as_run=_summarize(rec, resolved, run, block, list(notes), as_run=True),
+            chosen=_summarize(rec, resolved, run, timed, list(notes), as_run=False),
+            as_run=_summarize(rec, resolved, run, timed, list(notes), as_run=True),
             fits_only=(
                 None if block is None else _summarize(rec, resolved, run, None, [], as_run=True)
             ),
@@ -242,7 +248,7 @@ def _summarize(
             )
         )
 
-    def per_block(values):
+    def per_block(values: np.ndarray) -> float:
         return float((counts * values)[block].sum()) / layers
 
     attention, attention_again = _attention(rec, resolved, run, notes)
@@ -317,10 +323,13 @@ def _weights(rows: pd.DataFrame, tp: int) -> np.ndarray:
     experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
     K = rows["full_K"].to_numpy(dtype=np.float64)
     N = rows["full_N"].to_numpy(dtype=np.float64)
-    return counts * K * N * experts / shard
+    weights: np.ndarray = counts * K * N * experts / shard
+    return weights
 
 
-def _params_per_gpu(rec: Recommendation, run: RunConfig, convert) -> tuple[float, float]:
+def _params_per_gpu(
+    rec: Recommendation, run: RunConfig, convert: np.ndarray
+) -> tuple[float, float]:
     """This GPU's parameter shard (every linear weight and the embedding, as large as
     lm_head; TP then FSDP split them), and the float8-converted part of it."""
     rows = rec.layers
@@ -331,7 +340,13 @@ def _params_per_gpu(rec: Recommendation, run: RunConfig, convert) -> tuple[float
     return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
 
 
-def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, notes):
+def _outside(
+    rec: Recommendation,
+    resolved: Resolved,
+    run: RunConfig,
+    convert: np.ndarray,
+    notes: list[Note],
+) -> OutsideBlocks:
     """What the step runs outside its blocks (training/step.py `outside_blocks`), at the
     calibration's pointwise streaming rate."""
     rows = rec.layers
@@ -351,7 +366,7 @@ def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, n
     norm_s = scales_s = 0.0
     if fabric is not None:
         place = placement_for(group_size=world, stride=1, gpus_per_node=run.gpus_per_node)
-        kw = {"group_size": world, "placement": place, "fabric": fabric}
+        kw: dict[str, Any] = {"group_size": world, "placement": place, "fabric": fabric}
         norm_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES, **kw))
         tensors = int((rows["count"].to_numpy()[convert]).sum())
         scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
@@ -372,7 +387,7 @@ def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, n
 
 
 def _shared_input_s(
-    rows: pd.DataFrame, resolved: Resolved, convert, block, fp8: np.ndarray
+    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray, fp8: np.ndarray
 ) -> np.ndarray:
     """Per row, seconds per linear: the float8 overhead a block linear does not pay because
     the linear before it in its group casts the same input. q, k and v read the attention
@@ -384,7 +399,7 @@ def _shared_input_s(
     but the first converted one. `fp8`: each row's float8 time (the decision criterion's)."""
     saved = np.zeros(len(rows))
     configs = {c.recipe.name: c for c in resolved.configs}
-    paid: set[tuple] = set()
+    paid: set[tuple[str, int, str]] = set()
     column = (rows["tp"] == "column").to_numpy() & ~rows["grouped"].to_numpy(dtype=bool)
     for i in np.flatnonzero(block & convert & column):
         row = rows.iloc[i]
@@ -409,7 +424,9 @@ def _shared_input_s(
     return saved
 
 
-def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[float, float]:
+def _band_moves(
+    rows: pd.DataFrame, convert: np.ndarray, counts: np.ndarray, criterion: str
+) -> tuple[float, float]:
     """How much the converted linears' float8 time per step moves at their bands' fast and
     slow ends (`recommend._fp8_band`): the step's band. Zero where the rows carry none."""
     ends = _fp8_band(rows, criterion)
@@ -469,11 +486,13 @@ def _attention(
 
 def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     if name in rows.columns:
-        return rows[name].fillna(0.0).to_numpy(dtype=np.float64)
+        return np.asarray(rows[name].fillna(0.0).to_numpy(dtype=np.float64))
     return np.zeros(len(rows))
 
 
-def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
+def _selective(
+    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray, run: RunConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-op SAC: the block linears, in the catalog's forward order (q, k, v, o, gate, up,
     down: torchtitan's wq, wk, wv, wo, w1, w3, w2), through the every-second-mm rule."""
     policy = sac_policy(run.sac_policy)
@@ -502,7 +521,7 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
     return re_bf16, re_fp8
 
 
-def _fabric(rec, notes: list[Note]) -> Interconnect | None:
+def _fabric(rec: Recommendation, notes: list[Note]) -> Interconnect | None:
     try:
         return find_interconnect(rec.gpu)
     except CommError:
@@ -510,7 +529,16 @@ def _fabric(rec, notes: list[Note]) -> Interconnect | None:
         return None
 
 
-def _tp_comm(rec, rows, convert, block, layers, run, notes, gemms):
+def _tp_comm(
+    rec: Recommendation,
+    rows: pd.DataFrame,
+    convert: np.ndarray,
+    block: np.ndarray,
+    layers: int,
+    run: RunConfig,
+    notes: list[Note],
+    gemms: tuple[float, float],
+) -> tuple[float, float]:
     """Exposed sequence-parallel communication of one block from the per-layer rows, per
     precision (see the module docstring); async TP hides it behind `gemms` (seconds per
     precision)."""
@@ -527,7 +555,7 @@ def _tp_comm(rec, rows, convert, block, layers, run, notes, gemms):
     hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
     per_block = counts[row_par] / layers  # sub-blocks (attention, MLP) per block
     nbytes = tokens * hidden * BF16_BYTES
-    kw = {"group_size": tp, "placement": place, "fabric": fabric}
+    kw: dict[str, Any] = {"group_size": tp, "placement": place, "fabric": fabric}
     ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
     rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
     # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again (full
@@ -545,7 +573,7 @@ def _tp_comm(rec, rows, convert, block, layers, run, notes, gemms):
     return _tp_exposed(run, (float(np.sum(bf16_t)), float(np.sum(fp8_t))), gemms)
 
 
-def _tp_note(run: RunConfig, place, *, from_graphs: bool) -> Note:
+def _tp_note(run: RunConfig, place: Placement, *, from_graphs: bool) -> Note:
     return note(
         Topic.TP_COMM,
         tp=run.tp,
@@ -556,7 +584,9 @@ def _tp_note(run: RunConfig, place, *, from_graphs: bool) -> Note:
     )
 
 
-def _tp_exposed(run: RunConfig, comm, gemms) -> tuple[float, float]:
+def _tp_exposed(
+    run: RunConfig, comm: Sequence[float], gemms: Sequence[float]
+) -> tuple[float, float]:
     """async TP splits each collective against the gemm it feeds or drains: it hides behind
     the block's gemms (forward and backward, per precision); without it TP comm is exposed."""
     overlap = Overlap.OVERLAPPED if run.async_tp else Overlap.EXPOSED
@@ -566,7 +596,16 @@ def _tp_exposed(run: RunConfig, comm, gemms) -> tuple[float, float]:
     return bf16, fp8
 
 
-def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
+def _fsdp_comm(
+    rec: Recommendation,
+    rows: pd.DataFrame,
+    convert: np.ndarray,
+    block: np.ndarray,
+    layers: int,
+    run: RunConfig,
+    notes: list[Note],
+    compute: Sequence[tuple[float, float]],
+) -> tuple[float, float]:
     """FSDP's exposed time per block, per precision: weights all-gathered (bf16, or float8
     with float8 all-gather), gradients reduce-scattered in the reduce dtype (torchtitan's
     mixed_precision_reduce) and, under HSDP, all-reduced across replicas, hidden behind
@@ -590,7 +629,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
         gpus_per_node=run.gpus_per_node,
         nic_gbps=run.network_gbps,
     )
-    kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
+    kw: dict[str, Any] = {"group_size": fsdp, "placement": place, "fabric": fabric}
     params = _weights(rows, tp)
     block_params = float(params[block].sum()) / layers
     # torchao gathers float8 weights for tensorwise only; rowwise weights travel in bf16
@@ -679,7 +718,15 @@ class _TimedBlock:
     times: tuple[CaptureTimes, CaptureTimes]
 
 
-def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert, attention):
+def _graph_blocks(
+    rec: Recommendation,
+    run: RunConfig,
+    timed: _TimedBlock,
+    kept_s: float,
+    notes: list[Note],
+    convert: np.ndarray,
+    attention: tuple[float, float],
+) -> tuple[BlockTimes, BlockTimes]:
     """One block per precision from its graphs (compiled, or the shipped fits at these
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
     the rows' weights hidden behind the graphs' own forward and backward. Full AC (the graphs
@@ -731,6 +778,7 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
         fsdp_comm_s=fsdp[0],
         recompute_s=t16.recompute_s + again[0],
     )
+    assert graphs.origin is not None, "a block's graphs say where they came from"
     notes.append(note(Topic.BLOCKS_FROM, **graphs.origin.values()))
     notes.append(note(Topic.GRAPH_PARTS))
     if not (block & convert).any():
@@ -753,7 +801,7 @@ def _graph_blocks(rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, conver
     return bf16, fp8
 
 
-def _layers(rec) -> int:
+def _layers(rec: Recommendation) -> int:
     rows = rec.layers
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
     counts = rows["count"].to_numpy(dtype=np.float64)

@@ -299,7 +299,7 @@ PRESETS: dict[str, GPU] = {
             ("NVIDIA GB200",),
             152,
             (10, 0),
-            186 * GB,
+            int(186 * GB),
             mx_flops=5000.0 * TERA,
             fp4_flops=10000.0 * TERA,
             power_w=1200,
@@ -319,7 +319,7 @@ PRESETS: dict[str, GPU] = {
             ("NVIDIA B300",),  # torch: 'NVIDIA B300 SXM6 AC' (NVIDIA/cosmos-framework#114)
             148,
             (10, 3),
-            288 * GB,
+            int(288 * GB),
             mx_flops=4500.0 * TERA,
             power_w=1100,
             sources=(HGX_B300, CC_10X),

@@ -157,6 +157,7 @@ def torchao_kernels(recipe: Recipe) -> tuple[tuple[str, KernelTraffic], ...]:
     for traffic in block_worst_traffic(recipe).kernels:
         what = traffic.name.partition(".")[2]
         cast = what.rpartition("_")[2]
+        assert traffic.role is not None, "every block-scaled pass casts a role"
         kernel = names[(traffic.role, cast)]
         out.append(("to_blocked" if what.startswith("swizzle") else kernel, traffic))
     return tuple(out)

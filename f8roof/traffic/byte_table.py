@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 from f8roof.traffic.fit import FitError, Polynomial, polynomial_sum
 from f8roof.traffic.recipes import ALL_RECIPE_NAMES, ROLES, Recipe, RecipeError, Role
 from f8roof.traffic.variant import Implementation, Level
+
+if TYPE_CHECKING:
+    from f8roof.traffic.kernel_traffic import TrafficModel
 
 TABLE_FILE = "byte_polynomials.json"
 TABLE_VERSION = 1
@@ -47,7 +52,7 @@ class ModelBytes:
     def total(self) -> Polynomial:
         return self.sum(lambda kernel: True)
 
-    def sum(self, keep) -> Polynomial:
+    def sum(self, keep: Callable[[KernelBytes], bool]) -> Polynomial:
         """The bytes of the passes `keep(kernel)` selects."""
         return polynomial_sum(k.polynomial for k in self.kernels if keep(k))
 
@@ -90,13 +95,14 @@ def _named(recipe: Recipe) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _table() -> dict[str, dict]:
+def _table() -> dict[str, Any]:
     """The table's models, unread: a model answer reads a few of its two hundred."""
-    text = resources.files("f8roof.traffic").joinpath("data", TABLE_FILE).read_text("utf-8")
+    text = (resources.files("f8roof.traffic") / "data" / TABLE_FILE).read_text("utf-8")
     data = json.loads(text)
     if data.get("version") != TABLE_VERSION:
         return {}  # a table of another layout: every model is derived
-    return data["models"]
+    models: dict[str, Any] = data["models"]
+    return models
 
 
 @lru_cache(maxsize=256)
@@ -127,7 +133,7 @@ def _derived(key: ModelKey) -> ModelBytes | None:
     return ModelBytes(kernels, model.small_kernels)
 
 
-def sympy_model(key: ModelKey):
+def sympy_model(key: ModelKey) -> TrafficModel:
     """The sympy model (`traffic.kernel_traffic.TrafficModel`): torchao's grouped-gemm path for
     routed experts, else the linear's worst or ideal model with the seed's F and L."""
     from f8roof.traffic.grouped import grouped_traffic
@@ -162,7 +168,7 @@ def table_keys() -> list[ModelKey]:
     return keys
 
 
-def build_table() -> dict:
+def build_table() -> dict[str, Any]:
     """The table's contents, derived from the sympy models (models a recipe's implementation
     lacks, or outside the monomials, are left out)."""
     models = {}

@@ -24,7 +24,7 @@ count while the bytes keep their form.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING
@@ -57,7 +57,7 @@ class Polynomial:
     terms: tuple[tuple[str, Fraction], ...]  # non-zero terms, in MONOMIALS order
 
     @classmethod
-    def from_map(cls, coefficients: dict[str, Fraction | int]) -> Polynomial:
+    def from_map(cls, coefficients: Mapping[str, Fraction | int]) -> Polynomial:
         unknown = set(coefficients) - set(MONOMIALS)
         if unknown:
             raise FitError(
@@ -204,7 +204,7 @@ def buffer_polynomial(shape: Shape, buffers: list[tuple[int, tuple[int, ...]]]) 
     to exactly one of M, K, N becomes that symbol. FitError when a dim is ambiguous (two of
     M, K, N equal) or none of them: calibration shapes keep M, K, N distinct, and the caller
     leaves workspace buffers out."""
-    names = {}
+    names: dict[int, list[str]] = {}
     for symbol, value in zip("MKN", shape):
         names.setdefault(value, []).append(symbol)
     terms: dict[str, Fraction] = {}
@@ -330,6 +330,12 @@ def arithmetic_per_byte(sample: KernelSample) -> float:
     return float(f"{sample.arithmetic / sample.fitted_bytes:.4g}")
 
 
+def _polynomial(kernel: KernelSample) -> Polynomial:
+    if kernel.polynomial is None:
+        raise FitError(f"kernel {kernel.name}: no polynomial read off its buffers")
+    return kernel.polynomial
+
+
 def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
     """Polynomials from the first shape's buffers, checked against the measured bytes at every
     shape; where the set has 7 + `verify` shapes, the total is also solved for independently
@@ -344,7 +350,7 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
             first.kernels[i].graph,
             first.kernels[i].kind,
             first.kernels[i].role,
-            first.kernels[i].polynomial,
+            _polynomial(first.kernels[i]),
             first.kernels[i].kernel_class,
             first.kernels[i].scattered_polynomial or Polynomial(()),
             first.kernels[i].reread_polynomial or Polynomial(()),
@@ -355,10 +361,10 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
     total = polynomial_sum(k.nbytes for k in kernels)
     for sample in samples:
         for k in sample.kernels:
-            if k.polynomial.exact(sample.shape) != k.fitted_bytes:
+            if _polynomial(k).exact(sample.shape) != k.fitted_bytes:
                 raise FitError(
                     f"kernel {k.name} at {sample.shape}: its buffers give "
-                    f"{k.polynomial.exact(sample.shape)} bytes, the code {k.fitted_bytes}"
+                    f"{_polynomial(k).exact(sample.shape)} bytes, the code {k.fitted_bytes}"
                 )
             reread = k.reread_polynomial or Polynomial(())
             if reread.exact(sample.shape) != k.reread:

@@ -148,6 +148,8 @@ class Variant:
     def __post_init__(self) -> None:
         if (self.recipe is None) != (self.implementation is None):
             raise ContextError("a float8 variant names its implementation; bf16 has none")
+        if self.recipe is None:
+            return
         if self.implementation is Implementation.TORCHAO:
             torchao_recipe_name(self.recipe)
         if self.implementation is Implementation.REFERENCE and self.recipe.is_block_scaled:
@@ -178,7 +180,10 @@ class Variant:
 
     @property
     def key(self) -> str:
-        head = "bf16" if self.recipe is None else f"{self.implementation.value}:{self.recipe.name}"
+        if self.recipe is None or self.implementation is None:
+            head = "bf16"
+        else:
+            head = f"{self.implementation.value}:{self.recipe.name}"
         return head if self.context.is_standalone else f"{head}@{self.context.name}"
 
     @property

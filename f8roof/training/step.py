@@ -181,7 +181,7 @@ class Component:
         return out
 
 
-def _flat(part: Part, bf16_s: float, fp8_s: float, basis: Basis, **kw) -> Component:
+def _flat(part: Part, bf16_s: float, fp8_s: float, basis: Basis, **kw: Any) -> Component:
     return Component(part, bf16_s, fp8_s, fp8_s, fp8_s, basis, **kw)
 
 
