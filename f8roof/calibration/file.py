@@ -76,6 +76,22 @@ from f8roof.traffic.fit import (
 from f8roof.traffic.variant import Variant
 
 SCHEMA_VERSION = 3  # 3: "kernel_sets" (was "kernel sets")
+# what `Calibration.to_dict` writes; any other key is refused (a misspelt one would be dropped)
+TOP_LEVEL_KEYS = frozenset(
+    {
+        "schema_version",
+        "kind",
+        "environment",
+        "ceilings",
+        "datasheet_gemm",
+        "fit_shapes",
+        "gemms",
+        "kernels",
+        "steps",
+        "variants",
+        "kernel_time",
+    }
+)
 BF16 = Variant(None, None).key  # the baseline's key when the linear stands alone
 _RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
 
@@ -339,8 +355,13 @@ class Calibration:
         version = root.int("schema_version")
         if version != SCHEMA_VERSION:
             raise CalibrationError(
-                f"{source}: schema_version {version} is not supported (this f8roof reads "
-                f"{SCHEMA_VERSION}); make it again with this version's `f8roof calibrate`"
+                f"{source}: schema_version {version}, this f8roof reads {SCHEMA_VERSION}: "
+                "make it again with `f8roof calibrate`"
+            )
+        unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+        if unknown:
+            raise CalibrationError(
+                f"{source}: unknown top-level key {unknown[0]!r} (schema {SCHEMA_VERSION})"
             )
         # a public calibration is a traffic file timed at load time: files hold the other two
         kind = CalibrationKind(root.choice("kind", ("measured", "traffic")))

@@ -199,9 +199,8 @@ def calibrate_options(
             fnuz = target.fp8_dtype_family.value == "fnuz"
             if fnuz and variant.recipe is not None and variant.implementation.value == "reference":
                 raise F8RoofError(
-                    f"{variant.key}: f8roof's reference linear casts to float8_e4m3fn/e5m2, and "
-                    f"{target.name} runs the fnuz encodings: calibrate torchao's recipes for it "
-                    "(--recipes tensorwise,rowwise,rowwise_gw_hp)"
+                    f"{variant.key}: the reference casts to e4m3fn/e5m2, {target.name} runs fnuz: "
+                    "calibrate torchao's recipes"
                 )
     return CalibrateOptions.defaults(
         device,
@@ -391,9 +390,8 @@ def calibrate(
         gemms = all(checkpoint.done(t.key) for t in work if t.key.startswith(("gemms/", "copy")))
         if len(shapes) < MIN_PARTIAL_SHAPES or not gemms:
             raise F8RoofError(
-                f"budget of {options.budget_s:.0f} s spent before every variant was measured at "
-                f"{MIN_PARTIAL_SHAPES} shapes; checkpoint kept at {checkpoint.path}: run again "
-                "with --resume"
+                f"budget of {options.budget_s:.0f} s spent before {MIN_PARTIAL_SHAPES} shapes of "
+                f"every variant; {checkpoint.path} kept: run again with --resume"
             )
         fitted = replace(options, shapes=shapes)
         warnings.append(

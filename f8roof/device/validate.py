@@ -180,8 +180,7 @@ def validate(
 
     if not calibration.is_measured:
         raise F8RoofError(
-            "a traffic calibration (generated code, datasheet times) has nothing measured to "
-            "validate against a device: calibrate on the device first"
+            "a traffic calibration has nothing measured to validate: calibrate on the device first"
         )
     require_device(options.device)
     check_same_device(calibration.environment, options.device)

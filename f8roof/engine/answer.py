@@ -242,9 +242,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     if (stated or run.fsdp_degree is not None) and not found.bf16_fits:
         raise F8RoofError(
             f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
-            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s "
-            f"{found.usable_bytes / GIB:.1f} GiB (its {gpu.memory_bytes / GIB:.0f} GiB less "
-            f"{RUNTIME_BYTES / GIB:.0f} for the CUDA context and NCCL)"
+            f"{found.bf16_shortfall_bytes / GIB:.1f} more than the {gpu.name}'s usable "
+            f"{found.usable_bytes / GIB:.1f} GiB"
         )
     assumed = note(
         Topic.MEMORY_ASSUMED,

@@ -333,8 +333,8 @@ def codegen_columns(
     calibration = config.calibration
     if calibration is None:
         raise F8RoofError(
-            "--overhead codegen times kernels with a calibration's kernel-time model: "
-            "give --calibration (or a GPU with a shipped one)"
+            "--overhead codegen times kernels by a calibration: give --calibration "
+            "(or a GPU with a shipped one)"
         )
     variants = [config.variant]
     if not config.context.is_standalone:
@@ -467,14 +467,14 @@ def run_compare(
         and target.fp8_dtype_family.value == "fnuz"
     ):
         raise F8RoofError(
-            f"f8roof's reference linear casts to float8_e4m3fn/e5m2; {target.name} runs the fnuz "
-            "encodings: use --impl torchao (its code is generated with them)"
+            f"the reference casts to float8_e4m3fn/e5m2, {target.name} runs fnuz: "
+            "use --impl torchao"
         )
     if is_read_off(recipe) and device != "cuda":
         if calibration is not None:
             raise F8RoofError(
-                f"{recipe.name}'s kernels are read off torchao's code here, not generated: no "
-                "calibration fits to check them against; drop --calibration"
+                f"{recipe.name}'s kernels are read off torchao's code, with no fits to check: "
+                "drop --calibration"
             )
         warn(note(Topic.READ_OFF, recipe=recipe.name))
         comparison = read_off_compare(variant, shapes, gpu=target, fused=fused, limited=limited)

@@ -256,8 +256,8 @@ def filter_compare(
         raise F8RoofError("filter-compare takes one recipe (torchao converts with one config)")
     if step_ms is not None and len(tokens) * len(tps) > 1:
         raise F8RoofError(
-            f"--step-ms is one measured bf16 step, of one --tokens and one --tp; "
-            f"{len(tokens)} tokens x {len(tps)} TP degrees were given: compare them without it"
+            f"--step-ms is one step of one --tokens and --tp, not {len(tokens)} x {len(tps)}: "
+            "drop it"
         )
     setup = RunConfig.from_options(ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
     for tp in tps:

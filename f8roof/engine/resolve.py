@@ -420,8 +420,8 @@ def _check_table_recipes(recipes: list[Recipe]) -> None:
     scaled = [r.name for r in recipes if r.is_block_scaled and not r.emulated]
     if scaled:
         raise F8RoofError(
-            f"--gemm-table holds bf16 and fp8 gemm times; {', '.join(scaled)} runs block-scaled "
-            "gemms (other kernels) a table cannot hold yet: drop --gemm-table for it"
+            f"--gemm-table holds bf16 and fp8 gemms, not {', '.join(scaled)}'s block-scaled "
+            "ones: drop --gemm-table"
         )
 
 

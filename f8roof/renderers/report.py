@@ -232,7 +232,7 @@ def setup_line(rec: Recommendation) -> str:
 
 
 def format_recommendation(
-    rec: Recommendation, *, color: bool = False, end_to_end: bool = True
+    rec: Recommendation, *, color: bool = False, end_to_end: bool = True, width: int | None = None
 ) -> str:
     """The terminal rendering: headline, decision basis, per-layer table, totals."""
     header, rows = layer_rows(rec)
@@ -242,7 +242,7 @@ def format_recommendation(
             headline(rec),
             *([setup] if setup else []),
             f"decisions by {criterion_text(rec)}",
-            aligned(header, rows, color=color),
+            aligned(header, rows, color=color, width=width),
             *totals_lines(rec, end_to_end=end_to_end),
         ]
     )

@@ -155,8 +155,8 @@ def fit_polynomial(shapes: list[Shape], values: list[int]) -> Polynomial:
     b = sp.Matrix([int(v) for v in values])
     if A.rank() < len(MONOMIALS):
         raise FitError(
-            f"{len(shapes)} shapes do not determine {len(MONOMIALS)} coefficients; "
-            "add shapes with distinct M, K, N (not all powers of two, not proportional)"
+            f"{len(shapes)} shapes do not determine {len(MONOMIALS)} coefficients: add "
+            "shapes with distinct, not proportional M, K, N"
         )
     try:
         solution, params = A.gauss_jordan_solve(b)

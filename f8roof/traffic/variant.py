@@ -154,8 +154,8 @@ class Variant:
             torchao_recipe_name(self.recipe)
         if self.implementation is Implementation.REFERENCE and self.recipe.is_block_scaled:
             raise ContextError(
-                f"f8roof's reference float8 linear has no {self.recipe.name} recipe (only "
-                "torchao implements MX and blockwise scaling): use --impl torchao"
+                f"f8roof's reference linear has no {self.recipe.name} (MX and blockwise are "
+                "torchao's): use --impl torchao"
             )
 
     @classmethod

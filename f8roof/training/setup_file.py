@@ -203,6 +203,7 @@ class _Section:
         self.name = name
         self.values = values
         self.path = path
+        self.notes: list[Note] = []  # how a value was read, where it was not as written
 
     def has(self, key: str) -> bool:
         return key in self.values
@@ -238,11 +239,23 @@ class _Section:
     def names(self, key: str) -> tuple[str, ...]:
         """A list of strings, or torchtitan's older comma-separated string."""
         value = self.values.get(key, [])
+        given = value
         if isinstance(value, str):
             value = value.split(",")
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise _fail(f"{self._where(key)} must be a list of strings (got {value!r})")
-        return tuple(v.strip() for v in value if v.strip())
+        read = tuple(v.strip() for v in value if v.strip())
+        if isinstance(given, str):
+            self.notes.append(
+                note(
+                    Topic.SETUP_STRING_LIST,
+                    section=self.name,
+                    key=key,
+                    value=given,
+                    read=list(read),
+                )
+            )
+        return read
 
 
 def _check_keys(doc: Mapping[str, Any], path: str) -> None:
@@ -464,6 +477,8 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             recompute_every=recompute_every or 1,
             step_ms=None if step_ms is None else float(step_ms),
         )
+        moe_fqns = f8.names("moe_fqns_prototype")
+        assumptions += [n for section in sec.values() for n in section.notes]
         run = replace(
             run,
             model=model,
@@ -475,7 +490,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
             precompute_scales=precompute_scales,
             sac_policy=TOML_LAYOUT_POLICY,
             filter_fqns=filter_fqns,
-            moe_fqns=f8.names("moe_fqns_prototype"),
+            moe_fqns=moe_fqns,
             reduce_dtype=reduce_dtype,
             reshard_after_forward=reshard,
             dp_replicate=replicate,
