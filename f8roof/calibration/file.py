@@ -355,8 +355,8 @@ class Calibration:
         version = root.int("schema_version")
         if version != SCHEMA_VERSION:
             raise CalibrationError(
-                f"{source}: schema_version {version}, this f8roof reads {SCHEMA_VERSION}: "
-                "make it again with `f8roof calibrate`"
+                f"{source}: schema_version {version} is not supported (this f8roof reads "
+                f"{SCHEMA_VERSION}): calibrate again"
             )
         unknown = sorted(set(data) - TOP_LEVEL_KEYS)
         if unknown:

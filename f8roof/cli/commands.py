@@ -147,7 +147,7 @@ def estimate(
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes, or of a
     model's linears at training scale, and say which to convert."""
-    from f8roof.engine.answer import ModelAnswer, Question, answer, answer_setup
+    from f8roof.engine.answer import ModelAnswer, Question, ShapesAnswer, answer, answer_setup
     from f8roof.files import check_output_path
     from f8roof.renderers.answers import out_frame, out_summary, render_answer
     from f8roof.renderers.frames import renderer_for
@@ -162,6 +162,7 @@ def estimate(
         shape_texts, shapes_file, sweep, model, tokens, overhead=overhead, policy=policy
     )
     bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
+    result: ShapesAnswer | ModelAnswer
     if setup_file is not None:
         given = click.get_current_context().get_parameter_source("recipe")
         result = answer_setup(
@@ -324,8 +325,8 @@ def compare(shape_texts, no_fit, as_json, out, model, block, **options) -> None:
         from f8roof.engine.sharded import compare_block
         from f8roof.renderers.block import block_to_json, render_block_text
 
-        result = compare_block(model=model, shapes_given=bool(shape_texts), **block, **options)
-        text = (block_to_json if as_json else render_block_text)(result)
+        compared = compare_block(model=model, shapes_given=bool(shape_texts), **block, **options)
+        text = (block_to_json if as_json else render_block_text)(compared)
         click.echo(text, nl=False)
         if out:
             write_text_atomic(out, text)

@@ -29,7 +29,7 @@ from f8roof.calibration.fitting import Measurements, fit_calibration, traffic_ca
 from f8roof.device.runner import Checkpoint, Task, run_tasks
 from f8roof.errors import F8RoofError
 from f8roof.hardware.presets import GPU, resolve_gpu
-from f8roof.notes import Topic, note
+from f8roof.notes import Note, Topic, note
 from f8roof.timing.datasheet import datasheet_timing
 from f8roof.timing.gemm import GEMM_ROLES, fp8_gemm_dtype
 from f8roof.traffic.block_scaled import bytes_source, is_read_off
@@ -356,7 +356,7 @@ def calibrate(
     *,
     resume: bool,
     progress: Callable[[list[Task]], Any] | None = None,
-) -> tuple[Calibration, list[str]]:
+) -> tuple[Calibration, list[Note]]:
     """Measure (or resume), fit, save atomically; return the calibration and capture warnings."""
     from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
     from f8roof.profiler.device import environment, require_device

@@ -49,7 +49,7 @@ def calibrated_variants(calibration: Calibration) -> tuple[Variant, ...]:
     variants = tuple(
         variant
         for variant in (Variant.from_key(v.variant) for v in calibration.variants)
-        if not variant.is_bf16 and variant.recipe.name in VALIDATION_RECIPES
+        if variant.recipe is not None and variant.recipe.name in VALIDATION_RECIPES
     )
     if not variants:
         raise F8RoofError(

@@ -55,7 +55,7 @@ class ShapesAnswer:
     resolved: Resolved
     frame: pd.DataFrame
     breakevens: dict[str, int | None]  # level -> smallest winning square size
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note] = field(default_factory=list)
     settle: str | None = None  # the GPU command that settles the first uncertain row
 
 
@@ -242,8 +242,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     if (stated or run.fsdp_degree is not None) and not found.bf16_fits:
         raise F8RoofError(
             f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
-            f"{found.bf16_shortfall_bytes / GIB:.1f} more than the {gpu.name}'s usable "
-            f"{found.usable_bytes / GIB:.1f} GiB"
+            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s usable "
+            f"{found.usable_bytes / GIB:.1f}"
         )
     assumed = note(
         Topic.MEMORY_ASSUMED,
@@ -307,6 +307,7 @@ def sharded_block(
     if why is not None:
         return None, why
     recipes = _block_recipes(rec)
+    assert question.model is not None, "a block is a model's"
     if question.overhead == "codegen":
         gpu = resolved.config.gpu.name
         block = compiled_block(
@@ -345,7 +346,7 @@ def answer_shapes(
 ) -> ShapesAnswer:
     shapes = collect_shapes(question.shape_texts, question.shapes_file, question.sweep)
     config = resolved.config
-    warnings: list[str] = []
+    warnings: list[Note] = []
     frame = estimate(shapes, config, ranges=True)
     if question.overhead == "codegen":
         from f8roof.engine.compare import codegen_columns, version_warning
@@ -414,7 +415,8 @@ def _settle(frame: pd.DataFrame, config) -> str | None:
 def torchtitan_config(rec: Recommendation) -> TorchtitanConfig:
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
     filters)."""
-    kept, converted = [], []
+    kept: list[str] = []
+    converted: list[str] = []
     for fqn, convert, held in zip(rec.layers["fqn"], rec.layers["convert"], kept_by_setup(rec)):
         try:
             to_torchtitan_fqn(fqn)

@@ -359,7 +359,7 @@ def _layer_frame(
         frame["speedup_level"] = np.where(grouped, "worst", "fitted")
     if not grouped.any():
         return frame
-    index = np.flatnonzero(grouped)
+    index = [int(i) for i in np.flatnonzero(grouped)]
     per_device = np.array([local[i].experts_per_device for i in index], dtype=np.float64)
     gconfig = grouped_config(config)
     part = _timed([local[i].shape for i in index], gconfig, recompute, groups=per_device)
@@ -546,7 +546,7 @@ def _add_recompute(
 def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
     """`band`: the float8 times at the band's (fast, slow) ends, per layer."""
     modules = counts if modules is None else modules
-    ends = [None, None]
+    ends: list[float | None] = [None, None]
     if band is not None:
         ends = [float((counts * np.where(convert, t, bf16_s)).sum()) for t in band]
     return Totals(
@@ -634,6 +634,8 @@ class ModuleFilter:
         # A linear the walk did not see (layers added since): decide by its layer type and
         # shape; anything unknown stays in bf16.
         K, N = getattr(module, "in_features", None), getattr(module, "out_features", None)
+        if not (isinstance(K, int) and isinstance(N, int)):
+            return False
         return self.by_layer.get((layer_type(name), K, N), False)
 
 

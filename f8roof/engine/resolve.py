@@ -250,6 +250,7 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
                 f"(fitted: {fitted}); use --times datasheet"
             )
         return calibration
+    assert model is not None, "a part was found in it"
     return timed_publicly(calibration, model, part)
 
 

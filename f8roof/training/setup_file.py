@@ -29,7 +29,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_text
@@ -216,6 +216,12 @@ class _Section:
             raise _fail(f"missing key '{key}' in [{self.name}] of {self.path}")
         return self.values[key]
 
+    @overload
+    def integer(self, key: str, default: int, *, minimum: int = 1) -> int: ...
+
+    @overload
+    def integer(self, key: str, default: None = None, *, minimum: int = 1) -> int | None: ...
+
     def integer(self, key: str, default: int | None = None, *, minimum: int = 1) -> int | None:
         value = self.values.get(key, default)
         if value is None:
@@ -229,6 +235,12 @@ class _Section:
         if not isinstance(value, bool):
             raise _fail(f"{self._where(key)} must be true or false (got {value!r})")
         return value
+
+    @overload
+    def string(self, key: str, default: str) -> str: ...
+
+    @overload
+    def string(self, key: str, default: None = None) -> str | None: ...
 
     def string(self, key: str, default: str | None = None) -> str | None:
         value = self.values.get(key, default)
@@ -321,6 +333,7 @@ def parse_setup(text: str, *, path: str = "<setup>") -> SetupFile:
         batch = training.integer("batch_size")
     else:
         raise _fail(f"missing key 'local_batch_size' (or 'batch_size') in [training] of {path}")
+    assert batch is not None, "a key TOML holds has a value"
     compile_ = training.boolean("compile", False) or sec["compile"].boolean("enable", False)
     if not compile_:
         assumptions.append(note(Topic.NOT_COMPILED))
