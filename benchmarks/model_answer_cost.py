@@ -17,6 +17,7 @@ which of sympy, scipy, torch and matplotlib each imports (none: they serve other
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -105,13 +106,15 @@ def fresh(repeat: int) -> dict[str, float]:
         "interpreter": [sys.executable, "-c", "pass"],
         "import pandas": [sys.executable, "-c", "import pandas"],
     }
+    # bytecode written by the first run and read after (whatever PYTHONDONTWRITEBYTECODE says)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     for command in commands.values():
-        subprocess.run(command, check=True, capture_output=True)
+        subprocess.run(command, check=True, capture_output=True, env=env)
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeat):
         for name, command in commands.items():
             start = time.perf_counter()
-            subprocess.run(command, check=True, capture_output=True)
+            subprocess.run(command, check=True, capture_output=True, env=env)
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
