@@ -78,7 +78,7 @@ class CalibrateOptions:
         buffers at each, but the independent linear solve needs 9 of one kernel set) and fewer
         iterations; the gemm grid stays whole, as interpolating over 4x steps costs accuracy.
         codegen (a traffic calibration for `gpu`) runs nothing: no gemms, no iterations."""
-        run = {
+        run: dict[str, Any] = {
             "device": device,
             "variants": variants,
             "budget_s": budget_s,
@@ -180,7 +180,7 @@ def calibrate_options(
 ) -> CalibrateOptions:
     """`f8roof calibrate`'s options: on a CPU one tensorwise variant by default, elsewhere
     CALIBRATION_VARIANTS; the codegen target only for codegen."""
-    default = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
+    default: tuple[str, ...] = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
     target = resolve_gpu(gpu) if device == "codegen" else None
     if target is not None and target.fp8_dtype_family.value == "fnuz":
         # an fnuz part (MI300X): torchao's casts are generated with its encodings, the
@@ -197,7 +197,7 @@ def calibrate_options(
         if target is not None:
             check_gpu_support(variant.recipe, target)
             fnuz = target.fp8_dtype_family.value == "fnuz"
-            if fnuz and variant.recipe is not None and variant.implementation.value == "reference":
+            if fnuz and variant.implementation is Implementation.REFERENCE:
                 raise F8RoofError(
                     f"{variant.key}: the reference casts to e4m3fn/e5m2, {target.name} runs fnuz: "
                     "calibrate torchao's recipes"
@@ -249,7 +249,11 @@ def tasks(options: CalibrateOptions) -> list[Task]:
         name = shape_text(shape)
         keep = artifacts is not None and index in (0, len(options.shapes) // 2)
         for variant in options.all_variants:
-            trace = artifacts / "traces" / f"{variant.slug}_{name}.json" if keep else None
+            trace = (
+                artifacts / "traces" / f"{variant.slug}_{name}.json"
+                if keep and artifacts is not None
+                else None
+            )
             code = artifacts / "code" if artifacts is not None else None
             out.append(
                 Task(
@@ -404,6 +408,7 @@ def calibrate(
             )
         )
     if codegen:
+        assert options.gpu is not None, "codegen is for a named GPU"
         calibration = traffic_calibration(
             _code_samples(checkpoint.records, fitted),
             environment=env,

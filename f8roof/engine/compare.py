@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,8 +53,8 @@ class ShapeComparison:
     shape: Shape
     bytes_worst: int
     bytes_ideal: int
-    capture: object  # profiler.capture.Capture of the float8 graph (untyped: torch-free here)
-    baseline: object | None  # Capture of the bf16 graph of the same context; None: standalone
+    capture: Any  # profiler.capture.Capture of the float8 graph (untyped: torch-free here)
+    baseline: Any | None  # Capture of the bf16 graph of the same context; None: standalone
 
     @property
     def bytes_actual(self) -> int:
@@ -128,9 +129,11 @@ def compare(
         raise ValueError("compare needs a float8 variant; bf16 is its baseline")
     require_cpu_rowwise([variant.recipe], device=device)
     recipe, implementation = variant.recipe, variant.implementation
-    worst = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
-    ideal = ideal_traffic(recipe, implementation=implementation, fused=fused)
-    worst, ideal = from_sympy(worst.total), from_sympy(ideal.total)
+    assert recipe is not None and implementation is not None, "a float8 variant"
+    worst = from_sympy(
+        worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited).total
+    )
+    ideal = from_sympy(ideal_traffic(recipe, implementation=implementation, fused=fused).total)
     fit_shapes = (CPU_FIT_SHAPES if device == "cpu" else FIT_SHAPES) if fit else ()
     work = list(dict.fromkeys([*shapes, *fit_shapes]))
     graphs = [variant] if variant.context.is_standalone else [variant, variant.baseline]
@@ -231,9 +234,11 @@ def read_off_compare(
     from f8roof.traffic.block_scaled import bytes_source, kernel_kind, torchao_kernels
 
     recipe, implementation = variant.recipe, variant.implementation
-    worst = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
-    ideal = ideal_traffic(recipe, implementation=implementation, fused=fused)
-    worst, ideal = from_sympy(worst.total), from_sympy(ideal.total)
+    assert recipe is not None and implementation is not None, "a float8 variant"
+    worst = from_sympy(
+        worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited).total
+    )
+    ideal = from_sympy(ideal_traffic(recipe, implementation=implementation, fused=fused).total)
     kernels = [
         (
             kernel,
@@ -346,9 +351,8 @@ def codegen_columns(
         fit = calibration.variant(variant.key)
         owners = nearest_kernel_set(fit.traffic.kernel_sets, ShapeArrays(M, K, N))
         for i, shape in enumerate(progress(shapes) if progress else shapes):
-            samples = capture(
-                variant, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
-            ).samples()
+            m, k, n = (int(x) for x in shape)
+            samples = capture(variant, (m, k, n), device="codegen", gpu=config.gpu).samples()
             kernel_set = fit.traffic.kernel_sets[owners[i]]
             # The nearest calibration shape's per-kernel factors apply where it has this set.
             same_set = ShapeSample(shape, tuple(samples)).signature == tuple(

@@ -179,6 +179,11 @@ class Variant:
         return "bf16" if self.recipe is None else self.recipe.name
 
     @property
+    def implementation_name(self) -> str:
+        """Whose float8 linear; bf16 has none ('-')."""
+        return "-" if self.implementation is None else self.implementation.value
+
+    @property
     def key(self) -> str:
         if self.recipe is None or self.implementation is None:
             head = "bf16"
