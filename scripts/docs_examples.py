@@ -389,7 +389,9 @@ def _execute(example: Example) -> list[str]:
                     runner = CliRunner(mix_stderr=False)
                 except TypeError:
                     runner = CliRunner()
-                result = runner.invoke(main, list(example.command), catch_exceptions=False)
+                result = runner.invoke(
+                    main, list(example.command), catch_exceptions=False, env={"COLUMNS": None}
+                )
             finally:
                 os.chdir(here)
             code, out = result.exit_code, result.stdout
