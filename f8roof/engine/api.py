@@ -45,11 +45,11 @@ def estimate_shapes(
     --shape` answers.
 
     shapes: (M, K, N) per linear: M tokens, K in features, N out features (positive ints).
-    gpu: a preset name (`f8roof gpus`); None: the calibration's GPU, else h100. recipe: one float8 recipe ("tensorwise", "rowwise",
-    ...). implementation: "torchao" (default) or "reference". calibration: a calibration file
-    or a loaded one; None: the GPU's shipped one. no_calibration: datasheet rooflines, no
-    calibration. policy: the band's end a conversion must win
-    at ("expected", "conservative", "optimistic").
+    gpu: a preset name (`f8roof gpus`); None: the calibration's GPU, else h100. recipe: one
+    float8 recipe ("tensorwise", "rowwise", ...). implementation: "torchao" (default) or
+    "reference". calibration: a calibration file or a loaded one; None: the GPU's shipped
+    one. no_calibration: datasheet rooflines, no calibration. policy: the band's end a
+    conversion must win at ("expected", "conservative", "optimistic").
 
     Returns one row per shape: times in seconds (`bf16_s`, `fp8_s`, `*_gemm_s`,
     `overhead_s_*`), bytes (`overhead_bytes_*`), speedups (bf16 / float8: `speedup`, its band
