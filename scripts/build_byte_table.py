@@ -17,7 +17,12 @@ from f8roof.traffic.byte_table import TABLE_FILE, build_table
 def main() -> None:
     path = Path(str(resources.files("f8roof.traffic").joinpath("data", TABLE_FILE)))
     table = build_table()
-    write_text_atomic(path, json.dumps(table, indent=1, sort_keys=True) + "\n")
+    models = ",\n".join(
+        f"  {json.dumps(key)}: {json.dumps(model, sort_keys=True)}"
+        for key, model in sorted(table["models"].items())
+    )
+    text = f'{{"version": {table["version"]}, "models": {{\n{models}\n}}}}\n'  # a model a line
+    write_text_atomic(path, text)
     print(f"{path}: {len(table['models'])} models")
 
 
