@@ -2,17 +2,38 @@
 torch.compile generates, timed by models fitted to public measurements or by your GPU's
 calibration.
 
-`f8roof.module_filter(model, tokens, ...)` is the filter for torchao's
-`convert_to_float8_training` (see `f8roof.engine.recommend.module_filter`); it is imported on first use,
-so `import f8roof` stays light.
+The Python API (docs/api.md), what `f8roof estimate` answers:
+
+- `estimate_shapes(shapes, gpu=, recipe=, ...)`: one linear per (M, K, N) -> a DataFrame of
+  times (seconds), speedups with their band, and the decision;
+- `answer_model(model, tokens, gpu=, tp=, ep=, fsdp=, recompute=, recipe=, ...)`: a model's
+  linears at training scale -> the answer record (per-layer rows, the step, memory);
+- `module_filter(model, tokens, ...)`: the filter for torchao's `convert_to_float8_training`.
+
+A refused value raises `ParameterError` naming the parameter; every refusal is an
+`F8RoofError`. The functions are imported on first use, so `import f8roof` stays light.
 """
 
+from f8roof.errors import F8RoofError, ParameterError
+
 __version__ = "0.1.0"
+__all__ = [
+    "F8RoofError",
+    "ParameterError",
+    "answer_model",
+    "estimate_shapes",
+    "module_filter",
+]
+_API = ("answer_model", "estimate_shapes", "module_filter")
 
 
 def __getattr__(name: str):
-    if name == "module_filter":
-        from f8roof.engine.recommend import module_filter
+    if name in _API:
+        from f8roof.engine import api
 
-        return module_filter
+        return getattr(api, name)
     raise AttributeError(f"module 'f8roof' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])

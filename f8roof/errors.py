@@ -23,3 +23,13 @@ def reason(error: BaseException) -> str:
     """`Type: first line of the message`, for one-line reports (compile errors run to pages)."""
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+
+
+class ParameterError(ModelError):
+    """A value one parameter of the Python API (`f8roof.estimate_shapes`, ...) refuses:
+    `parameter` names it, `value` is what was given."""
+
+    def __init__(self, parameter: str, value: object, expected: str) -> None:
+        self.parameter = parameter
+        self.value = value
+        super().__init__(f"{parameter} takes {expected}, got {value!r}")

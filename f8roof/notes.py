@@ -14,6 +14,8 @@ from typing import Any
 class Topic(str, Enum):
     # how the setup file was read (training/setup_file.py)
     SETUP_DEFAULT = "setup_default"  # key, value: a key left to torchtitan's default
+    # section, key, value, read: a list of names given as one comma-separated string
+    SETUP_STRING_LIST = "setup_string_list"
     NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
     CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
     # warnings on a shapes answer (engine/estimate.py, engine/compare.py)

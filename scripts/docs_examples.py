@@ -121,6 +121,23 @@ speedup = round(keep.recommendation.totals.speedup, 3)
 print(len(keep.converted), "linears in float8; linear part", speedup, "x")
 """
 
+API = """\
+import f8roof
+
+frame = f8roof.estimate_shapes([(4096, 4096, 4096), (8192, 1024, 1024)], gpu="h200")
+print(frame[["M", "K", "N", "bf16_s", "fp8_s", "speedup", "decision"]].to_string(index=False))
+
+found = f8roof.answer_model("llama3-8b", 8192, tp=2, fsdp=2, recompute="selective")
+step = found.step.chosen
+print(f"step per GPU: bf16 {step.bf16_s * 1e3:.1f} ms, float8 {step.fp8_s * 1e3:.1f} ms")
+print("convert:", ", ".join(found.recommendation.converted_fqns))
+
+try:
+    f8roof.answer_model("llama3-8b", 8192, fsdp=True)
+except f8roof.ParameterError as e:
+    print(f"{type(e).__name__} ({e.parameter}): {e}")
+"""
+
 PUBLIC_FILE = """\
 from f8roof.calibration import public_file
 from f8roof.calibration.public_fit import PARAMETERS
@@ -250,6 +267,7 @@ EXAMPLES: tuple[Example, ...] = (
         ),
     ),
     Example("module-filter", "docs/models.md", MODULE_FILTER, kind="python"),
+    Example("api", "docs/api.md", API, kind="python"),
     # docs/sharded.md
     Example(
         "setup-unknown-layout",
@@ -413,7 +431,9 @@ def _execute(example: Example) -> list[str]:
                     runner = CliRunner(mix_stderr=False)
                 except TypeError:
                     runner = CliRunner()
-                result = runner.invoke(main, list(example.command), catch_exceptions=False)
+                result = runner.invoke(
+                    main, list(example.command), catch_exceptions=False, env={"COLUMNS": None}
+                )
             finally:
                 os.chdir(here)
             code, out = result.exit_code, result.stdout

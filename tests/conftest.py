@@ -25,6 +25,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.skip(refusal)
 
 
+@pytest.fixture(autouse=True)
+def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outputs are compared at no width: a shell's exported COLUMNS would cut `--show-all`'s
+    tables (a test that sets it, sets it itself)."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def invoke_cli(*args: object, **kwargs) -> Result:
     """`f8roof ARGS` run in this process through click's CliRunner: its exit code, output and
     exception. Arguments are turned to text (paths, numbers); `kwargs` go to `invoke`."""

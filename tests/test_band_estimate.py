@@ -8,8 +8,7 @@ from f8roof.calibration.file import Calibration
 from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, band_columns, estimate
 from f8roof.hardware.presets import find_gpu
-from f8roof.traffic.variant import Variant
-from f8roof.traffic.worst_ideal import context_fused_roles
+from f8roof.traffic.variant import Variant, context_fused_roles
 
 
 @pytest.mark.parametrize("gpu_name", ["h100", "h200", "h100-meta"])

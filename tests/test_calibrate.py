@@ -54,7 +54,7 @@ def test_budget_stops_and_resume_measures_only_the_rest(tmp_path, fake_run, monk
     options = cpu_options(budget_s=0.0)
     clock = iter([0.0, 0.0, 1.0, 2.0])  # start, before task 0 (in budget), before task 1 (over)
     monkeypatch.setattr(runner_module.time, "monotonic", lambda: next(clock))
-    with pytest.raises(F8RoofError, match="budget of 0 s spent before every variant was measured"):
+    with pytest.raises(F8RoofError, match="budget of 0 s spent before 2 shapes of every variant"):
         calibrate(options, out, resume=False)
     assert fake_run == [0] and not out.exists()
     monkeypatch.setattr(runner_module.time, "monotonic", lambda: 0.0)

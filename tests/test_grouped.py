@@ -14,8 +14,8 @@ from f8roof.timing.gemm import GemmRole, RooflineGemm, TableGemm
 from f8roof.traffic.grouped import GROUPED_RECIPE, TORCHAO_KERNELS, grouped_traffic
 from f8roof.traffic.monomials import SYMBOLS, K, M, N
 from f8roof.traffic.recipes import Recipe, Role
-from f8roof.traffic.variant import Before, Context, Implementation
-from f8roof.traffic.worst_ideal import Level, worst_traffic
+from f8roof.traffic.variant import Before, Context, Implementation, Level
+from f8roof.traffic.worst_ideal import worst_traffic
 from f8roof.training.recompute import forward_share, is_forward
 
 SCALES = 32 * K + 24 * M + 24 * N  # scale vectors: written, read by a cast, inverted

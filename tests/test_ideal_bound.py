@@ -14,8 +14,8 @@ from f8roof.calibration.file import Calibration
 from f8roof.timing.overhead import fitted_kernels
 from f8roof.traffic.monomials import SYMBOLS, ShapeArrays
 from f8roof.traffic.recipes import Recipe
-from f8roof.traffic.variant import Context, Implementation, Variant
-from f8roof.traffic.worst_ideal import context_fused_roles, ideal_traffic
+from f8roof.traffic.variant import Context, Implementation, Variant, context_fused_roles
+from f8roof.traffic.worst_ideal import ideal_traffic
 
 SHIPPED = sorted(
     Path(f8roof.__file__).parent / "calibration" / "data" / name

@@ -375,7 +375,7 @@ def test_hand_written_kernels_do_not_generate_here(name, why):
 
 def test_mx_grouped_traffic():
     from f8roof.traffic.grouped import grouped_traffic
-    from f8roof.traffic.kernel_traffic import Level
+    from f8roof.traffic.variant import Level
 
     n = 8192 * 8192
     worst = grouped_traffic(Level.WORST, Recipe.from_name("mxfp8_rceil"))

@@ -8,8 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from f8roof.traffic.recipes import ROLES, Recipe, Role
-from f8roof.traffic.variant import TORCHAO_RECIPES, Context, ContextError, Implementation
-from f8roof.traffic.worst_ideal import K, M, N, context_fused_roles, ideal_traffic, worst_traffic
+from f8roof.traffic.variant import (
+    TORCHAO_RECIPES,
+    Context,
+    ContextError,
+    Implementation,
+    context_fused_roles,
+)
+from f8roof.traffic.worst_ideal import K, M, N, ideal_traffic, worst_traffic
 
 SEED_FUSED = frozenset({Role.INPUT, Role.GRAD_OUTPUT})
 ALL = frozenset(Role)

@@ -22,6 +22,7 @@ before use. A file that fails a check is refused with the file and field named.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import math
@@ -70,10 +71,27 @@ from f8roof.traffic.fit import (
     Shape,
     TrafficFit,
     Unfitted,
+    polynomial_sum,
 )
 from f8roof.traffic.variant import Variant
 
 SCHEMA_VERSION = 3  # 3: "kernel_sets" (was "kernel sets")
+# what `Calibration.to_dict` writes; any other key is refused (a misspelt one would be dropped)
+TOP_LEVEL_KEYS = frozenset(
+    {
+        "schema_version",
+        "kind",
+        "environment",
+        "ceilings",
+        "datasheet_gemm",
+        "fit_shapes",
+        "gemms",
+        "kernels",
+        "steps",
+        "variants",
+        "kernel_time",
+    }
+)
 BF16 = Variant(None, None).key  # the baseline's key when the linear stands alone
 _RATIONAL = re.compile(r"-?\d{1,40}(/\d{1,40})?")
 
@@ -240,6 +258,9 @@ class Calibration:
     def gemm_model(self) -> TableGemm | TiledGemm:
         if self.datasheet_gemm is not None:
             return self.datasheet_gemm
+        return self._gemm_table()
+
+    def _gemm_table(self) -> TableGemm:
         return TableGemm.from_records(
             [(g.dtype, g.gemm, g.m, g.k, g.n, g.time_s) for g in self.gemms],
             label="calibration",
@@ -335,7 +356,12 @@ class Calibration:
         if version != SCHEMA_VERSION:
             raise CalibrationError(
                 f"{source}: schema_version {version} is not supported (this f8roof reads "
-                f"{SCHEMA_VERSION}); make it again with this version's `f8roof calibrate`"
+                f"{SCHEMA_VERSION}): calibrate again"
+            )
+        unknown = sorted(set(data) - TOP_LEVEL_KEYS)
+        if unknown:
+            raise CalibrationError(
+                f"{source}: unknown top-level key {unknown[0]!r} (schema {SCHEMA_VERSION})"
             )
         # a public calibration is a traffic file timed at load time: files hold the other two
         kind = CalibrationKind(root.choice("kind", ("measured", "traffic")))
@@ -472,7 +498,7 @@ class Calibration:
         if self.datasheet_gemm is not None:
             return
         try:
-            table = self.gemm_model
+            table = self._gemm_table()
         except GemmTableError as e:
             raise CalibrationError(f"{source}: gemms: {e}") from None
         for variant in variants:
@@ -518,14 +544,14 @@ def retimed(calibration: Calibration, part: PartTimes, gpu: GPU) -> Calibration:
 class _Reader:
     """Typed access to one JSON object, naming the file and field in every error."""
 
-    def __init__(self, data: Any, source: str, where: str) -> None:
+    def __init__(self, data: Any, source: builtins.str, where: builtins.str) -> None:
         self.data, self.source, self.where = data, source, where
 
-    def fail(self, key: str, problem: str):
+    def fail(self, key: builtins.str, problem: builtins.str):
         field = f"{self.where}.{key}" if self.where else key
         raise CalibrationError(f"{self.source}: field {field}: {problem}")
 
-    def _get(self, key: str, kind: str) -> Any:
+    def _get(self, key: builtins.str, kind: builtins.str) -> Any:
         if not isinstance(self.data, dict):
             raise CalibrationError(
                 f"{self.source}: field {self.where or '<top>'}: expected an object"
@@ -536,7 +562,7 @@ class _Reader:
 
     def num(
         self,
-        key: str,
+        key: builtins.str,
         *,
         positive: bool = False,
         within: tuple[float, float] | None = None,
@@ -559,7 +585,9 @@ class _Reader:
             self.fail(key, f"{value:.4g} exceeds {at_most:.4g}")
         return float(value)
 
-    def int(self, key: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    def int(
+        self, key: builtins.str, *, minimum: builtins.int = 0, maximum: builtins.int | None = None
+    ) -> builtins.int:
         value = self._get(key, "an integer")
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, f"expected an integer, got {type(value).__name__} {str(value)[:40]!r}")
@@ -569,7 +597,7 @@ class _Reader:
             self.fail(key, f"{value} exceeds {maximum}")
         return value
 
-    def role(self, key: str) -> str | None:
+    def role(self, key: builtins.str) -> builtins.str | None:
         """A kernel's roles: null, or roles.Role values joined by commas, in that order."""
         value = self.optional_str(key)
         if value is not None:
@@ -578,31 +606,31 @@ class _Reader:
                 self.fail(key, f"{value!r} is not a comma list of {', '.join(ROLE_NAMES)}")
         return value
 
-    def str(self, key: str) -> str:
+    def str(self, key: builtins.str) -> builtins.str:
         value = self._get(key, "a string")
         if not isinstance(value, str):
             self.fail(key, f"expected a string, got {type(value).__name__}")
         return value
 
-    def optional_str(self, key: str) -> str | None:
+    def optional_str(self, key: builtins.str) -> builtins.str | None:
         value = self._get(key, "a string or null")
         if value is not None and not isinstance(value, str):
             self.fail(key, f"expected a string or null, got {type(value).__name__}")
         return value
 
-    def choice(self, key: str, options: tuple[str, ...]) -> str:
+    def choice(self, key: builtins.str, options: tuple[builtins.str, ...]) -> builtins.str:
         value = self.str(key)
         if value not in options:
             self.fail(key, f"{value!r} is not one of {', '.join(options)}")
         return value
 
-    def obj(self, key: str) -> _Reader:
+    def obj(self, key: builtins.str) -> _Reader:
         value = self._get(key, "an object")
         if not isinstance(value, dict):
             self.fail(key, "expected an object")
         return _Reader(value, self.source, f"{self.where}.{key}" if self.where else key)
 
-    def kernel_class(self) -> str | None:
+    def kernel_class(self) -> builtins.str | None:
         """A kernel's optional "class" (files before kernel classes have none): a
         KernelClass value."""
         if not isinstance(self.data, dict) or self.data.get("class") is None:
@@ -612,24 +640,24 @@ class _Reader:
             self.fail("class", f"unknown kernel class {value!r}")
         return value
 
-    def optional_obj(self, key: str) -> _Reader | None:
+    def optional_obj(self, key: builtins.str) -> _Reader | None:
         return None if self._get(key, "an object or null") is None else self.obj(key)
 
-    def items(self, key: str) -> list[_Reader]:
+    def items(self, key: builtins.str) -> list[_Reader]:
         value = self._get(key, "a list")
         if not isinstance(value, list):
             self.fail(key, "expected a list")
         base = f"{self.where}.{key}" if self.where else key
         return [_Reader(item, self.source, f"{base}[{i}]") for i, item in enumerate(value)]
 
-    def objs(self, key: str) -> list[_Reader]:
+    def objs(self, key: builtins.str) -> list[_Reader]:
         readers = self.items(key)
         for r in readers:
             if not isinstance(r.data, dict):
                 raise CalibrationError(f"{self.source}: field {r.where}: expected an object")
         return readers
 
-    def polynomial(self, key: str) -> Polynomial:
+    def polynomial(self, key: builtins.str) -> Polynomial:
         terms = self.obj(key)
         coefficients: dict[str, Fraction] = {}
         for name, value in terms.data.items():
@@ -663,7 +691,7 @@ def _shape(reader: _Reader, where: str) -> Shape:
         raise CalibrationError(
             f"{reader.source}: field {where}: expected [M, K, N] positive integers"
         )
-    return tuple(value)  # type: ignore[return-value]
+    return tuple(value)
 
 
 def _known_shape(reader: _Reader, shapes: set[Shape]) -> Shape:
@@ -777,7 +805,7 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
         if len({k.key for k in kernels}) != len(kernels):
             r.fail("kernels", "a kernel key appears twice")
         total = r.polynomial("total")
-        if sum((k.nbytes for k in kernels), Polynomial.from_map({})) != total:
+        if polynomial_sum(k.nbytes for k in kernels) != total:
             raise CalibrationError(
                 f"{r.source}: field {r.where}.total: is not the sum of its kernels"
             )
@@ -850,7 +878,7 @@ def _tile(reader: _Reader) -> tuple[int, int]:
         or not all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 1024 for x in value)
     ):
         raise CalibrationError(f"{reader.source}: field {reader.where}: expected [rows, cols]")
-    return tuple(value)  # type: ignore[return-value]
+    return tuple(value)
 
 
 def _kind_to_dict(kind: KindTime) -> dict[str, float]:

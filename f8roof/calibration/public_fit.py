@@ -426,13 +426,17 @@ def load_cells(root: Path = Path(".")) -> Cells:
         measured[index[(row.M, row.K, row.N)]] = row.measured_speedup
     if np.isnan(measured).any():
         raise ValueError("a compiled cell has no measured speedup")
+    nbytes, scattered, reread, arithmetic = (np.array(c, dtype=np.float64) for c in columns[3:])
     return Cells(
         np.array(shapes, dtype=np.float64),
         measured,
         np.array(columns[0]),
         np.array(columns[1], dtype=bool),
         np.array(columns[2]),
-        *(np.array(c, dtype=np.float64) for c in columns[3:]),
+        nbytes,
+        scattered,
+        reread,
+        arithmetic,
         header["versions"],
         frame.source.iloc[0],
     )

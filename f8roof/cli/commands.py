@@ -7,6 +7,8 @@ calibrate, validate, estimate --overhead codegen), so `f8roof estimate` needs ne
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -22,11 +24,30 @@ class UserError(click.ClickException):
     exit_code = 2
 
 
+class _Command(click.Command):
+    """An option that takes one value, given twice, is refused: click keeps the last one
+    without a word (`--gpu h100 --gpu h200`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        given = args[: args.index("--")] if "--" in args else args
+        for param in self.params:
+            if not isinstance(param, click.Option) or param.multiple or param.is_flag:
+                continue
+            times = sum(
+                arg == name or arg.startswith(name + "=") for name in param.opts for arg in given
+            )
+            if times > 1:
+                raise click.UsageError(f"{param.opts[0]} given {times} times: give it once")
+        return super().parse_args(ctx, args)
+
+
 class _Group(click.Group):
     """A problem with what the user asked for (the library's F8RoofError: an unknown GPU, a
     bad file, a value the models refuse) is one line, exit 2; so is a bad option (click's
     usage error, without the usage block: `--help` has it). Anything else is a bug and keeps
     its traceback."""
+
+    command_class = _Command
 
     def invoke(self, ctx: click.Context):
         try:
@@ -60,6 +81,15 @@ def _need_torch(what: str) -> None:
         import torch  # noqa: F401
     except ImportError:
         raise F8RoofError(f"{what} compiles with torch: pip install 'f8roof[profile]'") from None
+
+
+def _terminal_width() -> int | None:
+    """The width `--show-all` fits: COLUMNS where set, else the terminal's; None when the
+    output goes to a file or a pipe (nothing to fit)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
 
 
 def _warn(lines) -> None:
@@ -118,7 +148,7 @@ def estimate(
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes, or of a
     model's linears at training scale, and say which to convert."""
-    from f8roof.engine.answer import ModelAnswer, Question, answer, answer_setup
+    from f8roof.engine.answer import ModelAnswer, Question, ShapesAnswer, answer, answer_setup
     from f8roof.files import check_output_path
     from f8roof.renderers.answers import out_frame, out_summary, render_answer
     from f8roof.renderers.frames import renderer_for
@@ -133,6 +163,7 @@ def estimate(
         shape_texts, shapes_file, sweep, model, tokens, overhead=overhead, policy=policy
     )
     bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
+    result: ShapesAnswer | ModelAnswer
     if setup_file is not None:
         given = click.get_current_context().get_parameter_source("recipe")
         result = answer_setup(
@@ -150,7 +181,9 @@ def estimate(
         result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
     if not isinstance(result, ModelAnswer):
         _warn(sentence(w) for w in result.warnings)
-    click.echo(render_answer(result, color=sys.stdout.isatty(), show_all=show_all))
+    click.echo(
+        render_answer(result, color=sys.stdout.isatty(), show_all=show_all, width=_terminal_width())
+    )
     if out is not None:
         from f8roof.renderers.frames import write_frame
 
@@ -309,8 +342,8 @@ def compare(shape_texts, no_fit, as_json, out, model, block, **options) -> None:
         from f8roof.engine.sharded import compare_block
         from f8roof.renderers.block import block_to_json, render_block_text
 
-        result = compare_block(model=model, shapes_given=bool(shape_texts), **block, **options)
-        text = (block_to_json if as_json else render_block_text)(result)
+        compared = compare_block(model=model, shapes_given=bool(shape_texts), **block, **options)
+        text = (block_to_json if as_json else render_block_text)(compared)
         click.echo(text, nl=False)
         if out:
             write_text_atomic(out, text)

@@ -9,6 +9,7 @@ reports both errors. Errors are signed percentages of the measured speedup.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,8 +17,7 @@ import pandas as pd
 from f8roof.calibration.file import Calibration, StepMeasurement
 from f8roof.engine.estimate import EstimateConfig, estimate
 from f8roof.hardware.presets import PRESETS
-from f8roof.traffic.variant import Variant
-from f8roof.traffic.worst_ideal import context_fused_roles
+from f8roof.traffic.variant import Variant, context_fused_roles
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,8 @@ def validation_frame(calibration: Calibration, pairs: list[Pair]) -> pd.DataFram
     for variant in dict.fromkeys(p.variant for p in pairs):
         mine = [p for p in pairs if p.variant == variant]
         shapes = [(p.fp8.M, p.fp8.K, p.fp8.N) for p in mine]
-        common = {
+        assert variant.recipe is not None and variant.implementation is not None
+        common: dict[str, Any] = {
             "recipe": variant.recipe,
             "gpu": gpu,
             "implementation": variant.implementation,

@@ -29,7 +29,7 @@ from f8roof.calibration.fitting import Measurements, fit_calibration, traffic_ca
 from f8roof.device.runner import Checkpoint, Task, run_tasks
 from f8roof.errors import F8RoofError
 from f8roof.hardware.presets import GPU, resolve_gpu
-from f8roof.notes import Topic, note
+from f8roof.notes import Note, Topic, note
 from f8roof.timing.datasheet import datasheet_timing
 from f8roof.timing.gemm import GEMM_ROLES, fp8_gemm_dtype
 from f8roof.traffic.block_scaled import bytes_source, is_read_off
@@ -78,7 +78,7 @@ class CalibrateOptions:
         buffers at each, but the independent linear solve needs 9 of one kernel set) and fewer
         iterations; the gemm grid stays whole, as interpolating over 4x steps costs accuracy.
         codegen (a traffic calibration for `gpu`) runs nothing: no gemms, no iterations."""
-        run = {
+        run: dict[str, Any] = {
             "device": device,
             "variants": variants,
             "budget_s": budget_s,
@@ -180,7 +180,7 @@ def calibrate_options(
 ) -> CalibrateOptions:
     """`f8roof calibrate`'s options: on a CPU one tensorwise variant by default, elsewhere
     CALIBRATION_VARIANTS; the codegen target only for codegen."""
-    default = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
+    default: tuple[str, ...] = ("tensorwise",) if device == "cpu" else CALIBRATION_VARIANTS
     target = resolve_gpu(gpu) if device == "codegen" else None
     if target is not None and target.fp8_dtype_family.value == "fnuz":
         # an fnuz part (MI300X): torchao's casts are generated with its encodings, the
@@ -197,11 +197,10 @@ def calibrate_options(
         if target is not None:
             check_gpu_support(variant.recipe, target)
             fnuz = target.fp8_dtype_family.value == "fnuz"
-            if fnuz and variant.recipe is not None and variant.implementation.value == "reference":
+            if fnuz and variant.implementation is Implementation.REFERENCE:
                 raise F8RoofError(
-                    f"{variant.key}: f8roof's reference linear casts to float8_e4m3fn/e5m2, and "
-                    f"{target.name} runs the fnuz encodings: calibrate torchao's recipes for it "
-                    "(--recipes tensorwise,rowwise,rowwise_gw_hp)"
+                    f"{variant.key}: the reference casts to e4m3fn/e5m2, {target.name} runs fnuz: "
+                    "calibrate torchao's recipes"
                 )
     return CalibrateOptions.defaults(
         device,
@@ -250,7 +249,11 @@ def tasks(options: CalibrateOptions) -> list[Task]:
         name = shape_text(shape)
         keep = artifacts is not None and index in (0, len(options.shapes) // 2)
         for variant in options.all_variants:
-            trace = artifacts / "traces" / f"{variant.slug}_{name}.json" if keep else None
+            trace = (
+                artifacts / "traces" / f"{variant.slug}_{name}.json"
+                if keep and artifacts is not None
+                else None
+            )
             code = artifacts / "code" if artifacts is not None else None
             out.append(
                 Task(
@@ -357,7 +360,7 @@ def calibrate(
     *,
     resume: bool,
     progress: Callable[[list[Task]], Any] | None = None,
-) -> tuple[Calibration, list[str]]:
+) -> tuple[Calibration, list[Note]]:
     """Measure (or resume), fit, save atomically; return the calibration and capture warnings."""
     from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
     from f8roof.profiler.device import environment, require_device
@@ -391,9 +394,8 @@ def calibrate(
         gemms = all(checkpoint.done(t.key) for t in work if t.key.startswith(("gemms/", "copy")))
         if len(shapes) < MIN_PARTIAL_SHAPES or not gemms:
             raise F8RoofError(
-                f"budget of {options.budget_s:.0f} s spent before every variant was measured at "
-                f"{MIN_PARTIAL_SHAPES} shapes; checkpoint kept at {checkpoint.path}: run again "
-                "with --resume"
+                f"budget of {options.budget_s:.0f} s spent before {MIN_PARTIAL_SHAPES} shapes of "
+                f"every variant; {checkpoint.path} kept: run again with --resume"
             )
         fitted = replace(options, shapes=shapes)
         warnings.append(
@@ -406,6 +408,7 @@ def calibrate(
             )
         )
     if codegen:
+        assert options.gpu is not None, "codegen is for a named GPU"
         calibration = traffic_calibration(
             _code_samples(checkpoint.records, fitted),
             environment=env,

@@ -49,7 +49,7 @@ def calibrated_variants(calibration: Calibration) -> tuple[Variant, ...]:
     variants = tuple(
         variant
         for variant in (Variant.from_key(v.variant) for v in calibration.variants)
-        if not variant.is_bf16 and variant.recipe.name in VALIDATION_RECIPES
+        if variant.recipe is not None and variant.recipe.name in VALIDATION_RECIPES
     )
     if not variants:
         raise F8RoofError(
@@ -180,8 +180,7 @@ def validate(
 
     if not calibration.is_measured:
         raise F8RoofError(
-            "a traffic calibration (generated code, datasheet times) has nothing measured to "
-            "validate against a device: calibrate on the device first"
+            "a traffic calibration has nothing measured to validate: calibrate on the device first"
         )
     require_device(options.device)
     check_same_device(calibration.environment, options.device)

@@ -57,7 +57,7 @@ class ShapesAnswer:
     resolved: Resolved
     frame: pd.DataFrame
     breakevens: dict[str, int | None]  # level -> smallest winning square size
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Note] = field(default_factory=list)
     settle: Settle | None = None  # the GPU run that settles the uncertain rows
 
 
@@ -269,9 +269,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     if (stated or run.fsdp_degree is not None) and not found.bf16_fits:
         raise F8RoofError(
             f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
-            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s "
-            f"{found.usable_bytes / GIB:.1f} GiB (its {gpu.memory_bytes / GIB:.0f} GiB less "
-            f"{RUNTIME_BYTES / GIB:.0f} for the CUDA context and NCCL)"
+            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s usable "
+            f"{found.usable_bytes / GIB:.1f}"
         )
     assumed = note(
         Topic.MEMORY_ASSUMED,
@@ -326,7 +325,7 @@ def best_plan(
     step, block = model_step(question, mixed, resolved)
     if len(resolved.configs) == 1:
         return mixed, step, block, ()
-    found = []
+    found: list[tuple[str | None, Recommendation, StepAnswer, BlockComparison | None]] = []
     for config in resolved.configs:
         rec = recommend_alone(mixed, resolved, config.recipe.name)
         alone = replace(resolved, configs=(config,))
@@ -359,7 +358,7 @@ def model_step(
     bf16 = None
     sharded = rec.setup.tp > 1 or bool(rec.setup.fsdp)
     timed = resolved.calibration is not None and not rec.architecture.is_moe
-    if block is None and sharded and timed:
+    if block is None and sharded and timed and question.model:
         bf16 = shipped_bf16_block(question.model, tokens=rec.tokens, run=rec.setup)
     step = summarize_step(rec, resolved, block=block, no_block=why_not, bf16_block=bf16)
     return step, block
@@ -383,6 +382,7 @@ def sharded_block(
     if why is not None:
         return None, why
     recipes = _block_recipes(rec)
+    assert question.model is not None, "a block is a model's"
     if question.overhead == "codegen":
         gpu = resolved.config.gpu.name
         block = compiled_block(
@@ -421,7 +421,7 @@ def answer_shapes(
 ) -> ShapesAnswer:
     shapes = collect_shapes(question.shape_texts, question.shapes_file, question.sweep)
     config = resolved.config
-    warnings: list[str] = []
+    warnings: list[Note] = []
     frame = estimate(shapes, config, ranges=True)
     if question.overhead == "codegen":
         from f8roof.engine.compare import codegen_columns, version_warning
@@ -491,7 +491,8 @@ def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> 
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
     filters); float8's in [quantize.linear.float8] with `quantize_layout`, else [float8]. MX
     is always [quantize.linear.mx]: the layout whose recipe names f8roof's map to."""
-    kept, converted = [], []
+    kept: list[str] = []
+    converted: list[str] = []
     for fqn, convert, held in zip(rec.layers["fqn"], rec.layers["convert"], kept_by_setup(rec)):
         try:
             to_torchtitan_fqn(fqn)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,8 +53,8 @@ class ShapeComparison:
     shape: Shape
     bytes_worst: int
     bytes_ideal: int
-    capture: object  # profiler.capture.Capture of the float8 graph (untyped: torch-free here)
-    baseline: object | None  # Capture of the bf16 graph of the same context; None: standalone
+    capture: Any  # profiler.capture.Capture of the float8 graph (untyped: torch-free here)
+    baseline: Any | None  # Capture of the bf16 graph of the same context; None: standalone
 
     @property
     def bytes_actual(self) -> int:
@@ -128,9 +129,11 @@ def compare(
         raise ValueError("compare needs a float8 variant; bf16 is its baseline")
     require_cpu_rowwise([variant.recipe], device=device)
     recipe, implementation = variant.recipe, variant.implementation
-    worst = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
-    ideal = ideal_traffic(recipe, implementation=implementation, fused=fused)
-    worst, ideal = from_sympy(worst.total), from_sympy(ideal.total)
+    assert recipe is not None and implementation is not None, "a float8 variant"
+    worst = from_sympy(
+        worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited).total
+    )
+    ideal = from_sympy(ideal_traffic(recipe, implementation=implementation, fused=fused).total)
     fit_shapes = (CPU_FIT_SHAPES if device == "cpu" else FIT_SHAPES) if fit else ()
     work = list(dict.fromkeys([*shapes, *fit_shapes]))
     graphs = [variant] if variant.context.is_standalone else [variant, variant.baseline]
@@ -231,9 +234,11 @@ def read_off_compare(
     from f8roof.traffic.block_scaled import bytes_source, kernel_kind, torchao_kernels
 
     recipe, implementation = variant.recipe, variant.implementation
-    worst = worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
-    ideal = ideal_traffic(recipe, implementation=implementation, fused=fused)
-    worst, ideal = from_sympy(worst.total), from_sympy(ideal.total)
+    assert recipe is not None and implementation is not None, "a float8 variant"
+    worst = from_sympy(
+        worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited).total
+    )
+    ideal = from_sympy(ideal_traffic(recipe, implementation=implementation, fused=fused).total)
     kernels = [
         (
             kernel,
@@ -333,8 +338,8 @@ def codegen_columns(
     calibration = config.calibration
     if calibration is None:
         raise F8RoofError(
-            "--overhead codegen times kernels with a calibration's kernel-time model: "
-            "give --calibration (or a GPU with a shipped one)"
+            "--overhead codegen times kernels by a calibration: give --calibration "
+            "(or a GPU with a shipped one)"
         )
     variants = [config.variant]
     if not config.context.is_standalone:
@@ -346,9 +351,8 @@ def codegen_columns(
         fit = calibration.variant(variant.key)
         owners = nearest_kernel_set(fit.traffic.kernel_sets, ShapeArrays(M, K, N))
         for i, shape in enumerate(progress(shapes) if progress else shapes):
-            samples = capture(
-                variant, tuple(int(x) for x in shape), device="codegen", gpu=config.gpu
-            ).samples()
+            m, k, n = (int(x) for x in shape)
+            samples = capture(variant, (m, k, n), device="codegen", gpu=config.gpu).samples()
             kernel_set = fit.traffic.kernel_sets[owners[i]]
             # The nearest calibration shape's per-kernel factors apply where it has this set.
             same_set = ShapeSample(shape, tuple(samples)).signature == tuple(
@@ -434,8 +438,7 @@ def run_compare(
     from f8roof.profiler.device import require_device
     from f8roof.profiler.graphs import resolve_implementation
     from f8roof.traffic.block_scaled import is_read_off
-    from f8roof.traffic.variant import Context
-    from f8roof.traffic.worst_ideal import context_fused_roles
+    from f8roof.traffic.variant import Context, context_fused_roles
 
     target = resolve_gpu(request.gpu)
     # a recipe the target cannot run: one line, first
@@ -469,14 +472,14 @@ def run_compare(
         and target.fp8_dtype_family.value == "fnuz"
     ):
         raise F8RoofError(
-            f"f8roof's reference linear casts to float8_e4m3fn/e5m2; {target.name} runs the fnuz "
-            "encodings: use --impl torchao (its code is generated with them)"
+            f"the reference casts to float8_e4m3fn/e5m2, {target.name} runs fnuz: "
+            "use --impl torchao"
         )
     if is_read_off(recipe) and device != "cuda":
         if calibration is not None:
             raise F8RoofError(
-                f"{recipe.name}'s kernels are read off torchao's code here, not generated: no "
-                "calibration fits to check them against; drop --calibration"
+                f"{recipe.name}'s kernels are read off torchao's code, with no fits to check: "
+                "drop --calibration"
             )
         warn(note(Topic.READ_OFF, recipe=recipe.name))
         comparison = read_off_compare(variant, shapes, gpu=target, fused=fused, limited=limited)

@@ -1,7 +1,8 @@
 """Shapes x variant x GPU -> a pandas DataFrame of bf16 vs float8 times and speedups.
 
-The sympy traffic models are compiled once per configuration (lambdify) and every shape is then
-a numpy array operation: a million shapes take well under a second.
+The worst and ideal byte models are polynomials read once per configuration (from the shipped
+table, `traffic.byte_table`) and every shape is then a numpy array operation: a million shapes
+take well under a second.
 
 Levels of overhead, side by side: `worst` and `ideal` (sympy models), `fitted` (a calibration:
 the exact bytes of the generated code per kernel set, timed by its kernel-time model) and `codegen`
@@ -19,7 +20,6 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-import sympy as sp
 
 from f8roof.calibration.file import Calibration, retimed
 from f8roof.engine.decision import DECISIONS, DecisionPolicy, frame_decisions
@@ -41,27 +41,28 @@ from f8roof.timing.band import (
 from f8roof.timing.gemm import (
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
+    GemmModel,
     RooflineGemm,
-    TableGemm,
     linear_gemm_times,
     shared_tilings,
 )
 from f8roof.timing.kernel_classes import GpuFamily
 from f8roof.timing.overhead import fitted_kernels, fitted_kind_bytes, kernel_set_range
 from f8roof.traffic.block_scaled import is_read_off, kernel_kind, torchao_kernels
+from f8roof.traffic.byte_table import ModelKey, model_bytes, sympy_model
 from f8roof.traffic.fit import FitError, from_sympy
-from f8roof.traffic.grouped import grouped_traffic, is_grouped_recipe
-from f8roof.traffic.monomials import SYMBOLS, ShapeArrays
+from f8roof.traffic.grouped import is_grouped_recipe
+from f8roof.traffic.monomials import ShapeArrays
 from f8roof.traffic.recipes import Recipe, Role
 from f8roof.traffic.variant import (
     FP8_DIM_MULTIPLE,
     Context,
     Implementation,
+    Level,
     Variant,
     check_gpu_support,
     fp8_reason_codes,
 )
-from f8roof.traffic.worst_ideal import Level, TrafficModel, ideal_traffic, worst_traffic
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class EstimateConfig:
     context: Context = field(default_factory=Context)
     fused: frozenset[Role] = frozenset()  # the seed's F per role
     limited: frozenset[Role] = frozenset()  # the seed's L ("compile limitations") per role
-    gemm: RooflineGemm | TableGemm | None = None  # None: the calibration's gemms, or roofline
+    gemm: GemmModel | None = None  # None: the calibration's gemms, or roofline
     memory_efficiency: float = SEED_MEMORY_EFFICIENCY
     launch_floor_s: float = SEED_LAUNCH_FLOOR_S
     calibration: Calibration | None = field(default=None, compare=False)
@@ -101,7 +102,7 @@ class EstimateConfig:
         return Variant(self.recipe, self.implementation, self.context)
 
     @property
-    def gemm_model(self) -> RooflineGemm | TableGemm:
+    def gemm_model(self) -> GemmModel:
         if self.gemm is not None:
             return self.gemm
         if self.calibration is not None:
@@ -145,62 +146,45 @@ class EstimateConfig:
             family=family, bandwidth_bytes_per_s=self.gpu.memory_bandwidth_bytes_per_s
         )
 
-
-def traffic_model(
-    recipe: Recipe,
-    level: Level,
-    *,
-    implementation: Implementation,
-    fused: frozenset = frozenset(),
-    limited: frozenset = frozenset(),
-    grouped: bool = False,
-) -> TrafficModel:
-    """The sympy model of an overhead at `level`: torchao's grouped-gemm path for routed
-    experts (`grouped`), else the linear's worst or ideal model with the seed's F and L."""
-    if grouped:
-        return grouped_traffic(level, recipe)
-    if level is Level.WORST:
-        return worst_traffic(recipe, implementation=implementation, fused=fused, limited=limited)
-    return ideal_traffic(recipe, implementation=implementation, fused=fused)
+    def model_key(self, level: Level) -> ModelKey:
+        """Which byte model times this config's overhead at `level`."""
+        return ModelKey(
+            self.recipe, level, self.implementation, self.fused, self.limited, self.grouped
+        )
 
 
 @lru_cache(maxsize=64)
-def _compiled_bytes(
-    recipe: Recipe,
-    implementation: Implementation,
-    fused: frozenset,
-    limited: frozenset,
-    grouped: bool,
-    level: Level,
-):
-    """numpy function (M, K, N) -> overhead bytes, built once per model."""
-    model = traffic_model(
-        recipe,
-        level,
-        implementation=implementation,
-        fused=fused,
-        limited=limited,
-        grouped=grouped,
-    )
-    return _numpy_function(model.total), model.small_kernels
+def _compiled_bytes(key: ModelKey):
+    """numpy function (M, K, N) -> overhead bytes, built once per model: its polynomial, or
+    (a model outside the monomials) the sympy model through lambdify."""
+    found = model_bytes(key)
+    if found is not None:
+        return found.total, found.small_kernels
+    import sympy as sp
+
+    from f8roof.traffic import monomials
+
+    model = sympy_model(key)
+    return sp.lambdify(monomials.SYMBOLS, model.total, modules="numpy"), model.small_kernels
 
 
-def _numpy_function(expr: sp.Expr):
-    """numpy (M, K, N) -> the value of a sympy byte count. Byte counts are polynomials in the
-    monomials (`traffic.monomials`): evaluated from their coefficients, with no code generated
-    (`sp.lambdify` prints and compiles Python per model: ~20 ms each, a fifth of a second of a
-    model answer in a fresh process); anything else through lambdify."""
+def _numpy_function(expr):
+    """numpy (M, K, N) -> the value of a sympy byte count: its polynomial in the monomials,
+    evaluated from the coefficients with no code generated (`sp.lambdify` prints and compiles
+    Python per model: ~20 ms each); anything else through lambdify."""
     try:
         return from_sympy(expr)
-    except (FitError, sp.PolynomialError):
-        return sp.lambdify(SYMBOLS, expr, modules="numpy")
+    except FitError:
+        import sympy as sp
+
+        from f8roof.traffic import monomials
+
+        return sp.lambdify(monomials.SYMBOLS, expr, modules="numpy")
 
 
 def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.ndarray, int]:
     """Overhead bytes at float64 arrays M, K, N, and the model's small-kernel count."""
-    fn, small_kernels = _compiled_bytes(
-        config.recipe, config.implementation, config.fused, config.limited, config.grouped, level
-    )
+    fn, small_kernels = _compiled_bytes(config.model_key(level))
     values = fn(M, K, N)
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
 
@@ -291,6 +275,7 @@ def fitted_overhead(
         bf16.traffic.kernel_sets, calibration.kernel_time, bf16.variant, shapes
     )
     if uses_read_off(calibration, variant):
+        assert variant.recipe is not None, "bf16 reads nothing off"
         nbytes, seconds = read_off_kernels(calibration, variant.recipe, shapes)
         return nbytes, seconds, context_s
     fp8 = calibration.variant(variant.key)
@@ -358,7 +343,7 @@ def calibrated_columns(
     shapes = ShapeArrays(M, K, N)  # one: the overhead and its range share its distances
     overhead_bytes, overhead_s, context_s = fitted_overhead(calibration, variant, shapes)
     bf16_s, fp8_s = bf16_gemm_s, fp8_gemm_s + overhead_s
-    if bf16.fixed is not None:
+    if bf16.fixed is not None and fp8.fixed is not None:
         bf16_s = bf16_gemm_s * bf16.fixed.gemm_factor + bf16.fixed.device_extra_s
         fp8_s = fp8_gemm_s * fp8.fixed.gemm_factor + overhead_s + fp8.fixed.device_extra_s
     columns = {"overhead_bytes_fitted": overhead_bytes}
@@ -379,7 +364,7 @@ def calibrated_columns(
         "context_s": context_s,
         "speedup_context": (bf16_s + context_s) / (fp8_s + context_s),
     }
-    if calibration.is_measured:
+    if calibration.is_measured and bf16.fixed is not None and fp8.fixed is not None:
         bf16_wall_s = bf16.fixed.wall_s(bf16_s + context_s)
         fp8_wall_s = fp8.fixed.wall_s(fp8_s + context_s)
         columns |= {
@@ -477,7 +462,9 @@ def band_columns(
         gemm, config.recipe, M, K, N, rates=rates, implementation=config.implementation
     )
     bf16_gemm = linear_gemm_band(gemm, None, M, K, N, rates=rates)
-    if bf16.fixed is not None:  # measured: in-step gemm factors and unmodelled kernels
+    if (
+        bf16.fixed is not None and fp8.fixed is not None
+    ):  # measured: in-step gemm factors and unmodelled kernels
         fp8_gemm = _scaled(fp8_gemm, fp8.fixed.gemm_factor, fp8.fixed.device_extra_s)
         bf16_gemm = _scaled(bf16_gemm, bf16.fixed.gemm_factor, bf16.fixed.device_extra_s)
     spread = None

@@ -98,7 +98,9 @@ class FilterComparison:
         layers = self.recommendation.layers.copy()
         grouped = layers["grouped"].to_numpy(dtype=bool)
         if self.torchao is not None:
-            layers["torchao_convert"] = np.where(grouped, None, self.torchao)
+            layers["torchao_convert"] = [
+                None if g else bool(t) for g, t in zip(grouped, self.torchao)
+            ]
             layers["torchao_step_s"] = self._step_times(self._torchao_mask())
         layers["f8roof_step_s"] = layers["recommended_step_s"]
         return layers
@@ -259,8 +261,8 @@ def filter_compare(
         raise F8RoofError("filter-compare takes one recipe (torchao converts with one config)")
     if step_ms is not None and len(tokens) * len(tps) > 1:
         raise F8RoofError(
-            f"--step-ms is one measured bf16 step, of one --tokens and one --tp; "
-            f"{len(tokens)} tokens x {len(tps)} TP degrees were given: compare them without it"
+            f"--step-ms is one measured bf16 step, of one --tokens and --tp: {len(tokens)} tokens "
+            f"x {len(tps)} TP degrees given"
         )
     setup = RunConfig.from_options(ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
     for tp in tps:

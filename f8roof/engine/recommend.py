@@ -42,14 +42,19 @@ from f8roof.engine.decision import (
     frame_policy_end,
     settle_run,
 )
-from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate, traffic_model
+from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.errors import F8RoofError
 from f8roof.timing.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
+from f8roof.traffic.byte_table import ModelKey, model_bytes, sympy_model
 from f8roof.traffic.grouped import GROUPED_RECIPE, is_grouped_recipe
-from f8roof.traffic.recipes import Recipe
-from f8roof.traffic.variant import TORCHAO_RECIPES, Context, Implementation
-from f8roof.traffic.worst_ideal import Level, context_fused_roles
+from f8roof.traffic.variant import (
+    TORCHAO_RECIPES,
+    Context,
+    Implementation,
+    Level,
+    context_fused_roles,
+)
 from f8roof.training.catalog import (
     Architecture,
     as_module,
@@ -61,6 +66,7 @@ from f8roof.training.catalog import (
     resolve_model,
 )
 from f8roof.training.parallel import LocalLayer, local_layers
+from f8roof.training.recompute import forward_share, is_forward
 from f8roof.training.run_config import ONE_GPU, RunConfig
 from f8roof.training.torchtitan_names import expand_filters, split_by_filters
 
@@ -211,8 +217,9 @@ def recommend(
     blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
     share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
     if setup.filter_fqns:
-        setup = replace(setup, filter_fqns=expand_filters(setup.filter_fqns, blocks=blocks))
-        local = split_rows(local, setup.filter_fqns, blocks=blocks)
+        filters = expand_filters(setup.filter_fqns, blocks=blocks)
+        setup = replace(setup, filter_fqns=filters)
+        local = split_rows(local, filters, blocks=blocks)
     frames = tuple(_layer_frame(local, c, share) for c in resolved.configs)
     return _plan(architecture, tokens, resolved, setup, policy, margin, local, frames)
 
@@ -367,7 +374,7 @@ def _layer_frame(
         frame["speedup_level"] = np.where(grouped, "worst", "fitted")
     if not grouped.any():
         return frame
-    index = np.flatnonzero(grouped)
+    index = [int(i) for i in np.flatnonzero(grouped)]
     per_device = np.array([local[i].experts_per_device for i in index], dtype=np.float64)
     gconfig = grouped_config(config)
     part = _timed([local[i].shape for i in index], gconfig, recompute, groups=per_device)
@@ -482,27 +489,18 @@ def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> pd.
 
 
 @lru_cache(maxsize=32)
-def forward_share_fn(
-    recipe: Recipe,
-    implementation: Implementation,
-    fused: frozenset,
-    limited: frozenset,
-    grouped: bool,
-):
-    import sympy as sp
+def forward_share_fn(key: ModelKey):
+    """numpy (M, K, N) -> the forward share of a (worst-case) model's bytes
+    (`training.recompute.forward_share`)."""
+    found = model_bytes(key)
+    if found is None:
+        import sympy as sp
 
-    from f8roof.traffic.monomials import SYMBOLS
-    from f8roof.training.recompute import forward_share
+        from f8roof.traffic import monomials
 
-    model = traffic_model(
-        recipe,
-        Level.WORST,
-        implementation=implementation,
-        fused=fused,
-        limited=limited,
-        grouped=grouped,
-    )
-    return sp.lambdify(SYMBOLS, forward_share(model), modules="numpy")
+        return sp.lambdify(monomials.SYMBOLS, forward_share(sympy_model(key)), modules="numpy")
+    forward, total = found.sum(is_forward), found.total
+    return lambda M, K, N: forward(M, K, N) / total(M, K, N)
 
 
 def _add_recompute(
@@ -521,9 +519,7 @@ def _add_recompute(
     bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N, groups)
     output_dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
     fp8_fwd, _ = gemm.time_s(output_dtype, GemmRole.OUTPUT, M, K, N, groups)
-    share_fn = forward_share_fn(
-        config.recipe, config.implementation, config.fused, config.limited, config.grouped
-    )
+    share_fn = forward_share_fn(config.model_key(Level.WORST))
     share = np.broadcast_to(np.asarray(share_fn(M, K, N), dtype=np.float64), M.shape)
     frame["forward_share"] = share
     bf16_fwd, fp8_fwd, share = bf16_fwd * blocks, fp8_fwd * blocks, share * blocks
@@ -565,7 +561,7 @@ def _add_recompute(
 def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
     """`band`: the float8 times at the band's (fast, slow) ends, per layer."""
     modules = counts if modules is None else modules
-    ends = [None, None]
+    ends: list[float | None] = [None, None]
     if band is not None:
         ends = [float((counts * np.where(convert, t, bf16_s)).sum()) for t in band]
     return Totals(
@@ -637,6 +633,8 @@ class ModuleFilter:
         # A linear the walk did not see (layers added since): decide by its layer type and
         # shape; anything unknown stays in bf16.
         K, N = getattr(module, "in_features", None), getattr(module, "out_features", None)
+        if not (isinstance(K, int) and isinstance(N, int)):
+            return False
         return self.by_layer.get((layer_type(name), K, N), False)
 
 
@@ -651,7 +649,7 @@ def module_filter(
     no_calibration: bool = False,
     tp: int = 1,
     ep: int = 1,
-    fsdp: bool = False,
+    fsdp: bool | int = False,
     recompute: str = "none",
     tp_plan: Mapping[str, str] | None = None,
     policy: str | DecisionPolicy = DEFAULT_POLICY,

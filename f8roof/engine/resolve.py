@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from f8roof.calibration import public_file
 from f8roof.calibration.file import Calibration, CalibrationKind, timed_publicly
@@ -56,9 +57,9 @@ from f8roof.traffic.variant import (
     Context,
     Implementation,
     Variant,
+    context_fused_roles,
     parse_implementation,
 )
-from f8roof.traffic.worst_ideal import context_fused_roles
 
 DEFAULT_GPU = "h100"
 
@@ -260,6 +261,7 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
                 f"(fitted: {fitted}); use --times datasheet"
             )
         return calibration
+    assert model is not None, "a part was found in it"
     return timed_publicly(calibration, model, part)
 
 
@@ -297,7 +299,7 @@ def _provenance(
 ) -> Provenance:
     """What the numbers rest on: the calibration's kind and stack; `gemms` the gemm timing
     a table or an efficiency overrides (None: the calibration's, or the seed's roofline)."""
-    extra = {
+    extra: dict[str, Any] = {
         "gemm_table": "" if request.gemm_table is None else str(request.gemm_table),
         "gemm_efficiency": (
             math.nan if request.gemm_efficiency is None else request.gemm_efficiency
@@ -431,8 +433,8 @@ def _check_table_recipes(recipes: list[Recipe]) -> None:
     scaled = [r.name for r in recipes if r.is_block_scaled and not r.emulated]
     if scaled:
         raise F8RoofError(
-            f"--gemm-table holds bf16 and fp8 gemm times; {', '.join(scaled)} runs block-scaled "
-            "gemms (other kernels) a table cannot hold yet: drop --gemm-table for it"
+            f"--gemm-table holds bf16 and fp8 gemms, not {', '.join(scaled)}'s block-scaled "
+            "ones: drop --gemm-table"
         )
 
 

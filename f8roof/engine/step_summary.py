@@ -29,7 +29,9 @@ compute. Routed experts' all-to-all, pipeline and context parallelism are not mo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,6 +49,7 @@ from f8roof.timing.comm import (
     CollectiveKind,
     CommError,
     Interconnect,
+    Placement,
     collective_time_s,
     find_interconnect,
     float8_all_gather_time_s,
@@ -56,10 +59,9 @@ from f8roof.timing.comm import (
     placement_for,
 )
 from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
-from f8roof.traffic.monomials import K, M, N
+from f8roof.traffic.byte_table import ModelKey, model_bytes
 from f8roof.traffic.recipes import Role
-from f8roof.traffic.variant import Before, Context
-from f8roof.traffic.worst_ideal import context_fused_roles, worst_traffic
+from f8roof.traffic.variant import Before, Context, Level, context_fused_roles
 from f8roof.training.block import BlockCapture
 from f8roof.training.catalog import TPStyle
 from f8roof.training.checkpointing import (
@@ -72,6 +74,7 @@ from f8roof.training.run_config import AUTO_FILTER, Recompute, RunConfig
 from f8roof.training.step import (
     Basis,
     BlockTimes,
+    OutsideBlocks,
     StepSummary,
     outside_blocks,
     step_summary,
@@ -84,7 +87,9 @@ FP32_BYTES = 4
 DEFAULT_FILTER = ("output",)
 
 
-def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
+def _kept_by_filters(
+    rec: Recommendation, run: RunConfig, *, as_run: bool
+) -> tuple[np.ndarray, dict[str, Any]]:
     """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
     for the step as run without a setup), torchao's auto filter among them; and the values
     of the note saying which."""
@@ -114,7 +119,8 @@ def _kept_by_filters(rec: Recommendation, run: RunConfig, *, as_run: bool):
 
 def kept_by_setup(rec: Recommendation) -> np.ndarray:
     """Per row: kept in bf16 by the setup's own filters, whatever f8roof decides for it."""
-    return _kept_by_filters(rec, rec.setup, as_run=False)[0]
+    kept: np.ndarray = _kept_by_filters(rec, rec.setup, as_run=False)[0]
+    return kept
 
 
 @dataclass(frozen=True)
@@ -242,7 +248,7 @@ def _summarize(
             note(Topic.SELECTIVE_SAC, compiled=graphs, source=sac_policy(run.sac_policy).source)
         )
 
-    def per_block(values):
+    def per_block(values: np.ndarray) -> float:
         return float((counts * values)[block].sum()) / layers
 
     attention, attention_again = _attention(rec, resolved, run, notes)
@@ -255,7 +261,7 @@ def _summarize(
         else None
     )
 
-    if graphs:
+    if graphs and block_graphs is not None:
         # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
         # per-layer difference puts it back
         kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
@@ -349,10 +355,13 @@ def _weights(rows: pd.DataFrame, tp: int) -> np.ndarray:
     experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
     K = rows["full_K"].to_numpy(dtype=np.float64)
     N = rows["full_N"].to_numpy(dtype=np.float64)
-    return counts * K * N * experts / shard
+    weights: np.ndarray = counts * K * N * experts / shard
+    return weights
 
 
-def _params_per_gpu(rec: Recommendation, run: RunConfig, convert) -> tuple[float, float]:
+def _params_per_gpu(
+    rec: Recommendation, run: RunConfig, convert: np.ndarray
+) -> tuple[float, float]:
     """This GPU's parameter shard (every linear weight and the embedding, as large as
     lm_head; TP then FSDP split them), and the float8-converted part of it."""
     rows = rec.layers
@@ -363,7 +372,13 @@ def _params_per_gpu(rec: Recommendation, run: RunConfig, convert) -> tuple[float
     return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
 
 
-def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, notes):
+def _outside(
+    rec: Recommendation,
+    resolved: Resolved,
+    run: RunConfig,
+    convert: np.ndarray,
+    notes: list[Note],
+) -> OutsideBlocks:
     """What the step runs outside its blocks (training/step.py `outside_blocks`), at the
     calibration's pointwise streaming rate."""
     rows = rec.layers
@@ -383,7 +398,7 @@ def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, n
     norm_s = scales_s = 0.0
     if fabric is not None:
         place = placement_for(group_size=world, stride=1, gpus_per_node=run.gpus_per_node)
-        kw = {"group_size": world, "placement": place, "fabric": fabric}
+        kw: dict[str, Any] = {"group_size": world, "placement": place, "fabric": fabric}
         norm_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES, **kw))
         tensors = int((rows["count"].to_numpy()[convert]).sum())
         scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
@@ -404,7 +419,7 @@ def _outside(rec: Recommendation, resolved: Resolved, run: RunConfig, convert, n
 
 
 def _shared_input_s(
-    rows: pd.DataFrame, resolved: Resolved, convert, block, fp8: np.ndarray
+    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray, fp8: np.ndarray
 ) -> np.ndarray:
     """Per row, seconds per linear: the float8 overhead a block linear does not pay because
     the linear before it in its group casts the same input. q, k and v read the attention
@@ -416,7 +431,7 @@ def _shared_input_s(
     but the first converted one. `fp8`: each row's float8 time (the decision criterion's)."""
     saved = np.zeros(len(rows))
     configs = {c.recipe.name: c for c in resolved.configs}
-    paid: set[tuple] = set()
+    paid: set[tuple[str, int, str]] = set()
     column = (rows["tp"] == "column").to_numpy() & ~rows["grouped"].to_numpy(dtype=bool)
     for i in np.flatnonzero(block & convert & column):
         row = rows.iloc[i]
@@ -428,20 +443,22 @@ def _shared_input_s(
             paid.add(group)
             continue
         config = configs.get(str(row["recipe"]), resolved.config)
-        model = worst_traffic(
-            config.recipe,
-            implementation=config.implementation,
-            fused=context_fused_roles(context),
+        key = ModelKey(
+            config.recipe, Level.WORST, config.implementation, context_fused_roles(context)
         )
-        at = {M: int(row["M"]), K: int(row["K"]), N: int(row["N"])}
-        total = float(model.total.subs(at))
-        mine = sum(float(k.bytes_total.subs(at)) for k in model.kernels if k.role is Role.INPUT)
+        model = model_bytes(key)
+        assert model is not None, "a linear's worst model is a polynomial"
+        at = (int(row["M"]), int(row["K"]), int(row["N"]))
+        total = float(model.total.exact(at))
+        mine = float(model.sum(lambda k: k.role is Role.INPUT).exact(at))
         overhead = max(float(fp8[i] - row["fp8_gemm_s"]), 0.0)
         saved[i] = overhead * mine / total if total > 0 else 0.0
     return saved
 
 
-def _band_moves(rows: pd.DataFrame, convert, counts, criterion: str) -> tuple[float, float]:
+def _band_moves(
+    rows: pd.DataFrame, convert: np.ndarray, counts: np.ndarray, criterion: str
+) -> tuple[float, float]:
     """How much the converted linears' float8 time per step moves at their bands' fast and
     slow ends (`decision.float8_time_ends`): the step's band. Zero where the rows carry none."""
     ends = float8_time_ends(rows, criterion)
@@ -501,11 +518,13 @@ def _attention(
 
 def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
     if name in rows.columns:
-        return rows[name].fillna(0.0).to_numpy(dtype=np.float64)
+        return np.asarray(rows[name].fillna(0.0).to_numpy(dtype=np.float64))
     return np.zeros(len(rows))
 
 
-def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
+def _selective(
+    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray, run: RunConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-op SAC: the block linears, in the catalog's forward order (q, k, v, o, gate, up,
     down: torchtitan's wq, wk, wv, wo, w1, w3, w2), through the every-second-mm rule."""
     policy = sac_policy(run.sac_policy)
@@ -522,23 +541,15 @@ def _selective(rows, resolved: Resolved, convert, block, run: RunConfig):
         row = rows.iloc[i]
         config = configs.get(str(row["recipe"]), resolved.config)
         M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
-        share = float(
-            np.asarray(
-                forward_share_fn(
-                    config.recipe,
-                    config.implementation,
-                    config.fused,
-                    config.limited,
-                    config.grouped,
-                )(M, K, N)
-            )
-        )
+        share = float(np.asarray(forward_share_fn(config.model_key(Level.WORST))(M, K, N)))
         overhead = float(row["fp8_s"] - row["fp8_gemm_s"]) if "fp8_s" in rows else 0.0
         re_fp8[i] = (fp8_fwd[i] if again[i] else 0.0) + share * max(overhead, 0.0)
     return re_bf16, re_fp8
 
 
-def _forward_gemms(rows, resolved: Resolved, convert, block) -> tuple[np.ndarray, np.ndarray]:
+def _forward_gemms(
+    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Each block row's forward (output) gemm, seconds, bf16 and as the step runs it (its
     recipe's float8 gemm where converted, else bf16 again); 0 outside the blocks."""
     configs = {c.recipe.name: c for c in resolved.configs}
@@ -566,7 +577,7 @@ def on_fabric(run: RunConfig, gpu: str) -> RunConfig:
     return replace(run, gpus_per_node=domain)
 
 
-def _fabric(rec, notes: list[Note]) -> Interconnect | None:
+def _fabric(rec: Recommendation, notes: list[Note]) -> Interconnect | None:
     try:
         return find_interconnect(rec.gpu)
     except CommError:
@@ -574,7 +585,14 @@ def _fabric(rec, notes: list[Note]) -> Interconnect | None:
         return None
 
 
-def _tp_collectives(rec, rows, convert, block, run, notes):
+def _tp_collectives(
+    rec: Recommendation,
+    rows: pd.DataFrame,
+    convert: np.ndarray,
+    block: np.ndarray,
+    run: RunConfig,
+    notes: list[Note],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Placement] | None:
     """One sequence-parallel all-gather and one reduce-scatter of tokens x hidden bf16 (the
     float8 side's all-gather in float8 where every converted block linear is tensorwise:
     torchao's float8 TP plan), seconds each, and the placement; None without TP or a fabric."""
@@ -587,7 +605,7 @@ def _tp_collectives(rec, rows, convert, block, run, notes):
     row_par = dense_block & (rows["tp"] == "row").to_numpy()
     hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
     nbytes = rec.tokens * hidden * BF16_BYTES
-    kw = {"group_size": tp, "placement": place, "fabric": fabric}
+    kw: dict[str, Any] = {"group_size": tp, "placement": place, "fabric": fabric}
     ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
     rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
     tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
@@ -598,7 +616,15 @@ def _tp_collectives(rec, rows, convert, block, run, notes):
     return ag, rs, fp8_ag, place
 
 
-def _tp_comm(rec, rows, convert, block, layers, run, notes):
+def _tp_comm(
+    rec: Recommendation,
+    rows: pd.DataFrame,
+    convert: np.ndarray,
+    block: np.ndarray,
+    layers: int,
+    run: RunConfig,
+    notes: list[Note],
+) -> tuple[float, float]:
     """Exposed sequence-parallel communication of one block from the per-layer rows, per
     precision, without async TP (see the module docstring): per sub-block the forward's
     all-gather and reduce-scatter, mirrored in the backward, and what recompute gathers
@@ -620,7 +646,15 @@ def _tp_comm(rec, rows, convert, block, layers, run, notes):
     return float(np.sum(bf16_t)), float(np.sum(fp8_t))
 
 
-def _async_tp(rec, rows, convert, block, run, notes, forward_gemms):
+def _async_tp(
+    rec: Recommendation,
+    rows: pd.DataFrame,
+    convert: np.ndarray,
+    block: np.ndarray,
+    run: RunConfig,
+    notes: list[Note],
+    forward_gemms: tuple[np.ndarray, np.ndarray],
+) -> tuple[float, float] | None:
     """Exposed TP communication of one block under async TP, per precision (None without TP):
     torch's micro-pipelined TP runs each collective beside the gemms it feeds or drains
     (`micro_pipelined_exposed_s`). Per sub-block (attention, MLP) the forward's all-gather
@@ -661,7 +695,7 @@ def _async_tp(rec, rows, convert, block, run, notes, forward_gemms):
     return out[0], out[1]
 
 
-def _tp_note(run: RunConfig, place, *, from_graphs: bool) -> Note:
+def _tp_note(run: RunConfig, place: Placement, *, from_graphs: bool) -> Note:
     return note(
         Topic.TP_COMM,
         tp=run.tp,
@@ -672,7 +706,16 @@ def _tp_note(run: RunConfig, place, *, from_graphs: bool) -> Note:
     )
 
 
-def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
+def _fsdp_comm(
+    rec: Recommendation,
+    rows: pd.DataFrame,
+    convert: np.ndarray,
+    block: np.ndarray,
+    layers: int,
+    run: RunConfig,
+    notes: list[Note],
+    compute: Sequence[tuple[float, float]],
+) -> tuple[float, float]:
     """FSDP's exposed time per block, per precision: weights all-gathered (bf16, or float8
     with float8 all-gather), gradients reduce-scattered in the reduce dtype (torchtitan's
     mixed_precision_reduce) and, under HSDP, all-reduced across replicas, hidden behind
@@ -696,7 +739,7 @@ def _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute):
         gpus_per_node=run.gpus_per_node,
         nic_gbps=run.network_gbps,
     )
-    kw = {"group_size": fsdp, "placement": place, "fabric": fabric}
+    kw: dict[str, Any] = {"group_size": fsdp, "placement": place, "fabric": fabric}
     params = _weights(rows, tp)
     block_params = float(params[block].sum()) / layers
     # torchao gathers float8 weights for tensorwise only; rowwise weights travel in bf16
@@ -787,8 +830,15 @@ class _TimedBlock:
 
 
 def _graph_blocks(
-    rec, run: RunConfig, timed: _TimedBlock, kept_s, notes, convert, attention, pipelined
-):
+    rec: Recommendation,
+    run: RunConfig,
+    timed: _TimedBlock,
+    kept_s: float,
+    notes: list[Note],
+    convert: np.ndarray,
+    attention: tuple[float, float],
+    pipelined: tuple[float, float] | None,
+) -> tuple[BlockTimes, BlockTimes]:
     """One block per precision from its graphs (compiled, or the shipped fits at these
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
     the rows' weights hidden behind the graphs' own forward and backward. Full AC (the graphs
@@ -866,7 +916,7 @@ def _graph_blocks(
     return bf16, fp8
 
 
-def _layers(rec) -> int:
+def _layers(rec: Recommendation) -> int:
     """The model's blocks: the most repeats of a layer type, its rows filters split summed."""
     blocks: dict[str, int] = {}
     for fqn, count in zip(rec.layers["fqn"], rec.layers["count"]):

@@ -493,8 +493,8 @@ def capture_block(
         # Tensors"); without TP, codegen meets the CUDA RNG state AOTAutograd functionalizes for
         # the checkpointed region, and a CPU compile under FSDP fails on a symbolic size.
         raise CaptureError(
-            "--recompute full does not compile here yet (torch 2.13 cannot save the device "
-            "mesh, or functionalizes the CUDA RNG, for a checkpointed block): use selective"
+            "--recompute full does not compile here yet (torch 2.13 checkpointing a sharded "
+            "block): use selective"
         )
     if spec.moe is not None:
         raise CaptureError(f"{spec.name or 'block'}: MoE blocks are not compiled yet")
@@ -505,8 +505,8 @@ def capture_block(
     ):
         # torchao's float8 TP plan casts to its module-level e4m3fn, whatever the config says
         raise CaptureError(
-            f"{(gpu or find_gpu('h100')).name} runs the fnuz float8 encodings; sharded float8 "
-            "blocks are compiled for OCP float8 only (compare one linear: --shape)"
+            f"{(gpu or find_gpu('h100')).name} runs fnuz float8; sharded blocks compile OCP "
+            "float8 only (compare one linear: --shape)"
         )
     try:
         float8 = Recipe.from_name(recipe) if recipe is not None else None

@@ -85,6 +85,7 @@ def time_fn(
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             for _ in range(iters)
         ]
+        assert flush is not None, "a CUDA clock flushes L2"
         for start, end in events:
             flush.fill_(1)
             start.record()

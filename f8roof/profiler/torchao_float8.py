@@ -168,4 +168,4 @@ def inductor_patch_scope() -> Iterator[None]:
             setattr(TritonOverrides, name, value)
         patch_module = sys.modules.get("torchao.float8._inductor_patch")
         if patch_module is not None and hasattr(patch_module, "_PATCHED"):
-            patch_module._PATCHED = bool(flag)
+            patch_module._PATCHED = bool(flag)  # type: ignore[attr-defined]  # torchao's own flag

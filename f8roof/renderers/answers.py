@@ -27,7 +27,7 @@ from f8roof.engine.answer import (
 from f8roof.engine.decision import SETTLE_SHAPES, Settle
 from f8roof.engine.sharded import BlockComparison
 from f8roof.engine.step_summary import DEFAULT_FILTER
-from f8roof.renderers.cells import aligned, ms, settle_words
+from f8roof.renderers.cells import aligned, ms, settle_words, wrapped
 from f8roof.renderers.notes import (
     layer_note,
     provenance_line,
@@ -44,10 +44,16 @@ BLOCK_PREFIX = "model.layers.*."
 
 
 def render_answer(
-    answer: ShapesAnswer | ModelAnswer, *, color: bool = False, show_all: bool = False
+    answer: ShapesAnswer | ModelAnswer,
+    *,
+    color: bool = False,
+    show_all: bool = False,
+    width: int | None = None,
 ) -> str:
+    """The default view (within WIDTH), or with `show_all` every column and note, tables cut
+    into blocks and prose wrapped to `width` (the terminal's) where given."""
     if show_all:
-        return "\n".join(full_lines(answer, color=color))
+        return "\n".join(full_lines(answer, color=color, width=width))
     lines = [provenance_line(answer.resolved.provenance, _recipes(answer))]
     if isinstance(answer, ModelAnswer):
         lines.append(aligned(*model_rows(answer), color=color))
@@ -369,12 +375,15 @@ def _shell_lines(words: list[str], *, indent: str = "") -> list[str]:
 # --- --show-all -------------------------------------------------------------------------------
 
 
-def full_lines(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> list[str]:
-    """Every column, every level's breakeven, every note."""
+def full_lines(
+    answer: ShapesAnswer | ModelAnswer, *, color: bool = False, width: int | None = None
+) -> list[str]:
+    """Every column, every level's breakeven, every note; tables and prose within `width`
+    where given (the commands to paste stay whole)."""
     lines = provenance_lines(answer.resolved.provenance)
     if isinstance(answer, ModelAnswer):
         rec = answer.recommendation
-        lines.append(format_recommendation(rec, color=color, end_to_end=False))
+        lines.append(format_recommendation(rec, color=color, end_to_end=False, width=width))
         lines += full_step_lines("with f8roof's choice", answer.step.chosen)
         lines += full_step_lines("as torchtitan converts it", answer.step.as_run)
         if answer.step.fits_only is not None:
@@ -389,10 +398,16 @@ def full_lines(answer: ShapesAnswer | ModelAnswer, *, color: bool = False) -> li
         if answer.torchtitan is not None:
             lines += ["", *torchtitan_lines(answer.torchtitan)]
     else:
-        lines.append(render_table(answer.frame, color=color))
+        lines.append(render_table(answer.frame, color=color, width=width))
         lines += breakeven_lines(answer.breakevens)
         lines += settle_lines(answer.settle, _straddling(answer.frame), "shapes")
-    return lines
+    return [w for text in lines for line in text.split("\n") for w in _fitted(line, width)]
+
+
+def _fitted(line: str, width: int | None) -> list[str]:
+    """Prose wrapped to `width`; a command to paste (`f8roof ...`, continued lines) whole."""
+    command = line.lstrip().startswith(("f8roof ", "&& ", "--")) or line.endswith("\\")
+    return [line] if command else wrapped(line, width)
 
 
 def full_step_lines(label: str, summary: StepSummary) -> list[str]:

@@ -5,6 +5,7 @@ so each output formats a value one way."""
 from __future__ import annotations
 
 import math
+import textwrap
 
 import click
 import numpy as np
@@ -70,20 +71,53 @@ def _styled(cell: str, padded: str) -> str:
     return padded
 
 
-def aligned(header: list[str], rows: list[list[str]], *, color: bool = False) -> str:
+def aligned(
+    header: list[str], rows: list[list[str]], *, color: bool = False, width: int | None = None
+) -> str:
     """A terminal table: first and last columns and TEXT_HEADERS left-aligned, numbers right;
-    decisions and speedups green or red when `color`."""
+    decisions and speedups green or red when `color`. Wider than `width` (the terminal's), it
+    is cut into blocks of columns one under the other, each led by the first column."""
     widths = [max(len(x[i]) for x in [header, *rows]) for i in range(len(header))]
     text_cols = {0, len(header) - 1} | {header.index(h) for h in TEXT_HEADERS if h in header}
 
-    def line(cells: list[str]) -> str:
+    def line(cells: list[str], block: list[int]) -> str:
         out = []
-        for i, (cell, width) in enumerate(zip(cells, widths)):
-            padded = cell.ljust(width) if i in text_cols else cell.rjust(width)
-            out.append(_styled(cell, padded) if color else padded)
+        for i in block:
+            padded = cells[i].ljust(widths[i]) if i in text_cols else cells[i].rjust(widths[i])
+            out.append(_styled(cells[i], padded) if color else padded)
         return "  ".join(out).rstrip()
 
-    return "\n".join([line(header), *(line(r) for r in rows)])
+    return "\n\n".join(
+        "\n".join([line(header, block), *(line(r, block) for r in rows)])
+        for block in column_blocks(widths, width)
+    )
+
+
+def column_blocks(widths: list[int], width: int | None) -> list[list[int]]:
+    """The columns of each block of a table `width` columns wide at most (two spaces between
+    columns), the first column leading every block; one block where all fit or no width."""
+    if width is None or sum(widths) + 2 * (len(widths) - 1) <= width:
+        return [list(range(len(widths)))]
+    blocks: list[list[int]] = []
+    current, used = [0], widths[0]
+    for i in range(1, len(widths)):
+        if len(current) > 1 and used + 2 + widths[i] > width:
+            blocks.append(current)
+            current, used = [0], widths[0]
+        current.append(i)
+        used += 2 + widths[i]
+    return [*blocks, current]
+
+
+def wrapped(line: str, width: int | None) -> list[str]:
+    """A line of prose within `width` columns, continued two spaces further in (a line that
+    fits, colours aside, stays whole)."""
+    if width is None or len(click.unstyle(line)) <= width:
+        return [line]
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.wrap(
+        line, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
 
 
 def _md_escape(text: str) -> str:

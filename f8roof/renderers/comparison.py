@@ -85,7 +85,7 @@ def read_off_text(c: ReadOffComparison) -> str:
     lines = [
         (
             f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
-            f"{c.variant.implementation.value}, context {c.variant.context.name}; kernels READ "
+            f"{c.variant.implementation_name}, context {c.variant.context.name}; kernels READ "
             f"OFF torchao's code{target}, not compiled: {c.reason}"
         ),
         f"versions: {versions_text(c.versions)}",
@@ -113,7 +113,7 @@ def read_off_json(c: ReadOffComparison) -> str:
     data = {
         "variant": c.variant.key,
         "recipe": c.variant.recipe_name,
-        "implementation": c.variant.implementation.value,
+        "implementation": c.variant.implementation_name,
         "context": c.variant.context.name,
         "versions": dict(c.versions),
         "device": "read-off",
@@ -155,7 +155,7 @@ def render_text(c: Comparison | ReadOffComparison, check: CalibrationCheck | Non
     where = f"{c.device}" + (f" ({c.gpu})" if c.gpu else "")
     title = (
         f"{c.variant.key}: recipe {c.variant.recipe_name}, implementation "
-        f"{c.variant.implementation.value}, context {c.variant.context.name}; "
+        f"{c.variant.implementation_name}, context {c.variant.context.name}; "
         f"kernels compiled on {where}"
     )
     lines = [title, f"versions: {versions_text(c.versions)}", ""]
@@ -325,7 +325,7 @@ def to_json(c: Comparison | ReadOffComparison, check: CalibrationCheck | None = 
     data = {
         "variant": c.variant.key,
         "recipe": c.variant.recipe_name,
-        "implementation": c.variant.implementation.value,
+        "implementation": c.variant.implementation_name,
         "context": c.variant.context.name,
         "versions": dict(c.versions),
         "device": c.device,

@@ -131,6 +131,10 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"setup: {v['key']} not set: torchtitan's default {v['value']!r} "
         f"({SETUP_DEFAULTS.get(v['key'], 'its JobConfig default')})"
     ),
+    Topic.SETUP_STRING_LIST: lambda v: (
+        f"setup: {v['key']} = {v['value']!r} in [{v['section']}] is a string: read as "
+        f"{v['read']!r}, split at commas as torchtitan splits it"
+    ),
     Topic.NOT_COMPILED: lambda v: (
         "setup: the setup does not compile (training.compile false): f8roof models torch.compile"
     ),

@@ -8,7 +8,7 @@ when recipes are compared, each recipe's total beside the best-per-layer total.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +38,8 @@ from f8roof.renderers.notes import (
 )
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from f8roof.engine.filter_compare import FilterComparison
 
 SPEEDUP_COLUMNS = (
@@ -51,11 +53,11 @@ SPEEDUP_COLUMNS = (
 TP_LABELS = {"column": "col", "row": "row", "replicated": "rep"}
 
 
-def _shape_columns(rec: Recommendation) -> list[tuple[str, object]]:
+def _shape_columns(rec: Recommendation) -> list[tuple[str, Callable[[pd.Series], str]]]:
     """(header, cell function) of the columns that say what each GPU runs: always M, K, N
     (local); the TP style under --tp; experts per GPU and tokens per expert with routed
     experts."""
-    columns: list[tuple[str, object]] = [
+    columns: list[tuple[str, Callable[[pd.Series], str]]] = [
         ("M", lambda r: str(r["M"])),
         ("K", lambda r: str(r["K"])),
         ("N", lambda r: str(r["N"])),
@@ -141,7 +143,11 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     level = (
         "worst case"
         if rec.criterion == "speedup_worst"
-        else ("measured calibration" if rec.calibration.is_measured else "generated code")
+        else (
+            "measured calibration"
+            if rec.calibration is not None and rec.calibration.is_measured
+            else "generated code"
+        )
     )
     lines = [
         (
@@ -233,7 +239,7 @@ def setup_line(rec: Recommendation) -> str:
 
 
 def format_recommendation(
-    rec: Recommendation, *, color: bool = False, end_to_end: bool = True
+    rec: Recommendation, *, color: bool = False, end_to_end: bool = True, width: int | None = None
 ) -> str:
     """The terminal rendering: headline, decision basis, per-layer table, totals."""
     header, rows = layer_rows(rec)
@@ -243,7 +249,7 @@ def format_recommendation(
             headline(rec),
             *([setup] if setup else []),
             f"decisions by {criterion_text(rec)}",
-            aligned(header, rows, color=color),
+            aligned(header, rows, color=color, width=width),
             *totals_lines(rec, end_to_end=end_to_end),
         ]
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from f8roof.renderers.cells import band, number, speedup, styled_speedup
+from f8roof.renderers.cells import band, column_blocks, number, speedup, styled_speedup
 from f8roof.renderers.notes import kernel_set_note
 
 MAX_TABLE_ROWS = 60
@@ -36,8 +36,9 @@ TABLE_COLUMNS = (
 CONTEXT_COLUMNS = ("context_s", "speedup_context", "speedup_context_low")
 
 
-def render_table(frame: pd.DataFrame, *, color: bool = False) -> str:
-    """Aligned text; speedups marked '+' (float8 wins) or '-' and coloured on a terminal."""
+def render_table(frame: pd.DataFrame, *, color: bool = False, width: int | None = None) -> str:
+    """Aligned text; speedups marked '+' (float8 wins) or '-' and coloured on a terminal; cut
+    into blocks of columns, each led by M, where wider than `width`."""
     standalone = "context" not in frame.columns or bool((frame["context"] == "none").all())
     cols = [
         c
@@ -66,10 +67,14 @@ def render_table(frame: pd.DataFrame, *, color: bool = False) -> str:
         rows.append(cells)
         raw.append(plain)
     widths = [max(len(r[i]) for r in raw) for i in range(len(raw[0]))]
-    lines = [
-        "  ".join(cell + " " * (w - len(p)) for cell, p, w in zip(row, plain, widths)).rstrip()
-        for row, plain in zip(rows, raw)
+    blocks = [
+        "\n".join(
+            "  ".join(row[i] + " " * (widths[i] - len(plain[i])) for i in block).rstrip()
+            for row, plain in zip(rows, raw)
+        )
+        for block in column_blocks(widths, width)
     ]
+    lines = ["\n\n".join(blocks)]
     if len(frame) > len(shown):
         lines.append(f"... {len(frame) - len(shown)} more rows (write them all with --out)")
     return "\n".join(lines)

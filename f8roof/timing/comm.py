@@ -62,6 +62,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -173,7 +174,7 @@ class Interconnect:
         return None if nvls is None else nvls / _factor(CollectiveKind.ALL_REDUCE, 8)
 
 
-_NVLINK4 = {
+_NVLINK4: dict[str, Any] = {
     "intra_line_bytes_per_s": 450 * GB,
     "intra_busbw_bytes_per_s": 370 * GB,
     "inter_line_bytes_per_s": 50 * GB,

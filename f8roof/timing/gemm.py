@@ -308,7 +308,7 @@ class GridTable:
                 f"gemm table {label} is not a full grid: missing m={axes[0][i]:.0f}, "
                 f"k={axes[1][j]:.0f}, n={axes[2][l]:.0f}"
             )
-        return cls(*axes, grid)
+        return cls(axes[0], axes[1], axes[2], grid)
 
     def time_s(self, m, k, n) -> tuple[np.ndarray, np.ndarray]:
         m, k, n = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, k, n)))
@@ -480,3 +480,7 @@ class BlockScaledGemm:
         if recipe.granularity is Granularity.BLOCKWISE and "fp8_blockwise" in has:
             return cls(model, (("fp8_rowwise", "fp8_blockwise"),))
         return model
+
+
+# every gemm model an estimate may time with
+GemmModel = RooflineGemm | TiledGemm | TableGemm | BlockScaledGemm

@@ -84,16 +84,18 @@ class GpuFamily(str, Enum):
 
 @dataclass(frozen=True)
 class Range:
-    """low <= expected <= high, all positive."""
+    """0 <= low <= expected <= high. Zero is a measured floor's value where the kernel-time
+    fit falls back to the bandwidth through the origin (`calibration.fitting.fit_kind`, a
+    budget-cut run's few sizes); bandwidths are positive where they are read."""
 
     low: float
     expected: float
     high: float
 
     def __post_init__(self) -> None:
-        if not 0 < self.low <= self.expected <= self.high:
+        if not 0 <= self.low <= self.expected <= self.high:
             raise ModelError(
-                f"a range needs 0 < low <= expected <= high, got "
+                f"a range needs 0 <= low <= expected <= high, got "
                 f"{self.low}, {self.expected}, {self.high}"
             )
 

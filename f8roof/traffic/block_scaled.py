@@ -63,8 +63,7 @@ MXFP8's are.
 from __future__ import annotations
 
 from enum import Enum
-
-import sympy as sp
+from typing import TYPE_CHECKING
 
 from f8roof.traffic.kernel_traffic import (
     BF16_BYTES,
@@ -76,6 +75,9 @@ from f8roof.traffic.kernel_traffic import (
 )
 from f8roof.traffic.recipes import BLOCK_SCALE_BYTES, ROLES, Granularity, Recipe, Role
 from f8roof.traffic.variant import ContextError, Implementation
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 # The cast kernels torchao 0.18 calls, in its call order, each with the (role, cast) it makes.
 # MX (mxfp8_rceil; `mx_mm` with the kernel choices `_to_mxfp8_then_scaled_mm` fixes: Triton
@@ -156,6 +158,7 @@ def torchao_kernels(recipe: Recipe) -> tuple[tuple[str, KernelTraffic], ...]:
     for traffic in block_worst_traffic(recipe).kernels:
         what = traffic.name.partition(".")[2]
         cast = what.rpartition("_")[2]
+        assert traffic.role is not None, "every block-scaled pass casts a role"
         kernel = names[(traffic.role, cast)]
         out.append(("to_blocked" if what.startswith("swizzle") else kernel, traffic))
     return tuple(out)
@@ -186,6 +189,8 @@ def scale_bytes(recipe: Recipe, role: Role) -> sp.Expr:
 
 
 def _kernel(role: Role, what: str, read, written) -> KernelTraffic:
+    import sympy as sp
+
     return KernelTraffic(f"{role.value}.{what}", role, sp.expand(read), sp.expand(written))
 
 

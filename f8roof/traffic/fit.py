@@ -24,14 +24,19 @@ count while the bytes keep their form.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
 
 from f8roof.errors import ModelError
-from f8roof.traffic.monomials import MONOMIALS, SYMBOLS, TERMS, monomial_row
+from f8roof.traffic import monomials
+from f8roof.traffic.monomials import MONOMIALS, monomial_row
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 Shape = tuple[int, int, int]
 
@@ -52,18 +57,17 @@ class Polynomial:
     terms: tuple[tuple[str, Fraction], ...]  # non-zero terms, in MONOMIALS order
 
     @classmethod
-    def from_map(cls, coefficients: dict[str, Fraction | int]) -> Polynomial:
+    def from_map(cls, coefficients: Mapping[str, Fraction | int]) -> Polynomial:
         unknown = set(coefficients) - set(MONOMIALS)
         if unknown:
             raise FitError(
                 f"unknown monomial(s) {', '.join(sorted(unknown))}; known: {', '.join(MONOMIALS)}"
             )
         terms = []
-        for m in MONOMIALS:  # one Fraction per term at most: files hold thousands of terms
-            c = coefficients.get(m, 0)
-            c = c if isinstance(c, Fraction) else Fraction(c)
-            if c != 0:
-                terms.append((m, c))
+        for m in MONOMIALS:  # one Fraction per non-zero term: files hold thousands of terms
+            c = coefficients.get(m)
+            if c:
+                terms.append((m, c if isinstance(c, Fraction) else Fraction(c)))
         return cls(tuple(terms))
 
     def as_map(self) -> dict[str, Fraction]:
@@ -75,8 +79,10 @@ class Polynomial:
         return tuple(terms.get(m, Fraction(0)) for m in MONOMIALS)
 
     def to_sympy(self) -> sp.Expr:
+        import sympy as sp
+
         return sum(
-            (sp.Rational(c.numerator, c.denominator) * TERMS[m] for m, c in self.terms),
+            (sp.Rational(c.numerator, c.denominator) * monomials.TERMS[m] for m, c in self.terms),
             sp.Integer(0),
         )
 
@@ -104,9 +110,23 @@ class Polynomial:
         return str(self.to_sympy())
 
 
+def polynomial_sum(polynomials: Iterable[Polynomial]) -> Polynomial:
+    """The exact sum, term by term (a calibration's load checks thousands of kernel sums)."""
+    total: dict[str, Fraction | int] = {}
+    for polynomial in polynomials:
+        for monomial, coefficient in polynomial.terms:
+            total[monomial] = total.get(monomial, 0) + coefficient
+    return Polynomial.from_map(total)
+
+
 def from_sympy(expr: sp.Expr) -> Polynomial:
     """A sympy polynomial in M, K, N of the fitted form -> Polynomial (models' worst/ideal)."""
-    poly = sp.Poly(sp.expand(expr), *SYMBOLS)
+    import sympy as sp
+
+    try:
+        poly = sp.Poly(sp.expand(expr), *monomials.SYMBOLS)
+    except sp.PolynomialError:
+        raise FitError(f"{expr} is no polynomial in M, K, N") from None
     coefficients: dict[str, Fraction] = {}
     names = {
         (1, 1, 0): "M*K",
@@ -127,14 +147,16 @@ def from_sympy(expr: sp.Expr) -> Polynomial:
 def fit_polynomial(shapes: list[Shape], values: list[int]) -> Polynomial:
     """Exact rational solution over all given shapes; FitError if under-determined or
     inconsistent (no polynomial of the fitted form matches every shape)."""
+    import sympy as sp
+
     if len(shapes) != len(values):
         raise FitError("one value per shape")
     A = sp.Matrix([monomial_row(s) for s in shapes])
     b = sp.Matrix([int(v) for v in values])
     if A.rank() < len(MONOMIALS):
         raise FitError(
-            f"{len(shapes)} shapes do not determine {len(MONOMIALS)} coefficients; "
-            "add shapes with distinct M, K, N (not all powers of two, not proportional)"
+            f"{len(shapes)} shapes do not determine {len(MONOMIALS)} coefficients: add "
+            "shapes with distinct, not proportional M, K, N"
         )
     try:
         solution, params = A.gauss_jordan_solve(b)
@@ -182,7 +204,7 @@ def buffer_polynomial(shape: Shape, buffers: list[tuple[int, tuple[int, ...]]]) 
     to exactly one of M, K, N becomes that symbol. FitError when a dim is ambiguous (two of
     M, K, N equal) or none of them: calibration shapes keep M, K, N distinct, and the caller
     leaves workspace buffers out."""
-    names = {}
+    names: dict[int, list[str]] = {}
     for symbol, value in zip("MKN", shape):
         names.setdefault(value, []).append(symbol)
     terms: dict[str, Fraction] = {}
@@ -308,6 +330,12 @@ def arithmetic_per_byte(sample: KernelSample) -> float:
     return float(f"{sample.arithmetic / sample.fitted_bytes:.4g}")
 
 
+def _polynomial(kernel: KernelSample) -> Polynomial:
+    if kernel.polynomial is None:
+        raise FitError(f"kernel {kernel.name}: no polynomial read off its buffers")
+    return kernel.polynomial
+
+
 def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
     """Polynomials from the first shape's buffers, checked against the measured bytes at every
     shape; where the set has 7 + `verify` shapes, the total is also solved for independently
@@ -322,7 +350,7 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
             first.kernels[i].graph,
             first.kernels[i].kind,
             first.kernels[i].role,
-            first.kernels[i].polynomial,
+            _polynomial(first.kernels[i]),
             first.kernels[i].kernel_class,
             first.kernels[i].scattered_polynomial or Polynomial(()),
             first.kernels[i].reread_polynomial or Polynomial(()),
@@ -330,13 +358,13 @@ def _fit_kernel_set(samples: list[ShapeSample], *, verify: int) -> KernelSet:
         )
         for i in order
     )
-    total = sum((k.nbytes for k in kernels), Polynomial.from_map({}))
+    total = polynomial_sum(k.nbytes for k in kernels)
     for sample in samples:
         for k in sample.kernels:
-            if k.polynomial.exact(sample.shape) != k.fitted_bytes:
+            if _polynomial(k).exact(sample.shape) != k.fitted_bytes:
                 raise FitError(
                     f"kernel {k.name} at {sample.shape}: its buffers give "
-                    f"{k.polynomial.exact(sample.shape)} bytes, the code {k.fitted_bytes}"
+                    f"{_polynomial(k).exact(sample.shape)} bytes, the code {k.fitted_bytes}"
                 )
             reread = k.reread_polynomial or Polynomial(())
             if reread.exact(sample.shape) != k.reread:

@@ -61,27 +61,30 @@ input and weight are the forward's (`models.recompute`).
 
 from __future__ import annotations
 
-import sympy as sp
+from typing import TYPE_CHECKING
 
 from f8roof.errors import ModelError
 from f8roof.traffic.kernel_traffic import (
     BF16_BYTES,
-    DIMS,
     FP8_BYTES,
     SCALE_BYTES,
     KernelTraffic,
     Level,
     TrafficModel,
+    dims,
     numel,
 )
 from f8roof.traffic.recipes import Granularity, Recipe, Role
 from f8roof.traffic.variant import Implementation
 
+if TYPE_CHECKING:
+    import sympy as sp
+
 # torchao's float8 grouped gemm (`_to_fp8_rowwise_then_scaled_grouped_mm`) scales rowwise only
 GROUPED_RECIPE = Recipe.from_name("rowwise")
 
 # torchao's cast kernels in the order `_Float8GroupedMM` calls them, each with the (role, cast)
-# pairs it produces; "rows" scales the role's first dim (`traffic.DIMS`), "cols" its second
+# pairs it produces; "rows" scales the role's first dim (`traffic.kernel_traffic.DIM_NAMES`), "cols" its second
 TORCHAO_KERNELS: tuple[tuple[str, tuple[tuple[Role, str], ...]], ...] = (
     ("triton_fp8_rowwise_2d_scale_and_cast", ((Role.INPUT, "rows"),)),
     ("triton_fp8_colwise_3d_scale_and_cast", ((Role.WEIGHT, "rows"),)),
@@ -95,11 +98,13 @@ TORCHAO_KERNELS: tuple[tuple[str, tuple[tuple[Role, str], ...]], ...] = (
 
 
 def _scale_bytes(role: Role, cast: str) -> sp.Expr:
-    rows, cols = DIMS[role]
+    rows, cols = dims(role)
     return SCALE_BYTES * (rows if cast == "rows" else cols)
 
 
 def _pass(role: Role, what: str, read, written) -> KernelTraffic:
+    import sympy as sp
+
     return KernelTraffic(f"{role.value}.{what}", role, sp.expand(read), sp.expand(written))
 
 
@@ -142,6 +147,8 @@ def is_grouped_recipe(recipe: Recipe) -> bool:
 
 
 def _mx_grouped(recipe: Recipe, level: Level) -> tuple[KernelTraffic, ...]:
+    import sympy as sp
+
     casts = [
         (role, cast, rearrange)
         for _, role, cast, rearrange in MX_GROUPED_KERNELS

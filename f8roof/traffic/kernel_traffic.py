@@ -7,30 +7,32 @@ builds on these and which `traffic` hands the block-scaled recipes to.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-import sympy as sp
-
-from f8roof.traffic.monomials import K, M, N
+from f8roof.traffic import monomials
 from f8roof.traffic.recipes import Recipe, Role
-from f8roof.traffic.variant import Implementation
+from f8roof.traffic.variant import Implementation, Level
+
+if TYPE_CHECKING:
+    import sympy as sp
 
 BF16_BYTES = 2
 FP8_BYTES = 1
 SCALE_BYTES = 4  # fp32
 
-# (rows, cols) of each role's tensor in torch layout.
-DIMS: dict[Role, tuple[sp.Symbol, sp.Symbol]] = {
-    Role.INPUT: (M, K),
-    Role.WEIGHT: (N, K),
-    Role.GRAD_OUTPUT: (M, N),
+# (rows, cols) of each role's tensor in torch layout, named as `traffic.monomials` names them
+DIM_NAMES: dict[Role, tuple[str, str]] = {
+    Role.INPUT: ("M", "K"),
+    Role.WEIGHT: ("N", "K"),
+    Role.GRAD_OUTPUT: ("M", "N"),
 }
 
 
-class Level(str, Enum):
-    WORST = "worst"
-    IDEAL = "ideal"
+def dims(role: Role) -> tuple[sp.Symbol, sp.Symbol]:
+    """The role's (rows, cols) as sympy symbols."""
+    rows, cols = DIM_NAMES[role]
+    return getattr(monomials, rows), getattr(monomials, cols)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class KernelTraffic:
 
     @property
     def bytes_total(self) -> sp.Expr:
+        import sympy as sp
+
         return sp.expand(self.bytes_read + self.bytes_written)
 
 
@@ -62,15 +66,19 @@ class TrafficModel:
 
     @cached_property
     def total(self) -> sp.Expr:
+        import sympy as sp
+
         return sp.expand(sum((k.bytes_total for k in self.kernels), sp.Integer(0)))
 
     def role_total(self, role: Role | None) -> sp.Expr:
         """Bytes of one role's passes; None: of the passes over gemm outputs (rescales)."""
+        import sympy as sp
+
         return sp.expand(
             sum((k.bytes_total for k in self.kernels if k.role is role), sp.Integer(0))
         )
 
 
 def numel(role: Role) -> sp.Expr:
-    rows, cols = DIMS[role]
+    rows, cols = dims(role)
     return rows * cols

@@ -8,24 +8,30 @@ symbols and of the order, shared by the sympy models, the fits and the vectorize
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cache, cached_property
+from typing import Any
 
 import numpy as np
-import sympy as sp
-
-M, K, N = sp.symbols("M K N", positive=True, integer=True)
-SYMBOLS = (M, K, N)
 
 MONOMIALS: tuple[str, ...] = ("M*K", "K*N", "M*N", "M", "K", "N", "1")
-TERMS: dict[str, sp.Expr] = {
-    "M*K": M * K,
-    "K*N": K * N,
-    "M*N": M * N,
-    "M": M,
-    "K": K,
-    "N": N,
-    "1": sp.Integer(1),
-}
+SYMPY_NAMES = ("M", "K", "N", "SYMBOLS", "TERMS")
+
+
+def __getattr__(name: str) -> Any:
+    """The sympy symbols M, K, N (`SYMBOLS`) and the monomials in them (`TERMS`), built on
+    first use: an estimate from the shipped byte table imports no sympy."""
+    if name in SYMPY_NAMES:
+        return _sympy_names()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@cache
+def _sympy_names() -> dict[str, Any]:
+    import sympy as sp
+
+    M, K, N = sp.symbols("M K N", positive=True, integer=True)
+    terms = {"M*K": M * K, "K*N": K * N, "M*N": M * N, "M": M, "K": K, "N": N}
+    return {"M": M, "K": K, "N": N, "SYMBOLS": (M, K, N), "TERMS": terms | {"1": sp.Integer(1)}}
 
 
 def monomial_row(shape: tuple[int, int, int]) -> list[int]:

@@ -230,7 +230,7 @@ class Recipe:
                 raise RecipeError(
                     f"unknown scaling type {value!r} for {role}; use dynamic, delayed or static"
                 ) from None
-        return cls(**{k: v for k, v in types.items()})
+        return cls(input=types["input"], weight=types["weight"], grad_output=types["grad_output"])
 
 
 def parse_scaling(text: str) -> dict[str, str]:

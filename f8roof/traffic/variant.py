@@ -20,7 +20,14 @@ import numpy as np
 
 from f8roof.hardware.presets import GPU
 from f8roof.hardware.support import unsupported_reason
-from f8roof.traffic.recipes import BLOCK_ELEMENTS, Recipe, RecipeError
+from f8roof.traffic.recipes import BLOCK_ELEMENTS, Recipe, RecipeError, Role
+
+
+class Level(str, Enum):
+    """The seed's two bounds on a float8 linear's overhead bytes (`traffic.worst_ideal`)."""
+
+    WORST = "worst"
+    IDEAL = "ideal"
 
 
 class Implementation(str, Enum):
@@ -141,12 +148,14 @@ class Variant:
     def __post_init__(self) -> None:
         if (self.recipe is None) != (self.implementation is None):
             raise ContextError("a float8 variant names its implementation; bf16 has none")
+        if self.recipe is None:
+            return
         if self.implementation is Implementation.TORCHAO:
             torchao_recipe_name(self.recipe)
         if self.implementation is Implementation.REFERENCE and self.recipe.is_block_scaled:
             raise ContextError(
-                f"f8roof's reference float8 linear has no {self.recipe.name} recipe (only "
-                "torchao implements MX and blockwise scaling): use --impl torchao"
+                f"f8roof's reference linear has no {self.recipe.name} (MX and blockwise are "
+                "torchao's): use --impl torchao"
             )
 
     @classmethod
@@ -170,8 +179,16 @@ class Variant:
         return "bf16" if self.recipe is None else self.recipe.name
 
     @property
+    def implementation_name(self) -> str:
+        """Whose float8 linear; bf16 has none ('-')."""
+        return "-" if self.implementation is None else self.implementation.value
+
+    @property
     def key(self) -> str:
-        head = "bf16" if self.recipe is None else f"{self.implementation.value}:{self.recipe.name}"
+        if self.recipe is None or self.implementation is None:
+            head = "bf16"
+        else:
+            head = f"{self.implementation.value}:{self.recipe.name}"
         return head if self.context.is_standalone else f"{head}@{self.context.name}"
 
     @property
@@ -274,3 +291,17 @@ def check_gpu_support(recipe: Recipe | None, gpu: GPU) -> None:
     reason = gpu_support_reason(recipe, gpu)
     if reason is not None:
         raise UnsupportedOnGPU(reason)
+
+
+def context_fused_roles(context: Context) -> frozenset[Role]:
+    """The roles whose producer a context puts in the compiled graph, i.e. the seed's F:
+    input when an op comes before (its output is the input), grad_output when one comes
+    after (its backward, elementwise, produces grad_output). The weight's producer (the
+    optimizer) is never in the graph. This is the seed's guess at what fuses; the compiled
+    graph of the context (`codegen`, `fitted`) is the measurement."""
+    roles = set()
+    if context.before is not Before.NONE:
+        roles.add(Role.INPUT)
+    if context.after is not After.NONE:
+        roles.add(Role.GRAD_OUTPUT)
+    return frozenset(roles)

@@ -88,17 +88,17 @@ from f8roof.traffic.block_scaled import block_ideal_traffic, block_worst_traffic
 from f8roof.traffic.gemm_roles import GemmRole
 from f8roof.traffic.kernel_traffic import (
     BF16_BYTES,
-    DIMS,
     FP8_BYTES,
     SCALE_BYTES,
     KernelTraffic,
     Level,
     TrafficModel,
+    dims,
     numel,
 )
 from f8roof.traffic.monomials import K, M, N
 from f8roof.traffic.recipes import ROLES, Recipe, Role, ScalingType
-from f8roof.traffic.variant import After, Before, Context, Implementation, torchao_recipe_name
+from f8roof.traffic.variant import Implementation, torchao_recipe_name
 
 
 def rowwise_casts(
@@ -116,7 +116,7 @@ def _scales(role: Role, cast: str) -> sp.Expr:
     """fp32 scale bytes of one cast; a tensorwise scale is a scalar, left out as the seed did."""
     if cast == "tensorwise":
         return sp.Integer(0)
-    rows, cols = DIMS[role]
+    rows, cols = dims(role)
     return SCALE_BYTES * (rows if cast == "rows" else cols)
 
 
@@ -318,17 +318,3 @@ def _second_pass(recipe: Recipe, role: Role, implementation: Implementation) -> 
         casts = rowwise_casts(recipe, role, implementation=implementation)
         return any(cast != "rows" for cast in casts)
     return recipe.scaling(role) is ScalingType.DYNAMIC
-
-
-def context_fused_roles(context: Context) -> frozenset[Role]:
-    """The roles whose producer a context puts in the compiled graph, i.e. the seed's F:
-    input when an op comes before (its output is the input), grad_output when one comes
-    after (its backward, elementwise, produces grad_output). The weight's producer (the
-    optimizer) is never in the graph. This is the seed's guess at what fuses; the compiled
-    graph of the context (`codegen`, `fitted`) is the measurement."""
-    roles = set()
-    if context.before is not Before.NONE:
-        roles.add(Role.INPUT)
-    if context.after is not After.NONE:
-        roles.add(Role.GRAD_OUTPUT)
-    return frozenset(roles)

@@ -61,7 +61,7 @@ def _member(enum: type[Enum], **values: object) -> None:
     """Enum fields take members (`Recompute("full")` from a name), so they compare by identity."""
     for name, value in values.items():
         if not isinstance(value, enum):
-            known = ", ".join(m.value for m in enum)  # type: ignore[attr-defined]
+            known = ", ".join(m.value for m in enum)
             raise ModelError(f"{name} must be one of {known} (got {value!r})")
 
 
@@ -129,7 +129,13 @@ class BlockSpec:
     @classmethod
     def small(cls, *, parallel: RunConfig | None = None, **dims: int) -> BlockSpec:
         """A llama-shaped block small enough to compile in seconds (tests)."""
-        base = {"dim": 128, "n_heads": 4, "n_kv_heads": 2, "head_dim": 32, "ffn_dim": 256}
+        base: dict[str, Any] = {
+            "dim": 128,
+            "n_heads": 4,
+            "n_kv_heads": 2,
+            "head_dim": 32,
+            "ffn_dim": 256,
+        }
         base |= {"tokens": 64, "seq_len": 64}
         return cls(**(base | dims), parallel=parallel or RunConfig(), name="small")
 
@@ -274,11 +280,8 @@ class BlockCapture:
     @property
     def recomputed(self) -> tuple[str, ...]:
         """What the backward recomputes: 'bwd <name>' per kernel, gemm and collective."""
-        return tuple(
-            f"{x.graph} {x.name}"
-            for x in (*self.kernels, *self.gemms, *self.collectives)
-            if x.recomputed
-        )
+        parts: tuple[Any, ...] = (*self.kernels, *self.gemms, *self.collectives)
+        return tuple(f"{x.graph} {x.name}" for x in parts if x.recomputed)
 
     def collectives_of(
         self, kind: CollectiveKind, *, graph: str | None = None, mesh: str | None = None

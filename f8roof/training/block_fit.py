@@ -382,7 +382,7 @@ def fit_block(captures: Sequence[BlockCapture]) -> BlockFit:
         raise ModelError("a block fit needs compiles at two or more different token counts")
     first = ordered[0]
     for other in ordered[1:]:
-        same = {"tokens": other.spec.tokens, "seq_len": other.spec.seq_len}
+        same: dict[str, Any] = {"tokens": other.spec.tokens, "seq_len": other.spec.seq_len}
         if replace(first.spec, **same) != other.spec or (
             first.recipe,
             first.device,
@@ -433,8 +433,15 @@ def _segment(low: BlockCapture, high: BlockCapture) -> Segment:
 
     kernels = tuple(
         KernelGroup(
-            *key[:6],
-            *terms[:3],
+            key[0],
+            key[1],
+            key[2],
+            key[3],
+            key[4],
+            key[5],
+            terms[0],
+            terms[1],
+            terms[2],
             kernel_class=key[6],
             scattered_elements=terms[3],
             bytes_reread=terms[4],

@@ -16,6 +16,7 @@ the local (M, K, N) each GPU runs. No torch import at module level: only `from_m
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -176,7 +177,9 @@ class _Config:
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
 
-    def int(self, key: str, default: int | None = None, *, allow_zero: bool = False) -> int:
+    def int(
+        self, key: str, default: builtins.int | None = None, *, allow_zero: bool = False
+    ) -> builtins.int:
         value = self.data.get(key)
         if value is None:
             if default is not None:
@@ -194,7 +197,7 @@ class _Config:
             )
         return value
 
-    def int_list(self, key: str) -> list[int] | None:
+    def int_list(self, key: str) -> list[builtins.int] | None:
         value = self.data.get(key)
         if value is None:
             return None
@@ -207,7 +210,11 @@ class _Config:
         return value
 
     def routed(
-        self, experts_key: str, *, experts: int | None = None, top_k: int | None = None
+        self,
+        experts_key: str,
+        *,
+        experts: builtins.int | None = None,
+        top_k: builtins.int | None = None,
     ) -> RoutedExperts:
         """The routed experts; `experts`, `top_k`: the model's defaults for absent fields."""
         experts, top_k = self.int(experts_key, experts), self.int("num_experts_per_tok", top_k)

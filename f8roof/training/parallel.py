@@ -106,7 +106,7 @@ def _shard(linear: NamedLinear, tp: int, dim: str) -> int:
         # TP gives each rank whole heads (torchtitan: n_heads // tp, n_kv_heads // tp per rank)
         raise ParallelismError(
             f"--tp {tp} does not divide the {linear.heads} heads of {linear.fqn} "
-            f"({dim} = {size}, {style}-parallel): each GPU must hold whole heads"
+            f"({dim} = {size}, {style}-parallel)"
         )
     return size // tp
 
@@ -143,7 +143,7 @@ def local_layers(
     if tp > 1 and tokens % tp:
         # sequence parallelism (torchtitan's TP plan) shards the sequence dim over the TP ranks
         raise ParallelismError(
-            f"--tokens {tokens}: sequence parallelism splits each rank's tokens over its TP "
-            f"ranks, and --tp {tp} does not divide them"
+            f"--tokens {tokens}: sequence parallelism splits them over TP ranks, and --tp {tp} "
+            "does not divide them"
         )
     return out

@@ -18,16 +18,31 @@ M, K, N; estimates apply it to the overhead time at every level (worst, ideal, f
 
 from __future__ import annotations
 
-import sympy as sp
+from typing import TYPE_CHECKING, Protocol
 
 from f8roof.traffic.recipes import Role
-from f8roof.traffic.worst_ideal import KernelTraffic, TrafficModel
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+    from f8roof.traffic.kernel_traffic import TrafficModel
+
+
+class Pass(Protocol):
+    """A model's pass as the sympy model (`KernelTraffic`) and the byte table name it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def role(self) -> Role | None: ...
+
 
 # the forward passes of a tensorwise role (`traffic._worst_tensorwise`)
 TENSORWISE_PASSES = frozenset({"amax", "cast", "amax_cast"})
 
 
-def is_forward(kernel: KernelTraffic) -> bool:
+def is_forward(kernel: Pass) -> bool:
     """Whether a worst-model kernel runs in the forward (see the module docstring)."""
     if kernel.role not in (Role.INPUT, Role.WEIGHT):  # grad_output, or a gemm output's rescale
         return False
@@ -38,9 +53,13 @@ def is_forward(kernel: KernelTraffic) -> bool:
 
 
 def forward_bytes(model: TrafficModel) -> sp.Expr:
+    import sympy as sp
+
     return sp.expand(sum((k.bytes_total for k in model.kernels if is_forward(k)), sp.Integer(0)))
 
 
 def forward_share(model: TrafficModel) -> sp.Expr:
     """Forward kernels' bytes / all overhead bytes of a (worst-case) model, in M, K, N."""
+    import sympy as sp
+
     return sp.simplify(forward_bytes(model) / model.total)

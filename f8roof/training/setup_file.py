@@ -35,7 +35,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_text
@@ -236,6 +236,7 @@ class _Section:
         self.name = name
         self.values = values
         self.path = path
+        self.notes: list[Note] = []  # how a value was read, where it was not as written
 
     def has(self, key: str) -> bool:
         return key in self.values
@@ -247,6 +248,12 @@ class _Section:
         if key not in self.values:
             raise _fail(f"missing key '{key}' in [{self.name}] of {self.path}")
         return self.values[key]
+
+    @overload
+    def integer(self, key: str, default: int, *, minimum: int = 1) -> int: ...
+
+    @overload
+    def integer(self, key: str, default: None = None, *, minimum: int = 1) -> int | None: ...
 
     def integer(self, key: str, default: int | None = None, *, minimum: int = 1) -> int | None:
         value = self.values.get(key, default)
@@ -262,6 +269,12 @@ class _Section:
             raise _fail(f"{self._where(key)} must be true or false (got {value!r})")
         return value
 
+    @overload
+    def string(self, key: str, default: str) -> str: ...
+
+    @overload
+    def string(self, key: str, default: None = None) -> str | None: ...
+
     def string(self, key: str, default: str | None = None) -> str | None:
         value = self.values.get(key, default)
         if value is not None and not isinstance(value, str):
@@ -271,11 +284,23 @@ class _Section:
     def names(self, key: str) -> tuple[str, ...]:
         """A list of strings, or torchtitan's older comma-separated string."""
         value = self.values.get(key, [])
+        given = value
         if isinstance(value, str):
             value = value.split(",")
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise _fail(f"{self._where(key)} must be a list of strings (got {value!r})")
-        return tuple(v.strip() for v in value if v.strip())
+        read = tuple(v.strip() for v in value if v.strip())
+        if isinstance(given, str):
+            self.notes.append(
+                note(
+                    Topic.SETUP_STRING_LIST,
+                    section=self.name,
+                    key=key,
+                    value=given,
+                    read=list(read),
+                )
+            )
+        return read
 
 
 def _check_keys(doc: Mapping[str, Any], path: str) -> None:
@@ -416,6 +441,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         batch = training.integer("batch_size")
     else:
         raise _fail(f"missing key 'local_batch_size' (or 'batch_size') in [training] of {path}")
+    assert batch is not None, "a key TOML holds has a value"
     compile_ = training.boolean("compile", False) or sec["compile"].boolean("enable", False)
     if not compile_:
         assumptions.append(note(Topic.NOT_COMPILED))
@@ -572,6 +598,8 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             recompute_every=recompute_every or 1,
             step_ms=None if step_ms is None else float(step_ms),
         )
+        moe_fqns = f8.names("moe_fqns_prototype")
+        assumptions += [n for section in sec.values() for n in section.notes]
         run = replace(
             run,
             model=model,
@@ -583,7 +611,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             precompute_scales=precompute_scales,
             sac_policy=TOML_LAYOUT_POLICY,
             filter_fqns=filter_fqns,
-            moe_fqns=f8.names("moe_fqns_prototype") + converter.experts,
+            moe_fqns=moe_fqns + converter.experts,
             reduce_dtype=reduce_dtype,
             reshard_after_forward=reshard,
             dp_replicate=replicate,

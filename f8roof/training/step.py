@@ -181,7 +181,7 @@ class Component:
         return out
 
 
-def _flat(part: Part, bf16_s: float, fp8_s: float, basis: Basis, **kw) -> Component:
+def _flat(part: Part, bf16_s: float, fp8_s: float, basis: Basis, **kw: Any) -> Component:
     return Component(part, bf16_s, fp8_s, fp8_s, fp8_s, basis, **kw)
 
 
@@ -393,7 +393,7 @@ def step_summary(
         if step_s < gemm_floor_s:
             raise StepError(
                 f"a measured step of {step_s * 1e3:.4g} ms is shorter than its bf16 gemms at the "
-                f"GPU's peak ({gemm_floor_s * 1e3:.4g} ms): check the step, tokens and GPU"
+                f"GPU's peak ({gemm_floor_s * 1e3:.4g} ms): check it"
             )
         rec = reconcile(
             step_s=step_s,

@@ -1,0 +1,266 @@
+"""The Python API: what `f8roof estimate` answers, for scripts and notebooks.
+
+Each function checks its parameters first (a `ParameterError` naming the parameter), then
+makes the command line's own library call; any other refusal is the library's `F8RoofError`,
+its message in the parameters' names (`tp`, not `--tp`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from f8roof.errors import F8RoofError, ParameterError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from f8roof.calibration.file import Calibration
+    from f8roof.engine.answer import ModelAnswer
+    from f8roof.engine.recommend import ModuleFilter
+    from f8roof.engine.resolve import Request
+    from f8roof.training.run_config import RunConfig
+
+POLICIES = ("expected", "conservative", "optimistic")
+RECOMPUTE = ("none", "selective", "full")
+# the command line's option -> the parameter that stands for it, where their names differ
+_PARAMETERS = {"impl": "implementation", "shape": "shapes", "scaling": "recipe"}
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
+
+
+def estimate_shapes(
+    shapes: Iterable[tuple[int, int, int]],
+    *,
+    gpu: str | None = None,
+    recipe: str = "tensorwise",
+    implementation: str | None = None,
+    calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
+    policy: str = "expected",
+) -> pd.DataFrame:
+    """bf16 vs float8 forward + backward time of one linear per shape, as `f8roof estimate
+    --shape` answers.
+
+    shapes: (M, K, N) per linear: M tokens, K in features, N out features (positive ints).
+    gpu: a preset name (`f8roof gpus`); None: the calibration's GPU, else h100. recipe: one
+    float8 recipe ("tensorwise", "rowwise", ...). implementation: "torchao" (default) or
+    "reference". calibration: a calibration file or a loaded one; None: the GPU's shipped
+    one. no_calibration: datasheet rooflines, no calibration. policy: the band's end a
+    conversion must win at ("expected", "conservative", "optimistic").
+
+    Returns one row per shape: times in seconds (`bf16_s`, `fp8_s`, `*_gemm_s`,
+    `overhead_s_*`), bytes (`overhead_bytes_*`), speedups (bf16 / float8: `speedup`, its band
+    `speedup_low`/`speedup_high`), and `decision` ("convert" or "keep") with `straddles`
+    (the band crosses 1: a GPU settles it).
+    """
+    from f8roof.engine.answer import Question, answer
+    from f8roof.training.run_config import ONE_GPU
+
+    texts = [",".join(map(str, _shape(s))) for s in _listed("shapes", shapes)]
+    if not texts:
+        raise ParameterError("shapes", shapes, "one (M, K, N) or more")
+    _one_recipe(recipe)
+    request = _request(gpu, recipe, implementation, calibration, no_calibration)
+    question = Question(shape_texts=texts, policy=_choice("policy", policy, POLICIES))
+    with _python_terms():
+        return answer(question, request, setup=ONE_GPU).frame  # type: ignore[union-attr]
+
+
+def answer_model(
+    model: str,
+    tokens: int,
+    *,
+    gpu: str | None = None,
+    tp: int = 1,
+    ep: int = 1,
+    fsdp: int = 1,
+    recompute: str = "none",
+    recipe: str = "tensorwise",
+    step_ms: float | None = None,
+    calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
+    policy: str = "expected",
+) -> ModelAnswer:
+    """A model's linears at training scale, as `f8roof estimate --model` answers.
+
+    model: a built-in architecture (`f8roof models`) or a Hugging Face config.json path.
+    tokens: tokens per GPU per step (M of every linear). gpu: a preset name. tp, ep, fsdp:
+    tensor-, expert- and FSDP-parallel degrees (ints >= 1; 1: none). recompute: activation
+    checkpointing, "none", "selective" or "full". recipe: a float8 recipe, a comma list or
+    "all". step_ms: a measured bf16 step in milliseconds, reconciled with the model.
+    calibration, no_calibration, policy: as for `estimate_shapes`.
+
+    Returns the answer record (`engine.answer.ModelAnswer`): `recommendation.layers` (one
+    row per layer type, times in seconds, `convert`), `step.chosen` and `step.as_run` (the
+    step per GPU with f8roof's choice and as torchtitan converts: `bf16_s`, `fp8_s`,
+    `speedup`, each part with its band), `memory` (peak bytes per GPU, what fits).
+    """
+    from f8roof.engine.answer import Question, answer
+
+    setup = _setup(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
+    question = Question(
+        model=_text("model", model),
+        tokens=_positive("tokens", tokens),
+        policy=_choice("policy", policy, POLICIES),
+    )
+    request = _request(gpu, _text("recipe", recipe), None, calibration, no_calibration)
+    with _python_terms():
+        return answer(question, request, setup=setup)  # type: ignore[return-value]
+
+
+def module_filter(
+    model: object,
+    tokens: int,
+    *,
+    gpu: str | None = None,
+    recipe: str = "tensorwise",
+    tp: int = 1,
+    ep: int = 1,
+    fsdp: int = 1,
+    recompute: str = "none",
+    implementation: str | None = None,
+    tp_plan: dict[str, str] | None = None,
+    calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
+    policy: str = "expected",
+) -> ModuleFilter:
+    """The `module_filter_fn` for torchao's `convert_to_float8_training`: True for the
+    nn.Linear modules of `model` (an nn.Module, unsharded) that train faster in float8.
+
+    model may also be a zero-argument builder, called on the meta device. tokens: tokens per
+    GPU per step. gpu, recipe (one: torchao converts with one config), implementation,
+    calibration, no_calibration, policy: as for `estimate_shapes`. tp, ep, fsdp: degrees (ints
+    >= 1; 1: none); each linear is decided at the shard one GPU runs. recompute: "none",
+    "selective" or "full". tp_plan: the tensor-parallel style of linears the built-in plan
+    does not name, by fqn suffix ('column', 'row', 'replicated'). The filter's
+    `recommendation` holds the per-layer rows it decided on.
+    """
+    from collections.abc import Mapping
+
+    from f8roof.engine import recommend
+
+    _one_recipe(recipe)
+    if tp_plan is not None and not isinstance(tp_plan, Mapping):
+        raise ParameterError(
+            "tp_plan", tp_plan, "a dict of fqn suffix -> 'column', 'row' or 'replicated'"
+        )
+    setup = _setup(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=None)
+    with _python_terms():
+        return recommend.module_filter(
+            model,
+            _positive("tokens", tokens),
+            calibration=calibration,
+            no_calibration=_flag("no_calibration", no_calibration),
+            gpu=None if gpu is None else _text("gpu", gpu),
+            recipe=recipe,
+            implementation=_implementation(implementation),
+            tp_plan=tp_plan,
+            tp=setup.tp,
+            ep=setup.ep,
+            fsdp=fsdp,
+            recompute=recompute,
+            policy=_choice("policy", policy, POLICIES),
+        )
+
+
+def _setup(
+    *, tp: object, ep: object, fsdp: object, recompute: object, step_ms: object
+) -> RunConfig:
+    from f8roof.training.run_config import RunConfig
+
+    if step_ms is not None and (isinstance(step_ms, bool) or not isinstance(step_ms, int | float)):
+        raise ParameterError("step_ms", step_ms, "a measured step in milliseconds, or None")
+    with _python_terms():
+        return RunConfig.from_options(
+            tp=_positive("tp", tp),
+            ep=_positive("ep", ep),
+            fsdp=_positive("fsdp", fsdp),
+            recompute=_choice("recompute", recompute, RECOMPUTE),
+            step_ms=step_ms,
+        )
+
+
+def _request(
+    gpu: object, recipe: str, implementation: object, calibration: object, no_calibration: object
+) -> Request:
+    from f8roof.calibration.file import Calibration
+    from f8roof.engine.resolve import Request
+
+    if calibration is not None and not isinstance(calibration, str | Path | Calibration):
+        raise ParameterError("calibration", calibration, "a file path, a Calibration or None")
+    return Request(
+        gpu=None if gpu is None else _text("gpu", gpu),
+        recipes=recipe,
+        implementation=_implementation(implementation),
+        calibration=calibration,
+        no_calibration=_flag("no_calibration", no_calibration),
+    )
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ParameterError(name, value, "True or False")
+    return value
+
+
+def _implementation(value: object) -> str | None:
+    return None if value is None else _choice("implementation", value, ("torchao", "reference"))
+
+
+def _positive(name: str, value: object) -> int:
+    """A count or degree: an int >= 1. A bool is refused: `fsdp=True` names no degree."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        expected = (
+            "a degree, an int >= 1 (1: none)" if name in ("tp", "ep", "fsdp") else "an int >= 1"
+        )
+        raise ParameterError(name, value, expected)
+    return value
+
+
+def _choice(name: str, value: object, known: tuple[str, ...]) -> str:
+    if value not in known:
+        raise ParameterError(name, value, "one of " + ", ".join(repr(k) for k in known))
+    return str(value)
+
+
+def _text(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ParameterError(name, value, "a name (a non-empty str)")
+    return value
+
+
+def _one_recipe(recipe: object) -> None:
+    if not isinstance(recipe, str) or "," in recipe or recipe.strip() in ("", "all"):
+        raise ParameterError("recipe", recipe, "one recipe name, e.g. 'tensorwise' or 'rowwise'")
+
+
+def _listed(name: str, values: object) -> list[Any]:
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise ParameterError(name, values, "a list of (M, K, N) tuples")
+    return list(values)
+
+
+def _shape(value: object) -> tuple[int, int, int]:
+    dims = tuple(value) if isinstance(value, tuple | list) else ()
+    if len(dims) != 3 or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in dims):
+        raise ParameterError("shapes", value, "(M, K, N): three ints >= 1")
+    m, k, n = dims
+    return int(m), int(k), int(n)
+
+
+@contextmanager
+def _python_terms() -> Iterator[None]:
+    """The library's refusals, their command-line options named as this API's parameters."""
+    try:
+        yield
+    except F8RoofError as e:
+        e.args = (_FLAG.sub(_parameter, str(e)),)
+        raise
+
+
+def _parameter(flag: re.Match[str]) -> str:
+    name = flag.group(1)
+    return _PARAMETERS.get(name, name.replace("-", "_"))
