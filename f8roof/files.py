@@ -96,10 +96,11 @@ def check_output_path(path: str | Path) -> Path:
             raise OutputError(f"{what}: it is a directory")
         _check_directory(parent, what=what, create=False)
         limit = _name_max(parent)
-        if len(path.name.encode()) > limit:
+        size = len(os.fsencode(path.name))  # the bytes the system stores, UTF-8 or not
+        if size > limit:
             raise OutputError(
-                f"{what}: the file name is {len(path.name.encode())} bytes, longer than the "
-                f"{limit} its file system takes"
+                f"{what}: the file name is {size} bytes, longer than the {limit} its file "
+                "system takes"
             )
     except OSError as e:  # a path the system refuses to look at (too long, a loop)
         raise OutputError(f"{what}: {e.strerror or e}") from None
@@ -155,7 +156,7 @@ def _temporary(path: Path) -> Path:
     keeps `path`'s suffix (writers that pick a format by it) and fits the file system even
     when `path`'s name is near the limit."""
     stem = path.name
-    while len(stem.encode()) > 200:
+    while len(os.fsencode(stem)) > 200:
         stem = stem[:-1]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)

@@ -154,3 +154,33 @@ def test_no_one_line_error_runs_past_120_characters():
             if length is not None and length > LINE:
                 long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} ({length})")
     assert not long, long
+
+
+def test_an_out_name_that_is_not_utf8_is_written(tmp_path):
+    from conftest import invoke_cli
+
+    name = str(tmp_path) + "/\udcff.csv"  # the byte 0xff as the file system hands it to Python
+    result = invoke_cli("estimate", "--shape", "4096,4096,4096", "--out", name)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "\udcff.csv").is_file()
+
+
+def test_setup_refuses_fsdp_1_beside_it_as_it_refuses_fsdp_8(tmp_path):
+    from conftest import invoke_cli
+
+    setup = tmp_path / "s.toml"
+    setup.write_text(SETUP.replace('"float8"', '["float8"]'))
+    for degree in ("1", "8"):
+        result = invoke_cli("estimate", "--setup", str(setup), "--fsdp", degree)
+        assert "drop --tp, --ep, --fsdp, --recompute" in one_line(result)
+
+
+def test_report_refuses_a_step_no_gpu_can_run_as_estimate_does(tmp_path):
+    from conftest import invoke_cli
+
+    args = ("--model", "llama3-8b", "--tokens", "8192", "--step-ms", "1")
+    refusals = [
+        one_line(invoke_cli("estimate", *args)),
+        one_line(invoke_cli("report", *args, "--out", str(tmp_path / "r.md"))),
+    ]
+    assert refusals[0] == refusals[1] and "shorter than its bf16 gemms" in refusals[0]

@@ -7,6 +7,7 @@ calibrate, validate, estimate --overhead codegen), so `f8roof estimate` needs ne
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
@@ -50,6 +51,11 @@ class _Group(click.Group):
     command_class = _Command
 
     def invoke(self, ctx: click.Context):
+        # a path the file system hands over undecoded (a name that is not UTF-8) prints
+        # escaped, not as a traceback
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
         try:
             return super().invoke(ctx)
         except F8RoofError as e:

@@ -574,7 +574,8 @@ def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: b
         raise F8RoofError("--setup asks about a model: drop --shape, --shapes-file and --sweep")
     if question.model or question.tokens is not None:
         raise F8RoofError("--setup names the model and its tokens: drop --model and --tokens")
-    if setup.tp != 1 or setup.ep != 1 or setup.fsdp or setup.recompute.value != "none":
+    given = setup.fsdp or setup.fsdp_degree is not None  # --fsdp 1 too: off, but given
+    if setup.tp != 1 or setup.ep != 1 or given or setup.recompute.value != "none":
         raise F8RoofError(
             "--setup sets the parallelism and checkpointing: drop --tp, --ep, --fsdp, --recompute"
         )

@@ -12,7 +12,9 @@ from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, 
 from f8roof.engine.grid import OverheadShares, SpeedupGrid, overhead_shares, speedup_grid
 from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
+from f8roof.engine.step_summary import gemm_floor_s
 from f8roof.training.run_config import ONE_GPU, RunConfig
+from f8roof.training.step import check_measured_step
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ def model_report(
     resolved = request if isinstance(request, Resolved) else resolve(request)
     policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
     rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)
+    if setup.step_s is not None:  # refused as `estimate` refuses it
+        check_measured_step(setup.step_s, gemm_floor_s(rec, resolved))
     best = next(c for c in resolved.configs if c.recipe.name == rec.best_recipe)
     comparison = None
     if best.recipe.name in AUTO_FILTER_RECIPES:

@@ -320,7 +320,7 @@ def _summarize(
         lm_head_bf16_s=head_bf16,
         lm_head_fp8_s=head_fp8 if converted_side else None,
         outside=_outside(rec, resolved, run, convert, notes),
-        gemm_floor_s=_gemm_floor_s(rec, resolved),
+        gemm_floor_s=gemm_floor_s(rec, resolved),
         step_s=setup.step_s,
         notes=notes,
         fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
@@ -339,7 +339,7 @@ def _moved(graph16: BlockTimes, rows16: BlockTimes, rows8: BlockTimes) -> BlockT
     )
 
 
-def _gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
+def gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
     """The step's bf16 linear gemms (three per linear, per GPU) at the GPU's datasheet peak:
     no measured step can be shorter."""
     rows = rec.layers

@@ -313,6 +313,17 @@ class StepSummary:
         return out
 
 
+def check_measured_step(step_s: float, gemm_floor_s: float) -> None:
+    """A measured bf16 step is refused only where physics rules it out: shorter than its bf16
+    gemms' FLOPs at the GPU's peak (`gemm_floor_s`)."""
+    _check_time("step", "step_s", step_s)
+    if step_s < gemm_floor_s:
+        raise StepError(
+            f"a measured step of {step_s * 1e3:.4g} ms is shorter than its bf16 gemms at the "
+            f"GPU's peak ({gemm_floor_s * 1e3:.4g} ms): check it"
+        )
+
+
 def step_summary(
     *,
     bf16: BlockTimes,
@@ -389,12 +400,7 @@ def step_summary(
         bf16_s, fp8_s = model_bf16, model_fp8
         slow_end, fast_end = model_fp8 + slow_s, model_fp8 + fast_s
     else:
-        _check_time("step", "step_s", step_s)
-        if step_s < gemm_floor_s:
-            raise StepError(
-                f"a measured step of {step_s * 1e3:.4g} ms is shorter than its bf16 gemms at the "
-                f"GPU's peak ({gemm_floor_s * 1e3:.4g} ms): check it"
-            )
+        check_measured_step(step_s, gemm_floor_s)
         rec = reconcile(
             step_s=step_s,
             modelled_bf16_s=model_bf16,
