@@ -701,3 +701,19 @@ def test_a_gpu_from_the_setup_is_named_as_the_files_key(tmp_path):
     h100 = shipped_calibration(resolve_gpu("h100"))
     result = run("estimate", "--setup", setup_file(tmp_path, text), "--calibration", h100)
     refused(result, "drop gpu in [f8roof]")
+
+
+def test_a_power_capped_part_may_pass_the_peak_ratio_unwarned():
+    """b200 at 750 W: its bf16 gemms lose more to the cap than its MXFP8 ones (FBGEMM#2546's
+    500 W ratios), so 1.90 and an ideal 2.04 are a GPU's; above float8's gemms at the peaks
+    is not, and warns."""
+    from f8roof.engine.estimate import estimate, implausible
+    from f8roof.engine.resolve import Request, resolve
+
+    config = resolve(Request(gpu="b200-750w", recipes="mxfp8_rceil")).config
+    frame = estimate([(8192, 8192, 8192)], config)
+    assert frame["speedup_ideal"].iloc[0] > 2.0
+    assert implausible(frame, config, {}) == []
+    frame["speedup_ideal"] *= 3
+    (warning,) = implausible(frame, config, {})
+    assert warning["column"] == "speedup_ideal" and warning["value"] > warning["bound"]

@@ -39,10 +39,12 @@ from f8roof.timing.band import (
     measured_rates,
 )
 from f8roof.timing.gemm import (
+    GEMM_ROLES,
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
     GemmModel,
     RooflineGemm,
+    fp8_gemm_dtype,
     linear_gemm_times,
     shared_tilings,
 )
@@ -397,7 +399,8 @@ def public_band_columns(config: EstimateConfig, columns: dict, M, K, N) -> dict[
         speedups.append(found["speedup"])
         contexts.append(found["speedup_context"])
     low, high = np.exp(public.residual_low), np.exp(public.residual_high)
-    bound = speedup_bound(config.gpu)  # the widening stops where physics does
+    # the widening stops where physics does
+    bound = speedup_bound(config, M, K, N, np.asarray(columns["bf16_s"]))
     return {
         "speedup_low": np.min(speedups, axis=0) * low,
         "speedup_high": np.minimum(np.max(speedups, axis=0) * high, bound),
@@ -406,10 +409,20 @@ def public_band_columns(config: EstimateConfig, columns: dict, M, K, N) -> dict[
     }
 
 
-def speedup_bound(gpu) -> float:
-    """The most float8 can win on a linear: it saves gemm time only, at most the fp8/bf16
-    peak ratio (2 on every part f8roof knows)."""
-    return max(2.0, gpu.fp8_flops / gpu.bf16_flops)
+def speedup_bound(config: EstimateConfig, M, K, N, bf16_s) -> np.ndarray:
+    """The most float8 can win on a linear: float8 saves gemm time only, so its time is at
+    least its gemms at the part's dense peaks (each role's gemm family). Not the fp8/bf16
+    peak ratio: a bf16 gemm further below its peak than float8's (a power cap throttles bf16
+    more) leaves more than that ratio to win."""
+    floor = sum(
+        2.0
+        * np.asarray(M, dtype=np.float64)
+        * np.asarray(K, dtype=np.float64)
+        * np.asarray(N, dtype=np.float64)
+        / config.gpu.peak_flops(fp8_gemm_dtype(config.recipe, role, config.implementation))
+        for role in GEMM_ROLES
+    )
+    return np.asarray(bf16_s, dtype=np.float64) / floor
 
 
 def band_columns(
@@ -552,21 +565,25 @@ def decisions(
 def implausible(
     frame: pd.DataFrame, config: EstimateConfig, found: dict[str, int | None]
 ) -> list[Note]:
-    """Warnings for results no GPU can produce: a speedup above the fp8/bf16 peak ratio (float8
-    saves gemm time only), or a breakeven below the smallest shape the calibration saw."""
-    bound = speedup_bound(config.gpu)
+    """Warnings for results no GPU can produce: a speedup above `speedup_bound` (float8's
+    gemms faster than the part's peaks), or a breakeven below the smallest shape the
+    calibration saw."""
+    bf16 = [c for c in ("bf16_s", "bf16_gemm_s") if c in frame.columns]
+    bf16_s = np.max([frame[c].to_numpy(dtype=np.float64) for c in bf16], axis=0)
+    bound = speedup_bound(config, frame["M"], frame["K"], frame["N"], bf16_s)
     warnings = []
     for column in [c for c in frame.columns if c.startswith("speedup")]:
-        peak = frame[column].max()
-        if peak > bound:
-            row = frame.loc[frame[column].idxmax()]
+        over = frame[column].to_numpy(dtype=np.float64) / bound
+        if np.nanmax(over, initial=0.0) > 1.0 + 1e-9:
+            i = int(np.nanargmax(over))
+            row = frame.iloc[i]
             warnings.append(
                 note(
                     Topic.IMPLAUSIBLE,
                     column=column,
-                    value=float(peak),
+                    value=float(row[column]),
                     shape=(int(row.M), int(row.K), int(row.N)),
-                    bound=bound,
+                    bound=float(bound[i]),
                     gpu=config.gpu.name,
                 )
             )

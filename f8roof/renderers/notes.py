@@ -144,8 +144,8 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     ),
     Topic.IMPLAUSIBLE: lambda v: (
         f"{v['column']} {v['value']:.2f} at {'x'.join(map(str, v['shape']))} exceeds "
-        f"{v['bound']:.1f}, the fp8/bf16 peak ratio: the times behind it are not a GPU's "
-        f"({v['gpu']})"
+        f"{v['bound']:.2f}, what float8 gemms at the part's peaks allow: the times behind it "
+        f"are not a GPU's ({v['gpu']})"
     ),
     Topic.BREAKEVEN_EXTRAPOLATED: lambda v: (
         f"fitted breakeven {v['size']} lies below the smallest calibrated dimension "
