@@ -18,6 +18,7 @@ class Topic(str, Enum):
     SETUP_STRING_LIST = "setup_string_list"
     NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
     CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
+    FLOAT8_ALL_GATHER_UNUSED = "float8_all_gather_unused"  # section: asked with FSDP off
     # warnings on a shapes answer (engine/estimate.py, engine/compare.py)
     IMPLAUSIBLE = "implausible"  # column, value, shape, bound, gpu: no GPU's speedup
     BREAKEVEN_EXTRAPOLATED = "breakeven_extrapolated"  # size, smallest

@@ -184,3 +184,14 @@ def test_report_refuses_a_step_no_gpu_can_run_as_estimate_does(tmp_path):
         one_line(invoke_cli("report", *args, "--out", str(tmp_path / "r.md"))),
     ]
     assert refusals[0] == refusals[1] and "shorter than its bf16 gemms" in refusals[0]
+
+
+def test_a_float8_all_gather_without_fsdp_is_said_to_do_nothing():
+    text = SETUP.replace('"float8"', '["float8"]') + (
+        "[parallelism]\ndata_parallel_shard_degree = 1\n"
+        "[float8]\nenable_fsdp_float8_all_gather = true\n"
+    )
+    setup = parse_setup(text)
+    assert not setup.run.float8_all_gather
+    said = [n for n in setup.run.assumptions if n.topic is Topic.FLOAT8_ALL_GATHER_UNUSED]
+    assert len(said) == 1 and "does nothing" in sentence(said[0])

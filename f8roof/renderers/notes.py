@@ -142,6 +142,10 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "setup: the float8 converter is off in this setup ([model] converters): f8roof answers "
         "what turning it on would do"
     ),
+    Topic.FLOAT8_ALL_GATHER_UNUSED: lambda v: (
+        f"setup: [{v['section']}] enable_fsdp_float8_all_gather does nothing at "
+        "data_parallel_shard_degree 1 (FSDP off): weights are not gathered, so left out"
+    ),
     Topic.IMPLAUSIBLE: lambda v: (
         f"{v['column']} {v['value']:.2f} at {'x'.join(map(str, v['shape']))} exceeds "
         f"{v['bound']:.2f}, what float8 gemms at the part's peaks allow: the times behind it "

@@ -578,6 +578,8 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     # torchtitan gathers in float8 only with FSDP on, and precomputes scales only then
     float8_all_gather = all_gather and fsdp_on
     precompute_scales = float8_all_gather and precompute
+    if all_gather and not fsdp_on:
+        assumptions.append(note(Topic.FLOAT8_ALL_GATHER_UNUSED, section=f8.name))
 
     extra = sec["f8roof"]
     gpu = extra.string("gpu")
