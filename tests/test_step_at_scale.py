@@ -137,10 +137,10 @@ def test_float8_all_gather_is_a_flag_and_suggested_where_it_helps(tmp_path):
 
 
 def test_the_per_layer_path_casts_a_shared_input_once(tmp_path):
-    """llama3-405b has no shipped block: its step sums the per-layer rows, where q, k and v
+    """qwen2.5-7b has no shipped block: its step sums the per-layer rows, where q, k and v
     (gate and up) each cast the norm's output; the step charges that cast once."""
-    out = tmp_path / "405b.json"
-    args = ("--model", "llama3-405b", "--tokens", "8192", "--tp", "8", "--fsdp", "16")
+    out = tmp_path / "qwen.json"
+    args = ("--model", "qwen2.5-7b", "--tokens", "8192", "--tp", "2", "--fsdp", "8")
     result = invoke_cli("estimate", *args, "--recompute", "full", "--out", str(out))
     assert result.exit_code == 0, result.output
     doc = json.loads(out.read_text())
@@ -151,3 +151,16 @@ def test_the_per_layer_path_casts_a_shared_input_once(tmp_path):
     head = next(r for r in doc["layers"] if r["fqn"] == "lm_head")
     linears = part(s, "linears")["fp8_s"] - head["bf16_s"]  # output stays bf16 as run
     assert linears < 0.95 * summed
+
+
+@pytest.mark.parametrize(
+    "model, tp, fsdp", [("llama3-405b", 8, 64), ("llama3-70b", 4, 32), ("llama3-8b", 4, 2)]
+)
+def test_llama3_405b_at_tp_8_and_tp_4_take_their_blocks_from_graphs(tmp_path, model, tp, fsdp):
+    out = tmp_path / "s.json"
+    args = ("--model", model, "--tokens", "8192", "--tp", str(tp), "--fsdp", str(fsdp))
+    result = invoke_cli("estimate", *args, "--recompute", "full", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    notes = json.loads(out.read_text())["summary"]["notes"]
+    origin = next(n["values"] for n in notes if n["topic"] == "blocks_from")
+    assert origin["block"]["tp"] == tp and origin["block"]["architecture"] == model
