@@ -32,6 +32,12 @@ def _no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("COLUMNS", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _block_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory):
+    """Compiled blocks are kept in a cache of the test session's own, never the user's."""
+    monkeypatch.setenv("F8ROOF_CACHE", str(tmp_path_factory.getbasetemp() / "f8roof-cache"))
+
+
 def invoke_cli(*args: object, **kwargs) -> Result:
     """`f8roof ARGS` run in this process through click's CliRunner: its exit code, output and
     exception. Arguments are turned to text (paths, numbers); `kwargs` go to `invoke`."""

@@ -164,3 +164,29 @@ def test_llama3_405b_at_tp_8_and_tp_4_take_their_blocks_from_graphs(tmp_path, mo
     notes = json.loads(out.read_text())["summary"]["notes"]
     origin = next(n["values"] for n in notes if n["topic"] == "blocks_from")
     assert origin["block"]["tp"] == tp and origin["block"]["architecture"] == model
+
+
+@pytest.mark.slow
+def test_a_compiled_block_is_kept_and_read_back_not_compiled_again(tmp_path, monkeypatch):
+    from f8roof.engine import sharded
+    from f8roof.training.run_config import RunConfig
+
+    monkeypatch.setenv("F8ROOF_CACHE", str(tmp_path))
+    run = RunConfig.from_options(tp=2)
+    kw = {"tokens": 1024, "recipe": "tensorwise", "run": run, "gpu": "h100"}
+    first = sharded.compiled_block("llama3-8b", **kw)
+    (kept,) = (tmp_path / "blocks").glob("*.json")
+
+    def no_compile(**_):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(sharded, "compare_block", no_compile)
+    again = sharded.compiled_block("llama3-8b", **kw)
+    assert again.float8.to_dict() == first.float8.to_dict() and again.origin == first.origin
+    # another case is another entry; a damaged entry is compiled again, not trusted
+    assert sharded.block_cache_path("llama3-8b", {"tokens": 2048}) != kept
+    kept.write_text("{")
+    with pytest.raises(AssertionError, match="compiled again"):
+        sharded.compiled_block("llama3-8b", **kw)
+    monkeypatch.setenv("F8ROOF_CACHE", "off")
+    assert sharded.block_cache_path("llama3-8b", {"tokens": 1024}) is None

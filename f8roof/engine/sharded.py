@@ -3,13 +3,17 @@ rank of a sharded run (issue 18). The verb-level glue between the catalog and th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
+from importlib import metadata
 from pathlib import Path
 
 from f8roof.errors import F8RoofError, ModelError
+from f8roof.files import write_text_atomic
 from f8roof.hardware.presets import find_gpu
 from f8roof.notes import Note, Topic, note
 from f8roof.traffic.variant import Before
@@ -326,21 +330,27 @@ def graph_recompute(run: RunConfig) -> Recompute:
 
 
 def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu: str):
-    """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`."""
+    """`--overhead codegen`: the exact case compiled (codegen for `gpu`), bf16 and `recipe`;
+    kept in the block cache (`block_cache_path`), so the same case asked again is read back
+    instead of compiled."""
     fsdp = run.fsdp_degree or 1
     seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
-    comparison = compare_block(
-        model=model,
-        tokens=tokens,
-        seq_len=seq_len,
-        recipe=recipe,
-        tp=run.tp,
-        fsdp=fsdp,
-        float8_all_gather=run.float8_all_gather and fsdp > 1,
-        recompute=graph_recompute(run).value,
-        gpu=gpu,
-        sac_policy=run.sac_policy,
-    )
+    case = {
+        "tokens": tokens,
+        "seq_len": seq_len,
+        "recipe": recipe,
+        "tp": run.tp,
+        "fsdp": fsdp,
+        "float8_all_gather": run.float8_all_gather and fsdp > 1,
+        "recompute": graph_recompute(run).value,
+        "gpu": gpu,
+        "sac_policy": run.sac_policy,
+    }
+    cache = block_cache_path(model, case)
+    comparison = _cached(cache)
+    if comparison is None:
+        comparison = compare_block(model=model, **case)
+        _keep(cache, comparison)
     origin = BlockOrigin(
         compiled=True,
         block={
@@ -357,6 +367,54 @@ def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu:
         gpu=gpu,
     )
     return replace(comparison, origin=origin)
+
+
+def block_cache_path(model: str, case: dict) -> Path | None:
+    """Where a compiled block of `model` (its architecture, whatever the config is named) for
+    `case` is kept: $F8ROOF_CACHE (default ~/.cache/f8roof; "off": no cache), keyed by the
+    case, the architecture and the packages that generated the code."""
+    root = os.environ.get("F8ROOF_CACHE", str(Path.home() / ".cache" / "f8roof"))
+    if root.strip().lower() in ("", "off", "0"):
+        return None
+    key = {
+        "case": case,
+        "architecture": repr(resolve_model(model)),
+        "packages": {p: _version(p) for p in ("torch", "triton", "torchao", "f8roof")},
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+    return Path(root) / "blocks" / f"{digest[:24]}.json"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def _cached(path: Path | None) -> BlockComparison | None:
+    """A kept block, or None (none kept, or one this code cannot read: compiled again)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return BlockComparison(
+            BlockCapture.from_dict(data["bf16"]), BlockCapture.from_dict(data["float8"])
+        )
+    except (OSError, ValueError, KeyError, TypeError, F8RoofError):
+        return None
+
+
+def _keep(path: Path | None, comparison: BlockComparison) -> None:
+    """Keep a compiled block; a cache that cannot be written only costs the next compile."""
+    if path is None:
+        return
+    text = json.dumps({"bf16": comparison.bf16.to_dict(), "float8": comparison.float8.to_dict()})
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, text)
+    except OSError:
+        pass
 
 
 def shipped_block(
