@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.files import write_text_atomic
@@ -335,7 +336,7 @@ def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu:
     instead of compiled."""
     fsdp = run.fsdp_degree or 1
     seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
-    case = {
+    case: dict[str, Any] = {
         "tokens": tokens,
         "seq_len": seq_len,
         "recipe": recipe,
@@ -369,7 +370,7 @@ def compiled_block(model: str, *, tokens: int, recipe: str, run: RunConfig, gpu:
     return replace(comparison, origin=origin)
 
 
-def block_cache_path(model: str, case: dict) -> Path | None:
+def block_cache_path(model: str, case: dict[str, Any]) -> Path | None:
     """Where a compiled block of `model` (its architecture, whatever the config is named) for
     `case` is kept: $F8ROOF_CACHE (default ~/.cache/f8roof; "off": no cache), keyed by the
     case, the architecture and the packages that generated the code."""
