@@ -1,17 +1,64 @@
 """The one family of user-facing errors: a problem with what the user asked for (a bad shape,
 a bad file, no GPU, a value the models refuse). The library raises them; the command line
 (`f8roof/cli`) prints their one line and exits 2. Anything else is a bug and keeps its
-traceback. No click here: the library depends on nothing of the command line's."""
+traceback. No click here: the library depends on nothing of the command line's.
+
+The library speaks in its own terms: a message that names one of its parameters (a degree, the
+recipe, the timing) marks it with `term("tp")`, and each front end calls it its own way: the
+command line by its flag (`--tp`, f8roof/cli), a setup file by its key
+(`tensor_parallel_degree`, training/setup_file.py), the Python API and `str(error)` by the
+parameter's own name (`tp`)."""
+
+import re
+from collections.abc import Mapping
+
+_MARK = "\x1f"  # around a parameter's name in a message (ASCII unit separator: no text has it)
+_MARKED = re.compile(f"{_MARK}([a-z][a-z0-9_]*){_MARK}")
+
+
+def term(parameter: str) -> str:
+    """`parameter` (the library's name: `tp`, `step_ms`, `implementation`) named in a message,
+    marked for each front end to call it its own way."""
+    if not re.fullmatch("[a-z][a-z0-9_]*", parameter):
+        raise ValueError(f"a parameter's name is a lowercase identifier, not {parameter!r}")
+    return f"{_MARK}{parameter}{_MARK}"
+
+
+def called(marked: str, names: Mapping[str, str]) -> str:
+    """A marked message with the parameters `names` has called by those names (unmarked); the
+    others stay marked."""
+    return _MARKED.sub(lambda m: names.get(m.group(1), m.group(0)), marked)
 
 
 class F8RoofError(Exception):
-    """One line naming the problem; the CLI's exit code 2."""
+    """One line naming the problem; the CLI's exit code 2. Built from a message whose
+    parameters are marked (`term`): `str(error)` names each by its own name, `worded` as a
+    front end calls them, and `marked` keeps the marks for a message that quotes this one."""
 
     exit_code = 2
+
+    def __init__(self, *args: object) -> None:
+        marked = args[0] if args and isinstance(args[0], str) else ""
+        self.marked = marked  # kept in __dict__, so a pickled error keeps it
+        if marked:
+            args = (_MARKED.sub(r"\1", marked), *args[1:])
+        super().__init__(*args)
 
     @property
     def message(self) -> str:
         return str(self)
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The parameters the message names, in the library's names, first mention first."""
+        return tuple(dict.fromkeys(_MARKED.findall(self.marked)))
+
+    def worded(self, names: Mapping[str, str]) -> str:
+        """The message with each parameter called as `names` calls it (the command line: its
+        flags); one `names` lacks keeps its own name."""
+        if not self.marked:
+            return str(self)
+        return _MARKED.sub(r"\1", called(self.marked, names))
 
 
 class ModelError(F8RoofError, ValueError):
@@ -32,4 +79,4 @@ class ParameterError(ModelError):
     def __init__(self, parameter: str, value: object, expected: str) -> None:
         self.parameter = parameter
         self.value = value
-        super().__init__(f"{parameter} takes {expected}, got {value!r}")
+        super().__init__(f"{term(parameter)} takes {expected}, got {value!r}")

@@ -150,7 +150,7 @@ def test_a_graph_that_changes_shape_is_refused():
 
 def test_tokens_the_spec_refuses_are_refused():
     fit = fit_block([synthetic(256), synthetic(1024)])
-    with pytest.raises(ModelError, match="--tp 2 does not divide seq_len 255"):
+    with pytest.raises(ModelError, match="^tp 2 does not divide seq_len 255"):
         fit.at(255)
     with pytest.raises(ModelError, match="tokens must be a positive integer"):
         fit.at(0)

@@ -148,9 +148,9 @@ def test_fsdp_takes_an_optional_degree():
     assert bad.exit_code == 2 and "'two' is not a valid integer" in bad.output
     from f8roof.training.run_config import ParallelismError, RunConfig
 
-    with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
+    with pytest.raises(ParallelismError, match="^fsdp takes a degree >= 1"):
         RunConfig.from_options(fsdp=-2)
-    with pytest.raises(ParallelismError, match="--fsdp takes a degree >= 1"):
+    with pytest.raises(ParallelismError, match="^fsdp takes a degree >= 1"):
         RunConfig.from_options(fsdp=0)
     off = RunConfig.from_options(fsdp=1)  # off, as torchtitan's 1, and said so
     assert not off.fsdp and off.fsdp_degree == 1 and run_text(off) == "FSDP 1 (off)"

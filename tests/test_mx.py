@@ -93,9 +93,9 @@ def test_bad_recipes_are_one_line_errors(build, message):
 
 
 def test_reference_has_no_block_scaled_recipes():
-    with pytest.raises(ContextError, match="use --impl torchao"):
+    with pytest.raises(ContextError, match="use implementation torchao"):
         Variant(Recipe.from_name("mxfp8_rceil"), Implementation.REFERENCE)
-    with pytest.raises(ContextError, match="use --impl torchao"):
+    with pytest.raises(ContextError, match="use implementation torchao"):
         worst_traffic(Recipe.from_name("blockwise"))
 
 

@@ -552,9 +552,9 @@ def test_module_filter_with_tp():
     assert sharded.recommendation.setup.tp == 8
     again = f8roof.module_filter(Model, 2048, no_calibration=True, tp=8)
     assert again.converted == sharded.converted
-    with pytest.raises(ArchitectureError, match="--tp 3 does not divide"):
+    with pytest.raises(ArchitectureError, match="^tp 3 does not divide"):
         module_filter(Model, 8192, tp=3)
-    with pytest.raises(ArchitectureError, match="--tp must be a positive integer"):
+    with pytest.raises(ArchitectureError, match="^tp must be a positive integer"):
         module_filter(Model, 8192, tp=0)
     # a name outside the plan: whole under TP, unless tp_plan says otherwise
     net = module_filter(Net(), 16384, tp=2)

@@ -35,5 +35,5 @@ def test_resume_of_another_run_is_refused(tmp_path):
 def test_existing_checkpoint_needs_resume(tmp_path):
     path = tmp_path / "run.jsonl"
     Checkpoint(path, {"device": "cpu"}, resume=False)
-    with pytest.raises(F8RoofError, match="--resume"):
+    with pytest.raises(F8RoofError, match="pass resume to continue it"):
         Checkpoint(path, {"device": "cpu"}, resume=False)

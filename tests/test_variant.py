@@ -46,7 +46,7 @@ def test_bf16_has_no_implementation():
 
 
 def test_torchao_lacks_delayed_scaling():
-    with pytest.raises(ContextError, match="--impl reference"):
+    with pytest.raises(ContextError, match="use implementation reference"):
         Variant(Recipe.from_name("tensorwise_delayed"), Implementation.TORCHAO)
 
 

@@ -128,7 +128,7 @@ def _parse(path: str | Path, raw: Any) -> BlockFit:
     try:
         fit = BlockFit.from_dict(raw)
     except ModelError as e:
-        raise BlockFileError(f"block file {path}: {e}") from None
+        raise BlockFileError(f"block file {path}: {e.marked}") from None
     problem = _problem(fit)
     if problem:
         raise BlockFileError(f"block file {path}: the fit for {BlockKey.of(fit)}: {problem}")

@@ -42,7 +42,7 @@ from f8roof.calibration.records import (
     coefficient_to_json,
     polynomial_to_json,
 )
-from f8roof.errors import F8RoofError, ModelError
+from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.files import parse_json, read_text, write_text_atomic
 from f8roof.hardware.presets import GPU, PRESETS, find_gpu
 from f8roof.timing.gemm import (
@@ -520,7 +520,8 @@ def timed_publicly(
     if calibration.kind is not CalibrationKind.TRAFFIC or fitted is None:
         names = ", ".join(p.part for p in times.parts)
         raise CalibrationError(
-            f"no public time model for {part or env.label} (fitted: {names}): use --times datasheet"
+            f"no public time model for {part or env.label} (fitted: {names}): use "
+            f"{term('times')} datasheet"
         )
     return replace(retimed(calibration, fitted, find_gpu(fitted.part)), public=times)
 
@@ -771,7 +772,7 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
     try:
         Variant.from_key(key)
     except ModelError as e:
-        reader.fail("variant", str(e))
+        reader.fail("variant", e.marked)
     kernel_sets = []
     for r in reader.objs("kernel_sets"):
         kernel_set_shapes = tuple(_shape(s, s.where) for s in r.items("shapes"))

@@ -44,9 +44,9 @@ class _Command(click.Command):
 
 class _Group(click.Group):
     """A problem with what the user asked for (the library's F8RoofError: an unknown GPU, a
-    bad file, a value the models refuse) is one line, exit 2; so is a bad option (click's
-    usage error, without the usage block: `--help` has it). Anything else is a bug and keeps
-    its traceback."""
+    bad file, a value the models refuse) is one line, the parameters it names called by their
+    flags (`tp` -> `--tp`), exit 2; so is a bad option (click's usage error, without the usage
+    block: `--help` has it). Anything else is a bug and keeps its traceback."""
 
     command_class = _Command
 
@@ -59,7 +59,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except F8RoofError as e:
-            raise UserError(str(e)) from None
+            raise UserError(e.worded(o.FLAGS)) from None
         except click.UsageError as e:
             raise UserError(e.format_message()) from None
 

@@ -8,6 +8,47 @@ import click
 from f8roof.traffic.recipes import known_recipes
 from f8roof.traffic.variant import After, Before, Implementation
 
+# The library's parameters (the names its messages mark with f8roof.errors.term) -> the flag
+# that sets each: the library's refusals are printed with these. One table for every command:
+# a parameter is the same flag wherever a command takes it. (dp_replicate has no flag: only a
+# setup file sets it, and the setup file names it by its key.)
+FLAGS = {
+    "after": "--after",
+    "before": "--before",
+    "calibration": "--calibration",
+    "compile_limitations": "--compile-limitations",
+    "contexts": "--contexts",
+    "device": "--device",
+    "ep": "--ep",
+    "filter_fqns": "--filter-fqns",
+    "float8_all_gather": "--float8-all-gather",
+    "fsdp": "--fsdp",
+    "fused": "--fused",
+    "gemm_efficiency": "--gemm-efficiency",
+    "gemm_table": "--gemm-table",
+    "gpu": "--gpu",
+    "help": "--help",
+    "implementation": "--impl",
+    "model": "--model",
+    "network_gbps": "--network",
+    "no_calibration": "--no-calibration",
+    "overhead": "--overhead",
+    "recipe": "--recipe",
+    "recipes": "--recipes",
+    "recompute": "--recompute",
+    "resume": "--resume",
+    "scaling": "--scaling",
+    "seq_len": "--seq-len",
+    "setup": "--setup",
+    "shapes": "--shape",
+    "shapes_file": "--shapes-file",
+    "step_ms": "--step-ms",
+    "sweep": "--sweep",
+    "times": "--times",
+    "tokens": "--tokens",
+    "tp": "--tp",
+}
+
 
 def stack(*decorators):
     """Stack option decorators, so commands sharing a group of options declare it once."""

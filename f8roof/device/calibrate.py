@@ -27,7 +27,7 @@ from f8roof.calibration.file import (
 )
 from f8roof.calibration.fitting import Measurements, fit_calibration, traffic_calibration
 from f8roof.device.runner import Checkpoint, Task, run_tasks
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.hardware.presets import GPU, resolve_gpu
 from f8roof.notes import Note, Topic, note
 from f8roof.timing.datasheet import datasheet_timing
@@ -144,7 +144,10 @@ def requested_contexts(
 ) -> tuple[Context, ...]:
     """--contexts lists several; --before/--after name one; not both."""
     if contexts and (before or after):
-        raise F8RoofError("--contexts lists contexts; --before/--after name one: give one way")
+        raise F8RoofError(
+            f"{term('contexts')} lists contexts; {term('before')}/{term('after')} name one: "
+            "give one way"
+        )
     if contexts:
         return tuple(Context.from_name(c.strip()) for c in contexts.split(",") if c.strip())
     return (Context.from_names(before, after),)
@@ -395,7 +398,7 @@ def calibrate(
         if len(shapes) < MIN_PARTIAL_SHAPES or not gemms:
             raise F8RoofError(
                 f"budget of {options.budget_s:.0f} s spent before {MIN_PARTIAL_SHAPES} shapes of "
-                f"every variant; {checkpoint.path} kept: run again with --resume"
+                f"every variant; {checkpoint.path} kept: run again with {term('resume')}"
             )
         fitted = replace(options, shapes=shapes)
         warnings.append(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.files import write_text_atomic
 
 
@@ -37,14 +37,15 @@ class Checkpoint:
             if not parsed or parsed[0].get("header") != header:
                 raise F8RoofError(
                     f"checkpoint {self.path} belongs to another run (device, recipes or shapes "
-                    "differ); remove it or drop --resume"
+                    f"differ); remove it or drop {term('resume')}"
                 )
             self.records = parsed[1:]
             self._rewrite(parsed)  # drop a torn last line before appending
         else:
             if self.path.exists() and not resume:
                 raise F8RoofError(
-                    f"checkpoint {self.path} exists: pass --resume to continue it, or remove it"
+                    f"checkpoint {self.path} exists: pass {term('resume')} to continue it, or "
+                    "remove it"
                 )
             self._rewrite([{"header": header}])
 

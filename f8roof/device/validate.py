@@ -17,7 +17,7 @@ from f8roof.calibration.file import Calibration, StepMeasurement
 from f8roof.calibration.records import Environment
 from f8roof.device.accuracy import Pair, summary, validation_frame
 from f8roof.device.runner import Checkpoint, Task, run_tasks
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.traffic.fit import Shape, shape_text
 from f8roof.traffic.variant import Variant
 
@@ -53,7 +53,7 @@ def calibrated_variants(calibration: Calibration) -> tuple[Variant, ...]:
     )
     if not variants:
         raise F8RoofError(
-            f"the calibration has none of {', '.join(VALIDATION_RECIPES)}: give --recipes"
+            f"the calibration has none of {', '.join(VALIDATION_RECIPES)}: give {term('recipes')}"
         )
     return variants
 
@@ -221,7 +221,7 @@ def validate(
     if not pairs:
         raise F8RoofError(
             f"budget of {options.budget_s:.0f} s spent before one shape was measured; "
-            f"checkpoint kept in {out_dir}: run again with --resume"
+            f"checkpoint kept in {out_dir}: run again with {term('resume')}"
         )
     frame = validation_frame(calibration, pairs)
     complete = len(pairs) == len(options.shapes) * len(options.variants)

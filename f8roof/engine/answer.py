@@ -29,7 +29,7 @@ from f8roof.engine.sharded import (
     shipped_block,
 )
 from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup, summarize_step
-from f8roof.errors import F8RoofError, ModelError
+from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note, Topic, note
 from f8roof.training.checkpointing import Recompute
@@ -156,19 +156,25 @@ class Question:
         shapes = bool(self.shape_texts or self.shapes_file or self.sweep)
         if self.model or self.tokens is not None:
             if shapes:
-                raise F8RoofError("--model replaces --shape, --shapes-file and --sweep: give one")
+                raise F8RoofError(
+                    f"{term('model')} replaces {term('shapes')}, {term('shapes_file')} and "
+                    f"{term('sweep')}: give one"
+                )
             if request.before or request.after:
                 raise F8RoofError(
-                    "--model takes each linear's context from the architecture: "
-                    "drop --before/--after"
+                    f"{term('model')} takes each linear's context from the architecture: "
+                    f"drop {term('before')}/{term('after')}"
                 )
             if not self.model:
-                raise F8RoofError("--tokens goes with --model NAME|config.json")
+                raise F8RoofError(f"{term('tokens')} goes with {term('model')} NAME|config.json")
             if self.tokens is None:
-                raise F8RoofError("--model needs --tokens T (tokens per step: M of every linear)")
+                raise F8RoofError(
+                    f"{term('model')} needs {term('tokens')} T (tokens per step: M of every linear)"
+                )
         elif not setup.is_default:
             raise F8RoofError(
-                "--tp, --ep, --fsdp, --recompute, --step-ms and --filter-fqns go with --model"
+                f"{term('tp')}, {term('ep')}, {term('fsdp')}, {term('recompute')}, "
+                f"{term('step_ms')} and {term('filter_fqns')} go with {term('model')}"
             )
 
 
@@ -265,7 +271,7 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
         found = estimate_at(run, rec.tokens)
         room = headroom(estimate_at, run, tokens=rec.tokens)
     except ModelError as e:
-        raise F8RoofError(str(e)) from None
+        raise F8RoofError(e.marked) from None
     if (stated or run.fsdp_degree is not None) and not found.bf16_fits:
         raise F8RoofError(
             f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
@@ -377,7 +383,8 @@ def sharded_block(
     if why is not None and question.overhead == "codegen":
         # asked for and impossible: never an answer without it and without a word
         raise F8RoofError(
-            f"--overhead codegen compiles one block of the model, and cannot: {why['why'].value}"
+            f"{term('overhead')} codegen compiles one block of the model, and cannot: "
+            f"{why['why'].value}"
         )
     if why is not None:
         return None, why
@@ -554,11 +561,10 @@ def answer_setup(
         )
         request = Request(recipes=recipe, **{**options, "gpu": gpu})
         result = answer(new_question, request, setup=new_setup, progress=progress)
-    except (F8RoofError, ModelError) as e:
-        message = e.message if isinstance(e, F8RoofError) else str(e)
+    except F8RoofError as e:  # a ModelError too
         raise F8RoofError(
             in_setup_terms(
-                message,
+                e,
                 path,
                 step_from_file=setup.step_s is None,
                 gpu_from_file=options["gpu"] is None and gpu is not None,
@@ -571,18 +577,29 @@ def answer_setup(
 def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: bool) -> None:
     """What --setup replaces must not be given beside it: one line each."""
     if question.shape_texts or question.shapes_file or question.sweep:
-        raise F8RoofError("--setup asks about a model: drop --shape, --shapes-file and --sweep")
+        raise F8RoofError(
+            f"{term('setup')} asks about a model: drop {term('shapes')}, {term('shapes_file')} "
+            f"and {term('sweep')}"
+        )
     if question.model or question.tokens is not None:
-        raise F8RoofError("--setup names the model and its tokens: drop --model and --tokens")
+        raise F8RoofError(
+            f"{term('setup')} names the model and its tokens: drop {term('model')} and "
+            f"{term('tokens')}"
+        )
     given = setup.fsdp or setup.fsdp_degree is not None  # --fsdp 1 too: off, but given
     if setup.tp != 1 or setup.ep != 1 or given or setup.recompute.value != "none":
         raise F8RoofError(
-            "--setup sets the parallelism and checkpointing: drop --tp, --ep, --fsdp, --recompute"
+            f"{term('setup')} sets the parallelism and checkpointing: drop {term('tp')}, "
+            f"{term('ep')}, {term('fsdp')}, {term('recompute')}"
         )
     if recipe_given:
-        raise F8RoofError("--setup sets the recipe ([float8] recipe_name): drop --recipe")
+        raise F8RoofError(
+            f"{term('setup')} sets the recipe ([float8] recipe_name): drop {term('recipe')}"
+        )
     if setup.filter_fqns is not None:
-        raise F8RoofError("--setup sets the filters ([float8] filter_fqns): drop --filter-fqns")
+        raise F8RoofError(
+            f"{term('setup')} sets the filters ([float8] filter_fqns): drop {term('filter_fqns')}"
+        )
 
 
 def setup_question(

@@ -2,18 +2,17 @@
 
 Each function checks its parameters first (a `ParameterError` naming the parameter), then
 makes the command line's own library call; any other refusal is the library's `F8RoofError`,
-its message in the parameters' names (`tp`, not `--tp`).
+whose message names the library's parameters by their own names, this API's (`tp`, not the
+command line's `--tp`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from f8roof.errors import F8RoofError, ParameterError
+from f8roof.errors import ParameterError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,9 +25,6 @@ if TYPE_CHECKING:
 
 POLICIES = ("expected", "conservative", "optimistic")
 RECOMPUTE = ("none", "selective", "full")
-# the command line's option -> the parameter that stands for it, where their names differ
-_PARAMETERS = {"impl": "implementation", "shape": "shapes", "scaling": "recipe"}
-_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
 
 
 def estimate_shapes(
@@ -65,8 +61,7 @@ def estimate_shapes(
     _one_recipe(recipe)
     request = _request(gpu, recipe, implementation, calibration, no_calibration)
     question = Question(shape_texts=texts, policy=_choice("policy", policy, POLICIES))
-    with _python_terms():
-        return answer(question, request, setup=ONE_GPU).frame  # type: ignore[union-attr]
+    return answer(question, request, setup=ONE_GPU).frame  # type: ignore[union-attr]
 
 
 def answer_model(
@@ -107,8 +102,7 @@ def answer_model(
         policy=_choice("policy", policy, POLICIES),
     )
     request = _request(gpu, _text("recipe", recipe), None, calibration, no_calibration)
-    with _python_terms():
-        return answer(question, request, setup=setup)  # type: ignore[return-value]
+    return answer(question, request, setup=setup)  # type: ignore[return-value]
 
 
 def module_filter(
@@ -148,22 +142,21 @@ def module_filter(
             "tp_plan", tp_plan, "a dict of fqn suffix -> 'column', 'row' or 'replicated'"
         )
     setup = _setup(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=None)
-    with _python_terms():
-        return recommend.module_filter(
-            model,
-            _positive("tokens", tokens),
-            calibration=calibration,
-            no_calibration=_flag("no_calibration", no_calibration),
-            gpu=None if gpu is None else _text("gpu", gpu),
-            recipe=recipe,
-            implementation=_implementation(implementation),
-            tp_plan=tp_plan,
-            tp=setup.tp,
-            ep=setup.ep,
-            fsdp=fsdp,
-            recompute=recompute,
-            policy=_choice("policy", policy, POLICIES),
-        )
+    return recommend.module_filter(
+        model,
+        _positive("tokens", tokens),
+        calibration=calibration,
+        no_calibration=_flag("no_calibration", no_calibration),
+        gpu=None if gpu is None else _text("gpu", gpu),
+        recipe=recipe,
+        implementation=_implementation(implementation),
+        tp_plan=tp_plan,
+        tp=setup.tp,
+        ep=setup.ep,
+        fsdp=fsdp,
+        recompute=recompute,
+        policy=_choice("policy", policy, POLICIES),
+    )
 
 
 def _setup(
@@ -173,14 +166,13 @@ def _setup(
 
     if step_ms is not None and (isinstance(step_ms, bool) or not isinstance(step_ms, int | float)):
         raise ParameterError("step_ms", step_ms, "a measured step in milliseconds, or None")
-    with _python_terms():
-        return RunConfig.from_options(
-            tp=_positive("tp", tp),
-            ep=_positive("ep", ep),
-            fsdp=_positive("fsdp", fsdp),
-            recompute=_choice("recompute", recompute, RECOMPUTE),
-            step_ms=step_ms,
-        )
+    return RunConfig.from_options(
+        tp=_positive("tp", tp),
+        ep=_positive("ep", ep),
+        fsdp=_positive("fsdp", fsdp),
+        recompute=_choice("recompute", recompute, RECOMPUTE),
+        step_ms=step_ms,
+    )
 
 
 def _request(
@@ -249,18 +241,3 @@ def _shape(value: object) -> tuple[int, int, int]:
         raise ParameterError("shapes", value, "(M, K, N): three ints >= 1")
     m, k, n = dims
     return int(m), int(k), int(n)
-
-
-@contextmanager
-def _python_terms() -> Iterator[None]:
-    """The library's refusals, their command-line options named as this API's parameters."""
-    try:
-        yield
-    except F8RoofError as e:
-        e.args = (_FLAG.sub(_parameter, str(e)),)
-        raise
-
-
-def _parameter(flag: re.Match[str]) -> str:
-    name = flag.group(1)
-    return _PARAMETERS.get(name, name.replace("-", "_"))

@@ -23,7 +23,7 @@ import pandas as pd
 
 from f8roof.calibration.file import Calibration
 from f8roof.engine.estimate import EstimateConfig, fitted_overhead
-from f8roof.errors import F8RoofError, ModelError
+from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.hardware.presets import GPU
 from f8roof.notes import Note, Topic, note
 from f8roof.timing.band import ClassRates, memory_time_band
@@ -338,8 +338,8 @@ def codegen_columns(
     calibration = config.calibration
     if calibration is None:
         raise F8RoofError(
-            "--overhead codegen times kernels by a calibration: give --calibration "
-            "(or a GPU with a shipped one)"
+            f"{term('overhead')} codegen times kernels by a calibration: give "
+            f"{term('calibration')} (or a GPU with a shipped one)"
         )
     variants = [config.variant]
     if not config.context.is_standalone:
@@ -473,13 +473,13 @@ def run_compare(
     ):
         raise F8RoofError(
             f"the reference casts to float8_e4m3fn/e5m2, {target.name} runs fnuz: "
-            "use --impl torchao"
+            f"use {term('implementation')} torchao"
         )
     if is_read_off(recipe) and device != "cuda":
         if calibration is not None:
             raise F8RoofError(
                 f"{recipe.name}'s kernels are read off torchao's code, with no fits to check: "
-                "drop --calibration"
+                f"drop {term('calibration')}"
             )
         warn(note(Topic.READ_OFF, recipe=recipe.name))
         comparison = read_off_compare(variant, shapes, gpu=target, fused=fused, limited=limited)

@@ -30,7 +30,7 @@ import pandas as pd
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, recommend
 from f8roof.engine.resolve import Request, Resolved
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.training.catalog import Architecture, check_tokens
 from f8roof.training.run_config import ONE_GPU, RunConfig
 from f8roof.training.torchtitan_names import filtered
@@ -261,8 +261,8 @@ def filter_compare(
         raise F8RoofError("filter-compare takes one recipe (torchao converts with one config)")
     if step_ms is not None and len(tokens) * len(tps) > 1:
         raise F8RoofError(
-            f"--step-ms is one measured bf16 step, of one --tokens and --tp: {len(tokens)} tokens "
-            f"x {len(tps)} TP degrees given"
+            f"{term('step_ms')} is one measured bf16 step, of one {term('tokens')} and "
+            f"{term('tp')}: {len(tokens)} tokens x {len(tps)} TP degrees given"
         )
     setup = RunConfig.from_options(ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
     for tp in tps:

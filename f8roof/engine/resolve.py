@@ -33,7 +33,7 @@ from f8roof.calibration import public_file
 from f8roof.calibration.file import Calibration, CalibrationKind, timed_publicly
 from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, calibration_covers
-from f8roof.errors import F8RoofError, ModelError
+from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.hardware.presets import GPU, PRESETS, resolve_gpu
 from f8roof.hardware.support import ScaledGemm, check_recipes, unsupported_reason
 from f8roof.inputs.gemm_table import load_gemm_table
@@ -175,7 +175,9 @@ def parse_recipes(
     if not names:
         raise RecipeError("no recipe given; known: all, " + ", ".join(ALL_RECIPE_NAMES))
     if scaling and len(names) > 1:
-        raise RecipeError("--scaling sets one tensorwise recipe; give a single --recipe with it")
+        raise RecipeError(
+            f"{term('scaling')} sets one tensorwise recipe; give a single {term('recipe')} with it"
+        )
     per_role = parse_scaling(scaling) if scaling else None
     return list(dict.fromkeys(Recipe.from_name(n, per_role) for n in names))
 
@@ -235,19 +237,19 @@ TIMES = ("public", "datasheet")
 def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) -> Calibration:
     """The traffic calibration timed as asked (see the module docstring)."""
     if times is not None and times not in TIMES:
-        raise F8RoofError(f"unknown --times {times!r}; known: {', '.join(TIMES)}")
+        raise F8RoofError(f"unknown {term('times')} {times!r}; known: {', '.join(TIMES)}")
     if calibration.kind is not CalibrationKind.TRAFFIC:
         if times == "datasheet" or (times == "public" and calibration.public is None):
             raise F8RoofError(
-                f"--times {times}: the calibration is {calibration.kind.value}, its times are "
-                "its own"
+                f"{term('times')} {times}: the calibration is {calibration.kind.value}, its "
+                "times are its own"
             )
         return calibration
     if times == "datasheet":
         if gpu is not None and gpu.name != gpu.silicon:
             raise F8RoofError(
-                f"--times datasheet: the datasheet timing has no {gpu.name} (its gemms at the "
-                "cap); use --times public"
+                f"{term('times')} datasheet: the datasheet timing has no {gpu.name} (its gemms "
+                f"at the cap); use {term('times')} public"
             )
         return calibration
     model = public_file.shipped()
@@ -257,8 +259,9 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
         if times == "public":
             fitted = "none" if model is None else ", ".join(p.part for p in model.parts)
             raise F8RoofError(
-                f"--times public: no public time model for {calibration.environment.label} "
-                f"(fitted: {fitted}); use --times datasheet"
+                f"{term('times')} public: no public time model for "
+                f"{calibration.environment.label} (fitted: {fitted}); use {term('times')} "
+                "datasheet"
             )
         return calibration
     assert model is not None, "a part was found in it"
@@ -269,20 +272,25 @@ def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None,
     """The calibration, the name it goes by ('' for none) and whether it is the shipped one."""
     given = request.calibration
     if given is not None and request.no_calibration:
-        raise F8RoofError("--calibration and --no-calibration contradict each other")
+        raise F8RoofError(
+            f"{term('calibration')} and {term('no_calibration')} contradict each other"
+        )
     if isinstance(given, Calibration):
         return given, "", False
     if given is not None:
         return _timed(Calibration.load(given), request.times, gpu), str(given), False
     if request.no_calibration:
         if request.times is not None:
-            raise F8RoofError("--times needs a calibration; --no-calibration has none")
+            raise F8RoofError(
+                f"{term('times')} needs a calibration; {term('no_calibration')} has none"
+            )
         return None, "", False
     path = shipped_calibration(gpu or resolve_gpu(DEFAULT_GPU))
     if path is None:
         if request.times == "public":
             raise F8RoofError(
-                f"--times public: no shipped calibration for {(gpu or resolve_gpu(DEFAULT_GPU)).name}"
+                f"{term('times')} public: no shipped calibration for "
+                f"{(gpu or resolve_gpu(DEFAULT_GPU)).name}"
             )
         return None, "", False
     return _timed(Calibration.load(path), request.times, gpu), path.name, True
@@ -339,13 +347,14 @@ def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
             return asked  # the preset itself, or it at a power limit
         if asked is not None:
             raise F8RoofError(
-                f"the calibration describes {env.label}, not {asked.name}: drop --gpu or give "
-                "a calibration of that GPU"
+                f"the calibration describes {env.label}, not {asked.name}: drop {term('gpu')} "
+                "or give a calibration of that GPU"
             )
         return preset
     if asked is not None:
         raise F8RoofError(
-            f"the calibration was measured on {env.label}, which is no GPU preset: drop --gpu"
+            f"the calibration was measured on {env.label}, which is no GPU preset: "
+            f"drop {term('gpu')}"
         )
     ceilings = calibration.ceilings
     return GPU(
@@ -363,7 +372,7 @@ def resolve(request: Request, *, many_recipes: bool = True) -> Resolved:
     try:
         return _resolve(request, many_recipes=many_recipes)
     except ModelError as e:
-        raise F8RoofError(str(e)) from None
+        raise F8RoofError(e.marked) from None
 
 
 def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
@@ -377,7 +386,8 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     recipes = parse_recipes(request.recipes, request.scaling, request.implementation, gpu)
     if len(recipes) > 1 and not many_recipes:
         raise F8RoofError(
-            "several recipes are compared per layer: use them with --model, or give one --recipe"
+            f"several recipes are compared per layer: use them with {term('model')}, or give "
+            f"one {term('recipe')}"
         )
     if request.gemm_table is not None:
         _check_table_recipes(recipes)
@@ -433,8 +443,8 @@ def _check_table_recipes(recipes: list[Recipe]) -> None:
     scaled = [r.name for r in recipes if r.is_block_scaled and not r.emulated]
     if scaled:
         raise F8RoofError(
-            f"--gemm-table holds bf16 and fp8 gemms, not {', '.join(scaled)}'s block-scaled "
-            "ones: drop --gemm-table"
+            f"{term('gemm_table')} holds bf16 and fp8 gemms, not {', '.join(scaled)}'s "
+            f"block-scaled ones: drop {term('gemm_table')}"
         )
 
 
@@ -478,7 +488,9 @@ def _gemm(
     datasheet roofline at the seed's efficiency), and its kind. A table's times are bounded
     by the GPU's peak when one is named (`gpu_named`), else by the fastest preset's."""
     if request.gemm_table is not None and request.gemm_efficiency is not None:
-        raise F8RoofError("--gemm-table and --gemm-efficiency contradict each other")
+        raise F8RoofError(
+            f"{term('gemm_table')} and {term('gemm_efficiency')} contradict each other"
+        )
     if request.gemm_table is not None:
         table = load_gemm_table(request.gemm_table, gpu=gpu if gpu_named else None)
         return table, Gemms.TABLE

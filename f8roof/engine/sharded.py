@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from f8roof.errors import F8RoofError, ModelError
+from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.files import write_text_atomic
 from f8roof.hardware.presets import find_gpu
 from f8roof.notes import Note, Topic, note
@@ -113,7 +113,7 @@ def block_spec(
             name=arch.name,
         )
     except ModelError as e:
-        raise F8RoofError(f"{arch.name}: {e}") from None
+        raise F8RoofError(f"{arch.name}: {e.marked}") from None
 
 
 def _config_head_dim(name: str) -> int | None:
@@ -215,26 +215,28 @@ def compare_block(
     from f8roof.profiler.block import capture_block
 
     if tokens is None:
-        raise F8RoofError("--model needs --tokens (tokens per rank per step)")
+        raise F8RoofError(f"{term('model')} needs {term('tokens')} (tokens per rank per step)")
     if shapes_given:
-        raise F8RoofError("--model compiles a block: give it --tokens, not --shape")
+        raise F8RoofError(
+            f"{term('model')} compiles a block: give it {term('tokens')}, not {term('shapes')}"
+        )
     given = sorted(name for name, value in linear_options.items() if value)
     if given:
-        options = ", ".join("--" + name.replace("_", "-") for name in given)
-        raise F8RoofError(f"{options} apply to one linear, not to compare --model's block")
+        options = ", ".join(term(name) for name in given)
+        raise F8RoofError(f"{options} apply to one linear, not to compare {term('model')}'s block")
     # the degrees and token splits estimate takes, refused alike
     RunConfig(tp=tp, fsdp=isinstance(fsdp, int) and fsdp > 1, fsdp_degree=fsdp)
-    for name, value in (("--tokens", tokens), ("--seq-len", seq_len or tokens)):
+    for name, value in (("tokens", tokens), ("seq_len", seq_len or tokens)):
         if tp > 1 and value % tp:
             raise F8RoofError(
-                f"{name} {value}: sequence parallelism splits each sequence over its TP ranks, "
-                f"and --tp {tp} does not divide it"
+                f"{term(name)} {value}: sequence parallelism splits each sequence over its TP "
+                f"ranks, and {term('tp')} {tp} does not divide it"
             )
     if float8_all_gather and fsdp < 2:
         # torchtitan turns it on only with FSDP (parallel_dims.dp_shard_enabled)
         raise F8RoofError(
-            f"--float8-all-gather gathers FSDP's weight shards in float8: give --fsdp 2 or more "
-            f"(got --fsdp {fsdp})"
+            f"{term('float8_all_gather')} gathers FSDP's weight shards in float8: give "
+            f"{term('fsdp')} 2 or more (got {term('fsdp')} {fsdp})"
         )
     try:
         parallel = RunConfig.sharded(

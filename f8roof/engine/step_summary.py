@@ -173,7 +173,7 @@ def summarize_step(
             kept_by_setup=tuple(bool(k) for k in kept_by_setup(rec)),
         )
     except ModelError as e:
-        raise F8RoofError(str(e)) from None
+        raise F8RoofError(e.marked) from None
 
 
 def _timed(capture: BlockCapture, resolved: Resolved) -> CaptureTimes:

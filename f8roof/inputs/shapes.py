@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 
 # The largest M, K or N accepted (2**31 - 1). No linear anyone trains comes near it, and below
 # it the models' arithmetic stays exact: M*K < 2**62 fits int64 and 2*M*K*N < 2**94 keeps the
@@ -231,7 +231,9 @@ def collect_shapes(texts, shapes_file, sweep_name) -> np.ndarray:
         parts.append(np.array(sweep(sweep_name), dtype=np.int64).reshape(-1, 3))
     shapes = np.concatenate(parts)
     if not len(shapes):
-        raise F8RoofError("no shapes: give --shape M,K,N, --shapes-file or --sweep")
+        raise F8RoofError(
+            f"no shapes: give {term('shapes')} M,K,N, {term('shapes_file')} or {term('sweep')}"
+        )
     return shapes
 
 

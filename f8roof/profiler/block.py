@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from f8roof.errors import ModelError
+from f8roof.errors import ModelError, term
 from f8roof.hardware.presets import GPU, Float8Family, find_gpu
 from f8roof.profiler import codegen_only, torchao_float8
 from f8roof.profiler.capture import (
@@ -493,8 +493,8 @@ def capture_block(
         # Tensors"); without TP, codegen meets the CUDA RNG state AOTAutograd functionalizes for
         # the checkpointed region, and a CPU compile under FSDP fails on a symbolic size.
         raise CaptureError(
-            "--recompute full does not compile here yet (torch 2.13 checkpointing a sharded "
-            "block): use selective"
+            f"{term('recompute')} full does not compile here yet (torch 2.13 checkpointing a "
+            "sharded block): use selective"
         )
     if spec.moe is not None:
         raise CaptureError(f"{spec.name or 'block'}: MoE blocks are not compiled yet")
@@ -506,18 +506,18 @@ def capture_block(
         # torchao's float8 TP plan casts to its module-level e4m3fn, whatever the config says
         raise CaptureError(
             f"{(gpu or find_gpu('h100')).name} runs fnuz float8; sharded blocks compile OCP "
-            "float8 only (compare one linear: --shape)"
+            f"float8 only (compare one linear: {term('shapes')})"
         )
     try:
         float8 = Recipe.from_name(recipe) if recipe is not None else None
         if float8 is not None:
             torchao_recipe_name(float8)
     except ModelError as e:
-        raise CaptureError(str(e)) from None
+        raise CaptureError(e.marked) from None
     if spec.parallel.float8_all_gather and (float8 is None or float8.name != "tensorwise"):
         raise CaptureError(
-            "--float8-all-gather needs --recipe tensorwise (torchao all-gathers float8 "
-            "weights for tensorwise scaling only)"
+            f"{term('float8_all_gather')} needs {term('recipe')} tensorwise (torchao "
+            "all-gathers float8 weights for tensorwise scaling only)"
         )
     gpu = gpu or (find_gpu("h100") if target is CaptureDevice.CODEGEN else None)
     recorder = _Recorder()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 
-from f8roof.errors import F8RoofError, reason
+from f8roof.errors import F8RoofError, reason, term
 from f8roof.traffic.recipes import Recipe
 
 
@@ -53,6 +53,6 @@ def require_cpu_rowwise(recipes: Iterable[Recipe | None], *, device: str) -> Non
     refusal = cpu_rowwise_refusal()
     if refusal is not None:
         raise F8RoofError(
-            f"{', '.join(rowwise)} cannot run on cpu here (use --device cuda, or torch 2.13 on "
-            f"cpu): {refusal}"
+            f"{', '.join(rowwise)} cannot run on cpu here (use {term('device')} cuda, or torch "
+            f"2.13 on cpu): {refusal}"
         )

@@ -8,7 +8,7 @@ from importlib import metadata
 
 import f8roof
 from f8roof.calibration.records import Environment
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.hardware.presets import GPU, UnknownGPUError, find_gpu
 
 DEVICES = ("cuda", "cpu")
@@ -24,7 +24,10 @@ def require_device(device: str) -> None:
     if device not in DEVICES:
         raise DeviceError(f"unknown device {device!r}: use cuda or cpu")
     if device == "cuda" and not torch.cuda.is_available():
-        raise DeviceError("no CUDA GPU here: --device cuda needs one (without a GPU: --device cpu)")
+        raise DeviceError(
+            f"no CUDA GPU here: {term('device')} cuda needs one (without a GPU: "
+            f"{term('device')} cpu)"
+        )
 
 
 def package_version(name: str) -> str:

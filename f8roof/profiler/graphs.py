@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from f8roof.errors import term
 from f8roof.profiler import torchao_float8
 from f8roof.profiler.float8_linear import make_linear
 from f8roof.traffic.variant import After, Before, Context, ContextError, Implementation, Variant
@@ -106,7 +107,7 @@ def build_module(variant: Variant, K: int, N: int, *, fnuz: bool = False) -> nn.
     if fnuz and variant.implementation is Implementation.REFERENCE and variant.recipe:
         raise ContextError(
             "f8roof's reference linear casts to float8_e4m3fn/e5m2; this GPU runs the fnuz "
-            "encodings (MI300X): use --impl torchao"
+            f"encodings (MI300X): use {term('implementation')} torchao"
         )
     if variant.implementation is Implementation.REFERENCE:
         linear = make_linear(variant.recipe, in_features=K, out_features=N, device=None)

@@ -23,7 +23,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.traffic.recipes import Granularity, Recipe
 from f8roof.traffic.variant import torchao_recipe_name
 
@@ -60,7 +60,7 @@ def import_float8() -> ModuleType:
         except ImportError as e:
             raise TorchaoMissing(
                 f"torchao is not importable here ({e}): pip install 'f8roof[torchao]', "
-                "or use --impl reference"
+                f"or use {term('implementation')} reference"
             ) from None
 
 

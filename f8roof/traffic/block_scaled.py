@@ -65,6 +65,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from f8roof.errors import term
 from f8roof.traffic.kernel_traffic import (
     BF16_BYTES,
     FP8_BYTES,
@@ -199,7 +200,8 @@ def _check(recipe: Recipe, implementation: Implementation) -> None:
         raise ContextError(f"{recipe.name} is not block-scaled: see models.traffic")
     if implementation is not Implementation.TORCHAO:
         raise ContextError(
-            f"f8roof's reference float8 linear has no {recipe.name} recipe: use --impl torchao"
+            f"f8roof's reference float8 linear has no {recipe.name} recipe: use "
+            f"{term('implementation')} torchao"
         )
 
 

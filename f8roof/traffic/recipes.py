@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 
-from f8roof.errors import ModelError
+from f8roof.errors import ModelError, term
 
 
 class Role(str, Enum):
@@ -116,7 +116,7 @@ def known_recipes(*, short: bool = False) -> str:
     a one-line error."""
     if short:
         heads = ", ".join(names[0] for names in RECIPE_FAMILIES.values())
-        return f"{heads} and their variants (--help lists them)"
+        return f"{heads} and their variants ({term('help')} lists them)"
     return "; ".join(f"{family}: {', '.join(names)}" for family, names in RECIPE_FAMILIES.items())
 
 
@@ -137,7 +137,9 @@ class Recipe:
         if self.granularity is not Granularity.TENSORWISE and any(
             self.scaling(r) is not ScalingType.DYNAMIC for r in ROLES
         ):
-            raise RecipeError(f"{self.granularity.value} scaling is dynamic only; drop --scaling")
+            raise RecipeError(
+                f"{self.granularity.value} scaling is dynamic only; drop {term('scaling')}"
+            )
         if self.grad_weight_in_bf16 and self.granularity not in (
             Granularity.ROWWISE,
             Granularity.MX,
@@ -192,19 +194,25 @@ class Recipe:
         if base == NVFP4:
             raise RecipeError(
                 "nvfp4 is not modelled yet: torchao 0.18's NVFP4 kernels do not generate without "
-                "a GPU; try --recipe mxfp8"
+                f"a GPU; try {term('recipe')} mxfp8"
             )
         if inline:
             if scaling:
-                raise RecipeError(f"recipe {name!r} already names its scaling; drop --scaling")
+                raise RecipeError(
+                    f"recipe {name!r} already names its scaling; drop {term('scaling')}"
+                )
             scaling = parse_scaling(inline)
         if base == "rowwise" or base == "rowwise_gw_hp":
             if scaling:
-                raise RecipeError(f"{base} scaling is dynamic only; --scaling is for tensorwise")
+                raise RecipeError(
+                    f"{base} scaling is dynamic only; {term('scaling')} is for tensorwise"
+                )
             return cls(granularity=Granularity.ROWWISE, grad_weight_in_bf16=base == "rowwise_gw_hp")
         if base in MX_RECIPES or base == "blockwise":
             if scaling:
-                raise RecipeError(f"{base} scaling is dynamic only; --scaling is for tensorwise")
+                raise RecipeError(
+                    f"{base} scaling is dynamic only; {term('scaling')} is for tensorwise"
+                )
             if base == "blockwise":
                 return cls(granularity=Granularity.BLOCKWISE)
             gw_hp, emulated = MX_RECIPES[base]

@@ -18,6 +18,7 @@ from enum import Enum
 
 import numpy as np
 
+from f8roof.errors import term
 from f8roof.hardware.presets import GPU
 from f8roof.hardware.support import unsupported_reason
 from f8roof.traffic.recipes import BLOCK_ELEMENTS, Recipe, RecipeError, Role
@@ -38,7 +39,7 @@ class Implementation(str, Enum):
 
 
 def parse_implementation(text: str) -> Implementation:
-    return _member(Implementation, text, "--impl")
+    return _member(Implementation, text, term("implementation"))
 
 
 class Before(str, Enum):
@@ -83,8 +84,8 @@ class Context:
     @classmethod
     def from_names(cls, before: str | None = None, after: str | None = None) -> Context:
         return cls(
-            _member(Before, before or "none", "--before op"),
-            _member(After, after or "none", "--after op"),
+            _member(Before, before or "none", f"{term('before')} op"),
+            _member(After, after or "none", f"{term('after')} op"),
         )
 
     @classmethod
@@ -131,7 +132,7 @@ def torchao_recipe_name(recipe: Recipe) -> str:
     if name is None:
         raise ContextError(
             f"torchao has no recipe {recipe.name!r} (it removed delayed and static scaling in "
-            f"2025; it has {', '.join(TORCHAO_RECIPES)}): use --impl reference"
+            f"2025; it has {', '.join(TORCHAO_RECIPES)}): use {term('implementation')} reference"
         )
     return name
 
@@ -155,7 +156,7 @@ class Variant:
         if self.implementation is Implementation.REFERENCE and self.recipe.is_block_scaled:
             raise ContextError(
                 f"f8roof's reference linear has no {self.recipe.name} (MX and blockwise are "
-                "torchao's): use --impl torchao"
+                f"torchao's): use {term('implementation')} torchao"
             )
 
     @classmethod

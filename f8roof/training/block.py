@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-from f8roof.errors import ModelError
+from f8roof.errors import ModelError, term
 from f8roof.training.checkpointing import Recompute
 from f8roof.training.run_config import RunConfig
 
@@ -124,7 +124,7 @@ class BlockSpec:
             ("seq_len", self.seq_len),
         ):
             if size % tp:
-                raise ModelError(f"--tp {tp} does not divide {what} {size}")
+                raise ModelError(f"{term('tp')} {tp} does not divide {what} {size}")
 
     @classmethod
     def small(cls, *, parallel: RunConfig | None = None, **dims: int) -> BlockSpec:

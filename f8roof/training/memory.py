@@ -70,7 +70,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from f8roof.errors import ModelError
+from f8roof.errors import ModelError, term
 from f8roof.inputs.shapes import MAX_DIM
 from f8roof.traffic.variant import Before
 from f8roof.training.catalog import Architecture, TPStyle
@@ -441,7 +441,9 @@ def memory_estimate(
     """Peak memory per GPU of one step in bf16 and float8 (`converted`: the fqns float8
     converts, as torchtitan does; `recipe`: torchao's, tensorwise saving float8 copies)."""
     if run.fsdp and run.fsdp_degree is None:
-        raise MemoryModelError("the FSDP degree is unknown: give it (--fsdp N) to size memory")
+        raise MemoryModelError(
+            f"the FSDP degree is unknown: give it ({term('fsdp')} N) to size memory"
+        )
     m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
     return MemoryEstimate(
         bf16=_peak(m, run, fp8=False),

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from f8roof.errors import term
 from f8roof.training.catalog import (
     Architecture,
     NamedLinear,
@@ -89,7 +90,9 @@ def tokens_per_expert(
 ) -> tuple[float, int]:
     """(mean tokens each local expert receives, experts per device) under balanced routing."""
     if experts % ep:
-        raise ParallelismError(f"--ep {ep} does not divide the {experts} routed experts of a layer")
+        raise ParallelismError(
+            f"{term('ep')} {ep} does not divide the {experts} routed experts of a layer"
+        )
     routed_by_device = tokens / tp if ep > 1 else tokens
     per_device = experts // ep
     return routed_by_device * top_k / per_device, per_device
@@ -100,12 +103,12 @@ def _shard(linear: NamedLinear, tp: int, dim: str) -> int:
     style = linear.tp.value
     if size % tp:
         raise ParallelismError(
-            f"--tp {tp} does not divide {dim} = {size} of {linear.fqn} ({style}-parallel)"
+            f"{term('tp')} {tp} does not divide {dim} = {size} of {linear.fqn} ({style}-parallel)"
         )
     if linear.heads and linear.heads % tp:
         # TP gives each rank whole heads (torchtitan: n_heads // tp, n_kv_heads // tp per rank)
         raise ParallelismError(
-            f"--tp {tp} does not divide the {linear.heads} heads of {linear.fqn} "
+            f"{term('tp')} {tp} does not divide the {linear.heads} heads of {linear.fqn} "
             f"({dim} = {size}, {style}-parallel)"
         )
     return size // tp
@@ -119,7 +122,7 @@ def local_layers(
     tokens = check_tokens(tokens)
     tp, ep = setup.tp, setup.ep
     if ep > 1 and not architecture.is_moe:
-        raise ParallelismError(f"--ep {ep}: {architecture.name} has no routed experts")
+        raise ParallelismError(f"{term('ep')} {ep}: {architecture.name} has no routed experts")
 
     out = []
     for linear in architecture.linears:
@@ -143,7 +146,7 @@ def local_layers(
     if tp > 1 and tokens % tp:
         # sequence parallelism (torchtitan's TP plan) shards the sequence dim over the TP ranks
         raise ParallelismError(
-            f"--tokens {tokens}: sequence parallelism splits them over TP ranks, and --tp {tp} "
-            "does not divide them"
+            f"{term('tokens')} {tokens}: sequence parallelism splits them over TP ranks, and "
+            f"{term('tp')} {tp} does not divide them"
         )
     return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from f8roof.errors import ModelError
+from f8roof.errors import ModelError, term
 from f8roof.notes import Note, Topic, note
 from f8roof.training.catalog import ArchitectureError
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
@@ -52,8 +52,8 @@ def check_step_ms(step_ms) -> float:
         or not 0 < step_ms <= MAX_STEP_MS
     ):
         raise ParallelismError(
-            f"--step-ms must be a positive number of milliseconds up to {MAX_STEP_MS:.0f} (a day) "
-            f"(got {step_ms!r})"
+            f"{term('step_ms')} must be a positive number of milliseconds up to "
+            f"{MAX_STEP_MS:.0f} (a day) (got {step_ms!r})"
         )
     return float(step_ms)
 
@@ -99,12 +99,12 @@ class RunConfig:
     assumptions: tuple[Note, ...] = ()  # what a setup file left to torchtitan's defaults
 
     def __post_init__(self) -> None:
-        _positive_int("--tp", self.tp)
-        _positive_int("--ep", self.ep)
+        _positive_int(term("tp"), self.tp)
+        _positive_int(term("ep"), self.ep)
         if not isinstance(self.fsdp, bool):
             raise ParallelismError(f"fsdp must be True or False (got {self.fsdp!r})")
         if self.fsdp_degree is not None:
-            _positive_int("--fsdp", self.fsdp_degree)
+            _positive_int(term("fsdp"), self.fsdp_degree)
             if self.fsdp != (self.fsdp_degree > 1):
                 raise ParallelismError(
                     f"an FSDP degree ({self.fsdp_degree}) needs FSDP on and at least 2 ranks "
@@ -112,13 +112,13 @@ class RunConfig:
                 )
             if self.tp * self.fsdp_degree > MAX_DEGREE:
                 raise ParallelismError(
-                    f"--tp {self.tp} x --fsdp {self.fsdp_degree} ranks exceed {MAX_DEGREE}, more "
-                    "GPUs than any training run has used"
+                    f"{term('tp')} {self.tp} x {term('fsdp')} {self.fsdp_degree} ranks exceed "
+                    f"{MAX_DEGREE}, more GPUs than any training run has used"
                 )
-        _positive_int("--replicate", self.dp_replicate)
+        _positive_int(term("dp_replicate"), self.dp_replicate)
         if self.float8_all_gather and not self.fsdp:
             raise ParallelismError(
-                "a float8 all-gather is FSDP's: --float8-all-gather needs --fsdp"
+                f"a float8 all-gather is FSDP's: {term('float8_all_gather')} needs {term('fsdp')}"
             )
         if self.reduce_dtype not in REDUCE_DTYPES:
             raise ParallelismError(
@@ -135,8 +135,8 @@ class RunConfig:
             or not 0 < self.network_gbps <= MAX_NETWORK_GBPS
         ):
             raise ParallelismError(
-                f"--network takes a NIC's line rate in Gb/s, in (0, {MAX_NETWORK_GBPS:g}] "
-                f"(got {self.network_gbps!r})"
+                f"{term('network_gbps')} takes a NIC's line rate in Gb/s, in "
+                f"(0, {MAX_NETWORK_GBPS:g}] (got {self.network_gbps!r})"
             )
         if not isinstance(self.recompute, Recompute):
             raise ParallelismError(f"recompute must be a Recompute (got {self.recompute!r})")
@@ -177,7 +177,7 @@ class RunConfig:
         elif not isinstance(fsdp, bool):
             if not isinstance(fsdp, int) or fsdp == 0 or fsdp < -1:
                 raise ParallelismError(
-                    f"--fsdp takes a degree >= 1, or nothing for FSDP of unknown degree "
+                    f"{term('fsdp')} takes a degree >= 1, or nothing for FSDP of unknown degree "
                     f"(got {fsdp!r})"
                 )
             degree = None if fsdp == -1 else fsdp

@@ -30,14 +30,13 @@ The names of layers both ways, `filter_fqns` and converter lines: f8roof/trainin
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, overload
 
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, called
 from f8roof.files import read_text
 from f8roof.notes import Note, Topic, note
 from f8roof.traffic.recipes import MX_RECIPES, canonical_name
@@ -589,7 +588,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         try:
             check_step_ms(step_ms)
         except F8RoofError as e:
-            raise _fail(f"'step_ms' in [f8roof] of {path}: {e.message}") from None
+            raise _fail(f"'step_ms' in [f8roof] of {path}: {e.marked}") from None
 
     try:
         run = RunConfig.from_options(
@@ -621,7 +620,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             assumptions=tuple(assumptions),
         )
     except F8RoofError as e:  # the degrees and step came from the file: in its words
-        raise F8RoofError(in_setup_terms(e.message, path)) from None
+        raise F8RoofError(in_setup_terms(e, path)) from None
     return SetupFile(
         run=run,
         recipe=recipe,
@@ -652,36 +651,37 @@ def training_setup(setup: SetupFile, *, step_ms: float | None = None) -> RunConf
     return replace(setup.run, step_s=check_step_ms(step_ms) / 1e3)
 
 
-# The command line's options for what a setup file's keys say, in the models' messages
-_FILE_TERMS = {
-    "--tp": "tensor_parallel_degree",
-    "--ep": "expert_parallel_degree",
-    "--fsdp": "data_parallel_shard_degree",
-    "--tokens": "local_batch_size x seq_len",
-    "--recompute": "[activation_checkpoint] mode",
-    "--recipe": "recipe_name",
-    "--model": "[model] name",
-    "--step-ms": "step_ms",
-    "--network": "network_gbps in [f8roof]",
-    "--replicate": "data_parallel_replicate_degree",
-    "--float8-all-gather": "enable_fsdp_float8_all_gather",
+# The library's parameters (f8roof.errors.term) a setup file sets -> its keys, for the models'
+# messages about them
+FILE_KEYS = {
+    "tp": "tensor_parallel_degree",
+    "ep": "expert_parallel_degree",
+    "fsdp": "data_parallel_shard_degree",
+    "tokens": "local_batch_size x seq_len",
+    "recompute": "[activation_checkpoint] mode",
+    "recipe": "recipe_name",
+    "model": "[model] name",
+    "step_ms": "step_ms",
+    "network_gbps": "network_gbps in [f8roof]",
+    "dp_replicate": "data_parallel_replicate_degree",
+    "float8_all_gather": "enable_fsdp_float8_all_gather",
 }
 
 
 def in_setup_terms(
-    message: str, path: str, *, step_from_file: bool = True, gpu_from_file: bool = False
+    error: F8RoofError, path: str, *, step_from_file: bool = True, gpu_from_file: bool = False
 ) -> str:
-    """A message about options that came from a setup file, in the file's words: its keys
-    for the options they stand for (`--tp 3 does not divide ...` -> `tensor_parallel_degree 3
-    does not divide ...`), the file named. `step_from_file` False: --step-ms was given on the
-    command line and keeps its name; `gpu_from_file`: the GPU is the file's [f8roof] gpu."""
-    if message.startswith("setup"):  # the file's own words already
-        return message
-    terms = {k: v for k, v in _FILE_TERMS.items() if step_from_file or k != "--step-ms"}
+    """A refusal about parameters that came from a setup file, in the file's words: its keys
+    for the parameters they set (`tp 3 does not divide ...` -> `tensor_parallel_degree 3 does
+    not divide ...`), the file named; the message comes back marked (f8roof.errors.term), the
+    parameters the file does not set still to be called by the caller. `step_from_file` False:
+    the step was given beside the file and keeps its name; `gpu_from_file`: the GPU is the
+    file's [f8roof] gpu."""
+    if error.marked.startswith("setup"):  # the file's own words already
+        return error.marked
+    keys = {k: v for k, v in FILE_KEYS.items() if step_from_file or k != "step_ms"}
     if gpu_from_file:
-        terms["--gpu"] = "gpu in [f8roof]"
-    pattern = re.compile("|".join(rf"(?<![\w-]){re.escape(k)}(?![\w-])" for k in terms))
-    translated = pattern.sub(lambda m: terms[m.group(0)], message)
-    if translated == message:
-        return message
-    return f"setup {path}: {translated}"
+        keys["gpu"] = "gpu in [f8roof]"
+    if not set(error.parameters) & set(keys):
+        return error.marked
+    return f"setup {path}: {called(error.marked, keys)}"
