@@ -12,7 +12,7 @@ parameter's own name (`tp`)."""
 import re
 from collections.abc import Mapping
 
-_MARK = "\x1f"  # around a parameter's name in a message (ASCII unit separator: no text has it)
+_MARK = "\x1f"  # around a parameter's name in a message (ASCII's unit separator: no message's)
 _MARKED = re.compile(f"{_MARK}([a-z][a-z0-9_]*){_MARK}")
 
 
@@ -38,11 +38,12 @@ class F8RoofError(Exception):
     exit_code = 2
 
     def __init__(self, *args: object) -> None:
-        marked = args[0] if args and isinstance(args[0], str) else ""
-        self.marked = marked  # kept in __dict__, so a pickled error keeps it
-        if marked:
+        marked = args[0] if len(args) == 1 and isinstance(args[0], str) else None
+        if marked is not None:
             args = (_MARKED.sub(r"\1", marked), *args[1:])
         super().__init__(*args)
+        # kept in __dict__, so a pickled error keeps it
+        self.marked = marked if marked is not None else str(self)
 
     @property
     def message(self) -> str:
@@ -56,8 +57,6 @@ class F8RoofError(Exception):
     def worded(self, names: Mapping[str, str]) -> str:
         """The message with each parameter called as `names` calls it (the command line: its
         flags); one `names` lacks keeps its own name."""
-        if not self.marked:
-            return str(self)
         return _MARKED.sub(r"\1", called(self.marked, names))
 
 
