@@ -55,16 +55,16 @@ def test_no_parallelism_is_the_global_shape():
 @pytest.mark.parametrize(
     "model, tp, message",
     [
-        ("llama3-8b", 3, "--tp 3 does not divide N = 4096 of model.layers.*.self_attn.q_proj"),
+        ("llama3-8b", 3, "tp 3 does not divide N = 4096 of model.layers.*.self_attn.q_proj"),
         (
             "llama3-8b",
             2048,
-            "--tp 2048 does not divide the 32 heads of model.layers.*.self_attn.q_",
+            "tp 2048 does not divide the 32 heads of model.layers.*.self_attn.q_",
         ),
         # k_proj N = 1024 divides by 256 (4 columns each), but 8 kv heads do not: refused
-        ("llama3-8b", 256, "--tp 256 does not divide the 32 heads of model.layers.*.self_attn.q_"),
-        ("llama3-8b", 16, "--tp 16 does not divide the 8 heads of model.layers.*.self_attn.k_proj"),
-        ("gpt2", 2, "--tp 2 does not divide N = 50257 of lm_head (column-parallel)"),
+        ("llama3-8b", 256, "tp 256 does not divide the 32 heads of model.layers.*.self_attn.q_"),
+        ("llama3-8b", 16, "tp 16 does not divide the 8 heads of model.layers.*.self_attn.k_proj"),
+        ("gpt2", 2, "tp 2 does not divide N = 50257 of lm_head (column-parallel)"),
     ],
 )
 def test_tp_that_does_not_divide(model, tp, message):
@@ -131,9 +131,9 @@ def test_padding_to_the_grouped_gemm_alignment():
 @pytest.mark.parametrize(
     "model, setup, tokens, message",
     [
-        ("deepseek-v3", RunConfig(ep=7), 4096, "--ep 7 does not divide the 256 routed"),
-        ("llama3-8b", RunConfig(ep=2), 4096, "--ep 2: llama3-8b has no routed experts"),
-        ("mixtral-8x7b", RunConfig(tp=4, ep=2), 4098, "--tp 4 does not divide them"),
+        ("deepseek-v3", RunConfig(ep=7), 4096, "ep 7 does not divide the 256 routed"),
+        ("llama3-8b", RunConfig(ep=2), 4096, "ep 2: llama3-8b has no routed experts"),
+        ("mixtral-8x7b", RunConfig(tp=4, ep=2), 4098, "tp 4 does not divide them"),
         ("mixtral-8x7b", RunConfig(), 0, "tokens per step must be a positive integer"),
     ],
 )
@@ -145,12 +145,12 @@ def test_bad_parallel_input(model, setup, tokens, message):
 @pytest.mark.parametrize(
     "options, message",
     [
-        ({"tp": 0}, "--tp must be a positive integer"),
-        ({"ep": -1}, "--ep must be a positive integer"),
-        ({"tp": 2.0}, "--tp must be a positive integer"),
+        ({"tp": 0}, "tp must be a positive integer"),
+        ({"ep": -1}, "ep must be a positive integer"),
+        ({"tp": 2.0}, "tp must be a positive integer"),
         ({"recompute": "some"}, "unknown recompute 'some'"),
-        ({"step_ms": 0}, "--step-ms must be a positive number"),
-        ({"step_ms": "fast"}, "--step-ms must be a positive number"),
+        ({"step_ms": 0}, "step_ms must be a positive number"),
+        ({"step_ms": "fast"}, "step_ms must be a positive number"),
     ],
 )
 def test_setup_validation(options, message):
