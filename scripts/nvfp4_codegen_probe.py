@@ -20,8 +20,8 @@ writes and the ops it calls as extern kernels. Three things block it, each met h
 What comes out: Inductor generates only the glue (the weight's amax reduction, scale
 divisions, the backward's seed xor); the casts, the random Hadamard transform and stochastic
 rounding are torchao's hand-written Triton kernels behind opaque custom ops, so their bytes
-are to be read off their sources, as MXFP8's are (f8roof/traffic/block_scaled.py), from the
-operand and output shapes the wrapper asserts. Run:
+are read off their sources, as MXFP8's are: f8roof/traffic/nvfp4.py, whose glue kernels are
+the launches printed here. Run:
 
     PYTHONPATH=. python scripts/nvfp4_codegen_probe.py [--gpu b200] [--size 256]
 """
@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, list[str]]]:
         found[name] = {
             "triton kernels": sorted(set(re.findall(r"def (triton_\w+)\(", code))),
             "extern ops": sorted(set(re.findall(r"torch\.ops\.(\w+\.\w+)\.default\(", code))),
+            # every launch, in order (a kernel may run twice): what traffic/nvfp4.py counts
+            "triton launches": re.findall(r"\b(triton_\w+)\.run\(", code),
         }
         print(f"{name} on {gpu.name}:")
         for what, names in found[name].items():

@@ -31,3 +31,20 @@ def test_nvfp4_forward_and_backward_generate_with_torchaos_ops_as_externs():
     assert "torchao.triton_weight_quantize_2d" in forward
     assert "aten._scaled_mm_v2" in forward and "aten._scaled_mm_v2" in backward
     assert "triton_red_fused_abs" in forward  # the weight's amax: Inductor's own kernel
+    # the glue Inductor launches is the glue traffic/nvfp4.py counts: its kernels (numbered
+    # and named after their consumers here) and how often each runs
+    from f8roof.traffic.nvfp4 import KERNELS
+
+    launched = [
+        name
+        for line in done.stdout.splitlines()
+        if line.strip().startswith("triton launches:")
+        for name in line.split(":", 1)[1].replace(",", " ").split()
+    ]
+    modelled = [
+        k for k, *_ in KERNELS if k.startswith("triton_") and k != "triton_quantize_2d_weight"
+    ]
+    assert len(launched) == len(modelled) == 7
+    assert sorted(next(m for m in modelled if name.startswith(m)) for name in launched) == sorted(
+        modelled
+    )

@@ -38,17 +38,24 @@ def test_every_alias_names_a_modelled_recipe_and_every_name_has_a_family():
     assert set(ALL_RECIPE_NAMES) | set(RECIPE_ALIASES) | {"nvfp4"} == listed
 
 
-def test_nvfp4_is_named_but_refused_as_not_modelled():
-    with pytest.raises(RecipeError, match="nvfp4 is not modelled yet"):
-        Recipe.from_name("nvfp4")
+def test_nvfp4_is_a_recipe_of_its_own_granularity():
+    recipe = Recipe.from_name("nvfp4")
+    assert recipe.name == "nvfp4" and recipe.is_nvfp4 and recipe.is_block_scaled
+    with pytest.raises(RecipeError, match="dynamic only"):
+        Recipe.from_name("nvfp4", {"weight": "delayed"})
 
 
 def test_all_on_an_mx_part_adds_the_mxfp8_recipes_and_not_on_hopper():
     hopper = all_recipes(gpu=find_gpu("h100"))
     blackwell = all_recipes(gpu=find_gpu("b200"))
-    assert not any(n.startswith("mx") for n in hopper)
-    assert blackwell == (*hopper, "mxfp8_rceil", "mxfp8_rceil_wgrad_with_hp")
-    assert "mxfp8_rceil" in all_recipes(gpu=find_gpu("mi355x"))
+    assert not any(n.startswith(("mx", "nv")) for n in hopper)
+    assert blackwell == (*hopper, "mxfp8_rceil", "mxfp8_rceil_wgrad_with_hp", "nvfp4")
+    # MI355X runs MX gemms, not NVFP4's
+    assert all_recipes(gpu=find_gpu("mi355x")) == (
+        *hopper,
+        "mxfp8_rceil",
+        "mxfp8_rceil_wgrad_with_hp",
+    )
 
 
 def test_all_on_b200_resolves_the_mx_recipes_from_the_shipped_file():
@@ -61,7 +68,7 @@ def test_all_on_b200_resolves_the_mx_recipes_from_the_shipped_file():
     [
         (["--gpu", "h100", "--recipe", "nvfp4"], "h100 (sm_90) has no NVFP4 gemms"),
         (["--gpu", "h100", "--recipe", "mx"], "h100 (sm_90) has no MXFP8 gemms"),
-        (["--gpu", "b200", "--recipe", "nvfp4"], "nvfp4 is not modelled yet"),
+        (["--gpu", "mi355x", "--recipe", "nvfp4"], "mi355x (gfx950) has no NVFP4 gemms"),
         (["--gpu", "b200", "--recipe", "mxfp9"], "unknown recipe 'mxfp9'; known: tensorwise"),
     ],
 )

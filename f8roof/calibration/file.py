@@ -45,6 +45,7 @@ from f8roof.calibration.records import (
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.files import parse_json, read_text, write_text_atomic
 from f8roof.hardware.presets import GPU, PRESETS, find_gpu
+from f8roof.timing.datasheet import preset_efficiency
 from f8roof.timing.gemm import (
     GEMM_DTYPES,
     GEMM_ROLES,
@@ -256,9 +257,22 @@ class Calibration:
 
     @cached_property
     def gemm_model(self) -> TableGemm | TiledGemm:
-        if self.datasheet_gemm is not None:
-            return self.datasheet_gemm
-        return self._gemm_table()
+        """The gemm families the file stores (bf16 and float8: what its recipes' gemms run,
+        MX as fp8), timed by its tiled roofline or measured table; a tiled roofline of a
+        preset gets the preset's NVFP4 family beside them (its fp4 gemms run at twice fp8's
+        rate, so no stored family stands for them)."""
+        gemm = self.datasheet_gemm
+        if gemm is None:
+            return self._gemm_table()
+        stored = {dtype for dtype, _ in gemm.efficiencies}
+        if "nvfp4" in stored or PRESETS.get(gemm.gpu.name) != gemm.gpu:
+            return gemm
+        extra = tuple(
+            (dtype, efficiency)
+            for dtype, efficiency in preset_efficiency(gemm.gpu).families
+            if dtype == "nvfp4"
+        )
+        return replace(gemm, efficiencies=gemm.efficiencies + extra) if extra else gemm
 
     def _gemm_table(self) -> TableGemm:
         return TableGemm.from_records(

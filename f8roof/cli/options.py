@@ -265,8 +265,9 @@ ESTIMATE = stack(
         default="tensorwise",
         show_default=True,
         help=f"{known_recipes()} (float8: torchtitan's default, rowwise; mxfp8 and mx: "
-        "mxfp8_rceil; nvfp4 refused: not modelled yet). With --model: a list, or all: "
-        "torchao's recipes (every one with --impl reference; the MXFP8 ones on MX parts)",
+        "mxfp8_rceil; nvfp4: torchao's NVFP4, on Blackwell). With --model: a list, or all: "
+        "torchao's recipes (every one with --impl reference; the MXFP8 ones on MX parts, "
+        "nvfp4 on NVFP4 parts)",
     ),
     click.option("--scaling", default=None, help="tensorwise scaling per role: weight=delayed,..."),
     IMPL,

@@ -32,6 +32,7 @@ from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note, Topic, note
+from f8roof.traffic.recipes import NVFP4
 from f8roof.training.checkpointing import Recompute
 from f8roof.training.memory import (
     GIB,
@@ -44,10 +45,12 @@ from f8roof.training.memory import (
 from f8roof.training.run_config import RunConfig
 from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import (
+    NVFP4_CONVERTER,
     RECIPES,
     filter_fqns_for,
     filtered,
     layer_type,
+    nvfp4_fqns,
     to_torchtitan_fqn,
 )
 
@@ -72,8 +75,10 @@ class TorchtitanConfig:
     wanted: str = ""  # f8roof's recipe, where torchtitan has none for it
     converts: bool = True  # False: the filters keep every linear, so train without float8
     # the converter's section: [float8] (2024-25) or [quantize.linear.float8], as the setup
-    # wrote it; [quantize.linear.mx] for MX
+    # wrote it; [quantize.linear.mx] for MX; NVFP4LinearConverter (a Python config) for NVFP4
     section: str = "float8"
+    # NVFP4LinearConverter's include list (`fqns`): the linears it converts
+    fqns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -497,7 +502,9 @@ def _settle(frame: pd.DataFrame, config) -> Settle | None:
 def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> TorchtitanConfig:
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
     filters); float8's in [quantize.linear.float8] with `quantize_layout`, else [float8]. MX
-    is always [quantize.linear.mx]: the layout whose recipe names f8roof's map to."""
+    is always [quantize.linear.mx]: the layout whose recipe names f8roof's map to. NVFP4 is
+    torchtitan's NVFP4LinearConverter (a Python config, no TOML section), its `fqns` the
+    linears to convert."""
     kept: list[str] = []
     converted: list[str] = []
     for fqn, convert, held in zip(rec.layers["fqn"], rec.layers["convert"], kept_by_setup(rec)):
@@ -509,6 +516,16 @@ def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> 
     run = rec.setup
     fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
     recipe = rec.best_recipe
+    if recipe == NVFP4:
+        blocks = max((linear.count for linear in rec.architecture.linears), default=0)
+        return TorchtitanConfig(
+            recipe=recipe,
+            filter_fqns=(),
+            wanted=recipe,
+            converts=bool(converted),
+            section=NVFP4_CONVERTER,
+            fqns=tuple(nvfp4_fqns(converted, kept, blocks=blocks)),
+        )
     if recipe in TORCHTITAN_MX:
         return TorchtitanConfig(
             recipe=TORCHTITAN_MX[recipe],

@@ -44,6 +44,7 @@ from f8roof.traffic.block_scaled import is_read_off
 from f8roof.traffic.recipes import (
     ALL_RECIPE_NAMES,
     MX_RECIPES,
+    NVFP4,
     RECIPE_NAMES,
     ROLES,
     Recipe,
@@ -148,7 +149,7 @@ def all_recipes(implementation: str | None = None, gpu: GPU | None = None) -> tu
     """What 'all' means: the recipes torchao converts with (what its advice can be), unless
     the reference implementation is asked for, which has delayed and static scaling too; on a
     part with MX gemms (Blackwell, gfx950) torchao's MXFP8 recipes too (not the emulated one,
-    a debugging aid)."""
+    a debugging aid), and on one with NVFP4 gemms (Blackwell) torchao's NVFP4."""
     if implementation is not None and parse_implementation(implementation) is not (
         Implementation.TORCHAO
     ):
@@ -156,6 +157,8 @@ def all_recipes(implementation: str | None = None, gpu: GPU | None = None) -> tu
     names = tuple(name for name in RECIPE_NAMES if name in TORCHAO_RECIPES)
     if gpu is not None and unsupported_reason(gpu, ScaledGemm.MXFP8) is None:
         names += tuple(name for name, (_, emulated) in MX_RECIPES.items() if not emulated)
+    if gpu is not None and unsupported_reason(gpu, ScaledGemm.NVFP4) is None:
+        names += (NVFP4,)
     return names
 
 
@@ -391,6 +394,17 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
         )
     if request.gemm_table is not None:
         _check_table_recipes(recipes)
+    elif (
+        request.gemm_efficiency is None
+        and calibration is not None
+        and any(r.is_nvfp4 for r in recipes)
+        and not _times_fp4_gemms(calibration)
+    ):
+        if request.recipes.strip() != "all":
+            raise F8RoofError(
+                "the calibration times no nvfp4 gemms (its gemm families are bf16 and float8's)"
+            )
+        recipes = [r for r in recipes if not r.is_nvfp4]  # 'all': those it can time
     named = asked is not None or request.calibration is not None  # else h100 by default
     gemm, gemm_kind = _gemm(request, gpu, calibration, gpu_named=named)
     # the calibration's bytes stand, a given table's or efficiency's gemm times replace its
@@ -446,6 +460,15 @@ def _check_table_recipes(recipes: list[Recipe]) -> None:
             f"{term('gemm_table')} holds bf16 and fp8 gemms, not {', '.join(scaled)}'s "
             f"block-scaled ones: drop {term('gemm_table')}"
         )
+
+
+def _times_fp4_gemms(calibration: Calibration) -> bool:
+    """Whether the calibration's gemm model has NVFP4's gemms, which are no float8 family: a
+    measured gemm table has not (a preset's tiled roofline has, `Calibration.gemm_model`)."""
+    model = calibration.gemm_model
+    if isinstance(model, TableGemm):
+        return any(dtype == "nvfp4" for dtype, _ in model.tables)
+    return any(dtype == "nvfp4" for dtype, _ in model.efficiencies)
 
 
 def _datasheet(

@@ -82,17 +82,20 @@ def version() -> str | None:
 def convert(module: nn.Module, recipe: Recipe, *, fnuz: bool = False) -> nn.Module:
     """`module` with its nn.Linear layers converted to torchao's training of `recipe`, as
     users (and torchtitan) convert models: Float8Linear for tensorwise and rowwise, the MXFP8
-    weight wrapper of `MXFP8TrainingOpConfig` for MX, `fp8_blockwise_mm` for blockwise. Call
+    weight wrapper of `MXFP8TrainingOpConfig` for MX, `fp8_blockwise_mm` for blockwise,
+    `NVFP4Linear` for NVFP4. Call
     inside `inductor_patch_scope`. `fnuz`: the float8_e4m3fnuz / e5m2fnuz casts torchao makes
     on an MI300X (its `Float8TypeConfig` picks them on ROCm; codegen elsewhere does not)."""
     float8 = import_float8()
     name = torchao_recipe_name(recipe)
-    if fnuz and recipe.granularity in (Granularity.MX, Granularity.BLOCKWISE):
+    if fnuz and recipe.is_block_scaled:
         raise F8RoofError(f"{recipe.name} has no fnuz float8 kernels (MI300X runs neither)")
     if recipe.granularity is Granularity.MX:
         return _convert_mx(module, name)
     if recipe.granularity is Granularity.BLOCKWISE:
         return _convert_blockwise(module)
+    if recipe.is_nvfp4:
+        return _convert_nvfp4(module)
     config = float8.Float8LinearConfig.from_recipe_name(name)
     if fnuz:
         config = fnuz_config(config)
@@ -122,6 +125,18 @@ def _convert_mx(module: nn.Module, name: str) -> nn.Module:
 
     config = MXFP8TrainingOpConfig.from_recipe(MXFP8TrainingRecipe(name))
     quantize_(module, config, filter_fn=lambda m, _: isinstance(m, nn.Linear))
+    return module
+
+
+def _convert_nvfp4(module: nn.Module) -> nn.Module:
+    """torchao's NVFP4 training for nn.Linear: `quantize_` with `NVFP4TrainingConfig` swaps
+    each linear for `NVFP4Linear` (nvfp4_mm_triton; its kernels exist on sm_100 only)."""
+    from torchao.prototype.moe_training.nvfp4_training.nvfp4_training import (
+        NVFP4TrainingConfig,
+    )
+    from torchao.quantization import quantize_
+
+    quantize_(module, NVFP4TrainingConfig(), filter_fn=lambda m, _: isinstance(m, nn.Linear))
     return module
 
 

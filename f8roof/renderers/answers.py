@@ -38,6 +38,7 @@ from f8roof.renderers.report import format_recommendation
 from f8roof.renderers.table import breakeven_lines, render_table
 from f8roof.training.memory import GIB, MemoryPeak, Term
 from f8roof.training.step import StepSummary
+from f8roof.training.torchtitan_names import NVFP4_CONVERTER, NVFP4_SOURCE
 
 WIDTH = 120  # the default view's widest line
 BLOCK_PREFIX = "model.layers.*."
@@ -332,6 +333,8 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
         ]
     if config.recipe is None:
         return [f"# no torchtitan recipe for {config.wanted}"]
+    if config.section == NVFP4_CONVERTER:
+        return nvfp4_converter_lines(config)
     fqns = list(config.filter_fqns)
     section = config.section
     converter = "float8" if section == "float8" else section
@@ -359,6 +362,25 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
     if fqns:
         cli.append(f"--{section}.filter_fqns {','.join(fqns)}")
     return [*toml, "", "# or on the command line:", *_shell_lines(cli)]
+
+
+def nvfp4_converter_lines(config: TorchtitanConfig) -> list[str]:
+    """torchtitan's NVFP4 converter as its Python configs write it (it has no TOML section):
+    the linears to convert (`fqns`, an include list), compile on as its NVFP4 configs set it."""
+    listed = ", ".join(f'"{f}"' for f in config.fqns)
+    call = f"NVFP4LinearConverter.Config(fqns=[{listed}], model_compile_enabled=True)"
+    lines = [
+        "# torchtitan's NVFP4 converter is a Python config (no TOML section): in your config",
+        "# function, model_registry(..., converters=[...]) with",
+        f"# ({NVFP4_SOURCE})",
+    ]
+    if len(call) <= WIDTH:
+        return [*lines, call]
+    entries = textwrap.wrap(
+        listed + ",", WIDTH - 4, initial_indent="    ", subsequent_indent="    "
+    )
+    return [*lines, "NVFP4LinearConverter.Config(", "  fqns=[", *entries, "  ],",
+            "  model_compile_enabled=True,", ")"]  # fmt: skip
 
 
 def _shell_lines(words: list[str], *, indent: str = "") -> list[str]:

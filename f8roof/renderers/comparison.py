@@ -93,9 +93,12 @@ def read_off_text(c: ReadOffComparison) -> str:
     ]
     for s in c.shapes:
         lines += _levels(s, actual="read-off")
-        lines.append(
-            f"  {len(s.kernels)} read-off kernels (torchao's casts; to_blocked: Inductor's)"
+        inductor = (
+            "triton_red_*, triton_poi_*: Inductor's"
+            if c.variant.recipe_name == "nvfp4"
+            else "to_blocked: Inductor's"
         )
+        lines.append(f"  {len(s.kernels)} read-off kernels (torchao's casts; {inductor})")
         lines.append(
             f"  {'kernel':50} {'pass':26} {'timed as':20} {'read B':>14} {'written B':>14}"
         )

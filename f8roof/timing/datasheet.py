@@ -97,6 +97,20 @@ B200_COPY = (
     "copy 0.69: torchao's MXFP8 dim0 cast compiled by torch.compile reaches 5.5 of 8 TB/s on "
     "B200 (torchao/prototype/mx_formats/README.md)"
 )
+# NVFP4 (issue #33): B200's fraction fitted as the MAMF fractions are (the tiled model's
+# maximum over the published best cube and the 4096..16384 cubes equals the published best) to
+# torch._scaled_mm's NVFP4 gemms (cuBLAS, what torchao's NVFP4 linear calls); the other
+# Blackwell parts keep B200's NVFP4/fp8 ratio.
+B200_NVFP4 = 0.619
+NVFP4_TO_FP8 = B200_NVFP4 / 0.772
+NVFP4_SWEEP = (
+    "pytorch/ao#2427: torchao's bench_matmul.py, recipe nvfp4, on B200 (torch._scaled_mm, "
+    "cuBLAS), 4096^3 4.46, 6144^3 5.50, 8192^3 5.37 PFLOP/s -> NVFP4 0.619 of 9 PF"
+)
+NVFP4_RATIO = (
+    "NVFP4 = 0.802 x fp8's fraction, B200's ratio (pytorch/ao#2427's sweep against stas00's "
+    "fp8 MAMF): no public NVFP4 sweep of this part"
+)
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,7 @@ class PresetEfficiency:
             raise ValueError("a preset efficiency cites at least one source")
 
 
-def _nvidia(bf16: float, fp8: float, *, mxfp8: float | None) -> tuple:
+def _nvidia(bf16: float, fp8: float, *, mxfp8: float | None, nvfp4: float | None = None) -> tuple:
     families = [
         ("bf16", GemmEfficiency(bf16, 192, 3e-6, LARGE_TILES)),
         ("fp8", GemmEfficiency(fp8, 128, 4e-6, LARGE_TILES)),
@@ -125,6 +139,8 @@ def _nvidia(bf16: float, fp8: float, *, mxfp8: float | None) -> tuple:
     ]
     if mxfp8 is not None:
         families.append(("mxfp8", GemmEfficiency(mxfp8, 128, 4e-6, LARGE_TILES)))
+    if nvfp4 is not None:  # fp8's K-steps and latency (no public small-shape sweep of its own)
+        families.append(("nvfp4", GemmEfficiency(nvfp4, 128, 4e-6, LARGE_TILES)))
     return tuple(families)
 
 
@@ -159,7 +175,7 @@ _H100_SOURCES = (
     "pytorch/pytorch#147971, FBGEMM#2764 (rowwise); FBGEMM#2546 (blockwise)",
     "Azure NDv5 benchmark results: device copy 2.90 of 3.35 TB/s",
 )
-_B200 = _nvidia(0.787, 0.772, mxfp8=0.772 * 0.991)
+_B200 = _nvidia(0.787, 0.772, mxfp8=0.772 * 0.991, nvfp4=B200_NVFP4)
 _MI355X = _amd(0.629, 0.629, mxfp8=0.629 * 2516.6 / 5033.2)
 
 PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
@@ -189,6 +205,7 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
             ),
             f"{MAMF}: B200 fp8 3432.5 TFLOP/s at 15360x4096x3072 -> 0.772",
             MX_RATIO,
+            NVFP4_SWEEP,
             B200_COPY,
         ),
         (
@@ -198,10 +215,16 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
                 "cuBLAS 13.1 reaches 3858 TFLOP/s MXFP8 at 8192^3 (triton-lang/triton#9044); this "
                 "model, fitted to cuBLAS 12.8-era sweeps, gives less"
             ),
+            (
+                "NVFP4 gemms at or below 3072^3 run slower than this model says (pytorch/ao#2427: "
+                "2048^3 1.68 PFLOP/s, the model 2.21)"
+            ),
         ),
     ),
     "b200-750w": PresetEfficiency(
-        _capped(_B200, {"bf16": 0.73, "fp8": 0.87, "fp8_rowwise": 0.87, "mxfp8": 0.87}),
+        _capped(
+            _B200, {"bf16": 0.73, "fp8": 0.87, "fp8_rowwise": 0.87, "mxfp8": 0.87, "nvfp4": 0.87}
+        ),
         0.69,
         (
             "b200's fractions (see b200)",
@@ -218,7 +241,7 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
         ),
     ),
     "gb200": PresetEfficiency(
-        _nvidia(0.739, 0.731, mxfp8=0.731 * 0.991),
+        _nvidia(0.739, 0.731, mxfp8=0.731 * 0.991, nvfp4=0.731 * NVFP4_TO_FP8),
         0.69,
         (
             f"{MAMF}: GB200 bf16 1822.0 TFLOP/s at 4096x9728x2048, torch 2.10 dev +cu130 -> 0.739",
@@ -230,10 +253,11 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
             "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB200 copy measurement)",
             K_STEPS_ASSUMED,
             ROWWISE_ASSUMED,
+            NVFP4_RATIO,
         ),
     ),
     "b300": PresetEfficiency(
-        _nvidia(0.798, 0.754, mxfp8=0.754 * 0.991),
+        _nvidia(0.798, 0.754, mxfp8=0.754 * 0.991, nvfp4=0.754 * NVFP4_TO_FP8),
         0.69,
         (
             f"{MAMF}: B300 bf16 1769.0 TFLOP/s at 12288x18432x1024, torch 2.9.1+cu130 -> 0.798",
@@ -245,10 +269,11 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
             "copy 0.69 is B200's (same 8 TB/s HBM3e; no public B300 copy measurement)",
             K_STEPS_ASSUMED,
             ROWWISE_ASSUMED,
+            NVFP4_RATIO,
         ),
     ),
     "gb300": PresetEfficiency(
-        _nvidia(0.798, 0.754, mxfp8=0.754 * 0.991),
+        _nvidia(0.798, 0.754, mxfp8=0.754 * 0.991, nvfp4=0.754 * NVFP4_TO_FP8),
         0.69,
         ("b300's (see b300): the same Blackwell Ultra silicon",),
         (
@@ -259,6 +284,7 @@ PRESET_EFFICIENCIES: dict[str, PresetEfficiency] = {
             "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB300 copy measurement)",
             K_STEPS_ASSUMED,
             ROWWISE_ASSUMED,
+            NVFP4_RATIO,
         ),
     ),
     "mi300x": PresetEfficiency(

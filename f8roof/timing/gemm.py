@@ -34,7 +34,13 @@ OUTPUT_BYTES = 2  # every gemm of the linear writes bf16
 # set): operand bytes per element with their scales. MXFP8: one e8m0 byte per 32 elements
 # along K; blockwise: one fp32 scale per 128 (1x128 activations; 128x128 weights carry fewer,
 # counted the same as an upper bound).
-BLOCK_SCALED_OPERAND_BYTES = {"mxfp8": 1 + 1 / 32, "fp8_blockwise": 1 + 4 / 128}
+# NVFP4: half a byte per e2m1 element and one e4m3 scale byte per 16 along K (the fp32 scale per
+# tensor is a scalar).
+BLOCK_SCALED_OPERAND_BYTES = {
+    "mxfp8": 1 + 1 / 32,
+    "fp8_blockwise": 1 + 4 / 128,
+    "nvfp4": 1 / 2 + 1 / 16,
+}
 
 
 def operand_bytes(dtype: str) -> float:
@@ -61,9 +67,13 @@ def fp8_gemm_dtype(
     Block-scaled recipes until gemm families of their own are measured: MX gemms as fp8 (on
     Blackwell the block-scaled tcgen05 MMA runs at the dense fp8 rate), blockwise as
     fp8_rowwise (a scaled kernel below tensorwise's rate), mxfp8_emulated_rceil as bf16 (its
-    gemms multiply dequantized bf16 copies)."""
+    gemms multiply dequantized bf16 copies). NVFP4 gemms are nvfp4, every one of them: fp4 runs
+    at twice fp8's rate, so no float8 family stands for it (a model without an nvfp4 family
+    refuses it, naming the families it has)."""
     if recipe is None or (role is GemmRole.GRAD_WEIGHT and recipe.grad_weight_in_bf16):
         return "bf16"
+    if recipe.is_nvfp4:
+        return "nvfp4"
     if recipe.emulated:
         return "bf16"
     if recipe.granularity is Granularity.BLOCKWISE:

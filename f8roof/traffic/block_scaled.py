@@ -54,10 +54,8 @@ How the bytes are obtained (`bytes_source`): mxfp8_emulated_rceil compiles with 
 codegen-only capture and is `generated` (its worst model equals what Inductor generates for
 b200); mxfp8_rceil, mxfp8_rceil_wgrad_with_hp and blockwise are `read-off` (READ_OFF_REASONS),
 their traffic the worst model above; tests/test_mx.py fails when torchao changes those kernels.
-NVFP4 (`moe_training.nvfp4_training`) is not modelled yet. Its code does generate for b200 on
-a CPU once three blockers are met (scripts/nvfp4_codegen_probe.py, docs/mx.md), and shows its
-casts to be torchao's hand-written Triton kernels behind opaque custom ops, to be read off as
-MXFP8's are.
+NVFP4 (`moe_training.nvfp4_training`) is `read-off` too, its kernels and their bytes in
+`traffic/nvfp4.py`: the functions here hand it over.
 """
 
 from __future__ import annotations
@@ -66,6 +64,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from f8roof.errors import term
+from f8roof.traffic import nvfp4
 from f8roof.traffic.kernel_traffic import (
     BF16_BYTES,
     FP8_BYTES,
@@ -128,6 +127,7 @@ READ_OFF_REASONS = {
     ),
 }
 READ_OFF_REASONS["mxfp8_rceil_wgrad_with_hp"] = READ_OFF_REASONS["mxfp8_rceil"]
+READ_OFF_REASONS["nvfp4"] = nvfp4.READ_OFF_REASON
 
 
 def bytes_source(recipe: Recipe | None) -> tuple[BytesSource, str]:
@@ -146,13 +146,18 @@ def is_read_off(recipe: Recipe | None) -> bool:
 def kernel_kind(kernel: str) -> str:
     """The Inductor kernel kind whose time model a read-off kernel is timed by: a cast
     reduces each block and casts it in one pass over its tile, as Inductor's persistent
-    reductions do; `to_blocked` is a copy (pointwise)."""
+    reductions do; `to_blocked` is a copy (pointwise); NVFP4's kernels as `nvfp4.KERNELS`
+    says."""
+    if kernel in nvfp4.KERNEL_KINDS:
+        return nvfp4.KERNEL_KINDS[kernel]
     return "pointwise" if kernel == "to_blocked" else "persistent_reduction"
 
 
 def torchao_kernels(recipe: Recipe) -> tuple[tuple[str, KernelTraffic], ...]:
     """The worst model's passes beside the torchao kernel each is (`to_blocked` for the scale
     rearrangements Inductor compiles): what `compare` lists for a read-off variant."""
+    if recipe.is_nvfp4:
+        return nvfp4.torchao_kernels(recipe)
     table = MX_CAST_KERNELS if recipe.granularity is Granularity.MX else BLOCKWISE_CAST_KERNELS
     names = {(role, cast): kernel for kernel, role, cast in table}
     out = []
@@ -235,6 +240,10 @@ def block_worst_traffic(
     limited: frozenset[Role] = frozenset(),
 ) -> TrafficModel:
     """torchao's algorithm as its code runs it (module docstring); `fused`, `limited`: F, L."""
+    if recipe.is_nvfp4:
+        return nvfp4.nvfp4_worst_traffic(
+            recipe, implementation=implementation, fused=fused, limited=limited
+        )
     _check(recipe, implementation)
     kernels: list[KernelTraffic] = []
     for role, cast in cast_order(recipe):
@@ -254,6 +263,8 @@ def block_ideal_traffic(
     fused: frozenset[Role] = frozenset(),
 ) -> TrafficModel:
     """One bf16 read per role (free when fused), one write per copy and its scales."""
+    if recipe.is_nvfp4:
+        return nvfp4.nvfp4_ideal_traffic(recipe, implementation=implementation, fused=fused)
     _check(recipe, implementation)
     kernels = []
     for role in ROLES:

@@ -15,6 +15,11 @@ Block-scaled recipes (torchao 0.18 prototypes, torchao implementation only):
   and per 128x128 block of the weight, as DeepSeek-V3 trains
   (`prototype.blockwise_fp8_training.linear.Float8BlockwiseLinear`; torch runs its gemms on
   Hopper only).
+- `nvfp4`: NVFP4, 4-bit e2m1 elements (two per byte) with one e4m3 scale per 16 consecutive
+  elements along each gemm's reduction dim and an fp32 scale per tensor, a random Hadamard
+  transform on grad_weight's operands and stochastic rounding of grad_output (torchao 0.18
+  `prototype.moe_training.nvfp4_training`, `NVFP4TrainingConfig`; its bytes:
+  `traffic/nvfp4.py`). FP4 gemms on compute capability 10.x only.
 """
 
 from __future__ import annotations
@@ -48,11 +53,12 @@ class Granularity(str, Enum):
     ROWWISE = "rowwise"
     MX = "mx"  # one e8m0 scale per 1x32 block along the reduction dim
     BLOCKWISE = "blockwise"  # fp32 scales per 1x128 (activations) and 128x128 (weight) block
+    NVFP4 = "nvfp4"  # fp4 e2m1 with one e4m3 scale per 1x16 block and an fp32 one per tensor
 
 
 # Block-scaled granularities: elements per scale along the reduction dim and bytes per scale.
-BLOCK_ELEMENTS = {Granularity.MX: 32, Granularity.BLOCKWISE: 128}
-BLOCK_SCALE_BYTES = {Granularity.MX: 1, Granularity.BLOCKWISE: 4}  # e8m0, fp32
+BLOCK_ELEMENTS = {Granularity.MX: 32, Granularity.BLOCKWISE: 128, Granularity.NVFP4: 16}
+BLOCK_SCALE_BYTES = {Granularity.MX: 1, Granularity.BLOCKWISE: 4, Granularity.NVFP4: 1}
 
 
 class RecipeError(ModelError):
@@ -72,12 +78,12 @@ MX_RECIPES = {
     "mxfp8_rceil_wgrad_with_hp": (True, False),
     "mxfp8_emulated_rceil": (False, True),
 }
-# The block-scaled recipes (torchao only); RECIPE_NAMES are the ones f8roof's reference has.
+# The float8 block-scaled recipes (torchao only); RECIPE_NAMES are the ones f8roof's reference
+# has.
 BLOCK_SCALED_NAMES = (*MX_RECIPES, "blockwise")
-ALL_RECIPE_NAMES = RECIPE_NAMES + BLOCK_SCALED_NAMES
-# NVFP4 (torchao 0.18 `moe_training.nvfp4_training`): named, so that it is refused in one line,
-# but not modelled (docs/mx.md says what stops its codegen).
+# NVFP4 (torchao 0.18 `moe_training.nvfp4_training`, torchao only): block-scaled too, in fp4.
 NVFP4 = "nvfp4"
+ALL_RECIPE_NAMES = RECIPE_NAMES + BLOCK_SCALED_NAMES + (NVFP4,)
 
 # Recipe names as users write them -> f8roof's:
 # - mxfp8: torchao 0.18's MXFP8TrainingOpConfig() default (wgrad_with_hp False, RCEIL scales);
@@ -169,6 +175,8 @@ class Recipe:
             return next(name for name, f in MX_RECIPES.items() if f == flags)
         if self.granularity is Granularity.BLOCKWISE:
             return "blockwise"
+        if self.granularity is Granularity.NVFP4:
+            return NVFP4
         types = tuple(self.scaling(r) for r in ROLES)
         if types == (ScalingType.DYNAMIC,) * 3:
             return "tensorwise"
@@ -184,18 +192,18 @@ class Recipe:
 
     @property
     def is_block_scaled(self) -> bool:
-        """MX or blockwise: scales per block along the reduction dim (`models.block_traffic`)."""
+        """MX, blockwise or NVFP4: scales per block along the reduction dim
+        (`traffic.block_scaled`, `traffic.nvfp4`)."""
         return self.granularity in BLOCK_ELEMENTS
+
+    @property
+    def is_nvfp4(self) -> bool:
+        return self.granularity is Granularity.NVFP4
 
     @classmethod
     def from_name(cls, name: str, scaling: Mapping[str, str] | None = None) -> Recipe:
         """Build from a recipe name (as `name` prints it) and optional per-role scaling."""
         base, _, inline = canonical_name(name).partition(":")
-        if base == NVFP4:
-            raise RecipeError(
-                "nvfp4 is not modelled yet: torchao 0.18's NVFP4 kernels do not generate without "
-                f"a GPU; try {term('recipe')} mxfp8"
-            )
         if inline:
             if scaling:
                 raise RecipeError(
@@ -208,13 +216,15 @@ class Recipe:
                     f"{base} scaling is dynamic only; {term('scaling')} is for tensorwise"
                 )
             return cls(granularity=Granularity.ROWWISE, grad_weight_in_bf16=base == "rowwise_gw_hp")
-        if base in MX_RECIPES or base == "blockwise":
+        if base in MX_RECIPES or base in ("blockwise", NVFP4):
             if scaling:
                 raise RecipeError(
                     f"{base} scaling is dynamic only; {term('scaling')} is for tensorwise"
                 )
             if base == "blockwise":
                 return cls(granularity=Granularity.BLOCKWISE)
+            if base == NVFP4:
+                return cls(granularity=Granularity.NVFP4)
             gw_hp, emulated = MX_RECIPES[base]
             return cls(granularity=Granularity.MX, grad_weight_in_bf16=gw_hp, emulated=emulated)
         defaults = {

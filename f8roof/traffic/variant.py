@@ -21,7 +21,7 @@ import numpy as np
 from f8roof.errors import term
 from f8roof.hardware.presets import GPU
 from f8roof.hardware.support import unsupported_reason
-from f8roof.traffic.recipes import BLOCK_ELEMENTS, Recipe, RecipeError, Role
+from f8roof.traffic.recipes import Granularity, Recipe, RecipeError, Role
 
 
 class Level(str, Enum):
@@ -121,6 +121,9 @@ BLOCK_SCALED_RECIPES = {
     "mxfp8_rceil_wgrad_with_hp": "mxfp8_rceil_wgrad_with_hp",
     "mxfp8_emulated_rceil": "mxfp8_emulated_rceil",
     "blockwise": "Float8BlockwiseLinear",
+    # prototype/moe_training/nvfp4_training/nvfp4_training.py: quantize_ with it swaps each
+    # nn.Linear for NVFP4Linear (nvfp4_linear.py's `nvfp4_mm_triton`)
+    "nvfp4": "NVFP4TrainingConfig",
 }
 # Every recipe torchao has, by f8roof name.
 TORCHAO_RECIPES = {**FLOAT8_LINEAR_RECIPES, **BLOCK_SCALED_RECIPES}
@@ -218,14 +221,20 @@ class Variant:
 
 FP8_DIM_MULTIPLE = 16  # cuBLASLt float8 gemms need these dims divisible by 16
 DIM_NAMES = ("M", "K", "N")
+# What the block-scaled recipes' dims must be multiples of (see `dim_multiple`).
+BLOCK_DIM_MULTIPLES = {Granularity.MX: 32, Granularity.BLOCKWISE: 128, Granularity.NVFP4: 128}
 
 
 def dim_multiple(recipe: Recipe) -> int:
     """What the checked dims must be multiples of. MX: 32, the scale block; torchao 0.18's casts
     assert it (`to_mx`: the last dim; `mxfp8_quantize_cuda`: rows and columns). Blockwise:
     128; its Triton casts assert it on both dims of the weight and on M for grad_output's
-    transposed cast (`triton_fp8_blockwise_*`), `Float8BlockwiseLinear.from_float` on K, N."""
-    return BLOCK_ELEMENTS.get(recipe.granularity, FP8_DIM_MULTIPLE)
+    transposed cast (`triton_fp8_blockwise_*`), `Float8BlockwiseLinear.from_float` on K, N.
+    NVFP4: 128, not its 16-element scale block (nor cuBLAS's 16/32): torchao 0.18's
+    `nvfp4_mm_triton` raises unless M, K and N are all multiples of 128
+    (nvfp4_training/nvfp4_linear.py:94), as its casts do for their swizzled scale tiles
+    (hadamard_quantize_row_col_triton.py:304-311, quantize_2d_triton.py:243-246)."""
+    return BLOCK_DIM_MULTIPLES.get(recipe.granularity, FP8_DIM_MULTIPLE)
 
 
 def fp8_checked_dims(recipe: Recipe) -> tuple[bool, bool, bool]:
@@ -247,7 +256,10 @@ def fp8_shape_reason(recipe: Recipe, M: int, K: int, N: int) -> str | None:
     ]
     if not bad:
         return None
-    what = "float8 gemms" if multiple == FP8_DIM_MULTIPLE else f"{recipe.name}'s scale blocks"
+    if multiple == FP8_DIM_MULTIPLE:
+        what = "float8 gemms"
+    else:  # NVFP4's 128 is its kernels' scale tiles, not its 16-element blocks
+        what = f"{recipe.name}'s {'scale tiles' if recipe.is_nvfp4 else 'scale blocks'}"
     return f"{', '.join(bad)} not a multiple of {multiple} ({what} need it)"
 
 

@@ -10,6 +10,8 @@ splits them into forward and backward:
   tensorwise weight cast for grad_input (rowwise_gw_hp), the transposed copies L adds for
   them, torchao's rescales of the backward gemms' outputs, and everything of grad_output run
   in the backward.
+- nvfp4: every pass of input and weight (`traffic.nvfp4.FORWARD_PASSES`: torchao casts both
+  layouts of both in the forward and saves them), grad_output's in the backward.
 The grouped-gemm model of routed experts (`models.grouped`) names its passes the same way: its
 row casts of input and weight run in the forward.
 `forward_share` is the forward kernels' bytes over all the model's bytes, a sympy expression in
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from f8roof.traffic.nvfp4 import FORWARD_PASSES as NVFP4_FORWARD_PASSES
 from f8roof.traffic.recipes import Role
 
 if TYPE_CHECKING:
@@ -49,7 +52,7 @@ def is_forward(kernel: Pass) -> bool:
     what = kernel.name.partition(".")[2]
     # rowwise: only the row casts feed the output gemm; column and tensorwise casts (and L's
     # transposed copies) feed the backward gemms
-    return what in TENSORWISE_PASSES or what.endswith("_rows")
+    return what in TENSORWISE_PASSES or what in NVFP4_FORWARD_PASSES or what.endswith("_rows")
 
 
 def forward_bytes(model: TrafficModel) -> sp.Expr:

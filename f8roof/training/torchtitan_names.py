@@ -155,3 +155,63 @@ def split_by_filters(fqn: str, count: int, filters: Sequence[str]) -> list[tuple
     if len(runs) == 1:
         return [(fqn, count)]
     return [(_with_blocks(fqn, range(run[0], run[-1] + 1)), len(run)) for run in runs]
+
+
+# torchtitan's NVFP4 converter (pytorch/torchtitan bcc09297a, 2026-08-05: torchtitan/components/
+# quantization/nvfp4.py, on torchao's `nvfp4_mm_triton`): a Python config only, no TOML section,
+# `NVFP4LinearConverter.Config(fqns=[...])` converting the linears whose config fqn contains an
+# entry (an include list, unlike float8's filter_fqns; an empty one converts every linear, the
+# output projection too), as its llama3 configs write it (`fqns=["layers"]`: every block
+# linear; `nvfp4_bf16_tail_fqns`: `layers.0.` .. `layers.26.`). Its model configs' fqns are
+# 2026's, not the module names above: `layers.N.attention.qkv_linear.wqkv` (q, k and v fused,
+# llama3's `fuse_qkv=True`), `layers.N.attention.wo`, `layers.N.feed_forward.w1/w2/w3`,
+# `lm_head` (torchtitan/models/common/attention.py, feed_forward.py, decoder.py at bcc09297a).
+NVFP4_CONVERTER = "NVFP4LinearConverter"
+NVFP4_SOURCE = "pytorch/torchtitan@bcc09297a torchtitan/components/quantization/nvfp4.py"
+_NVFP4_LEAVES: dict[str, str] = {
+    "self_attn.q_proj": "attention.qkv_linear",
+    "self_attn.k_proj": "attention.qkv_linear",
+    "self_attn.v_proj": "attention.qkv_linear",
+    "self_attn.o_proj": "attention.wo",
+    "mlp.gate_proj": "feed_forward.w1",
+    "mlp.up_proj": "feed_forward.w3",
+    "mlp.down_proj": "feed_forward.w2",
+}
+
+
+def nvfp4_fqns(converted: Iterable[str], kept: Iterable[str], *, blocks: int) -> list[str]:
+    """NVFP4LinearConverter's `fqns` for the f8roof layers `converted` (rows of `blocks` decoder
+    blocks; `kept` the others): `layers` when every block linear converts, the leaf paths
+    (`feed_forward.w1`) when the same ones do in every block, else per block (`layers.27.` for
+    a whole block, `layers.27.attention.wo` for one linear of it); `lm_head` when it converts.
+    q, k and v are one fused linear there: it converts only where all three do. Rows without
+    a torchtitan name (routed experts, other families) raise F8RoofError, as
+    `to_torchtitan_fqn` does: the caller leaves them out."""
+    per_block: dict[int, dict[str, bool]] = {}
+    head = False
+    for fqns, convert in ((converted, True), (kept, False)):
+        for fqn in fqns:
+            if fqn == "lm_head":
+                head = head or convert
+                continue
+            m = _F8ROOF_BLOCK.match(fqn)
+            if not m or m.group(2) not in _NVFP4_LEAVES:
+                raise _fail(f"no torchtitan name for layer {fqn!r}")
+            leaf = _NVFP4_LEAVES[m.group(2)]
+            for i in _blocks_of(fqn, blocks) or ():
+                row = per_block.setdefault(i, {})
+                row[leaf] = row.get(leaf, True) and convert  # fused: all of q, k, v
+    ordered = list(dict.fromkeys(_NVFP4_LEAVES.values()))
+    leaves = {i: tuple(x for x in ordered if row.get(x)) for i, row in per_block.items()}
+    whole = {i for i, row in per_block.items() if all(row.values())}
+    out: list[str] = []
+    if per_block and whole == set(per_block):
+        out.append("layers")
+    elif per_block and len(set(leaves.values())) == 1:
+        out += next(iter(leaves.values()))
+    else:
+        for i in sorted(per_block):
+            out += [f"layers.{i}."] if i in whole else [f"layers.{i}.{x}" for x in leaves[i]]
+    if head:
+        out.append("lm_head")
+    return out
