@@ -17,7 +17,7 @@ import io
 import json
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,23 +94,56 @@ def csv_table(rows: Columns):
     text half as long); Parquet keeps every double."""
     import pyarrow as pa
 
-    return pa.table({name: _csv_array(name, values) for name, values in rows.items()})
+    arrays = [_csv_array(name, values) for name, values in rows.items()]
+    return pa.Table.from_arrays(arrays, names=rows.columns)
 
 
 def _csv_array(name: str, values: np.ndarray | Labels):
+    """One column as pyarrow holds it, made from its buffers: `pa.array` imports pandas (to
+    ask whether it was handed pandas' values), and a CSV file needs none."""
     import pyarrow as pa
 
     if isinstance(values, Labels):
-        return pa.DictionaryArray.from_arrays(values.codes, list(values.names))
+        return pa.DictionaryArray.from_arrays(_numbers(values.codes), _strings(values.names))
     if values.dtype == object:  # strings, or values of mixed types as their text
-        return pa.array([None if is_missing(v) else str(v) for v in values], pa.string())
+        return _strings([None if is_missing(v) else str(v) for v in values])
+    if values.dtype.kind == "f" and "_bytes" in name:
+        whole = np.round(values)
+        if np.isfinite(whole).all():
+            return _numbers(whole.astype(np.int64))
     if values.dtype.kind == "f":
-        if "_bytes" in name:
-            whole = np.round(values)
-            if np.isfinite(whole).all():
-                return pa.array(whole.astype(np.int64))
-        return pa.array(values.astype(np.float32), from_pandas=True)  # NaN: an empty field
-    return pa.array(values)
+        return _numbers(values.astype(np.float32), valid=~np.isnan(values))  # NaN: empty
+    return _numbers(values)
+
+
+def _bitmap(flags: np.ndarray):
+    import pyarrow as pa
+
+    return pa.py_buffer(np.packbits(flags, bitorder="little"))
+
+
+def _numbers(values: np.ndarray, valid: np.ndarray | None = None):
+    """Numbers or booleans; None where `valid` is False."""
+    import pyarrow as pa
+
+    nulls = None if valid is None or valid.all() else _bitmap(valid)
+    if values.dtype == bool:
+        return pa.Array.from_buffers(pa.bool_(), len(values), [nulls, _bitmap(values)])
+    data = pa.py_buffer(np.ascontiguousarray(values))
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [nulls, data])
+
+
+def _strings(texts: Sequence[str | None]):
+    """Strings; None where a text is None."""
+    import pyarrow as pa
+
+    encoded = [b"" if t is None else t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum([len(e) for e in encoded])
+    valid = np.array([t is not None for t in texts], dtype=bool)
+    nulls = None if valid.all() else _bitmap(valid)
+    buffers = [nulls, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(pa.string(), len(encoded), buffers)
 
 
 def write_csv(rows: Columns, path: str | Path) -> None:
