@@ -45,7 +45,7 @@ def as_estimated(data: public_fit.Data, report: public_fit.Report) -> list[str]:
         part = public_fit.parts_of(x)["h100-meta"]
         config = EstimateConfig(gpu=gpu, calibration=retimed(traffic, part, gpu), **VARIANT)
         frame = estimate(shapes[fold_of == f], config)
-        predicted[fold_of == f] = frame["speedup_context"].to_numpy()
+        predicted[fold_of == f] = frame["speedup_context"]
     error = np.abs(predicted / data.cells.measured - 1)
     lines = [
         (

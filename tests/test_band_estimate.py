@@ -29,11 +29,11 @@ def test_the_band_holds_the_datasheet_estimate_at_every_fit_shape(gpu_name):
             calibration=calibration,
         )
         frame = estimate(list(calibration.fit_shapes), config, ranges=True)
-        M, K, N = (frame[c].to_numpy(dtype=np.float64) for c in "MKN")
-        columns = {c: frame[c].to_numpy() for c in frame.columns}
+        M, K, N = (frame[c].astype(np.float64) for c in "MKN")
+        columns = {c: frame[c] for c in frame.columns}
         band = band_columns(config, columns, config.class_rates, M, K, N, contain=False)
         for name in ("speedup", "speedup_context"):
-            value = frame[name].to_numpy()
+            value = frame[name]
             assert (band[f"{name}_low"] <= value * (1 + 1e-9)).all(), (fit.variant, name)
             assert (value <= band[f"{name}_high"] * (1 + 1e-9)).all(), (fit.variant, name)
             assert (band[f"{name}_high"] > band[f"{name}_low"] * 1.01).all()

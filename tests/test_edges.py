@@ -174,7 +174,7 @@ def test_an_estimate_that_is_not_finite_is_refused_not_printed():
     resolved = resolve(Request(gpu="h100"))
     frame = estimate([(4096, 4096, 4096)], resolved.config, ranges=True)
     check_finite(frame, resolved)
-    frame.loc[0, "speedup"] = float("inf")
+    frame["speedup"][0] = float("inf")
     with pytest.raises(F8RoofError, match="speedup at 4096x4096x4096 is inf"):
         check_finite(frame, resolved)
 
@@ -712,7 +712,7 @@ def test_a_power_capped_part_may_pass_the_peak_ratio_unwarned():
 
     config = resolve(Request(gpu="b200-750w", recipes="mxfp8_rceil")).config
     frame = estimate([(8192, 8192, 8192)], config)
-    assert frame["speedup_ideal"].iloc[0] > 2.0
+    assert frame["speedup_ideal"][0] > 2.0
     assert implausible(frame, config, {}) == []
     frame["speedup_ideal"] *= 3
     (warning,) = implausible(frame, config, {})

@@ -38,7 +38,7 @@ def test_seed_configuration_by_hand():
     # all dynamic, input and grad_output fused, with limitations: 5MK + 7KN + 5MN bytes,
     # at 92% of 3.35 TB/s plus 2 us for each of the three scale kernels
     cfg = config(fused=frozenset({Role.INPUT, Role.GRAD_OUTPUT}), limited=frozenset(Role))
-    row = estimate([(4096, 2048, 1024)], cfg).iloc[0]
+    row = estimate([(4096, 2048, 1024)], cfg).row(0)
     nbytes = 5 * 4096 * 2048 + 7 * 2048 * 1024 + 5 * 4096 * 1024
     assert row["overhead_bytes_worst"] == nbytes
     assert row["overhead_s_worst"] == pytest.approx(nbytes / (3.35e12 * 0.92) + 3 * 2e-6)
@@ -70,8 +70,8 @@ def test_vectorized_matches_one_by_one():
     shapes = rng.integers(1, 20000, size=(50, 3))
     together = estimate(shapes, config("rowwise"))
     for i in (0, 17, 49):
-        alone = estimate([tuple(shapes[i])], config("rowwise")).iloc[0]
-        assert alone["speedup_worst"] == pytest.approx(together.iloc[i]["speedup_worst"], rel=1e-12)
+        alone = estimate([tuple(shapes[i])], config("rowwise")).row(0)
+        assert alone["speedup_worst"] == pytest.approx(together["speedup_worst"][i], rel=1e-12)
 
 
 def test_breakeven_is_where_speedup_crosses_one():
@@ -84,7 +84,7 @@ def test_breakeven_is_where_speedup_crosses_one():
 
 def test_more_overhead_never_faster():
     shapes = [(2048, 4096, 8192)]
-    plain = estimate(shapes, config()).iloc[0]
-    limited = estimate(shapes, config(limited=frozenset(Role))).iloc[0]
+    plain = estimate(shapes, config()).row(0)
+    limited = estimate(shapes, config(limited=frozenset(Role))).row(0)
     assert limited["speedup_worst"] < plain["speedup_worst"]
     assert limited["speedup_ideal"] == pytest.approx(plain["speedup_ideal"])

@@ -51,21 +51,21 @@ def test_prediction_at_unseen_shapes_matches_the_truth(calibration):
         Recipe.from_name("tensorwise"), find_gpu("h200"), REFERENCE, calibration=calibration
     )
     frame = estimate(shapes, config)
-    for (M, K, N), row in zip(shapes, frame.itertuples()):
+    for (M, K, N), row in zip(shapes, frame.rows()):
         nbytes = synthetic.total_bytes("tensorwise", (M, K, N))
-        assert row.overhead_bytes_fitted == nbytes
+        assert row["overhead_bytes_fitted"] == nbytes
         truth = 6 * synthetic.FLOOR_S + nbytes / synthetic.BANDWIDTH
-        assert row.overhead_s_fitted == pytest.approx(truth, rel=1e-6)
+        assert row["overhead_s_fitted"] == pytest.approx(truth, rel=1e-6)
         gemms = sum(synthetic.gemm_time(*d, "fp8") for d in ((M, K, N), (M, N, K), (N, M, K)))
-        assert row.fp8_s == pytest.approx(gemms + truth + synthetic.DEVICE_EXTRA_S, rel=0.05)
-        assert row.speedup == pytest.approx(row.bf16_s / row.fp8_s)
-        assert row.bf16_wall_s >= synthetic.WALL_FLOOR_S
+        assert row["fp8_s"] == pytest.approx(gemms + truth + synthetic.DEVICE_EXTRA_S, rel=0.05)
+        assert row["speedup"] == pytest.approx(row["bf16_s"] / row["fp8_s"])
+        assert row["bf16_wall_s"] >= synthetic.WALL_FLOOR_S
 
 
 def test_calibrated_levels_use_measured_bandwidth(calibration):
     config = EstimateConfig(
         Recipe.from_name("rowwise"), find_gpu("h200"), REFERENCE, calibration=calibration
     )
-    row = estimate([(4096, 4096, 4096)], config).iloc[0]
+    row = estimate([(4096, 4096, 4096)], config).row(0)
     assert row["overhead_s_worst"] == pytest.approx(row["overhead_bytes_worst"] / 4.3e12)
     assert np.isfinite(row["speedup"])

@@ -77,7 +77,7 @@ def test_the_model_follows_torchaos_code():
 def test_a_grouped_config_is_rowwise_standalone_and_uncalibrated():
     gpu = find_gpu("h100")
     config = EstimateConfig(GROUPED_RECIPE, gpu, Implementation.REFERENCE, grouped=True)
-    row = estimate([(2048, 7168, 2048)], config).iloc[0]
+    row = estimate([(2048, 7168, 2048)], config).row(0)
     assert row["overhead_bytes_worst"] == int(
         grouped_traffic(Level.WORST).total.subs({M: 2048, K: 7168, N: 2048})
     )
@@ -137,7 +137,7 @@ def test_estimate_of_a_grouped_gemm():
     config = EstimateConfig(GROUPED_RECIPE, gpu, Implementation.REFERENCE, grouped=True)
     shapes = [(256, 4096, 1024), (256, 4096, 1024)]
     frame = estimate(shapes, config, groups=[1, 16])
-    one, many = frame.iloc[0], frame.iloc[1]
+    one, many = frame.row(0), frame.row(1)
     assert many["overhead_bytes_worst"] == 16 * one["overhead_bytes_worst"]
     assert many["overhead_bytes_ideal"] == 16 * one["overhead_bytes_ideal"]
     # the seed's roofline (60% of peak, no launch floor reached here) scales with the work

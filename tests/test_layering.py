@@ -1,6 +1,6 @@
 """The package's layering, read from its source: every import counts, deferred ones (inside
 functions, under TYPE_CHECKING) too. Packages stack one way (ARCHITECTURE.md), bottom first:
-errors, files -> hardware -> traffic -> timing -> inputs -> training -> calibration ->
+errors, files, columns -> hardware -> traffic -> timing -> inputs -> training -> calibration ->
 profiler -> engine -> device -> renderers -> cli. Inside the engine the estimate never
 compiles: only `compare` and `sharded` reach the profiler, and none of it renders or parses."""
 
@@ -14,6 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "f8roof"
 STACK = (
     ("f8roof.errors",),
     ("f8roof.files",),
+    ("f8roof.columns",),
     ("f8roof.notes",),
     ("f8roof.hardware",),
     ("f8roof.traffic",),

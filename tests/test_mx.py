@@ -544,7 +544,7 @@ def test_read_off_kernels_timed_by_the_shipped_kernel_time_model():
 
     config = resolve(Request(gpu="b200", recipes="mxfp8_rceil")).config
     assert config.calibration is not None and config.implementation is TORCHAO
-    row = estimate([(8192, 8192, 8192)], config).iloc[0]
+    row = estimate([(8192, 8192, 8192)], config).row(0)
     # the read-off kernels are the worst model's passes: 99/16 of each role's numel
     assert row["overhead_bytes_fitted"] == pytest.approx(1_245_708_288)
     kernel_time = config.calibration.kernel_time
@@ -554,7 +554,7 @@ def test_read_off_kernels_timed_by_the_shipped_kernel_time_model():
     # emulated MX is in the file, fitted from its generated code: 97/4 of each numel
     emulated = resolve(Request(gpu="b200", recipes="mxfp8_emulated_rceil")).config
     assert emulated.calibration.has("torchao:mxfp8_emulated_rceil@rmsnorm+none")
-    fitted = estimate([(8192, 8192, 8192)], emulated).iloc[0]["overhead_bytes_fitted"]
+    fitted = estimate([(8192, 8192, 8192)], emulated)["overhead_bytes_fitted"][0]
     assert fitted == pytest.approx(97 * 3 * 8192**2 / 4)
 
 

@@ -57,7 +57,7 @@ def test_decisions_follow_speedup_worst_without_calibration():
         arch.shapes(8192), EstimateConfig(Recipe.from_name("tensorwise"), find_gpu("h100"))
     )
     layers = rec.layers.set_index("fqn")
-    expected = (frame["speedup_worst"] > 1).to_numpy() & frame["fp8_ok"].to_numpy()
+    expected = (frame["speedup_worst"] > 1) & frame["fp8_ok"]
     assert list(layers["convert"]) == list(expected)
     # lm_head's vocabulary (50257) is not a multiple of 16: never converted, even though the
     # roofline says float8 would win there
@@ -399,7 +399,7 @@ def test_tp_decides_on_the_local_shape():
     )
     assert tp2.loc[k, "context"] == "rmsnorm+none"
     frame = estimate([(8192, 4096, 512)], config)
-    assert tp2.loc[k, "speedup_worst"] == pytest.approx(frame["speedup_worst"].iloc[0])
+    assert tp2.loc[k, "speedup_worst"] == pytest.approx(frame["speedup_worst"][0])
     # torchtitan#1207: the TP2 shard of k_proj loses in rowwise (at the worst case). The
     # ideal is a lower bound of the bytes, so an upper bound of the speedup: with RMSNorm
     # producing the input in the graph it credits the bf16 write no float8 gemm reads
@@ -435,8 +435,8 @@ def test_routed_experts_are_grouped_rows():
     )
     one = estimate([(2048, 7168, 2048)], rowwise)
     for column in ("bf16_gemm_s", "fp8_s_worst", "overhead_bytes_worst", "overhead_bytes_ideal"):
-        assert row[column] == pytest.approx(32 * one[column].iloc[0])
-    assert row["speedup_worst"] == pytest.approx(one["speedup_worst"].iloc[0])
+        assert row[column] == pytest.approx(32 * one[column][0])
+    assert row["speedup_worst"] == pytest.approx(one["speedup_worst"][0])
     M, K, N = 2048, 7168, 2048
     worst = 10 * (M * K + K * N + M * N) + 32 * K + 24 * (M + N)
     assert row["overhead_bytes_worst"] == 32 * worst

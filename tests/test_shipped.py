@@ -102,7 +102,7 @@ def test_fits_match_fresh_captures(key, shape, bounded):
         assert kernel_set.total.exact(shape) == captured.overhead_bytes - workspace
         assert workspace <= max(kernel_set.workspace_max, 4 * 2**20) or not bounded
         exact.append((kernel_sets, kernel_set, int(kernel_set.total.exact(shape))))
-    row = estimate([shape], _config(variant, calibration), ranges=True).iloc[0]
+    row = estimate([shape], _config(variant, calibration), ranges=True).row(0)
     fitted = row["overhead_bytes_fitted"]
     # whichever set the estimate chose, the range over nearby sets holds the one compiled
     overhead = exact[0][2] - exact[1][2]

@@ -1,6 +1,7 @@
 """An estimate from a shipped calibration imports only what it uses: sympy, scipy and torch
-serve compare, calibrate, codegen and the public fit, and cost a model answer half a second
-or more of a fresh process (benchmarks/model_answer_cost.py times it)."""
+serve compare, calibrate, codegen and the public fit, and pandas the Python API and the
+Parquet and JSON files; each costs a model answer half a second or so of a fresh process
+(benchmarks/model_answer_cost.py times it)."""
 
 import os
 import subprocess
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("sympy", "scipy", "torch")
+HEAVY = ("sympy", "scipy", "torch", "pandas")
 RUN_AND_LIST = (
     "import runpy, sys\n"
     "sys.argv = ['f8roof', *sys.argv[1:]]\n"
@@ -47,8 +48,15 @@ def heavy_imports(*args: str) -> list[str]:
     ],
     ids=["model", "shape", "full-recompute"],
 )
-def test_an_estimate_from_a_shipped_calibration_imports_no_sympy_scipy_or_torch(args):
+def test_an_estimate_on_the_terminal_imports_no_sympy_scipy_torch_or_pandas(args):
     assert heavy_imports(*args) == []
+
+
+def test_a_csv_or_markdown_file_is_written_without_pandas(tmp_path):
+    model = ("--model", "llama3-8b", "--tokens", "8192")
+    for question, name in ((("--shape", "4096,4096,4096"), "x.csv"), (model, "m.md")):
+        out = str(tmp_path / name)
+        assert heavy_imports("estimate", "--gpu", "h100", *question, "--out", out) == []
 
 
 def test_import_f8roof_is_light():

@@ -314,7 +314,7 @@ def test_wide_table_rows_stand_for_all_three_gemms(tmp_path):
     frame = estimate([(8192, 4096, 4096), (8192, 4096, 14336), (8192, 14336, 4096)], config)
     assert not frame["gemm_extrapolated"].any()
     # three gemms, each the row's time
-    assert frame["bf16_gemm_s"].to_numpy() == pytest.approx([3 * 360e-6, 3 * 1190e-6, 3 * 1230e-6])
+    assert frame["bf16_gemm_s"] == pytest.approx([3 * 360e-6, 3 * 1190e-6, 3 * 1230e-6])
 
 
 def test_gemm_table_source_line_says_table_only(tmp_path):

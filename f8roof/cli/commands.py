@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -95,7 +94,11 @@ def _terminal_width() -> int | None:
     columns = os.environ.get("COLUMNS", "")
     if columns.isdigit() and int(columns) > 0:
         return int(columns)
-    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
 
 
 def _warn(lines) -> None:
@@ -156,11 +159,12 @@ def estimate(
     model's linears at training scale, and say which to convert."""
     from f8roof.engine.answer import ModelAnswer, Question, ShapesAnswer, answer, answer_setup
     from f8roof.files import check_output_path
-    from f8roof.renderers.answers import out_frame, out_summary, render_answer
-    from f8roof.renderers.frames import renderer_for
+    from f8roof.renderers.answers import out_rows, out_summary, render_answer
     from f8roof.renderers.notes import sentence
 
     if out is not None:
+        from f8roof.renderers.frames import renderer_for
+
         check_output_path(out)
         renderer_for(out)  # an unknown format is refused before the work
     if overhead == "codegen":
@@ -191,13 +195,13 @@ def estimate(
         render_answer(result, color=sys.stdout.isatty(), show_all=show_all, width=_terminal_width())
     )
     if out is not None:
-        from f8roof.renderers.frames import write_frame
+        from f8roof.renderers.frames import write_rows
 
-        frame = out_frame(result)
+        rows = out_rows(result)
         summary = out_summary(result) if isinstance(result, ModelAnswer) else None
-        write_frame(frame, out, summary=summary)
+        write_rows(rows, out, summary=summary)
         what = "layer types" if isinstance(result, ModelAnswer) else "rows"
-        click.echo(f"wrote {len(frame)} {what} to {out}")
+        click.echo(f"wrote {len(rows)} {what} to {out}")
 
 
 @main.command()

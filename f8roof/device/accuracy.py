@@ -50,11 +50,11 @@ def validation_frame(calibration: Calibration, pairs: list[Pair]) -> pd.DataFram
             "implementation": variant.implementation,
             "context": variant.context,
         }
-        ours = estimate(shapes, EstimateConfig(**common, calibration=calibration))
+        ours = estimate(shapes, EstimateConfig(**common, calibration=calibration)).to_frame()
         seed = estimate(
             shapes, EstimateConfig(**common, fused=context_fused_roles(variant.context))
         )
-        seed_speedup = seed["speedup_worst"].to_numpy() if preset else np.full(len(mine), np.nan)
+        seed_speedup = seed["speedup_worst"] if preset else np.full(len(mine), np.nan)
         for p, o, seed_value in zip(mine, ours.itertuples(), seed_speedup):
             measured = p.bf16.device_s / p.fp8.device_s
             measured_wall = p.bf16.wall_s / p.fp8.wall_s

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
+from f8roof.columns import Columns
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, Settle, settle_run
 from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
 from f8roof.engine.recommend import Recommendation, recommend_alone, recommend_model
@@ -54,14 +56,23 @@ from f8roof.training.torchtitan_names import (
     to_torchtitan_fqn,
 )
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 @dataclass(frozen=True, eq=False)
 class ShapesAnswer:
     resolved: Resolved
-    frame: pd.DataFrame
+    rows: Columns  # one per shape
     breakevens: dict[str, int | None]  # level -> smallest winning square size
     warnings: list[Note] = field(default_factory=list)
     settle: Settle | None = None  # the GPU run that settles the uncertain rows
+
+    @cached_property
+    def frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame, for scripts (built on first use: pandas is no part of an
+        answer on the terminal)."""
+        return self.rows.to_frame()
 
 
 @dataclass(frozen=True)
@@ -202,7 +213,7 @@ def answer(
             policy=DecisionPolicy.from_name(question.policy),
         )
         rec, step, block, plans = best_plan(question, rec, resolved)
-        check_finite(rec.layers, resolved, grouped_nan=True)
+        check_finite(rec.rows, resolved, grouped_nan=True)
         memory = memory_answer(rec, resolved, stated=question.from_setup)
         if memory is not None and memory.headroom.cheaper_recompute:
             fitting = fitting_speedup(question, resolved, rec, memory.headroom)
@@ -250,7 +261,7 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
         return None
     gpu = resolved.config.gpu
     filters = run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER
-    rows = rec.layers
+    rows = rec.rows
     # memory is modelled per layer type (a mean block): a type filters split counts as
     # converted by its larger part
     larger: dict[str, tuple[int, bool]] = {}
@@ -347,13 +358,12 @@ def best_plan(
     plans = tuple(Plan(name, s.chosen.speedup) for name, _, s, _ in found)
     name, rec, step, block = found[0]
     if name is not None:  # one recipe won: its rows, with the comparison the mix made
-        compared = [c for c in mixed.layers.columns if c not in rec.layers.columns]
-        layers = pd.concat([rec.layers, mixed.layers[compared]], axis=1)
+        compared = Columns({c: v for c, v in mixed.rows.items() if c not in rec.rows})
         rec = replace(
             rec,
             recipes=mixed.recipes,
             skipped_recipes=mixed.skipped_recipes,
-            layers=layers,
+            rows=rec.rows.join(compared),
             recipe_totals=mixed.recipe_totals,
         )
     return rec, step, block, plans
@@ -409,8 +419,8 @@ def sharded_block(
 
 
 def _block_recipes(rec: Recommendation) -> list[str]:
-    converted = rec.layers[rec.layers["convert"]]
-    return sorted({str(r) for r in converted["recipe"]}) or list(rec.recipes[:1])
+    converted = rec.rows["recipe"][rec.rows["convert"].astype(bool)]
+    return sorted({str(r) for r in converted}) or list(rec.recipes[:1])
 
 
 def _why_no_block(rec: Recommendation, resolved: Resolved) -> Note | None:
@@ -434,23 +444,21 @@ def answer_shapes(
     shapes = collect_shapes(question.shape_texts, question.shapes_file, question.sweep)
     config = resolved.config
     warnings: list[Note] = []
-    frame = estimate(shapes, config, ranges=True)
+    rows = estimate(shapes, config, ranges=True)
     if question.overhead == "codegen":
         from f8roof.engine.compare import codegen_columns, version_warning
 
         if config.calibration is not None:
             warnings += version_warning(config.calibration)
-        for name, values in codegen_columns(frame, config, progress=progress).items():
-            frame[name] = values
+        for name, values in codegen_columns(rows, config, progress=progress).items():
+            rows[name] = values
     found = breakevens(config)
-    frame["decision"], frame["straddles"] = decisions(
-        frame, policy=DecisionPolicy.from_name(question.policy)
+    rows["decision"], rows["straddles"] = decisions(
+        rows, policy=DecisionPolicy.from_name(question.policy)
     )
-    settle = _settle(frame, config)
-    check_finite(frame, resolved)
-    return ShapesAnswer(
-        resolved, frame, found, warnings + implausible(frame, config, found), settle
-    )
+    settle = _settle(rows, config)
+    check_finite(rows, resolved)
+    return ShapesAnswer(resolved, rows, found, warnings + implausible(rows, config, found), settle)
 
 
 # the times and speedups every row of an estimate has (NaN is allowed elsewhere: a routed
@@ -458,7 +466,7 @@ def answer_shapes(
 _FINITE = ("bf16_gemm_s", "fp8_gemm_s", "bf16_s", "fp8_s", "context_s")
 
 
-def check_finite(frame: pd.DataFrame, resolved: Resolved, *, grouped_nan: bool = False) -> None:
+def check_finite(frame: Columns, resolved: Resolved, *, grouped_nan: bool = False) -> None:
     """Refuse, naming the shape and what the numbers rest on, an estimate that is not finite:
     the files are checked on load, so this is a file whose numbers, each in range, still
     describe no device (or a bug); an answer never prints inf or NaN. `grouped_nan`: a model's
@@ -470,29 +478,29 @@ def check_finite(frame: pd.DataFrame, resolved: Resolved, *, grouped_nan: bool =
         if c != "speedup_wall" and not c.startswith("speedup_level")
     ]
     for column in columns:
-        values = frame[column].to_numpy(dtype=np.float64)
+        values = frame[column].astype(np.float64)
         ok = np.isfinite(values)
-        if grouped_nan and "grouped" in frame.columns:
-            ok |= frame["grouped"].to_numpy(dtype=bool) & np.isnan(values)
+        if grouped_nan and "grouped" in frame:
+            ok |= frame["grouped"].astype(bool) & np.isnan(values)
         bad = np.flatnonzero(~ok)
         if len(bad):
-            row = frame.iloc[int(bad[0])]
+            row = frame.row(int(bad[0]))
             raise F8RoofError(
-                f"the estimate's {column} at {row.M}x{row.K}x{row.N} is {values[bad[0]]}: "
+                f"the estimate's {column} at {row['M']}x{row['K']}x{row['N']} is {values[bad[0]]}: "
                 f"the numbers it rests on ({resolved.provenance.calibration or 'its timing'}) "
                 "describe no device"
             )
 
 
-def _settle(frame: pd.DataFrame, config) -> Settle | None:
+def _settle(frame: Columns, config) -> Settle | None:
     """The run that settles every row whose band straddles the decision, on a GPU."""
-    rows = frame[frame["straddles"].to_numpy(dtype=bool)]
+    rows = frame.take(frame["straddles"].astype(bool))
     if not len(rows):
         return None
     calibration = config.calibration
     return settle_run(
         recipes=(config.recipe.name,),
-        shapes=[tuple(s) for s in rows[["M", "K", "N"]].to_numpy().tolist()],
+        shapes=list(zip(rows["M"].tolist(), rows["K"].tolist(), rows["N"].tolist())),
         contexts=(config.context.name,),
         implementation=config.implementation.value,
         calibrated=calibration is not None and calibration.is_measured,
@@ -507,7 +515,7 @@ def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> 
     linears to convert."""
     kept: list[str] = []
     converted: list[str] = []
-    for fqn, convert, held in zip(rec.layers["fqn"], rec.layers["convert"], kept_by_setup(rec)):
+    for fqn, convert, held in zip(rec.rows["fqn"], rec.rows["convert"], kept_by_setup(rec)):
         try:
             to_torchtitan_fqn(fqn)
         except F8RoofError:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from f8roof.calibration.file import Calibration
+from f8roof.columns import Columns
 from f8roof.engine.estimate import EstimateConfig, fitted_overhead
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.hardware.presets import GPU
@@ -328,7 +328,7 @@ def capture_differences(expected, actual) -> list[tuple[str, tuple]]:
 
 
 def codegen_columns(
-    frame: pd.DataFrame, config: EstimateConfig, *, progress=None
+    frame: Columns, config: EstimateConfig, *, progress=None
 ) -> dict[str, np.ndarray]:
     """Overhead from the exact kernels Inductor generates for each shape (codegen-only, no GPU
     needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
@@ -344,7 +344,7 @@ def codegen_columns(
     variants = [config.variant]
     if not config.context.is_standalone:
         variants.append(config.variant.baseline)  # the context's own kernels, subtracted
-    shapes = list(zip(frame.M, frame.K, frame.N))
+    shapes = list(zip(frame["M"], frame["K"], frame["N"]))
     M, K, N = (np.array(c, dtype=np.float64) for c in zip(*shapes))
     nbytes, time_s = np.zeros(len(shapes)), np.zeros(len(shapes))
     for sign, variant in zip((1, -1), variants):
@@ -380,12 +380,12 @@ def codegen_columns(
                         arithmetic=sample.arithmetic,
                     )
                 )
-    fp8_s = frame["fp8_s"].to_numpy() - frame["overhead_s_fitted"].to_numpy() + time_s
+    fp8_s = frame["fp8_s"] - frame["overhead_s_fitted"] + time_s
     return {
         "overhead_bytes_codegen": nbytes,
         "overhead_s_codegen": time_s,
         "fp8_s_codegen": fp8_s,
-        "speedup_codegen": frame["bf16_s"].to_numpy() / fp8_s,
+        "speedup_codegen": frame["bf16_s"] / fp8_s,
     }
 
 

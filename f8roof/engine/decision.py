@@ -83,11 +83,11 @@ def frame_band(frame, criterion: str = "speedup"):
     """(low, expected, high) of a frame's decision column where it has a band (a calibrated
     estimate's `speedup` with `speedup_low`/`speedup_high`, widened to hold the estimate),
     else None: the one place a row's band is read."""
-    if criterion != "speedup" or "speedup_low" not in frame.columns:
+    if criterion != "speedup" or "speedup_low" not in frame:
         return None
-    value = frame[criterion].to_numpy(dtype=np.float64)
-    low = np.minimum(frame["speedup_low"].to_numpy(dtype=np.float64), value)
-    return low, value, np.maximum(frame["speedup_high"].to_numpy(dtype=np.float64), value)
+    value = np.asarray(frame[criterion], dtype=np.float64)
+    low = np.minimum(np.asarray(frame["speedup_low"], dtype=np.float64), value)
+    return low, value, np.maximum(np.asarray(frame["speedup_high"], dtype=np.float64), value)
 
 
 def float8_time_ends(frame, criterion: str = "speedup"):
@@ -97,7 +97,7 @@ def float8_time_ends(frame, criterion: str = "speedup"):
     if band is None:
         return None
     low, _, high = band
-    bf16_s = frame["bf16_s"].to_numpy(dtype=np.float64)
+    bf16_s = np.asarray(frame["bf16_s"], dtype=np.float64)
     return bf16_s / high, bf16_s / low
 
 
@@ -106,10 +106,10 @@ def frame_decisions(frame, *, criterion: str, policy: DecisionPolicy, margin: fl
     float8 cannot run the shape) and whether its band straddles 1 + margin. The band decides
     where the frame has one, else the criterion alone (> 1 + margin) and nothing straddles:
     the one decision every shape, layer and step answer rests on."""
-    ok = frame["fp8_ok"].to_numpy(dtype=bool)
+    ok = np.asarray(frame["fp8_ok"], dtype=bool)
     band = frame_band(frame, criterion)
     if band is None:
-        value = frame[criterion].to_numpy(dtype=np.float64)
+        value = np.asarray(frame[criterion], dtype=np.float64)
         codes = np.where(ok & (value > 1.0 + margin), 1, 0).astype(np.int8)
         return codes, np.zeros(len(frame), dtype=bool)
     low, expected, high = band
@@ -122,7 +122,7 @@ def frame_policy_end(frame, criterion: str, policy: DecisionPolicy) -> np.ndarra
     the frame has no band."""
     band = frame_band(frame, criterion)
     if band is None:
-        return frame[criterion].to_numpy(dtype=np.float64)
+        return np.asarray(frame[criterion], dtype=np.float64)
     low, expected, high = band
     return policy_end(low=low, expected=expected, high=high, policy=policy)
 

@@ -1,4 +1,4 @@
-"""Shapes x variant x GPU -> a pandas DataFrame of bf16 vs float8 times and speedups.
+"""Shapes x variant x GPU -> columns (`f8roof.columns`) of bf16 vs float8 times and speedups.
 
 The worst and ideal byte models are polynomials read once per configuration (from the shipped
 table, `traffic.byte_table`) and every shape is then a numpy array operation: a million shapes
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
-import pandas as pd
 
 from f8roof.calibration.file import Calibration, retimed
+from f8roof.columns import Columns, Labels
 from f8roof.engine.decision import DECISIONS, DecisionPolicy, frame_decisions
 from f8roof.errors import ModelError
 from f8roof.hardware.presets import GPU
@@ -191,11 +191,7 @@ def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.nd
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
 
 
-def _label(value: str, n: int) -> pd.Categorical:
-    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [value])
-
-
-def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd.DataFrame:
+def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> Columns:
     """Worst and ideal overhead beside the gemm times; the fitted level with a calibration.
     `groups` (a grouped config only, one count per shape): each shape is one expert of a
     grouped gemm over that many; times and bytes are the whole grouped gemm's. `ranges`: also
@@ -203,12 +199,12 @@ def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> pd
     what the CLI and model tables show, for variants whose kernel sets vary with the shape)."""
     # Speed (issue 29): the gemms' tilings are computed once for all the gemm models below
     # (this estimate's and the band's alternative fits: `timing.gemm.shared_tilings`), on the
-    # float64 arrays made here and kept unchanged until the frame is built.
+    # float64 arrays made here and kept unchanged until the columns are built.
     with shared_tilings():
         return _estimate(shapes, config, groups=groups, ranges=ranges)
 
 
-def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> pd.DataFrame:
+def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> Columns:
     array = as_array(shapes)
     M, K, N = array[:, 0], array[:, 1], array[:, 2]
     Mf, Kf, Nf = (x.astype(np.float64) for x in (M, K, N))  # converted once, used by every model
@@ -225,9 +221,9 @@ def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> pd.DataFrame
         "M": M,
         "K": K,
         "N": N,
-        "recipe": _label(config.recipe.name, len(M)),
-        "implementation": _label(config.implementation.value, len(M)),
-        "context": _label(config.context.name, len(M)),
+        "recipe": Labels.repeat(config.recipe.name, len(M)),
+        "implementation": Labels.repeat(config.implementation.value, len(M)),
+        "context": Labels.repeat(config.context.name, len(M)),
         "bf16_gemm_s": bf16_gemm_s,
         "fp8_gemm_s": fp8_gemm_s,
     }
@@ -259,9 +255,9 @@ def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> pd.DataFrame
             columns.update(band_columns(config, columns, rates, Mf, Kf, Nf))
     code, table = fp8_reason_codes(config.recipe, M, K, N)
     columns["fp8_ok"] = code == 0
-    columns["fp8_reason"] = pd.Categorical.from_codes(code, table)
+    columns["fp8_reason"] = Labels(code, tuple(table))
     columns["gemm_extrapolated"] = bf16_extra | fp8_extra
-    return pd.DataFrame(columns, copy=False)
+    return Columns(columns)
 
 
 def fitted_overhead(
@@ -518,7 +514,10 @@ def square_breakeven(
     """Smallest S (a multiple of 16) where float8 wins at M = K = N = S and keeps winning up to
     `max_size`; None if it never does."""
     sizes = np.arange(FP8_DIM_MULTIPLE, max_size + 1, FP8_DIM_MULTIPLE)
-    speedup = estimate(np.repeat(sizes[:, None], 3, axis=1), config)[column].to_numpy()
+    return _breakeven(sizes, estimate(np.repeat(sizes[:, None], 3, axis=1), config)[column])
+
+
+def _breakeven(sizes: np.ndarray, speedup: np.ndarray) -> int | None:
     losing = np.flatnonzero(speedup <= 1.0)
     if len(losing) == len(sizes):
         return None
@@ -546,43 +545,43 @@ def breakevens(config: EstimateConfig) -> dict[str, int | None]:
                 if column in ("speedup", "speedup_context"):
                     levels[f"{level} high end"] = f"{column}_high"
                     levels[f"{level} low end"] = f"{column}_low"
-    return {level: square_breakeven(config, column) for level, column in levels.items()}
+    sizes = np.arange(FP8_DIM_MULTIPLE, 65536 + 1, FP8_DIM_MULTIPLE)
+    squares = estimate(np.repeat(sizes[:, None], 3, axis=1), config)  # every level's column
+    return {level: _breakeven(sizes, squares[column]) for level, column in levels.items()}
 
 
 def decisions(
-    frame: pd.DataFrame, *, policy: DecisionPolicy, margin: float = 0.0
-) -> tuple[pd.Categorical, np.ndarray]:
+    frame: Columns, *, policy: DecisionPolicy, margin: float = 0.0
+) -> tuple[Labels, np.ndarray]:
     """Per row: 'convert', 'keep' or 'uncertain' and whether the band straddles the threshold
     (`decision.frame_decisions`): on the band where the estimate is calibrated, else on the
-    estimate at its decision level (the seed's worst case). Categorical, as the recipe and
-    reason columns: an array of strings costs a Python string per row once pandas takes it
-    (a tenth of a 200,000-shape estimate); files read the same."""
-    criterion = "speedup" if "speedup" in frame.columns else "speedup_worst"
+    estimate at its decision level (the seed's worst case). Labels, as the recipe and reason
+    columns: an array of strings costs a Python string per row (a tenth of a 200,000-shape
+    estimate once pandas takes it); files read the same."""
+    criterion = "speedup" if "speedup" in frame else "speedup_worst"
     codes, straddling = frame_decisions(frame, criterion=criterion, policy=policy, margin=margin)
-    return pd.Categorical.from_codes(codes, [d.value for d in DECISIONS]), straddling
+    return Labels(codes, tuple(d.value for d in DECISIONS)), straddling
 
 
-def implausible(
-    frame: pd.DataFrame, config: EstimateConfig, found: dict[str, int | None]
-) -> list[Note]:
+def implausible(frame: Columns, config: EstimateConfig, found: dict[str, int | None]) -> list[Note]:
     """Warnings for results no GPU can produce: a speedup above `speedup_bound` (float8's
     gemms faster than the part's peaks), or a breakeven below the smallest shape the
     calibration saw."""
-    bf16 = [c for c in ("bf16_s", "bf16_gemm_s") if c in frame.columns]
-    bf16_s = np.max([frame[c].to_numpy(dtype=np.float64) for c in bf16], axis=0)
+    bf16 = [c for c in ("bf16_s", "bf16_gemm_s") if c in frame]
+    bf16_s = np.max([frame[c] for c in bf16], axis=0)
     bound = speedup_bound(config, frame["M"], frame["K"], frame["N"], bf16_s)
     warnings = []
     for column in [c for c in frame.columns if c.startswith("speedup")]:
-        over = frame[column].to_numpy(dtype=np.float64) / bound
+        over = frame[column] / bound
         if np.nanmax(over, initial=0.0) > 1.0 + 1e-9:
             i = int(np.nanargmax(over))
-            row = frame.iloc[i]
+            row = frame.row(i)
             warnings.append(
                 note(
                     Topic.IMPLAUSIBLE,
                     column=column,
                     value=float(row[column]),
-                    shape=(int(row.M), int(row.K), int(row.N)),
+                    shape=(int(row["M"]), int(row["K"]), int(row["N"])),
                     bound=float(bound[i]),
                     gpu=config.gpu.name,
                 )

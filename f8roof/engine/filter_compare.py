@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, recommend
@@ -34,6 +34,9 @@ from f8roof.errors import F8RoofError, term
 from f8roof.training.catalog import Architecture, check_tokens
 from f8roof.training.run_config import ONE_GPU, RunConfig
 from f8roof.training.torchtitan_names import filtered
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TORCHAO_VERSION = "0.18.0"
 TORCHAO_SOURCE = (
@@ -108,13 +111,9 @@ class FilterComparison:
     def _times(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rec = self.recommendation
         bf16_col, fp8_col = TIME_COLUMNS[rec.criterion]
-        layers = rec.layers
-        counts = layers["count"].to_numpy(dtype=np.float64)
-        return (
-            counts,
-            layers[bf16_col].to_numpy(dtype=np.float64),
-            layers[fp8_col].to_numpy(dtype=np.float64),
-        )
+        layers = rec.rows
+        counts = layers["count"].astype(np.float64)
+        return counts, layers[bf16_col].astype(np.float64), layers[fp8_col].astype(np.float64)
 
     def _step_times(self, mask: np.ndarray) -> np.ndarray:
         counts, bf16, fp8 = self._times()
@@ -124,26 +123,26 @@ class FilterComparison:
         """torchao's filter for the linears; routed experts (grouped gemms, converted by
         torchao's MoE config, not by this filter) take f8roof's decision in both choices."""
         assert self.torchao is not None
-        layers = self.recommendation.layers
-        grouped = layers["grouped"].to_numpy(dtype=bool)
-        return np.where(grouped, layers["convert"].to_numpy(dtype=bool), self.torchao)
+        layers = self.recommendation.rows
+        grouped = layers["grouped"].astype(bool)
+        return np.where(grouped, layers["convert"].astype(bool), self.torchao)
 
     def _choice(self, name: str, mask: np.ndarray) -> Choice:
-        layers = self.recommendation.layers
-        modules = layers["count"].to_numpy() * np.maximum(1, layers["experts_per_device"])
+        layers = self.recommendation.rows
+        modules = layers["count"] * np.maximum(1, layers["experts_per_device"])
         return Choice(name, float(self._step_times(mask).sum()), int(modules[mask].sum()))
 
     @property
     def choices(self) -> list[Choice]:
         """bf16 everywhere, torchao's filter (when it has a rule), f8roof's, and every linear
         float8 can run converted."""
-        layers = self.recommendation.layers
+        layers = self.recommendation.rows
         none = np.zeros(len(layers), dtype=bool)
         out = [self._choice("bf16", none)]
         if self.torchao is not None:
             out.append(self._choice("torchao auto filter", self._torchao_mask()))
-        out.append(self._choice("f8roof", layers["convert"].to_numpy(dtype=bool)))
-        out.append(self._choice("all convertible", layers["fp8_ok"].to_numpy(dtype=bool)))
+        out.append(self._choice("f8roof", layers["convert"].astype(bool)))
+        out.append(self._choice("all convertible", layers["fp8_ok"].astype(bool)))
         return out
 
     def choice(self, name: str) -> Choice | None:
@@ -170,14 +169,12 @@ def compare_filters(
     recipe = resolved.config.recipe.name
     torchao, no_rule = None, ""
     try:
-        torchao = torchao_auto_filter(
-            recipe, rec.layers["full_K"].to_numpy(), rec.layers["full_N"].to_numpy()
-        )
+        torchao = torchao_auto_filter(recipe, rec.rows["full_K"], rec.rows["full_N"])
     except NoAutoFilter as e:
         no_rule = e.message
     fqns = tuple(f for f in filter_fqns if f)
     if torchao is not None and fqns:
-        rows = rec.layers
+        rows = rec.rows
         named = np.array(
             [filtered(fqn, fqns, count=c) for fqn, c in zip(rows["fqn"], rows["count"])],
             dtype=bool,
@@ -198,6 +195,8 @@ def comparison_grid(
 ) -> tuple[list[FilterComparison], pd.DataFrame]:
     """One comparison per (tokens, tp), and a summary row for each."""
     from dataclasses import replace
+
+    import pandas as pd
 
     comparisons, rows = [], []
     for t in tokens:

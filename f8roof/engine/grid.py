@@ -103,7 +103,7 @@ def speedup_grid(
     value |= {d: np.full(gx.size, fixed) for d in rest}
     shapes = np.stack([value[d] for d in DIMS], axis=1)
     column = LEVEL_COLUMNS[level]
-    speedup = estimate(shapes, config)[column].to_numpy(dtype=np.float64).reshape(gx.shape)
+    speedup = estimate(shapes, config)[column].astype(np.float64).reshape(gx.shape)
     return SpeedupGrid(config, xs, ys, x_dims, y_dims, rest, fixed, level, column, shapes, speedup)
 
 
@@ -114,11 +114,11 @@ def overhead_shares(
     xs = sizes(lo, hi, points)
     frame = estimate(np.repeat(xs[:, None], 3, axis=1), config)
     shares = {
-        "worst": (frame["overhead_s_worst"] / frame["fp8_s_worst"]).to_numpy(),
-        "ideal": (frame["overhead_s_ideal"] / frame["fp8_s_ideal"]).to_numpy(),
+        "worst": frame["overhead_s_worst"] / frame["fp8_s_worst"],
+        "ideal": frame["overhead_s_ideal"] / frame["fp8_s_ideal"],
     }
     if "overhead_s_fitted" in frame:
-        shares["fitted"] = (frame["overhead_s_fitted"] / frame["fp8_s"]).to_numpy()
+        shares["fitted"] = frame["overhead_s_fitted"] / frame["fp8_s"]
     return OverheadShares(config, xs, shares)
 
 

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from f8roof.calibration.file import Calibration
+from f8roof.columns import Columns
 from f8roof.engine.decision import (
     DEFAULT_POLICY,
     DecisionPolicy,
@@ -69,6 +70,9 @@ from f8roof.training.parallel import LocalLayer, local_layers
 from f8roof.training.recompute import forward_share, is_forward
 from f8roof.training.run_config import ONE_GPU, RunConfig
 from f8roof.training.torchtitan_names import expand_filters, split_by_filters
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # decision column -> (bf16 time, float8 time) it is the ratio of; both device time
 TIME_COLUMNS = {
@@ -136,7 +140,7 @@ class Recommendation:
     criterion: str  # the column decisions are made on: "speedup" or "speedup_worst"
     recipes: tuple[str, ...]  # compared, in order
     skipped_recipes: tuple[str, ...]  # asked for but not in the calibration
-    layers: pd.DataFrame  # one row per layer type
+    rows: Columns  # one row per layer type
     totals: Totals  # best recipe per layer
     recipe_totals: Mapping[str, Totals] = field(default_factory=dict)  # one recipe for all
     gpu: str = ""
@@ -147,20 +151,26 @@ class Recommendation:
     # the rows at their local shapes and each recipe's estimates of them, in `recipes` order
     # (`recommend_alone` reuses them)
     local: tuple[LocalLayer, ...] = field(default=(), repr=False)
-    frames: tuple[pd.DataFrame, ...] = field(default=(), repr=False)
+    frames: tuple[Columns, ...] = field(default=(), repr=False)
+
+    @cached_property
+    def layers(self) -> pd.DataFrame:
+        """The rows as a DataFrame, for scripts (built on first use: pandas is no part of an
+        answer on the terminal)."""
+        return self.rows.to_frame()
 
     @property
     def settle(self) -> Settle | None:
         """The one GPU run that settles every layer whose band straddles the decision
         (None when none does)."""
-        rows = self.layers[self.layers["straddles"].to_numpy(dtype=bool)]
+        rows = self.rows.take(self.rows["straddles"].astype(bool))
         if not len(rows):
             return None
         return settle_run(
             recipes=tuple(rows["recipe"]),
-            shapes=[(int(r.M), int(r.K), int(r.N)) for r in rows.itertuples()],
+            shapes=[(int(r["M"]), int(r["K"]), int(r["N"])) for r in rows.rows()],
             contexts=tuple(rows["context"]),
-            implementation=str(rows["implementation"].iloc[0]),
+            implementation=str(rows["implementation"][0]),
             calibrated=self.calibration is not None and self.calibration.is_measured,
         )
 
@@ -171,11 +181,11 @@ class Recommendation:
 
     @property
     def converted_fqns(self) -> tuple[str, ...]:
-        return tuple(self.layers.loc[self.layers["convert"], "fqn"])
+        return tuple(self.rows["fqn"][self.rows["convert"].astype(bool)])
 
     @property
     def has_grouped(self) -> bool:
-        return bool(self.layers["grouped"].any())
+        return bool(self.rows["grouped"].any())
 
     @property
     def step_share(self) -> StepShare | None:
@@ -188,8 +198,7 @@ class Recommendation:
     def reference_recipes(self) -> tuple[str, ...]:
         """Recipes chosen for converted layers that only f8roof's reference implementation
         has (delayed and static scaling): torchao cannot convert a model with them."""
-        layers = self.layers
-        chosen = layers.loc[layers["convert"].to_numpy(dtype=bool), "recipe"]
+        chosen = self.rows["recipe"][self.rows["convert"].astype(bool)]
         return tuple(r for r in dict.fromkeys(chosen) if r not in TORCHAO_RECIPES)
 
 
@@ -255,7 +264,7 @@ def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local
     ends = np.stack([frame_policy_end(f, criterion, policy) for f in frames], axis=1)
     scores = np.stack(
         [
-            np.where(f["fp8_ok"].to_numpy(dtype=bool), f[criterion].to_numpy(np.float64), -np.inf)
+            np.where(f["fp8_ok"].astype(bool), f[criterion].astype(np.float64), -np.inf)
             for f in frames
         ],
         axis=1,
@@ -267,28 +276,26 @@ def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local
         scores.argmax(axis=1),
     )
     rows = np.arange(len(local))
-    chosen = pd.concat([frames[b].iloc[[i]] for i, b in zip(rows, best)], ignore_index=True)
-    for column in ("recipe", "implementation", "context"):
-        chosen[column] = chosen[column].astype(str)
+    chosen = Columns.concat([frames[b].take([i]) for i, b in zip(rows, best)])
     counts = np.array([layer.linear.count for layer in local])
-    layers = pd.concat([_layer_columns(local), chosen], axis=1)
+    layers = _layer_columns(local).join(chosen)
     if len(recipes) > 1:
         for name, frame in zip(recipes, frames):
-            layers[f"{criterion}_{name}"] = frame[criterion].to_numpy()
-    value = layers[criterion].to_numpy(dtype=np.float64)
+            layers[f"{criterion}_{name}"] = frame[criterion]
+    value = layers[criterion].astype(np.float64)
     codes, straddling = frame_decisions(layers, criterion=criterion, policy=policy, margin=margin)
     convert = codes == 1
     layers["convert"] = convert
     layers["decision"] = np.array(["keep bf16", "convert", "uncertain"])[codes]
     layers["straddles"] = straddling
     # float8 faster by this fraction (negative: slower); none where float8 cannot run at all
-    layers["margin"] = np.where(layers["fp8_ok"].to_numpy(dtype=bool), value - 1.0, np.nan)
-    bf16_s = layers[bf16_col].to_numpy(dtype=np.float64)
-    fp8_s = layers[fp8_col].to_numpy(dtype=np.float64)
+    layers["margin"] = np.where(layers["fp8_ok"].astype(bool), value - 1.0, np.nan)
+    bf16_s = layers[bf16_col].astype(np.float64)
+    fp8_s = layers[fp8_col].astype(np.float64)
     layers["bf16_step_s"] = counts * bf16_s
     layers["recommended_step_s"] = counts * np.where(convert, fp8_s, bf16_s)
     layers["saved_step_s"] = layers["bf16_step_s"] - layers["recommended_step_s"]
-    modules = counts * np.maximum(1, layers["experts_per_device"].to_numpy())
+    modules = counts * np.maximum(1, layers["experts_per_device"])
     totals = _totals(
         counts, bf16_s, fp8_s, convert, modules, band=float8_time_ends(layers, criterion)
     )
@@ -297,8 +304,8 @@ def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local
         ok = _codes(frame, criterion, policy, margin) == 1
         recipe_totals[name] = _totals(
             counts,
-            frame[bf16_col].to_numpy(dtype=np.float64),
-            frame[fp8_col].to_numpy(dtype=np.float64),
+            frame[bf16_col].astype(np.float64),
+            frame[fp8_col].astype(np.float64),
             ok,
             modules,
         )
@@ -308,7 +315,7 @@ def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local
         criterion=criterion,
         recipes=recipes,
         skipped_recipes=resolved.skipped,
-        layers=layers,
+        rows=layers,
         totals=totals,
         recipe_totals=recipe_totals,
         gpu=resolved.gpu.name,
@@ -321,7 +328,7 @@ def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local
     )
 
 
-def _codes(frame: pd.DataFrame, criterion: str, policy: DecisionPolicy, margin: float):
+def _codes(frame: Columns, criterion: str, policy: DecisionPolicy, margin: float):
     return frame_decisions(frame, criterion=criterion, policy=policy, margin=margin)[0]
 
 
@@ -341,14 +348,14 @@ def split_rows(
     return out
 
 
-def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
+def _layer_columns(local: Sequence[LocalLayer]) -> Columns:
     """What each row is before any estimate: name, count, TP style, expert routing, the full
     (unsharded) weight dims. M, K, N (local) come with the estimate."""
-    return pd.DataFrame(
+    return Columns(
         {
-            "fqn": [layer.linear.fqn for layer in local],
+            "fqn": np.array([layer.linear.fqn for layer in local], dtype=object),
             "count": np.array([layer.linear.count for layer in local]),
-            "tp": [layer.linear.tp.value for layer in local],
+            "tp": np.array([layer.linear.tp.value for layer in local], dtype=object),
             "grouped": np.array([layer.grouped for layer in local], dtype=bool),
             "experts_per_device": np.array([layer.experts_per_device for layer in local]),
             "tokens_per_expert": np.array([layer.tokens_per_expert for layer in local]),
@@ -358,9 +365,7 @@ def _layer_columns(local: Sequence[LocalLayer]) -> pd.DataFrame:
     )
 
 
-def _layer_frame(
-    local: Sequence[LocalLayer], config: EstimateConfig, recompute: float
-) -> pd.DataFrame:
+def _layer_frame(local: Sequence[LocalLayer], config: EstimateConfig, recompute: float) -> Columns:
     """The estimate of every row under one config. Dense rows as `estimate` gives them; routed
     experts' rows replaced by a grouped gemm: experts-per-device gemms at M = tokens per
     expert, rowwise, overhead of torchao's grouped path (see the module docstring).
@@ -379,42 +384,41 @@ def _layer_frame(
     gconfig = grouped_config(config)
     part = _timed([local[i].shape for i in index], gconfig, recompute, groups=per_device)
     for column in part.columns:
-        frame.loc[index, column] = part[column].to_numpy()
+        frame.set_rows(index, column, part[column])
     # torchao's MoE training path, whatever implementation the dense linears use
-    frame.loc[index, "implementation"] = Implementation.TORCHAO.value
+    frame.set_rows(index, "implementation", Implementation.TORCHAO.value)
     if config.calibration is not None:
         # no fitted model of torchao's grouped path: its rows decide on its worst case, a true
         # bound for hand-written kernels (every loop reading from HBM); `speedup_level` says so
-        frame.loc[index, "bf16_s"] = frame.loc[index, "bf16_gemm_s"]
-        frame.loc[index, "fp8_s"] = frame.loc[index, "fp8_s_worst"]
-        frame.loc[index, "speedup"] = frame.loc[index, "speedup_worst"]
+        worst = frame["speedup_worst"][index]
+        frame.set_rows(index, "bf16_s", frame["bf16_gemm_s"][index])
+        frame.set_rows(index, "fp8_s", frame["fp8_s_worst"][index])
+        frame.set_rows(index, "speedup", worst)
         for column in ("speedup_low", "speedup_high"):
-            if column in frame.columns:
-                frame.loc[index, column] = frame.loc[index, "speedup_worst"]
-        if "context_s" in frame.columns:
-            frame.loc[index, "context_s"] = 0.0
-            frame.loc[index, "speedup_context"] = frame.loc[index, "speedup_worst"]
+            if column in frame:
+                frame.set_rows(index, column, worst)
+        if "context_s" in frame:
+            frame.set_rows(index, "context_s", 0.0)
+            frame.set_rows(index, "speedup_context", worst)
             for column in ("speedup_context_low", "speedup_context_high"):
-                if column in frame.columns:
-                    frame.loc[index, column] = frame.loc[index, "speedup_worst"]
+                if column in frame:
+                    frame.set_rows(index, column, worst)
         for column in ("overhead_s_fitted", *_FITTED_BYTES, *_WALL_COLUMNS):
-            if column in frame.columns:
-                frame.loc[index, column] = np.nan
+            if column in frame:
+                frame.set_rows(index, column, np.nan)
     return frame
 
 
 _LABELS = ("recipe", "implementation", "context")
 
 
-def _by_context(
-    local: Sequence[LocalLayer], config: EstimateConfig, recompute: float
-) -> pd.DataFrame:
+def _by_context(local: Sequence[LocalLayer], config: EstimateConfig, recompute: float) -> Columns:
     """Each row estimated in its own context (the op producing its input), with the seed's F
     flags that context implies; a context the calibration lacks falls back to the standalone
     linear (`context_asked` keeps the one the architecture has)."""
     # full recompute reruns the blocks' linears only (LocalLayer.in_block)
     keys = [(layer.linear.context, layer.in_block) for layer in local]
-    parts = []
+    parts, order = [], []
     for context, in_block in dict.fromkeys(keys):
         rows = [i for i, key in enumerate(keys) if key == (context, in_block)]
         used = context
@@ -427,13 +431,13 @@ def _by_context(
             replace(config, context=used, fused=context_fused_roles(used)),
             recompute if in_block else 0.0,
         )
-        part.index = rows
-        part["context_asked"] = context.name
+        part["context_asked"] = np.full(len(rows), context.name, dtype=object)
         parts.append(part)
-    frame = pd.concat(parts).sort_index()
+        order += rows
+    frame = Columns.concat(parts).take(np.argsort(order))
     for column in ("recompute_bf16_s", "recompute_fp8_s"):
         if column in frame:  # rows outside the blocks (lm_head) are never recomputed
-            frame[column] = frame[column].fillna(0.0)
+            frame[column] = np.where(np.isnan(frame[column]), 0.0, frame[column])
     return frame
 
 
@@ -478,7 +482,7 @@ def grouped_config(config: EstimateConfig) -> EstimateConfig:
     )
 
 
-def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> pd.DataFrame:
+def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> Columns:
     """`estimate`, plus the recomputed forward under full activation checkpointing of a share
     `recompute` of the blocks (1: every block). `groups`: experts per grouped gemm, per shape
     (routed experts)."""
@@ -503,9 +507,7 @@ def forward_share_fn(key: ModelKey):
     return lambda M, K, N: forward(M, K, N) / total(M, K, N)
 
 
-def _add_recompute(
-    frame: pd.DataFrame, config: EstimateConfig, groups, blocks: float = 1.0
-) -> None:
+def _add_recompute(frame: Columns, config: EstimateConfig, groups, blocks: float = 1.0) -> None:
     """Full activation checkpointing runs each linear's forward again in the backward: its
     output gemm in both precisions, and the forward share of the float8 overhead (input and
     weight casts, `models.recompute.forward_share` of the worst-case model, applied to every
@@ -514,7 +516,7 @@ def _add_recompute(
     per compiled step, not per recomputed forward. `blocks`: the share of the blocks
     checkpointed (torchtitan's layer SAC: every n-th), which scales what is recomputed (a row
     stands for the layer in every block)."""
-    M, K, N = (frame[c].to_numpy(dtype=np.float64) for c in ("M", "K", "N"))
+    M, K, N = (frame[c].astype(np.float64) for c in ("M", "K", "N"))
     gemm = config.gemm_model
     bf16_fwd, _ = gemm.time_s("bf16", GemmRole.OUTPUT, M, K, N, groups)
     output_dtype = fp8_gemm_dtype(config.recipe, GemmRole.OUTPUT, config.implementation)
@@ -538,9 +540,7 @@ def _add_recompute(
         frame[f"fp8_s_{level}"] = frame["fp8_gemm_s"] + frame[f"overhead_s_{level}"]
         frame[f"speedup_{level}"] = frame["bf16_gemm_s"] / frame[f"fp8_s_{level}"]
     if "fp8_s" in frame:
-        before = {
-            c: frame[c].to_numpy(copy=True) for c in ("speedup", "speedup_context") if c in frame
-        }
+        before = {c: frame[c] for c in ("speedup", "speedup_context") if c in frame}
         frame["bf16_s"] = frame["bf16_s"] + bf16_fwd
         frame["fp8_s"] = frame["fp8_s"] + frame["recompute_fp8_s"]
         frame["speedup"] = frame["bf16_s"] / frame["fp8_s"]
@@ -555,7 +555,7 @@ def _add_recompute(
                     frame[column + end] = frame[column + end] * (frame[column] / old)
         for column in _WALL_COLUMNS:
             if column in frame:
-                frame[column] = np.nan
+                frame[column] = np.full(len(frame), np.nan)
 
 
 def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
@@ -617,7 +617,7 @@ class ModuleFilter:
     def __repr__(self) -> str:
         """The decisions per layer type, not the calibration behind them (hundreds of KB)."""
         rec = self.recommendation
-        layers = rec.layers
+        layers = rec.rows
         convert = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if yes]
         keep = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if not yes]
         return (
@@ -692,7 +692,7 @@ def module_filter(
     recommendation = recommend(
         architecture, tokens=tokens, resolved=resolved, setup=setup, policy=policy
     )
-    verdict = dict(zip(recommendation.layers["fqn"], recommendation.layers["convert"].astype(bool)))
+    verdict = dict(zip(recommendation.rows["fqn"], recommendation.rows["convert"].astype(bool)))
     kinds = group_by_layer_type(linears)
     decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}
     by_layer = {

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from f8roof.columns import Columns
 from f8roof.engine.decision import float8_time_ends
 from f8roof.engine.recommend import Recommendation, forward_share_fn
 from f8roof.engine.resolve import Resolved
@@ -93,7 +93,7 @@ def _kept_by_filters(
     """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
     for the step as run without a setup), torchao's auto filter among them; and the values
     of the note saying which."""
-    rows = rec.layers
+    rows = rec.rows
     given = run.filter_fqns
     filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
     kept = np.array(
@@ -110,9 +110,9 @@ def _kept_by_filters(
         recipe = rec.recipes[0]
         # torchtitan converts before it parallelizes: the filter sees the whole weight
         converts = torchao_auto_filter(
-            recipe, rows["full_K"].to_numpy(dtype=np.int64), rows["full_N"].to_numpy(np.int64)
+            recipe, rows["full_K"].astype(np.int64), rows["full_N"].astype(np.int64)
         )
-        kept |= ~converts & ~rows["grouped"].to_numpy(dtype=bool)
+        kept |= ~converts & ~rows["grouped"].astype(bool)
         said["auto_recipe"] = recipe
     return kept, said
 
@@ -168,8 +168,8 @@ def summarize_step(
             fits_only=(
                 None if block is None else _summarize(rec, resolved, run, None, [], as_run=True)
             ),
-            converted_types=int(rec.layers["convert"].astype(bool).sum()),
-            layer_types=len(rec.layers),
+            converted_types=int(rec.rows["convert"].astype(bool).sum()),
+            layer_types=len(rec.rows),
             kept_by_setup=tuple(bool(k) for k in kept_by_setup(rec)),
         )
     except ModelError as e:
@@ -193,10 +193,10 @@ def _summarize(
 ) -> StepSummary:
     """`as_run`: every linear float8 can run in float8 but the filtered ones; otherwise
     f8roof's decisions (the setup's filters still apply)."""
-    rows = rec.layers
+    rows = rec.rows
     setup = rec.setup
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
-    head = (rows["fqn"] == "lm_head").to_numpy()
+    head = rows["fqn"] == "lm_head"
     bf16_col, fp8_col = (
         ("bf16_s", "fp8_s")
         if rec.criterion == "speedup"
@@ -206,22 +206,22 @@ def _summarize(
         )
     )
     filtered, said = _kept_by_filters(rec, run, as_run=as_run)
-    grouped = rows["grouped"].to_numpy(dtype=bool)
+    grouped = rows["grouped"].astype(bool)
     if as_run:
-        convert = np.isfinite(rows[fp8_col].to_numpy(dtype=np.float64)) & ~filtered
+        convert = np.isfinite(rows[fp8_col].astype(np.float64)) & ~filtered
         experts = "none"
         if grouped.any():
-            moe = [f for f in rows.loc[grouped, "fqn"] if any(m in f for m in run.moe_fqns)]
-            convert &= ~grouped | rows["fqn"].isin(moe).to_numpy()
+            moe = [f for f in rows["fqn"][grouped] if any(m in f for m in run.moe_fqns)]
+            convert &= ~grouped | np.array([f in moe for f in rows["fqn"]], dtype=bool)
             experts = "converted" if moe else "kept"
         notes.append(note(Topic.AS_CONVERTED, experts=experts, moe=list(run.moe_fqns), **said))
     else:
-        convert = rows["convert"].to_numpy(dtype=bool) & ~filtered
-    counts = rows["count"].to_numpy(dtype=np.float64)
+        convert = rows["convert"].astype(bool) & ~filtered
+    counts = rows["count"].astype(np.float64)
     layers = _layers(rec)
 
-    bf16 = rows[bf16_col].to_numpy(dtype=np.float64)
-    fp8 = rows[fp8_col].to_numpy(dtype=np.float64)
+    bf16 = rows[bf16_col].astype(np.float64)
+    fp8 = rows[fp8_col].astype(np.float64)
     rec_bf16 = _column(rows, "recompute_bf16_s")
     rec_fp8 = _column(rows, "recompute_fp8_s")
     # the linears without their full-AC recompute (recommend folds it into the times); in the
@@ -235,7 +235,7 @@ def _summarize(
         rec_fp8 = rec_fp8 - shared * np.divide(rec_fp8, fp8, out=np.zeros(len(rows)), where=fp8 > 0)
         fp8 = fp8 - shared
     lin_fp8 = np.where(convert, fp8 - rec_fp8, lin_bf16)
-    gemm_fp8 = np.where(convert, rows["fp8_gemm_s"].to_numpy(dtype=np.float64) - rec_fp8, 0.0)
+    gemm_fp8 = np.where(convert, rows["fp8_gemm_s"].astype(np.float64) - rec_fp8, 0.0)
     gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
     re_bf16 = rec_bf16
     re_fp8 = np.where(convert, rec_fp8, rec_bf16)
@@ -308,7 +308,7 @@ def _summarize(
             notes.append(note(Topic.FLOAT8_BY_LAYERS))
     other = ~block & ~head
     if other.any():
-        notes.append(note(Topic.OTHER_LINEARS, fqns=list(rows.loc[other, "fqn"])))
+        notes.append(note(Topic.OTHER_LINEARS, fqns=list(rows["fqn"][other])))
     side = ~block
     head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
     head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
@@ -342,19 +342,19 @@ def _moved(graph16: BlockTimes, rows16: BlockTimes, rows8: BlockTimes) -> BlockT
 def gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
     """The step's bf16 linear gemms (three per linear, per GPU) at the GPU's datasheet peak:
     no measured step can be shorter."""
-    rows = rec.layers
+    rows = rec.rows
     flops = 6 * rows["count"] * rows["M"] * rows["K"] * rows["N"]
     return float(flops.sum()) / resolved.config.gpu.bf16_flops
 
 
-def _weights(rows: pd.DataFrame, tp: int) -> np.ndarray:
+def _weights(rows: Columns, tp: int) -> np.ndarray:
     """Per row, the weight elements one GPU holds before FSDP shards them: every linear of
     the type (experts on this device included), split over TP unless replicated."""
-    counts = rows["count"].to_numpy(dtype=np.float64)
-    shard = np.where((rows["tp"] == "replicated").to_numpy(), 1, tp)
-    experts = np.maximum(1, rows["experts_per_device"].to_numpy(dtype=np.float64))
-    K = rows["full_K"].to_numpy(dtype=np.float64)
-    N = rows["full_N"].to_numpy(dtype=np.float64)
+    counts = rows["count"].astype(np.float64)
+    shard = np.where(rows["tp"] == "replicated", 1, tp)
+    experts = np.maximum(1, rows["experts_per_device"].astype(np.float64))
+    K = rows["full_K"].astype(np.float64)
+    N = rows["full_N"].astype(np.float64)
     weights: np.ndarray = counts * K * N * experts / shard
     return weights
 
@@ -364,9 +364,9 @@ def _params_per_gpu(
 ) -> tuple[float, float]:
     """This GPU's parameter shard (every linear weight and the embedding, as large as
     lm_head; TP then FSDP split them), and the float8-converted part of it."""
-    rows = rec.layers
+    rows = rec.rows
     params = _weights(rows, run.tp)
-    head = rows.loc[rows["fqn"] == "lm_head"]
+    head = rows.take(rows["fqn"] == "lm_head")
     embedding = float((head["full_K"] * head["full_N"]).sum()) / run.tp
     ranks = run.fsdp_ranks
     return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
@@ -381,10 +381,10 @@ def _outside(
 ) -> OutsideBlocks:
     """What the step runs outside its blocks (training/step.py `outside_blocks`), at the
     calibration's pointwise streaming rate."""
-    rows = rec.layers
-    head = rows.loc[rows["fqn"] == "lm_head"]
-    dim = int(head["full_K"].iloc[0]) if len(head) else int(rows["full_K"].max())
-    vocab = int(head["full_N"].iloc[0]) if len(head) else 0
+    rows = rec.rows
+    head = rows.take(rows["fqn"] == "lm_head")
+    dim = int(head["full_K"][0]) if len(head) else int(rows["full_K"].max())
+    vocab = int(head["full_N"][0]) if len(head) else 0
     params, fp8_params = _params_per_gpu(rec, run, convert)
     rate = resolved.calibration.kernel_time if resolved.calibration is not None else None
     gpu = resolved.config.gpu
@@ -400,7 +400,7 @@ def _outside(
         place = placement_for(group_size=world, stride=1, gpus_per_node=run.gpus_per_node)
         kw: dict[str, Any] = {"group_size": world, "placement": place, "fabric": fabric}
         norm_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES, **kw))
-        tensors = int((rows["count"].to_numpy()[convert]).sum())
+        tensors = int(rows["count"][convert].sum())
         scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
     precompute = bool(run.precompute_scales and run.float8_all_gather and convert.any())
     notes.append(note(Topic.OUTSIDE_BLOCKS, params_per_gpu=params, precompute=precompute))
@@ -419,7 +419,7 @@ def _outside(
 
 
 def _shared_input_s(
-    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray, fp8: np.ndarray
+    rows: Columns, resolved: Resolved, convert: np.ndarray, block: np.ndarray, fp8: np.ndarray
 ) -> np.ndarray:
     """Per row, seconds per linear: the float8 overhead a block linear does not pay because
     the linear before it in its group casts the same input. q, k and v read the attention
@@ -432,9 +432,9 @@ def _shared_input_s(
     saved = np.zeros(len(rows))
     configs = {c.recipe.name: c for c in resolved.configs}
     paid: set[tuple[str, int, str]] = set()
-    column = (rows["tp"] == "column").to_numpy() & ~rows["grouped"].to_numpy(dtype=bool)
+    column = (rows["tp"] == "column") & ~rows["grouped"].astype(bool)
     for i in np.flatnonzero(block & convert & column):
-        row = rows.iloc[i]
+        row = rows.row(i)
         context = Context.from_name(str(row["context"]))
         if context.before is Before.NONE:
             continue
@@ -457,14 +457,14 @@ def _shared_input_s(
 
 
 def _band_moves(
-    rows: pd.DataFrame, convert: np.ndarray, counts: np.ndarray, criterion: str
+    rows: Columns, convert: np.ndarray, counts: np.ndarray, criterion: str
 ) -> tuple[float, float]:
     """How much the converted linears' float8 time per step moves at their bands' fast and
     slow ends (`decision.float8_time_ends`): the step's band. Zero where the rows carry none."""
     ends = float8_time_ends(rows, criterion)
     if ends is None:
         return 0.0, 0.0
-    expected = rows["fp8_s"].to_numpy(dtype=np.float64)
+    expected = rows["fp8_s"].astype(np.float64)
     weight = np.where(convert, counts, 0.0)
     fast, slow = (float(np.nansum(weight * (end - expected))) for end in ends)
     return min(fast, 0.0), max(slow, 0.0)
@@ -516,14 +516,15 @@ def _attention(
     return block_s, again
 
 
-def _column(rows: pd.DataFrame, name: str) -> np.ndarray:
-    if name in rows.columns:
-        return np.asarray(rows[name].fillna(0.0).to_numpy(dtype=np.float64))
+def _column(rows: Columns, name: str) -> np.ndarray:
+    if name in rows:
+        values = rows[name].astype(np.float64)
+        return np.where(np.isnan(values), 0.0, values)
     return np.zeros(len(rows))
 
 
 def _selective(
-    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray, run: RunConfig
+    rows: Columns, resolved: Resolved, convert: np.ndarray, block: np.ndarray, run: RunConfig
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-op SAC: the block linears, in the catalog's forward order (q, k, v, o, gate, up,
     down: torchtitan's wq, wk, wv, wo, w1, w3, w2), through the every-second-mm rule."""
@@ -538,7 +539,7 @@ def _selective(
     re_bf16 = np.where(again, bf16_fwd, 0.0)
     re_fp8 = re_bf16.copy()
     for i in np.flatnonzero(block & convert):
-        row = rows.iloc[i]
+        row = rows.row(i)
         config = configs.get(str(row["recipe"]), resolved.config)
         M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
         share = float(np.asarray(forward_share_fn(config.model_key(Level.WORST))(M, K, N)))
@@ -548,7 +549,7 @@ def _selective(
 
 
 def _forward_gemms(
-    rows: pd.DataFrame, resolved: Resolved, convert: np.ndarray, block: np.ndarray
+    rows: Columns, resolved: Resolved, convert: np.ndarray, block: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each block row's forward (output) gemm, seconds, bf16 and as the step runs it (its
     recipe's float8 gemm where converted, else bf16 again); 0 outside the blocks."""
@@ -556,7 +557,7 @@ def _forward_gemms(
     bf16 = np.zeros(len(rows))
     fp8 = np.zeros(len(rows))
     for i in np.flatnonzero(block):
-        row = rows.iloc[i]
+        row = rows.row(i)
         config = configs.get(str(row["recipe"]), resolved.config)
         M, K, N = (np.float64(row[c]) for c in ("M", "K", "N"))
         bf16[i] = float(config.gemm_model.time_s("bf16", GemmRole.OUTPUT, M, K, N)[0])
@@ -587,7 +588,7 @@ def _fabric(rec: Recommendation, notes: list[Note]) -> Interconnect | None:
 
 def _tp_collectives(
     rec: Recommendation,
-    rows: pd.DataFrame,
+    rows: Columns,
     convert: np.ndarray,
     block: np.ndarray,
     run: RunConfig,
@@ -600,15 +601,15 @@ def _tp_collectives(
     fabric = _fabric(rec, notes) if tp > 1 else None
     if fabric is None:
         return None
-    dense_block = block & ~rows["grouped"].to_numpy(dtype=bool)
+    dense_block = block & ~rows["grouped"].astype(bool)
     place = placement_for(group_size=tp, stride=1, gpus_per_node=run.gpus_per_node)
-    row_par = dense_block & (rows["tp"] == "row").to_numpy()
-    hidden = rows.loc[row_par, "full_N"].to_numpy(dtype=np.float64)
+    row_par = dense_block & (rows["tp"] == "row")
+    hidden = rows["full_N"][row_par].astype(np.float64)
     nbytes = rec.tokens * hidden * BF16_BYTES
     kw: dict[str, Any] = {"group_size": tp, "placement": place, "fabric": fabric}
     ag = collective_time_s(CollectiveKind.ALL_GATHER, nbytes=nbytes, **kw)
     rs = collective_time_s(CollectiveKind.REDUCE_SCATTER, nbytes=nbytes, **kw)
-    tensorwise = all(str(r) == "tensorwise" for r in rows.loc[convert & dense_block, "recipe"])
+    tensorwise = all(str(r) == "tensorwise" for r in rows["recipe"][convert & dense_block])
     fp8_ag = ag
     if tensorwise and (convert & dense_block).any():
         fp8_ag = float8_all_gather_time_s(numel=rec.tokens * hidden, **kw)
@@ -618,7 +619,7 @@ def _tp_collectives(
 
 def _tp_comm(
     rec: Recommendation,
-    rows: pd.DataFrame,
+    rows: Columns,
     convert: np.ndarray,
     block: np.ndarray,
     layers: int,
@@ -634,8 +635,8 @@ def _tp_comm(
         return 0.0, 0.0
     ag, rs, fp8_ag, place = found
     setup = rec.setup
-    row_par = block & ~rows["grouped"].to_numpy(dtype=bool) & (rows["tp"] == "row").to_numpy()
-    per_block = rows["count"].to_numpy(dtype=np.float64)[row_par] / layers
+    row_par = block & ~rows["grouped"].astype(bool) & (rows["tp"] == "row")
+    per_block = rows["count"].astype(np.float64)[row_par] / layers
     # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again (full
     # AC of every n-th block only: that share of the blocks)
     full_again = setup.recompute_share(layers)
@@ -648,7 +649,7 @@ def _tp_comm(
 
 def _async_tp(
     rec: Recommendation,
-    rows: pd.DataFrame,
+    rows: Columns,
     convert: np.ndarray,
     block: np.ndarray,
     run: RunConfig,
@@ -667,10 +668,10 @@ def _async_tp(
     ag, rs, fp8_ag, place = found
     setup, tp = rec.setup, rec.setup.tp
     layers = _layers(rec)
-    dense = block & ~rows["grouped"].to_numpy(dtype=bool)
-    style = rows["tp"].to_numpy()
+    dense = block & ~rows["grouped"].astype(bool)
+    style = rows["tp"]
     module = np.array([str(f).rsplit(".", 1)[0] for f in rows["fqn"]])
-    share = rows["count"].to_numpy(dtype=np.float64) / layers
+    share = rows["count"].astype(np.float64) / layers
     full_again = setup.recompute_share(layers)
     again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
     out = []
@@ -708,7 +709,7 @@ def _tp_note(run: RunConfig, place: Placement, *, from_graphs: bool) -> Note:
 
 def _fsdp_comm(
     rec: Recommendation,
-    rows: pd.DataFrame,
+    rows: Columns,
     convert: np.ndarray,
     block: np.ndarray,
     layers: int,
@@ -730,7 +731,7 @@ def _fsdp_comm(
     fabric = _fabric(rec, notes)
     if fabric is None:
         return 0.0, 0.0
-    counts = rows["count"].to_numpy(dtype=np.float64)
+    counts = rows["count"].astype(np.float64)
     place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=run.gpus_per_node)
     fabric, nics = group_fabric(
         fabric,
@@ -743,7 +744,7 @@ def _fsdp_comm(
     params = _weights(rows, tp)
     block_params = float(params[block].sum()) / layers
     # torchao gathers float8 weights for tensorwise only; rowwise weights travel in bf16
-    gathered = block & convert & (rows["recipe"].astype(str) == "tensorwise").to_numpy()
+    gathered = block & convert & (rows["recipe"].astype(str) == "tensorwise")
     fp8_params = float(params[gathered].sum()) / layers
     ag_bf16 = float(collective_time_s("all_gather", nbytes=block_params * BF16_BYTES, **kw))
     if run.float8_all_gather and fp8_params:
@@ -848,7 +849,7 @@ def _graph_blocks(
     all-float8 graph; `attention`: (per block, its full-AC rerun) seconds; `pipelined`: async
     TP's exposed communication per precision (`_async_tp`), which replaces the graphs' own."""
     graphs, times = timed.graphs, timed.times
-    rows, layers = rec.layers, _layers(rec)
+    rows, layers = rec.rows, _layers(rec)
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
     share = run.recompute_share(layers)
     attention_s, attention_again = attention
@@ -919,7 +920,7 @@ def _graph_blocks(
 def _layers(rec: Recommendation) -> int:
     """The model's blocks: the most repeats of a layer type, its rows filters split summed."""
     blocks: dict[str, int] = {}
-    for fqn, count in zip(rec.layers["fqn"], rec.layers["count"]):
+    for fqn, count in zip(rec.rows["fqn"], rec.rows["count"]):
         if is_block_fqn(fqn):
             blocks[layer_type(fqn)] = blocks.get(layer_type(fqn), 0) + int(count)
     return max(blocks.values(), default=1)

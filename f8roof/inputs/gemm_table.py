@@ -14,12 +14,14 @@ is refused: such a table is in other units, or of another shape.
 from __future__ import annotations
 
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from f8roof.errors import F8RoofError
 from f8roof.hardware.presets import GPU, PRESETS
 from f8roof.timing.gemm import GEMM_ROLES, GemmTableError, TableGemm, gemm_dims
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BF16_COLUMNS = ("bf16_time_s", "ref_time_s", "bf16_s")
 FP8_COLUMNS = ("fp8_time_s", "fp8_s")
@@ -72,6 +74,8 @@ PEAK_MARGIN = 1.05
 
 def load_gemm_table(path: str | Path, *, gpu: GPU | None = None) -> TableGemm:
     """`gpu`: the GPU the table is for (its peak bounds the times), None when not named."""
+    import pandas as pd  # a table given is read by pandas; an estimate without one needs none
+
     path = Path(path)
     try:
         frame = pd.read_csv(path)

@@ -14,8 +14,9 @@ import math
 import textwrap
 from typing import Any
 
-import pandas as pd
+import numpy as np
 
+from f8roof.columns import Columns
 from f8roof.engine.answer import (
     FittingSpeedup,
     MemoryAnswer,
@@ -62,17 +63,17 @@ def render_answer(
         lines += memory_lines(answer.memory)
         rec = answer.recommendation
         lines += recipe_lines(rec)
-        lines += settle_lines(rec.settle, _straddling(rec.layers), "layer types")
+        lines += settle_lines(rec.settle, _straddling(rec.rows), "layer types")
         if answer.torchtitan is not None:
             lines += ["", *torchtitan_lines(answer.torchtitan)]
     else:
-        lines.append(aligned(*shape_rows(answer.frame), color=color))
-        if len(answer.frame) > MAX_ROWS:
-            lines.append(f"... {len(answer.frame) - MAX_ROWS} more rows (all of them: --out)")
+        lines.append(aligned(*shape_rows(answer.rows), color=color))
+        if len(answer.rows) > MAX_ROWS:
+            lines.append(f"... {len(answer.rows) - MAX_ROWS} more rows (all of them: --out)")
         lines += _decision_breakeven(answer.breakevens)
-        lines += unrunnable_lines(answer.frame)
-        lines += extrapolated_lines(answer.frame)
-        lines += settle_lines(answer.settle, _straddling(answer.frame), "shapes")
+        lines += unrunnable_lines(answer.rows)
+        lines += extrapolated_lines(answer.rows)
+        lines += settle_lines(answer.settle, _straddling(answer.rows), "shapes")
     return "\n".join(lines)
 
 
@@ -82,10 +83,10 @@ MAX_ROWS = 60
 SHORT_HEADER = ["bf16 us", "float8 us", "speedup (low-high)", "decision"]
 
 
-def _columns(frame: pd.DataFrame) -> tuple[str, str, str]:
+def _columns(frame: Columns) -> tuple[str, str, str]:
     """(bf16 time, float8 time, speedup) columns of the decision: the fitted ones with a
     calibration, else the seed's worst case."""
-    if "speedup" in frame.columns:
+    if "speedup" in frame:
         return "bf16_s", "fp8_s", "speedup"
     return "bf16_gemm_s", "fp8_s_worst", "speedup_worst"
 
@@ -112,12 +113,12 @@ def _decision(value, straddles: bool) -> str:
     return word + (" *" if straddles else "")
 
 
-def shape_rows(frame: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+def shape_rows(frame: Columns) -> tuple[list[str], list[list[str]]]:
     """The shapes' short table: shape, recipe, then the decision's cells."""
     columns = _columns(frame)
     rows = [
         [f"{r['M']}x{r['K']}x{r['N']}", str(r["recipe"]), *_short_cells(r, columns)]
-        for _, r in frame.head(MAX_ROWS).iterrows()
+        for r in frame.head(MAX_ROWS).rows()
     ]
     return ["shape", "recipe", *SHORT_HEADER], rows
 
@@ -126,12 +127,12 @@ def model_rows(answer: ModelAnswer) -> tuple[list[str], list[list[str]]]:
     """The layers' short table: layer type, count, (several recipes: the one chosen), then the
     decision's cells."""
     rec = answer.recommendation
-    layers = rec.layers
+    layers = rec.rows
     columns = _columns(layers)
     several = len(rec.recipes) > 1
     header = ["layer", "count", *(["recipe"] if several else []), *SHORT_HEADER]
     rows = []
-    for _, r in layers.iterrows():
+    for r in layers.rows():
         cells = [_layer_name(str(r["fqn"])), str(r["count"])]
         if several:
             cells.append(str(r["recipe"]))
@@ -158,8 +159,8 @@ def step_lines(answer: ModelAnswer) -> list[str]:
     """At most five lines: what to convert, the expected step speedup with its band (f8roof's
     choice, torchtitan's all-but-output beside it), where the step's time goes."""
     rec, step = answer.recommendation, answer.step
-    names = [_layer_name(str(f)) for f in rec.layers["fqn"]]
-    convert = rec.layers["convert"].to_numpy(dtype=bool)
+    names = [_layer_name(str(f)) for f in rec.rows["fqn"]]
+    convert = rec.rows["convert"].astype(bool)
     filtered = step.kept_by_setup
     chosen = [n for n, c, f in zip(names, convert, filtered) if c and not f]
     held = [n for n, c, f in zip(names, convert, filtered) if c and f]
@@ -265,21 +266,21 @@ def _decision_breakeven(found: dict[str, int | None]) -> list[str]:
     return [line for line in breakeven_lines(found) if level and f"({level})" in line]
 
 
-def unrunnable_lines(frame: pd.DataFrame) -> list[str]:
+def unrunnable_lines(frame: Columns) -> list[str]:
     """Shapes float8 gemms cannot run, and why (the first few)."""
-    bad = frame[~frame["fp8_ok"].to_numpy(dtype=bool)]
+    bad = frame.take(~frame["fp8_ok"].astype(bool))
     return [
         f"float8 cannot run {r['M']}x{r['K']}x{r['N']}: {r['fp8_reason']}"
-        for _, r in bad.head(3).iterrows()
+        for r in bad.head(3).rows()
     ] + ([f"... and {len(bad) - 3} more shapes"] if len(bad) > 3 else [])
 
 
-def extrapolated_lines(frame: pd.DataFrame) -> list[str]:
+def extrapolated_lines(frame: Columns) -> list[str]:
     """Shapes whose gemm times a table extrapolates."""
-    if "gemm_extrapolated" not in frame.columns:
+    if "gemm_extrapolated" not in frame:
         return []
-    far = frame[frame["gemm_extrapolated"].to_numpy(dtype=bool)]
-    shapes = ", ".join(f"{r['M']}x{r['K']}x{r['N']}" for _, r in far.head(3).iterrows())
+    far = frame.take(frame["gemm_extrapolated"].astype(bool))
+    shapes = ", ".join(f"{r['M']}x{r['K']}x{r['N']}" for r in far.head(3).rows())
     more = f" and {len(far) - 3} more" if len(far) > 3 else ""
     return [f"gemm time extrapolated beyond the table at {shapes}{more}"] if len(far) else []
 
@@ -298,8 +299,8 @@ def recipe_lines(rec) -> list[str]:
     return lines
 
 
-def _straddling(frame: pd.DataFrame) -> int:
-    return int(frame["straddles"].sum()) if "straddles" in frame.columns else 0
+def _straddling(frame: Columns) -> int:
+    return int(frame["straddles"].sum()) if "straddles" in frame else 0
 
 
 def settle_lines(settle: Settle | None, count: int, what: str) -> list[str]:
@@ -416,13 +417,13 @@ def full_lines(
             lines += ["", *memory_lines(answer.memory, every=True)]
             lines += [_peak_line(k, getattr(answer.memory.estimate, k)) for k in ("bf16", "fp8")]
             lines += [f"  assumes: {sentence(n)}" for n in answer.memory.notes]
-        lines += settle_lines(rec.settle, _straddling(rec.layers), "layer types")
+        lines += settle_lines(rec.settle, _straddling(rec.rows), "layer types")
         if answer.torchtitan is not None:
             lines += ["", *torchtitan_lines(answer.torchtitan)]
     else:
-        lines.append(render_table(answer.frame, color=color, width=width))
+        lines.append(render_table(answer.rows, color=color, width=width))
         lines += breakeven_lines(answer.breakevens)
-        lines += settle_lines(answer.settle, _straddling(answer.frame), "shapes")
+        lines += settle_lines(answer.settle, _straddling(answer.rows), "shapes")
     return [w for text in lines for line in text.split("\n") for w in _fitted(line, width)]
 
 
@@ -467,14 +468,13 @@ def block_lines(block: BlockComparison) -> list[str]:
 # --- --out ------------------------------------------------------------------------------------
 
 
-def out_frame(answer: ShapesAnswer | ModelAnswer) -> pd.DataFrame:
+def out_rows(answer: ShapesAnswer | ModelAnswer) -> Columns:
     """The rows as --out writes them: every column, and a model's layer notes in words."""
     if not isinstance(answer, ModelAnswer):
-        return answer.frame
+        return answer.rows
     rec = answer.recommendation
-    frame = rec.layers.copy()
-    frame["note"] = [layer_note(r, rec.criterion) for _, r in frame.iterrows()]
-    return frame
+    notes = [layer_note(r, rec.criterion) for r in rec.rows.rows()]
+    return rec.rows.join(Columns({"note": np.array(notes, dtype=object)}))
 
 
 def out_summary(answer: ModelAnswer) -> dict[str, Any]:

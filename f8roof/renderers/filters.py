@@ -4,13 +4,15 @@ over tokens and TP degrees, and the report's Markdown section."""
 from __future__ import annotations
 
 import math
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from f8roof.engine.filter_compare import TORCHAO_SOURCE, FilterCompareResult, FilterComparison
 from f8roof.engine.recommend import StepShare
 from f8roof.renderers.cells import aligned, decision, markdown_table, ms, step_share_line
 from f8roof.renderers.notes import criterion_text, provenance_line, run_text
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def comparison_rows(cmp: FilterComparison) -> tuple[list[str], list[list[str]]]:

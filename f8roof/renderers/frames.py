@@ -1,30 +1,38 @@
-"""One renderer per output file format, all with the same signature: (DataFrame, path) -> None,
-each writing its file atomically (a reader never sees half of it). The terminal table is renderers/table.py.
+"""One renderer per output file format, all with the same signature: (Columns, path) -> None,
+each writing its file atomically (a reader never sees half of it). The terminal table is
+renderers/table.py.
 
 CSV and Parquet go through pyarrow: its CSV writer formats 200,000 rows in a few tenths of a
-second where pandas' `to_csv` takes seconds (it formats every value in Python). Floats are
-written in their shortest form that reads back to the same double, as pandas wrote them;
-booleans as true/false; NaN as an empty field.
+second where pandas' `to_csv` takes seconds (it formats every value in Python). CSV and
+Markdown are written from the columns themselves; Parquet and JSON from their DataFrame
+(`Columns.to_frame`: pandas is imported for those two alone). In CSV, floats are written in
+their shortest form that reads back to the same float32; booleans as true/false; NaN as an
+empty field.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
+from f8roof.columns import Columns, Labels
 from f8roof.errors import F8RoofError
 from f8roof.files import atomic_path, atomic_set, write_text_atomic
-from f8roof.renderers.cells import number
+from f8roof.renderers.cells import is_missing, number
 
-Renderer = Callable[[pd.DataFrame, str | Path], None]
+if TYPE_CHECKING:
+    import pandas as pd
+
+Renderer = Callable[[Columns, str | Path], None]
 # CSV is formatted in parts, one thread each: at most this many rows a part (a part's text is
 # ~300 bytes a row, and at most two parts per thread wait to be written, which bounds the
 # memory), each formatted by pyarrow in batches of CSV_BATCH_ROWS.
@@ -79,38 +87,76 @@ def _csv_parts(table) -> Iterator[Any]:
             yield waiting.popleft().result()
 
 
-def csv_table(frame: pd.DataFrame):
+def csv_table(rows: Columns):
     """What CSV writes: text costs a float its digits, and float64's shortest round-trip text
     runs to 17 of them where no estimate means more than 4. Byte counts (`*_bytes*`, exact
     integers) are written as integers, other floats at float32's precision (7 digits, the
     text half as long); Parquet keeps every double."""
     import pyarrow as pa
 
-    table = arrow_table(frame)
-    for i, field in enumerate(table.schema):
-        if not pa.types.is_float64(field.type):
-            continue
-        column = table.column(i)
-        if "_bytes" in field.name:
-            values = np.round(column.to_numpy(zero_copy_only=False))
-            if np.isfinite(values).all():
-                table = table.set_column(i, field.name, pa.array(values.astype(np.int64)))
-                continue
-        table = table.set_column(i, field.name, column.cast(pa.float32()))
-    return table
+    arrays = [_csv_array(name, values) for name, values in rows.items()]
+    return pa.Table.from_arrays(arrays, names=rows.columns)
 
 
-def write_csv(frame: pd.DataFrame, path: str | Path) -> None:
-    table = csv_table(frame)
+def _csv_array(name: str, values: np.ndarray | Labels):
+    """One column as pyarrow holds it, made from its buffers: `pa.array` imports pandas (to
+    ask whether it was handed pandas' values), and a CSV file needs none."""
+    import pyarrow as pa
+
+    if isinstance(values, Labels):
+        return pa.DictionaryArray.from_arrays(_numbers(values.codes), _strings(values.names))
+    if values.dtype == object:  # strings, or values of mixed types as their text
+        return _strings([None if is_missing(v) else str(v) for v in values])
+    if values.dtype.kind == "f" and "_bytes" in name:
+        whole = np.round(values)
+        if np.isfinite(whole).all():
+            return _numbers(whole.astype(np.int64))
+    if values.dtype.kind == "f":
+        return _numbers(values.astype(np.float32), valid=~np.isnan(values))  # NaN: empty
+    return _numbers(values)
+
+
+def _bitmap(flags: np.ndarray):
+    import pyarrow as pa
+
+    return pa.py_buffer(np.packbits(flags, bitorder="little"))
+
+
+def _numbers(values: np.ndarray, valid: np.ndarray | None = None):
+    """Numbers or booleans; None where `valid` is False."""
+    import pyarrow as pa
+
+    nulls = None if valid is None or valid.all() else _bitmap(valid)
+    if values.dtype == bool:
+        return pa.Array.from_buffers(pa.bool_(), len(values), [nulls, _bitmap(values)])
+    data = pa.py_buffer(np.ascontiguousarray(values))
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [nulls, data])
+
+
+def _strings(texts: Sequence[str | None]):
+    """Strings; None where a text is None."""
+    import pyarrow as pa
+
+    encoded = [b"" if t is None else t.encode("utf-8") for t in texts]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum([len(e) for e in encoded])
+    valid = np.array([t is not None for t in texts], dtype=bool)
+    nulls = None if valid.all() else _bitmap(valid)
+    buffers = [nulls, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    return pa.Array.from_buffers(pa.string(), len(encoded), buffers)
+
+
+def write_csv(rows: Columns, path: str | Path) -> None:
+    table = csv_table(rows)
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         f.writelines(_csv_parts(table))
 
 
-def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
+def write_parquet(rows: Columns, path: str | Path) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = arrow_table(frame)
+    table = arrow_table(rows.to_frame())
     # Dictionary-encode only the columns with few distinct values (recipe, reasons, flags):
     # trying it on a column of distinct floats costs more than the whole rest of the write.
     coded = [
@@ -125,25 +171,29 @@ def write_parquet(frame: pd.DataFrame, path: str | Path) -> None:
         pq.write_table(table, str(tmp), compression="snappy", use_dictionary=coded)
 
 
-def render_json(frame: pd.DataFrame) -> str:
-    return json.dumps(json.loads(frame.to_json(orient="records")), indent=1) + "\n"
+def _records(rows: Columns) -> list[dict[str, Any]]:
+    """The rows as JSON records, as pandas writes them (NaN as null)."""
+    records: list[dict[str, Any]] = json.loads(rows.to_frame().to_json(orient="records"))
+    return records
 
 
-def render_markdown(frame: pd.DataFrame) -> str:
-    header = "| " + " | ".join(frame.columns) + " |"
-    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
-    body = [
-        "| " + " | ".join(number(v) for v in row) + " |" for row in frame.itertuples(index=False)
-    ]
+def render_json(rows: Columns) -> str:
+    return json.dumps(_records(rows), indent=1) + "\n"
+
+
+def render_markdown(rows: Columns) -> str:
+    header = "| " + " | ".join(rows.columns) + " |"
+    rule = "|" + "|".join("---" for _ in rows.columns) + "|"
+    body = ["| " + " | ".join(number(v) for v in row.values()) + " |" for row in rows.rows()]
     return "\n".join([header, rule, *body]) + "\n"
 
 
-def write_json(frame: pd.DataFrame, path: str | Path) -> None:
-    write_text_atomic(path, render_json(frame))
+def write_json(rows: Columns, path: str | Path) -> None:
+    write_text_atomic(path, render_json(rows))
 
 
-def write_markdown(frame: pd.DataFrame, path: str | Path) -> None:
-    write_text_atomic(path, render_markdown(frame))
+def write_markdown(rows: Columns, path: str | Path) -> None:
+    write_text_atomic(path, render_markdown(rows))
 
 
 RENDERERS: dict[str, Renderer] = {
@@ -162,24 +212,22 @@ def renderer_for(path: str | Path) -> Renderer:
     raise F8RoofError(f"cannot write {path}: use a .csv, .parquet, .json or .md file name")
 
 
-def write_frame(
-    frame: pd.DataFrame, path: str | Path, *, summary: dict[str, Any] | None = None
-) -> None:
-    """A DataFrame in the format the file name asks for, atomically. With a `summary` (a
-    model's step summary, JSON-ready): JSON holds {"summary": ..., "layers": [rows]}, Markdown
-    a "Step summary" section after the table, CSV and Parquet a `<name>.summary.csv` beside."""
+def write_rows(rows: Columns, path: str | Path, *, summary: dict[str, Any] | None = None) -> None:
+    """The rows in the format the file name asks for, atomically. With a `summary` (a model's
+    step summary, JSON-ready): JSON holds {"summary": ..., "layers": [rows]}, Markdown a "Step
+    summary" section after the table, CSV and Parquet a `<name>.summary.csv` beside."""
     if summary is None:
-        renderer_for(path)(frame, path)
+        renderer_for(path)(rows, path)
         return
     name = str(path).lower()
     if name.endswith(".json"):
-        layers = json.loads(frame.to_json(orient="records"))
+        layers = _records(rows)
         write_text_atomic(path, json.dumps({"summary": summary, "layers": layers}, indent=1) + "\n")
     elif name.endswith(".md"):
-        write_text_atomic(path, render_markdown(frame) + "\n" + summary_markdown(summary))
+        write_text_atomic(path, render_markdown(rows) + "\n" + summary_markdown(summary))
     else:  # the table and its summary as one set: both written, or neither changed
         with atomic_set(path, summary_path(path)) as (table, beside):
-            renderer_for(path)(frame, table)
+            renderer_for(path)(rows, table)
             beside.write_text(summary_csv(summary), encoding="utf-8")
 
 
@@ -209,8 +257,14 @@ def flat_summary(summary: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def summary_csv(summary: dict[str, Any]) -> str:
-    """One header line and one row (`flat_summary`)."""
-    return pd.DataFrame([flat_summary(summary)]).to_csv(index=False)
+    """One header line and one row (`flat_summary`), as pandas' `to_csv` writes them: quoted
+    where needed, floats in full, None and NaN as empty fields."""
+    row = flat_summary(summary)
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(row)
+    writer.writerow("" if is_missing(v) else v for v in row.values())
+    return text.getvalue()
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:

@@ -365,7 +365,7 @@ def criterion_text(rec) -> str:
         if rec.calibration is not None and rec.calibration.is_measured
         else "speedup (exact bytes of the generated code)"
     )
-    if "speedup_low" not in rec.layers.columns:
+    if "speedup_low" not in rec.rows:
         return label
     end = {
         "conservative": "band's low end",

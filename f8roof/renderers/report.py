@@ -11,7 +11,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from f8roof import __version__
 from f8roof.engine.recommend import TIME_COLUMNS, Recommendation
@@ -38,8 +40,6 @@ from f8roof.renderers.notes import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from f8roof.engine.filter_compare import FilterComparison
 
 SPEEDUP_COLUMNS = (
@@ -53,11 +53,11 @@ SPEEDUP_COLUMNS = (
 TP_LABELS = {"column": "col", "row": "row", "replicated": "rep"}
 
 
-def _shape_columns(rec: Recommendation) -> list[tuple[str, Callable[[pd.Series], str]]]:
+def _shape_columns(rec: Recommendation) -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
     """(header, cell function) of the columns that say what each GPU runs: always M, K, N
     (local); the TP style under --tp; experts per GPU and tokens per expert with routed
     experts."""
-    columns: list[tuple[str, Callable[[pd.Series], str]]] = [
+    columns: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
         ("M", lambda r: str(r["M"])),
         ("K", lambda r: str(r["K"])),
         ("N", lambda r: str(r["N"])),
@@ -78,12 +78,12 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
     """Header and cells of the per-layer table (shared by terminal and markdown). One recipe:
     its speedup at every overhead level; several: each recipe's speedup on the decision column.
     M, K, N are the local shape one GPU's gemms run."""
-    layers = rec.layers
+    layers = rec.rows
     bf16_col, fp8_col = TIME_COLUMNS[rec.criterion]
     if len(rec.recipes) > 1:
         speedups = [(f"{rec.criterion}_{r}", f"x {r}") for r in rec.recipes]
     else:
-        speedups = [(c, h) for c, h in SPEEDUP_COLUMNS if c in layers.columns]
+        speedups = [(c, h) for c, h in SPEEDUP_COLUMNS if c in layers]
     shape = _shape_columns(rec)
     header = (
         ["layer", "count"]
@@ -93,7 +93,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
         + ["decision", "margin", "bf16 ms/step", "saved ms/step", "note"]
     )
     rows = []
-    for _, r in layers.iterrows():
+    for r in layers.rows():
         rows.append(
             [str(r["fqn"]), str(r["count"])]
             + [cell(r) for _, cell in shape]
@@ -199,10 +199,10 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
 def scale_notes(rec: Recommendation) -> list[str]:
     """What the training setup and routed experts change, and what is not modelled."""
     lines = [sentence(n) for n in rec.setup.notes()]
-    grouped = rec.layers[rec.layers["grouped"]]
+    grouped = np.flatnonzero(rec.rows["grouped"])
     if len(grouped):
-        first = grouped.iloc[0]
-        experts = rec.architecture.linears[int(grouped.index[0])].routed
+        first = rec.rows.row(int(grouped[0]))
+        experts = rec.architecture.linears[int(grouped[0])].routed
         assert experts is not None
         lines.append(
             f"routed experts: {first['experts_per_device']} of {experts.experts} experts per GPU "
@@ -230,8 +230,8 @@ def setup_line(rec: Recommendation) -> str:
         return ""
     if not rec.setup.is_parallel:
         return f"setup: {run_text(rec.setup)}"
-    local = rec.layers["K"] * rec.layers["N"] * rec.layers["count"]
-    local = local * rec.layers["experts_per_device"].clip(lower=1)
+    rows = rec.rows
+    local = rows["K"] * rows["N"] * rows["count"] * np.maximum(rows["experts_per_device"], 1)
     return (
         f"setup: {run_text(rec.setup)}; per GPU {local.sum() / 1e9:.2f}B linear weights; "
         f"M, K, N below are the local shapes each GPU runs"

@@ -3,8 +3,9 @@ notes; and the breakeven lines under it."""
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import Any
 
+from f8roof.columns import Columns
 from f8roof.renderers.cells import band, column_blocks, number, speedup, styled_speedup
 from f8roof.renderers.notes import kernel_set_note
 
@@ -36,19 +37,17 @@ TABLE_COLUMNS = (
 CONTEXT_COLUMNS = ("context_s", "speedup_context", "speedup_context_low")
 
 
-def render_table(frame: pd.DataFrame, *, color: bool = False, width: int | None = None) -> str:
+def render_table(frame: Columns, *, color: bool = False, width: int | None = None) -> str:
     """Aligned text; speedups marked '+' (float8 wins) or '-' and coloured on a terminal; cut
     into blocks of columns, each led by M, where wider than `width`."""
-    standalone = "context" not in frame.columns or bool((frame["context"] == "none").all())
+    standalone = "context" not in frame or bool((frame["context"] == "none").all())
     cols = [
-        c
-        for c in TABLE_COLUMNS
-        if c[0] in frame.columns and not (standalone and c[0] in CONTEXT_COLUMNS)
+        c for c in TABLE_COLUMNS if c[0] in frame and not (standalone and c[0] in CONTEXT_COLUMNS)
     ]
     shown = frame.head(MAX_TABLE_ROWS)
     rows = [[h for _, h, _ in cols] + ["note"]]
     raw = [[h for _, h, _ in cols] + ["note"]]
-    for _, record in shown.iterrows():
+    for record in shown.rows():
         cells, plain = [], []
         for name, _, scale in cols:
             value = record[name]
@@ -80,7 +79,7 @@ def render_table(frame: pd.DataFrame, *, color: bool = False, width: int | None 
     return "\n".join(lines)
 
 
-def _note(record: pd.Series) -> str:
+def _note(record: dict[str, Any]) -> str:
     notes = []
     if record.get("fp8_reason"):
         notes.append(str(record["fp8_reason"]))
