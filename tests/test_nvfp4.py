@@ -266,7 +266,7 @@ def test_parts_without_fp4_gemms_refuse_it_in_one_line(cli, gpu, message):
 
 def test_a_shape_on_b200_times_the_read_off_kernels():
     config = resolve(Request(gpu="b200", recipes="nvfp4")).config
-    row = estimate([(8192, 8192, 8192)], config).iloc[0]
+    row = estimate([(8192, 8192, 8192)], config).row(0)
     n = 8192**2
     assert row["overhead_bytes_fitted"] == pytest.approx(131 * n // 8)  # 1,098,907,648
     assert row["overhead_bytes_worst"] == pytest.approx(131 * n // 8)
