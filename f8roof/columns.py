@@ -10,9 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# Rows taken from a column: indices, a boolean mask or a slice.
+Rows = np.ndarray | Sequence[int] | slice
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,9 +35,11 @@ class Labels:
         return len(self.codes)
 
     def strings(self) -> np.ndarray:
-        return np.array(self.names, dtype=object)[self.codes]
+        # numpy's stubs type an index by an array as Any
+        strings: np.ndarray = np.array(self.names, dtype=object)[self.codes]
+        return strings
 
-    def __getitem__(self, rows) -> Labels:
+    def __getitem__(self, rows: Rows) -> Labels:
         return Labels(self.codes[rows], self.names)
 
     @classmethod
@@ -82,7 +88,7 @@ class Columns:
         """Each column as stored (a `Labels` column as its codes and names)."""
         return iter(self._data.items())
 
-    def set_rows(self, rows, name: str, values) -> None:
+    def set_rows(self, rows: Rows, name: str, values: npt.ArrayLike) -> None:
         """`values` into column `name` at `rows`, as pandas' `.loc` sets them: a new column is
         NaN in the other rows, and a column's type widens to hold the values."""
         values = np.asarray(values)
@@ -91,7 +97,7 @@ class Columns:
         column[rows] = values
         self[name] = column
 
-    def take(self, rows) -> Columns:
+    def take(self, rows: Rows) -> Columns:
         """The rows at `rows` (indices, a boolean mask or a slice), in that order."""
         return Columns({name: values[rows] for name, values in self._data.items()})
 

@@ -10,16 +10,16 @@ torchtitan `filter_fqns` and converter lines for those decisions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from f8roof.columns import Columns
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, Settle, settle_run
-from f8roof.engine.estimate import breakevens, decisions, estimate, implausible
+from f8roof.engine.estimate import EstimateConfig, breakevens, decisions, estimate, implausible
 from f8roof.engine.recommend import Recommendation, recommend_alone, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.engine.sharded import (
@@ -58,6 +58,8 @@ from f8roof.training.torchtitan_names import (
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from f8roof.engine.compare import Progress
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,7 +150,7 @@ class ModelAnswer:
     plans: tuple[Plan, ...] = ()
 
     @property
-    def summary(self):
+    def summary(self) -> StepSummary:
         """The step as torchtitan converts it: what published runs measure."""
         return self.step.as_run
 
@@ -199,7 +201,7 @@ def answer(
     request: Request,
     *,
     setup: RunConfig,
-    progress: Callable | None = None,
+    progress: Progress | None = None,
 ) -> ShapesAnswer | ModelAnswer:
     question.check(request, setup)
     resolved = resolve(request, many_recipes=bool(question.model))
@@ -439,7 +441,7 @@ def _why_no_block(rec: Recommendation, resolved: Resolved) -> Note | None:
 
 
 def answer_shapes(
-    question: Question, resolved: Resolved, *, progress: Callable | None = None
+    question: Question, resolved: Resolved, *, progress: Progress | None = None
 ) -> ShapesAnswer:
     shapes = collect_shapes(question.shape_texts, question.shapes_file, question.sweep)
     config = resolved.config
@@ -492,7 +494,7 @@ def check_finite(frame: Columns, resolved: Resolved, *, grouped_nan: bool = Fals
             )
 
 
-def _settle(frame: Columns, config) -> Settle | None:
+def _settle(frame: Columns, config: EstimateConfig) -> Settle | None:
     """The run that settles every row whose band straddles the decision, on a GPU."""
     rows = frame.take(frame["straddles"].astype(bool))
     if not len(rows):
@@ -564,9 +566,9 @@ def answer_setup(
     question: Question,
     setup: RunConfig,
     recipe_given: bool,
-    options: dict,
+    options: Mapping[str, Any],
     overrides: Sequence[str] = (),
-    progress: Callable | None = None,
+    progress: Progress | None = None,
 ) -> ModelAnswer:
     """`estimate --setup FILE`: the model question the file asks, answered; `options` the
     command line's other Request fields (gpu, calibration, ...). A problem with what the file

@@ -14,9 +14,9 @@ the standalone linear's overhead, and the report names those kernels.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -47,14 +47,29 @@ from f8roof.traffic.recipes import Role
 from f8roof.traffic.variant import Implementation, Variant
 from f8roof.traffic.worst_ideal import ideal_traffic, worst_traffic
 
+if TYPE_CHECKING:
+    from f8roof.profiler.capture import Capture, KernelLaunch
+
+_Item = TypeVar("_Item")
+
+
+class Progress(Protocol):
+    """A progress bar: takes the items of a long loop and yields them."""
+
+    def __call__(self, items: Sequence[_Item], /) -> Iterable[_Item]: ...
+
+
+# a kernel as `capture_differences` matches it: graph, kind, role ("-": none), bytes
+KernelKey = tuple[str, str, str, int]
+
 
 @dataclass(frozen=True)
 class ShapeComparison:
     shape: Shape
     bytes_worst: int
     bytes_ideal: int
-    capture: Any  # profiler.capture.Capture of the float8 graph (untyped: torch-free here)
-    baseline: Any | None  # Capture of the bf16 graph of the same context; None: standalone
+    capture: Capture  # of the float8 graph
+    baseline: Capture | None  # of the bf16 graph of the same context; None: standalone
 
     @property
     def bytes_actual(self) -> int:
@@ -62,7 +77,7 @@ class ShapeComparison:
         base = 0 if self.baseline is None else self.baseline.overhead_bytes
         return self.capture.overhead_bytes - base
 
-    def fused_into_neighbours(self) -> list:
+    def fused_into_neighbours(self) -> list[KernelLaunch]:
         """Launches of the float8 graph computing float8 work inside a neighbour's kernel."""
         return [k for k in self.capture.launches if k.work.value == "fused"]
 
@@ -82,7 +97,7 @@ class Comparison:
     # target GPU of a known family (kernels then show their class only)
     rates: ClassRates | None = None
 
-    def kernel_time_s(self, launch) -> tuple[float, float, float] | None:
+    def kernel_time_s(self, launch: KernelLaunch) -> tuple[float, float, float] | None:
         """(low, expected, high) seconds of one non-gemm launch at its class's range; None for
         a gemm (its time is the gemm model's), a class without a rate, or no target GPU."""
         kernel_class = getattr(launch, "kernel_class", None)
@@ -106,7 +121,7 @@ class Comparison:
         )
 
 
-def samples_of(captures) -> list[ShapeSample]:
+def samples_of(captures: Iterable[Capture]) -> list[ShapeSample]:
     return [ShapeSample(c.shape, tuple(c.samples())) for c in captures]
 
 
@@ -119,7 +134,7 @@ def compare(
     fit: bool,
     fused: frozenset[Role] = frozenset(),
     limited: frozenset[Role] = frozenset(),
-    progress=None,
+    progress: Progress | None = None,
 ) -> Comparison:
     from f8roof.profiler.capture import capture
     from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
@@ -286,7 +301,7 @@ class CalibrationCheck:
     fitted: tuple[int, ...]
     generated: tuple[int, ...]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "shapes": [
@@ -308,13 +323,13 @@ def against_calibration(c: Comparison, calibration: Calibration, name: str) -> C
     )
 
 
-def capture_differences(expected, actual) -> list[tuple[str, tuple]]:
+def capture_differences(expected: Capture, actual: Capture) -> list[tuple[str, KernelKey]]:
     """How two captures of one variant and shape differ (e.g. codegen-only vs compiled on the
     GPU): kernels present in one and not the other, matched as an order-free set by graph,
     kind, role and bytes; names are ignored (codegen names follow decomposed ops). Each
     difference is (the device only it ran on, (graph, kind, role, bytes))."""
 
-    def kernel_set(c):
+    def kernel_set(c: Capture) -> list[KernelKey]:
         return sorted((s.graph, s.kind, s.role or "-", s.nbytes) for s in c.samples())
 
     left, right = kernel_set(expected), kernel_set(actual)
@@ -328,7 +343,7 @@ def capture_differences(expected, actual) -> list[tuple[str, tuple]]:
 
 
 def codegen_columns(
-    frame: Columns, config: EstimateConfig, *, progress=None
+    frame: Columns, config: EstimateConfig, *, progress: Progress | None = None
 ) -> dict[str, np.ndarray]:
     """Overhead from the exact kernels Inductor generates for each shape (codegen-only, no GPU
     needed), timed with the calibration's kernel-time model. Seconds per shape, not microseconds:
@@ -425,7 +440,7 @@ class CompareResult:
 def run_compare(
     request: CompareRequest,
     *,
-    progress: Callable | None = None,
+    progress: Progress | None = None,
     warn: Callable[[Note], None] = lambda note: None,
 ) -> CompareResult:
     """Resolve the request (recipe, implementation, context, F flags, calibration, device),

@@ -13,10 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
+from f8roof.columns import Columns
 from f8roof.errors import ModelError
+
+_End = TypeVar("_End")
 
 
 class DecisionPolicy(str, Enum):
@@ -42,7 +47,7 @@ class Decision(str, Enum):
     UNCERTAIN = "uncertain"
 
 
-def _check(low, expected, high, margin) -> None:
+def _check(low: npt.ArrayLike, expected: npt.ArrayLike, high: npt.ArrayLike, margin: float) -> None:
     if margin < 0:
         raise ModelError(f"a decision margin must be >= 0, got {margin}")
     if np.any(np.asarray(low) > np.asarray(expected)) or np.any(
@@ -51,7 +56,7 @@ def _check(low, expected, high, margin) -> None:
         raise ModelError("a speedup band needs low <= expected <= high")
 
 
-def policy_end(*, low, expected, high, policy: DecisionPolicy):
+def policy_end(*, low: _End, expected: _End, high: _End, policy: DecisionPolicy) -> _End:
     """The speedup a conversion must win at under `policy`."""
     return {
         DecisionPolicy.CONSERVATIVE: low,
@@ -60,7 +65,14 @@ def policy_end(*, low, expected, high, policy: DecisionPolicy):
     }[policy]
 
 
-def decide_codes(*, low, expected, high, margin: float, policy: DecisionPolicy) -> np.ndarray:
+def decide_codes(
+    *,
+    low: npt.ArrayLike,
+    expected: npt.ArrayLike,
+    high: npt.ArrayLike,
+    margin: float,
+    policy: DecisionPolicy,
+) -> np.ndarray:
     """Vectorised: 0 keep, 1 convert, 2 uncertain per shape (index into DECISIONS); the
     expected policy never answers uncertain."""
     low, expected, high = (np.asarray(x, dtype=np.float64) for x in (low, expected, high))
@@ -70,7 +82,7 @@ def decide_codes(*, low, expected, high, margin: float, policy: DecisionPolicy) 
     return np.where(end >= 1.0 + margin, 1, np.where(high < 1.0, 0, undecided)).astype(np.int8)
 
 
-def straddles(*, low, high, margin: float = 0.0) -> np.ndarray:
+def straddles(*, low: npt.ArrayLike, high: npt.ArrayLike, margin: float = 0.0) -> np.ndarray:
     """Where the band crosses the threshold 1 + margin: a GPU measurement could flip it."""
     low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
     return (low < 1.0 + margin) & (high >= 1.0 + margin)
@@ -79,7 +91,9 @@ def straddles(*, low, high, margin: float = 0.0) -> np.ndarray:
 DECISIONS = (Decision.KEEP, Decision.CONVERT, Decision.UNCERTAIN)
 
 
-def frame_band(frame, criterion: str = "speedup"):
+def frame_band(
+    frame: Columns, criterion: str = "speedup"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(low, expected, high) of a frame's decision column where it has a band (a calibrated
     estimate's `speedup` with `speedup_low`/`speedup_high`, widened to hold the estimate),
     else None: the one place a row's band is read."""
@@ -90,7 +104,9 @@ def frame_band(frame, criterion: str = "speedup"):
     return low, value, np.maximum(np.asarray(frame["speedup_high"], dtype=np.float64), value)
 
 
-def float8_time_ends(frame, criterion: str = "speedup"):
+def float8_time_ends(
+    frame: Columns, criterion: str = "speedup"
+) -> tuple[np.ndarray, np.ndarray] | None:
     """Each row's float8 time at its band's fast and slow ends (bf16 time over the band's
     high and low speedups), or None where the frame has no band."""
     band = frame_band(frame, criterion)
@@ -101,7 +117,9 @@ def float8_time_ends(frame, criterion: str = "speedup"):
     return bf16_s / high, bf16_s / low
 
 
-def frame_decisions(frame, *, criterion: str, policy: DecisionPolicy, margin: float = 0.0):
+def frame_decisions(
+    frame: Columns, *, criterion: str, policy: DecisionPolicy, margin: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Per row of an estimate: the decision code (0 keep, 1 convert, 2 uncertain; keep where
     float8 cannot run the shape) and whether its band straddles 1 + margin. The band decides
     where the frame has one, else the criterion alone (> 1 + margin) and nothing straddles:
@@ -117,7 +135,7 @@ def frame_decisions(frame, *, criterion: str, policy: DecisionPolicy, margin: fl
     return np.where(ok, codes, 0).astype(np.int8), ok & straddles(low=low, high=high, margin=margin)
 
 
-def frame_policy_end(frame, criterion: str, policy: DecisionPolicy) -> np.ndarray:
+def frame_policy_end(frame: Columns, criterion: str, policy: DecisionPolicy) -> np.ndarray:
     """The speedup `policy` decides on per row: its end of the band, or the criterion where
     the frame has no band."""
     band = frame_band(frame, criterion)

@@ -15,13 +15,16 @@ included in both times, as torchao's float8 benchmark measures.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from f8roof.calibration.file import Calibration, retimed
-from f8roof.columns import Columns, Labels
+from f8roof.columns import Column, Columns, Labels
 from f8roof.engine.decision import DECISIONS, DecisionPolicy, frame_decisions
 from f8roof.errors import ModelError
 from f8roof.hardware.presets import GPU
@@ -65,6 +68,13 @@ from f8roof.traffic.variant import (
     check_gpu_support,
     fp8_reason_codes,
 )
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+# numpy (M, K, N) -> a value per shape (bytes, a share): a byte model's polynomial, or a sympy
+# expression through lambdify
+ShapeFunction = Callable[[np.ndarray, np.ndarray, np.ndarray], npt.ArrayLike]
 
 
 @dataclass(frozen=True)
@@ -156,7 +166,7 @@ class EstimateConfig:
 
 
 @lru_cache(maxsize=64)
-def _compiled_bytes(key: ModelKey):
+def _compiled_bytes(key: ModelKey) -> tuple[ShapeFunction, int]:
     """numpy function (M, K, N) -> overhead bytes, built once per model: its polynomial, or
     (a model outside the monomials) the sympy model through lambdify."""
     found = model_bytes(key)
@@ -170,7 +180,7 @@ def _compiled_bytes(key: ModelKey):
     return sp.lambdify(monomials.SYMBOLS, model.total, modules="numpy"), model.small_kernels
 
 
-def _numpy_function(expr):
+def _numpy_function(expr: sp.Expr) -> ShapeFunction:
     """numpy (M, K, N) -> the value of a sympy byte count: its polynomial in the monomials,
     evaluated from the coefficients with no code generated (`sp.lambdify` prints and compiles
     Python per model: ~20 ms each); anything else through lambdify."""
@@ -181,17 +191,27 @@ def _numpy_function(expr):
 
         from f8roof.traffic import monomials
 
-        return sp.lambdify(monomials.SYMBOLS, expr, modules="numpy")
+        # lambdify's generated function is untyped
+        function: ShapeFunction = sp.lambdify(monomials.SYMBOLS, expr, modules="numpy")
+        return function
 
 
-def overhead_bytes(config: EstimateConfig, level: Level, M, K, N) -> tuple[np.ndarray, int]:
+def overhead_bytes(
+    config: EstimateConfig, level: Level, M: np.ndarray, K: np.ndarray, N: np.ndarray
+) -> tuple[np.ndarray, int]:
     """Overhead bytes at float64 arrays M, K, N, and the model's small-kernel count."""
     fn, small_kernels = _compiled_bytes(config.model_key(level))
     values = fn(M, K, N)
     return np.broadcast_to(np.asarray(values, dtype=np.float64), M.shape), small_kernels
 
 
-def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> Columns:
+def estimate(
+    shapes: npt.ArrayLike,
+    config: EstimateConfig,
+    *,
+    groups: npt.ArrayLike | None = None,
+    ranges: bool = False,
+) -> Columns:
     """Worst and ideal overhead beside the gemm times; the fitted level with a calibration.
     `groups` (a grouped config only, one count per shape): each shape is one expert of a
     grouped gemm over that many; times and bytes are the whole grouped gemm's. `ranges`: also
@@ -204,7 +224,9 @@ def estimate(shapes, config: EstimateConfig, *, groups=None, ranges=False) -> Co
         return _estimate(shapes, config, groups=groups, ranges=ranges)
 
 
-def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> Columns:
+def _estimate(
+    shapes: npt.ArrayLike, config: EstimateConfig, *, groups: npt.ArrayLike | None, ranges: bool
+) -> Columns:
     array = as_array(shapes)
     M, K, N = array[:, 0], array[:, 1], array[:, 2]
     Mf, Kf, Nf = (x.astype(np.float64) for x in (M, K, N))  # converted once, used by every model
@@ -217,7 +239,7 @@ def _estimate(shapes, config: EstimateConfig, *, groups, ranges) -> Columns:
         gemm, config.recipe, Mf, Kf, Nf, implementation=config.implementation, groups=groups
     )
     bandwidth = config.bandwidth_bytes_per_s
-    columns: dict[str, object] = {
+    columns: dict[str, Column] = {
         "M": M,
         "K": K,
         "N": N,
@@ -297,7 +319,9 @@ def uses_read_off(calibration: Calibration, variant: Variant) -> bool:
     return is_read_off(variant.recipe) and not calibration.has(variant.key)
 
 
-def _read_off_kind_bytes(recipe: Recipe, M, K, N) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _read_off_kind_bytes(
+    recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The read-off kernels' bytes and count per kind at every shape (as `fitted_kind_bytes`)."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for kind, fn in _read_off_functions(recipe):
@@ -308,7 +332,7 @@ def _read_off_kind_bytes(recipe: Recipe, M, K, N) -> dict[str, tuple[np.ndarray,
 
 
 @lru_cache(maxsize=16)
-def _read_off_functions(recipe: Recipe):
+def _read_off_functions(recipe: Recipe) -> tuple[tuple[str, ShapeFunction], ...]:
     """numpy functions (M, K, N) -> bytes of each read-off kernel, with its kind; built once."""
     return tuple(
         (kernel_kind(kernel), _numpy_function(traffic.bytes_total))
@@ -331,7 +355,15 @@ def read_off_kernels(
 
 
 def calibrated_columns(
-    calibration: Calibration, variant: Variant, M, K, N, *, bf16_gemm_s, fp8_gemm_s, ranges=False
+    calibration: Calibration,
+    variant: Variant,
+    M: np.ndarray,
+    K: np.ndarray,
+    N: np.ndarray,
+    *,
+    bf16_gemm_s: np.ndarray,
+    fp8_gemm_s: np.ndarray,
+    ranges: bool = False,
 ) -> dict[str, np.ndarray]:
     """The calibrated prediction: device clock first, the wall clock where it was measured."""
     bf16 = calibration.variant(variant.baseline.key)
@@ -373,7 +405,13 @@ def calibrated_columns(
     return columns
 
 
-def public_band_columns(config: EstimateConfig, columns: dict, M, K, N) -> dict[str, np.ndarray]:
+def public_band_columns(
+    config: EstimateConfig,
+    columns: Mapping[str, Column],
+    M: np.ndarray,
+    K: np.ndarray,
+    N: np.ndarray,
+) -> dict[str, np.ndarray]:
     """The band of a calibration timed by the public time model: the speedups under the fits
     at its two ends (`PublicTimes.ends`: the alternative fits whose heatmap speedups ran lowest
     and highest) and its own, widened by the cross-validated residual quantiles of the cells."""
@@ -405,7 +443,9 @@ def public_band_columns(config: EstimateConfig, columns: dict, M, K, N) -> dict[
     }
 
 
-def speedup_bound(config: EstimateConfig, M, K, N, bf16_s) -> np.ndarray:
+def speedup_bound(
+    config: EstimateConfig, M: np.ndarray, K: np.ndarray, N: np.ndarray, bf16_s: np.ndarray
+) -> np.ndarray:
     """The most float8 can win on a linear: float8 saves gemm time only, so its time is at
     least its gemms at the part's dense peaks (each role's gemm family). Not the fp8/bf16
     peak ratio: a bf16 gemm further below its peak than float8's (a power cap throttles bf16
@@ -422,7 +462,14 @@ def speedup_bound(config: EstimateConfig, M, K, N, bf16_s) -> np.ndarray:
 
 
 def band_columns(
-    config: EstimateConfig, columns: dict, rates: ClassRates, M, K, N, *, contain: bool = True
+    config: EstimateConfig,
+    columns: Mapping[str, Column],
+    rates: ClassRates,
+    M: np.ndarray,
+    K: np.ndarray,
+    N: np.ndarray,
+    *,
+    contain: bool = True,
 ) -> dict[str, np.ndarray]:
     """speedup_low/speedup_high (and the context's) around the calibrated `speedup`.
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, recommend
@@ -60,7 +61,7 @@ def no_rule_reason(recipe: str) -> str:
     return f"torchao has no recipe {recipe!r} (it removed delayed and static scaling)"
 
 
-def torchao_auto_filter(recipe: str, K, N) -> np.ndarray:
+def torchao_auto_filter(recipe: str, K: npt.ArrayLike, N: npt.ArrayLike) -> np.ndarray:
     """Whether torchao's auto filter converts a linear with weight (N, K), per element of the
     arrays K, N (fqn filtering aside). Raises NoAutoFilter for a recipe it has no rule for."""
     if recipe not in AUTO_FILTER_RECIPES:
@@ -71,7 +72,8 @@ def torchao_auto_filter(recipe: str, K, N) -> np.ndarray:
         small = (K <= 4096) & (N <= 1024)
     else:
         small = (N <= 2048) | (K <= 1024) | ((N <= 4096) & (K <= 2048))
-    return aligned & ~small
+    converts: np.ndarray = aligned & ~small  # numpy's stubs type an array's == as Any
+    return converts
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from f8roof.engine.decision import (
     frame_policy_end,
     settle_run,
 )
-from f8roof.engine.estimate import EstimateConfig, calibration_covers, estimate
+from f8roof.engine.estimate import EstimateConfig, ShapeFunction, calibration_covers, estimate
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.errors import F8RoofError
 from f8roof.timing.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
@@ -250,7 +250,16 @@ def recommend_alone(rec: Recommendation, resolved: Resolved, recipe: str) -> Rec
     )
 
 
-def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local, frames):
+def _plan(
+    architecture: Architecture,
+    tokens: int,
+    resolved: Resolved,
+    setup: RunConfig,
+    policy: DecisionPolicy,
+    margin: float,
+    local: Sequence[LocalLayer],
+    frames: tuple[Columns, ...],
+) -> Recommendation:
     """The recommendation from each recipe's per-layer estimates (`frames`, one per config,
     of the rows `local`)."""
     configs = resolved.configs
@@ -328,7 +337,7 @@ def _plan(architecture, tokens, resolved: Resolved, setup, policy, margin, local
     )
 
 
-def _codes(frame: Columns, criterion: str, policy: DecisionPolicy, margin: float):
+def _codes(frame: Columns, criterion: str, policy: DecisionPolicy, margin: float) -> np.ndarray:
     return frame_decisions(frame, criterion=criterion, policy=policy, margin=margin)[0]
 
 
@@ -482,7 +491,12 @@ def grouped_config(config: EstimateConfig) -> EstimateConfig:
     )
 
 
-def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> Columns:
+def _timed(
+    shapes: Sequence[tuple[int, int, int]],
+    config: EstimateConfig,
+    recompute: float,
+    groups: np.ndarray | None = None,
+) -> Columns:
     """`estimate`, plus the recomputed forward under full activation checkpointing of a share
     `recompute` of the blocks (1: every block). `groups`: experts per grouped gemm, per shape
     (routed experts)."""
@@ -493,7 +507,7 @@ def _timed(shapes, config: EstimateConfig, recompute: float, groups=None) -> Col
 
 
 @lru_cache(maxsize=32)
-def forward_share_fn(key: ModelKey):
+def forward_share_fn(key: ModelKey) -> ShapeFunction:
     """numpy (M, K, N) -> the forward share of a (worst-case) model's bytes
     (`training.recompute.forward_share`)."""
     found = model_bytes(key)
@@ -502,12 +516,17 @@ def forward_share_fn(key: ModelKey):
 
         from f8roof.traffic import monomials
 
-        return sp.lambdify(monomials.SYMBOLS, forward_share(sympy_model(key)), modules="numpy")
+        share = forward_share(sympy_model(key))
+        # lambdify's generated function is untyped
+        function: ShapeFunction = sp.lambdify(monomials.SYMBOLS, share, modules="numpy")
+        return function
     forward, total = found.sum(is_forward), found.total
     return lambda M, K, N: forward(M, K, N) / total(M, K, N)
 
 
-def _add_recompute(frame: Columns, config: EstimateConfig, groups, blocks: float = 1.0) -> None:
+def _add_recompute(
+    frame: Columns, config: EstimateConfig, groups: float | np.ndarray, blocks: float = 1.0
+) -> None:
     """Full activation checkpointing runs each linear's forward again in the backward: its
     output gemm in both precisions, and the forward share of the float8 overhead (input and
     weight casts, `models.recompute.forward_share` of the worst-case model, applied to every
@@ -558,7 +577,14 @@ def _add_recompute(frame: Columns, config: EstimateConfig, groups, blocks: float
                 frame[column] = np.full(len(frame), np.nan)
 
 
-def _totals(counts, bf16_s, fp8_s, convert, modules=None, band=None) -> Totals:
+def _totals(
+    counts: np.ndarray,
+    bf16_s: np.ndarray,
+    fp8_s: np.ndarray,
+    convert: np.ndarray,
+    modules: np.ndarray | None = None,
+    band: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Totals:
     """`band`: the float8 times at the band's (fast, slow) ends, per layer."""
     modules = counts if modules is None else modules
     ends: list[float | None] = [None, None]
@@ -626,7 +652,7 @@ class ModuleFilter:
             f"{len(self.decisions)} linears; convert {convert}; keep bf16 {keep})"
         )
 
-    def __call__(self, module, fqn: str) -> bool:
+    def __call__(self, module: object, fqn: str) -> bool:
         name = canonical_fqn(fqn)
         if name in self.decisions:
             return self.decisions[name]
@@ -639,7 +665,7 @@ class ModuleFilter:
 
 
 def module_filter(
-    model,
+    model: object,
     tokens: int,
     *,
     calibration: str | Path | Calibration | None = None,

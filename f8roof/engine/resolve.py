@@ -115,7 +115,8 @@ class Provenance:
     gemms: Gemms
     calibration: str = ""  # the file: its path, or the shipped one's name
     shipped: bool = False
-    stack: dict = field(default_factory=dict)  # torch, triton, torchao of the generated code
+    # torch, triton, torchao of the generated code
+    stack: dict[str, str] = field(default_factory=dict)
     codegen_gpu: str = ""
     measured_on: str = ""  # device and date of a measured calibration
     cv_median: float = math.nan  # public fit: cross-validated median speedup error on this part
@@ -306,7 +307,12 @@ def _cv_median(public: PublicTimes | None, part: str) -> float:
 
 
 def _provenance(
-    calibration: Calibration | None, name: str, shipped: bool, gpu: GPU, request: Request, gemms
+    calibration: Calibration | None,
+    name: str,
+    shipped: bool,
+    gpu: GPU,
+    request: Request,
+    gemms: Gemms | None,
 ) -> Provenance:
     """What the numbers rest on: the calibration's kind and stack; `gemms` the gemm timing
     a table or an efficiency overrides (None: the calibration's, or the seed's roofline)."""
@@ -472,7 +478,9 @@ def _times_fp4_gemms(calibration: Calibration) -> bool:
 
 
 def _datasheet(
-    configs: list[EstimateConfig], gemm, provenance: Provenance
+    configs: list[EstimateConfig],
+    gemm: RooflineGemm | TableGemm | None,
+    provenance: Provenance,
 ) -> tuple[list[EstimateConfig], Provenance]:
     """No calibration for a preset: its datasheet timing (timing/datasheet.py), not the seed's
     60% roofline: gemms tiled at the preset's fitted fractions (a block-scaled recipe's at its

@@ -177,6 +177,7 @@ def summarize_step(
 
 
 def _timed(capture: BlockCapture, resolved: Resolved) -> CaptureTimes:
+    assert resolved.calibration is not None, "a block is timed by a calibration"
     return capture_times(
         capture, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
     )

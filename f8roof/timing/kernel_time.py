@@ -145,5 +145,5 @@ class FixedCost:
     wall_extra_s: float  # launch gaps the device waits for, per step, when device-bound
     wall_floor_s: float  # the CPU's time to issue the step: the wall clock of a tiny shape
 
-    def wall_s(self, device_s):
+    def wall_s(self, device_s: np.ndarray) -> np.ndarray:
         return np.maximum(np.asarray(device_s) + self.wall_extra_s, self.wall_floor_s)

@@ -22,13 +22,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from f8roof.errors import F8RoofError
 from f8roof.files import read_json
 from f8roof.inputs.shapes import MAX_DIM
 from f8roof.notes import Note, Topic, note
 from f8roof.traffic.variant import Before, Context
+
+if TYPE_CHECKING:
+    import torch
 
 
 class ArchitectureError(F8RoofError):
@@ -861,7 +864,7 @@ def group_by_layer_type(linears: Mapping[str, tuple[int, int]]) -> dict[str, str
     return out
 
 
-def as_module(model):
+def as_module(model: object) -> torch.nn.Module:
     """An nn.Module as is; a zero-argument builder called on the meta device (parameters
     without storage: a 405B model costs nothing)."""
     import torch
