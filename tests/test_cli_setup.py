@@ -179,3 +179,23 @@ def test_async_tp_hides_each_tp_collective_behind_the_gemm_it_pairs_with(tmp_pat
     # and o (~0.09 ms) hide 7/8 of themselves: ~0.5 ms of 1.4 ms shows, a third
     assert vanilla["comm_bf16_s"] / 4 < pipelined["comm_bf16_s"] < vanilla["comm_bf16_s"] / 2
     assert pipelined["bf16_s"] < vanilla["bf16_s"]  # a modelled step
+
+
+@pytest.mark.parametrize("gemms", [("--gemm-efficiency", "0.7"), ("--times", "datasheet")])
+def test_a_sharded_model_times_its_block_gemms_with_any_gemm_model(gemms):
+    # the shipped block's gemms carry their accumulation; a roofline at a given efficiency
+    # has no notion of it and still times them
+    result = invoke_cli(
+        "estimate",
+        "--model",
+        "llama3-8b",
+        "--tokens",
+        "8192",
+        "--tp",
+        "2",
+        "--gpu",
+        "h100",
+        *gemms,
+    )
+    assert result.exit_code == 0, result.output
+    assert "step" in result.output

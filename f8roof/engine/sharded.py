@@ -320,11 +320,7 @@ def capture_times(
         dtype = _gemm_dtype(g, capture.recipe)
         # the compiled call says whether it accumulates fast (blocks fitted before it did not)
         slow = None if g.kernel_class is None else g.kernel_class.endswith("_slow")
-        # Only TiledGemm takes slow_accum: a gemm table (a measured calibration's, or one
-        # given) or a roofline (a given efficiency) raises TypeError here. Known, not fixed yet.
-        time_s, _ = gemm_model.time_s(  # type: ignore[call-arg]
-            dtype, GemmRole.OUTPUT, g.m, g.k, g.n, slow_accum=slow
-        )
+        time_s, _ = gemm_model.time_s(dtype, GemmRole.OUTPUT, g.m, g.k, g.n, slow_accum=slow)
         add("gemm", g, float(time_s))
     return CaptureTimes(
         gemm_s=parts["gemm"],

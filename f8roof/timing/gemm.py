@@ -100,10 +100,11 @@ class RooflineGemm:
                 raise ModelError(f"{name} must be in (0, 1], got {getattr(self, name)}")
 
     def time_s(
-        self, dtype: str, role: GemmRole, M, K, N, groups=1
+        self, dtype: str, role: GemmRole, M, K, N, groups=1, *, slow_accum: bool | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """(time, extrapolated flags); the roofline never extrapolates. `groups`: a grouped gemm
-        of that many gemms of this shape, one launch."""
+        of that many gemms of this shape, one launch. `slow_accum` changes nothing: the given
+        efficiency holds for every gemm."""
         m, k, n = (np.asarray(x, dtype=np.float64) for x in gemm_dims(role, M, K, N))
         compute = 2 * m * k * n * groups / (self.gpu.peak_flops(dtype) * self.gemm_efficiency)
         traffic = (operand_bytes(dtype) * (m * k + k * n) + OUTPUT_BYTES * m * n) * groups
@@ -405,10 +406,11 @@ class TableGemm:
     tables: dict[tuple[str, GemmRole], GridTable | PointsTable] = field(default_factory=dict)
 
     def time_s(
-        self, dtype: str, role: GemmRole, M, K, N, groups=1
+        self, dtype: str, role: GemmRole, M, K, N, groups=1, *, slow_accum: bool | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
         """`groups`: a grouped gemm, timed as that many measured gemms (launch included in
-        each: an overcount for small groups, which a table of single gemms cannot avoid)."""
+        each: an overcount for small groups, which a table of single gemms cannot avoid).
+        `slow_accum` changes nothing: a measured time is that of the kernel as it accumulated."""
         table = self.tables.get((dtype, role))
         if table is None:
             raise GemmTableError(f"gemm table has no {dtype} {role.value} times")
@@ -474,9 +476,10 @@ class BlockScaledGemm:
     families: tuple[tuple[str, str], ...]  # requested dtype -> the family that runs it
 
     def time_s(
-        self, dtype: str, role: GemmRole, M, K, N, groups=1
+        self, dtype: str, role: GemmRole, M, K, N, groups=1, *, slow_accum: bool | None = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        return self.base.time_s(dict(self.families).get(dtype, dtype), role, M, K, N, groups)
+        family = dict(self.families).get(dtype, dtype)
+        return self.base.time_s(family, role, M, K, N, groups, slow_accum=slow_accum)
 
     @classmethod
     def of(cls, model: TiledGemm, recipe: Recipe) -> TiledGemm | BlockScaledGemm:
