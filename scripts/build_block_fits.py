@@ -15,6 +15,13 @@ interrupted run resumes (`--resume`).
 `--add MODEL:TP` compiles that model at that TP degree alone (every policy and recipe) and
 merges its fits into OUT's, replacing any of the same key: the file grows without the
 hundreds of compiles already in it being run again.
+
+`--recount` compiles each fit of OUT once, at its first knot, and scales each kernel group's
+arithmetic by the ratio of the counts there (`profiler/triton_code._arithmetic` changed, the
+bytes did not): a group's count is its kernels' operations per element times their elements,
+and only the first changes, so the ratio holds at every token count while the group holds the
+same kernels. A group the compile lacks takes its pass's ratio. One compile per fit instead
+of seven; the checks' block times stay those of the build.
 """
 
 from __future__ import annotations
@@ -23,13 +30,21 @@ import argparse
 import itertools
 import sys
 import time
+from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 from f8roof.calibration.block_file import SHIPPED, BlockFits, BlockKey
 from f8roof.device.runner import Checkpoint, Task, run_tasks
 from f8roof.errors import F8RoofError
 from f8roof.training.block import BlockCapture, BlockSpec, Recompute
-from f8roof.training.block_fit import fit_checked
+from f8roof.training.block_fit import (
+    Affine,
+    BlockFit,
+    KernelGroup,
+    _kernel_key,
+    fit_checked,
+)
 from f8roof.training.run_config import RunConfig
 
 MODELS = ("llama3-8b", "llama3-70b")
@@ -110,7 +125,11 @@ def main() -> None:
     parser.add_argument(
         "--add", action="append", default=[], metavar="MODEL:TP", help="merge into OUT's fits"
     )
+    parser.add_argument("--recount", action="store_true", help="recount OUT's arithmetic")
     args = parser.parse_args()
+    if args.recount:
+        recount(args.out, jobs=args.jobs)
+        return
     if args.small:
         layouts = SMALL_LAYOUTS
         entries = list(itertools.product(("small",), (2,), POLICIES[1:], RECIPES[:3:2]))
@@ -202,6 +221,67 @@ def main() -> None:
         f"wrote {args.out}: {len(fits)} fits from {len(captures)} compiles "
         f"(median {produced_by['compile_s_median']:.1f} s each) in {time.monotonic() - start:.0f} s"
     )
+
+
+def recount(path: Path, *, jobs: int) -> None:
+    """See the module docstring: each fit's arithmetic recounted from one compile."""
+    fits = BlockFits.load(path)
+    names = {}
+    for fit in fits.fits:
+        block = BlockKey.of(fit)
+        batch, seq_len = LAYOUTS["several" if block.several_sequences else "one"]["knots"][0]
+        recipe = None if block.recipe == "bf16" else block.recipe
+        entry = (block.architecture, block.tp, block.recompute, recipe, block.float8_all_gather)
+        names[block] = (f"{key(*entry)}/{batch}x{seq_len}", entry, batch, seq_len)
+    header = {"recount": sorted(n for n, *_ in names.values()), "gpu": CODE_FOR}
+    checkpoint = Checkpoint(path.with_suffix(".recount.jsonl"), header, resume=True)
+    todo = [
+        Task(
+            name,
+            name,
+            compile_one,
+            dict(zip(("model", "tp", "recompute", "recipe", "gather"), entry))
+            | {"batch": batch, "seq_len": seq_len},
+        )
+        for name, entry, batch, seq_len in names.values()
+        if checkpoint.done(name) is None
+    ]
+    print(f"{len(todo)} compiles to run ({len(checkpoint.records)} checkpointed)", flush=True)
+    run_tasks(todo, checkpoint, jobs=jobs, progress=_progress)
+    captures = {r["key"]: BlockCapture.from_dict(r["capture"]) for r in checkpoint.records}
+    recounted = [recounted_fit(f, captures[names[BlockKey.of(f)][0]]) for f in fits.fits]
+    produced_by = fits.produced_by | {
+        "arithmetic": "recounted by --recount: one compile per fit at its first knot, each "
+        "kernel group scaled by the counts' ratio there (hardware/instruction_costs)"
+    }
+    BlockFits(tuple(recounted), produced_by).save(path)
+    checkpoint.remove()
+    print(f"wrote {path}: {len(recounted)} fits recounted from {len(captures)} compiles")
+
+
+def recounted_fit(fit: BlockFit, capture: BlockCapture) -> BlockFit:
+    """`fit` with each kernel group's arithmetic times new / old at `capture`'s tokens."""
+    tokens = capture.spec.tokens
+    new: dict[tuple, int] = {}
+    for k in capture.kernels:
+        group = _kernel_key(k)
+        new[group] = new.get(group, 0) + k.arithmetic
+    at = fit.segment(tokens)
+    old = {_kernel_key(g): g.arithmetic.at(tokens) for g in at.kernels}
+    ratios = {g: Fraction(new[g]) / old[g] for g in old if g in new and old[g]}
+    passes = {}
+    for graph in {g[0] for g in old}:
+        mine = [g for g in ratios if g[0] == graph]
+        total = sum(old[g] for g in mine)
+        passes[graph] = sum(new[g] for g in mine) / total if total else Fraction(1)
+
+    def scaled(g: KernelGroup) -> KernelGroup:
+        ratio = ratios.get(_kernel_key(g), passes.get(g.graph, Fraction(1)))
+        a = g.arithmetic
+        return replace(g, arithmetic=Affine(a.const * ratio, a.per_token * ratio))
+
+    segments = tuple(replace(s, kernels=tuple(scaled(g) for g in s.kernels)) for s in fit.segments)
+    return replace(fit, segments=segments)
 
 
 def _timer():

@@ -14,7 +14,7 @@ on Meta's 500 W, 2.4 TB/s H100 (`h100-meta`): #940's bf16 at 16384^3 runs 585 TF
 roofline script models that variant; Azure, OpenXLA and zzc0721 on 700 W H100 SXM (`h100`),
 Azure on H200s; ao#2427, vllm and TransformerEngine on B200 and B300; a fork of Azure's guide on
 MI300X. One parameterisation serves every part (`part_times`, `part_gemms`): fractions of its
-own datasheet bandwidth and peaks, operations per SM per clock times its SMs and clock, a
+own datasheet bandwidth and peaks, FP32-lane cycles per SM per clock times its SMs and clock, a
 factor per architecture on the gemm fractions, a power-cap ratio per dtype at 500 W.
 
 Residuals are logs (speedups and times span decades): log(predicted / measured), beside one
@@ -158,8 +158,9 @@ PARAMETERS = (
         32.0,
         4.0,
         128.0,
-        "op/SM/clk",
-        "a kernel's operations per SM per clock (x SMs x clock: each part's rate)",
+        "lane/SM/clk",
+        "a kernel's arithmetic in FP32-lane cycles per SM per clock (x SMs x clock: each "
+        "part's rate; hardware/instruction_costs weighs each operation)",
         "at most an SM's 128 FP32 lanes; Triton's index and mask work shares the lanes, so a "
         "quarter of them a priori",
     ),

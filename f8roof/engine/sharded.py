@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.files import write_text_atomic
+from f8roof.hardware import instruction_costs
 from f8roof.hardware.presets import find_gpu
 from f8roof.notes import Note, Topic, note
 from f8roof.traffic.variant import Before
@@ -385,7 +386,8 @@ def compiled_block(
 def block_cache_path(model: str, case: dict[str, Any]) -> Path | None:
     """Where a compiled block of `model` (its architecture, whatever the config is named) for
     `case` is kept: $F8ROOF_CACHE (default ~/.cache/f8roof; "off": no cache), keyed by the
-    case, the architecture and the packages that generated the code."""
+    case, the architecture, the packages that generated the code and how its arithmetic is
+    counted."""
     root = os.environ.get("F8ROOF_CACHE", str(Path.home() / ".cache" / "f8roof"))
     if root.strip().lower() in ("", "off", "0"):
         return None
@@ -393,6 +395,7 @@ def block_cache_path(model: str, case: dict[str, Any]) -> Path | None:
         "case": case,
         "architecture": repr(resolve_model(model)),
         "packages": {p: _version(p) for p in ("torch", "triton", "torchao", "f8roof")},
+        "arithmetic": instruction_costs.UNIT,
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     return Path(root) / "blocks" / f"{digest[:24]}.json"

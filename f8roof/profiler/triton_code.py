@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from f8roof.hardware import instruction_costs
 from f8roof.timing.kernel_classes import KernelClass, gemm_class
 
 GB = 1e9  # Inductor's kernel_num_gb is bytes / 1e9
@@ -305,7 +306,7 @@ def parse_triton_kernel(name: str, source: str) -> KernelSource:
         atomic,
         _unit_terms(fn),
         _reloads(fn),
-        _arithmetic(fn),
+        _arithmetic(fn, {p.name: p.dtype for p in params if p.dtype is not None}),
     )
 
 
@@ -314,14 +315,155 @@ _NUMEL = re.compile(r"^([xyz]|r\d_)numel$")
 
 _REDUCING_CALL = re.compile(r"(max2|min2|sum|prod|welford|reduce|argmax|argmin|any|all)\b")
 _INDEX_VAR = re.compile(r"^([xyz]|r\d*_?)\d+$")
+# Triton's spellings of dtypes that the signature spells otherwise
+_TRITON_DTYPES = {
+    "float8e4nv": "float8_e4m3fn",
+    "float8e5": "float8_e5m2",
+    "float8e4b8": "float8_e4m3fnuz",
+    "float8e5b16": "float8_e5m2fnuz",
+    "int1": "bool",
+}
+# Promotion order of the dtypes arithmetic runs in (wider last)
+_RANK = {"bool": 0, "int8": 1, "uint8": 1, "int16": 2, "int32": 3, "int64": 4}
+_FLOAT_RANK = {"bfloat16": 6, "float16": 6, "float32": 7, "float64": 8}
 
 
-def _arithmetic(fn: ast.FunctionDef) -> int | None:
-    """The arithmetic a Triton kernel evaluates: each `tmpN = ...` computed from an element
-    of a tensor (not a load, not a constant, not a row's statistic) is one operation on every
-    element of the kernel's iteration space. A fused float8 cast evaluates a norm, an amax, a
+def _rank(dtype: str | None) -> int:
+    if dtype is None:
+        return -1
+    return _FLOAT_RANK.get(dtype, _RANK.get(dtype, 5))  # float8 between ints and floats
+
+
+def _triton_dtype(node: ast.expr) -> str | None:
+    text = ast.unparse(node)
+    if not text.startswith("tl."):
+        return None
+    name = text.removeprefix("tl.")
+    name = _TRITON_DTYPES.get(name, name)
+    return _DTYPES[name][0] if name in _DTYPES else None
+
+
+def _assignments(body: list[ast.stmt]) -> Iterable[ast.Assign]:
+    """The body's `tmpN = ...` statements in program order, loops' bodies where they run."""
+    for stmt in body:
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id.startswith("tmp"):
+            yield stmt
+        for inner in ("body", "orelse"):
+            if isinstance(stmt, (ast.For, ast.While, ast.If)):
+                yield from _assignments(getattr(stmt, inner))
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else ast.unparse(func)
+
+
+class _Values:
+    """The values a kernel's statements compute: each name's dtype, the names that are copies
+    of another (no instruction: a conversion to the dtype it has, narrowing back what was just
+    widened, an expression computed before), and which vary per element."""
+
+    def __init__(self, pointers: Mapping[str, str]) -> None:
+        self.pointers = pointers
+        self.dtype: dict[str, str | None] = {}
+        self.copy_of: dict[str, str] = {}
+        self.widened_from: dict[str, str] = {}
+        self.known: dict[str, str] = {}  # an expression, names resolved -> the name holding it
+        self.elementwise: set[str] = set()
+
+    def resolve(self, name: str) -> str:
+        while name in self.copy_of:
+            name = self.copy_of[name]
+        return name
+
+    def names(self, node: ast.expr) -> set[str]:
+        return {self.resolve(n.id) for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+    def promoted(self, node: ast.expr) -> str | None:
+        dtypes = [self.dtype.get(n) for n in self.names(node)]
+        return max(dtypes, key=_rank, default=None)
+
+    def key(self, node: ast.expr) -> str:
+        return re.sub(r"\b(tmp\d+)\b", lambda m: self.resolve(m.group(1)), ast.unparse(node))
+
+    def load(self, name: str, value: ast.Call, along: tuple[str, ...]) -> None:
+        names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
+        if any(_INDEX_VAR.match(n) and n.startswith(along) for n in names):
+            self.elementwise.add(name)
+        stored = next((self.pointers[n] for n in names if n in self.pointers), None)
+        self.dtype[name] = stored
+        if isinstance(value.func, ast.Attribute) and value.func.attr == "to":  # load(...).to(T)
+            raw = f"{name}_stored"
+            self.dtype[raw], self.dtype[name] = stored, _triton_dtype(value.args[0])
+            self.widened_from[name] = raw
+            self.known[f"{raw}.to({self.dtype[name]})"] = name
+
+    def convert(self, name: str, source: str, to: str | None) -> int:
+        """`name = source.to(to)`: its cost, 0 where the compiled kernel runs no instruction."""
+        key = f"{source}.to({to})"
+        if key in self.known:
+            self.copy_of[name] = self.known[key]
+            return 0
+        have = self.dtype.get(source)
+        origin = self.widened_from.get(source)
+        if to is not None and have == to:
+            self.copy_of[name] = source
+            return 0
+        narrowing_back = origin is not None and self.dtype.get(origin) == to
+        if narrowing_back and to is not None and _rank(have) >= _rank(to):
+            self.copy_of[name] = origin
+            return 0
+        self.known[key] = name
+        self.dtype[name] = to
+        if _rank(to) > _rank(have):
+            self.widened_from[name] = source
+        if source not in self.elementwise:
+            return 0
+        self.elementwise.add(name)
+        if have == "bfloat16" and to == "float32":
+            return instruction_costs.WIDEN_BF16
+        return instruction_costs.SFU
+
+    def cost(self, node: ast.expr, fp64: bool) -> int:
+        """FP32-lane cycles of one element of an expression (`hardware/instruction_costs`)."""
+        costs = instruction_costs
+        total = 0
+        for n in ast.walk(node):
+            if isinstance(n, ast.BinOp):
+                if isinstance(n.op, ast.Div):
+                    total += costs.DIVIDE_FP64 if fp64 else costs.DIVIDE
+                elif isinstance(n.op, (ast.Add, ast.Sub, ast.Mult)):
+                    total += costs.ALU if fp64 else costs.ADD
+                elif isinstance(n.op, ast.Pow):
+                    total += 2 * costs.SFU + costs.ADD
+                else:
+                    total += costs.ALU
+            elif isinstance(n, ast.UnaryOp):
+                total += costs.ADD if isinstance(n.op, (ast.USub, ast.UAdd)) else costs.ALU
+            elif isinstance(n, ast.Compare):
+                total += costs.ALU * len(n.ops)
+            elif isinstance(n, (ast.BoolOp, ast.IfExp)):
+                total += costs.ALU
+            elif isinstance(n, ast.Call):
+                name = _call_name(n)
+                if name == "to":
+                    total += costs.SFU
+                elif name not in costs.FREE_CALLS:
+                    total += costs.CALLS.get(name, costs.UNKNOWN_CALL)
+        return total
+
+
+def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
+    """The arithmetic a Triton kernel evaluates over its iteration space, in FP32-lane cycles
+    (`hardware/instruction_costs`): each `tmpN = ...` computed from an element of a tensor
+    (not a load, not a constant, not a row's statistic) costs its operators on every element.
+    What the compiler runs no instruction for costs nothing: a conversion to the dtype a value
+    has, narrowing back a value just widened (Inductor's bf16 -> float32 -> bf16 round trips),
+    an expression computed before. A fused float8 cast evaluates a norm, an amax, a
     power-of-2 scale, the clamp and the cast per element, pass after pass: it can be bound by
-    arithmetic rather than memory (`models/kernel_time.KernelTimeModel.arithmetic_per_s`)."""
+    arithmetic rather than memory (`timing/kernel_time.KernelTimeModel.arithmetic_per_s`).
+    `pointers`: each pointer parameter's dtype, from the kernel's signature."""
     sizes = {
         stmt.targets[0].id: stmt.value.value
         for stmt in fn.body
@@ -334,27 +476,45 @@ def _arithmetic(fn: ast.FunctionDef) -> int | None:
         return None
     reducing = any(k.startswith("r") for k in sizes)
     along = ("r",) if reducing else ("x", "y", "z")
-    elementwise: set[str] = set()
+    values = _Values(pointers)
     count = 0
-    for node in ast.walk(fn):  # assignments to tmps are single statements in program order
-        if not (
-            isinstance(node, ast.Assign)
-            and isinstance(node.targets[0], ast.Name)
-            and node.targets[0].id.startswith("tmp")
-        ):
-            continue
-        names = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
-        value = node.value
+    for stmt in _assignments(fn.body):
+        name, value = stmt.targets[0].id, stmt.value  # type: ignore[union-attr]
         if isinstance(value, ast.Call) and ast.unparse(value.func).startswith("tl.load"):
-            index = names - {"tl"}
-            if any(_INDEX_VAR.match(n) and n.startswith(along) for n in index):
-                elementwise.add(node.targets[0].id)
+            values.load(name, value, along)
             continue
         if isinstance(value, ast.Call) and _REDUCING_CALL.search(ast.unparse(value.func)):
             continue  # a row's statistic
-        if names & elementwise:
-            elementwise.add(node.targets[0].id)
-            count += 1
+        if isinstance(value, ast.Name):
+            values.copy_of[name] = values.resolve(value.id)
+            continue
+        if isinstance(value, ast.Call) and _call_name(value) in ("broadcast_to", "full"):
+            first = value.args[0] if value.args else None
+            if _call_name(value) == "broadcast_to" and isinstance(first, ast.Name):
+                values.copy_of[name] = values.resolve(first.id)
+            else:
+                values.dtype[name] = _triton_dtype(value.args[-1]) if value.args else None
+            continue
+        func = value.func if isinstance(value, ast.Call) else None
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "to"
+            and isinstance(func.value, ast.Name)
+        ):
+            assert isinstance(value, ast.Call)
+            to = _triton_dtype(value.args[0]) if value.args else None
+            count += values.convert(name, values.resolve(func.value.id), to)
+            continue
+        key = values.key(value)
+        if key in values.known:
+            values.copy_of[name] = values.known[key]
+            continue
+        values.known[key] = name
+        dtype = values.promoted(value)
+        values.dtype[name] = "bool" if isinstance(value, ast.Compare) else dtype
+        if values.names(value) & values.elementwise:
+            values.elementwise.add(name)
+            count += values.cost(value, fp64=dtype == "float64")
     return count * math.prod(sizes.values())
 
 

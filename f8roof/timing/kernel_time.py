@@ -74,9 +74,9 @@ class KernelTimeModel:
     # the share of a DRAM byte each byte a kernel's later loops load again costs (0: the row
     # is still in cache; 1: it is read again from HBM), timed at its kernel's rate
     reread_share: float = 0.0
-    # operations per second a generated kernel's arithmetic runs at (0: none modelled): a
-    # kernel takes the longer of its traffic's time and its arithmetic's (extern kernels
-    # count no arithmetic)
+    # FP32-lane cycles per second a generated kernel's arithmetic runs at (0: none modelled;
+    # each operator's cycles in hardware/instruction_costs): a kernel takes the longer of its
+    # traffic's time and its arithmetic's (extern kernels count no arithmetic)
     arithmetic_per_s: float = 0.0
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ One `PartTimes` per part holds a handful of physical parameters, each bounded:
   sector per element), in bytes: 0 if the caches merged every sector, 32 if none;
 - the share of a DRAM byte that a byte a reduction loads again in a later loop over its row
   costs (0: the row is still in cache; 1: read again from HBM);
-- the rate of a kernel's arithmetic (operations per second: the fit's operations per SM per
+- the rate of a kernel's arithmetic (FP32-lane cycles per second: the fit's lane cycles per SM per
   clock times the part's SMs and clock, below the FP32 lanes' peak: 132 SMs x 128 lanes x
   1.98 GHz = 33.5 T/s on an H100 SXM): a fused float8 cast that
   evaluates a norm, an amax, a power-of-2 scale and a clamp per element, pass after pass, is
