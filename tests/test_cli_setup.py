@@ -185,17 +185,7 @@ def test_async_tp_hides_each_tp_collective_behind_the_gemm_it_pairs_with(tmp_pat
 def test_a_sharded_model_times_its_block_gemms_with_any_gemm_model(gemms):
     # the shipped block's gemms carry their accumulation; a roofline at a given efficiency
     # has no notion of it and still times them
-    result = invoke_cli(
-        "estimate",
-        "--model",
-        "llama3-8b",
-        "--tokens",
-        "8192",
-        "--tp",
-        "2",
-        "--gpu",
-        "h100",
-        *gemms,
-    )
+    args = ["estimate", "--model", "llama3-8b", "--tokens", "8192", "--tp", "2", "--gpu", "h100"]
+    result = invoke_cli(*args, *gemms)
     assert result.exit_code == 0, result.output
     assert "step" in result.output

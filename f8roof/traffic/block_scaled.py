@@ -63,7 +63,6 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from f8roof.errors import term
 from f8roof.traffic import nvfp4
 from f8roof.traffic.kernel_traffic import (
     BF16_BYTES,
@@ -74,7 +73,7 @@ from f8roof.traffic.kernel_traffic import (
     numel,
 )
 from f8roof.traffic.recipes import BLOCK_SCALE_BYTES, ROLES, Granularity, Recipe, Role
-from f8roof.traffic.variant import ContextError, Implementation
+from f8roof.traffic.variant import ContextError, Implementation, require_torchao
 
 if TYPE_CHECKING:
     import sympy as sp
@@ -202,12 +201,8 @@ def _kernel(role: Role, what: str, read, written) -> KernelTraffic:
 
 def _check(recipe: Recipe, implementation: Implementation) -> None:
     if not recipe.is_block_scaled:
-        raise ContextError(f"{recipe.name} is not block-scaled: see models.traffic")
-    if implementation is not Implementation.TORCHAO:
-        raise ContextError(
-            f"f8roof's reference float8 linear has no {recipe.name} recipe: use "
-            f"{term('implementation')} torchao"
-        )
+        raise ContextError(f"{recipe.name} is not block-scaled: see traffic.worst_ideal")
+    require_torchao(recipe.name, implementation)
 
 
 def _worst_emulated(role: Role, cast: str, *, fused: bool, limited: bool):

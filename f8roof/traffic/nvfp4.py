@@ -59,10 +59,9 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from f8roof.errors import term
 from f8roof.traffic.kernel_traffic import KernelTraffic, Level, TrafficModel, numel
 from f8roof.traffic.recipes import ROLES, Recipe, Role
-from f8roof.traffic.variant import ContextError, Implementation
+from f8roof.traffic.variant import ContextError, Implementation, require_torchao
 
 FP4_BYTES = Fraction(1, 2)  # e2m1, two elements per byte
 SCALE_BYTES = Fraction(1, 16)  # one e4m3 byte per 16 elements, in either layout
@@ -143,11 +142,7 @@ READ_OFF_REASON = (
 def _check(recipe: Recipe, implementation: Implementation) -> None:
     if not recipe.is_nvfp4:
         raise ContextError(f"{recipe.name} is not nvfp4: see traffic.worst_ideal")
-    if implementation is not Implementation.TORCHAO:
-        raise ContextError(
-            f"f8roof's reference float8 linear has no {recipe.name} recipe: "
-            f"use {term('implementation')} torchao"
-        )
+    require_torchao(recipe.name, implementation)
 
 
 def _traffic(role: Role, what: str, read: Fraction, written: Fraction) -> KernelTraffic:

@@ -65,6 +65,15 @@ class ContextError(RecipeError):
     """An unknown context op, or a variant that cannot exist (a recipe torchao lacks)."""
 
 
+def require_torchao(recipe: str, implementation: Implementation) -> None:
+    """Block-scaled and NVFP4 recipes are torchao's alone: f8roof's reference linear has none."""
+    if implementation is not Implementation.TORCHAO:
+        raise ContextError(
+            f"f8roof's reference float8 linear has no {recipe} recipe: use "
+            f"{term('implementation')} torchao"
+        )
+
+
 @dataclass(frozen=True)
 class Context:
     before: Before = Before.NONE
