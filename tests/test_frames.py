@@ -1,12 +1,11 @@
-"""Output files: one writer per format, (rows, path) -> None, atomic; CSV and Parquet through
-pyarrow keep every value (floats read back to the same double) and the string columns."""
+"""Output files: one writer per format, (rows, path) -> None, atomic; Parquet keeps every value,
+CSV every byte count and string and every other float to float32's precision."""
 
+import errno
 import json
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pcsv
 import pytest
 
 from f8roof.columns import Columns, Labels
@@ -57,6 +56,37 @@ def test_csv_round_trip(tmp_path, frame):
     assert back["fp8_reason"].tolist()[1] == "M not a multiple of 16"
 
 
+def test_csv_values_read_back_as_the_estimate_to_float32_precision(tmp_path, monkeypatch):
+    """Random shapes, the shipped calibration's columns (some with the same values as another,
+    formatted once), in parts on threads: every float reads back as the float32 nearest the
+    estimate's (its text within 2**-23 of the value), byte counts and dimensions exactly."""
+    rng = np.random.default_rng(37)
+    shapes = rng.integers(1, 65536, size=(3000, 3))
+    shapes[::2] = shapes[::2] // 16 * 16 + 16
+    rows = estimate(shapes, resolve(Request(gpu="h100")).config)
+    monkeypatch.setattr(render, "CSV_PART_ROWS", 700)
+    monkeypatch.setattr(render, "CSV_THREAD_ROWS", 700)
+    sources, _ = render.csv_sources(rows)
+    assert len(sources) == len(rows.columns) - 4  # bf16_s, speedup_context*: formatted once
+    out = tmp_path / "x.csv"
+    write_csv(rows, out)
+    back = pd.read_csv(out, keep_default_na=False)
+    assert list(back.columns) == rows.columns and len(back) == len(rows)
+    floats = 0
+    for column in rows.columns:
+        ours = rows[column]
+        if ours.dtype.kind == "f" and "_bytes" not in column:
+            read = back[column].to_numpy(np.float64)
+            assert (read.astype(np.float32) == ours.astype(np.float32)).all(), column
+            assert (np.abs(read - ours) <= 2.0**-23 * np.abs(ours)).all(), column
+            floats += 1
+        elif ours.dtype.kind in "fi":
+            assert (back[column].to_numpy(np.int64) == ours).all(), column
+        else:
+            assert back[column].astype(str).tolist() == ours.astype(str).tolist(), column
+    assert floats >= 15
+
+
 def test_csv_text_nan_bool_and_header(tmp_path):
     frame = Columns(
         {
@@ -101,17 +131,17 @@ def test_object_columns_of_mixed_values_become_strings(tmp_path):
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, frame, monkeypatch):
     out = tmp_path / "x.csv"
     out.write_text("old\n")
-    real, calls = pcsv.write_csv, []
+    real, calls = render._csv_lines, []
 
-    def second_slice_fails(table, sink, options=None):
-        calls.append(table.num_rows)
+    def second_part_fails(sources, which):
+        calls.append(len(sources[0]))
         if len(calls) == 2:
-            raise pa.ArrowIOError("disk full")
-        real(table, sink, options)
+            raise OSError(errno.ENOSPC, "disk full")
+        return real(sources, which)
 
     monkeypatch.setattr(render, "CSV_PART_ROWS", 2)  # 4 rows: two parts
     monkeypatch.setattr(render, "CSV_MAX_THREADS", 1)
-    monkeypatch.setattr(pcsv, "write_csv", second_slice_fails)
+    monkeypatch.setattr(render, "_csv_lines", second_part_fails)
     with pytest.raises(F8RoofError, match=f"cannot write {out}: disk full"):
         write_csv(frame, out)
     assert calls == [2, 2] and out.read_text() == "old\n"
@@ -141,7 +171,7 @@ def test_csv_slices_on_threads_are_one_file(tmp_path, frame, monkeypatch):
     whole = tmp_path / "whole.csv"
     write_csv(frame, whole)
     monkeypatch.setattr(render, "CSV_PART_ROWS", 1)  # a part per row, on up to three threads
-    monkeypatch.setattr(render, "CSV_BATCH_ROWS", 1)
+    monkeypatch.setattr(render, "CSV_THREAD_ROWS", 1)
     monkeypatch.setattr(render, "CSV_MAX_THREADS", 3)
     sliced = tmp_path / "sliced.csv"
     write_csv(frame, sliced)

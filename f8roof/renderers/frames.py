@@ -2,12 +2,12 @@
 each writing its file atomically (a reader never sees half of it). The terminal table is
 renderers/table.py.
 
-CSV and Parquet go through pyarrow: its CSV writer formats 200,000 rows in a few tenths of a
-second where pandas' `to_csv` takes seconds (it formats every value in Python). CSV and
-Markdown are written from the columns themselves; Parquet and JSON from their DataFrame
+CSV and Parquet go through pyarrow: CSV is built by its string kernels (200,000 rows in a few
+tenths of a second, where pandas' `to_csv` takes seconds: it formats every value in Python).
+CSV and Markdown are written from the columns themselves; Parquet and JSON from their DataFrame
 (`Columns.to_frame`: pandas is imported for those two alone). In CSV, floats are written in
-their shortest form that reads back to the same float32; booleans as true/false; NaN as an
-empty field.
+their shortest form that reads back to the same float32 (byte counts as integers); booleans as
+true/false; NaN as an empty field; strings and the header quoted.
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 Renderer = Callable[[Columns, str | Path], None]
-# CSV is formatted in parts, one thread each: at most this many rows a part (a part's text is
-# ~300 bytes a row, and at most two parts per thread wait to be written, which bounds the
-# memory), each formatted by pyarrow in batches of CSV_BATCH_ROWS.
-CSV_PART_ROWS = 131072
-CSV_BATCH_ROWS = 32768
+# CSV is formatted in parts of at most CSV_PART_ROWS rows (about 10 MB of text and fields
+# each), on up to CSV_MAX_THREADS threads (arrow's string kernels release the GIL), at most two
+# parts per thread waiting to be written, which bounds the memory. The part size costs nothing
+# measurable between 8,192 and 200,000 rows; small parts keep the threads evenly loaded.
+CSV_PART_ROWS = 16384
+CSV_THREAD_ROWS = 32768  # fewer rows than this a thread: fewer threads
 CSV_MAX_THREADS = 4
 
 
@@ -53,67 +54,139 @@ def arrow_table(frame: pd.DataFrame):
         return pa.Table.from_pandas(frame.astype(mixed), preserve_index=False)
 
 
-def _csv_parts(table) -> Iterator[Any]:
-    """The table's CSV text in parts, in order. Formatting floats is most of the cost and
-    pyarrow does it without the GIL, so parts are formatted on a few threads. As few parts as
-    the threads and CSV_PART_ROWS allow, of equal size: each part costs a writer of its own,
-    and on a busy machine small parts cost more CPU than the threads save (one part per
-    thread is as fast as one thread there, and twice as fast on two idle cores)."""
+def write_csv(rows: Columns, path: str | Path) -> None:
+    """The rows as CSV, as pyarrow's CSV writer writes them (header and strings quoted), built
+    with arrow's string kernels: each column's text, then each row's fields joined. Formatting
+    floats is most of the cost (about 0.1 us each), so a column with the same values as an
+    earlier one is formatted once (`bf16_s` is `bf16_gemm_s`, and without a context
+    `speedup_context*` is `speedup*`)."""
+    header = ",".join(_quoted(name) for name in rows.columns) + "\n"
+    sources, which = csv_sources(rows)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(header.encode("utf-8"))
+        f.writelines(_csv_parts(sources, which, len(rows)))
+
+
+def csv_sources(rows: Columns) -> tuple[list[Any], list[int]]:
+    """What CSV formats, as pyarrow arrays (`_csv_array`), each distinct column once, and for
+    each column the index of its array. Text costs a float its digits, and float64's shortest
+    round-trip text runs to 17 of them where no estimate means more than 4: byte counts
+    (`*_bytes*`, exact integers) are written as integers, other floats at float32's precision
+    (7 digits, the text half as long); Parquet keeps every double."""
+    sources: list[Any] = []
+    which: list[int] = []
+    singles: list[tuple[np.ndarray, int]] = []  # float columns as float32, and their source
+    for name, values in rows.items():
+        single = _single(name, values)
+        if single is not None:
+            same = next((i for s, i in singles if _same_bits(s, single)), None)
+            if same is not None:
+                which.append(same)
+                continue
+            singles.append((single, len(sources)))
+        which.append(len(sources))
+        sources.append(_csv_array(values, single))
+    return sources, which
+
+
+def _single(name: str, values: np.ndarray | Labels) -> np.ndarray | None:
+    """A float column that CSV writes as float32, as float32; None for any other column."""
+    if isinstance(values, Labels) or values.dtype.kind != "f":
+        return None
+    if "_bytes" in name and np.isfinite(values).all():
+        return None  # written as integers
+    with np.errstate(over="ignore"):  # beyond float32's range: inf, as pyarrow writes it
+        return values.astype(np.float32)
+
+
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """The same float32 values, bit for bit (so the same text; -0.0 is not 0.0). The first
+    value is compared first: most columns differ there, and comparing whole ones costs."""
+    return bool(
+        a[:1].tobytes() == b[:1].tobytes() and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    )
+
+
+def _csv_array(values: np.ndarray | Labels, single: np.ndarray | None):
+    """One column as pyarrow holds it for CSV, made from its buffers (`pa.array` imports
+    pandas, to ask whether it was handed pandas' values, and a CSV file needs none): strings
+    already quoted, NaN as null (an empty field). `single`: a float column as CSV writes it
+    (`_single`), or None."""
     import pyarrow as pa
-    import pyarrow.csv as pcsv
 
+    if isinstance(values, Labels):
+        names = [_quoted(n) for n in values.names]
+        return pa.DictionaryArray.from_arrays(_numbers(values.codes), _strings(names))
+    if values.dtype == object:  # strings, or values of mixed types as their text
+        return _strings([None if is_missing(v) else _quoted(str(v)) for v in values])
+    if single is not None:
+        return _numbers(single, valid=~np.isnan(single))
+    if values.dtype.kind == "f":  # byte counts, finite
+        return _numbers(np.round(values).astype(np.int64))
+    return _numbers(values)
+
+
+def _quoted(text: str) -> str:
+    """A CSV string field, as pyarrow's writer quotes every string: in quotes, quotes doubled."""
+    return '"' + text.replace('"', '""') + '"'
+
+
+def _csv_parts(sources: list[Any], which: list[int], n: int) -> Iterator[Any]:
+    """The rows' CSV text in parts (`_csv_lines`), in order, formatted on a few threads."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = max(1, min(cpus or 1, CSV_MAX_THREADS, -(-table.num_rows // CSV_BATCH_ROWS)))
-    parts = workers * max(1, -(-table.num_rows // (workers * CSV_PART_ROWS)))
-    rows = max(1, -(-table.num_rows // parts))
-    starts = range(0, max(table.num_rows, 1), rows)
+    workers = max(1, min(cpus or 1, CSV_MAX_THREADS, -(-n // CSV_THREAD_ROWS)))
+    starts = range(0, n, CSV_PART_ROWS)
 
-    def text(start: int):
-        sink = pa.BufferOutputStream()
-        options = pcsv.WriteOptions(include_header=start == 0, batch_size=CSV_BATCH_ROWS)
-        pcsv.write_csv(table.slice(start, rows), sink, options)
-        return sink.getvalue()
+    def lines(start: int):
+        return _csv_lines([s.slice(start, CSV_PART_ROWS) for s in sources], which)
 
     if workers == 1:
-        yield from map(text, starts)
+        yield from map(lines, starts)
         return
     with ThreadPoolExecutor(workers) as pool:
         waiting: deque = deque()
         for start in starts:
-            waiting.append(pool.submit(text, start))
+            waiting.append(pool.submit(lines, start))
             if len(waiting) > 2 * workers:
                 yield waiting.popleft().result()
         while waiting:
             yield waiting.popleft().result()
 
 
-def csv_table(rows: Columns):
-    """What CSV writes: text costs a float its digits, and float64's shortest round-trip text
-    runs to 17 of them where no estimate means more than 4. Byte counts (`*_bytes*`, exact
-    integers) are written as integers, other floats at float32's precision (7 digits, the
-    text half as long); Parquet keeps every double."""
+def _csv_lines(sources: list[Any], which: list[int]):
+    """The CSV lines of one part of the rows, as one buffer: each source's text, then each
+    row's fields (`which`) joined by commas, a null (NaN) as an empty field."""
+    import pyarrow.compute as pc
+
+    newline, nothing, comma = _scalars("\n", "", ",")
+    texts = [_csv_text(s) for s in sources]
+    fields = [texts[i] for i in which]
+    fields[-1] = pc.binary_join_element_wise(fields[-1], newline, nothing, null_handling="replace")
+    lines = pc.binary_join_element_wise(*fields, comma, null_handling="replace")
+    _, offsets, data = lines.buffers()
+    first, last = np.frombuffer(offsets, np.int32, len(lines) + 1, 4 * lines.offset)[[0, -1]]
+    return data[first:last]
+
+
+def _csv_text(source):
+    """A column's CSV fields as strings: numbers as pyarrow's CSV writer formats them (floats
+    in their shortest form that reads back to the same float32), booleans as true/false."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    arrays = [_csv_array(name, values) for name, values in rows.items()]
-    return pa.Table.from_arrays(arrays, names=rows.columns)
+    if pa.types.is_dictionary(source.type):
+        return source.dictionary.take(source.indices)
+    if pa.types.is_boolean(source.type):
+        return pc.if_else(source, *_scalars("true", "false"))
+    if pa.types.is_string(source.type):
+        return source
+    return pc.cast(source, pa.string())
 
 
-def _csv_array(name: str, values: np.ndarray | Labels):
-    """One column as pyarrow holds it, made from its buffers: `pa.array` imports pandas (to
-    ask whether it was handed pandas' values), and a CSV file needs none."""
-    import pyarrow as pa
-
-    if isinstance(values, Labels):
-        return pa.DictionaryArray.from_arrays(_numbers(values.codes), _strings(values.names))
-    if values.dtype == object:  # strings, or values of mixed types as their text
-        return _strings([None if is_missing(v) else str(v) for v in values])
-    if values.dtype.kind == "f" and "_bytes" in name:
-        whole = np.round(values)
-        if np.isfinite(whole).all():
-            return _numbers(whole.astype(np.int64))
-    if values.dtype.kind == "f":
-        return _numbers(values.astype(np.float32), valid=~np.isnan(values))  # NaN: empty
-    return _numbers(values)
+def _scalars(*texts: str) -> tuple[Any, ...]:
+    """Strings as pyarrow scalars, for its kernels: a Python string there becomes one through
+    `pa.scalar`, which imports pandas."""
+    return tuple(_strings(texts))
 
 
 def _bitmap(flags: np.ndarray):
@@ -144,12 +217,6 @@ def _strings(texts: Sequence[str | None]):
     nulls = None if valid.all() else _bitmap(valid)
     buffers = [nulls, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
     return pa.Array.from_buffers(pa.string(), len(encoded), buffers)
-
-
-def write_csv(rows: Columns, path: str | Path) -> None:
-    table = csv_table(rows)
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.writelines(_csv_parts(table))
 
 
 def write_parquet(rows: Columns, path: str | Path) -> None:
