@@ -64,30 +64,30 @@ def test_the_default_view_is_short_and_the_full_one_marks_speedups():
 
 
 def test_the_band_and_a_straddling_decision(tmp_path):
-    """rowwise at 8192^3 straddles 1: the expected default converts it, marks it and names
+    """rowwise at 10240^3 straddles 1: the expected default converts it, marks it and names
     the command that settles it; the conservative policy says uncertain; 2048^3 loses even at
     its high end: keep. The breakeven has a band of its own."""
-    shapes = ("--shape", "2048,2048,2048", "--shape", "8192,8192,8192")
+    shapes = ("--shape", "2048,2048,2048", "--shape", "10240,10240,10240")
     out = tmp_path / "rows.csv"
     result = run("estimate", "--gpu", "h100", "--recipe", "rowwise", *shapes, "--out", str(out))
     assert result.exit_code == 0, result.output
     rows = pd.read_csv(out).set_index("M")
-    big = rows.loc[8192]
+    big = rows.loc[10240]
     assert big["speedup_low"] < 1 < big["speedup"] < big["speedup_high"]
     assert list(rows["decision"]) == ["keep", "convert"]
     assert list(rows["straddles"]) == [False, True]
-    row = next(line for line in result.output.splitlines() if line.startswith("8192x"))
+    row = next(line for line in result.output.splitlines() if line.startswith("10240x"))
     assert row.endswith("convert *")
     assert "* the band straddles 1 on 1 shape: measure them on a GPU with" in result.output
-    assert "f8roof validate" in result.output and "--shape 8192,8192,8192" in result.output
+    assert "f8roof validate" in result.output and "--shape 10240,10240,10240" in result.output
     found = re.search(
         r"breakeven \(fitted\): float8 wins for M = K = N >= (\d+) \(band", result.output
     )
-    assert found and 2048 < int(found.group(1)) < 8192
+    assert found and 2048 < int(found.group(1)) < 10240
     careful = run(
         "estimate", "--gpu", "h100", "--recipe", "rowwise", *shapes, "--policy", "conservative"
     )
-    row = next(line for line in careful.output.splitlines() if line.startswith("8192x"))
+    row = next(line for line in careful.output.splitlines() if line.startswith("10240x"))
     assert row.endswith("uncertain *")
 
 

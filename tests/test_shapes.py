@@ -314,3 +314,7 @@ def test_fuzz_parse_shape(text):
         assert not ok and "\n" not in e.message
     else:
         assert ok and shape == tuple(int(p) for p in stripped)
+
+
+def test_a_byte_order_mark_after_the_header_is_a_malformed_field(tmp_path):
+    check_against_reference(tmp_path / "bom.csv", b"M,K,N \n\xef\xbb\xbf1,1,1\n")

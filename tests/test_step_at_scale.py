@@ -150,7 +150,7 @@ def test_the_per_layer_path_casts_a_shared_input_once(tmp_path):
     summed = sum(r["count"] * (r["fp8_s"] - r["recompute_fp8_s"]) for r in rows)
     head = next(r for r in doc["layers"] if r["fqn"] == "lm_head")
     linears = part(s, "linears")["fp8_s"] - head["bf16_s"]  # output stays bf16 as run
-    assert linears < 0.95 * summed
+    assert linears < 0.98 * summed  # the casts saved, not rounding
 
 
 @pytest.mark.parametrize(

@@ -173,6 +173,8 @@ def _read_fast(data: bytes, names: list[str], end: int) -> np.ndarray | None:
     body = data[end:]
     if not body.strip(b"\r\n"):
         return np.empty((0, 3), dtype=np.int64)
+    if body.startswith(_BOM):  # pyarrow would drop it as the start of its input; it is a field's
+        return None
     # Columns other than M, K, N get placeholder names: theirs may repeat; they are not read.
     column_names = [n if n in DIMS else f"_{i}" for i, n in enumerate(names)]
     try:

@@ -548,8 +548,8 @@ def _summary_dict(summary: StepSummary) -> dict[str, Any]:
 
 
 def _recipes(answer: ShapesAnswer | ModelAnswer) -> str:
-    """'tensorwise' (torchao's; 'reference tensorwise' for f8roof's), or the recipes compared,
-    and the context."""
+    """'tensorwise' (torchao's; 'reference tensorwise' for f8roof's), or the recipes compared
+    (their count beyond three, which the table and the plans name), and the context."""
     configs = answer.resolved.configs
     names = ", ".join(
         c.recipe.name
@@ -557,6 +557,8 @@ def _recipes(answer: ShapesAnswer | ModelAnswer) -> str:
         else f"{c.implementation.value} {c.recipe.name}"
         for c in configs
     )
+    if len(configs) > 3:
+        names = f"{len(configs)} recipes"
     context = configs[0].context
     return names + ("" if context.is_standalone else f" after {context.name}")
 
