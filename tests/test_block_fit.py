@@ -307,3 +307,33 @@ def test_estimate_picks_the_layout_of_the_tokens(cli):
             f"shipped sharded block for llama3-8b TP 8, recompute none, tensorwise, {layout}"
             in (result.output)
         )
+
+
+def test_a_recount_scales_each_kernel_group_by_its_ratio_where_it_was_compiled():
+    """build_block_fits.py --recount: a compile at one token count, every kernel counted
+    twice as much there, doubles each group's arithmetic at every token count of the fit;
+    bytes, gemms and collectives stay as they were."""
+    import importlib.util
+    from dataclasses import replace
+
+    from f8roof.calibration.block_file import BlockKey, shipped_fit
+
+    script = ROOT / "scripts" / "build_block_fits.py"
+    spec = importlib.util.spec_from_file_location("build_block_fits", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fit = shipped_fit(BlockKey("llama3-8b", 2, "selective", "rowwise"))
+    assert fit is not None
+    compiled = fit.at(4096)
+    doubled = replace(
+        compiled, kernels=tuple(replace(k, arithmetic=2 * k.arithmetic) for k in compiled.kernels)
+    )
+    recounted = module.recounted_fit(fit, doubled)
+    for before, after in zip(fit.segments, recounted.segments):
+        assert after.gemms == before.gemms and after.collectives == before.collectives
+        for g, h in zip(before.kernels, after.kernels):
+            assert (h.bytes_read, h.bytes_written) == (g.bytes_read, g.bytes_written)
+            # a capture shares a group's count among its kernels, rounded to whole operations
+            assert float(h.arithmetic.at(16384)) == pytest.approx(
+                2 * g.arithmetic.at(16384), rel=1e-4
+            )
