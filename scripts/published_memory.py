@@ -8,7 +8,8 @@ full AC, torch.compile, float8 tensorwise; bf16 71.51 / float8 55.26 with vanill
 (fcdbe91c1, 2025-03-25, torchtitan/models/llama/train_configs/llama3_70b.toml) says
 batch_size = 8, seq_len = 8192, and that is the prediction; the batch of 16 the same author ran
 70B with in torchtitan's 2025-06 async TP benchmark is printed beside it, not chosen by the
-error. Each run is answered by `f8roof estimate --setup` (the memory part of its --out JSON).
+error. Each run is answered by `f8roof estimate --setup` (the memory part of its --out JSON), on
+Meta's 96 GB H100 (h100-meta; scripts/published_runs.py's `META_SOURCES` says why).
 
 Under each arm, the miss is named: f8roof predicts allocated bytes, torchtitan logs the caching
 allocator's reserved peak, so what the model leaves out is published minus predicted; and the
@@ -70,7 +71,7 @@ mode = "full"
 recipe_name = "tensorwise"
 filter_fqns = ["output"]
 [f8roof]
-gpu = "h100"
+gpu = "h100-meta"
 """
 
 
@@ -92,7 +93,7 @@ selective_ac_option = "op"
 recipe_name = "rowwise"
 filter_fqns = ["output"]
 [f8roof]
-gpu = "h100"
+gpu = "h100-meta"
 """
 PUBLISHED_1207 = (45.68, 45.67)
 

@@ -8,7 +8,8 @@ one step is local_batch x seq_len / (tps x TP degree).
 
 The runs and their measured tokens/s are data/published/runs_h100_dev.csv's (each row names its
 source): torchtitan#1207 (Llama3-8B, 4 H100, FSDP 2 x TP 2, per-op SAC, one 8192-token sequence
-per rank) and torchtitan's async TP benchmark (Grand Teton H100s at 500 W, f8roof's h100-meta;
+per rank), pytorch/pytorch#149990, torchao's training.md and torchtitan's async TP benchmark (all
+on Meta's Grand Teton H100s at 500 W, f8roof's h100-meta: `META_SOURCES` says why;
 Llama3 8B FSDP 8 x TP 8 per-op SAC local batch 12, Llama3 70B FSDP 32 x TP 8 full AC local
 batch 16; seq_len 8192, torchtitan's llama3 configs; vanilla and async TP).
 
@@ -105,7 +106,7 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
     """The published runs (data/published/runs_h100_dev.csv), their setup read off each row's
     `setup` text: parallel degrees, checkpointing, local batch (1 where the row names none:
     torchtitan#1207 ran one sequence per rank), vanilla or async TP; the part from `gpu`
-    (torchtitan's 500 W H100s: h100-meta)."""
+    (Meta's 500 W H100s for every dev run: `_part`)."""
     out = []
     for row in pd.read_csv(path).itertuples():
         found = SETUP.search(row.setup)
@@ -131,13 +132,32 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
                 ac,
                 row.recipe,
                 async_tp,
-                "h100-meta" if "500W" in row.gpu else "h100",
+                _part(row.source, row.gpu),
                 float(row.tokens_per_s_bf16),
                 float(row.tokens_per_s_fp8),
                 "float8 all-gather" in row.setup,
             )
         )
     return out
+
+
+# Which H100 each run ran on. torchtitan's benchmark names its part: "H100 (96GB HBM2e, 500W)",
+# Meta's Grand Teton variant (f8roof's h100-meta). The other dev runs name only "H100", and each
+# was published by Meta's PyTorch engineers from their own clusters:
+# - pytorch/pytorch#149990 and torchtitan#1207: danielvegamyhre, the benchmark's author, in the
+#   three months before it. #149990's Llama3-70B at FSDP x TP 8 under full AC runs the
+#   benchmark's 70B at the same bf16 cost per token and GPU (598 against 597 tokens/s).
+# - torchao's training.md: the torchao float8 team, whose roofline utility
+#   (torchao/testing/training/roofline_utils.py) takes Meta's H100 variant as its H100.
+# The same team's logs show the 96 GB part: torchtitan prints reserved memory as a share of the
+# device's, "47.65GiB(50.16%)" in vkuzo's pytorch/torchtitan#808 (8 H100s), 95.0 GiB in all.
+META_SOURCES = ("#1207", "#149990", "training.md")
+
+
+def _part(source: str, gpu: str) -> str:
+    if "500W" in gpu or any(key in source for key in META_SOURCES):
+        return "h100-meta"
+    return "h100"
 
 
 def _short(source: str) -> str:
@@ -208,9 +228,9 @@ def main() -> None:
             )
         terms.append((run, summary))
     legend = (
-        "bench: torchtitan's async TP float8 benchmark (Grand Teton H100s at 500 W); #1207: "
+        "bench: torchtitan's async TP float8 benchmark; #1207: "
         "pytorch/torchtitan#1207; #149990: pytorch/pytorch#149990 (local batch 8, torchtitan's "
-        "70B config); ao: torchao's training.md. Each answered from its configuration, on the "
+        "70B config); ao: torchao's training.md; all on Meta's 500 W H100s. Each answered from its configuration, on the "
         "part it ran on, its measured bf16 step reconciled with the model; nothing tuned to it."
     )
     if not args.summary:

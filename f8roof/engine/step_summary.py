@@ -596,8 +596,9 @@ def _tp_collectives(
     notes: list[Note],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Placement] | None:
     """One sequence-parallel all-gather and one reduce-scatter of tokens x hidden bf16 (the
-    float8 side's all-gather in float8 where every converted block linear is tensorwise:
-    torchao's float8 TP plan), seconds each, and the placement; None without TP or a fabric."""
+    float8 side's all-gathers, the forward's input and the backward's gradient, in float8
+    where every converted block linear is tensorwise: torchao's float8 TP plan), seconds
+    each, and the placement; None without TP or a fabric."""
     tp = rec.setup.tp
     fabric = _fabric(rec, notes) if tp > 1 else None
     if fabric is None:
@@ -643,7 +644,9 @@ def _tp_comm(
     full_again = setup.recompute_share(layers)
     again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
     bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
-    fp8_t = per_block * (fp8_ag + ag + 2 * rs + again * fp8_ag + full_again * rs)
+    # tensorwise's float8 TP plan gathers the gradient in float8 too (Float8RowwiseParallel
+    # casts it before the reduce-scatter's backward)
+    fp8_t = per_block * (2 * fp8_ag + 2 * rs + again * fp8_ag + full_again * rs)
     notes.append(_tp_note(run, place, from_graphs=False))
     return float(np.sum(bf16_t)), float(np.sum(fp8_t))
 
@@ -658,11 +661,22 @@ def _async_tp(
     forward_gemms: tuple[np.ndarray, np.ndarray],
 ) -> tuple[float, float] | None:
     """Exposed TP communication of one block under async TP, per precision (None without TP):
-    torch's micro-pipelined TP runs each collective beside the gemms it feeds or drains
-    (`micro_pipelined_exposed_s`). Per sub-block (attention, MLP) the forward's all-gather
-    pairs with its column-parallel gemms and its reduce-scatter with the row-parallel gemm;
-    the backward mirrors them beside the input-gradient gemms (the same FLOPs); recompute's
-    collectives pair again. `forward_gemms`: each row's forward gemm seconds per precision."""
+    torch's micro-pipelined TP runs a collective beside the gemms it feeds or drains
+    (`micro_pipelined_exposed_s`), where Inductor's pass finds them
+    (torch/_inductor/fx_passes/micro_pipeline_tp.py). Per sub-block (attention, MLP):
+    - the forward's all-gather (and recompute's) pairs with the column-parallel gemms that
+      consume the gathered tensor themselves (`_find_consumer_matmuls`): bf16 ones, and float8
+      ones under torchao's tensorwise TP plan, which casts before the gather. Other recipes
+      cast after it, so their gather runs unfused (pytorch/pytorch#149990, rowwise);
+    - the forward's reduce-scatter (and full AC's) pairs with the row-parallel gemm producing
+      it (`_find_producer_matmul`, float8 rowwise included since pytorch/pytorch#149247);
+    - the backward's gradient gather pairs with the row-parallel input-gradient gemm (the
+      forward's FLOPs) on the same terms as the forward's gather: in float8 under the
+      tensorwise plan, whose Float8RowwiseParallel casts the gradient before it;
+    - the backward's input-gradient reduce-scatter pairs with the one column-parallel gemm
+      producing it; where several share the input (q/k/v, w1/w3) their gradients are summed
+      first and no gemm produces it alone: unfused, as in vanilla TP.
+    `forward_gemms`: each row's forward gemm seconds per precision."""
     found = _tp_collectives(rec, rows, convert, block, run, notes)
     if found is None:
         return None
@@ -675,19 +689,22 @@ def _async_tp(
     share = rows["count"].astype(np.float64) / layers
     full_again = setup.recompute_share(layers)
     again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
+    consumes_gather = (
+        np.ones(len(convert), dtype=bool),
+        ~convert | (rows["recipe"].astype(str) == "tensorwise"),
+    )
     out = []
-    for gemm, gather in zip(forward_gemms, (ag, fp8_ag)):
+    for gemm, gather, direct in zip(forward_gemms, (ag, fp8_ag), consumes_gather):
         exposed = 0.0
         # the collectives' arrays run over the row-parallel rows in this order
         for j, i in enumerate(np.flatnonzero(dense & (style == "row"))):
             column = dense & (style == "column") & (module == module[i])
-            g_col = float(np.sum(share[column] * gemm[column]))
             g_row = float(share[i] * gemm[i])
             pairs = (
-                (gather[j], g_col, 1.0 + again),  # forward's gather, and recompute's
-                (rs[j], g_row, 1.0 + full_again),  # forward's reduce-scatter, and full AC's
-                (ag[j], g_row, 1.0),  # backward: the gradient's gather
-                (rs[j], g_col, 1.0),  # backward: the input gradient's reduce-scatter
+                (gather[j], float(np.sum((share * gemm)[column & direct])), 1.0 + again),
+                (rs[j], g_row, 1.0 + full_again),
+                (gather[j], g_row if direct[i] else 0.0, 1.0),
+                (rs[j], float(share[column] @ gemm[column]) if column.sum() == 1 else 0.0, 1.0),
             )
             exposed += sum(
                 n * float(micro_pipelined_exposed_s(c, g, group_size=tp)) for c, g, n in pairs

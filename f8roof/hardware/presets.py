@@ -207,7 +207,7 @@ PRESETS: dict[str, GPU] = {
             (),
             132,
             (9, 0),
-            80 * 2**30,
+            95 * 2**30,
             power_w=500,
             sm_clock_hz=1.98e9,
             sources=(
@@ -215,6 +215,8 @@ PRESETS: dict[str, GPU] = {
                 HOPPER_SXM_CLOCK + " (the same silicon)",
                 "torchao/testing/training/roofline_utils.py: 2.4 TB/s, Meta's H100 variant",
                 "FBGEMM#2546: benchmarks on 'H100 500W'",
+                "torchtitan's asyncTP_llama3_h100_2025-06 benchmark: 'H100 (96GB HBM2e, 500W)'",
+                "95 GiB as torch reports it: '47.65GiB(50.16%)' in torchtitan#808's log",
             ),
             notes=("chosen by name only: no device name is known for this variant",),
         ),
