@@ -1,0 +1,190 @@
+"""Peak memory of one training step as torch itself counts it: the check of training/memory.py.
+
+torch's `FSDPMemTracker` (torch/distributed/_tools/fsdp2_mem_tracker.py) follows every tensor
+a step allocates, by category (sharded and unsharded parameters, gradients, activations,
+temporaries, optimizer states), through FSDP2's hooks. Here it runs under `FakeTensorMode` on
+a fake process group, so a 70B model at its real sizes costs no memory: a whole torchtitan llama
+(embedding, every block of profiler/block.py, final norm, output) parallelized as torchtitan
+does it (TP with sequence and loss parallel, the block's checkpointing, FSDP2 per block and at
+the root, the last block kept unsharded), trained eagerly for two steps (forward,
+loss-parallel cross entropy on the fp32 logits, backward, fused AdamW, zero_grad); the second
+step's peak is read, its optimizer states in place.
+
+What it cannot see: torch.compile (which skips itself under a dispatch mode such as the
+tracker: the block's compiled buffers are not these), the caching allocator's reserve over
+allocated bytes, the rotary embedding (left out of profiler/block.py's block), and temporaries
+inside torchao's float8 matmul (the tracker sees the tensors torch dispatch returns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from f8roof.profiler import torchao_float8
+from f8roof.profiler.block import BlockModule, Checkpointed, _tp_plan, fake_world, sac_context
+from f8roof.traffic.recipes import Recipe
+from f8roof.traffic.variant import torchao_recipe_name
+from f8roof.training.block import BlockSpec, Recompute
+from f8roof.training.checkpointing import sac_policy
+
+STEPS = 2  # the first creates AdamW's states; the second's peak is the one a run repeats
+
+
+@dataclass(frozen=True)
+class TrackedPeak:
+    """One step's peak per GPU as torch's tracker counts it."""
+
+    total_bytes: int
+    by_category: dict[str, int]  # the tracker's categories at the peak
+
+
+class _Model(nn.Module):
+    """torchtitan's llama around profiler/block.py's block: embedding, blocks, norm, output."""
+
+    def __init__(self, spec: BlockSpec, *, layers: int, vocab: int) -> None:
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, spec.dim)
+        self.layers = nn.ModuleDict({str(i): BlockModule(spec) for i in range(layers)})
+        self.norm = nn.RMSNorm(spec.dim)
+        self.output = nn.Linear(spec.dim, vocab, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.tok_embeddings(tokens)
+        for layer in self.layers.values():
+            h = layer(h)
+        return self.output(self.norm(h))
+
+
+def _parallelize(model: _Model, spec: BlockSpec, mesh: Any, recipe: Recipe | None) -> None:
+    """torchtitan's apply_tp, apply_ac and apply_fsdp, in that order."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    par = spec.parallel
+    if par.tp > 1:
+        root_plan = {
+            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+            "norm": SequenceParallel(),
+            "output": ColwiseParallel(
+                input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False
+            ),
+        }
+        parallelize_module(model, mesh["tp"], root_plan)
+        float8_tp = recipe is not None and recipe.name == "tensorwise"
+        for block in model.layers.values():
+            parallelize_module(block, mesh["tp"], _tp_plan(float8_tp=float8_tp, mlp=spec.mlp))
+    for name, block in list(model.layers.items()):
+        if par.recompute is Recompute.FULL:
+            model.layers[name] = Checkpointed(block)
+        elif par.recompute is Recompute.SELECTIVE:
+            model.layers[name] = Checkpointed(block, context_fn=sac_context(sac_policy()))
+    if par.fsdp_ranks > 1:
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        last = len(model.layers) - 1
+        for name, block in model.layers.items():
+            fully_shard(
+                block,
+                mesh=mesh["dp_shard"],
+                mp_policy=policy,
+                reshard_after_forward=int(name) < last,
+            )
+        fully_shard(model, mesh=mesh["dp_shard"], mp_policy=policy)
+
+
+def tracked_peak(
+    spec: BlockSpec, *, layers: int, vocab: int, recipe: str | None = None
+) -> TrackedPeak:
+    """The peak of one step of `layers` blocks of `spec` (its tokens per data-parallel rank,
+    its parallel setup) and a `vocab`-wide embedding and output, in bf16 (`recipe` None) or
+    with every block linear converted by torchao's `recipe` (torchtitan's filter: not the
+    output)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    par = spec.parallel
+    float8 = Recipe.from_name(recipe) if recipe is not None else None
+    with fake_world(par.tp * par.fsdp_ranks), _sharding_outside_the_tracker():
+        mesh = init_device_mesh("cpu", (par.fsdp_ranks, par.tp), mesh_dim_names=("dp_shard", "tp"))
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            model = _Model(spec, layers=layers, vocab=vocab)
+            if float8 is not None:
+                ao = torchao_float8.import_float8()
+                config = ao.Float8LinearConfig.from_recipe_name(torchao_recipe_name(float8))
+                ao.convert_to_float8_training(
+                    model, config=config, module_filter_fn=lambda _, fqn: fqn != "output"
+                )
+            _parallelize(model, spec, mesh, float8)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+            tokens = torch.randint(0, vocab, (spec.batch, spec.seq_len))
+            labels = torch.randint(0, vocab, (spec.batch, spec.seq_len))
+
+            def step() -> None:
+                with loss_parallel() if par.tp > 1 else _nothing():
+                    pred = model(tokens)
+                    loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
+                    del pred  # torchtitan frees the bf16 logits before the backward
+                    loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+
+            for _ in range(STEPS - 1):
+                step()
+            tracker = FSDPMemTracker(model, optimizer)
+            tracker.track_inputs((tokens, labels))
+            with tracker:
+                step()
+            peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
+    by_category = {str(getattr(k, "value", k)): int(v) for k, v in peak.items()}
+    return TrackedPeak(by_category.pop("Total"), by_category)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *_: object) -> None:
+        return None
+
+
+class _sharding_outside_the_tracker:
+    """Two places where DTensor computes under the tracker's fake mode what is not memory:
+    the device mesh's rank layout (which fails on fake tensors), and sharding propagation,
+    which runs each op on global-shape fake tensors the tracker would count. Each gets a fake
+    mode of its own while the tracker runs (torch 2.13's internals; restored on exit)."""
+
+    def __enter__(self) -> None:
+        import torch.distributed.tensor._sharding_prop as sharding_prop
+        from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
+        from torch.distributed.device_mesh import DeviceMesh
+
+        self._concatenate = DeviceMesh.__dict__["_concatenate"]
+        self._detect = sharding_prop.detect_fake_mode
+        concatenate = self._concatenate.__func__
+
+        def outside(*args: Any, **kwargs: Any) -> Any:
+            with unset_fake_temporarily():
+                return concatenate(*args, **kwargs)
+
+        DeviceMesh._concatenate = staticmethod(outside)  # type: ignore[method-assign]
+        own = FakeTensorMode(allow_non_fake_inputs=True)
+        sharding_prop.detect_fake_mode = lambda *_, **__: own
+
+    def __exit__(self, *_: object) -> None:
+        import torch.distributed.tensor._sharding_prop as sharding_prop
+        from torch.distributed.device_mesh import DeviceMesh
+
+        DeviceMesh._concatenate = self._concatenate  # type: ignore[method-assign]
+        sharding_prop.detect_fake_mode = self._detect
