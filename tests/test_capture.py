@@ -1,6 +1,8 @@
 """CPU capture of a variant's forward+backward: C++ kernels, code and scheduler agree, and
 each kernel says whose work it does (the linear's float8 work, its neighbours', or both)."""
 
+import math
+
 import pytest
 import requires
 import torch
@@ -328,3 +330,41 @@ def test_launches_keep_their_kernel_class_from_the_code():
     assert KernelClass.GEMM_FP8_TENSORWISE_FAST not in by_class
     assert sum(by_class.values()) == result.overhead_bytes
     assert by_class[KernelClass.POINTWISE] == 2 * 128 * 96 + 2 + 128 * 96  # bf16 in, fp8 out
+
+
+def test_block_scaled_buffers_scattered_or_reloaded_are_read_off_in_their_roles_dims():
+    """torchao mxfp8_emulated_rceil after RMSNorm at M,K,N = 12288,16384,8192, backward code
+    generated for b200 (codegen-only, torch 2.13, torchao 0.18): there Inductor fuses RMSNorm's
+    backward with the input's column cast in one looped reduction (`..._8`), which walks each
+    row twice and stores the cast's fp32 values transposed from the row, into a buffer in
+    scale blocks (K, M/32, 32). Those scattered elements are M*K: read off as the bytes are,
+    not off the raw (16384, 384, 32), which names no size and left the shape unfitted."""
+    from fractions import Fraction
+    from pathlib import Path
+
+    from f8roof.profiler.triton_code import parse_output_code
+    from f8roof.traffic.fit import Polynomial, ShapeSample, fit_traffic
+
+    shape = (12288, 16384, 8192)
+    name = "codegen_b200_torchao_mxfp8_emulated_rceil_rmsnorm_bwd_12288x16384x8192.py.txt"
+    code = (Path(__file__).parent / "data" / name).read_text()
+    launches = tuple(
+        capture_module._launch(GraphKind.BWD, parsed, [], set(), {}, {})
+        for parsed in parse_output_code(code).launches
+    )
+    result = Capture(
+        "torchao:mxfp8_emulated_rceil@rmsnorm+none",
+        shape,
+        CaptureDevice.CODEGEN,
+        {},
+        launches,
+        block_elements=32,
+    )
+    (norm,) = [k for k in result.overhead_launches if k.name.endswith("_where_8")]
+    assert [math.prod(b.shape) for b in norm.writes if b.name in norm.scattered] == [12288 * 16384]
+    sample = result.sample(norm)
+    assert sample.scattered_polynomial == Polynomial.from_map({"M*K": 1})
+    assert sample.reread_polynomial == Polynomial.from_map({"M*K": 4, "K": 2})
+    assert sample.polynomial == Polynomial.from_map({"M*K": Fraction(161, 16), "M": 4, "K": 2})
+    fit = fit_traffic([ShapeSample(shape, tuple(result.samples()))])
+    assert fit.unfitted == () and len(fit.kernel_sets) == 1

@@ -303,40 +303,43 @@ class Capture:
         ]
         return found[0] if len(found) == 1 else None
 
+    def _symbolic(self, buffer: BufferAccess) -> tuple[Fraction, tuple[int, ...]]:
+        """A buffer as the fits read it: (elements per element of the dims, the dims in M, K,
+        N), so its bytes are itemsize x the first x the dims' product. A block-scaled
+        capture's tensor in blocks ((K, M/32, 32)) or its scales ((K, M/32)) is its role's two
+        dims, at 1 or 1/32 per element; module state such as an amax history (16,) counts its
+        fixed length per element of its other dims; any other buffer is its own shape."""
+        blocked = None if set(buffer.shape) <= {1, *self.shape} else self._blocked(buffer)
+        if blocked is not None:
+            dims, per = blocked
+            return Fraction(1, per), dims
+        if not buffer.name.startswith("buf"):
+            fixed = [d for d in buffer.shape if d not in self.shape]
+            return Fraction(math.prod(fixed)), tuple(d for d in buffer.shape if d in self.shape)
+        return Fraction(1), buffer.shape
+
     def sample(self, launch: KernelLaunch) -> KernelSample:
-        """The launch as the fits see it: bytes, workspace, and the polynomial of its other
-        bytes read off its buffers' shapes (None where a dim is ambiguous)."""
+        """The launch as the fits see it: bytes, workspace, and the polynomials of its other
+        bytes, its scattered elements and its reloaded bytes read off its buffers' shapes
+        (None where a dim is ambiguous), each buffer read the same way (`_symbolic`)."""
         workspace = self.workspace_bytes(launch)
-        sizes = set(self.shape)
-        buffers, scattered = [], []
         again = dict(launch.reloads)
+        buffers, scattered = [], []
         for b in (*launch.reads, *launch.writes):
             if self._is_workspace(b):
                 continue
-            into = buffers
-            itemsize = b.nbytes // math.prod(b.shape)
-            blocked = None if set(b.shape) <= {1, *sizes} else self._blocked(b)
-            if blocked is not None:
-                dims, per = blocked
-                into.append((Fraction(itemsize, per), dims))
-            elif not b.name.startswith("buf"):
-                # Module state such as an amax history (16,): a fixed length, not a size.
-                fixed = [d for d in b.shape if d not in sizes]
-                itemsize *= math.prod(fixed)
-                into.append((itemsize, tuple(d for d in b.shape if d in sizes)))
-            else:
-                into.append((itemsize, b.shape))
+            per, dims = self._symbolic(b)
+            buffers.append((b.nbytes // math.prod(b.shape) * per, dims))
             if b.name in launch.scattered:
-                scattered.append((1, b.shape))  # elements, each its own sector
-
+                scattered.append((per, dims))  # elements, each its own sector
+        reread = []
+        for b in _unique_reads(launch.reads):
+            if b.name in again:
+                per, dims = self._symbolic(b)
+                reread.append((b.nbytes // math.prod(b.shape) * again[b.name] * per, dims))
         try:
             polynomial = buffer_polynomial(self.shape, buffers)
             scattered_polynomial = buffer_polynomial(self.shape, scattered)
-            reread = [
-                (b.nbytes // math.prod(b.shape) * again[b.name], b.shape)
-                for b in _unique_reads(launch.reads)
-                if b.name in again
-            ]
             reread_polynomial = buffer_polynomial(self.shape, reread)
         except FitError:
             polynomial = scattered_polynomial = reread_polynomial = None
