@@ -14,6 +14,6 @@ torch_213_torchao_018 = pytest.mark.skipif(
 
 
 # Row-wise float8 on CPU: skipped, naming why, where this torch's CPU `_scaled_mm` refuses
-# row-wise scales (torch 2.11); the probe is the package's own (f8roof/profiler/cpu_rowwise.py,
+# row-wise scales (torch 2.11); the probe is the package's own (f8roof/profiler/device.py,
 # applied by conftest.py).
 cpu_rowwise = pytest.mark.cpu_rowwise

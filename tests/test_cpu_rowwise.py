@@ -10,8 +10,8 @@ import torch
 from f8roof.device import validate as validate_module
 from f8roof.device.calibrate import CalibrateOptions, calibrate, parse_variants
 from f8roof.errors import F8RoofError
-from f8roof.profiler import cpu_rowwise
-from f8roof.profiler.cpu_rowwise import cpu_rowwise_refusal, require_cpu_rowwise
+from f8roof.profiler import device
+from f8roof.profiler.device import cpu_rowwise_refusal, require_cpu_rowwise
 from f8roof.profiler.timing import gemm_fn
 from f8roof.traffic.recipes import Recipe
 from f8roof.traffic.variant import Context, Implementation
@@ -73,7 +73,7 @@ def test_probe_catches_ignored_scales(monkeypatch) -> None:
 
 @pytest.fixture
 def refused(monkeypatch) -> None:
-    monkeypatch.setattr(cpu_rowwise, "cpu_rowwise_refusal", lambda: REFUSAL)
+    monkeypatch.setattr(device, "cpu_rowwise_refusal", lambda: REFUSAL)
 
 
 def test_require_refuses_only_rowwise_on_cpu(refused) -> None:

@@ -365,8 +365,7 @@ def calibrate(
     progress: Callable[[list[Task]], Any] | None = None,
 ) -> tuple[Calibration, list[Note]]:
     """Measure (or resume), fit, save atomically; return the calibration and capture warnings."""
-    from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
-    from f8roof.profiler.device import environment, require_device
+    from f8roof.profiler.device import environment, require_cpu_rowwise, require_device
 
     codegen = options.device == "codegen"
     if not codegen:

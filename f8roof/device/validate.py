@@ -175,8 +175,12 @@ def validate(
     progress: Callable | None = None,
     trace_dir: Path | None = None,
 ) -> ValidationRun:
-    from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
-    from f8roof.profiler.device import check_same_device, environment, require_device
+    from f8roof.profiler.device import (
+        check_same_device,
+        environment,
+        require_cpu_rowwise,
+        require_device,
+    )
 
     if not calibration.is_measured:
         raise F8RoofError(

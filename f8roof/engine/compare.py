@@ -137,7 +137,7 @@ def compare(
     progress: Progress | None = None,
 ) -> Comparison:
     from f8roof.profiler.capture import capture
-    from f8roof.profiler.cpu_rowwise import require_cpu_rowwise
+    from f8roof.profiler.device import require_cpu_rowwise
     from f8roof.profiler.graphs import versions
 
     if variant.recipe is None:
