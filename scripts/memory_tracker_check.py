@@ -17,10 +17,9 @@ import time
 
 from f8roof.engine.sharded import block_spec
 from f8roof.hardware.presets import find_gpu
-from f8roof.profiler.memory_check import tracked_peak
+from f8roof.profiler.memory_check import beside_the_model
 from f8roof.training.catalog import builtin
 from f8roof.training.checkpointing import Recompute
-from f8roof.training.memory import memory_estimate
 from f8roof.training.run_config import RunConfig
 
 GIB = 2**30
@@ -42,25 +41,16 @@ def main() -> None:
     run = RunConfig.sharded(tp=args.tp, fsdp=args.fsdp, recompute=Recompute(args.recompute))
     spec = block_spec(arch, tokens=tokens, seq_len=SEQ_LEN, parallel=run)
     layers = max(linear.count for linear in arch.linears)
-    vocab = next(linear.N for linear in arch.linears if linear.fqn == "lm_head")
-    blocks = [linear.fqn for linear in arch.linears if linear.fqn != "lm_head"]
     print(
         f"{args.model}, {layers} blocks, FSDP {args.fsdp} x TP {args.tp}, {args.recompute} AC, "
         f"local batch {args.batch} x {SEQ_LEN}; GiB per GPU"
     )
     for name in args.recipes.split(","):
         recipe = None if name == "bf16" else name
-        estimate = memory_estimate(
-            arch,
-            tokens=tokens,
-            run=run,
-            recipe=recipe or "tensorwise",
-            converted=blocks,
-            gpu_memory_bytes=find_gpu("h100-meta").memory_bytes,
-        )
-        peak = estimate.bf16 if recipe is None else estimate.fp8
         started = time.monotonic()
-        counted = tracked_peak(spec, layers=layers, vocab=vocab, recipe=recipe)
+        peak, counted = beside_the_model(
+            arch, spec, recipe=recipe, gpu_memory_bytes=find_gpu("h100-meta").memory_bytes
+        )
         seconds = time.monotonic() - started
         print(
             f"\n{name}: f8roof {peak.peak_bytes / GIB:.2f} ({peak.phase.value}), "

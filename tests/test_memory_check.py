@@ -3,11 +3,11 @@ small llama trained one step on a fake TP 2 x FSDP 2 world, counted tensor by te
 
 import pytest
 
-from f8roof.profiler.memory_check import tracked_peak
+from f8roof.profiler.memory_check import beside_the_model
 from f8roof.training.block import BlockSpec
 from f8roof.training.catalog import from_hf_config
 from f8roof.training.checkpointing import Recompute
-from f8roof.training.memory import Term, memory_estimate
+from f8roof.training.memory import Term
 from f8roof.training.run_config import RunConfig
 
 pytest.importorskip("torchao")
@@ -33,17 +33,7 @@ def _both(recompute: Recompute, recipe: str | None):
         parallel=run,
     )  # fmt: skip
     arch = from_hf_config(CONFIG, name="small-llama")
-    block_linears = [linear.fqn for linear in arch.linears if linear.fqn != "lm_head"]
-    estimate = memory_estimate(
-        arch,
-        tokens=TOKENS,
-        run=run,
-        recipe=recipe or "tensorwise",
-        converted=block_linears,
-        gpu_memory_bytes=80 * 2**30,
-    )
-    model = estimate.bf16 if recipe is None else estimate.fp8
-    return model, tracked_peak(spec, layers=LAYERS, vocab=VOCAB, recipe=recipe)
+    return beside_the_model(arch, spec, recipe=recipe, gpu_memory_bytes=80 * 2**30)
 
 
 @pytest.mark.parametrize("recipe", [None, "tensorwise", "rowwise"])

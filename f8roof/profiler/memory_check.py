@@ -30,7 +30,9 @@ from f8roof.profiler.block import BlockModule, Checkpointed, _tp_plan, fake_worl
 from f8roof.traffic.recipes import Recipe
 from f8roof.traffic.variant import torchao_recipe_name
 from f8roof.training.block import BlockSpec, Recompute
+from f8roof.training.catalog import Architecture
 from f8roof.training.checkpointing import sac_policy
+from f8roof.training.memory import MemoryPeak, memory_estimate
 
 STEPS = 2  # the first creates AdamW's states; the second's peak is the one a run repeats
 
@@ -149,6 +151,27 @@ def tracked_peak(
             peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
     by_category = {str(getattr(k, "value", k)): int(v) for k, v in peak.items()}
     return TrackedPeak(by_category.pop("Total"), by_category)
+
+
+def beside_the_model(
+    arch: Architecture, spec: BlockSpec, *, recipe: str | None, gpu_memory_bytes: int
+) -> tuple[MemoryPeak, TrackedPeak]:
+    """training/memory.py's peak for `arch` run as `spec` says, and torch's count of the same
+    step: every block linear converted by `recipe` (None: bf16), lm_head kept, as torchtitan
+    converts; the blocks and the vocabulary read off `arch`'s linears."""
+    head = next(linear for linear in arch.linears if linear.fqn == "lm_head")
+    blocks = [linear.fqn for linear in arch.linears if linear is not head]
+    layers = max(linear.count for linear in arch.linears if linear is not head)
+    estimate = memory_estimate(
+        arch,
+        tokens=spec.tokens,
+        run=spec.parallel,
+        recipe=recipe or "tensorwise",
+        converted=blocks,
+        gpu_memory_bytes=gpu_memory_bytes,
+    )
+    modelled = estimate.bf16 if recipe is None else estimate.fp8
+    return modelled, tracked_peak(spec, layers=layers, vocab=head.N, recipe=recipe)
 
 
 class _nothing:
