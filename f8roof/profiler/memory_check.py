@@ -18,6 +18,7 @@ inside torchao's float8 matmul (the tracker sees the tensors torch dispatch retu
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,7 @@ def tracked_peak(
             labels = torch.randint(0, vocab, (spec.batch, spec.seq_len))
 
             def step() -> None:
-                with loss_parallel() if par.tp > 1 else _nothing():
+                with loss_parallel() if par.tp > 1 else contextlib.nullcontext():
                     pred = model(tokens)
                     loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
                     del pred  # torchtitan frees the bf16 logits before the backward
@@ -172,14 +173,6 @@ def beside_the_model(
     )
     modelled = estimate.bf16 if recipe is None else estimate.fp8
     return modelled, tracked_peak(spec, layers=layers, vocab=head.N, recipe=recipe)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *_: object) -> None:
-        return None
 
 
 class _sharding_outside_the_tracker:
