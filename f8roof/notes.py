@@ -53,6 +53,7 @@ class Topic(str, Enum):
     NO_FABRIC = "no_fabric"  # gpu: no interconnect known, communication not modelled
     TP_FLOAT8_GATHER = "tp_float8_gather"
     TP_COMM = "tp_comm"  # tp, placement, async_tp, from_graphs
+    ASYNC_TP_GATHERS = "async_tp_gathers"  # why: "tensorwise" | "one_sequence"
     FSDP_UNKNOWN = "fsdp_unknown"
     FSDP_COMM = "fsdp_comm"  # degree, float8, placement
     OTHER_LINEARS = "other_linears"  # fqns: counted with lm_head

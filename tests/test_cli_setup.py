@@ -213,6 +213,31 @@ def test_async_tp_fuses_float8_gathers_only_where_the_gemm_consumes_them(tmp_pat
     assert tensorwise["comm_fp8_s"] < 0.6 * vanilla < rowwise["comm_fp8_s"]
 
 
+def test_async_tp_under_sac_hides_the_gathered_again_input_behind_the_rerun_gemm_only(tmp_path):
+    def comm(mode: str, async_tp: str) -> float:
+        setup = tmp_path / f"{mode}-{async_tp}.toml"
+        option = '\nselective_ac_option = "op"' if mode == "selective" else ""
+        setup.write_text(
+            "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
+            "[parallelism]\ntensor_parallel_degree = 8\ndata_parallel_shard_degree = 1\n"
+            f"enable_async_tensor_parallel = {async_tp}\n"
+            f"[activation_checkpoint]\nmode = '{mode}'{option}\n"
+        )
+        out = tmp_path / f"{mode}-{async_tp}.json"
+        result = run("estimate", "--setup", str(setup), "--out", str(out))
+        assert result.exit_code == 0, result.output
+        return json.loads(out.read_text())["summary"]["comm_bf16_s"]
+
+    one = comm("none", "false") / 8  # one collective: 8 a block without recompute
+    assert comm("selective", "false") == pytest.approx(10 * one)  # SAC gathers two inputs again
+    # the compiled graph (tests/test_async_tp_graph.py): each input gathered again runs beside
+    # the one column gemm SAC reruns, wk (N 128: ~0.03 ms against ~0.35 ms of gather, nearly
+    # all of it shows) and w3 (N 1792: ~0.4 ms, 7/8 of it hides the gather): about one
+    # collective more than without recompute, not the half that q/k/v and w1/w3 would leave
+    extra = comm("selective", "true") - comm("none", "true")
+    assert 0.8 * one < extra < 1.3 * one
+
+
 @pytest.mark.parametrize("gemms", [("--gemm-efficiency", "0.7"), ("--times", "datasheet")])
 def test_a_sharded_model_times_its_block_gemms_with_any_gemm_model(gemms):
     # the shipped block's gemms carry their accumulation; a roofline at a given efficiency

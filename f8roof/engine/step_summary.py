@@ -529,12 +529,7 @@ def _selective(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-op SAC: the block linears, in the catalog's forward order (q, k, v, o, gate, up,
     down: torchtitan's wq, wk, wv, wo, w1, w3, w2), through the every-second-mm rule."""
-    policy = sac_policy(run.sac_policy)
-    order = np.flatnonzero(block)
-    decisions = policy.decide_sequence([MM] * len(order))
-    again = np.zeros(len(rows), dtype=bool)
-    for i, d in zip(order, decisions):
-        again[i] = d is Decision.RECOMPUTE
+    again = _sac_recomputed(rows, block, run)
     configs = {c.recipe.name: c for c in resolved.configs}
     bf16_fwd, fp8_fwd = _forward_gemms(rows, resolved, convert, block)
     re_bf16 = np.where(again, bf16_fwd, 0.0)
@@ -547,6 +542,21 @@ def _selective(
         overhead = float(row["fp8_s"] - row["fp8_gemm_s"]) if "fp8_s" in rows else 0.0
         re_fp8[i] = (fp8_fwd[i] if again[i] else 0.0) + share * max(overhead, 0.0)
     return re_bf16, re_fp8
+
+
+def _sac_recomputed(rows: Columns, block: np.ndarray, run: RunConfig) -> np.ndarray:
+    """Which block rows per-op SAC runs again in the backward: the block linears in the
+    catalog's forward order through the policy's every-second-mm rule. Under TP a
+    row-parallel gemm feeds only its reduce-scatter, whose output the policy saves: nothing
+    needs it again (the compiled backward holds no wo, scripts/async_tp_graphs.py)."""
+    order = np.flatnonzero(block)
+    decisions = sac_policy(run.sac_policy).decide_sequence([MM] * len(order))
+    again = np.zeros(len(rows), dtype=bool)
+    for i, d in zip(order, decisions):
+        again[i] = d is Decision.RECOMPUTE
+    if run.tp > 1:
+        again &= rows["tp"] != "row"
+    return again
 
 
 def _forward_gemms(
@@ -664,10 +674,13 @@ def _async_tp(
     torch's micro-pipelined TP runs a collective beside the gemms it feeds or drains
     (`micro_pipelined_exposed_s`), where Inductor's pass finds them
     (torch/_inductor/fx_passes/micro_pipeline_tp.py). Per sub-block (attention, MLP):
-    - the forward's all-gather (and recompute's) pairs with the column-parallel gemms that
-      consume the gathered tensor themselves (`_find_consumer_matmuls`): bf16 ones, and float8
-      ones under torchao's tensorwise TP plan, which casts before the gather. Other recipes
-      cast after it, so their gather runs unfused (pytorch/pytorch#149990, rowwise);
+    - the forward's all-gather pairs with the column-parallel gemms that consume the gathered
+      tensor themselves (`_find_consumer_matmuls`): bf16 ones, and float8 ones under
+      torchao's tensorwise TP plan, which casts before the gather. Other recipes cast after
+      it, so their gather runs unfused (pytorch/pytorch#149990, rowwise). The backward's
+      gather of the same input again pairs with the column gemms it reruns: all under full
+      AC, under per-op SAC only those the every-second-mm rule recomputes (wk, w3 of a llama
+      block; tests/test_async_tp_graph.py reads these pairs off the compiled graph);
     - the forward's reduce-scatter (and full AC's) pairs with the row-parallel gemm producing
       it (`_find_producer_matmul`, float8 rowwise included since pytorch/pytorch#149247);
     - the backward's gradient gather pairs with the row-parallel input-gradient gemm (the
@@ -693,6 +706,17 @@ def _async_tp(
         np.ones(len(convert), dtype=bool),
         ~convert | (rows["recipe"].astype(str) == "tensorwise"),
     )
+    # the backward gathers the forward's input again for the gemms it reruns: every column
+    # gemm under full AC, under per-op SAC only those the every-second-mm rule recomputes
+    rerun = (
+        _sac_recomputed(rows, dense, run)
+        if setup.recompute is Recompute.SELECTIVE
+        else np.ones(len(convert), dtype=bool)
+    )
+    if (convert & dense & (rows["recipe"].astype(str) == "tensorwise")).any():
+        notes.append(note(Topic.ASYNC_TP_GATHERS, why="tensorwise"))
+    if rec.tokens <= (run.seq_len or assumed_seq_len(rec.tokens)):
+        notes.append(note(Topic.ASYNC_TP_GATHERS, why="one_sequence"))
     out = []
     for gemm, gather, direct in zip(forward_gemms, (ag, fp8_ag), consumes_gather):
         exposed = 0.0
@@ -701,7 +725,8 @@ def _async_tp(
             column = dense & (style == "column") & (module == module[i])
             g_row = float(share[i] * gemm[i])
             pairs = (
-                (gather[j], float(np.sum((share * gemm)[column & direct])), 1.0 + again),
+                (gather[j], float(np.sum((share * gemm)[column & direct])), 1.0),
+                (gather[j], float(np.sum((share * gemm)[column & direct & rerun])), again),
                 (rs[j], g_row, 1.0 + full_again),
                 (gather[j], g_row if direct[i] else 0.0, 1.0),
                 (rs[j], float(share[column] @ gemm[column]) if column.sum() == 1 else 0.0, 1.0),

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -69,11 +70,12 @@ from f8roof.training.block import (
     CollectiveKind,
     Mlp,
     Norm,
+    PipelinedCollective,
     Recompute,
 )
 from f8roof.training.checkpointing import Decision, SacPolicy, sac_policy
 
-__all__ = ["BlockModule", "capture_block", "fake_world"]
+__all__ = ["BlockModule", "capture_block", "fake_world", "pipelined_collectives"]
 
 DTYPE = torch.bfloat16
 MESH_DIMS = ("dp_shard", "tp")
@@ -483,9 +485,12 @@ def capture_block(
     if target is CaptureDevice.CUDA:
         raise CaptureError("sharded blocks compile on a fake process group: use cpu or codegen")
     if spec.parallel.async_tp:
-        # torchtitan's async TP is Inductor's micro-pipeline pass over symmetric memory, which
-        # a fake process group does not provide; not tried here.
-        raise CaptureError("async TP blocks are not compiled yet (they need symmetric memory)")
+        # async TP runs the same kernels with its TP collectives decomposed beside their gemms:
+        # the step prices that overlap; `pipelined_collectives` reads which ones fuse
+        raise CaptureError(
+            "async TP blocks are not compiled yet for their kernels (the same as without it; "
+            "its fused collectives: pipelined_collectives)"
+        )
     if spec.parallel.recompute is Recompute.FULL:
         # Tried on torch 2.13 (torch.utils.checkpoint of the whole block, and a selective
         # policy recomputing every op): with TP, AOTAutograd refuses to save the device mesh
@@ -604,6 +609,139 @@ def capture_block(
 # the backward kernel that casts the norm's output (+4MK bytes rowwise), so the training runs'
 # blocks are compiled with it and the per-layer linears (torchao's benchmark) without.
 TORCHTITAN_INDUCTOR_SETTINGS = {"rowwise": {"emulate_precision_casts": True}}
+
+
+def pipelined_collectives(
+    spec: BlockSpec,
+    *,
+    recipe: str | None,
+    gpu: GPU | None = None,
+    sac: SacPolicy | None = None,
+) -> tuple[PipelinedCollective, ...]:
+    """Compile one rank's forward+backward of the block with async TP (codegen for `gpu`,
+    default h100) and read off which TP collectives Inductor's micro-pipeline pass fused with
+    which gemms (torch/_inductor/fx_passes/micro_pipeline_tp.py): every all-gather and
+    reduce-scatter of the graphs after the pass, fused or left plain, in graph order.
+
+    torchtitan's async TP turns the pass on and enables symmetric memory on the TP group; a
+    fake process group has none, so here the group is declared enabled and the pass's
+    restride of a shard keeps its layout (`_same_layout`, `_restride`): codegen only,
+    nothing runs."""
+    if spec.parallel.tp < 2:
+        raise CaptureError(f"async TP needs {term('tp')} 2 or more")
+    if spec.parallel.recompute is Recompute.FULL:
+        raise CaptureError(
+            f"{term('recompute')} full does not compile here yet (torch 2.13 checkpointing a "
+            "sharded block): use selective"
+        )
+    float8 = Recipe.from_name(recipe) if recipe is not None else None
+    gpu = gpu or find_gpu("h100")
+    recorder = _Recorder()
+    found: list[PipelinedCollective] = []
+    where = f"{spec.name or 'block'} {recipe or 'bf16'} async TP on codegen"
+    with (
+        compiling(where),
+        torchao_float8.inductor_patch_scope(),
+        torch._inductor.config.patch(torchtitan_inductor_settings(recipe)),
+        _micro_pipeline_tp(
+            functools.partial(_read_pipelined, recorder=recorder, tp=spec.parallel.tp, found=found)
+        ),
+        recording(recorder),
+        fake_world(spec.parallel.world_size),
+    ):
+        built = _build(
+            spec,
+            float8,
+            backend=functools.partial(recorder.backend, inner=codegen_only.no_compute_inner),
+            initialize=False,
+            sac=sac or sac_policy(),
+        )
+        eager = _EagerCollectives()
+        with eager.recording():
+            _run(built, recorder, eager, codegen=True, gpu=gpu)
+    return tuple(found)
+
+
+@torch.library.custom_op("f8roof::restride", mutates_args=())
+def _restride(x: torch.Tensor, stride: Sequence[int]) -> torch.Tensor:
+    """The micro-pipeline pass's `force_stride_order` of a shard, as an op whose shape the
+    codegen capture can take (Inductor's prim copies a CUDA tensor to find it)."""
+    return torch.empty_strided(x.shape, tuple(stride), dtype=x.dtype, device=x.device).copy_(x)
+
+
+@_restride.register_fake
+def _(x: torch.Tensor, stride: Sequence[int]) -> torch.Tensor:
+    return x.new_empty_strided(x.shape, tuple(stride))
+
+
+@contextlib.contextmanager
+def _micro_pipeline_tp(read: Callable[[torch.fx.Graph], None]) -> Iterator[None]:
+    from types import SimpleNamespace
+
+    import torch.distributed._symmetric_memory as symm_mem
+    from torch._inductor.fx_passes import micro_pipeline_tp
+
+    prims = SimpleNamespace(force_stride_order=torch.ops.f8roof.restride.default)
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch("torch.distributed.is_nccl_available", return_value=True))
+        stack.enter_context(
+            mock.patch.object(symm_mem, "is_symm_mem_enabled_for_group", return_value=True)
+        )
+        stack.enter_context(mock.patch.object(micro_pipeline_tp, "inductor_prims", prims))
+        for name in (
+            "restride_A_shard_for_fused_all_gather_matmul",
+            "restride_A_for_fused_matmul_reduce_scatter",
+        ):
+            stack.enter_context(mock.patch.object(symm_mem, name, _same_layout))
+        stack.enter_context(
+            torch._inductor.config.patch(_micro_pipeline_tp=True, post_grad_custom_post_pass=read)
+        )
+        yield
+
+
+def _same_layout(shard: torch.Tensor, dim: int) -> torch.Tensor:
+    """The pass's layout for a decomposed shard, kept as it is: the layout is the one thing a
+    fake CUDA tensor cannot be copied into on a CPU build, and no fusion depends on it."""
+    return shard
+
+
+_FUSED_GATHERS = ("fused_all_gather_matmul", "fused_all_gather_scaled_matmul")
+_FUSED_SCATTERS = ("fused_matmul_reduce_scatter", "fused_scaled_matmul_reduce_scatter")
+
+
+def _read_pipelined(
+    graph: torch.fx.Graph, *, recorder: _Recorder, tp: int, found: list[PipelinedCollective]
+) -> None:
+    """Each TP all-gather and reduce-scatter of a post-grad graph after the pass, appended to
+    `found` (FSDP2's collectives run outside the compiled graph; all-reduces are amaxes)."""
+    where = recorder.current.kind.value if recorder.current is not None else "fwd"
+
+    def val(node: Any) -> torch.Tensor:
+        # the pass's own nodes (the restride before a fused op) get values after the passes
+        return node.meta["val"] if "val" in node.meta else val(node.args[0])
+
+    for node in graph.nodes:
+        op = str(getattr(node.target, "_opname", ""))
+        if op in _FUSED_GATHERS:
+            shard, dim = val(node.args[0]), int(node.args[2])
+            shape = list(shard.shape)
+            shape[dim] *= tp
+            m = math.prod(shape[:-1])
+            gemms = tuple((m, shape[-1], int(val(w).shape[-1])) for w in node.args[1])
+            nbytes = math.prod(shape) * shard.element_size()
+            found.append(PipelinedCollective(CollectiveKind.ALL_GATHER, where, nbytes, gemms))
+        elif op in _FUSED_SCATTERS:
+            a, b = val(node.args[0]), val(node.args[1])
+            gemm = (math.prod(a.shape[:-1]), int(a.shape[-1]), int(b.shape[-1]))
+            # the gemm's output, reduce-scattered: bf16 (a float8 gemm's out_dtype too)
+            nbytes = gemm[0] * gemm[2] * max(a.element_size(), 2)
+            found.append(PipelinedCollective(CollectiveKind.REDUCE_SCATTER, where, nbytes, (gemm,)))
+        elif op == CollectiveKind.ALL_GATHER.value:
+            nbytes = val(node.args[0]).nbytes * int(node.args[1])
+            found.append(PipelinedCollective(CollectiveKind.ALL_GATHER, where, nbytes))
+        elif op == CollectiveKind.REDUCE_SCATTER.value:
+            nbytes = val(node.args[0]).nbytes
+            found.append(PipelinedCollective(CollectiveKind.REDUCE_SCATTER, where, nbytes))
 
 
 def torchtitan_inductor_settings(recipe: str | None) -> dict[str, Any]:

@@ -111,6 +111,18 @@ def _tp_comm(v) -> str:
     return f"TP {v['tp']}: {what}, {v['placement']}-node, {overlap}"
 
 
+def _async_tp_gathers(v) -> str:
+    what, why = (
+        ("tensorwise's float8 all-gathers (mid-2025 runs show it)", "a detach before their cat")
+        if v["why"] == "tensorwise"
+        else ("all-gathers at one sequence per rank", "two reshapes before their gemm")
+    )
+    return (
+        f"async TP: {what} hidden beside their gemms as Inductor's pass is written; torch "
+        f"2.13 + torchao 0.18 leave them plain ({why}): a longer step there"
+    )
+
+
 def _full_recompute(v) -> str:
     if v["every"] > 1:
         return (
@@ -235,6 +247,7 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)"
     ),
     Topic.TP_COMM: _tp_comm,
+    Topic.ASYNC_TP_GATHERS: _async_tp_gathers,
     Topic.FSDP_UNKNOWN: lambda v: "FSDP degree unknown (--fsdp): its communication is not modelled",
     Topic.FSDP_COMM: lambda v: (
         f"FSDP {v['degree']}: weights all-gathered "

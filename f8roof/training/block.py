@@ -37,6 +37,7 @@ __all__ = [
     "MoeSpec",
     "Norm",
     "PassTotals",
+    "PipelinedCollective",
     "Recompute",
 ]
 
@@ -162,6 +163,23 @@ class CollectiveKind(str, Enum):
     REDUCE_SCATTER = "reduce_scatter_tensor"
     ALL_REDUCE = "all_reduce"
     ALL_TO_ALL = "all_to_all_single"
+
+
+@dataclass(frozen=True)
+class PipelinedCollective:
+    """One TP all-gather or reduce-scatter of a block compiled with async TP, as Inductor's
+    micro-pipeline pass left it: `gemms`, the (M, K, N) of the matmuls it now runs beside
+    (decomposed shard by shard), or () where the pass left it a plain collective.
+    `bytes`: the gathered (or reduce-scattered) tensor's full size."""
+
+    kind: CollectiveKind
+    graph: str  # "fwd" | "bwd"
+    bytes: int
+    gemms: tuple[tuple[int, int, int], ...] = ()
+
+    @property
+    def fused(self) -> bool:
+        return bool(self.gemms)
 
 
 @dataclass(frozen=True)
