@@ -52,6 +52,7 @@ class Run:
     # torchao's FSDP2 float8 weight all-gather, with torchtitan's documented companion
     # precompute_float8_dynamic_scale_for_fsdp (torchtitan docs/float8.md's tensorwise command)
     float8_all_gather: bool = False
+    compiled: bool = False  # torch.compile, where the source says so (async TP needs it)
 
     @property
     def gpus(self) -> int:
@@ -79,6 +80,7 @@ name = "{self.model}"
 [training]
 local_batch_size = {self.local_batch}
 seq_len = {SEQ_LEN}
+compile = {str(self.compiled).lower()}
 [parallelism]
 data_parallel_shard_degree = {self.fsdp}
 tensor_parallel_degree = {self.tp}
@@ -136,6 +138,7 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
                 float(row.tokens_per_s_bf16),
                 float(row.tokens_per_s_fp8),
                 "float8 all-gather" in row.setup,
+                "torch.compile" in row.setup or async_tp,
             )
         )
     return out

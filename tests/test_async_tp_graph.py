@@ -100,3 +100,55 @@ def test_what_async_tp_cannot_compile_says_so() -> None:
     one = BlockSpec(tokens=256, seq_len=256, parallel=RunConfig.sharded(fsdp=2), **DIMS)
     with pytest.raises(CaptureError, match="async TP needs tp 2 or more"):
         pipelined_collectives(one, recipe=None)
+
+
+def llama_config(tmp_path) -> str:
+    """A one-layer llama config.json of the test's dims."""
+    import json
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": DIMS["dim"],
+        "intermediate_size": DIMS["ffn_dim"],
+        "num_attention_heads": DIMS["n_heads"],
+        "num_key_value_heads": DIMS["n_kv_heads"],
+        "num_hidden_layers": 1,
+        "vocab_size": 256,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+@pytest.mark.slow
+@requires.torchao
+@requires.torch_213_torchao_018
+def test_compare_async_tp_lists_each_collective_fused_or_plain(cli, tmp_path) -> None:
+    args = ["compare", "--model", llama_config(tmp_path), "--tokens", "512", "--seq-len", "256"]
+    result = cli(*args, "--tp", "2", "--recipe", "rowwise", "--async-tp")
+    assert result.exit_code == 0, result.output
+    text = result.output.split("async TP")[1]
+    # no recompute: per sub-block the forward's gather and reduce-scatter and the backward's
+    # gradient gather run beside gemms; the backward's summed reduce-scatter stays plain
+    assert "bf16: 6 of 8 TP collectives run beside gemms" in text
+    # rowwise casts after each gather: only its forward reduce-scatters fuse
+    assert "rowwise: 2 of 8 TP collectives run beside gemms" in text
+    rowwise = text.split("rowwise:")[1].splitlines()[1:]
+    assert rowwise[0].split()[:2] == ["fwd", "all_gather_into_tensor"]
+    assert rowwise[0].endswith("plain") and rowwise[1].endswith(
+        "512x512x1024"
+    )  # wo: M, q_dim / tp, dim
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tp", "1"], "--async-tp pipelines TP collectives: give --tp 2 or more"),
+        (["--tp", "2", "--device", "cpu"], "--async-tp compiles for codegen only"),
+    ],
+)
+def test_compare_async_tp_refuses_in_one_line(cli, tmp_path, extra, message) -> None:
+    args = ["compare", "--model", llama_config(tmp_path), "--tokens", "512", "--async-tp"]
+    result = cli(*args, *extra)
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output

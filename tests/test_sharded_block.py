@@ -369,6 +369,34 @@ def test_renderer_lists_per_pass_and_json_reads_back() -> None:
     data = json.loads(block_to_json(BlockComparison(bf16, float8)))
     assert BlockCapture.from_dict(data["float8"]) == float8
     assert data["float8"]["totals"]["bwd"]["recomputed_gemm_flops"] == 8192
+    assert "async_tp" not in data and "async TP" not in text
+
+
+def test_renderer_lists_async_tp_collectives_fused_or_plain() -> None:
+    import json
+    from dataclasses import replace
+
+    from f8roof.engine.sharded import BlockComparison
+    from f8roof.renderers.block import block_to_json, render_block_text
+    from f8roof.training.block import PipelinedCollective
+
+    float8 = synthetic_capture()
+    bf16 = replace(float8, recipe=None)
+    fused = PipelinedCollective(AG, "fwd", 4096, ((64, 32, 16), (64, 32, 8)))
+    plain = PipelinedCollective(RS, "bwd", 4096)
+    compared = BlockComparison(bf16, float8, pipelined=((fused, plain), (plain,)))
+    text = render_block_text(compared).split("async TP")[1]
+    assert "bf16: 1 of 2 TP collectives run beside gemms" in text
+    assert "fwd all_gather_into_tensor" in text and "64x32x16, 64x32x8" in text
+    assert "rowwise: 0 of 1" in text and text.rstrip().endswith("plain")
+    data = json.loads(block_to_json(compared))["async_tp"]
+    assert data["bf16"][0] == {
+        "kind": "all_gather_into_tensor",
+        "graph": "fwd",
+        "bytes": 4096,
+        "gemms": [[64, 32, 16], [64, 32, 8]],
+    }
+    assert data["float8"][0]["gemms"] == []
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from f8roof.traffic.variant import After, Before, Implementation
 # setup file sets it, and the setup file names it by its key.)
 FLAGS = {
     "after": "--after",
+    "async_tp": "--async-tp",
     "before": "--before",
     "calibration": "--calibration",
     "compile_limitations": "--compile-limitations",
@@ -518,12 +519,12 @@ VALIDATE = stack(
 
 
 def block_options(command):
-    """compare --model's sharding: --tokens, --seq-len, --tp, --fsdp, --float8-all-gather and
-    --recompute, handed to the command as one `block` dict."""
+    """compare --model's sharding: --tokens, --seq-len, --tp, --fsdp, --float8-all-gather,
+    --recompute and --async-tp, handed to the command as one `block` dict."""
     import functools
 
     @functools.wraps(command)
-    def wrapper(*args, tokens, seq_len, tp, fsdp, float8_all_gather, recompute, **kwargs):
+    def wrapper(*args, tokens, seq_len, tp, fsdp, float8_all_gather, recompute, async_tp, **kwargs):
         block = {
             "tokens": tokens,
             "seq_len": seq_len,
@@ -531,6 +532,7 @@ def block_options(command):
             "fsdp": fsdp,
             "float8_all_gather": float8_all_gather,
             "recompute": recompute,
+            "async_tp": async_tp,
         }
         return command(*args, block=block, **kwargs)
 
@@ -554,6 +556,12 @@ def block_options(command):
             default="none",
             show_default=True,
             help="with --model: activation checkpointing of the block (torchtitan's)",
+        ),
+        click.option(
+            "--async-tp",
+            is_flag=True,
+            help="with --model and --tp: also which TP collectives Inductor's micro-pipeline "
+            "pass runs beside which gemms (codegen)",
         ),
     )(wrapper)
 

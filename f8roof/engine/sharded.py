@@ -27,6 +27,7 @@ from f8roof.training.block import (
     Mlp,
     MoeSpec,
     Norm,
+    PipelinedCollective,
     Recompute,
 )
 from f8roof.training.catalog import BUILTIN_CONFIGS, Architecture, builtin, resolve_model
@@ -193,6 +194,8 @@ class BlockComparison:
     bf16: BlockCapture
     float8: BlockCapture
     origin: BlockOrigin | None = None
+    # under async TP: each precision's TP collectives as Inductor's pass left them
+    pipelined: tuple[tuple[PipelinedCollective, ...], tuple[PipelinedCollective, ...]] | None = None
 
     @property
     def spec(self) -> BlockSpec:
@@ -208,6 +211,7 @@ def compare_block(
     fsdp: int = 1,
     float8_all_gather: bool = False,
     recompute: str = "none",
+    async_tp: bool = False,
     device: str | None = None,
     seq_len: int | None = None,
     gpu: str = "h100",
@@ -217,9 +221,11 @@ def compare_block(
 ) -> BlockComparison:
     """`f8roof compare --model ... --tp ...`: the model's block compiled for one rank of the
     sharded run, in bf16 and in `recipe` (torchao), on a fake process group (codegen for
-    `gpu` unless `device` says cpu). compare's per-linear options (`linear_options`: scaling,
-    implementation, context, the seed's flags, a calibration) do not apply: refused if given."""
-    from f8roof.profiler.block import capture_block
+    `gpu` unless `device` says cpu); with `async_tp`, also compiled with Inductor's
+    micro-pipeline pass for which TP collectives it fuses (the kernels are the same).
+    compare's per-linear options (`linear_options`: scaling, implementation, context, the
+    seed's flags, a calibration) do not apply: refused if given."""
+    from f8roof.profiler.block import capture_block, pipelined_collectives
 
     if tokens is None:
         raise F8RoofError(f"{term('model')} needs {term('tokens')} (tokens per rank per step)")
@@ -239,6 +245,15 @@ def compare_block(
                 f"{term(name)} {value}: sequence parallelism splits each sequence over its TP "
                 f"ranks, and {term('tp')} {tp} does not divide it"
             )
+    if async_tp and tp < 2:
+        raise F8RoofError(
+            f"{term('async_tp')} pipelines TP collectives: give {term('tp')} 2 or more"
+        )
+    if async_tp and device not in (None, "codegen"):
+        raise F8RoofError(
+            f"{term('async_tp')} compiles for codegen only (its fused collectives run on "
+            "symmetric memory, which a CPU has none of)"
+        )
     if float8_all_gather and fsdp < 2:
         # torchtitan turns it on only with FSDP (parallel_dims.dp_shard_enabled)
         raise F8RoofError(
@@ -264,9 +279,18 @@ def compare_block(
     sac = checkpointing.sac_policy(sac_policy) if sac_policy else None
     # bf16 all-gathers nothing in float8: the flag applies to the float8 compile only
     plain = replace(spec, parallel=replace(parallel, float8_all_gather=False))
+    pipelined = None
+    if async_tp:
+
+        def fused(s: BlockSpec, r: str | None) -> tuple[PipelinedCollective, ...]:
+            s = replace(s, parallel=replace(s.parallel, async_tp=True))
+            return pipelined_collectives(s, recipe=r, gpu=preset, sac=sac)
+
+        pipelined = (fused(plain, None), fused(spec, recipe))
     return BlockComparison(
         bf16=capture_block(plain, recipe=None, device=device, gpu=preset, sac=sac),
         float8=capture_block(spec, recipe=recipe, device=device, gpu=preset, sac=sac),
+        pipelined=pipelined,
     )
 
 

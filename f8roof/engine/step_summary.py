@@ -256,7 +256,14 @@ def _summarize(
     # torch's micro-pipelined TP pairs each collective with the gemm it feeds or drains
     pipelined = (
         _async_tp(
-            rec, rows, convert, block, run, notes, _forward_gemms(rows, resolved, convert, block)
+            rec,
+            rows,
+            convert,
+            block,
+            run,
+            notes,
+            _forward_gemms(rows, resolved, convert, block),
+            _streaming(resolved),
         )
         if run.async_tp
         else None
@@ -387,13 +394,7 @@ def _outside(
     dim = int(head["full_K"][0]) if len(head) else int(rows["full_K"].max())
     vocab = int(head["full_N"][0]) if len(head) else 0
     params, fp8_params = _params_per_gpu(rec, run, convert)
-    rate = resolved.calibration.kernel_time if resolved.calibration is not None else None
-    gpu = resolved.config.gpu
-    if rate is not None:
-        stream = rate.kind("pointwise", "pointwise")
-        per_byte, launch = 1 / stream.bandwidth_bytes_per_s, stream.floor_s
-    else:  # no calibration: the seed's overhead model, 92% of HBM and 2 us a pass
-        per_byte, launch = 1 / (gpu.memory_bandwidth_bytes_per_s * 0.92), 2e-6
+    per_byte, launch = _streaming(resolved)
     world = run.tp * run.fsdp_ranks * run.dp_replicate
     fabric = _fabric(rec, []) if world > 1 else None
     norm_s = scales_s = 0.0
@@ -417,6 +418,17 @@ def _outside(
         grad_norm_all_reduce_s=norm_s,
         scales_all_reduce_s=scales_s if precompute else None,
     )
+
+
+def _streaming(resolved: Resolved) -> tuple[float, float]:
+    """A memory-bound pass's seconds per byte and per launch: the calibration's pointwise
+    streaming rate."""
+    rate = resolved.calibration.kernel_time if resolved.calibration is not None else None
+    if rate is not None:
+        stream = rate.kind("pointwise", "pointwise")
+        return 1 / stream.bandwidth_bytes_per_s, stream.floor_s
+    # no calibration: the seed's overhead model, 92% of HBM and 2 us a pass
+    return 1 / (resolved.config.gpu.memory_bandwidth_bytes_per_s * 0.92), 2e-6
 
 
 def _shared_input_s(
@@ -669,6 +681,7 @@ def _async_tp(
     run: RunConfig,
     notes: list[Note],
     forward_gemms: tuple[np.ndarray, np.ndarray],
+    streaming: tuple[float, float],
 ) -> tuple[float, float] | None:
     """Exposed TP communication of one block under async TP, per precision (None without TP):
     torch's micro-pipelined TP runs a collective beside the gemms it feeds or drains
@@ -689,7 +702,12 @@ def _async_tp(
     - the backward's input-gradient reduce-scatter pairs with the one column-parallel gemm
       producing it; where several share the input (q/k/v, w1/w3) their gradients are summed
       first and no gemm produces it alone: unfused, as in vanilla TP.
-    `forward_gemms`: each row's forward gemm seconds per precision."""
+    A fused reduce-scatter sends each rank's partial output to its owner and then sums the
+    TP partials it received on the compute stream (`torch.sum` over the stacked partials in
+    torch/distributed/_symmetric_memory's `_fused_matmul_reduce_scatter_impl`): a pass that
+    reads the whole output and writes its shard, exposed after the last gemm, in either
+    precision (the output is bf16). `forward_gemms`: each row's forward gemm seconds per
+    precision; `streaming`: a memory-bound pass's seconds per byte and per launch."""
     found = _tp_collectives(rec, rows, convert, block, run, notes)
     if found is None:
         return None
@@ -717,12 +735,16 @@ def _async_tp(
         notes.append(note(Topic.ASYNC_TP_GATHERS, why="tensorwise"))
     if rec.tokens <= (run.seq_len or assumed_seq_len(rec.tokens)):
         notes.append(note(Topic.ASYNC_TP_GATHERS, why="one_sequence"))
+    per_byte, launch = streaming
     out = []
     for gemm, gather, direct in zip(forward_gemms, (ag, fp8_ag), consumes_gather):
         exposed = 0.0
         # the collectives' arrays run over the row-parallel rows in this order
         for j, i in enumerate(np.flatnonzero(dense & (style == "row"))):
             column = dense & (style == "column") & (module == module[i])
+            output = rec.tokens * float(rows["full_N"][i]) * BF16_BYTES
+            fused_scatters = 1.0 + full_again + (1.0 if column.sum() == 1 else 0.0)
+            exposed += fused_scatters * (launch + output * (1 + 1 / tp) * per_byte)
             g_row = float(share[i] * gemm[i])
             pairs = (
                 (gather[j], float(np.sum((share * gemm)[column & direct])), 1.0),

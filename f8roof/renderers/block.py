@@ -1,6 +1,7 @@
 """`f8roof compare --model ... --tp ...`: one sharded block, bf16 beside float8, per pass: the
 kernels with their bytes, the gemms, the collectives with bytes and dtype, the float8 casts
-that read an all-gathered tensor (so could not fuse into the norm), what backward recomputes."""
+that read an all-gathered tensor (so could not fuse into the norm), what backward recomputes;
+with --async-tp, which TP collectives Inductor's micro-pipeline pass runs beside which gemms."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 from dataclasses import asdict
 
 from f8roof.engine.sharded import BlockComparison
-from f8roof.training.block import BlockCapture, Collective
+from f8roof.training.block import BlockCapture, Collective, PipelinedCollective
 
 PASSES = ("fwd", "bwd")
 
@@ -67,6 +68,15 @@ def _pass_lines(capture: BlockCapture, graph: str) -> list[str]:
     return lines
 
 
+def _pipelined_lines(label: str, found: tuple[PipelinedCollective, ...]) -> list[str]:
+    fused = sum(x.fused for x in found)
+    lines = [f"  {label}: {fused} of {len(found)} TP collectives run beside gemms"]
+    for x in found:
+        beside = ", ".join("x".join(map(str, g)) for g in x.gemms) or "plain"
+        lines.append(f"    {x.graph} {x.kind.value:<24} {_kib(x.bytes):>14}  {beside}")
+    return lines
+
+
 def render_block_text(c: BlockComparison) -> str:
     lines = [_title(c)]
     for graph in PASSES:
@@ -82,6 +92,10 @@ def render_block_text(c: BlockComparison) -> str:
         again = capture.recomputed
         lines.append(f"recomputed in backward ({capture.recipe or 'bf16'}): {len(again)}")
         lines += [f"  {name}" for name in again]
+    if c.pipelined is not None:
+        lines.append("async TP (Inductor's micro-pipeline pass; gemms beside each, M x K x N):")
+        for label, found in zip(("bf16", c.float8.recipe or "float8"), c.pipelined):
+            lines += _pipelined_lines(label, found)
     return "\n".join(lines) + "\n"
 
 
@@ -93,5 +107,10 @@ def block_to_json(c: BlockComparison) -> str:
         totals = {graph: asdict(capture.totals(graph)) for graph in PASSES}
         return {**capture.to_dict(), "recomputed": list(capture.recomputed), "totals": totals}
 
-    data = {"bf16": capture_json(c.bf16), "float8": capture_json(c.float8)}
+    data: dict = {"bf16": capture_json(c.bf16), "float8": capture_json(c.float8)}
+    if c.pipelined is not None:
+        data["async_tp"] = {
+            label: [{**asdict(x), "kind": x.kind.value} for x in found]
+            for label, found in zip(("bf16", "float8"), c.pipelined)
+        }
     return json.dumps(data, indent=1) + "\n"

@@ -104,7 +104,8 @@ def _tp_comm(v) -> str:
         else "sequence-parallel all-gathers/reduce-scatters of tokens x hidden"
     )
     overlap = (
-        "async TP: each beside the gemm it feeds or drains, (TP - 1) / TP of that gemm hiding it"
+        "async TP: each beside the gemm it feeds or drains, (TP - 1) / TP of that gemm hiding "
+        "it; a fused reduce-scatter then sums its partials (one pass over the output)"
         if v["async_tp"]
         else "exposed (no async TP)"
     )
