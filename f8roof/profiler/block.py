@@ -488,8 +488,8 @@ def capture_block(
         # async TP runs the same kernels with its TP collectives decomposed beside their gemms:
         # the step prices that overlap; `pipelined_collectives` reads which ones fuse
         raise CaptureError(
-            "async TP blocks are not compiled yet for their kernels (the same as without it; "
-            "its fused collectives: pipelined_collectives)"
+            "async TP blocks are not compiled yet: their kernels are those without it "
+            "(compare --async-tp)"
         )
     if spec.parallel.recompute is Recompute.FULL:
         # Tried on torch 2.13 (torch.utils.checkpoint of the whole block, and a selective
