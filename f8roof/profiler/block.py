@@ -489,7 +489,7 @@ def capture_block(
         # the step prices that overlap; `pipelined_collectives` reads which ones fuse
         raise CaptureError(
             "async TP blocks are not compiled yet: their kernels are those without it "
-            "(compare --async-tp)"
+            f"({term('async_tp')} lists its fused collectives)"
         )
     if spec.parallel.recompute is Recompute.FULL:
         # Tried on torch 2.13 (torch.utils.checkpoint of the whole block, and a selective
