@@ -121,6 +121,27 @@ def synthetic_capture() -> BlockCapture:
     )
 
 
+def test_capture_times_keeps_the_forwards_output_gemm_apart() -> None:
+    # full AC reruns the forward graph but its last gemm (the block's output projection)
+    from dataclasses import replace
+
+    from f8roof.engine.resolve import Request, resolve
+    from f8roof.engine.sharded import capture_times
+    from f8roof.timing.gemm import GemmRole
+    from f8roof.training.block import BlockGemm
+
+    resolved = resolve(Request(gpu="h100", recipes="rowwise"))
+    gemm_model = resolved.config.gemm_model
+    capture = synthetic_capture()
+    last = BlockGemm("w2", "fwd", "_scaled_mm", 64, 128, 32, "float8_e4m3fn", 900)
+    longer = replace(capture, gemms=(*capture.gemms, last))
+    assert resolved.calibration is not None
+    times = capture_times(longer, calibration=resolved.calibration, gemm_model=gemm_model)
+    expected, _ = gemm_model.time_s("fp8_rowwise", GemmRole.OUTPUT, 64, 128, 32, slow_accum=None)
+    assert times.output_gemm_s == pytest.approx(float(expected)) and times.output_gemm_s > 0
+    assert times.output_gemm_s < times.fwd_s
+
+
 def test_capture_round_trips_and_totals() -> None:
     import json
 
@@ -453,3 +474,68 @@ def test_both_torchtitan_policies_decide_a_llama_block_alike():
         for name in ("torchtitan-2025-05", "torchtitan-0.3.0")
     )
     assert old == new and old.recomputed
+
+
+@pytest.mark.slow
+def test_full_ac_under_compile_reruns_every_forward_gemm_but_the_output_projection() -> None:
+    # the fact the step's full AC rests on (engine/step_summary `_block_output`, recommend's
+    # `_by_context`): torch.compile of a checkpointed llama-style block (torchtitan's
+    # non-reentrant checkpoint_wrapper under torch.compile) puts in the backward graph every
+    # forward matmul but w2's, whose output no backward reads
+    import torch
+    import torch.nn.functional as F
+    from functorch.compile import min_cut_rematerialization_partition
+    from torch import nn
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch.utils.checkpoint import checkpoint
+
+    dim, hidden, heads = 64, 256, 2
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norms = nn.ModuleList([nn.RMSNorm(dim), nn.RMSNorm(dim)])
+            self.attn = nn.ModuleDict({n: nn.Linear(dim, dim, bias=False) for n in "qkvo"})
+            self.w1, self.w3 = (
+                nn.Linear(dim, hidden, bias=False),
+                nn.Linear(dim, hidden, bias=False),
+            )
+            self.w2 = nn.Linear(hidden, dim, bias=False)
+
+        def inner(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.norms[0](x)
+            q, k, v = (
+                self.attn[n](h).view(1, 32, heads, dim // heads).transpose(1, 2) for n in "qkv"
+            )
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+            x = x + self.attn["o"](a.reshape(1, 32, dim))
+            g = self.norms[1](x)
+            return x + self.w2(F.silu(self.w1(g)) * self.w3(g))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return checkpoint(self.inner, x, use_reentrant=False)
+
+    graphs: list[torch.fx.GraphModule] = []
+
+    def keep(gm: torch.fx.GraphModule, _: object) -> object:
+        graphs.append(gm)
+        return gm.forward
+
+    def backend(gm: torch.fx.GraphModule, inputs: list) -> object:
+        partition = min_cut_rematerialization_partition
+        return aot_module_simplified(
+            gm, inputs, fw_compiler=keep, bw_compiler=keep, partition_fn=partition
+        )
+
+    torch._dynamo.reset()
+    block = torch.compile(Block(), backend=backend, fullgraph=True)
+    block(torch.randn(1, 32, dim, requires_grad=True)).sum().backward()
+    forward, backward = (
+        [n for n in g.graph.nodes if n.op == "call_function" and "mm" in str(n.target)]
+        for g in graphs
+    )
+    assert len(forward) == 7
+    # 2 per linear (input and weight gradients) and the forward again, but for w2's
+    assert len(backward) == 2 * 7 + 6
+    rerun_outputs = {tuple(n.meta["val"].shape) for n in backward[:6]}
+    assert (32, dim) in rerun_outputs and (32, hidden) in rerun_outputs

@@ -425,8 +425,13 @@ def _by_context(local: Sequence[LocalLayer], config: EstimateConfig, recompute: 
     """Each row estimated in its own context (the op producing its input), with the seed's F
     flags that context implies; a context the calibration lacks falls back to the standalone
     linear (`context_asked` keeps the one the architecture has)."""
-    # full recompute reruns the blocks' linears only (LocalLayer.in_block)
-    keys = [(layer.linear.context, layer.in_block) for layer in local]
+    # full recompute reruns the blocks' linears only (LocalLayer.in_block), and of those not
+    # the block's output projection: the last dense one, whose output no backward reads
+    kinds = [layer_type(layer.linear.fqn) for layer in local]
+    blocks = [i for i, layer in enumerate(local) if layer.in_block]
+    output = kinds[blocks[-1]] if blocks and not local[blocks[-1]].grouped else None
+    reruns = [layer.in_block and kind != output for layer, kind in zip(local, kinds)]
+    keys = [(layer.linear.context, again) for layer, again in zip(local, reruns)]
     parts, order = [], []
     for context, in_block in dict.fromkeys(keys):
         rows = [i for i, key in enumerate(keys) if key == (context, in_block)]

@@ -63,6 +63,7 @@ from f8roof.traffic.byte_table import ModelKey, model_bytes
 from f8roof.traffic.recipes import Role
 from f8roof.traffic.variant import Before, Context, Level, context_fused_roles
 from f8roof.training.block import BlockCapture
+from f8roof.training.block import CollectiveKind as GraphCollective
 from f8roof.training.catalog import TPStyle
 from f8roof.training.checkpointing import (
     MM,
@@ -556,6 +557,18 @@ def _selective(
     return re_bf16, re_fp8
 
 
+def _block_output(rows: Columns, block: np.ndarray) -> np.ndarray:
+    """The block's output projection (w2, down_proj): the last dense block linear in the
+    catalog's forward order. Nothing a backward needs reads its output, so full AC does not
+    run it (or the reduce-scatter after it) again."""
+    dense = np.flatnonzero(block & ~rows["grouped"].astype(bool))
+    if not len(dense):
+        return np.zeros(len(rows), dtype=bool)
+    kinds = np.array([layer_type(str(f)) for f in rows["fqn"]])
+    output: np.ndarray = block & (kinds == kinds[dense[-1]])
+    return output
+
+
 def _sac_recomputed(rows: Columns, block: np.ndarray, run: RunConfig) -> np.ndarray:
     """Which block rows per-op SAC runs again in the backward: the block linears in the
     catalog's forward order through the policy's every-second-mm rule. Under TP a
@@ -662,13 +675,15 @@ def _tp_comm(
     row_par = block & ~rows["grouped"].astype(bool) & (rows["tp"] == "row")
     per_block = rows["count"].astype(np.float64)[row_par] / layers
     # forward AG + RS, backward RS + AG; SAC or full AC gathers the forward's input again (full
-    # AC of every n-th block only: that share of the blocks)
+    # AC of every n-th block only: that share of the blocks), full AC reduce-scatters again
+    # all but the block's output
     full_again = setup.recompute_share(layers)
     again = 1.0 if setup.recompute is Recompute.SELECTIVE else full_again
-    bf16_t = per_block * (2 * ag + 2 * rs + again * ag + full_again * rs)
+    rs_again = full_again * ~_block_output(rows, block)[row_par]
+    bf16_t = per_block * (2 * ag + 2 * rs + again * ag + rs_again * rs)
     # tensorwise's float8 TP plan gathers the gradient in float8 too (Float8RowwiseParallel
     # casts it before the reduce-scatter's backward)
-    fp8_t = per_block * (2 * fp8_ag + 2 * rs + again * fp8_ag + full_again * rs)
+    fp8_t = per_block * (2 * fp8_ag + 2 * rs + again * fp8_ag + rs_again * rs)
     notes.append(_tp_note(run, place, from_graphs=False))
     return float(np.sum(bf16_t)), float(np.sum(fp8_t))
 
@@ -736,20 +751,22 @@ def _async_tp(
     if rec.tokens <= (run.seq_len or assumed_seq_len(rec.tokens)):
         notes.append(note(Topic.ASYNC_TP_GATHERS, why="one_sequence"))
     per_byte, launch = streaming
+    output = _block_output(rows, dense)
     out = []
     for gemm, gather, direct in zip(forward_gemms, (ag, fp8_ag), consumes_gather):
         exposed = 0.0
         # the collectives' arrays run over the row-parallel rows in this order
         for j, i in enumerate(np.flatnonzero(dense & (style == "row"))):
             column = dense & (style == "column") & (module == module[i])
-            output = rec.tokens * float(rows["full_N"][i]) * BF16_BYTES
-            fused_scatters = 1.0 + full_again + (1.0 if column.sum() == 1 else 0.0)
-            exposed += fused_scatters * (launch + output * (1 + 1 / tp) * per_byte)
+            rs_again = 0.0 if output[i] else full_again  # full AC: not the block's output
+            summed = rec.tokens * float(rows["full_N"][i]) * BF16_BYTES
+            fused_scatters = 1.0 + rs_again + (1.0 if column.sum() == 1 else 0.0)
+            exposed += fused_scatters * (launch + summed * (1 + 1 / tp) * per_byte)
             g_row = float(share[i] * gemm[i])
             pairs = (
                 (gather[j], float(np.sum((share * gemm)[column & direct])), 1.0),
                 (gather[j], float(np.sum((share * gemm)[column & direct & rerun])), again),
-                (rs[j], g_row, 1.0 + full_again),
+                (rs[j], g_row, 1.0 + rs_again),
                 (gather[j], g_row if direct[i] else 0.0, 1.0),
                 (rs[j], float(share[column] @ gemm[column]) if column.sum() == 1 else 0.0, 1.0),
             )
@@ -909,7 +926,10 @@ def _graph_blocks(
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
     the rows' weights hidden behind the graphs' own forward and backward. Full AC (the graphs
     are the block without checkpointing, `sharded.graph_recompute`) reruns the forward graph,
-    its TP collectives and attention's forward in the backward of that share of the blocks.
+    its TP collectives and attention's forward in the backward of that share of the blocks,
+    but for the block's output projection and its reduce-scatter: nothing the backward needs
+    depends on the block's output (Inductor's partitioner recomputes only what the backward
+    reads; eager non-reentrant checkpointing stops once it has it).
     `kept_s`: what the block linears the recommendation keeps in bf16 change against the
     all-float8 graph; `attention`: (per block, its full-AC rerun) seconds; `pipelined`: async
     TP's exposed communication per precision (`_async_tp`), which replaces the graphs' own."""
@@ -924,6 +944,7 @@ def _graph_blocks(
         tp = rec.setup.tp
         place = placement_for(group_size=tp, stride=1, gpus_per_node=run.gpus_per_node)
         for i, capture in enumerate((graphs.bf16, graphs.float8)):
+            output = 0.0  # the forward's last reduce-scatter: the block's output, not rerun
             for c in capture.collectives:
                 if not (c.compiled and c.mesh == "tp"):
                     continue
@@ -937,13 +958,17 @@ def _graph_blocks(
                     )
                 )
                 comm[i] += seconds
-                comm_again[i] += share * seconds if c.graph == "fwd" else 0.0
+                if c.graph == "fwd":
+                    comm_again[i] += share * seconds
+                    if c.kind is GraphCollective.REDUCE_SCATTER:
+                        output = seconds
+            comm_again[i] -= share * output
         comm = [a + b for a, b in zip(comm, comm_again)]
         if pipelined is None:
             notes.append(_tp_note(run, place, from_graphs=True))
         else:
             comm = list(pipelined)
-    again = tuple(share * t.fwd_s + attention_again for t in times)
+    again = tuple(share * (t.fwd_s - t.output_gemm_s) + attention_again for t in times)
     if share:
         notes.append(note(Topic.FULL_AC_GRAPHS, share=share))
     compute = tuple(

@@ -128,13 +128,15 @@ def _full_recompute(v) -> str:
     if v["every"] > 1:
         return (
             f"recompute full on every {_nth(v['every'])} block (torchtitan's layer SAC, "
-            f"selective_ac_option = '{v['every']}'): those blocks' linears run their forward gemm "
-            "and forward float8 overhead again in the backward, in both precisions (included "
-            "above as the mean over all blocks); lm_head is not checkpointed"
+            f"selective_ac_option = '{v['every']}'): those blocks' linears but the output "
+            "projection run their forward gemm and forward float8 overhead again in the "
+            "backward, in both precisions (included above as the mean over all blocks); "
+            "lm_head is not checkpointed"
         )
     return (
-        "recompute full: every block's linears run their forward gemm and forward float8 "
-        "overhead again in the backward, in both precisions (included above); lm_head, "
+        "recompute full: every block linear but the output projection (no backward reads its "
+        "output) runs its forward gemm and forward float8 overhead again in the backward, in "
+        "both precisions (included above); lm_head, "
         "outside the blocks, is not checkpointed"
     )
 
@@ -282,8 +284,8 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     ),
     Topic.FULL_AC_GRAPHS: lambda v: (
         "full AC: the block's graphs without checkpointing, its forward graph (kernels, "
-        f"gemms, TP collectives, attention) run again in the backward for {v['share']:.0%} of "
-        "the blocks"
+        "gemms, TP collectives, attention; not the output projection's gemm and "
+        f"reduce-scatter) run again in the backward for {v['share']:.0%} of the blocks"
     ),
     Topic.FSDP_SCHEDULE: lambda v: (
         f"FSDP2 schedule: gradients reduce-scattered in {v['reduce_dtype']}, "
