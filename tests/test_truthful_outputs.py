@@ -151,10 +151,13 @@ def test_full_recompute_leaves_lm_head_alone():
         recommend(builtin("llama3-8b"), tokens=8192, resolved=resolved, setup=setup).layers
         for setup in (RunConfig(), RunConfig.from_options(recompute="full"))
     )
-    head = plain["fqn"] == "lm_head"
+    # lm_head, outside the blocks, and down_proj, the block's output projection whose output
+    # no backward reads, run once
+    head = plain["fqn"].str.endswith(("lm_head", "down_proj"))
+    assert head.sum() == 2
     for column in ("bf16_s", "fp8_s", "speedup"):
-        assert full.loc[head, column].item() == pytest.approx(plain.loc[head, column].item())
-        # the blocks' linears run their forward twice
+        assert list(full.loc[head, column]) == pytest.approx(list(plain.loc[head, column]))
+        # the blocks' other linears run their forward twice
         assert (full.loc[~head, "bf16_s"] > plain.loc[~head, "bf16_s"] * 1.2).all()
 
 

@@ -254,6 +254,7 @@ def _summarize(
         return float((counts * values)[block].sum()) / layers
 
     attention, attention_again = _attention(rec, resolved, run, notes)
+    streaming = _streaming(resolved)
     # torch's micro-pipelined TP pairs each collective with the gemm it feeds or drains
     pipelined = (
         _async_tp(
@@ -264,7 +265,7 @@ def _summarize(
             run,
             notes,
             _forward_gemms(rows, resolved, convert, block),
-            _streaming(resolved),
+            streaming,
         )
         if run.async_tp
         else None
@@ -283,6 +284,7 @@ def _summarize(
             convert,
             (attention, attention_again),
             pipelined,
+            streaming,
         )
     else:
         forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
@@ -292,7 +294,7 @@ def _summarize(
             (f + attention * FORWARD_SHARE, 2 * f + attention * (1 - FORWARD_SHARE) + r)
             for f, r in zip(forward, again)
         ]
-        fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute)
+        fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute, streaming)
         bf16_block = BlockTimes(
             linear_gemm_s=per_block(lin_bf16),
             other_compute_s=attention,
@@ -311,7 +313,15 @@ def _summarize(
         if block_graphs is not None:  # bf16 graphs alone: float8 moves them as the rows do
             none = np.zeros(len(rows), dtype=bool)
             graph16, _ = _graph_blocks(
-                rec, run, block_graphs, 0.0, [], none, (attention, attention_again), pipelined
+                rec,
+                run,
+                block_graphs,
+                0.0,
+                [],
+                none,
+                (attention, attention_again),
+                pipelined,
+                streaming,
             )
             bf16_block, fp8_block = graph16, _moved(graph16, bf16_block, fp8_block)
             notes.append(note(Topic.FLOAT8_BY_LAYERS))
@@ -798,12 +808,15 @@ def _fsdp_comm(
     run: RunConfig,
     notes: list[Note],
     compute: Sequence[tuple[float, float]],
+    streaming: tuple[float, float],
 ) -> tuple[float, float]:
     """FSDP's exposed time per block, per precision: weights all-gathered (bf16, or float8
     with float8 all-gather), gradients reduce-scattered in the reduce dtype (torchtitan's
     mixed_precision_reduce) and, under HSDP, all-reduced across replicas, hidden behind
     `compute` ((forward, backward with its recompute) seconds per precision) on FSDP2's
-    schedule (`timing.comm.fsdp_exposed_time_s`)."""
+    schedule (`timing.comm.fsdp_exposed_time_s`); and the copy of each gathered group into
+    the unsharded parameters, a memory pass on the compute stream (`streaming`: seconds per
+    byte and per launch)."""
     setup = rec.setup
     tp, fsdp = setup.tp, run.fsdp_degree
     if not (fsdp and fsdp > 1):
@@ -881,6 +894,15 @@ def _fsdp_comm(
             all_reduce_s=ar,
         )
         exposed.append(total / layers)
+    # FSDP2 copies each all-gather's output into the unsharded parameters on the compute
+    # stream (FSDPParamGroup.wait_for_unshard: foreach_all_gather_copy_out), once per unshard:
+    # the forward's and, resharded after it, the backward's; float8 weights gather as float8
+    per_byte, launch = streaming
+    unshards = 2.0 if reshard else 1.0
+    gathered = [block_params * BF16_BYTES, block_params * BF16_BYTES]
+    if run.float8_all_gather and fp8_params:
+        gathered[1] = (block_params - fp8_params) * BF16_BYTES + fp8_params
+    exposed = [e + unshards * (launch + 2 * g * per_byte) for e, g in zip(exposed, gathered)]
     notes.append(
         note(
             Topic.FSDP_COMM,
@@ -921,6 +943,7 @@ def _graph_blocks(
     convert: np.ndarray,
     attention: tuple[float, float],
     pipelined: tuple[float, float] | None,
+    streaming: tuple[float, float],
 ) -> tuple[BlockTimes, BlockTimes]:
     """One block per precision from its graphs (compiled, or the shipped fits at these
     tokens): gemms, kernels, recompute and TP collectives as the graphs hold them, FSDP from
@@ -932,7 +955,8 @@ def _graph_blocks(
     reads; eager non-reentrant checkpointing stops once it has it).
     `kept_s`: what the block linears the recommendation keeps in bf16 change against the
     all-float8 graph; `attention`: (per block, its full-AC rerun) seconds; `pipelined`: async
-    TP's exposed communication per precision (`_async_tp`), which replaces the graphs' own."""
+    TP's exposed communication per precision (`_async_tp`), which replaces the graphs' own;
+    `streaming`: a memory-bound pass's seconds per byte and per launch."""
     graphs, times = timed.graphs, timed.times
     rows, layers = rec.rows, _layers(rec)
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
@@ -975,7 +999,7 @@ def _graph_blocks(
         (t.fwd_s + attention_s * FORWARD_SHARE, t.bwd_s + attention_s * (1 - FORWARD_SHARE) + a)
         for t, a in zip(times, again)
     )
-    fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute)
+    fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute, streaming)
     t16, t8 = times
     bf16 = BlockTimes(
         linear_gemm_s=t16.gemm_s,

@@ -256,7 +256,8 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"FSDP {v['degree']}: weights all-gathered "
         + ("in float8 (tensorwise) " if v["float8"] else "in bf16 ")
         + f"and gradients reduce-scattered, {v['placement']}-node, overlapped with the "
-        "block's compute; first gather and last reduce-scatter exposed"
+        "block's compute; first gather and last reduce-scatter exposed, and each gather's "
+        "copy into the unsharded parameters (on the compute stream)"
     ),
     Topic.OTHER_LINEARS: lambda v: (
         "linears outside the blocks other than lm_head counted with lm_head: "
