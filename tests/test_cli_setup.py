@@ -158,21 +158,28 @@ def test_fsdp_takes_an_optional_degree():
     assert RunConfig.from_options(fsdp=4).fsdp_degree == 4
 
 
-def test_async_tp_hides_each_tp_collective_behind_the_gemm_it_pairs_with(tmp_path):
-    def summary(async_tp: str) -> dict:
-        setup = tmp_path / f"{async_tp}.toml"
-        setup.write_text(
-            "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
-            "compile = true\n[parallelism]\ntensor_parallel_degree = 8\n"
-            f"data_parallel_shard_degree = 1\nenable_async_tensor_parallel = {async_tp}\n"
-            "[activation_checkpoint]\nmode = 'none'\n"
-        )
-        out = tmp_path / f"{async_tp}.json"
-        result = run("estimate", "--setup", str(setup), "--out", str(out))
-        assert result.exit_code == 0, result.output
-        return json.loads(out.read_text())["summary"]
+def tp8_summary(tmp_path, *, async_tp: bool, mode: str = "none", recipe: str = "") -> dict:
+    """`estimate --setup`'s summary for llama3-8b at TP 8, two 8192-token sequences per rank."""
+    name = f"{recipe or 'bf16'}-{mode}-{async_tp}"
+    option = '\nselective_ac_option = "op"' if mode == "selective" else ""
+    float8 = "" if recipe in ("", "tensorwise") else f'recipe_name = "{recipe}"\n'
+    setup = tmp_path / f"{name}.toml"
+    setup.write_text(
+        "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
+        "compile = true\n[parallelism]\ntensor_parallel_degree = 8\n"
+        "data_parallel_shard_degree = 1\n"
+        f"enable_async_tensor_parallel = {str(async_tp).lower()}\n"
+        f"[activation_checkpoint]\nmode = '{mode}'{option}\n[float8]\n{float8}"
+    )
+    out = tmp_path / f"{name}.json"
+    result = run("estimate", "--setup", str(setup), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())["summary"]
 
-    vanilla, pipelined = summary("false"), summary("true")
+
+def test_async_tp_hides_each_tp_collective_behind_the_gemm_it_pairs_with(tmp_path):
+    vanilla = tp8_summary(tmp_path, async_tp=False)
+    pipelined = tp8_summary(tmp_path, async_tp=True)
     assert vanilla["comm_bf16_s"] > 0.01  # 8 collectives of 2 x 8192 x 4096 bf16 per block
     # by hand, per block: 8 collectives of 16384 x 4096 bf16, ~0.35 ms each at TP 8. The two
     # reduce-scatters of the input gradients (summed over q/k/v, over w1/w3) run unfused: a
@@ -190,22 +197,9 @@ def test_async_tp_fuses_float8_gathers_only_where_the_gemm_consumes_them(tmp_pat
     # tensorwise casts before each gather (torchao's float8 TP plan): pipelined like bf16, in
     # half the bytes; rowwise casts after it, so Inductor's pass finds no matmul to fuse with
     # (pytorch/pytorch#149990) and its four gathers per block run whole
-    def summary(recipe: str, async_tp: str) -> dict:
-        setup = tmp_path / f"{recipe}-{async_tp}.toml"
-        name = "" if recipe == "tensorwise" else f'recipe_name = "{recipe}"\n'
-        setup.write_text(
-            "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
-            "[parallelism]\ntensor_parallel_degree = 8\ndata_parallel_shard_degree = 1\n"
-            f"enable_async_tensor_parallel = {async_tp}\n[activation_checkpoint]\nmode = 'none'\n"
-            f"[float8]\n{name}"
-        )
-        out = tmp_path / f"{recipe}-{async_tp}.json"
-        result = run("estimate", "--setup", str(setup), "--out", str(out))
-        assert result.exit_code == 0, result.output
-        return json.loads(out.read_text())["summary"]
-
-    rowwise, tensorwise = summary("rowwise", "true"), summary("tensorwise", "true")
-    vanilla = summary("rowwise", "false")["comm_bf16_s"]  # 8 bf16 collectives a block
+    rowwise = tp8_summary(tmp_path, async_tp=True, recipe="rowwise")
+    tensorwise = tp8_summary(tmp_path, async_tp=True, recipe="tensorwise")
+    vanilla = tp8_summary(tmp_path, async_tp=False, recipe="rowwise")["comm_bf16_s"]
     # rowwise: 4 gathers and the 2 summed input-gradient reduce-scatters unfused, 3/4
     assert rowwise["comm_fp8_s"] >= 0.74 * vanilla
     assert rowwise["comm_bf16_s"] < 0.6 * vanilla
@@ -215,27 +209,16 @@ def test_async_tp_fuses_float8_gathers_only_where_the_gemm_consumes_them(tmp_pat
 
 
 def test_async_tp_under_sac_hides_the_gathered_again_input_behind_the_rerun_gemm_only(tmp_path):
-    def comm(mode: str, async_tp: str) -> float:
-        setup = tmp_path / f"{mode}-{async_tp}.toml"
-        option = '\nselective_ac_option = "op"' if mode == "selective" else ""
-        setup.write_text(
-            "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
-            "[parallelism]\ntensor_parallel_degree = 8\ndata_parallel_shard_degree = 1\n"
-            f"enable_async_tensor_parallel = {async_tp}\n"
-            f"[activation_checkpoint]\nmode = '{mode}'{option}\n"
-        )
-        out = tmp_path / f"{mode}-{async_tp}.json"
-        result = run("estimate", "--setup", str(setup), "--out", str(out))
-        assert result.exit_code == 0, result.output
-        return json.loads(out.read_text())["summary"]["comm_bf16_s"]
+    def comm(mode: str, async_tp: bool) -> float:
+        return tp8_summary(tmp_path, async_tp=async_tp, mode=mode)["comm_bf16_s"]
 
-    one = comm("none", "false") / 8  # one collective: 8 a block without recompute
-    assert comm("selective", "false") == pytest.approx(10 * one)  # SAC gathers two inputs again
+    one = comm("none", False) / 8  # one collective: 8 a block without recompute
+    assert comm("selective", False) == pytest.approx(10 * one)  # SAC gathers two inputs again
     # the compiled graph (tests/test_async_tp_graph.py): each input gathered again runs beside
     # the one column gemm SAC reruns, wk (N 128: ~0.03 ms against ~0.35 ms of gather, nearly
     # all of it shows) and w3 (N 1792: ~0.4 ms, 7/8 of it hides the gather): about one
     # collective more than without recompute, not the half that q/k/v and w1/w3 would leave
-    extra = comm("selective", "true") - comm("none", "true")
+    extra = comm("selective", True) - comm("none", True)
     assert 0.8 * one < extra < 1.3 * one
 
 
