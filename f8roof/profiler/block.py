@@ -513,12 +513,7 @@ def capture_block(
             f"{(gpu or find_gpu('h100')).name} runs fnuz float8; sharded blocks compile OCP "
             f"float8 only (compare one linear: {term('shapes')})"
         )
-    try:
-        float8 = Recipe.from_name(recipe) if recipe is not None else None
-        if float8 is not None:
-            torchao_recipe_name(float8)
-    except ModelError as e:
-        raise CaptureError(e.marked) from None
+    float8 = _float8_recipe(recipe)
     if spec.parallel.float8_all_gather and (float8 is None or float8.name != "tensorwise"):
         raise CaptureError(
             f"{term('float8_all_gather')} needs {term('recipe')} tensorwise (torchao "
@@ -611,6 +606,17 @@ def capture_block(
 TORCHTITAN_INDUCTOR_SETTINGS = {"rowwise": {"emulate_precision_casts": True}}
 
 
+def _float8_recipe(recipe: str | None) -> Recipe | None:
+    """The torchao recipe to convert the block with (None: bf16), or one CaptureError line."""
+    try:
+        float8 = Recipe.from_name(recipe) if recipe is not None else None
+        if float8 is not None:
+            torchao_recipe_name(float8)
+    except ModelError as e:
+        raise CaptureError(e.marked) from None
+    return float8
+
+
 def pipelined_collectives(
     spec: BlockSpec,
     *,
@@ -634,7 +640,7 @@ def pipelined_collectives(
             f"{term('recompute')} full does not compile here yet (torch 2.13 checkpointing a "
             "sharded block): use selective"
         )
-    float8 = Recipe.from_name(recipe) if recipe is not None else None
+    float8 = _float8_recipe(recipe)
     gpu = gpu or find_gpu("h100")
     recorder = _Recorder()
     found: list[PipelinedCollective] = []
@@ -664,8 +670,9 @@ def pipelined_collectives(
 
 @torch.library.custom_op("f8roof::restride", mutates_args=())
 def _restride(x: torch.Tensor, stride: Sequence[int]) -> torch.Tensor:
-    """The micro-pipeline pass's `force_stride_order` of a shard, as an op whose shape the
-    codegen capture can take (Inductor's prim copies a CUDA tensor to find it)."""
+    """Stands in for the pass's `force_stride_order` of a shard: that prim finds its output's
+    shape by copying the tensor, which a fake CUDA tensor cannot be on a CPU build; this op
+    has a shape-only fake."""
     return torch.empty_strided(x.shape, tuple(stride), dtype=x.dtype, device=x.device).copy_(x)
 
 
@@ -700,8 +707,8 @@ def _micro_pipeline_tp(read: Callable[[torch.fx.Graph], None]) -> Iterator[None]
 
 
 def _same_layout(shard: torch.Tensor, dim: int) -> torch.Tensor:
-    """The pass's layout for a decomposed shard, kept as it is: the layout is the one thing a
-    fake CUDA tensor cannot be copied into on a CPU build, and no fusion depends on it."""
+    """The pass's layout for a decomposed shard, kept as it is: torch computes it by copying
+    the shard (not possible here, as for `_restride`), and no fusion depends on it."""
     return shard
 
 
