@@ -4,8 +4,12 @@
 #   calibration.json   the measured calibration (its checkpoint, calibration.json.partial.jsonl,
 #                      stays beside it while it runs and when a budget cut the run short)
 #   validation/        validation.md, validation.csv, environment.json
-#   artifacts.tar.gz   generated code, profiler traces, the validation checkpoint if unfinished
-#   log.txt            everything printed (the check first; codegen-vs-GPU kernels, estimates last)
+#   block_trace.json   one llama3-8b block (TP 1, per-op SAC), rowwise, bf16 and tensorwise:
+#                      each step's device time and each kernel's (scripts/block_trace.py)
+#   artifacts.tar.gz   generated code, profiler traces, the validation checkpoint if unfinished,
+#                      block/ (the block's generated code and traces)
+#   log.txt            everything printed (the check first; codegen-vs-GPU kernels, estimates,
+#                      the block last)
 # What it measures (issue #13): bf16 and torchao's tensorwise and rowwise Float8Linear, each
 # standalone and in torchao's benchmark context LayerNorm -> Linear -> Sigmoid; the reference's
 # delayed scaling with --full. Time is budgeted, not guessed: calibrate stops at --budget and
@@ -21,7 +25,8 @@
 # two validation shapes, no first check (scripts/gpu_check.py is tested on CPU apart).
 set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
-device=cuda quick=--quick budget=180 vbudget=180 resume_from="" limit="" check=1
+device=cuda quick=--quick budget=150 vbudget=150 resume_from="" limit="" check=1
+block="--recipes rowwise,bf16,tensorwise --budget 90"
 variants="torchao:tensorwise,torchao:rowwise"
 contexts="none,layernorm+sigmoid"
 while [ $# -gt 0 ]; do
@@ -46,7 +51,7 @@ if [ "$device" = cpu ]; then  # CI's dry run: what this machine's torch can run 
 from f8roof.profiler.torchao_float8 import available
 impl = 'torchao' if available() else 'reference'
 print(f'{impl}:tensorwise')")
-  contexts=none quick="" budget=900 vbudget=900
+  contexts=none quick="" budget=900 vbudget=900 block="--small --recipes bf16 --iters 2"
   # gpu_check.py has its own CPU test; two unseen shapes show validate's wiring
   check=0 limit="--limit 2"
 fi
@@ -85,6 +90,10 @@ start=$(date +%s)
     "$python" -m f8roof estimate --calibration "$OUT/calibration.json" --recipe tensorwise --show-all \
       --shape 4096,4096,4096 --shape 16384,8192,8192 || status=1
   fi
+  echo "== one block, timed kernel by kernel (TP 1, per-op SAC)"
+  # shellcheck disable=SC2086  # $block holds several arguments
+  "$python" scripts/block_trace.py --device "$device" --out "$OUT/block_trace.json" \
+    --artifacts "$work/artifacts" $block || status=1
   echo "total: $(( $(date +%s) - start ))s"
   exit $status
 } 2>&1 | grep --line-buffered -v "^USDT:" | tee "$log"

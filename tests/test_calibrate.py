@@ -195,6 +195,9 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     assert "## Accuracy" in (out / "validation" / "validation.md").read_text()
     assert (out / "artifacts.tar.gz").stat().st_size > 0
     assert "x fitted" in log
+    block = json.loads((out / "block_trace.json").read_text())["recipes"]["bf16"]
+    assert block["device_s"] > 0 and block["launches"] >= 4  # C++ kernels and extern ops
+    assert sum(block["kernels"].values()) == pytest.approx(block["device_s"], rel=0.5)
 
 
 @pytest.mark.slow
