@@ -72,7 +72,7 @@ def trace_recipe(spec: BlockSpec, recipe: str, *, device: str, iters: int, artif
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
-    settings = torch._inductor.config.patch(torchtitan_inductor_settings(recipe))
+    settings = torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel))
     with torchao_float8.inductor_patch_scope(), settings:
         compiled = torch.compile(block(spec, recipe, device), fullgraph=True)
         x = torch.randn(spec.batch, spec.seq_len, spec.dim, dtype=torch.bfloat16, device=device)

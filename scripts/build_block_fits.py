@@ -16,6 +16,10 @@ interrupted run resumes (`--resume`).
 merges its fits into OUT's, replacing any of the same key: the file grows without the
 hundreds of compiles already in it being run again.
 
+`--plain-casts` compiles the rowwise entries (of `--add`, or of every model and TP) without
+Inductor's emulate_precision_casts, as torchtitan before 2025-04-16 did (its #1108 set it),
+and merges them like `--add`.
+
 `--recount` compiles each fit of OUT once, at its first knot, and scales each kernel group's
 arithmetic by the ratio of the counts there (`profiler/triton_code._arithmetic` changed, the
 bytes did not): a group's count is its kernels' operations per element times their elements,
@@ -49,7 +53,9 @@ from f8roof.training.run_config import RunConfig
 
 MODELS = ("llama3-8b", "llama3-70b")
 TP_DEGREES = (1, 2, 8)
-# added since with --add: llama3-405b:8, llama3-8b:4, llama3-70b:4
+# added since with --add
+ADDED = (("llama3-405b", 8), ("llama3-8b", 4), ("llama3-70b", 4))
+BUILT = (*itertools.product(MODELS, TP_DEGREES), *ADDED)  # the shipped file's models and TPs
 POLICIES = (Recompute.NONE, Recompute.SELECTIVE)
 # (recipe, float8 all-gather); torchao all-gathers float8 weights for tensorwise only
 RECIPES = ((None, False), ("tensorwise", False), ("rowwise", False), ("tensorwise", True))
@@ -69,15 +75,29 @@ LAYOUTS = {
         "checks": ((3, 2048), (3, 4096), (12, 8192)),
     },
 }
+# Where a fit lost every check to Inductor's thresholds (each became a knot), it is checked
+# again between its knots at these
+SECOND_CHECKS = {"one": ((1, 5120), (1, 10240)), "several": ((3, 8192), (5, 8192))}
 SMALL_LAYOUTS = {"one": {"knots": ((1, 256), (1, 1024)), "checks": ((1, 512), (1, 768))}}
 CODE_FOR = "h100"
 
 
 def spec_for(
-    model: str, *, tp: int, recompute: Recompute, gather: bool, batch: int, seq_len: int
+    model: str,
+    *,
+    tp: int,
+    recompute: Recompute,
+    gather: bool,
+    batch: int,
+    seq_len: int,
+    emulate: bool = True,
 ) -> BlockSpec:
     parallel = RunConfig.sharded(
-        tp=tp, fsdp=2 if gather else 1, float8_all_gather=gather, recompute=recompute
+        tp=tp,
+        fsdp=2 if gather else 1,
+        float8_all_gather=gather,
+        recompute=recompute,
+        emulate_precision_casts=emulate,
     )
     tokens = batch * seq_len
     if model == "small":
@@ -89,7 +109,14 @@ def spec_for(
 
 
 def compile_one(
-    model: str, tp: int, recompute: str, recipe: str | None, gather: bool, batch: int, seq_len: int
+    model: str,
+    tp: int,
+    recompute: str,
+    recipe: str | None,
+    gather: bool,
+    batch: int,
+    seq_len: int,
+    emulate: bool = True,
 ) -> dict:
     """One block's codegen, as a checkpoint record (a worker process runs it)."""
     from f8roof.hardware.presets import find_gpu
@@ -102,15 +129,19 @@ def compile_one(
         gather=gather,
         batch=batch,
         seq_len=seq_len,
+        emulate=emulate,
     )
     start = time.monotonic()
     capture = capture_block(spec, recipe=recipe, device="codegen", gpu=find_gpu(CODE_FOR))
     return {"capture": capture.to_dict(), "seconds": time.monotonic() - start}
 
 
-def key(model: str, tp: int, recompute: str, recipe: str | None, gather: bool) -> str:
+def key(
+    model: str, tp: int, recompute: str, recipe: str | None, gather: bool, emulate: bool = True
+) -> str:
     gathered = "+fp8ag" if gather else ""
-    return f"{model}/tp{tp}/{recompute}/{recipe or 'bf16'}{gathered}"
+    plain = "" if emulate else "-plain-casts"
+    return f"{model}/tp{tp}/{recompute}/{recipe or 'bf16'}{gathered}{plain}"
 
 
 def main() -> None:
@@ -124,6 +155,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--add", action="append", default=[], metavar="MODEL:TP", help="merge into OUT's fits"
+    )
+    parser.add_argument(
+        "--plain-casts", action="store_true", help="rowwise without emulate_precision_casts"
     )
     parser.add_argument("--recount", action="store_true", help="recount OUT's arithmetic")
     args = parser.parse_args()
@@ -140,11 +174,16 @@ def main() -> None:
     else:
         layouts = LAYOUTS
         entries = list(itertools.product(MODELS, TP_DEGREES, POLICIES, RECIPES))
+    if args.plain_casts:
+        if not (args.add or args.small):
+            entries = [(m, t, p, r) for m, t in BUILT for p in POLICIES for r in RECIPES]
+        entries = [e for e in entries if e[3] == ("rowwise", False)]
+    emulate = not args.plain_casts
     points = sorted(
         {p for layout in layouts.values() for points in layout.values() for p in points}
     )
     header = {
-        "entries": [key(m, t, p.value, r, g) for m, t, p, (r, g) in entries],
+        "entries": [key(m, t, p.value, r, g, emulate) for m, t, p, (r, g) in entries],
         "layouts": [list(p) for p in points],
         "gpu": CODE_FOR,
     }
@@ -152,60 +191,59 @@ def main() -> None:
     start = time.monotonic()
     try:
         checkpoint = Checkpoint(checkpoint_path, header, resume=args.resume)
-        todo = []
-        for (model, tp, policy, (recipe, gather)), (batch, seq_len) in itertools.product(
-            entries, points
-        ):
-            name = f"{key(model, tp, policy.value, recipe, gather)}/{batch}x{seq_len}"
-            if checkpoint.done(name) is None:
-                arguments = {
-                    "model": model,
-                    "tp": tp,
-                    "recompute": policy.value,
-                    "recipe": recipe,
-                    "gather": gather,
-                    "batch": batch,
-                    "seq_len": seq_len,
-                }
-                todo.append(Task(name, name, compile_one, arguments))
-        print(f"{len(todo)} compiles to run ({len(checkpoint.records)} checkpointed)", flush=True)
-        run_tasks(todo, checkpoint, jobs=args.jobs, progress=_progress)
+        compile_all(entries, points, emulate, checkpoint, jobs=args.jobs)
     except F8RoofError as e:
         sys.exit(str(e))
-    captures = {r["key"]: BlockCapture.from_dict(r["capture"]) for r in checkpoint.records}
-    compile_s = sorted(r["seconds"] for r in checkpoint.records)
     timer = _timer()
-    fits = []
-    for model, tp, policy, (recipe, gather) in entries:
-        name = key(model, tp, policy.value, recipe, gather)
-        for regime, layout in layouts.items():
-
-            def compiled(points, name=name):
-                return [captures[f"{name}/{b}x{s}"] for b, s in points]
-
-            knots = compiled(layout["knots"])
-            fit = fit_checked(knots, compiled(layout["checks"]), timer=timer)
-            added = sorted(set(fit.tokens) - {c.spec.tokens for c in knots})
-            said = (
-                f"bytes within {max(c.worst for c in fit.checks):.1%}, block time within "
-                f"{max(c.time_error or 0.0 for c in fit.checks):.2%}"
-                if fit.checks
-                else "no check left"
-            )
-            if added:
-                said += f"; checks missed by over 1%, made knots: {added} tokens"
-            print(f"{name} ({regime} sequence per rank): {said}", flush=True)
-            fits.append(fit)
+    fits, unchecked = {}, []
+    captures = _captures(checkpoint)
+    for entry, (regime, layout) in itertools.product(entries, layouts.items()):
+        name = _entry_key(entry, emulate)
+        knots = [captures[f"{name}/{b}x{s}"] for b, s in layout["knots"]]
+        checks = [captures[f"{name}/{b}x{s}"] for b, s in layout["checks"]]
+        fits[name, regime] = fit_checked(knots, checks, timer=timer)
+        if not fits[name, regime].checks and regime in SECOND_CHECKS:
+            unchecked.append((entry, regime))
+    if unchecked:
+        # every check crossed a threshold and became a knot: check the fit again between them
+        second = sorted({p for _, regime in unchecked for p in SECOND_CHECKS[regime]})
+        print(f"{len(unchecked)} fits lost every check: compiling {second} for them", flush=True)
+        try:
+            for entry, regime in unchecked:
+                compile_all([entry], SECOND_CHECKS[regime], emulate, checkpoint, jobs=args.jobs)
+        except F8RoofError as e:
+            sys.exit(str(e))
+        captures = _captures(checkpoint)
+        for entry, regime in unchecked:
+            name = _entry_key(entry, emulate)
+            layout = layouts[regime]
+            knots = [captures[f"{name}/{b}x{s}"] for b, s in layout["knots"] + layout["checks"]]
+            checks = [captures[f"{name}/{b}x{s}"] for b, s in SECOND_CHECKS[regime]]
+            fits[name, regime] = fit_checked(knots, checks, timer=timer)
+    for (name, regime), fit in fits.items():
+        added = sorted(set(fit.tokens) - {b * s for b, s in layouts[regime]["knots"]})
+        said = (
+            f"bytes within {max(c.worst for c in fit.checks):.1%}, block time within "
+            f"{max(c.time_error or 0.0 for c in fit.checks):.2%}"
+            if fit.checks
+            else "no check left"
+        )
+        if added:
+            said += f"; checks missed by over 1%, made knots: {added} tokens"
+        print(f"{name} ({regime} sequence per rank): {said}", flush=True)
+    fits = list(fits.values())
+    compile_s = sorted(r["seconds"] for r in checkpoint.records)
     from f8roof.training.checkpointing import DEFAULT_POLICY
 
     command = "python scripts/build_block_fits.py" + (" --small" if args.small else "")
-    if args.add:
+    if args.add or args.plain_casts:
         before = BlockFits.load(args.out)
         mine = {BlockKey.of(f) for f in fits}
         fits = [f for f in before.fits if BlockKey.of(f) not in mine] + fits
         if before.produced_by.get("command"):
             command = before.produced_by["command"]
-        command += f" (then --add {' --add '.join(args.add)})"
+        flags = [f"--add {a}" for a in args.add] + ["--plain-casts"] * args.plain_casts
+        command += f" (then {' '.join(flags)})"
     produced_by = _environment() | {
         "sac_policy": DEFAULT_POLICY,
         "command": command,
@@ -223,6 +261,37 @@ def main() -> None:
     )
 
 
+def compile_all(entries, points, emulate: bool, checkpoint: Checkpoint, *, jobs: int) -> None:
+    """Compile every entry at every (batch, seq_len) point the checkpoint lacks."""
+    todo = []
+    for entry, (batch, seq_len) in itertools.product(entries, points):
+        model, tp, policy, (recipe, gather) = entry
+        name = f"{_entry_key(entry, emulate)}/{batch}x{seq_len}"
+        if checkpoint.done(name) is None:
+            arguments = {
+                "model": model,
+                "tp": tp,
+                "recompute": policy.value,
+                "recipe": recipe,
+                "gather": gather,
+                "batch": batch,
+                "seq_len": seq_len,
+                "emulate": emulate,
+            }
+            todo.append(Task(name, name, compile_one, arguments))
+    print(f"{len(todo)} compiles to run ({len(checkpoint.records)} checkpointed)", flush=True)
+    run_tasks(todo, checkpoint, jobs=jobs, progress=_progress)
+
+
+def _entry_key(entry, emulate: bool) -> str:
+    model, tp, policy, (recipe, gather) = entry
+    return key(model, tp, policy.value, recipe, gather, emulate)
+
+
+def _captures(checkpoint: Checkpoint) -> dict[str, BlockCapture]:
+    return {r["key"]: BlockCapture.from_dict(r["capture"]) for r in checkpoint.records}
+
+
 def recount(path: Path, *, jobs: int) -> None:
     """See the module docstring: each fit's arithmetic recounted from one compile."""
     fits = BlockFits.load(path)
@@ -231,7 +300,9 @@ def recount(path: Path, *, jobs: int) -> None:
         block = BlockKey.of(fit)
         batch, seq_len = LAYOUTS["several" if block.several_sequences else "one"]["knots"][0]
         recipe = None if block.recipe == "bf16" else block.recipe
-        entry = (block.architecture, block.tp, block.recompute, recipe, block.float8_all_gather)
+        emulate = block.emulate_precision_casts or recipe != "rowwise"
+        gather = block.float8_all_gather
+        entry = (block.architecture, block.tp, block.recompute, recipe, gather, emulate)
         names[block] = (f"{key(*entry)}/{batch}x{seq_len}", entry, batch, seq_len)
     header = {"recount": sorted(n for n, *_ in names.values()), "gpu": CODE_FOR}
     checkpoint = Checkpoint(path.with_suffix(".recount.jsonl"), header, resume=True)
@@ -240,7 +311,7 @@ def recount(path: Path, *, jobs: int) -> None:
             name,
             name,
             compile_one,
-            dict(zip(("model", "tp", "recompute", "recipe", "gather"), entry))
+            dict(zip(("model", "tp", "recompute", "recipe", "gather", "emulate"), entry))
             | {"batch": batch, "seq_len": seq_len},
         )
         for name, entry, batch, seq_len in names.values()

@@ -1,7 +1,8 @@
 """The first short call on a lent GPU (under 2 minutes): is this machine ready for calibration?
 
 Checks, printing one line each: torch/triton versions and the device; every gemm dtype and role
-`_scaled_mm`/`mm` takes with the layouts calibration uses; for each recipe, the float8 linear
+`_scaled_mm`/`mm` takes with the layouts calibration uses; bf16 and float8 gemms on randn
+against zeros (the public fit's #940 rows ran float8 on zeros); for each recipe, the float8 linear
 compiled forward+backward at one shape, its kernels counted three ways without disagreement,
 and every one of them found in the profiler trace. A problem line says what failed and why
 (exception type and the first line of its message); one failing gemm or recipe never stops the
@@ -19,7 +20,7 @@ from f8roof.device.calibrate import CALIBRATION_VARIANTS
 from f8roof.errors import reason
 from f8roof.profiler.capture import Capture, capture_and_measure
 from f8roof.profiler.measure import launch_durations
-from f8roof.profiler.timing import StepTimes, gemm_fn, measure_step
+from f8roof.profiler.timing import StepTimes, gemm_fn, gemm_operands, measure_step, time_fn
 from f8roof.timing.gemm import GEMM_ROLES
 from f8roof.traffic.variant import Variant
 
@@ -44,6 +45,38 @@ def check_gemms(device: str) -> list[str]:
                 print(f"gemm {dtype:12} {gemm:12} ok {tuple(out.shape)}")
             except Exception as e:  # noqa: BLE001 - report every failure, keep checking
                 failures += report([f"gemm {dtype} {gemm}: failed: {reason(e)}"])
+    return failures
+
+
+def check_zero_data(device: str, size: int = 8192) -> list[str]:
+    """The public fit's Meta H100 float8 gemm rows (pytorch/ao#940's sweep) ran `_scaled_mm` on
+    zeros and bf16 on randn; a part at its power limit clocks higher on zeros. One line per
+    dtype: a size^3 gemm on randn and on the same operands zeroed, the factor those rows may
+    carry."""
+    failures = []
+    for dtype in ("bf16", "fp8"):
+        try:
+            a, b = gemm_operands(dtype, "output", size, size, size, device=device)
+            one = torch.ones((), device=device)
+
+            def gemm(a=a, b=b, dtype=dtype):
+                if dtype == "bf16":
+                    return torch.mm(a, b)
+                return torch._scaled_mm(
+                    a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+                )
+
+            randn = time_fn(gemm, warmup=10, iters=50, device=device).median_s
+            a.zero_()
+            b.zero_()
+            zeros = time_fn(gemm, warmup=10, iters=50, device=device).median_s
+            tflops = 2 * size**3 / 1e12
+            print(
+                f"gemm {dtype:4} {size}^3: randn {randn * 1e6:.0f} us ({tflops / randn:.0f} "
+                f"TFLOP/s), zeros {zeros * 1e6:.0f} us ({tflops / zeros:.0f}): x{randn / zeros:.3f}"
+            )
+        except Exception as e:  # noqa: BLE001 - report every failure, keep checking
+            failures += report([f"gemm {dtype} on zeros: failed: {reason(e)}"])
     return failures
 
 
@@ -105,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{props.total_memory / 2**30:.0f} GiB"
         )
     failures = check_gemms(args.device)
+    if args.device == "cuda":
+        failures += check_zero_data(args.device)
     for name in ("bf16", *args.variants.split(",")):
         failures += check_recipe(name, shape, args.device)
     print(f"{len(failures)} problem(s)" + (":" if failures else ""))

@@ -53,6 +53,8 @@ class Run:
     # precompute_float8_dynamic_scale_for_fsdp (torchtitan docs/float8.md's tensorwise command)
     float8_all_gather: bool = False
     compiled: bool = False  # torch.compile, where the source says so (async TP needs it)
+    # torchtitan's rowwise emulate_precision_casts, set since 2025-04-16 (`BEFORE_CASTS`)
+    emulate_precision_casts: bool = True
 
     @property
     def gpus(self) -> int:
@@ -94,6 +96,7 @@ precompute_float8_dynamic_scale_for_fsdp = {str(self.float8_all_gather).lower()}
 [f8roof]
 gpu = "{self.gpu}"
 step_ms = {self.step_ms:.1f}
+emulate_precision_casts = {str(self.emulate_precision_casts).lower()}
 """
 
 
@@ -139,6 +142,7 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
                 float(row.tokens_per_s_fp8),
                 "float8 all-gather" in row.setup,
                 "torch.compile" in row.setup or async_tp,
+                not any(key in row.source for key in BEFORE_CASTS),
             )
         )
     return out
@@ -155,6 +159,16 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
 # The same team's logs show the 96 GB part: torchtitan prints reserved memory as a share of the
 # device's, "47.65GiB(50.16%)" in vkuzo's pytorch/torchtitan#808 (8 H100s), 95.0 GiB in all.
 META_SOURCES = ("#1207", "#149990", "training.md")
+
+
+# Runs published before torchtitan set Inductor's emulate_precision_casts for rowwise
+# (pytorch/torchtitan#1108, 2025-04-16): their rowwise blocks compiled without it.
+# - pytorch/pytorch#149990: filed 2025-03-25;
+# - torchao's training.md: its table came with pytorch/ao#1793, merged 2025-03-12 (torch
+#   2.7.0a0, torchao 0.10.0).
+# torchtitan#1207 ran torchtitan@441a63ca4 (2025-05-20) and the async TP benchmark torch of
+# 2025-06-14: both after.
+BEFORE_CASTS = ("#149990", "training.md")
 
 
 def _part(source: str, gpu: str) -> str:

@@ -1,5 +1,6 @@
 """calibrate: checkpoint and resume (fake measurements), device checks, the CPU pipeline for real."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -225,6 +226,18 @@ def test_gpu_check_script_runs_on_cpu():
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "gemm fp8_rowwise  grad_weight  ok" in run.stdout
     assert "0 problem(s)" in run.stdout
+
+
+def test_gpu_check_times_gemms_on_randn_and_on_zeros(capsys):
+    """The zero-data check (the public fit's #940 float8 rows ran on zeros) on a tiny size: a
+    line per dtype, the two times and their ratio, nothing failed."""
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.check_zero_data("cpu", size=32) == []
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines] == ["bf16", "fp8"]
+    assert all("randn" in line and "zeros" in line and ": x" in line for line in lines)
 
 
 def test_validate_limit_must_leave_a_shape(cli, tmp_path):

@@ -108,6 +108,11 @@ step_ms = 762
     assert run.filter_fqns == ("output", "auto_filter_small_kn") and run.auto_filter
     assert run.gpu == "h100" and run.step_s == pytest.approx(0.762)
     assert "f8roof setup" in got.source
+    # torchtitan's rowwise Inductor setting is on unless the file says the run predates it
+    assert run.emulate_precision_casts and run.emulates_precision_casts("rowwise")
+    assert not run.emulates_precision_casts("tensorwise")
+    older = parse_setup(MINIMAL + "[f8roof]\nemulate_precision_casts = false\n").run
+    assert not older.emulates_precision_casts("rowwise")
 
 
 def test_float8_all_gather_needs_fsdp():
@@ -154,6 +159,10 @@ def test_converter_off_is_noted():
             "torchtitan refuses",
         ),
         (MINIMAL + "[f8roof]\nstep_ms = -1\n", "'step_ms' in \\[f8roof\\]"),
+        (
+            MINIMAL + "[f8roof]\nemulate_precision_casts = 'no'\n",
+            "'emulate_precision_casts' in \\[f8roof\\] of x.toml must be true or false",
+        ),
         ("[model\n", "is not valid TOML"),
     ],
 )

@@ -297,6 +297,25 @@ def test_codegen_rowwise_cast_after_all_gather() -> None:
     assert all(m.group(1) == m.group(2) for m in triton)
 
 
+@pytest.mark.slow
+@requires.torchao
+def test_rowwise_without_emulated_casts_runs_fewer_conversions() -> None:
+    """torchtitan's rowwise blocks since 2025-04-16 round every bf16 intermediate as eager
+    does (emulate_precision_casts); one from before leaves them in float32. The same gemms and
+    collectives, less arithmetic, no more bytes; the flag survives the capture's JSON."""
+    from f8roof.training.block import BlockCapture
+
+    emulated = capture(small(tp=2), "rowwise", device="codegen")
+    plain = capture(small(tp=2, emulate_precision_casts=False), "rowwise", device="codegen")
+    assert sorted(map(repr, plain.gemms)) == sorted(map(repr, emulated.gemms))  # order may differ
+    assert plain.collectives == emulated.collectives
+    arithmetic = [sum(k.arithmetic for k in c.kernels) for c in (plain, emulated)]
+    assert arithmetic[0] < arithmetic[1]
+    assert sum(k.bytes_total for k in plain.kernels) <= sum(k.bytes_total for k in emulated.kernels)
+    again = BlockCapture.from_dict(plain.to_dict())
+    assert not again.spec.parallel.emulates_precision_casts("rowwise")
+
+
 # ---- the command line -----------------------------------------------------------------------
 
 
@@ -442,7 +461,8 @@ def test_estimate_model_codegen_compiles_the_block(cli, tmp_path):
     result = cli(*args, "--recompute", "selective", "--recipe", "rowwise", "--overhead", "codegen")
     assert result.exit_code == 0, result.output
     assert re.search(
-        r"blocks from one block compiled for .* TP 2, FSDP 2, recompute selective, rowwise at "
+        r"blocks from one block compiled for .* TP 2, FSDP 2, recompute selective, rowwise, "
+        r"with emulate_precision_casts at "
         r"1 x 64 tokens per rank .*codegen for h100",
         result.output,
     )

@@ -25,6 +25,7 @@ from f8roof.hardware.presets import PRESETS
 from f8roof.traffic.recipes import ALL_RECIPE_NAMES
 from f8roof.training.block import CollectiveKind
 from f8roof.training.block_fit import Affine, BlockFit
+from f8roof.training.run_config import RunConfig
 
 SCHEMA_VERSION = 1
 SHIPPED = Path(__file__).resolve().parent / "data" / "blocks.json"
@@ -39,7 +40,8 @@ class BlockKey:
     """What a fit is for: the block of `architecture` at TP `tp`, checkpointed by `recompute`,
     in `recipe` ("bf16" for none), with or without float8 all-gather, for one sequence per
     rank or several (different graphs: with several, sequence parallelism's all-gathers need
-    a copy to interleave the ranks' chunks)."""
+    a copy to interleave the ranks' chunks), compiled with Inductor's emulate_precision_casts
+    or not (`RunConfig.emulates_precision_casts`: rowwise as torchtitan sets it since 2025-04)."""
 
     architecture: str
     tp: int
@@ -47,6 +49,7 @@ class BlockKey:
     recipe: str
     float8_all_gather: bool = False
     several_sequences: bool = False
+    emulate_precision_casts: bool = False
 
     @classmethod
     def of(cls, fit: BlockFit) -> BlockKey:
@@ -58,14 +61,17 @@ class BlockKey:
             recipe=fit.recipe or "bf16",
             float8_all_gather=spec.parallel.float8_all_gather,
             several_sequences=spec.batch > 1,
+            emulate_precision_casts=spec.parallel.emulates_precision_casts(fit.recipe),
         )
 
     def __str__(self) -> str:
         gather = ", float8 all-gather" if self.float8_all_gather else ""
         sequences = "several sequences" if self.several_sequences else "one sequence"
+        plain = self.recipe == "rowwise" and not self.emulate_precision_casts
+        casts = ", without emulate_precision_casts" if plain else ""
         return (
-            f"{self.architecture} TP {self.tp}, recompute {self.recompute}, {self.recipe}{gather}, "
-            f"{sequences} per rank"
+            f"{self.architecture} TP {self.tp}, recompute {self.recompute}, {self.recipe}{gather}"
+            f"{casts}, {sequences} per rank"
         )
 
 
@@ -289,13 +295,18 @@ def _raw_key(path: str | Path, raw: Any) -> BlockKey:
     try:
         capture = raw["capture"]
         spec, parallel = capture["spec"], capture["spec"]["parallel"]
+        recipe = str(capture["recipe"] or "bf16")
+        emulate = bool(parallel.get("emulate_precision_casts", True))
         return BlockKey(
             architecture=str(spec["name"]),
             tp=int(parallel["tp"]),
             recompute=str(parallel["recompute"]),
-            recipe=str(capture["recipe"] or "bf16"),
+            recipe=recipe,
             float8_all_gather=bool(parallel["float8_all_gather"]),
             several_sequences=int(spec["tokens"]) > int(spec["seq_len"]),
+            emulate_precision_casts=RunConfig(
+                emulate_precision_casts=emulate
+            ).emulates_precision_casts(recipe),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise BlockFileError(f"block file {path}: not a block fit: {e!r}") from None

@@ -217,12 +217,14 @@ def compare_block(
     gpu: str = "h100",
     shapes_given: bool = False,
     sac_policy: str | None = None,
+    emulate_precision_casts: bool = True,
     **linear_options: object,
 ) -> BlockComparison:
     """`f8roof compare --model ... --tp ...`: the model's block compiled for one rank of the
     sharded run, in bf16 and in `recipe` (torchao), on a fake process group (codegen for
     `gpu` unless `device` says cpu); with `async_tp`, also compiled with Inductor's
-    micro-pipeline pass for which TP collectives it fuses (the kernels are the same).
+    micro-pipeline pass for which TP collectives it fuses (the kernels are the same);
+    `emulate_precision_casts` False: rowwise as a torchtitan before 2025-04-16 compiled it.
     compare's per-linear options (`linear_options`: scaling, implementation, context, the
     seed's flags, a calibration) do not apply: refused if given."""
     from f8roof.profiler.block import capture_block, pipelined_collectives
@@ -262,7 +264,11 @@ def compare_block(
         )
     try:
         parallel = RunConfig.sharded(
-            tp=tp, fsdp=fsdp, float8_all_gather=float8_all_gather, recompute=Recompute(recompute)
+            tp=tp,
+            fsdp=fsdp,
+            float8_all_gather=float8_all_gather,
+            recompute=Recompute(recompute),
+            emulate_precision_casts=emulate_precision_casts,
         )
     except ValueError as e:
         raise F8RoofError(str(e)) from None
@@ -390,6 +396,7 @@ def compiled_block(
         "recompute": graph_recompute(run).value,
         "gpu": gpu,
         "sac_policy": run.sac_policy,
+        "emulate_precision_casts": run.emulate_precision_casts,
     }
     cache = block_cache_path(model, case)
     comparison = _cached(cache)
@@ -404,6 +411,7 @@ def compiled_block(
             "fsdp": fsdp,
             "recompute": graph_recompute(run).value,
             "recipe": recipe,
+            "emulate_precision_casts": run.emulates_precision_casts(recipe),
         },
         tokens=tokens,
         sequences=tokens // seq_len,
@@ -480,9 +488,18 @@ def shipped_block(
     name = _builtin_block(model)
     if name is None:
         return None, no_block(NoBlock.NOT_BUILTIN, model=resolve_model(model).name)
-    want = BlockKey(name, run.tp, graph_recompute(run).value, recipe, gather, tokens > seq_len)
+    want = BlockKey(
+        name,
+        run.tp,
+        graph_recompute(run).value,
+        recipe,
+        gather,
+        tokens > seq_len,
+        emulate_precision_casts=run.emulates_precision_casts(recipe),
+    )
     fit8 = shipped_fit(want)
-    fit16 = shipped_fit(replace(want, recipe="bf16", float8_all_gather=False))
+    plain = replace(want, recipe="bf16", float8_all_gather=False, emulate_precision_casts=False)
+    fit16 = shipped_fit(plain)
     if fit8 is None or fit16 is None:
         return None, no_block(NoBlock.NO_FIT, block=asdict(want))
     try:

@@ -74,6 +74,7 @@ from f8roof.training.block import (
     Recompute,
 )
 from f8roof.training.checkpointing import Decision, SacPolicy, sac_policy
+from f8roof.training.run_config import RunConfig
 
 __all__ = ["BlockModule", "capture_block", "fake_world", "pipelined_collectives"]
 
@@ -525,7 +526,7 @@ def capture_block(
     where = f"{spec.name or 'block'} {recipe or 'bf16'} on {target.value}"
     # torchao's conversion patches Inductor's min/max codegen process-wide: undone on exit
     scope = torchao_float8.inductor_patch_scope()
-    settings = torch._inductor.config.patch(torchtitan_inductor_settings(recipe))
+    settings = torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel))
     with (
         compiling(where),
         scope,
@@ -598,14 +599,6 @@ def capture_block(
     )
 
 
-# What torchtitan's float8 converter sets in Inductor, by recipe: `emulate_precision_casts`
-# for rowwise only (torchtitan/components/quantization/float8.py, from PR #1110 of 2025-04-16
-# to 0.3.0; "short-term solution for pytorch/pytorch#150859"). It adds a full-size buffer to
-# the backward kernel that casts the norm's output (+4MK bytes rowwise), so the training runs'
-# blocks are compiled with it and the per-layer linears (torchao's benchmark) without.
-TORCHTITAN_INDUCTOR_SETTINGS = {"rowwise": {"emulate_precision_casts": True}}
-
-
 def _float8_recipe(recipe: str | None) -> Recipe | None:
     """The torchao recipe to convert the block with (None: bf16), or one CaptureError line."""
     try:
@@ -648,7 +641,7 @@ def pipelined_collectives(
     with (
         compiling(where),
         torchao_float8.inductor_patch_scope(),
-        torch._inductor.config.patch(torchtitan_inductor_settings(recipe)),
+        torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel)),
         _micro_pipeline_tp(
             functools.partial(_read_pipelined, recorder=recorder, tp=spec.parallel.tp, found=found)
         ),
@@ -751,8 +744,13 @@ def _read_pipelined(
             found.append(PipelinedCollective(CollectiveKind.REDUCE_SCATTER, where, nbytes))
 
 
-def torchtitan_inductor_settings(recipe: str | None) -> dict[str, Any]:
-    return dict(TORCHTITAN_INDUCTOR_SETTINGS.get(recipe or "", {}))
+def torchtitan_inductor_settings(recipe: str | None, run: RunConfig) -> dict[str, Any]:
+    """What torchtitan's float8 converter sets in Inductor for `recipe`: emulate_precision_casts
+    for rowwise (`RunConfig.emulate_precision_casts`). It rounds each bf16 intermediate of a
+    fused kernel (a conversion pair per element) and adds a full-size buffer to the backward
+    kernel that casts the norm's output (+4MK bytes rowwise): the training runs' blocks are
+    compiled with it, the per-layer linears (torchao's benchmark) without."""
+    return {"emulate_precision_casts": True} if run.emulates_precision_casts(recipe) else {}
 
 
 def _compile_fx_inner() -> Callable[..., Any]:

@@ -55,6 +55,9 @@ def block_key(block: dict) -> str:
     text += f", recompute {block['recompute']}, {block['recipe']}"
     if block.get("float8_all_gather"):
         text += ", float8 all-gather"
+    if block["recipe"] == "rowwise" and "emulate_precision_casts" in block:
+        with_it = "with" if block["emulate_precision_casts"] else "without"
+        text += f", {with_it} emulate_precision_casts"
     if "several_sequences" in block:
         text += ", several sequences" if block["several_sequences"] else ", one sequence"
         text += " per rank"

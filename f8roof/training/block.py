@@ -354,6 +354,7 @@ class BlockCapture:
                     "float8_all_gather": self.spec.parallel.float8_all_gather,
                     "async_tp": self.spec.parallel.async_tp,
                     "recompute": self.spec.parallel.recompute.value,
+                    "emulate_precision_casts": self.spec.parallel.emulate_precision_casts,
                 },
             },
             "recipe": self.recipe,

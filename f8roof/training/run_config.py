@@ -83,6 +83,11 @@ class RunConfig:
     float8_all_gather: bool = False  # torchao's float8 all-gather of FSDP2 weights (tensorwise)
     precompute_scales: bool = False  # torchao's precompute_float8_dynamic_scale_for_fsdp
     sac_policy: str = TOML_LAYOUT_POLICY  # whose per-op SAC list (training/checkpointing.py)
+    # torchtitan sets Inductor's emulate_precision_casts for rowwise since #1108 (2025-04-16,
+    # "short-term solution for pytorch/pytorch#150859"; torchtitan 0.3.0 still does, in
+    # components/quantization/float8.py): every bf16 intermediate of a fused kernel is rounded
+    # as eager rounds it. False: a torchtitan from before, which left Inductor's default.
+    emulate_precision_casts: bool = True
     # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
     # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
     filter_fqns: tuple[str, ...] | None = None
@@ -206,6 +211,7 @@ class RunConfig:
         float8_all_gather: bool = False,
         async_tp: bool = False,
         recompute: Recompute | str = Recompute.NONE,
+        emulate_precision_casts: bool = True,
     ) -> RunConfig:
         """One rank of a sharded block's run (training/block.py): FSDP by its ranks (1: off)."""
         if not isinstance(recompute, Recompute):
@@ -219,7 +225,13 @@ class RunConfig:
             float8_all_gather=float8_all_gather,
             async_tp=async_tp,
             recompute=recompute,
+            emulate_precision_casts=emulate_precision_casts,
         )
+
+    def emulates_precision_casts(self, recipe: str | None) -> bool:
+        """Whether `recipe`'s graphs compile with emulate_precision_casts (torchtitan: rowwise
+        only, the recipe its #1108 names)."""
+        return self.emulate_precision_casts and recipe == "rowwise"
 
     @property
     def world_size(self) -> int:

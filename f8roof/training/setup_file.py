@@ -16,8 +16,10 @@ where training.batch_size became local_batch_size). A key torchtitan did not hav
 error naming it and its section (a typo must not silently become a default).
 
 The f8roof short form uses the same sections and keys; [model] name may be an f8roof
-built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section holds `gpu` and
-`step_ms` (the measured bf16 step, as --step-ms).
+built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section holds `gpu`,
+`step_ms` (the measured bf16 step, as --step-ms), `network_gbps` and `emulate_precision_casts`
+(false: rowwise compiled as torchtitan did before it set that Inductor option, 2025-04-16;
+`RunConfig.emulate_precision_casts`).
 
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
@@ -129,7 +131,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
     "mx": frozenset({"recipe_name", "filter_fqns"}),
     "grouped_mm": frozenset({"fqns"}),  # [quantize.grouped_mm.float8|mx]: routed experts
     "compile": frozenset({"enable"}),  # torchtitan's later [compile] section
-    "f8roof": frozenset({"gpu", "step_ms", "network_gbps"}),
+    "f8roof": frozenset({"gpu", "step_ms", "network_gbps", "emulate_precision_casts"}),
 }
 IGNORED_KEYS: dict[str, frozenset[str]] = {
     "model": frozenset({"tokenizer_path", "hf_assets_path", "print_after_conversion"}),
@@ -584,6 +586,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     gpu = extra.string("gpu")
     step_ms = extra.values.get("step_ms")
     network = extra.values.get("network_gbps")
+    emulate = extra.boolean("emulate_precision_casts", True)
     if step_ms is not None:
         try:
             check_step_ms(step_ms)
@@ -617,6 +620,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             reshard_after_forward=reshard,
             dp_replicate=replicate,
             network_gbps=network,
+            emulate_precision_casts=emulate,
             assumptions=tuple(assumptions),
         )
     except F8RoofError as e:  # the degrees and step came from the file: in its words
