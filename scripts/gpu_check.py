@@ -59,7 +59,7 @@ def check_zero_data(device: str, size: int = 8192) -> list[str]:
             a, b = gemm_operands(dtype, "output", size, size, size, device=device)
             one = torch.ones((), device=device)
 
-            def gemm(a=a, b=b, dtype=dtype):
+            def gemm(a=a, b=b, dtype=dtype, one=one):
                 if dtype == "bf16":
                     return torch.mm(a, b)
                 return torch._scaled_mm(
