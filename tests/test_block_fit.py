@@ -261,8 +261,17 @@ def test_rowwise_fits_without_emulated_casts_move_fewer_bytes():
         assert sum(g.flops for g in b.gemms) == sum(g.flops for g in a.gemms)
 
 
-def test_a_shipped_fit_parsed_alone_is_the_one_the_whole_file_holds():
-    """The estimate parses only the two fits it needs (shipped_fit); they are the file's."""
+def test_a_shipped_fit_parsed_alone_is_the_one_the_whole_file_holds(tmp_path):
+    """The estimate parses only the two fits it needs (shipped_fit, off the file's line
+    index); they are the file's. A block file laid out otherwise is read whole."""
+    from f8roof.calibration.block_file import _line_index
+
+    lines, produced_by = _line_index(SHIPPED)
+    fits = shipped_block_fits()
+    assert set(lines) == set(map(BlockKey.of, fits.fits)) and produced_by == fits.produced_by
+    other = tmp_path / "blocks.json"
+    other.write_text(json.dumps(fits.to_dict()))
+    assert _line_index(other) is None and BlockFits.load(other) == fits
     key = BlockKey("llama3-8b", 2, "selective", "rowwise", emulate_precision_casts=True)
     assert shipped_fit(key) == shipped_block_fits().find(key)
     assert shipped_fit(replace(key, architecture="gpt2")) is None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from functools import cache, cached_property
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 
 from f8roof.calibration.file import GRAPHS, KERNEL_KINDS, MAX_KERNEL_BYTES
 from f8roof.errors import F8RoofError, ModelError
-from f8roof.files import read_json, write_text_atomic
+from f8roof.files import parse_json, read_json, read_text, write_text_atomic
 from f8roof.hardware.presets import PRESETS
 from f8roof.traffic.recipes import ALL_RECIPE_NAMES
 from f8roof.training.block import CollectiveKind
@@ -105,11 +105,17 @@ class BlockFits:
         return {
             "schema_version": SCHEMA_VERSION,
             "produced_by": self.produced_by,
+            "keys": [asdict(k) for k in self.keys],
             "fits": [f.to_dict() for f in self.fits],
         }
 
     def save(self, path: str | Path) -> None:
-        write_text_atomic(path, json.dumps(self.to_dict(), sort_keys=True) + "\n")
+        """One JSON object laid out a fit per line after a first line holding everything else
+        (`_line_index` reads one fit without parsing the others)."""
+        data = self.to_dict()
+        fits = [json.dumps(f, sort_keys=True) for f in data.pop("fits")]
+        head = json.dumps(data, sort_keys=True)[:-1] + ', "fits": ['
+        write_text_atomic(path, "\n".join([head, ",\n".join(fits), "]}"]) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> BlockFits:
@@ -312,25 +318,59 @@ def _raw_key(path: str | Path, raw: Any) -> BlockKey:
         raise BlockFileError(f"block file {path}: not a block fit: {e!r}") from None
 
 
+def _line_index(path: Path) -> tuple[dict[BlockKey, str], dict[str, Any]] | None:
+    """Each fit's line of a file `BlockFits.save` wrote, by the keys its first line lists, and
+    its producer: parsing two fits of a hundred and eighty instead of all (the whole file's
+    parse is most of an answer's time). None for a file laid out otherwise."""
+    lines = read_text(path, what="block file", error=BlockFileError).splitlines()
+    if len(lines) < 2 or not lines[0].endswith(', "fits": [') or lines[-1] != "]}":
+        return None
+    head = parse_json(lines[0] + "]}", path, what="block file", error=BlockFileError)
+    keys, fits = head.get("keys"), lines[1:-1]
+    if head.get("schema_version") != SCHEMA_VERSION or not isinstance(keys, list):
+        return None
+    if len(keys) != len(fits):
+        return None
+    try:
+        index = {BlockKey(**k): line.removesuffix(",") for k, line in zip(keys, fits)}
+    except TypeError:
+        return None
+    if len(index) != len(keys):  # never the last one silently
+        raise BlockFileError(f"block file {path}: two fits for one key")
+    return index, dict(head.get("produced_by", {}))
+
+
 @cache
 def _shipped_index() -> tuple[dict[BlockKey, Any], dict[str, Any]]:
+    found = _line_index(SHIPPED)
+    if found is not None:
+        lines, produced_by = found
+        return {k: ("line", v) for k, v in lines.items()}, produced_by
     fits, produced_by = _read(SHIPPED)
     index: dict[BlockKey, Any] = {}
     for raw in fits:
         key = _raw_key(SHIPPED, raw)
         if key in index:  # never the last one silently
             raise BlockFileError(f"block file {SHIPPED}: two fits for {key}")
-        index[key] = raw
+        index[key] = ("parsed", raw)
     return index, produced_by
 
 
 @cache
 def shipped_fit(key: BlockKey) -> BlockFit | None:
-    """One fit of the shipped file, parsed when first asked for (an answer needs two of 96)."""
+    """One fit of the shipped file, parsed when first asked for (an answer needs two)."""
     if not SHIPPED.is_file():
         return None
-    raw = _shipped_index()[0].get(key)
-    return None if raw is None else _parse(SHIPPED, raw)
+    found = _shipped_index()[0].get(key)
+    if found is None:
+        return None
+    how, raw = found
+    if how == "line":
+        raw = parse_json(raw, SHIPPED, what="block file", error=BlockFileError)
+    fit = _parse(SHIPPED, raw)
+    if BlockKey.of(fit) != key:
+        raise BlockFileError(f"block file {SHIPPED}: the fit listed as {key} is {BlockKey.of(fit)}")
+    return fit
 
 
 def shipped_stack() -> dict[str, str]:
