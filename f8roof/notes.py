@@ -63,6 +63,8 @@ class Topic(str, Enum):
     OUTSIDE_BLOCKS = "outside_blocks"  # optimizer, params_per_gpu, clip, precompute
     FULL_AC_GRAPHS = "full_ac_graphs"  # share: the blocks whose forward graph reruns
     SHARED_INPUT_CAST = "shared_input_cast"  # per-layer path: q/k/v, gate/up cast one input once
+    # degree, schedule, microbatches, stages_per_rank, tokens, send_ms, placement
+    PIPELINE = "pipeline"
     FSDP_SCHEDULE = "fsdp_schedule"  # reduce_dtype, reshard, replicate, nics_per_node
     # peak memory per GPU (training/memory.py)
     MEMORY_ASSUMED = "memory_assumed"  # runtime_gib: reserved = allocated; outside the allocator

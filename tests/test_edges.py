@@ -355,7 +355,14 @@ def test_filter_fqns_empty_absent_and_auto_filter_are_three_answers(tmp_path):
 @pytest.mark.parametrize(
     "extra, message",
     [
-        ("[parallelism]\npipeline_parallel_degree = 4\n", "'pipeline_parallel_degree' = 4"),
+        (
+            "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_layers_per_stage = 4\n",
+            "'pipeline_parallel_layers_per_stage'",
+        ),
+        (
+            "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = 'ZBVZeroBubble'\n",
+            "splits the backward",
+        ),
         ("[parallelism]\ncontext_parallel_degree = 2\n", "'context_parallel_degree' = 2"),
         ("[parallelism]\nexpert_tensor_parallel_degree = 2\n", "'expert_tensor_parallel_degree'"),
         ("[float8]\nemulate = true\n", "'emulate' = true"),
@@ -364,7 +371,14 @@ def test_filter_fqns_empty_absent_and_auto_filter_are_three_answers(tmp_path):
             "no rule",
         ),
     ],
-    ids=["pipeline", "context", "expert tensor", "emulate", "auto filter without a rule"],
+    ids=[
+        "pipeline layers per stage",
+        "zero-bubble schedule",
+        "context",
+        "expert tensor",
+        "emulate",
+        "auto filter without a rule",
+    ],
 )
 def test_setup_keys_f8roof_does_not_model_are_refused(extra, message, tmp_path):
     text = (

@@ -34,6 +34,8 @@ FLAGS = {
     "network_gbps": "--network",
     "no_calibration": "--no-calibration",
     "overhead": "--overhead",
+    "pp": "--pp",
+    "microbatches": "--microbatches",
     "recipe": "--recipe",
     "recipes": "--recipes",
     "recompute": "--recompute",
@@ -150,7 +152,19 @@ def training_setup(command):
 
     @functools.wraps(command)
     def wrapper(
-        *args, tp, ep, fsdp, recompute, step_ms, float8_all_gather, network, filter_fqns, **kwargs
+        *args,
+        tp,
+        ep,
+        fsdp,
+        recompute,
+        step_ms,
+        float8_all_gather,
+        network,
+        filter_fqns,
+        pp,
+        pp_schedule,
+        microbatches,
+        **kwargs,
     ):
         from dataclasses import replace
 
@@ -168,6 +182,9 @@ def training_setup(command):
         if filter_fqns is not None:
             fqns = tuple(f.strip() for f in filter_fqns.split(",") if f.strip())
             setup = replace(setup, filter_fqns=fqns)
+        pipeline = _pipeline(pp, pp_schedule, microbatches, tokens=kwargs.get("tokens"), tp=tp)
+        if pipeline is not None:
+            setup = replace(setup, pipeline=pipeline)
         return command(*args, setup=setup, **kwargs)
 
     return stack(
@@ -196,6 +213,27 @@ def training_setup(command):
             "Default: output, as torchtitan's llama configs; '' converts every linear",
         ),
         click.option(
+            "--pp",
+            type=int,
+            default=1,
+            show_default=True,
+            help="pipeline parallel degree: the blocks split into stages over N ranks, the step "
+            "run as microbatches through the schedule (torchtitan's pipeline_parallel_degree)",
+        ),
+        click.option(
+            "--pp-schedule",
+            default="1F1B",
+            show_default=True,
+            help="with --pp: GPipe, 1F1B or Interleaved1F1B (2 stages per rank, torchtitan's)",
+        ),
+        click.option(
+            "--microbatches",
+            type=int,
+            default=None,
+            help="with --pp: microbatches per step (default: one sequence each, torchtitan's "
+            "pipeline_parallel_microbatch_size 1)",
+        ),
+        click.option(
             "--network",
             type=float,
             default=None,
@@ -204,6 +242,24 @@ def training_setup(command):
             "GPU preset's, 400)",
         ),
     )(wrapper)
+
+
+def _pipeline(pp, schedule, microbatches, *, tokens, tp):
+    """--pp's Pipeline (None at 1): its microbatches by default one sequence each."""
+    from f8roof.errors import F8RoofError
+    from f8roof.training.run_config import Pipeline
+
+    if pp == 1 and microbatches is None:
+        return None
+    if tokens is None:
+        raise F8RoofError("--pp and --microbatches go with --model and --tokens")
+    if microbatches is None:
+        from f8roof.engine.sharded import assumed_seq_len
+
+        microbatches = tokens // assumed_seq_len(tokens, tp)
+    return Pipeline.torchtitan(
+        degree=pp, sequences=microbatches, schedule=schedule, microbatch_size=1
+    )
 
 
 PARALLEL = (

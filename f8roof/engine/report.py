@@ -38,9 +38,11 @@ def model_report(
     """`request` as the user gave it (resolved here), or already resolved."""
     resolved = request if isinstance(request, Resolved) else resolve(request)
     policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
+    tokens = setup.microbatch_tokens(tokens)
     rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)
     if setup.step_s is not None:  # refused as `estimate` refuses it
-        check_measured_step(setup.step_s, gemm_floor_s(rec, resolved))
+        share = setup.pipeline.rank_share if setup.pipeline is not None else 1.0
+        check_measured_step(setup.step_s, gemm_floor_s(rec, resolved) * share)
     best = next(c for c in resolved.configs if c.recipe.name == rec.best_recipe)
     comparison = None
     if best.recipe.name in AUTO_FILTER_RECIPES:

@@ -57,6 +57,7 @@ from f8roof.timing.comm import (
     group_fabric,
     micro_pipelined_exposed_s,
     placement_for,
+    send_time_s,
 )
 from f8roof.timing.gemm import GemmRole, fp8_gemm_dtype
 from f8roof.traffic.byte_table import ModelKey, model_bytes
@@ -332,6 +333,9 @@ def _summarize(
     head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
     head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
     converted_side = bool((convert & side).any())
+    pipeline = run.pipeline
+    if pipeline is not None:
+        pipeline.check_layers(layers)
     return step_summary(
         bf16=bf16_block,
         fp8=fp8_block,
@@ -344,6 +348,8 @@ def _summarize(
         notes=notes,
         fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
         block_basis=Basis.PER_LAYER if block_graphs is None else Basis.GRAPHS,
+        pipeline=pipeline,
+        send_s=_send_s(rec, run, notes) if pipeline is not None else 0.0,
     )
 
 
@@ -416,7 +422,8 @@ def _outside(
         tensors = int(rows["count"][convert].sum())
         scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
     precompute = bool(run.precompute_scales and run.float8_all_gather and convert.any())
-    notes.append(note(Topic.OUTSIDE_BLOCKS, params_per_gpu=params, precompute=precompute))
+    # under a pipeline the step holds the rank's share of them (`training.step.pipelined`)
+    notes.append(note(Topic.OUTSIDE_BLOCKS, params_per_gpu=params / run.pp, precompute=precompute))
     return outside_blocks(
         tokens=rec.tokens,
         dim=dim,
@@ -429,6 +436,47 @@ def _outside(
         grad_norm_all_reduce_s=norm_s,
         scales_all_reduce_s=scales_s if precompute else None,
     )
+
+
+def _send_s(rec: Recommendation, run: RunConfig, notes: list[Note]) -> float:
+    """One send between pipeline stages: a microbatch's activations at a stage boundary (the
+    residual stream, sequence-sharded over TP), between ranks TP x FSDP x replicas apart
+    (torchtitan's mesh puts PP outermost)."""
+    pipeline = run.pipeline
+    assert pipeline is not None, "sends are a pipeline's"
+    head = rec.rows.take(rec.rows["fqn"] == "lm_head")
+    dim = int(head["full_K"][0]) if len(head) else int(rec.rows["full_K"].max())
+    nbytes = rec.tokens * dim * BF16_BYTES / run.tp
+    fabric = _fabric(rec, notes)
+    stride = run.tp * run.fsdp_ranks * run.dp_replicate
+    place = placement_for(
+        group_size=pipeline.degree, stride=stride, gpus_per_node=run.gpus_per_node
+    )
+    seconds = 0.0
+    if fabric is not None:
+        fabric, _ = group_fabric(
+            fabric,
+            group_size=pipeline.degree,
+            stride=stride,
+            gpus_per_node=run.gpus_per_node,
+            nic_gbps=run.network_gbps,
+        )
+        seconds = float(send_time_s(nbytes=nbytes, placement=place, fabric=fabric))
+    notes.append(
+        note(
+            Topic.PIPELINE,
+            degree=pipeline.degree,
+            schedule=pipeline.schedule,
+            microbatches=pipeline.microbatches,
+            stages_per_rank=pipeline.stages_per_rank,
+            tokens=rec.tokens,
+            bubble=pipeline.bubble_share,
+            sends=pipeline.fill_drain_sends,
+            send_ms=seconds * 1e3,
+            placement=place.value,
+        )
+    )
+    return seconds
 
 
 def _streaming(resolved: Resolved) -> tuple[float, float]:
@@ -881,7 +929,10 @@ def _fsdp_comm(
                 fabric=replicas,
             )
         )
-    reshard = run.reshard_after_forward != "never"
+    reshard = run.reshards_after_forward
+    # a pipeline rank holds its stages' share of the blocks, gathered once per step: the
+    # schedule runs over those, beside one microbatch's compute, and counts once per rank
+    rank_layers = max(layers // run.pp, 1)
     exposed = []
     for all_gather, (forward_s, backward_s) in zip((ag_bf16, ag_fp8), compute):
         total = fsdp_exposed_time_s(
@@ -889,11 +940,11 @@ def _fsdp_comm(
             reduce_scatter_s=rs,
             forward_compute_s=forward_s,
             backward_compute_s=backward_s,
-            layers=layers,
+            layers=rank_layers,
             reshard_after_forward=reshard,
             all_reduce_s=ar,
         )
-        exposed.append(total / layers)
+        exposed.append(total / rank_layers)
     # FSDP2 copies each all-gather's output into the unsharded parameters on the compute
     # stream (FSDPParamGroup.wait_for_unshard: foreach_all_gather_copy_out), once per unshard:
     # the forward's and, resharded after it, the backward's; float8 weights gather as float8

@@ -291,6 +291,14 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "gemms, TP collectives, attention; not the output projection's gemm and "
         f"reduce-scatter) run again in the backward for {v['share']:.0%} of the blocks"
     ),
+    Topic.PIPELINE: lambda v: (
+        f"pipeline: {v['degree']} ranks, {v['schedule']} with {v['stages_per_rank']} stage(s) "
+        f"each, {v['microbatches']} microbatches of {v['tokens']} tokens; each rank idles "
+        f"{v['bubble']:.3g} microbatch times (p - 1 over the stages per rank, Narayanan et al. "
+        f"2021) and waits on {v['sends']} sends of {v['send_ms']:.3g} ms ({v['placement']}-node) "
+        "while the pipeline fills and drains; stages balanced as torchtitan splits them; FSDP "
+        "gathers and reduce-scatters once per step"
+    ),
     Topic.FSDP_SCHEDULE: lambda v: (
         f"FSDP2 schedule: gradients reduce-scattered in {v['reduce_dtype']}, "
         f"reshard after forward {v['reshard']}"
@@ -410,6 +418,9 @@ def run_text(run: RunConfig) -> str:
         parts.append(f"FSDP {run.fsdp_degree}" if run.fsdp_degree else "FSDP")
     elif run.fsdp_degree == 1:
         parts.append("FSDP 1 (off)")
+    if run.pipeline is not None:
+        pipe = run.pipeline
+        parts.append(f"PP {pipe.degree} ({pipe.schedule}, {pipe.microbatches} microbatches)")
     if run.recompute_every > 1:
         parts.append(f"recompute full every {_nth(run.recompute_every)} block (layer SAC)")
     elif run.recompute is not Recompute.NONE:

@@ -218,10 +218,15 @@ def scale_notes(rec: Recommendation) -> list[str]:
 def headline(rec: Recommendation) -> str:
     arch = rec.architecture
     return (
-        f"{arch.name} on {rec.gpu}, M = {rec.tokens} tokens per step: {len(arch.linears)} "
+        f"{arch.name} on {rec.gpu}, M = {rec.tokens} tokens per {_batch(rec)}: {len(arch.linears)} "
         f"linear types, {arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B "
         f"linear weights"
     )
+
+
+def _batch(rec: Recommendation) -> str:
+    pipeline = rec.setup.pipeline
+    return "step" if pipeline is None else f"microbatch ({pipeline.microbatches} per step)"
 
 
 def setup_line(rec: Recommendation) -> str:
@@ -233,8 +238,8 @@ def setup_line(rec: Recommendation) -> str:
     rows = rec.rows
     local = rows["K"] * rows["N"] * rows["count"] * np.maximum(rows["experts_per_device"], 1)
     return (
-        f"setup: {run_text(rec.setup)}; per GPU {local.sum() / 1e9:.2f}B linear weights; "
-        f"M, K, N below are the local shapes each GPU runs"
+        f"setup: {run_text(rec.setup)}; per GPU {local.sum() / rec.setup.pp / 1e9:.2f}B linear "
+        "weights; M, K, N below are the local shapes each GPU runs"
     )
 
 
@@ -270,7 +275,7 @@ def markdown(
     converted = rec.converted_fqns
     setup = setup_line(rec)
     parts = [
-        f"# f8roof report: {arch.name} at {rec.tokens} tokens per step",
+        f"# f8roof report: {arch.name} at {rec.tokens} tokens per {_batch(rec)}",
         "",
         (
             f"- model: {arch.name} ({arch.source}): {len(arch.linears)} linear types, "

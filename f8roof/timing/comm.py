@@ -359,6 +359,15 @@ def collective_time_s(
     return np.where(n > 1, time, 0.0)
 
 
+def send_time_s(*, nbytes, placement: str | Placement, fabric: Interconnect):
+    """One point-to-point send between pipeline stages: latency + bytes at one ring hop's
+    rate (a ring's busbw is what each hop carries; across nodes, one NIC's)."""
+    b = _check_bytes(nbytes)
+    if Placement.from_name(placement) is Placement.INTRA:
+        return fabric.intra_latency_s + b / fabric.intra_busbw_bytes_per_s
+    return fabric.inter_latency_s + b / fabric.inter_busbw_bytes_per_s
+
+
 def float8_all_gather_time_s(
     *,
     numel,

@@ -1,6 +1,6 @@
-"""How a model runs: one frozen `RunConfig` (model, tokens, sequence layout, TP/EP/FSDP,
-checkpointing, torchao's and torchtitan's float8 switches, the GPU, the measured bf16 step)
-and the one `Recompute` enum, shared by the per-layer rows, the step summary, the sharded
+"""How a model runs: one frozen `RunConfig` (model, tokens, sequence layout, TP/EP/FSDP, its
+`Pipeline`, checkpointing, torchao's and torchtitan's float8 switches, the GPU, the measured
+bf16 step) and the one `Recompute` enum, shared by the per-layer rows, the step summary, the sharded
 block and setup files."""
 
 from __future__ import annotations
@@ -58,6 +58,140 @@ def check_step_ms(step_ms) -> float:
     return float(step_ms)
 
 
+# schedule name (torch's `get_schedule_class` spelling) -> looped (several stages per rank)
+SCHEDULES = {"GPipe": False, "1F1B": False, "Interleaved1F1B": True}
+# schedules torch has that split the backward; named so that the refusal says why
+SPLIT_BACKWARD = ("InterleavedZeroBubble", "ZBVZeroBubble", "DualPipeV", "LoopedBFS")
+LOOPED_DEFAULT_STAGES = 2  # torchtitan's stages per rank for a looped schedule
+
+
+class PipelineError(ModelError):
+    pass
+
+
+def schedule_name(name: str) -> str:
+    """torch's schedule name, matched case-insensitively, or one line naming the known ones."""
+    for known in SCHEDULES:
+        if name.lower() == known.lower():
+            return known
+    if any(name.lower() == s.lower() for s in SPLIT_BACKWARD):
+        raise PipelineError(
+            f"pipeline schedule {name}: it splits the backward to fill the bubble, not modelled "
+            f"(modelled: {', '.join(SCHEDULES)})"
+        )
+    raise PipelineError(f"unknown pipeline schedule {name!r} (one of {', '.join(SCHEDULES)})")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Pipeline parallelism: `degree` ranks, `microbatches` per step, `stages_per_rank` (v).
+
+    As torchtitan runs it: the model's blocks split into stages over `degree` ranks, each
+    step's local batch run as `microbatches` through a schedule of torch's
+    `torch.distributed.pipelining`. Pure: the schedule's idle time from per-microbatch times.
+
+    What torchtitan does (torchtitan@441a63ca4 and HEAD, `distributed/pipeline*.py`,
+    `config_manager.py`; the published 2024-25 runs' layout):
+    - microbatches: the local batch over `pipeline_parallel_microbatch_size` (default 1: one
+      sequence each);
+    - stages per rank: 1 for the single-stage schedules (GPipe, 1F1B), 2 by default for the
+      looped ones (Interleaved1F1B), or `pipeline_parallel_layers_per_stage` / the split points
+      when given; the embedding and the output head weigh as a layer each when the blocks are split
+      (`pipeline_parallel_first/last_stage_less_layers` = 1), so the stages are balanced;
+    - FSDP under PP (`fsdp_reshard_after_forward = "default"`): weights stay gathered from the
+      first microbatch's forward to the last one's backward, and gradients are reduce-scattered
+      once, in the last microbatch's backward (torch's `PipelineStage` syncs gradients on the
+      last backward only): FSDP's collectives run once per step, not per microbatch.
+
+    The idle time (the "bubble", Narayanan et al. 2021, "Efficient Large-Scale Language Model
+    Training on GPU Clusters Using Megatron-LM", section 2.2): with p ranks and m microbatches,
+    each rank idles (p - 1) x (one microbatch's forward and backward on its stages) in GPipe and
+    1F1B, and (p - 1) / v of that with v interleaved stages per rank. The sends between stages
+    ride the critical path only while the pipeline fills and drains: the first microbatch's
+    activations cross every stage boundary forward, the last one's gradients backward
+    (2 (p v - 1) sends); in the steady state each send overlaps the next microbatch's compute.
+
+    Zero-bubble and DualPipe schedules split the backward into its input and weight gradients
+    and fill the bubble with the latter: not modelled (refused in one line).
+    """
+
+    degree: int
+    microbatches: int
+    schedule: str = "1F1B"
+    stages_per_rank: int = 1
+
+    def __post_init__(self) -> None:
+        for name, value in (
+            ("degree", self.degree),
+            ("microbatches", self.microbatches),
+            ("stages_per_rank", self.stages_per_rank),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise PipelineError(f"pipeline {name} must be a positive integer (got {value!r})")
+        if self.schedule not in SCHEDULES:
+            schedule_name(self.schedule)  # raises, naming the known ones
+        looped = SCHEDULES[self.schedule]
+        if looped and self.stages_per_rank < 2:
+            raise PipelineError(
+                f"{self.schedule} runs at least 2 stages per rank (got {self.stages_per_rank})"
+            )
+        if not looped and self.stages_per_rank != 1:
+            raise PipelineError(
+                f"{self.schedule} runs 1 stage per rank (got {self.stages_per_rank})"
+            )
+
+    @classmethod
+    def torchtitan(
+        cls,
+        *,
+        degree: int,
+        sequences: int,
+        microbatch_size: int = 1,
+        schedule: str = "1F1B",
+        stages_per_rank: int | None = None,
+    ) -> Pipeline:
+        """As torchtitan builds it from a job config: the local batch of `sequences` in
+        microbatches of `microbatch_size` sequences, its default stages per rank."""
+        name = schedule_name(schedule)
+        if isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int):
+            raise PipelineError(f"{term('microbatch_size')} must be an integer")
+        if microbatch_size < 1 or sequences % microbatch_size:
+            raise PipelineError(
+                f"{term('microbatch_size')} {microbatch_size} does not divide the local batch "
+                f"of {sequences} sequences"
+            )
+        if stages_per_rank is None:
+            stages_per_rank = LOOPED_DEFAULT_STAGES if SCHEDULES[name] else 1
+        return cls(degree, sequences // microbatch_size, name, stages_per_rank)
+
+    @property
+    def stages(self) -> int:
+        return self.degree * self.stages_per_rank
+
+    @property
+    def rank_share(self) -> float:
+        """One rank's share of a step's per-microbatch work for the whole model: m / p."""
+        return self.microbatches / self.degree
+
+    @property
+    def bubble_share(self) -> float:
+        """Idle time per step in units of one microbatch's forward and backward on a rank."""
+        return (self.degree - 1) / self.stages_per_rank
+
+    @property
+    def fill_drain_sends(self) -> int:
+        """Sends on the critical path: the first microbatch forward and the last backward
+        through every stage boundary."""
+        return 2 * (self.stages - 1)
+
+    def check_layers(self, layers: int) -> None:
+        """Every stage holds at least one block (torchtitan refuses an empty stage)."""
+        if self.stages > layers:
+            raise PipelineError(
+                f"{self.stages} pipeline stages for {layers} blocks: a stage would be empty"
+            )
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """How a model runs: what, on how many tokens, parallelized, checkpointed and converted
@@ -101,6 +235,9 @@ class RunConfig:
     reshard_after_forward: str = "default"
     dp_replicate: int = 1  # HSDP: data_parallel_replicate_degree replicas of each FSDP shard
     network_gbps: float | None = None  # per-GPU NIC line rate (None: the GPU preset's fabric)
+    # pipeline parallelism (torchtitan's pipeline_parallel_*; None: off): `tokens` is then the
+    # microbatch's, the local batch runs as `pipeline.microbatches` of them
+    pipeline: Pipeline | None = None
     assumptions: tuple[Note, ...] = ()  # what a setup file left to torchtitan's defaults
 
     def __post_init__(self) -> None:
@@ -143,6 +280,8 @@ class RunConfig:
                 f"{term('network_gbps')} takes a NIC's line rate in Gb/s, in "
                 f"(0, {MAX_NETWORK_GBPS:g}] (got {self.network_gbps!r})"
             )
+        if self.pipeline is not None and not isinstance(self.pipeline, Pipeline):
+            raise ParallelismError(f"pipeline must be a Pipeline (got {self.pipeline!r})")
         if not isinstance(self.recompute, Recompute):
             raise ParallelismError(f"recompute must be a Recompute (got {self.recompute!r})")
         _positive_int("recompute_every", self.recompute_every)
@@ -244,6 +383,32 @@ class RunConfig:
         return self.fsdp_degree if self.fsdp and self.fsdp_degree else 1
 
     @property
+    def pp(self) -> int:
+        """The pipeline-parallel degree (1: no pipeline)."""
+        return self.pipeline.degree if self.pipeline is not None else 1
+
+    def microbatch_tokens(self, tokens: int) -> int:
+        """The tokens every linear runs at once: the step's per rank, or under pipeline
+        parallelism one microbatch's (rows, block and step are then timed per microbatch)."""
+        if self.pipeline is None:
+            return tokens
+        microbatches = self.pipeline.microbatches
+        if tokens % microbatches:
+            raise ParallelismError(
+                f"{term('tokens')} {tokens} do not split into {microbatches} pipeline microbatches"
+            )
+        return tokens // microbatches
+
+    @property
+    def reshards_after_forward(self) -> bool:
+        """FSDP2's reshard_after_forward for the blocks, torchtitan's policy: "default"
+        reshards (the last block aside, one of many) but under pipeline parallelism, where a
+        gathered stage serves every microbatch."""
+        if self.reshard_after_forward == "default":
+            return self.pipeline is None
+        return self.reshard_after_forward == "always"
+
+    @property
     def auto_filter(self) -> bool:
         return AUTO_FILTER in (self.filter_fqns or ())
 
@@ -256,7 +421,7 @@ class RunConfig:
 
     @property
     def is_parallel(self) -> bool:
-        return self.tp > 1 or self.ep > 1 or self.fsdp
+        return self.tp > 1 or self.ep > 1 or self.fsdp or self.pipeline is not None
 
     def recompute_share(self, blocks: int) -> float:
         """The share of `blocks` transformer blocks full recompute reruns: all of them, or

@@ -23,9 +23,9 @@ built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section hol
 
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
-the batch size) are required. Every key read is honoured or refused in one line: pipeline,
-context and expert-tensor parallelism (degrees above 1), float8 emulation and converters other
-than float8 and MX are refused; a key that changes nothing f8roof models is accepted and ignored.
+the batch size) are required. Every key read is honoured or refused in one line: context and
+expert-tensor parallelism (degrees above 1), pipeline stages given by layers per stage, float8
+emulation and converters other than float8 and MX are refused; a key that changes nothing f8roof models is accepted and ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
 """
@@ -44,7 +44,14 @@ from f8roof.notes import Note, Topic, note
 from f8roof.traffic.recipes import MX_RECIPES, canonical_name
 from f8roof.training.checkpointing import TOML_LAYOUT_POLICY, Recompute
 from f8roof.training.config_registry import is_config_name, named_config, with_overrides
-from f8roof.training.run_config import REDUCE_DTYPES, RESHARD, RunConfig, check_step_ms
+from f8roof.training.run_config import (
+    REDUCE_DTYPES,
+    RESHARD,
+    Pipeline,
+    PipelineError,
+    RunConfig,
+    check_step_ms,
+)
 from f8roof.training.torchtitan_names import RECIPES
 
 if sys.version_info >= (3, 11):
@@ -110,7 +117,11 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "fsdp_reshard_after_forward",
             "tensor_parallel_degree",
             "enable_async_tensor_parallel",
-            "pipeline_parallel_degree",  # 1, or refused
+            "pipeline_parallel_degree",
+            "pipeline_parallel_schedule",
+            "pipeline_parallel_microbatch_size",
+            "pipeline_parallel_split_points",
+            "pipeline_parallel_layers_per_stage",  # refused: f8roof counts split points
             "context_parallel_degree",  # 1, or refused
             "expert_parallel_degree",
             "expert_tensor_parallel_degree",  # 1, or refused
@@ -156,14 +167,10 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
         {
             "enable_compiled_autograd",
             "disable_loss_parallel",
-            "pipeline_parallel_split_points",
             "module_fqns_per_model_part",
             "pipeline_parallel_first_stage_less_layers",
             "pipeline_parallel_last_stage_less_layers",
-            "pipeline_parallel_layers_per_stage",
-            "pipeline_parallel_schedule",
             "pipeline_parallel_schedule_csv",
-            "pipeline_parallel_microbatch_size",
             "context_parallel_rotate_method",
         }
     ),
@@ -458,8 +465,8 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         )
     fsdp = None if shard == -1 else shard
     async_tp = par.boolean("enable_async_tensor_parallel", False)
+    pipeline = _pipeline(par, sequences=batch, path=path)
     for key, what in (
-        ("pipeline_parallel_degree", "pipeline parallelism (its stages and bubbles)"),
         ("context_parallel_degree", "context parallelism (ring attention)"),
         ("expert_tensor_parallel_degree", "expert tensor parallelism"),
     ):
@@ -621,6 +628,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             dp_replicate=replicate,
             network_gbps=network,
             emulate_precision_casts=emulate,
+            pipeline=pipeline,
             assumptions=tuple(assumptions),
         )
     except F8RoofError as e:  # the degrees and step came from the file: in its words
@@ -633,6 +641,38 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         source=f"{path} ({'torchtitan job config' if torchtitan_names else 'f8roof setup'})",
         quantize_layout=f8.name.startswith("quantize."),
     )
+
+
+def _pipeline(par: _Section, *, sequences: int, path: str) -> Pipeline | None:
+    """torchtitan's pipeline from [parallelism]: its degree, schedule, microbatch size and the
+    stages per rank its split points make (None at degree 1)."""
+    degree = par.integer("pipeline_parallel_degree", 1)
+    if degree == 1:
+        return None
+    if par.has("pipeline_parallel_layers_per_stage"):
+        raise _fail(
+            f"'pipeline_parallel_layers_per_stage' in [parallelism] of {path}: not read; give "
+            "the stages as 'pipeline_parallel_split_points'"
+        )
+    points = par.names("pipeline_parallel_split_points")
+    stages = None
+    if points:
+        if (len(points) + 1) % degree:
+            raise _fail(
+                f"{len(points) + 1} stages from 'pipeline_parallel_split_points' in {path} do "
+                f"not divide over 'pipeline_parallel_degree' {degree}"
+            )
+        stages = (len(points) + 1) // degree
+    try:
+        return Pipeline.torchtitan(
+            degree=degree,
+            sequences=sequences,
+            microbatch_size=par.integer("pipeline_parallel_microbatch_size", 1),
+            schedule=par.string("pipeline_parallel_schedule", "1F1B"),
+            stages_per_rank=stages,
+        )
+    except PipelineError as e:
+        raise _fail(f"[parallelism] of {path}: {e}") from None
 
 
 def read_setup(path: str | Path, overrides: Sequence[str] = ()) -> SetupFile:
@@ -669,6 +709,7 @@ FILE_KEYS = {
     "network_gbps": "network_gbps in [f8roof]",
     "dp_replicate": "data_parallel_replicate_degree",
     "float8_all_gather": "enable_fsdp_float8_all_gather",
+    "microbatch_size": "pipeline_parallel_microbatch_size",
 }
 
 

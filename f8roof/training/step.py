@@ -8,6 +8,11 @@ communication and what its checkpointing recomputes; lm_head (kept in bf16 unles
 time is given: torchtitan's default filter is `output`); and `OutsideBlocks`: the embedding,
 the final norm and the loss, the optimizer step and gradient clipping, at their bytes.
 
+Under pipeline parallelism (`training/run_config.py`) the parts come per microbatch for the whole
+model and the step is one rank's: m microbatches through 1/p of every per-token part, FSDP and
+the optimizer once per step over the rank's share, and the schedule's idle time and fill/drain
+sends as a part of its own (`pipelined`), which float8 shortens as it shortens a microbatch.
+
 The modelled step is the sum of its parts. A measured bf16 step (`--step-ms`) is the bf16
 step; the model is reconciled with it (`Reconciliation`): the gap between them is spread over
 every part in proportion to its bf16 time (the model's relative error taken as the same
@@ -29,6 +34,7 @@ from typing import Any
 
 from f8roof.errors import ModelError
 from f8roof.notes import Note, Topic, note
+from f8roof.training.run_config import Pipeline
 
 
 class StepError(ModelError):
@@ -79,6 +85,7 @@ class Part(str, Enum):
     RECOMPUTE = "recompute"
     OUTSIDE = "embedding, final norm and loss"
     OPTIMIZER = "optimizer step and gradient clipping"
+    PIPELINE = "pipeline bubble and sends"
 
 
 class Basis(str, Enum):
@@ -89,6 +96,7 @@ class Basis(str, Enum):
     ATTENTION = "FlashAttention-2 throughput"  # timing/attention.py
     COLLECTIVES = "nccl-tests bus bandwidth"  # timing/comm.py
     BYTES = "bytes at the calibration's streaming bandwidth"  # OutsideBlocks
+    SCHEDULE = "the pipeline schedule's idle time"  # training/run_config.py (Pipeline)
     NOT_MODELLED = "not modelled"
 
 
@@ -183,6 +191,45 @@ class Component:
 
 def _flat(part: Part, bf16_s: float, fp8_s: float, basis: Basis, **kw: Any) -> Component:
     return Component(part, bf16_s, fp8_s, fp8_s, fp8_s, basis, **kw)
+
+
+def _scaled(c: Component, factor: float) -> Component:
+    return Component(
+        c.part,
+        c.bf16_s * factor,
+        c.fp8_s * factor,
+        c.fp8_low_s * factor,
+        c.fp8_high_s * factor,
+        c.basis,
+        c.measured,
+    )
+
+
+# parts that run once per step over the rank's share, not once per microbatch
+ONCE_PER_STEP = (Part.FSDP_COMM, Part.OPTIMIZER)
+
+
+def pipelined(
+    components: tuple[Component, ...], pipeline: Pipeline, send_s: float
+) -> tuple[Component, ...]:
+    """One rank's step from one microbatch's parts for the whole model: every per-token part
+    m / p times (the rank's 1/p of the blocks, balanced stages, for m microbatches), FSDP and
+    the optimizer 1 / p times (their rank's share, once per step), and the pipeline's idle time
+    (`Pipeline.bubble_share` microbatch times of the rank) with the fill/drain sends."""
+    _check_time("pipelined", "send_s", send_s)
+    m, p = pipeline.microbatches, pipeline.degree
+    out = [_scaled(c, (1 if c.part in ONCE_PER_STEP else m) / p) for c in components]
+    one = [_scaled(c, pipeline.bubble_share / p) for c in components if c.part not in ONCE_PER_STEP]
+    sends = pipeline.fill_drain_sends * send_s
+    bubble = Component(
+        Part.PIPELINE,
+        sum(c.bf16_s for c in one) + sends,
+        sum(c.fp8_s for c in one) + sends,
+        sum(c.fp8_low_s for c in one) + sends,
+        sum(c.fp8_high_s for c in one) + sends,
+        Basis.SCHEDULE,
+    )
+    return (*out, bubble)
 
 
 @dataclass(frozen=True)
@@ -337,13 +384,17 @@ def step_summary(
     notes: tuple[Note, ...] | list[Note] = (),
     fp8_band_s: tuple[float, float] = (0.0, 0.0),
     block_basis: Basis = Basis.PER_LAYER,
+    pipeline: Pipeline | None = None,
+    send_s: float = 0.0,
 ) -> StepSummary:
     """The step in both precisions (see the module docstring). `lm_head_fp8_s` None: lm_head
     stays bf16 (torchtitan's llama configs filter "output"). `gemm_floor_s`: the step's bf16
     gemms' FLOPs at the GPU's peak, the shortest step physics allows. `fp8_band_s`: what the
     float8 linears' time moves by, per step, at their band's fast and slow ends.
     `block_basis`: what the block's times rest on (per-layer rows: its other compute is
-    attention alone)."""
+    attention alone). `pipeline`: the parts above are one microbatch's for the whole model
+    (`gemm_floor_s` too), the step one rank's (`pipelined`; `send_s`: one send between
+    stages)."""
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise StepError(f"layers must be an integer >= 1 (got {layers!r})")
     _check_time("step", "lm_head_bf16_s", lm_head_bf16_s)
@@ -360,7 +411,7 @@ def step_summary(
     if block_basis is Basis.PER_LAYER:
         other = Basis.ATTENTION if bf16.other_compute_s else Basis.NOT_MODELLED
     linear_fp8 = layers * fp8.linear_s + head_fp8
-    components = (
+    components: tuple[Component, ...] = (
         Component(
             Part.LINEARS,
             layers * bf16.linear_s + lm_head_bf16_s,
@@ -385,6 +436,14 @@ def step_summary(
             Basis.BYTES,
         ),
     )
+    if pipeline is not None:
+        components = pipelined(components, pipeline, send_s)
+        gemm_floor_s *= pipeline.rank_share
+        # the linears' band moves them in every microbatch and in the idle time alike
+        per_step = (pipeline.microbatches + pipeline.bubble_share) / pipeline.degree
+        fast_s, slow_s = fast_s * per_step, slow_s * per_step
+        lm_head_bf16_s *= pipeline.rank_share
+        head_fp8 *= pipeline.rank_share
     model_bf16 = sum(c.bf16_s for c in components)
     model_fp8 = sum(c.fp8_s for c in components)
     if not (fast_s <= 0 <= slow_s and model_fp8 + fast_s > 0):
@@ -406,7 +465,7 @@ def step_summary(
             modelled_bf16_s=model_bf16,
             modelled_fp8_s=model_fp8,
             linear_bf16_s=components[0].bf16_s,
-            linear_fp8_s=linear_fp8,
+            linear_fp8_s=components[0].fp8_s,
         )
         notes.append(
             note(
