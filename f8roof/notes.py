@@ -65,6 +65,7 @@ class Topic(str, Enum):
     SHARED_INPUT_CAST = "shared_input_cast"  # per-layer path: q/k/v, gate/up cast one input once
     # degree, schedule, microbatches, stages_per_rank, tokens, send_ms, placement
     PIPELINE = "pipeline"
+    CONTEXT_PARALLEL = "context_parallel"  # degree, rotate, seq_len, gather_ms, placement
     FSDP_SCHEDULE = "fsdp_schedule"  # reduce_dtype, reshard, replicate, nics_per_node
     # peak memory per GPU (training/memory.py)
     MEMORY_ASSUMED = "memory_assumed"  # runtime_gib: reserved = allocated; outside the allocator

@@ -363,7 +363,6 @@ def test_filter_fqns_empty_absent_and_auto_filter_are_three_answers(tmp_path):
             "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = 'ZBVZeroBubble'\n",
             "splits the backward",
         ),
-        ("[parallelism]\ncontext_parallel_degree = 2\n", "'context_parallel_degree' = 2"),
         ("[parallelism]\nexpert_tensor_parallel_degree = 2\n", "'expert_tensor_parallel_degree'"),
         ("[float8]\nemulate = true\n", "'emulate' = true"),
         (
@@ -374,7 +373,6 @@ def test_filter_fqns_empty_absent_and_auto_filter_are_three_answers(tmp_path):
     ids=[
         "pipeline layers per stage",
         "zero-bubble schedule",
-        "context",
         "expert tensor",
         "emulate",
         "auto filter without a rule",

@@ -35,6 +35,7 @@ FLAGS = {
     "no_calibration": "--no-calibration",
     "overhead": "--overhead",
     "pp": "--pp",
+    "cp": "--cp",
     "microbatches": "--microbatches",
     "recipe": "--recipe",
     "recipes": "--recipes",
@@ -164,6 +165,7 @@ def training_setup(command):
         pp,
         pp_schedule,
         microbatches,
+        cp,
         **kwargs,
     ):
         from dataclasses import replace
@@ -182,9 +184,12 @@ def training_setup(command):
         if filter_fqns is not None:
             fqns = tuple(f.strip() for f in filter_fqns.split(",") if f.strip())
             setup = replace(setup, filter_fqns=fqns)
-        pipeline = _pipeline(pp, pp_schedule, microbatches, tokens=kwargs.get("tokens"), tp=tp)
+        tokens = kwargs.get("tokens")
+        pipeline = _pipeline(pp, pp_schedule, microbatches, tokens=tokens, tp=tp * cp)
         if pipeline is not None:
             setup = replace(setup, pipeline=pipeline)
+        if cp != 1:
+            setup = _context_parallel(setup, cp, tokens=tokens)
         return command(*args, setup=setup, **kwargs)
 
     return stack(
@@ -211,6 +216,14 @@ def training_setup(command):
             "substring of the fqn: output, attention.wk, layers.27.; f8roof's names too); "
             "nvfp4_bf16_tail: torchtitan's NVFP4 recipe's last 15%% of blocks and output. "
             "Default: output, as torchtitan's llama configs; '' converts every linear",
+        ),
+        click.option(
+            "--cp",
+            type=int,
+            default=1,
+            show_default=True,
+            help="context parallel degree: each sequence split over N ranks, keys and values "
+            "all-gathered for attention (torchtitan's context_parallel_degree)",
         ),
         click.option(
             "--pp",
@@ -242,6 +255,20 @@ def training_setup(command):
             "GPU preset's, 400)",
         ),
     )(wrapper)
+
+
+def _context_parallel(setup, cp, *, tokens):
+    """--cp on the run: its sequences the longest up to 8192 tokens that split into 2 x cp
+    chunks of whole TP shards (torch's load balancer), as torchtitan's llama configs."""
+    from dataclasses import replace
+
+    from f8roof.errors import F8RoofError
+
+    if tokens is None:
+        raise F8RoofError("--cp goes with --model and --tokens")
+    from f8roof.engine.sharded import assumed_seq_len
+
+    return replace(setup, cp=cp, seq_len=assumed_seq_len(tokens, 2 * cp * setup.tp))
 
 
 def _pipeline(pp, schedule, microbatches, *, tokens, tp):

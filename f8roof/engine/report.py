@@ -38,7 +38,7 @@ def model_report(
     """`request` as the user gave it (resolved here), or already resolved."""
     resolved = request if isinstance(request, Resolved) else resolve(request)
     policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
-    tokens = setup.microbatch_tokens(tokens)
+    tokens = setup.local_tokens(tokens)
     rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)
     if setup.step_s is not None:  # refused as `estimate` refuses it
         share = setup.pipeline.rank_share if setup.pipeline is not None else 1.0

@@ -385,7 +385,7 @@ def compiled_block(
     kept in the block cache (`block_cache_path`), so the same case asked again is read back
     instead of compiled."""
     fsdp = run.fsdp_degree or 1
-    seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
+    seq_len = run.local_seq_len or assumed_seq_len(tokens, run.tp)
     case: dict[str, Any] = {
         "tokens": tokens,
         "seq_len": seq_len,
@@ -484,7 +484,7 @@ def shipped_block(
     if not SHIPPED.is_file():
         return None, no_block(NoBlock.NO_FILE)
     gather = run.float8_all_gather and (run.fsdp_degree or 1) > 1
-    seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
+    seq_len = run.local_seq_len or assumed_seq_len(tokens, run.tp)
     name = _builtin_block(model)
     if name is None:
         return None, no_block(NoBlock.NOT_BUILTIN, model=resolve_model(model).name)
@@ -531,7 +531,7 @@ def shipped_bf16_block(model: str, *, tokens: int, run: RunConfig) -> BlockCaptu
     name = _builtin_block(model) if SHIPPED.is_file() else None
     if name is None:
         return None
-    seq_len = run.seq_len or assumed_seq_len(tokens, run.tp)
+    seq_len = run.local_seq_len or assumed_seq_len(tokens, run.tp)
     key = BlockKey(name, run.tp, graph_recompute(run).value, "bf16", False, tokens > seq_len)
     fit = shipped_fit(key)
     try:

@@ -333,6 +333,10 @@ def _summarize(
     head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
     head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
     converted_side = bool((convert & side).any())
+    if run.cp > 1:
+        cp_s = _cp_comm(rec, run, notes, attention)
+        bf16_block = replace(bf16_block, cp_comm_s=cp_s)
+        fp8_block = replace(fp8_block, cp_comm_s=cp_s)
     pipeline = run.pipeline
     if pipeline is not None:
         pipeline.check_layers(layers)
@@ -350,6 +354,7 @@ def _summarize(
         block_basis=Basis.PER_LAYER if block_graphs is None else Basis.GRAPHS,
         pipeline=pipeline,
         send_s=_send_s(rec, run, notes) if pipeline is not None else 0.0,
+        context_parallel=run.cp > 1,
     )
 
 
@@ -393,7 +398,7 @@ def _params_per_gpu(
     params = _weights(rows, run.tp)
     head = rows.take(rows["fqn"] == "lm_head")
     embedding = float((head["full_K"] * head["full_N"]).sum()) / run.tp
-    ranks = run.fsdp_ranks
+    ranks = run.fsdp_ranks * run.cp  # FSDP shards over the CP ranks too
     return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
 
 
@@ -412,7 +417,7 @@ def _outside(
     vocab = int(head["full_N"][0]) if len(head) else 0
     params, fp8_params = _params_per_gpu(rec, run, convert)
     per_byte, launch = _streaming(resolved)
-    world = run.tp * run.fsdp_ranks * run.dp_replicate
+    world = run.tp * run.fsdp_ranks * run.cp * run.dp_replicate * run.pp
     fabric = _fabric(rec, []) if world > 1 else None
     norm_s = scales_s = 0.0
     if fabric is not None:
@@ -438,6 +443,58 @@ def _outside(
     )
 
 
+def _cp_comm(rec: Recommendation, run: RunConfig, notes: list[Note], attention: float) -> float:
+    """Context parallelism's exposed time per block, the same in both precisions: torch's
+    context_parallel SDPA all-gathers every sequence's keys and values over the CP ranks
+    before each rank's attention (torchtitan's default rotate method, "allgather") and
+    reduce-scatters their gradients in the backward; what a checkpoint reruns gathers again
+    (full AC's forward; per-op SAC saves no all-gather, so the backward gathers again). With
+    "alltoall" the shards pass round the ring beside the attention of the shard before
+    (`micro_pipelined_exposed_s` with the attention as the work). `attention`: the block's
+    attention forward + backward on this GPU (timing/attention.py)."""
+    rows = rec.rows
+    keys = np.array([str(f).endswith(("k_proj", ".wk")) for f in rows["fqn"]])
+    heads = rows.take(keys) if keys.any() else rows.take(rows["tp"] == "row")
+    width = float(heads["N"][0] if keys.any() else heads["K"][0])  # this GPU's heads
+    # keys and values of every chunk of the sequences, gathered
+    nbytes = rec.tokens * run.cp * width * 2 * BF16_BYTES
+    fabric = _fabric(rec, notes)
+    if fabric is None or not len(heads):
+        return 0.0
+    place = placement_for(group_size=run.cp, stride=run.tp, gpus_per_node=run.gpus_per_node)
+    fabric, _ = group_fabric(
+        fabric,
+        group_size=run.cp,
+        stride=run.tp,
+        gpus_per_node=run.gpus_per_node,
+        nic_gbps=run.network_gbps,
+    )
+    kw: dict[str, Any] = {"group_size": run.cp, "placement": place, "fabric": fabric}
+    gather = float(collective_time_s("all_gather", nbytes=nbytes, **kw))
+    scatter = float(collective_time_s("reduce_scatter", nbytes=nbytes, **kw))
+    again = {
+        Recompute.NONE: 0.0,
+        Recompute.SELECTIVE: 1.0,
+        Recompute.FULL: run.recompute_share(_layers(rec)),
+    }[run.recompute]
+    if run.cp_rotate == "alltoall":
+        forward = FORWARD_SHARE * attention
+        gather = float(micro_pipelined_exposed_s(gather, forward, group_size=run.cp))
+        scatter = float(micro_pipelined_exposed_s(scatter, attention - forward, group_size=run.cp))
+    exposed = gather * (1 + again) + scatter
+    notes.append(
+        note(
+            Topic.CONTEXT_PARALLEL,
+            degree=run.cp,
+            rotate=run.cp_rotate,
+            seq_len=run.seq_len,
+            gather_ms=gather * 1e3,
+            placement=place.value,
+        )
+    )
+    return exposed
+
+
 def _send_s(rec: Recommendation, run: RunConfig, notes: list[Note]) -> float:
     """One send between pipeline stages: a microbatch's activations at a stage boundary (the
     residual stream, sequence-sharded over TP), between ranks TP x FSDP x replicas apart
@@ -448,7 +505,7 @@ def _send_s(rec: Recommendation, run: RunConfig, notes: list[Note]) -> float:
     dim = int(head["full_K"][0]) if len(head) else int(rec.rows["full_K"].max())
     nbytes = rec.tokens * dim * BF16_BYTES / run.tp
     fabric = _fabric(rec, notes)
-    stride = run.tp * run.fsdp_ranks * run.dp_replicate
+    stride = run.tp * run.cp * run.fsdp_ranks * run.dp_replicate
     place = placement_for(
         group_size=pipeline.degree, stride=stride, gpus_per_node=run.gpus_per_node
     )
@@ -806,7 +863,7 @@ def _async_tp(
     )
     if (convert & dense & (rows["recipe"].astype(str) == "tensorwise")).any():
         notes.append(note(Topic.ASYNC_TP_GATHERS, why="tensorwise"))
-    if rec.tokens <= (run.seq_len or assumed_seq_len(rec.tokens)):
+    if rec.tokens <= (run.local_seq_len or assumed_seq_len(rec.tokens)):
         notes.append(note(Topic.ASYNC_TP_GATHERS, why="one_sequence"))
     per_byte, launch = streaming
     output = _block_output(rows, dense)
@@ -866,10 +923,13 @@ def _fsdp_comm(
     the unsharded parameters, a memory pass on the compute stream (`streaming`: seconds per
     byte and per launch)."""
     setup = rec.setup
-    tp, fsdp = setup.tp, run.fsdp_degree
-    if not (fsdp and fsdp > 1):
-        if setup.fsdp:
-            notes.append(note(Topic.FSDP_UNKNOWN))
+    tp = setup.tp
+    if setup.fsdp and not run.fsdp_degree:
+        notes.append(note(Topic.FSDP_UNKNOWN))
+        return 0.0, 0.0
+    # torchtitan shards over the data-parallel and the context-parallel ranks at once
+    fsdp = (run.fsdp_degree or 1) * run.cp
+    if fsdp < 2:
         return 0.0, 0.0
     fabric = _fabric(rec, notes)
     if fabric is None:

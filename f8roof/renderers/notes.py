@@ -297,7 +297,15 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"{v['bubble']:.3g} microbatch times (p - 1 over the stages per rank, Narayanan et al. "
         f"2021) and waits on {v['sends']} sends of {v['send_ms']:.3g} ms ({v['placement']}-node) "
         "while the pipeline fills and drains; stages balanced as torchtitan splits them; FSDP "
-        "gathers and reduce-scatters once per step"
+        "gathers and reduce-scatters once per step; peak memory not modelled under a pipeline"
+    ),
+    Topic.CONTEXT_PARALLEL: lambda v: (
+        f"context parallel {v['degree']}: each sequence of {v['seq_len']} tokens in "
+        f"load-balanced causal chunks over {v['degree']} ranks (the linears run a rank's "
+        f"share, attention its queries against every key); keys and values exchanged by "
+        f"{v['rotate']} ({v['gather_ms']:.3g} ms exposed a block forward, "
+        f"{v['placement']}-node), their gradients reduce-scattered, gathered again where a "
+        "checkpoint reruns; FSDP shards over the CP ranks too; peak memory not modelled under CP"
     ),
     Topic.FSDP_SCHEDULE: lambda v: (
         f"FSDP2 schedule: gradients reduce-scattered in {v['reduce_dtype']}, "
@@ -418,6 +426,8 @@ def run_text(run: RunConfig) -> str:
         parts.append(f"FSDP {run.fsdp_degree}" if run.fsdp_degree else "FSDP")
     elif run.fsdp_degree == 1:
         parts.append("FSDP 1 (off)")
+    if run.cp > 1:
+        parts.append(f"CP {run.cp}")
     if run.pipeline is not None:
         pipe = run.pipeline
         parts.append(f"PP {pipe.degree} ({pipe.schedule}, {pipe.microbatches} microbatches)")

@@ -30,6 +30,7 @@ MAX_STEP_MS = 86_400_000.0
 
 REDUCE_DTYPES = ("float32", "bfloat16")
 RESHARD = ("default", "always", "never")
+CP_ROTATE = ("allgather", "alltoall")  # torchtitan's context_parallel_rotate_method
 MAX_NETWORK_GBPS = 1e5  # 100 Tb/s per GPU: beyond any NIC
 
 
@@ -238,6 +239,10 @@ class RunConfig:
     # pipeline parallelism (torchtitan's pipeline_parallel_*; None: off): `tokens` is then the
     # microbatch's, the local batch runs as `pipeline.microbatches` of them
     pipeline: Pipeline | None = None
+    # context parallelism (torchtitan's context_parallel_degree): each sequence split over `cp`
+    # ranks (load-balanced causal chunks), keys and values exchanged by `cp_rotate`
+    cp: int = 1
+    cp_rotate: str = "allgather"  # torchtitan's context_parallel_rotate_method
     assumptions: tuple[Note, ...] = ()  # what a setup file left to torchtitan's defaults
 
     def __post_init__(self) -> None:
@@ -280,6 +285,23 @@ class RunConfig:
                 f"{term('network_gbps')} takes a NIC's line rate in Gb/s, in "
                 f"(0, {MAX_NETWORK_GBPS:g}] (got {self.network_gbps!r})"
             )
+        _positive_int(term("cp"), self.cp)
+        if self.cp_rotate not in CP_ROTATE:
+            raise ParallelismError(
+                f"context-parallel rotate method must be one of {', '.join(CP_ROTATE)} "
+                f"(got {self.cp_rotate!r})"
+            )
+        if self.cp > 1:
+            if self.seq_len is None:
+                raise ParallelismError(
+                    f"{term('cp')} {self.cp} splits sequences: give their length"
+                )
+            if self.seq_len % (2 * self.cp) or (self.seq_len // self.cp) % self.tp:
+                # torch's load balancer cuts each sequence into 2 x cp chunks; SP splits a chunk
+                raise ParallelismError(
+                    f"seq_len {self.seq_len} does not split into 2 x {term('cp')} {self.cp} "
+                    f"chunks of whole {term('tp')} {self.tp} shards"
+                )
         if self.pipeline is not None and not isinstance(self.pipeline, Pipeline):
             raise ParallelismError(f"pipeline must be a Pipeline (got {self.pipeline!r})")
         if not isinstance(self.recompute, Recompute):
@@ -387,17 +409,22 @@ class RunConfig:
         """The pipeline-parallel degree (1: no pipeline)."""
         return self.pipeline.degree if self.pipeline is not None else 1
 
-    def microbatch_tokens(self, tokens: int) -> int:
-        """The tokens every linear runs at once: the step's per rank, or under pipeline
-        parallelism one microbatch's (rows, block and step are then timed per microbatch)."""
-        if self.pipeline is None:
-            return tokens
-        microbatches = self.pipeline.microbatches
-        if tokens % microbatches:
+    def local_tokens(self, tokens: int) -> int:
+        """The tokens every linear of one GPU runs at once: the step's per data-parallel rank,
+        over the pipeline's microbatches and the context-parallel ranks each sequence is split
+        over (rows, block and step are then timed for those)."""
+        microbatches = self.pipeline.microbatches if self.pipeline is not None else 1
+        if tokens % (microbatches * self.cp):
             raise ParallelismError(
-                f"{term('tokens')} {tokens} do not split into {microbatches} pipeline microbatches"
+                f"{term('tokens')} {tokens} do not split into {microbatches} pipeline "
+                f"microbatch(es) over {term('cp')} {self.cp}"
             )
-        return tokens // microbatches
+        return tokens // microbatches // self.cp
+
+    @property
+    def local_seq_len(self) -> int | None:
+        """The stretch of each sequence one GPU holds: the sequence over the CP ranks."""
+        return None if self.seq_len is None else self.seq_len // self.cp
 
     @property
     def reshards_after_forward(self) -> bool:
@@ -421,7 +448,7 @@ class RunConfig:
 
     @property
     def is_parallel(self) -> bool:
-        return self.tp > 1 or self.ep > 1 or self.fsdp or self.pipeline is not None
+        return self.tp > 1 or self.ep > 1 or self.fsdp or self.cp > 1 or self.pipeline is not None
 
     def recompute_share(self, blocks: int) -> float:
         """The share of `blocks` transformer blocks full recompute reruns: all of them, or

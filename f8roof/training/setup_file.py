@@ -23,9 +23,10 @@ built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section hol
 
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
-the batch size) are required. Every key read is honoured or refused in one line: context and
-expert-tensor parallelism (degrees above 1), pipeline stages given by layers per stage, float8
-emulation and converters other than float8 and MX are refused; a key that changes nothing f8roof models is accepted and ignored.
+the batch size) are required. Every key read is honoured or refused in one line: expert-tensor
+parallelism (degrees above 1), pipeline stages given by layers per stage, float8 emulation and
+converters other than float8 and MX are refused; a key that changes nothing f8roof models is
+accepted and ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
 """
@@ -122,7 +123,8 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "pipeline_parallel_microbatch_size",
             "pipeline_parallel_split_points",
             "pipeline_parallel_layers_per_stage",  # refused: f8roof counts split points
-            "context_parallel_degree",  # 1, or refused
+            "context_parallel_degree",
+            "context_parallel_rotate_method",
             "expert_parallel_degree",
             "expert_tensor_parallel_degree",  # 1, or refused
         }
@@ -171,7 +173,6 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
             "pipeline_parallel_first_stage_less_layers",
             "pipeline_parallel_last_stage_less_layers",
             "pipeline_parallel_schedule_csv",
-            "context_parallel_rotate_method",
         }
     ),
     "activation_checkpoint": frozenset(
@@ -466,10 +467,9 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     fsdp = None if shard == -1 else shard
     async_tp = par.boolean("enable_async_tensor_parallel", False)
     pipeline = _pipeline(par, sequences=batch, path=path)
-    for key, what in (
-        ("context_parallel_degree", "context parallelism (ring attention)"),
-        ("expert_tensor_parallel_degree", "expert tensor parallelism"),
-    ):
+    cp = par.integer("context_parallel_degree", 1)
+    cp_rotate = par.string("context_parallel_rotate_method", "allgather")
+    for key, what in (("expert_tensor_parallel_degree", "expert tensor parallelism"),):
         degree = par.integer(key, 1)
         if degree != 1:
             raise _fail(f"'{key}' = {degree} in [parallelism] of {path}: {what} is not modelled")
@@ -629,6 +629,8 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             network_gbps=network,
             emulate_precision_casts=emulate,
             pipeline=pipeline,
+            cp=cp,
+            cp_rotate=cp_rotate,
             assumptions=tuple(assumptions),
         )
     except F8RoofError as e:  # the degrees and step came from the file: in its words
@@ -710,6 +712,7 @@ FILE_KEYS = {
     "dp_replicate": "data_parallel_replicate_degree",
     "float8_all_gather": "enable_fsdp_float8_all_gather",
     "microbatch_size": "pipeline_parallel_microbatch_size",
+    "cp": "context_parallel_degree",
 }
 
 

@@ -58,6 +58,7 @@ class BlockTimes:
     tp_comm_s: float = 0.0  # TP collectives that do not hide behind compute
     fsdp_comm_s: float = 0.0  # FSDP collectives that do not hide behind compute
     recompute_s: float = 0.0  # what checkpointing runs again in the backward
+    cp_comm_s: float = 0.0  # context parallelism's key/value exchange that shows
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -70,7 +71,7 @@ class BlockTimes:
 
     @property
     def comm_exposed_s(self) -> float:
-        return self.tp_comm_s + self.fsdp_comm_s
+        return self.tp_comm_s + self.fsdp_comm_s + self.cp_comm_s
 
     @property
     def total_s(self) -> float:
@@ -86,6 +87,7 @@ class Part(str, Enum):
     OUTSIDE = "embedding, final norm and loss"
     OPTIMIZER = "optimizer step and gradient clipping"
     PIPELINE = "pipeline bubble and sends"
+    CP_COMM = "CP collectives"
 
 
 class Basis(str, Enum):
@@ -205,6 +207,7 @@ def _scaled(c: Component, factor: float) -> Component:
     )
 
 
+COMM_PARTS = (Part.TP_COMM, Part.FSDP_COMM, Part.CP_COMM)
 # parts that run once per step over the rank's share, not once per microbatch
 ONCE_PER_STEP = (Part.FSDP_COMM, Part.OPTIMIZER)
 
@@ -308,11 +311,11 @@ class StepSummary:
 
     @property
     def comm_bf16_s(self) -> float:
-        return self.part(Part.TP_COMM).bf16_s + self.part(Part.FSDP_COMM).bf16_s
+        return sum(c.bf16_s for c in self.components if c.part in COMM_PARTS)
 
     @property
     def comm_fp8_s(self) -> float:
-        return self.part(Part.TP_COMM).fp8_s + self.part(Part.FSDP_COMM).fp8_s
+        return sum(c.fp8_s for c in self.components if c.part in COMM_PARTS)
 
     @property
     def recompute_bf16_s(self) -> float:
@@ -386,6 +389,7 @@ def step_summary(
     block_basis: Basis = Basis.PER_LAYER,
     pipeline: Pipeline | None = None,
     send_s: float = 0.0,
+    context_parallel: bool = False,
 ) -> StepSummary:
     """The step in both precisions (see the module docstring). `lm_head_fp8_s` None: lm_head
     stays bf16 (torchtitan's llama configs filter "output"). `gemm_floor_s`: the step's bf16
@@ -394,7 +398,7 @@ def step_summary(
     `block_basis`: what the block's times rest on (per-layer rows: its other compute is
     attention alone). `pipeline`: the parts above are one microbatch's for the whole model
     (`gemm_floor_s` too), the step one rank's (`pipelined`; `send_s`: one send between
-    stages)."""
+    stages). `context_parallel`: the blocks' key/value exchange is a part of its own."""
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise StepError(f"layers must be an integer >= 1 (got {layers!r})")
     _check_time("step", "lm_head_bf16_s", lm_head_bf16_s)
@@ -436,6 +440,9 @@ def step_summary(
             Basis.BYTES,
         ),
     )
+    if context_parallel:
+        cp = _flat(Part.CP_COMM, layers * bf16.cp_comm_s, layers * fp8.cp_comm_s, Basis.COLLECTIVES)
+        components = (*components, cp)
     if pipeline is not None:
         components = pipelined(components, pipeline, send_s)
         gemm_floor_s *= pipeline.rank_share

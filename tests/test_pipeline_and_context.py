@@ -1,5 +1,5 @@
-"""Pipeline parallelism: the schedule's idle time on hand-computed cases, the step one rank runs,
-and the setup file and command line that ask for it."""
+"""Pipeline and context parallelism: the schedule's idle time on hand-computed cases, the step one
+rank runs, the key/value exchange, and the setup file and command line that ask for them."""
 
 import json
 
@@ -232,3 +232,57 @@ def test_the_setup_sizes_microbatches_and_stages_as_torchtitan(tmp_path):
     refused = invoke_cli("estimate", "--setup", str(odd))
     assert refused.exit_code == 2
     assert "2 stages from 'pipeline_parallel_split_points'" in refused.output
+
+
+# ---- context parallelism --------------------------------------------------------------------
+
+
+def _step_json(tmp_path, name, *args):
+    out = tmp_path / f"{name}.json"
+    result = invoke_cli(
+        "estimate", "--gpu", "h100", "--model", "llama3-8b", *args, "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(out.read_text())["summary"]
+
+
+def test_context_parallel_runs_a_rank_share_and_exchanges_keys(tmp_path):
+    # two CP ranks over 16384 tokens (sequences of 8192) hold 8192 tokens each: the linears'
+    # and attention's work of 8192 tokens of one 8192-token sequence, plus the key/value
+    # exchange: all-gathered keys and values of 16384 tokens (8 kv heads of 128, bf16),
+    # gathered again by per-op SAC, their gradients reduce-scattered, on NVLink
+    common = ("--fsdp", "8", "--recompute", "selective")
+    cp = _step_json(tmp_path, "cp", "--tokens", "16384", "--cp", "2", *common)
+    alone = _step_json(tmp_path, "alone", "--tokens", "8192", *common)
+    parts = {c["part"]: c for c in cp["components"]}
+    plain = {c["part"]: c for c in alone["components"]}
+    assert parts["linears"]["bf16_s"] == pytest.approx(plain["linears"]["bf16_s"], rel=0.02)
+    nbytes = 16384 * 1024 * 2 * 2
+    gather = 35e-6 + nbytes / 2 / 370e9
+    assert parts["CP collectives"]["bf16_s"] == pytest.approx(32 * 3 * gather, rel=1e-3)
+    assert parts["CP collectives"]["fp8_s"] == parts["CP collectives"]["bf16_s"]
+    assert "CP collectives" not in plain
+
+
+def test_context_parallel_from_a_setup(tmp_path):
+    path = tmp_path / "cp.toml"
+    out = tmp_path / "cp.json"
+
+    def setup(extra: str) -> str:
+        return SETUP.replace("pipeline_parallel_degree = 4", "context_parallel_degree = 2").format(
+            extra=extra
+        )
+
+    results = {}
+    for rotate in ("allgather", "alltoall"):
+        path.write_text(setup(f'context_parallel_rotate_method = "{rotate}"\n'))
+        result = invoke_cli("estimate", "--setup", str(path), "--out", str(out))
+        assert result.exit_code == 0, result.output
+        parts = {c["part"]: c for c in json.loads(out.read_text())["summary"]["components"]}
+        results[rotate] = parts["CP collectives"]["bf16_s"]
+    # the ring passes each shard beside the attention of the one before it
+    assert results["alltoall"] < results["allgather"]
+    path.write_text(setup("").replace("seq_len = 8192", "seq_len = 8200"))
+    refused = invoke_cli("estimate", "--setup", str(path))
+    assert refused.exit_code == 2, refused.output
+    assert "does not split into 2 x" in refused.output
