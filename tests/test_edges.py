@@ -356,8 +356,8 @@ def test_filter_fqns_empty_absent_and_auto_filter_are_three_answers(tmp_path):
     "extra, message",
     [
         (
-            "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_layers_per_stage = 4\n",
-            "'pipeline_parallel_layers_per_stage'",
+            "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_layers_per_stage = 5\n",
+            "7 pipeline stages of 5 layers do not divide over 4 ranks",
         ),
         (
             "[parallelism]\npipeline_parallel_degree = 4\npipeline_parallel_schedule = 'ZBVZeroBubble'\n",

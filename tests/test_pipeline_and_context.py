@@ -210,6 +210,8 @@ def test_the_command_line_takes_a_pipeline(tmp_path):
     assert piped_linears / plain_linears == pytest.approx(0.5, rel=0.05)
     assert "pipeline: 2 ranks, 1F1B" in piped.output
     assert "2 microbatches of 8192 tokens" in piped.output
+    # the per-layer totals add up one microbatch through every stage, and say so
+    assert "bf16 ms/microbatch" in piped.output and "bf16 ms/step" not in piped.output
     odd = invoke_cli("estimate", *args, "--pp", "2", "--microbatches", "3")
     assert odd.exit_code == 2 and "do not split into 3" in odd.output
     alone = invoke_cli("estimate", "--gpu", "h100", "--shape", "8192,8192,8192", "--pp", "2")
@@ -227,6 +229,12 @@ def test_the_setup_sizes_microbatches_and_stages_as_torchtitan(tmp_path):
     result, _ = _summary(tmp_path, extra, "--show-all")
     # twelve stages over four ranks, eight sequences in microbatches of two
     assert "Interleaved1F1B with 3 stage(s) each, 4 microbatches of 16384 tokens" in result.output
+    # llama3-70b's 80 blocks, the embedding and the output in stages of 11: 8 stages, 2 a rank
+    by_layers = (
+        'pipeline_parallel_schedule = "Interleaved1F1B"\npipeline_parallel_layers_per_stage = 11\n'
+    )
+    result, _ = _summary(tmp_path, by_layers, "--show-all")
+    assert "Interleaved1F1B with 2 stage(s) each" in result.output
     odd = tmp_path / "odd.toml"
     odd.write_text(SETUP.format(extra='pipeline_parallel_split_points = ["layers.40"]\n'))
     refused = invoke_cli("estimate", "--setup", str(odd))

@@ -72,7 +72,7 @@ from f8roof.training.checkpointing import (
     is_block_fqn,
     sac_policy,
 )
-from f8roof.training.run_config import AUTO_FILTER, Recompute, RunConfig
+from f8roof.training.run_config import AUTO_FILTER, Pipeline, Recompute, RunConfig
 from f8roof.training.step import (
     Basis,
     BlockTimes,
@@ -337,9 +337,7 @@ def _summarize(
         cp_s = _cp_comm(rec, run, notes, attention)
         bf16_block = replace(bf16_block, cp_comm_s=cp_s)
         fp8_block = replace(fp8_block, cp_comm_s=cp_s)
-    pipeline = run.pipeline
-    if pipeline is not None:
-        pipeline.check_layers(layers)
+    pipeline = run.pipeline.for_layers(layers) if run.pipeline is not None else None
     return step_summary(
         bf16=bf16_block,
         fp8=fp8_block,
@@ -353,7 +351,7 @@ def _summarize(
         fp8_band_s=_band_moves(rows, convert, counts, rec.criterion),
         block_basis=Basis.PER_LAYER if block_graphs is None else Basis.GRAPHS,
         pipeline=pipeline,
-        send_s=_send_s(rec, run, notes) if pipeline is not None else 0.0,
+        send_s=_send_s(rec, run, pipeline, notes) if pipeline is not None else 0.0,
         context_parallel=run.cp > 1,
     )
 
@@ -495,12 +493,10 @@ def _cp_comm(rec: Recommendation, run: RunConfig, notes: list[Note], attention: 
     return exposed
 
 
-def _send_s(rec: Recommendation, run: RunConfig, notes: list[Note]) -> float:
+def _send_s(rec: Recommendation, run: RunConfig, pipeline: Pipeline, notes: list[Note]) -> float:
     """One send between pipeline stages: a microbatch's activations at a stage boundary (the
     residual stream, sequence-sharded over TP), between ranks TP x FSDP x replicas apart
     (torchtitan's mesh puts PP outermost)."""
-    pipeline = run.pipeline
-    assert pipeline is not None, "sends are a pipeline's"
     head = rec.rows.take(rec.rows["fqn"] == "lm_head")
     dim = int(head["full_K"][0]) if len(head) else int(rec.rows["full_K"].max())
     nbytes = rec.tokens * dim * BF16_BYTES / run.tp

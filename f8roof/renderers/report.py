@@ -90,7 +90,7 @@ def layer_rows(rec: Recommendation) -> tuple[list[str], list[list[str]]]:
         + [h for h, _ in shape]
         + ["input from", "recipe", "bf16 us", "fp8 us"]
         + [h for _, h in speedups]
-        + ["decision", "margin", "bf16 ms/step", "saved ms/step", "note"]
+        + ["decision", "margin", f"bf16 ms/{_per(rec)}", f"saved ms/{_per(rec)}", "note"]
     )
     rows = []
     for r in layers.rows():
@@ -151,7 +151,8 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
     )
     lines = [
         (
-            f"total linear time per step (fwd+bwd, device, {level}): bf16 {ms(t.bf16_s)} ms -> "
+            f"total linear time per {_per(rec)} (fwd+bwd, device, {level}): bf16 "
+            f"{ms(t.bf16_s)} ms -> "
             f"{ms(t.recommended_s)} ms with {t.converted_linears} of {t.linears} linears"
             + (
                 ""
@@ -165,7 +166,7 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
                 if t.speedup_band is None
                 else f" (band {t.speedup_band[0]:.3f}-{t.speedup_band[1]:.3f}x)"
             )
-            + f", {ms(t.saved_s)} ms saved per step"
+            + f", {ms(t.saved_s)} ms saved per {_per(rec)}"
         )
     ]
     if len(rec.recipes) > 1:
@@ -222,6 +223,12 @@ def headline(rec: Recommendation) -> str:
         f"linear types, {arch.linear_count} linears, {arch.parameter_count / 1e9:.2f}B "
         f"linear weights"
     )
+
+
+def _per(rec: Recommendation) -> str:
+    """What the per-layer totals add up: a step, or under a pipeline one microbatch through
+    every stage (the step summary then takes each rank's share)."""
+    return "step" if rec.setup.pipeline is None else "microbatch"
 
 
 def _batch(rec: Recommendation) -> str:

@@ -120,17 +120,23 @@ class Pipeline:
     microbatches: int
     schedule: str = "1F1B"
     stages_per_rank: int = 1
+    # torchtitan's pipeline_parallel_layers_per_stage: the stages per rank then follow from
+    # the model's blocks (`for_layers`)
+    layers_per_stage: int | None = None
 
     def __post_init__(self) -> None:
         for name, value in (
             ("degree", self.degree),
             ("microbatches", self.microbatches),
             ("stages_per_rank", self.stages_per_rank),
+            ("layers_per_stage", self.layers_per_stage or 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise PipelineError(f"pipeline {name} must be a positive integer (got {value!r})")
         if self.schedule not in SCHEDULES:
             schedule_name(self.schedule)  # raises, naming the known ones
+        if self.layers_per_stage is not None:
+            return  # the stages are the model's to say
         looped = SCHEDULES[self.schedule]
         if looped and self.stages_per_rank < 2:
             raise PipelineError(
@@ -150,9 +156,11 @@ class Pipeline:
         microbatch_size: int = 1,
         schedule: str = "1F1B",
         stages_per_rank: int | None = None,
+        layers_per_stage: int | None = None,
     ) -> Pipeline:
         """As torchtitan builds it from a job config: the local batch of `sequences` in
-        microbatches of `microbatch_size` sequences, its default stages per rank."""
+        microbatches of `microbatch_size` sequences, its default stages per rank (or the ones
+        `layers_per_stage` makes of the model's blocks)."""
         name = schedule_name(schedule)
         if isinstance(microbatch_size, bool) or not isinstance(microbatch_size, int):
             raise PipelineError(f"{term('microbatch_size')} must be an integer")
@@ -163,7 +171,7 @@ class Pipeline:
             )
         if stages_per_rank is None:
             stages_per_rank = LOOPED_DEFAULT_STAGES if SCHEDULES[name] else 1
-        return cls(degree, sequences // microbatch_size, name, stages_per_rank)
+        return cls(degree, sequences // microbatch_size, name, stages_per_rank, layers_per_stage)
 
     @property
     def stages(self) -> int:
@@ -185,12 +193,25 @@ class Pipeline:
         through every stage boundary."""
         return 2 * (self.stages - 1)
 
-    def check_layers(self, layers: int) -> None:
-        """Every stage holds at least one block (torchtitan refuses an empty stage)."""
-        if self.stages > layers:
+    def for_layers(self, layers: int) -> Pipeline:
+        """The pipeline of a model of `layers` blocks: with `layers_per_stage`, torchtitan's
+        stages of that many, the embedding and the output weighing a layer each
+        (ceil((layers + 2) / layers_per_stage) over the ranks); every stage holds a block
+        (torchtitan refuses an empty one)."""
+        pipeline = self
+        if self.layers_per_stage is not None:
+            stages = math.ceil((layers + 2) / self.layers_per_stage)
+            if stages % self.degree:
+                raise PipelineError(
+                    f"{stages} pipeline stages of {self.layers_per_stage} layers do not divide "
+                    f"over {self.degree} ranks"
+                )
+            pipeline = replace(self, stages_per_rank=stages // self.degree, layers_per_stage=None)
+        if pipeline.stages > layers:
             raise PipelineError(
-                f"{self.stages} pipeline stages for {layers} blocks: a stage would be empty"
+                f"{pipeline.stages} pipeline stages for {layers} blocks: a stage would be empty"
             )
+        return pipeline
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section hol
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
 the batch size) are required. Every key read is honoured or refused in one line: expert-tensor
-parallelism (degrees above 1), pipeline stages given by layers per stage, float8 emulation and
-converters other than float8 and MX are refused; a key that changes nothing f8roof models is
-accepted and ignored.
+parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation and converters
+other than float8 and MX are refused; a key that changes nothing f8roof models is accepted and
+ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
 """
@@ -122,7 +122,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "pipeline_parallel_schedule",
             "pipeline_parallel_microbatch_size",
             "pipeline_parallel_split_points",
-            "pipeline_parallel_layers_per_stage",  # refused: f8roof counts split points
+            "pipeline_parallel_layers_per_stage",
             "context_parallel_degree",
             "context_parallel_rotate_method",
             "expert_parallel_degree",
@@ -651,11 +651,6 @@ def _pipeline(par: _Section, *, sequences: int, path: str) -> Pipeline | None:
     degree = par.integer("pipeline_parallel_degree", 1)
     if degree == 1:
         return None
-    if par.has("pipeline_parallel_layers_per_stage"):
-        raise _fail(
-            f"'pipeline_parallel_layers_per_stage' in [parallelism] of {path}: not read; give "
-            "the stages as 'pipeline_parallel_split_points'"
-        )
     points = par.names("pipeline_parallel_split_points")
     stages = None
     if points:
@@ -672,6 +667,7 @@ def _pipeline(par: _Section, *, sequences: int, path: str) -> Pipeline | None:
             microbatch_size=par.integer("pipeline_parallel_microbatch_size", 1),
             schedule=par.string("pipeline_parallel_schedule", "1F1B"),
             stages_per_rank=stages,
+            layers_per_stage=par.integer("pipeline_parallel_layers_per_stage", None),
         )
     except PipelineError as e:
         raise _fail(f"[parallelism] of {path}: {e}") from None
