@@ -22,18 +22,16 @@ FP8 = BlockTimes(
 OUTSIDE = OutsideBlocks(embedding_loss_s=0.5, optimizer_s=0.75)
 
 
-def _step(pipeline=None, send_s=0.0, step_s=None):
-    return step_summary(
-        bf16=BF16,
-        fp8=FP8,
-        layers=8,
-        lm_head_bf16_s=1.0,
-        outside=OUTSIDE,
-        gemm_floor_s=0.1,
-        pipeline=pipeline,
-        send_s=send_s,
-        step_s=step_s,
-    )
+def _step(pipeline=None, **given):
+    kw = {
+        "bf16": BF16,
+        "fp8": FP8,
+        "layers": 8,
+        "lm_head_bf16_s": 1.0,
+        "outside": OUTSIDE,
+        "gemm_floor_s": 0.1,
+    }
+    return step_summary(**{**kw, **given}, pipeline=pipeline)
 
 
 def test_one_f_one_b_by_hand():
@@ -66,15 +64,7 @@ def test_the_bubble_is_the_textbook_fraction():
         (Pipeline(degree=4, microbatches=8, schedule="Interleaved1F1B", stages_per_rank=2), 3 / 19),
         (Pipeline(degree=8, microbatches=32, schedule="GPipe"), 7 / 39),
     ):
-        step = step_summary(
-            bf16=blocks,
-            fp8=blocks,
-            layers=16,
-            lm_head_bf16_s=0.0,
-            outside=bare,
-            gemm_floor_s=0.0,
-            pipeline=pipe,
-        )
+        step = _step(pipe, bf16=blocks, fp8=blocks, lm_head_bf16_s=0.0, outside=bare)
         assert step.part(Part.PIPELINE).bf16_s / step.bf16_s == pytest.approx(fraction)
 
 

@@ -441,6 +441,23 @@ def _outside(
     )
 
 
+def _group(
+    fabric: Interconnect, run: RunConfig, *, size: int, stride: int
+) -> tuple[dict[str, Any], int]:
+    """A collective group of `size` ranks `stride` apart in torchtitan's mesh: the keywords
+    `collective_time_s` takes for it (where it lands, the fabric it crosses nodes on) and the
+    NICs per node it uses."""
+    place = placement_for(group_size=size, stride=stride, gpus_per_node=run.gpus_per_node)
+    crossed, nics = group_fabric(
+        fabric,
+        group_size=size,
+        stride=stride,
+        gpus_per_node=run.gpus_per_node,
+        nic_gbps=run.network_gbps,
+    )
+    return {"group_size": size, "placement": place, "fabric": crossed}, nics
+
+
 def _cp_comm(rec: Recommendation, run: RunConfig, notes: list[Note], attention: float) -> float:
     """Context parallelism's exposed time per block, the same in both precisions: torch's
     context_parallel SDPA all-gathers every sequence's keys and values over the CP ranks
@@ -459,15 +476,7 @@ def _cp_comm(rec: Recommendation, run: RunConfig, notes: list[Note], attention: 
     fabric = _fabric(rec, notes)
     if fabric is None or not len(heads):
         return 0.0
-    place = placement_for(group_size=run.cp, stride=run.tp, gpus_per_node=run.gpus_per_node)
-    fabric, _ = group_fabric(
-        fabric,
-        group_size=run.cp,
-        stride=run.tp,
-        gpus_per_node=run.gpus_per_node,
-        nic_gbps=run.network_gbps,
-    )
-    kw: dict[str, Any] = {"group_size": run.cp, "placement": place, "fabric": fabric}
+    kw, _ = _group(fabric, run, size=run.cp, stride=run.tp)
     gather = float(collective_time_s("all_gather", nbytes=nbytes, **kw))
     scatter = float(collective_time_s("reduce_scatter", nbytes=nbytes, **kw))
     again = {
@@ -487,7 +496,7 @@ def _cp_comm(rec: Recommendation, run: RunConfig, notes: list[Note], attention: 
             rotate=run.cp_rotate,
             seq_len=run.seq_len,
             gather_ms=gather * 1e3,
-            placement=place.value,
+            placement=kw["placement"].value,
         )
     )
     return exposed
@@ -507,14 +516,8 @@ def _send_s(rec: Recommendation, run: RunConfig, pipeline: Pipeline, notes: list
     )
     seconds = 0.0
     if fabric is not None:
-        fabric, _ = group_fabric(
-            fabric,
-            group_size=pipeline.degree,
-            stride=stride,
-            gpus_per_node=run.gpus_per_node,
-            nic_gbps=run.network_gbps,
-        )
-        seconds = float(send_time_s(nbytes=nbytes, placement=place, fabric=fabric))
+        kw, _ = _group(fabric, run, size=pipeline.degree, stride=stride)
+        seconds = float(send_time_s(nbytes=nbytes, placement=place, fabric=kw["fabric"]))
     notes.append(
         note(
             Topic.PIPELINE,
@@ -931,15 +934,8 @@ def _fsdp_comm(
     if fabric is None:
         return 0.0, 0.0
     counts = rows["count"].astype(np.float64)
-    place = placement_for(group_size=fsdp, stride=tp, gpus_per_node=run.gpus_per_node)
-    fabric, nics = group_fabric(
-        fabric,
-        group_size=fsdp,
-        stride=tp,
-        gpus_per_node=run.gpus_per_node,
-        nic_gbps=run.network_gbps,
-    )
-    kw: dict[str, Any] = {"group_size": fsdp, "placement": place, "fabric": fabric}
+    kw, nics = _group(fabric, run, size=fsdp, stride=tp)
+    place = kw["placement"]
     params = _weights(rows, tp)
     block_params = float(params[block].sum()) / layers
     # torchao gathers float8 weights for tensorwise only; rowwise weights travel in bf16
@@ -966,24 +962,9 @@ def _fsdp_comm(
     rs = float(collective_time_s("reduce_scatter", nbytes=block_params * grad_bytes, **kw))
     ar = 0.0
     if run.dp_replicate > 1:  # HSDP: each shard's gradient all-reduced across the replicas
-        stride = tp * fsdp
-        replicas, _ = group_fabric(
-            _fabric(rec, notes) or fabric,
-            group_size=run.dp_replicate,
-            stride=stride,
-            gpus_per_node=run.gpus_per_node,
-            nic_gbps=run.network_gbps,
-        )
+        replicas, _ = _group(fabric, run, size=run.dp_replicate, stride=tp * fsdp)
         ar = float(
-            collective_time_s(
-                "all_reduce",
-                nbytes=block_params / fsdp * grad_bytes,
-                group_size=run.dp_replicate,
-                placement=placement_for(
-                    group_size=run.dp_replicate, stride=stride, gpus_per_node=run.gpus_per_node
-                ),
-                fabric=replicas,
-            )
+            collective_time_s("all_reduce", nbytes=block_params / fsdp * grad_bytes, **replicas)
         )
     reshard = run.reshards_after_forward
     # a pipeline rank holds its stages' share of the blocks, gathered once per step: the
@@ -1026,7 +1007,7 @@ def _fsdp_comm(
             reshard=run.reshard_after_forward,
             replicate=run.dp_replicate,
             nics_per_node=nics,
-            nic_gbps=fabric.inter_line_bytes_per_s * 8 / 1e9,
+            nic_gbps=kw["fabric"].inter_line_bytes_per_s * 8 / 1e9,
         )
     )
     return exposed[0], exposed[1]
