@@ -284,3 +284,29 @@ def test_context_parallel_from_a_setup(tmp_path):
     refused = invoke_cli("estimate", "--setup", str(path))
     assert refused.exit_code == 2, refused.output
     assert "does not split into 2 x" in refused.output
+
+
+def test_context_parallel_memory_is_a_rank_share_and_the_gathered_keys():
+    # CP 2 x FSDP 4 over 16384 tokens holds what FSDP 8 over 8192 does (the same shards, the
+    # same tokens a rank), and without recompute SDPA's keys and values gathered from the other
+    # rank: 32 blocks x 8192 tokens x (k and v: 1024 wide) x bf16
+    from f8roof.training.catalog import builtin
+    from f8roof.training.checkpointing import Recompute
+    from f8roof.training.memory import Term, memory_estimate
+
+    def peak(run):
+        return memory_estimate(
+            builtin("llama3-8b"),
+            tokens=8192,
+            run=run,
+            recipe="tensorwise",
+            converted=(),
+            gpu_memory_bytes=2**40,
+        ).bf16
+
+    for mode, extra in ((Recompute.SELECTIVE, 0), (Recompute.NONE, 32 * 8192 * 2048 * 2)):
+        cp = peak(RunConfig(fsdp=True, fsdp_degree=4, cp=2, seq_len=8192, recompute=mode))
+        alone = peak(RunConfig(fsdp=True, fsdp_degree=8, seq_len=8192, recompute=mode))
+        assert cp.bytes_of(Term.PARAMETERS) == alone.bytes_of(Term.PARAMETERS)
+        saved = cp.bytes_of(Term.SAVED_ACTIVATIONS) - alone.bytes_of(Term.SAVED_ACTIVATIONS)
+        assert saved == pytest.approx(extra, abs=1)

@@ -259,8 +259,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     is unknown. A run whose layout is stated (a setup file, or --fsdp N) and that does not fit
     in bf16 is refused with its shortfall."""
     run = rec.setup
-    if (run.fsdp and run.fsdp_degree is None) or run.pipeline is not None or run.cp > 1:
-        return None  # a pipeline's in-flight microbatches, CP's shards: not modelled yet
+    if (run.fsdp and run.fsdp_degree is None) or run.pipeline is not None:
+        return None  # a pipeline's in-flight microbatches: not modelled yet
     gpu = resolved.config.gpu
     filters = run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER
     rows = rec.rows

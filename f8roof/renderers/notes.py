@@ -305,7 +305,7 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"share, attention its queries against every key); keys and values exchanged by "
         f"{v['rotate']} ({v['gather_ms']:.3g} ms exposed a block forward, "
         f"{v['placement']}-node), their gradients reduce-scattered, gathered again where a "
-        "checkpoint reruns; FSDP shards over the CP ranks too; peak memory not modelled under CP"
+        "checkpoint reruns; FSDP shards over the CP ranks too"
     ),
     Topic.FSDP_SCHEDULE: lambda v: (
         f"FSDP2 schedule: gradients reduce-scattered in {v['reduce_dtype']}, "

@@ -31,6 +31,10 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
     the outputs of every second matmul, SDPA's outputs and the reduce-scatters'; the rest is
     recomputed. float8 linears show SAC aten.mm, so the same tensors are kept in both.
   - full: each checkpointed block keeps its input only (sequence-sharded under TP).
+- context parallelism (`RunConfig.cp`): a rank holds its chunk of every sequence (the tokens
+  given are its own), FSDP shards over the data-parallel and CP ranks together (torchtitan's
+  dp_shard_cp mesh), and without recompute SDPA keeps the keys and values all-gathered over
+  the CP ranks (per-op SAC saves no all-gather: the backward gathers them again).
 - TP/SP buffers: sequence parallelism all-gathers the norm's output (tokens x hidden) before
   the column-parallel linears, which save it (counted with the saved inputs, float8 under
   tensorwise TP) and reduce-scatters the row-parallel outputs (the next norm's input). Async
@@ -90,7 +94,13 @@ RUNTIME_BYTES = GIB
 # nll's gradient, their exp and the sum of the two
 LOSS_BYTES_PER_LOGIT = 3 * FP32
 LOSS_PARALLEL_BYTES_PER_LOGIT = 4 * FP32
-GROUPED_MM = "aten._grouped_mm.default"  # routed experts' gemm: in no SAC save list
+GROUPED_MM = "aten._grouped_mm.default"
+KV_PROJECTIONS = (
+    "k_proj",
+    "v_proj",
+    ".wk",
+    ".wv",
+)  # the linears whose outputs CP gathers  # routed experts' gemm: in no SAC save list
 CHEAPEST_FIRST = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 MAX_LOCAL_BATCH = 2**16  # the largest local batch the search tries
 
@@ -207,7 +217,7 @@ class _Model:
     vocab: int
     tokens: int  # per data-parallel rank
     tp: int
-    fsdp_ranks: int
+    fsdp_ranks: int  # the ranks FSDP shards over: data-parallel x context-parallel
     sharded: bool  # FSDP on
     params: float  # every parameter's elements on this GPU before FSDP sharding
     block_weights: float  # one mean block's linear weights on this GPU (TP-sharded)
@@ -216,6 +226,7 @@ class _Model:
     linears: tuple[LocalLayer, ...]  # the block's linears, forward order
     converted: frozenset[str]
     tensorwise: bool
+    cp: int = 1  # context-parallel ranks each sequence is split over
 
 
 def _rows(layer: LocalLayer) -> int:
@@ -264,8 +275,8 @@ def _model(
         vocab=vocab,
         tokens=tokens,
         tp=tp,
-        fsdp_ranks=run.fsdp_ranks,
-        sharded=run.fsdp,
+        fsdp_ranks=run.fsdp_ranks * run.cp,  # torchtitan's dp_shard_cp mesh
+        sharded=run.fsdp or run.cp > 1,
         params=linear_weights + norms - hidden + root,
         block_weights=linear_weights / layers + 2 * hidden,
         block_weights_fp8=fp8_weights / layers,
@@ -273,6 +284,7 @@ def _model(
         linears=block,
         converted=converted,
         tensorwise=recipe == "tensorwise",
+        cp=run.cp,
     )
 
 
@@ -310,6 +322,9 @@ def _saved_none(m: _Model, fp8: bool) -> float:
             total += (rows * layer.K * BF16 + rows * heads * FP32) * share
         if layer.linear.context.before is Before.SILU_MUL:  # silu(gate), kept by the mul
             total += rows * layer.K * BF16 * share
+        if m.cp > 1 and str(layer.linear.fqn).endswith(KV_PROJECTIONS):
+            # SDPA keeps the keys and values all-gathered over the CP ranks
+            total += (m.cp - 1) * rows * layer.N * BF16 * share
     return total + sum(inputs.values())
 
 
@@ -459,7 +474,7 @@ def headroom(
     tokens, and the largest local batch (samples of `seq_len` tokens; the run's tokens as one
     sample where no sequence length divides them) under the run's mode. `estimate_at(run,
     tokens)` is `memory_estimate` with the rest fixed; peaks grow with tokens."""
-    given = run.seq_len
+    given = run.local_seq_len  # under CP a rank holds a chunk of every sequence
     seq_len = given if given and tokens % given == 0 and given % run.tp == 0 else tokens
     modes = {
         mode: estimate_at(replace(run, recompute=mode, recompute_every=1), tokens)
