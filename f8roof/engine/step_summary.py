@@ -411,7 +411,7 @@ def _outside(
     calibration's pointwise streaming rate."""
     rows = rec.rows
     head = rows.take(rows["fqn"] == "lm_head")
-    dim = int(head["full_K"][0]) if len(head) else int(rows["full_K"].max())
+    dim = _hidden(rows)
     vocab = int(head["full_N"][0]) if len(head) else 0
     params, fp8_params = _params_per_gpu(rec, run, convert)
     per_byte, launch = _streaming(resolved)
@@ -439,6 +439,12 @@ def _outside(
         grad_norm_all_reduce_s=norm_s,
         scales_all_reduce_s=scales_s if precompute else None,
     )
+
+
+def _hidden(rows: Columns) -> int:
+    """The model's hidden size: lm_head's input width (the widest K without one)."""
+    head = rows.take(rows["fqn"] == "lm_head")
+    return int(head["full_K"][0]) if len(head) else int(rows["full_K"].max())
 
 
 def _group(
@@ -506,9 +512,7 @@ def _send_s(rec: Recommendation, run: RunConfig, pipeline: Pipeline, notes: list
     """One send between pipeline stages: a microbatch's activations at a stage boundary (the
     residual stream, sequence-sharded over TP), between ranks TP x FSDP x replicas apart
     (torchtitan's mesh puts PP outermost)."""
-    head = rec.rows.take(rec.rows["fqn"] == "lm_head")
-    dim = int(head["full_K"][0]) if len(head) else int(rec.rows["full_K"].max())
-    nbytes = rec.tokens * dim * BF16_BYTES / run.tp
+    nbytes = rec.tokens * _hidden(rec.rows) * BF16_BYTES / run.tp
     fabric = _fabric(rec, notes)
     stride = run.tp * run.cp * run.fsdp_ranks * run.dp_replicate
     place = placement_for(
