@@ -16,6 +16,7 @@ class Topic(str, Enum):
     SETUP_DEFAULT = "setup_default"  # key, value: a key left to torchtitan's default
     # section, key, value, read: a list of names given as one comma-separated string
     SETUP_STRING_LIST = "setup_string_list"
+    SETUP_EARLIER_LAYOUT = "setup_earlier_layout"  # layout: torchtitan's before 2025-03-18
     NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
     CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
     FLOAT8_ALL_GATHER_UNUSED = "float8_all_gather_unused"  # section: asked with FSDP off

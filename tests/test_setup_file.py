@@ -20,6 +20,7 @@ from f8roof.training.setup_file import (
     training_setup,
 )
 from f8roof.training.torchtitan_names import (
+    ConfigLayout,
     filter_fqns_for,
     to_torchtitan_fqn,
 )
@@ -347,7 +348,7 @@ def test_converter_lines_keep_the_setups_layout():
     assert "--quantize.linear.float8.enable_fsdp_float8_all_gather" in text
     assert "--float8." not in text
     back = _parsed(lines)
-    assert back.quantize_layout and back.run.float8_all_gather
+    assert back.layout.quantize and back.run.float8_all_gather
 
 
 def test_an_estimate_answers_in_the_setups_layout(tmp_path):
@@ -364,3 +365,146 @@ def test_an_estimate_answers_in_the_setups_layout(tmp_path):
         options={"gpu": "h100"},
     )
     assert got.torchtitan.section == "quantize.linear.float8"
+
+
+# torchtitan's layout before 2025-03-18, as its 2024-12 benchmark's configs wrote it (the keys
+# of config_manager.py at 9dec370): degrees in [training], the rest in [experimental]
+EARLIER = """
+[model]
+name = "llama3"
+flavor = "405B"
+norm_type = "rmsnorm"
+[training]
+batch_size = 32
+seq_len = 8192
+data_parallel_replicate_degree = 1
+data_parallel_shard_degree = -1
+tensor_parallel_degree = 8
+compile = true
+[experimental]
+context_parallel_degree = 1
+pipeline_parallel_degree = 8
+pipeline_parallel_schedule = "Interleaved1F1B"
+enable_async_tensor_parallel = true
+[activation_checkpoint]
+mode = 'full'
+[float8]
+enable_float8_linear = true
+enable_fsdp_float8_all_gather = true
+precompute_float8_dynamic_scale_for_fsdp = true
+scaling_type_input = "dynamic"
+"""
+
+
+def test_the_earlier_layout_reads_as_the_run_it_describes():
+    got = parse_setup(EARLIER + "[f8roof]\ngpus = 512\n")
+    run = got.run
+    assert (run.tp, run.fsdp_degree, run.async_tp, got.compile) == (8, 8, True, True)
+    assert run.float8_all_gather and run.precompute_scales
+    # torchtitan then split the local batch into as many microbatches as pipeline ranks
+    assert run.pipeline is not None
+    assert (run.pipeline.degree, run.pipeline.microbatches) == (8, 8)
+    assert (run.pipeline.schedule, run.pipeline.stages_per_rank) == ("Interleaved1F1B", 2)
+    # and kept the output projection in bf16 itself (no filter_fqns key yet)
+    assert run.filter_fqns == ("output",)
+    assert got.layout == ConfigLayout(switch=True, filters=False)
+    topics = [n.topic for n in run.assumptions]
+    assert Topic.SETUP_EARLIER_LAYOUT in topics
+    assert not any(
+        n.topic is Topic.SETUP_DEFAULT and n["key"] == "float8.filter_fqns" for n in run.assumptions
+    )
+    said = " ".join(sentence(n) for n in run.assumptions)
+    assert "before 2025-03-18" in said and "microbatches counted" in said
+
+
+def test_the_later_layout_is_not_read_as_the_earlier_one():
+    got = parse_setup(MINIMAL + "[parallelism]\npipeline_parallel_degree = 2\n")
+    assert got.run.pipeline.microbatches == 2  # one sequence each (microbatch size 1)
+    assert got.run.filter_fqns == ()
+    assert Topic.SETUP_EARLIER_LAYOUT not in {n.topic for n in got.run.assumptions}
+
+
+@pytest.mark.parametrize(
+    "key, microbatches",
+    [
+        ("pipeline_parallel_microbatches = 4", 4),  # a count, in either layout until 2025-04-07
+        ("pipeline_parallel_microbatches = 32", 32),
+    ],
+)
+def test_pipeline_microbatches_counted(key, microbatches):
+    earlier = parse_setup(EARLIER.replace("enable_async", f"{key}\nenable_async"))
+    assert earlier.run.pipeline.microbatches == microbatches
+    later = parse_setup(
+        MINIMAL.replace("local_batch_size = 2", "local_batch_size = 32")
+        + f"[parallelism]\npipeline_parallel_degree = 4\n{key}\n"
+    )
+    assert later.run.pipeline.microbatches == microbatches
+
+
+def test_the_world_size_places_fsdp_over_the_rest():
+    later = MINIMAL + "[parallelism]\ntensor_parallel_degree = 2\n"
+    assert parse_setup(later + "[f8roof]\ngpus = 16\n").run.fsdp_degree == 8
+    assert parse_setup(later).run.fsdp_degree is None  # -1 and no world size: not known
+    given = later + "data_parallel_shard_degree = 4\n[f8roof]\ngpus = 8\n"
+    assert parse_setup(given).run.fsdp_degree == 4
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        (
+            EARLIER + "[parallelism]\ntensor_parallel_degree = 8\n",
+            r"has \[parallelism\] and torchtitan's earlier parallelism keys",
+        ),
+        (
+            EARLIER.replace("enable_async", "pipeline_parallel_microbatches = 5\nenable_async"),
+            "5 pipeline microbatches do not divide the local batch of 32 sequences",
+        ),
+        (
+            EARLIER.replace("batch_size = 32", "batch_size = 4"),
+            "8 pipeline microbatches \\(by default the degree\\) do not divide the local batch of 4 sequences",
+        ),
+        (
+            MINIMAL + "[parallelism]\npipeline_parallel_degree = 2\n"
+            "pipeline_parallel_microbatches = 2\npipeline_parallel_microbatch_size = 1\n",
+            "has 'pipeline_parallel_microbatches' and its successor",
+        ),
+        (EARLIER.replace('"rmsnorm"', '"layernorm"'), "'norm_type' = 'layernorm'"),
+        (EARLIER.replace('"rmsnorm"', '"fused_rmsnorm"'), "refuses norm_type 'fused_rmsnorm'"),
+        (
+            EARLIER.replace('"dynamic"', '"delayed"'),
+            "'scaling_type_input' = 'delayed' .* only dynamic scaling is modelled",
+        ),
+        (EARLIER + "[f8roof]\ngpus = 100\n", "gpus 100 in x.toml does not divide by .* 64"),
+        (
+            MINIMAL + "[parallelism]\ndata_parallel_shard_degree = 2\n[f8roof]\ngpus = 8\n",
+            "multiply to 2 GPUs, not \\[f8roof\\] gpus 8",
+        ),
+    ],
+)
+def test_earlier_layout_and_world_size_refusals(text, message):
+    with pytest.raises(F8RoofError, match=message) as info:
+        parse_setup(text, path="x.toml")
+    assert "\n" not in info.value.message and len(info.value.message) <= 130
+
+
+def test_fused_rmsnorm_reads_eagerly_as_the_rmsnorm_it_computes():
+    got = parse_setup(EARLIER.replace('"rmsnorm"', '"fused_rmsnorm"').replace("compile = true", ""))
+    assert not got.compile
+
+
+def test_converter_lines_of_the_earlier_layout_say_what_it_cannot_filter():
+    config = TorchtitanConfig(
+        "tensorwise", ("output", "attention.wk"), float8_all_gather=True, switch=True, filters=False
+    )
+    lines = torchtitan_lines(config)
+    assert lines[:2] == ["[float8]", "enable_float8_linear = true"]
+    assert not any(line.startswith(("filter_fqns", "[model]")) for line in lines)
+    comment = " ".join(line for line in lines if line.startswith("#"))
+    assert "keeping attention.wk too takes filter_fqns" in comment
+    assert all(len(line) <= WIDTH for line in lines)
+    assert "--float8.enable_float8_linear" in " ".join(lines)
+    alone = torchtitan_lines(
+        TorchtitanConfig("tensorwise", ("output",), switch=True, filters=False)
+    )
+    assert not any("filter_fqns" in line for line in alone)

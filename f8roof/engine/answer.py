@@ -47,8 +47,10 @@ from f8roof.training.memory import (
 from f8roof.training.run_config import RunConfig
 from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import (
+    FLOAT8_LAYOUT,
     NVFP4_CONVERTER,
     RECIPES,
+    ConfigLayout,
     filter_fqns_for,
     filtered,
     layer_type,
@@ -92,6 +94,8 @@ class TorchtitanConfig:
     section: str = "float8"
     # NVFP4LinearConverter's include list (`fqns`): the linears it converts
     fqns: tuple[str, ...] = ()
+    switch: bool = False  # float8 on by [float8] enable_float8_linear (ConfigLayout)
+    filters: bool = True  # torchtitan has filter_fqns (ConfigLayout)
 
 
 @dataclass(frozen=True)
@@ -166,7 +170,7 @@ class Question:
     tokens: int | None = None
     overhead: str = "fitted"  # fitted | codegen
     from_setup: bool = False  # asked by a setup file: answer with torchtitan's converter lines
-    quantize_layout: bool = False  # ... in [quantize.linear.*], as the setup wrote them
+    layout: ConfigLayout = FLOAT8_LAYOUT  # ... spelled as the setup spelled its converter
     policy: str = DEFAULT_POLICY.value  # which end of the band a conversion must win at
 
     def check(self, request: Request, setup: RunConfig) -> None:
@@ -220,11 +224,7 @@ def answer(
         if memory is not None and memory.headroom.cheaper_recompute:
             fitting = fitting_speedup(question, resolved, rec, memory.headroom)
             memory = replace(memory, fitting=fitting)
-        config = (
-            torchtitan_config(rec, quantize_layout=question.quantize_layout)
-            if question.from_setup
-            else None
-        )
+        config = torchtitan_config(rec, layout=question.layout) if question.from_setup else None
         gathered = with_float8_all_gather(question, rec, resolved)
         return ModelAnswer(
             resolved,
@@ -509,9 +509,12 @@ def _settle(frame: Columns, config: EstimateConfig) -> Settle | None:
     )
 
 
-def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> TorchtitanConfig:
+def torchtitan_config(
+    rec: Recommendation, *, layout: ConfigLayout = FLOAT8_LAYOUT
+) -> TorchtitanConfig:
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
-    filters); float8's in [quantize.linear.float8] with `quantize_layout`, else [float8]. MX
+    filters); float8's spelled as the setup's `layout` spells it (section, switch, whether its
+    torchtitan has filter_fqns). MX
     is always [quantize.linear.mx]: the layout whose recipe names f8roof's map to. NVFP4 is
     torchtitan's NVFP4LinearConverter (a Python config, no TOML section), its `fqns` the
     linears to convert."""
@@ -551,7 +554,9 @@ def torchtitan_config(rec: Recommendation, *, quantize_layout: bool = False) -> 
         float8_all_gather=run.float8_all_gather,
         wanted=recipe,
         converts=bool(converted),
-        section="quantize.linear.float8" if quantize_layout else "float8",
+        section="quantize.linear.float8" if layout.quantize else "float8",
+        switch=layout.switch,
+        filters=layout.filters,
     )
 
 
@@ -651,7 +656,7 @@ def setup_question(
         tokens=req.run.tokens,
         overhead=question.overhead,
         from_setup=True,
-        quantize_layout=req.quantize_layout,
+        layout=req.layout,
         policy=question.policy,
     )
     return new_question, training_setup(req, step_ms=step_ms), req.f8roof_recipe, gpu or req.run.gpu

@@ -339,8 +339,12 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
     fqns = list(config.filter_fqns)
     section = config.section
     converter = "float8" if section == "float8" else section
-    toml = ["[model]", f'converters = ["{converter}"]', "", f"[{section}]"]
-    cli = [f"--model.converters {converter}"]
+    if config.switch:  # torchtitan before [model] converters (2025-02-15)
+        toml = [f"[{section}]", "enable_float8_linear = true"]
+        cli = [f"--{section}.enable_float8_linear"]
+    else:
+        toml = ["[model]", f'converters = ["{converter}"]', "", f"[{section}]"]
+        cli = [f"--model.converters {converter}"]
     if config.recipe == "tensorwise" and config.float8_all_gather:
         # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
         toml += [
@@ -354,6 +358,8 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
     else:
         toml.append(f'recipe_name = "{config.recipe}"')
         cli.append(f"--{section}.recipe_name {config.recipe}")
+    if not config.filters:  # this torchtitan keeps the output projection alone in bf16
+        return [*toml, *_fixed_filter(fqns), "", "# or on the command line:", *_shell_lines(cli)]
     listed = ", ".join(f'"{f}"' for f in fqns)
     if len(listed) + len("filter_fqns = []") <= WIDTH:
         toml.append(f"filter_fqns = [{listed}]")
@@ -363,6 +369,21 @@ def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
     if fqns:
         cli.append(f"--{section}.filter_fqns {','.join(fqns)}")
     return [*toml, "", "# or on the command line:", *_shell_lines(cli)]
+
+
+def _fixed_filter(fqns: list[str]) -> list[str]:
+    """What a torchtitan without filter_fqns (before 2025-04-07) cannot keep in bf16: the
+    linears f8roof keeps beyond the output projection, as comment lines."""
+    rest = [f for f in fqns if f != "output"]
+    if not rest:
+        return []
+    words = textwrap.wrap(
+        f"this torchtitan keeps only output in bf16: keeping {', '.join(rest)} too takes "
+        "filter_fqns (torchtitan since 2025-04-07)",
+        WIDTH - 2,
+        break_on_hyphens=False,
+    )
+    return [f"# {w}" for w in words]
 
 
 def nvfp4_converter_lines(config: TorchtitanConfig) -> list[str]:

@@ -153,6 +153,11 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"setup: {v['key']} = {v['value']!r} in [{v['section']}] is a string: read as "
         f"{v['read']!r}, split at commas as torchtitan splits it"
     ),
+    Topic.SETUP_EARLIER_LAYOUT: lambda v: (
+        f"setup: read in the layout of {v['layout']}: parallel degrees in [training], the rest "
+        "in [experimental], pipeline microbatches counted (by default the pipeline degree), "
+        "the output projection kept in bf16 as torchtitan then kept it"
+    ),
     Topic.NOT_COMPILED: lambda v: (
         "setup: the setup does not compile (training.compile false): f8roof models torch.compile"
     ),

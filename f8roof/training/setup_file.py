@@ -15,6 +15,14 @@ the HEAD of pytorch/torchtitan#1207) and cf30b2902 (2025-07, torchtitan/config/j
 where training.batch_size became local_batch_size). A key torchtitan did not have there is an
 error naming it and its section (a typo must not silently become a default).
 
+The earlier layout (`_earlier_layout`, torchtitan before 785c34c99, 2025-03-18: its 2024-12
+benchmark's configs, config_manager.py at 9dec370) kept the parallel degrees in [training] and
+the rest of the parallelism in [experimental], counted pipeline microbatches
+(`pipeline_parallel_microbatches`, default the pipeline degree, until 5e2033c75 made it a size,
+2025-04-07), and always kept the output projection in bf16 (`module_filter_fn` was
+`fqn != "output"` until a6524d8a0, 2025-04-07); [model] norm_type (until 2025-04-23) names the
+norm, and [float8] scaling_type_* the scaling (dynamic, or the delayed scaling f8roof refuses).
+
 The f8roof short form uses the same sections and keys; [model] name may be an f8roof
 built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section holds `gpu`,
 `step_ms` (the measured bf16 step, as --step-ms), `network_gbps` and `emulate_precision_casts`
@@ -53,7 +61,7 @@ from f8roof.training.run_config import (
     RunConfig,
     check_step_ms,
 )
-from f8roof.training.torchtitan_names import RECIPES
+from f8roof.training.torchtitan_names import FLOAT8_LAYOUT, RECIPES, ConfigLayout
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -102,12 +110,40 @@ F8ROOF_MODELS = frozenset(TORCHTITAN_MODELS.values()) | {
     "mixtral-8x7b",
 }
 
+# [float8] keys of torchao's delayed-scaling era (torchtitan until early 2025)
+SCALING_KEYS = ("scaling_type_input", "scaling_type_weight", "scaling_type_grad_output")
+# torchtitan's norms then ([model] norm_type): the one its llama blocks (and f8roof's) use,
+# and its Triton kernel of the same RMSNorm (eager only: torchtitan refuses it with compile)
+NORMS = ("rmsnorm", "fused_rmsnorm")
+# the earlier layout's parallelism keys, by the section that held them (config_manager.py at
+# 9dec370, 2024-12-26), read as the later [parallelism]'s
+EARLIER_PARALLELISM = {
+    "training": (
+        "data_parallel_replicate_degree",
+        "data_parallel_shard_degree",
+        "tensor_parallel_degree",
+        "disable_loss_parallel",
+    ),
+    "experimental": (
+        "context_parallel_degree",
+        "context_parallel_rotate_method",
+        "enable_async_tensor_parallel",
+        "enable_compiled_autograd",
+        "pipeline_parallel_degree",
+        "pipeline_parallel_microbatches",
+        "pipeline_parallel_schedule",
+        "pipeline_parallel_schedule_csv",
+        "pipeline_parallel_split_points",
+    ),
+}
+EARLIER_LAYOUT = "torchtitan before 2025-03-18 (config_manager.py @9dec370)"
+
 # where the defaults of keys a setup leaves out come from
 JOB_CONFIG = "torchtitan JobConfig (config_manager.py 2025-05, config/job_config.py 2025-07)"
 # Keys of the sections f8roof reads, per torchtitan's JobConfig (see the module docstring):
 # the ones used, and the ones that exist there but change nothing f8roof models.
 USED_KEYS: dict[str, frozenset[str]] = {
-    "model": frozenset({"name", "flavor", "converters"}),
+    "model": frozenset({"name", "flavor", "converters", "norm_type"}),
     "training": frozenset(
         {"local_batch_size", "batch_size", "seq_len", "compile", "mixed_precision_reduce"}
     ),
@@ -121,6 +157,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "pipeline_parallel_degree",
             "pipeline_parallel_schedule",
             "pipeline_parallel_microbatch_size",
+            "pipeline_parallel_microbatches",  # a count, until 2025-04-07
             "pipeline_parallel_split_points",
             "pipeline_parallel_layers_per_stage",
             "context_parallel_degree",
@@ -139,12 +176,13 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "enable_float8_linear",  # the 2024 layout's switch (before [model] converters)
             "moe_fqns_prototype",
             "emulate",  # false, or refused
+            *SCALING_KEYS,  # dynamic, or refused (delayed)
         }
     ),
     "mx": frozenset({"recipe_name", "filter_fqns"}),
     "grouped_mm": frozenset({"fqns"}),  # [quantize.grouped_mm.float8|mx]: routed experts
     "compile": frozenset({"enable"}),  # torchtitan's later [compile] section
-    "f8roof": frozenset({"gpu", "step_ms", "network_gbps", "emulate_precision_casts"}),
+    "f8roof": frozenset({"gpu", "gpus", "step_ms", "network_gbps", "emulate_precision_casts"}),
 }
 IGNORED_KEYS: dict[str, frozenset[str]] = {
     "model": frozenset({"tokenizer_path", "hf_assets_path", "print_after_conversion"}),
@@ -213,7 +251,7 @@ class SetupFile:
     float8: bool = True  # the float8 converter is on (or the file asks about float8 at all)
     compile: bool = False
     source: str = ""  # the file, and which layout it was read as
-    quantize_layout: bool = False  # the converter's keys sat in [quantize.linear.*]
+    layout: ConfigLayout = FLOAT8_LAYOUT  # how the file spells the converter
 
     def __post_init__(self) -> None:
         if self.run.model not in F8ROOF_MODELS:
@@ -353,6 +391,31 @@ def _converter_tables(doc: Mapping[str, Any], path: str) -> dict[str, _Section]:
     return {name: _Section(name, values, path) for name, values in tables.items()}
 
 
+def _earlier_layout(doc: Mapping[str, Any], path: str) -> tuple[dict[str, Any], bool]:
+    """A job config in torchtitan's layout before 2025-03-18 (`EARLIER_PARALLELISM`: the
+    degrees in [training], the rest in [experimental]) as the later one, its parallelism keys
+    moved to [parallelism]; and whether the file was in it."""
+    out = dict(doc)
+    moved: dict[str, Any] = {}
+    for section, keys in EARLIER_PARALLELISM.items():
+        table = doc.get(section)
+        if not isinstance(table, Mapping):
+            continue
+        found = {k: table[k] for k in keys if k in table}
+        if found:
+            moved |= found
+            out[section] = {k: v for k, v in table.items() if k not in found}
+    if not moved:
+        return out, False
+    if doc.get("parallelism"):
+        raise _fail(
+            f"{path} has [parallelism] and torchtitan's earlier parallelism keys "
+            f"('{min(moved)}', ...): give one layout"
+        )
+    out["parallelism"] = moved
+    return out, True
+
+
 def _model_name(model: _Section) -> tuple[str, bool]:
     """f8roof built-in name, and whether the file named it torchtitan's way."""
     name = model.require("name")
@@ -430,6 +493,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     doc = with_overrides(doc, overrides, where=path)
     tables = _converter_tables(doc, path)
     doc = {k: v for k, v in doc.items() if k != "quantize"}
+    doc, earlier = _earlier_layout(doc, path)
     _check_keys(doc, path)
     sec = {name: _Section(name, doc.get(name, {}), path) for name in USED_KEYS}
     assumptions: list[Note] = []
@@ -454,6 +518,16 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     compile_ = training.boolean("compile", False) or sec["compile"].boolean("enable", False)
     if not compile_:
         assumptions.append(note(Topic.NOT_COMPILED))
+    if earlier:
+        assumptions.append(note(Topic.SETUP_EARLIER_LAYOUT, layout=EARLIER_LAYOUT))
+    norm = sec["model"].string("norm_type", "rmsnorm")
+    if norm not in NORMS:
+        raise _fail(
+            f"'norm_type' = {norm!r} in [model] of {path}: f8roof's llama blocks are RMSNorm "
+            f"({', '.join(NORMS)})"
+        )
+    if norm == "fused_rmsnorm" and compile_:  # torchtitan's parallelize_llama refused it
+        raise _fail(f"torchtitan refuses norm_type 'fused_rmsnorm' with compile ({path})")
 
     par = sec["parallelism"]
     tp = par.integer("tensor_parallel_degree", 1)
@@ -466,7 +540,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         )
     fsdp = None if shard == -1 else shard
     async_tp = par.boolean("enable_async_tensor_parallel", False)
-    pipeline = _pipeline(par, sequences=batch, path=path)
+    pipeline = _pipeline(par, sequences=batch, path=path, earlier=earlier)
     cp = par.integer("context_parallel_degree", 1)
     cp_rotate = par.string("context_parallel_rotate_method", "allgather")
     for key, what in (("expert_tensor_parallel_degree", "expert tensor parallelism"),):
@@ -481,6 +555,12 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             f"'tensor_parallel_degree' {tp} (sequence parallelism splits each sequence)"
         )
     replicate = par.integer("data_parallel_replicate_degree", 1)
+    fsdp = _shard_degree(
+        sec["f8roof"].integer("gpus", None),
+        fsdp,
+        others=replicate * cp * tp * (pipeline.degree if pipeline else 1),
+        path=path,
+    )
     reshard = par.string("fsdp_reshard_after_forward", "default")
     reduce_dtype = sec["training"].string("mixed_precision_reduce", "float32")
     for key, value, known in (
@@ -534,7 +614,15 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             f"'emulate' = true in [{f8.name}] of {path}: torchtitan emulates float8 in bf16 (a "
             "test mode), which f8roof does not model"
         )
+    for key in SCALING_KEYS:
+        scaling = f8.string(key, "dynamic")
+        if scaling != "dynamic":
+            raise _fail(
+                f"'{key}' = {scaling!r} in [{f8.name}] of {path}: only dynamic scaling is "
+                "modelled, not delayed"
+            )
     float8 = converter.on
+    converter_named = bool(sec["model"].names("converters"))
     if not float8:
         assumptions.append(note(Topic.CONVERTER_OFF))
     recipe_name = f8.string("recipe_name")
@@ -567,8 +655,10 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         )
     recipe = recipe_name or default_recipe
     default_filters = MX_DEFAULT_FILTERS if converter.mx else ()
+    if earlier:  # torchtitan's module_filter_fn then: every linear but the output projection
+        default_filters = ("output",)
     filter_fqns = f8.names("filter_fqns") if f8.has("filter_fqns") else default_filters
-    if not f8.has("filter_fqns"):
+    if not f8.has("filter_fqns") and not earlier:
         assumptions.append(
             note(
                 Topic.SETUP_DEFAULT,
@@ -641,16 +731,58 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         float8=float8,
         compile=compile_,
         source=f"{path} ({'torchtitan job config' if torchtitan_names else 'f8roof setup'})",
-        quantize_layout=f8.name.startswith("quantize."),
+        layout=ConfigLayout(
+            quantize=f8.name.startswith("quantize."),
+            switch=f8.has("enable_float8_linear") and not converter_named,
+            filters=not earlier,
+        ),
     )
 
 
-def _pipeline(par: _Section, *, sequences: int, path: str) -> Pipeline | None:
-    """torchtitan's pipeline from [parallelism]: its degree, schedule, microbatch size and the
-    stages per rank its split points make (None at degree 1)."""
+def _shard_degree(world: int | None, shard: int | None, *, others: int, path: str) -> int | None:
+    """The FSDP degree: as given, or with `data_parallel_shard_degree` -1 (None), what
+    torchtitan's ParallelDims leaves of the world size ([f8roof] gpus, torchrun's) once the
+    `others` (replicate x CP x TP x PP) are placed; the two must multiply to the world."""
+    if world is None:
+        return shard
+    if shard is None:
+        if world % others:
+            raise _fail(
+                f"[f8roof] gpus {world} in {path} does not divide by the other degrees' product "
+                f"{others} (replicate x CP x TP x PP)"
+            )
+        return world // others
+    if world != shard * others:
+        raise _fail(
+            f"the degrees in {path} multiply to {shard * others} GPUs, not [f8roof] gpus {world}"
+        )
+    return shard
+
+
+def _pipeline(par: _Section, *, sequences: int, path: str, earlier: bool) -> Pipeline | None:
+    """torchtitan's pipeline from [parallelism]: its degree, schedule, microbatch size (or,
+    until 2025-04-07, count: by default the degree in the `earlier` layout) and the stages per
+    rank its split points make (None at degree 1)."""
     degree = par.integer("pipeline_parallel_degree", 1)
     if degree == 1:
         return None
+    count = par.integer("pipeline_parallel_microbatches", None)
+    if count is not None and par.has("pipeline_parallel_microbatch_size"):
+        raise _fail(
+            f"{path} has 'pipeline_parallel_microbatches' and its successor "
+            "'pipeline_parallel_microbatch_size': give one"
+        )
+    default = count is None and earlier
+    if default:
+        count = degree
+    size = par.integer("pipeline_parallel_microbatch_size", 1)
+    if count is not None:
+        if sequences % count:
+            raise _fail(
+                f"{count} pipeline microbatches{' (by default the degree)' if default else ''} "
+                f"do not divide the local batch of {sequences} sequences ({path})"
+            )
+        size = sequences // count
     points = par.names("pipeline_parallel_split_points")
     stages = None
     if points:
@@ -664,7 +796,7 @@ def _pipeline(par: _Section, *, sequences: int, path: str) -> Pipeline | None:
         return Pipeline.torchtitan(
             degree=degree,
             sequences=sequences,
-            microbatch_size=par.integer("pipeline_parallel_microbatch_size", 1),
+            microbatch_size=size,
             schedule=par.string("pipeline_parallel_schedule", "1F1B"),
             stages_per_rank=stages,
             layers_per_stage=par.integer("pipeline_parallel_layers_per_stage", None),

@@ -15,10 +15,28 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from f8roof.errors import F8RoofError
 
 RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+
+
+@dataclass(frozen=True)
+class ConfigLayout:
+    """How a setup's torchtitan spells the float8 converter, so that the lines f8roof prints
+    fit the file they go into."""
+
+    quantize: bool = False  # [quantize.linear.float8] (late 2025), else [float8]
+    # [float8] enable_float8_linear turns float8 on (torchtitan until 2025-02-15), not
+    # [model] converters
+    switch: bool = False
+    # torchtitan has filter_fqns (since 2025-04-07); before, its module filter kept the output
+    # projection, and only it, in bf16
+    filters: bool = True
+
+
+FLOAT8_LAYOUT = ConfigLayout()  # [model] converters and [float8] with filter_fqns (2025-04 on)
 
 
 def _fail(message: str) -> F8RoofError:
