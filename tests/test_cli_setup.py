@@ -230,3 +230,30 @@ def test_a_sharded_model_times_its_block_gemms_with_any_gemm_model(gemms):
     result = invoke_cli(*args, *gemms)
     assert result.exit_code == 0, result.output
     assert "step" in result.output
+
+
+def test_async_tp_as_an_option_answers_as_the_setup_key(tmp_path):
+    short = tmp_path / "s.toml"
+    short.write_text(
+        "[model]\nname = 'llama3-8b'\n[training]\nlocal_batch_size = 2\nseq_len = 8192\n"
+        "compile = true\n[parallelism]\ntensor_parallel_degree = 4\n"
+        "data_parallel_shard_degree = 2\nenable_async_tensor_parallel = true\n"
+        "[activation_checkpoint]\nmode = 'full'\n[float8]\nfilter_fqns = ['output']\n"
+    )
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    options = ("estimate", "--model", "llama3-8b", "--tokens", "16384", "--tp", "4", "--fsdp",
+               "2", "--recompute", "full", "--step-ms", "900")  # fmt: skip
+    by_file = run("estimate", "--setup", str(short), "--step-ms", "900", "--out", str(a))
+    by_options = run(*options, "--async-tp", "--out", str(b))
+    vanilla = run(*options, "--out", str(c))
+    for result in (by_file, by_options, vanilla):
+        assert result.exit_code == 0, result.output
+    sa, sb, sc = (json.loads(p.read_text())["summary"] for p in (a, b, c))
+    for key in ("bf16_s", "fp8_s", "speedup", "comm_bf16_s", "comm_fp8_s"):
+        assert sa[key] == pytest.approx(sb[key]), key
+    # async TP hides part of the TP collectives vanilla TP leaves bare
+    assert sb["comm_bf16_s"] < sc["comm_bf16_s"]
+    refused = run("estimate", "--model", "llama3-8b", "--tokens", "8192", "--async-tp")
+    assert refused.exit_code == 2 and "give --tp 2 or more" in refused.output
+    beside = run("estimate", "--setup", str(short), "--async-tp")
+    assert beside.exit_code == 2 and "drop --async-tp" in beside.output

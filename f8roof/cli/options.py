@@ -147,8 +147,8 @@ SEED = stack(
 
 
 def training_setup(command):
-    """--tp, --ep, --fsdp, --recompute and --step-ms (how the model trains, f8roof.training.parallel),
-    handed to the command as one `setup` argument (a RunConfig)."""
+    """--tp, --ep, --fsdp, --recompute, --step-ms and the rest of how the model trains
+    (f8roof.training.parallel), handed to the command as one `setup` argument (a RunConfig)."""
     import functools
 
     @functools.wraps(command)
@@ -166,11 +166,16 @@ def training_setup(command):
         pp_schedule,
         microbatches,
         cp,
+        async_tp,
         **kwargs,
     ):
         from dataclasses import replace
 
+        from f8roof.errors import F8RoofError
         from f8roof.training.run_config import RunConfig
+
+        if async_tp and tp < 2 and kwargs.get("setup_file") is None:
+            raise F8RoofError("--async-tp pipelines TP's collectives: give --tp 2 or more")
 
         setup = RunConfig.from_options(
             tp=tp,
@@ -184,6 +189,7 @@ def training_setup(command):
         if filter_fqns is not None:
             fqns = tuple(f.strip() for f in filter_fqns.split(",") if f.strip())
             setup = replace(setup, filter_fqns=fqns)
+        setup = replace(setup, async_tp=async_tp)
         tokens = kwargs.get("tokens")
         pipeline = _pipeline(pp, pp_schedule, microbatches, tokens=tokens, tp=tp * cp)
         if pipeline is not None:
@@ -202,6 +208,12 @@ def training_setup(command):
             "N / tp, row-parallel ones (o, down) K / tp",
         ),
         *PARALLEL,
+        click.option(
+            "--async-tp",
+            is_flag=True,
+            help="with --tp: torch's micro-pipelined TP, each collective beside the gemm it "
+            "feeds or drains (torchtitan's enable_async_tensor_parallel; needs compile)",
+        ),
         click.option(
             "--float8-all-gather",
             is_flag=True,

@@ -624,6 +624,10 @@ def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: b
             f"{term('setup')} sets the parallelism and checkpointing: drop {term('tp')}, "
             f"{term('ep')}, {term('fsdp')}, {term('recompute')}"
         )
+    if setup.async_tp:
+        raise F8RoofError(
+            f"{term('setup')} sets async TP (enable_async_tensor_parallel): drop {term('async_tp')}"
+        )
     if recipe_given:
         raise F8RoofError(
             f"{term('setup')} sets the recipe ([float8] recipe_name): drop {term('recipe')}"

@@ -622,7 +622,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
                 "modelled, not delayed"
             )
     float8 = converter.on
-    converter_named = bool(sec["model"].names("converters"))
+    converter_named = bool(sec["model"].values.get("converters"))
     if not float8:
         assumptions.append(note(Topic.CONVERTER_OFF))
     recipe_name = f8.string("recipe_name")
