@@ -55,6 +55,8 @@ class Run:
     compiled: bool = False  # torch.compile, where the source says so (async TP needs it)
     # torchtitan's rowwise emulate_precision_casts, set since 2025-04-16 (`BEFORE_CASTS`)
     emulate_precision_casts: bool = True
+    # torchtitan compiles the loss with the model since 2025-04-02 (`BEFORE_COMPILED_LOSS`)
+    loss_compiled: bool = True
 
     @property
     def gpus(self) -> int:
@@ -77,12 +79,18 @@ class Run:
         # beside one)
         recipe = "" if self.recipe == "tensorwise" else f'recipe_name = "{self.recipe}"\n'
         selective = '\nselective_ac_option = "op"' if self.ac == "selective" else ""
+        # the model compiled, the loss eager: torchtitan's [compile] section says it so
+        compiled = (
+            f"compile = {str(self.compiled).lower()}"
+            if self.loss_compiled or not self.compiled
+            else '[compile]\nenable = true\ncomponents = ["model"]'
+        )
         return f"""[model]
 name = "{self.model}"
 [training]
 local_batch_size = {self.local_batch}
 seq_len = {SEQ_LEN}
-compile = {str(self.compiled).lower()}
+{compiled}
 [parallelism]
 data_parallel_shard_degree = {self.fsdp}
 tensor_parallel_degree = {self.tp}
@@ -143,6 +151,7 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
                 "float8 all-gather" in row.setup,
                 "torch.compile" in row.setup or async_tp,
                 not any(key in row.source for key in BEFORE_CASTS),
+                not any(key in row.source for key in BEFORE_COMPILED_LOSS),
             )
         )
     return out
@@ -169,6 +178,9 @@ META_SOURCES = ("#1207", "#149990", "training.md")
 # torchtitan#1207 ran torchtitan@441a63ca4 (2025-05-20) and the async TP benchmark torch of
 # 2025-06-14: both after.
 BEFORE_CASTS = ("#149990", "training.md")
+# ... and before torchtitan compiled its loss with the model (bbb1b616e, 2025-04-02): the same
+# two runs, written as torchtitan's [compile] section that leaves the loss out
+BEFORE_COMPILED_LOSS = ("#149990", "training.md")
 
 
 def _part(source: str, gpu: str) -> str:

@@ -59,8 +59,9 @@ def test_the_terms_add_up_to_each_peak():
 
 
 def test_a_tiny_model_by_hand():
-    """One GPU, no recompute, bf16: the peak is at the loss."""
-    found = tiny().bf16
+    """One GPU, no recompute, bf16, the loss eager (torchtitan before 2025-04-02): the peak is
+    at the loss."""
+    found = tiny(replace(ONE_GPU, loss_compiled=False)).bf16
     block = 16 * 16 + 16 * 8 + 16 * 8 + 16 * 16 + 16 * 32 + 16 * 32 + 32 * 16  # 2304
     params = block + 2 * 16 + 16 * 64 + 16 + 64 * 16  # two norms; lm_head, final norm, embedding
     assert found.bytes_of(Term.PARAMETERS) == params * 4
@@ -77,6 +78,21 @@ def test_a_tiny_model_by_hand():
     assert found.bytes_of(Term.LOGITS_LOSS) == T * 64 * 12 + T * 16 * 2 + T * 16 * 2
     assert found.bytes_of(Term.BLOCK_BACKWARD) == 0
     assert found.phase is Phase.LOSS
+
+
+def test_a_compiled_loss_holds_the_bf16_logits_and_their_gradient():
+    """torchtitan compiles its loss with the model: the fused kernels keep no fp32 logits."""
+    tokens = 4096  # enough for the loss to hold the peak either way
+    eager = tiny(replace(ONE_GPU, loss_compiled=False), tokens=tokens).bf16
+    found = tiny(ONE_GPU, tokens=tokens).bf16
+    assert found.phase is eager.phase is Phase.LOSS
+    head_input = tokens * 16 * 2 + tokens * 16 * 2
+    assert found.bytes_of(Term.LOGITS_LOSS) == tokens * 64 * 4 + head_input
+    assert eager.peak_bytes - found.peak_bytes == tokens * 64 * (12 - 4)
+    # under TP the loss-parallel decomposition keeps eager's count either way
+    run = RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.FULL)
+    both = [tiny(replace(run, loss_compiled=c), tokens=4096).bf16 for c in (False, True)]
+    assert both[0].peak_bytes == both[1].peak_bytes
 
 
 def test_loss_parallel_holds_four_fp32_tensors_per_local_logit():

@@ -508,3 +508,14 @@ def test_converter_lines_of_the_earlier_layout_say_what_it_cannot_filter():
         TorchtitanConfig("tensorwise", ("output",), switch=True, filters=False)
     )
     assert not any("filter_fqns" in line for line in alone)
+
+
+def test_the_loss_compiles_with_the_model_as_torchtitan_compiled_it():
+    compiled = MINIMAL.replace("seq_len = 4096", "seq_len = 4096\ncompile = true")
+    assert parse_setup(compiled).run.loss_compiled
+    assert not parse_setup(MINIMAL).run.loss_compiled  # compile off: eager
+    later = MINIMAL + '[compile]\nenable = true\ncomponents = ["model"]\n'  # 2025-08-20 on
+    assert not parse_setup(later).run.loss_compiled
+    assert parse_setup(MINIMAL + "[compile]\nenable = true\n").run.loss_compiled
+    # torchtitan compiled the model alone before 2025-04-02: its earlier layout's files
+    assert parse_setup(EARLIER).compile and not parse_setup(EARLIER).run.loss_compiled

@@ -426,7 +426,10 @@ def _outside(
         scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
     precompute = bool(run.precompute_scales and run.float8_all_gather and convert.any())
     # under a pipeline the step holds the rank's share of them (`training.step.pipelined`)
-    notes.append(note(Topic.OUTSIDE_BLOCKS, params_per_gpu=params / run.pp, precompute=precompute))
+    loss = "compiled loss" if run.loss_compiled and run.tp == 1 else "eager fp32 loss"
+    notes.append(
+        note(Topic.OUTSIDE_BLOCKS, params_per_gpu=params / run.pp, precompute=precompute, loss=loss)
+    )
     return outside_blocks(
         tokens=rec.tokens,
         dim=dim,
@@ -438,6 +441,7 @@ def _outside(
         launch_s=launch,
         grad_norm_all_reduce_s=norm_s,
         scales_all_reduce_s=scales_s if precompute else None,
+        loss_compiled=run.loss_compiled,
     )
 
 

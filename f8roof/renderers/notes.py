@@ -283,7 +283,8 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "band spans it all on the linears or all on what float8 leaves alone"
     ),
     Topic.OUTSIDE_BLOCKS: lambda v: (
-        f"outside the blocks: embedding, final norm and eager fp32 loss at their bytes; fused "
+        f"outside the blocks: embedding, final norm and {v['loss']} at "
+        "their bytes; fused "
         f"AdamW and gradient clipping over {v['params_per_gpu'] / 1e9:.3g}B parameters per GPU"
         + (", float8 scales precomputed once per step" if v["precompute"] else "")
     ),

@@ -44,10 +44,13 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   the mode kept), the largest linear's grad_output and grad_input at once (with float8, its
   grad_output casts and the input's recast for grad_weight), and the block's unsharded weight
   gradients (bf16, and the fp32 copy FSDP2 reduce-scatters).
-- logits and loss: torchtitan's loss upcasts the logits (`pred.flatten(0, 1).float()`, not
-  compiled, components/loss.py) and `del pred` frees the bf16 logits before `loss.backward()`.
-  Without TP, CUDA's fused kernels leave log_softmax's output, nll's gradient and
-  log_softmax's gradient alive at the backward's start: 12 bytes per logit. Under TP
+- logits and loss: torchtitan's loss upcasts the logits (`pred.flatten(0, 1).float()`,
+  components/loss.py). Eager (torchtitan before 2025-04-02, or compile off), `del pred` frees
+  the bf16 logits before `loss.backward()` and, without TP, CUDA's fused kernels leave
+  log_softmax's output, nll's gradient and log_softmax's gradient alive at the backward's
+  start: 12 bytes per logit. Compiled with the model (`RunConfig.loss_compiled`), the graph
+  saves its bf16 input and a per-row statistic, and its fused backward writes the bf16
+  gradient: 4 bytes per logit. Under TP
   torchtitan enables loss parallel (logits sharded over the vocabulary), whose ops are
   decompositions (torch/distributed/tensor/parallel/loss.py): the fused nll + log_softmax
   backward holds the saved log-probabilities, `zeros_like` of them (nll's gradient), their
@@ -94,6 +97,10 @@ RUNTIME_BYTES = GIB
 # nll's gradient, their exp and the sum of the two
 LOSS_BYTES_PER_LOGIT = 3 * FP32
 LOSS_PARALLEL_BYTES_PER_LOGIT = 4 * FP32
+# compiled (torchtitan since 2025-04-02, `RunConfig.loss_compiled`), without TP: the bf16
+# logits the compiled graph saves (its input) and the bf16 gradient its fused backward writes;
+# the fp32 upcast and log-probabilities stay inside the fused kernels (one fp32 per row saved)
+COMPILED_LOSS_BYTES_PER_LOGIT = 2 * BF16
 GROUPED_MM = "aten._grouped_mm.default"
 KV_PROJECTIONS = (
     "k_proj",
@@ -401,11 +408,20 @@ def _states(m: _Model) -> tuple[float, float, float]:
     return local * FP32, local * FP32, local * 2 * FP32
 
 
+def _loss_bytes_per_logit(m: _Model, run: RunConfig) -> int:
+    """The loss's bytes per local logit at the loss backward's start (module docstring). Under
+    TP the loss is DTensor's loss-parallel decomposition; what compiling it keeps of its fp32
+    tensors is not read here, so eager's count stands there."""
+    if m.tp > 1:
+        return LOSS_PARALLEL_BYTES_PER_LOGIT
+    return COMPILED_LOSS_BYTES_PER_LOGIT if run.loss_compiled else LOSS_BYTES_PER_LOGIT
+
+
 def _peak(m: _Model, run: RunConfig, fp8: bool) -> MemoryPeak:
     params, grads, optimizer = _states(m)
     saved_all, saved_one = _saved(m, run, fp8)
     backward = _block_backward(m, run, fp8)
-    per_logit = LOSS_PARALLEL_BYTES_PER_LOGIT if m.tp > 1 else LOSS_BYTES_PER_LOGIT
+    per_logit = _loss_bytes_per_logit(m, run)
     logits = m.tokens * m.vocab / m.tp * per_logit
     head_input = m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16
     root_grads = m.root_weights * BF16 if m.sharded else 0.0  # unsharded until the root's RS

@@ -244,6 +244,10 @@ class RunConfig:
     # components/quantization/float8.py): every bf16 intermediate of a fused kernel is rounded
     # as eager rounds it. False: a torchtitan from before, which left Inductor's default.
     emulate_precision_casts: bool = True
+    # torchtitan compiles its cross-entropy with the model (training.compile since bbb1b616e,
+    # 2025-04-02; [compile] components, "loss" by default, since 2025-08-20). False: the loss
+    # runs eager, as in torchtitan before it or with compile off.
+    loss_compiled: bool = True
     # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
     # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
     filter_fqns: tuple[str, ...] | None = None

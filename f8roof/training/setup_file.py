@@ -181,7 +181,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
     ),
     "mx": frozenset({"recipe_name", "filter_fqns"}),
     "grouped_mm": frozenset({"fqns"}),  # [quantize.grouped_mm.float8|mx]: routed experts
-    "compile": frozenset({"enable"}),  # torchtitan's later [compile] section
+    "compile": frozenset({"enable", "components"}),  # torchtitan's later [compile] section
     "f8roof": frozenset({"gpu", "gpus", "step_ms", "network_gbps", "emulate_precision_casts"}),
 }
 IGNORED_KEYS: dict[str, frozenset[str]] = {
@@ -219,7 +219,7 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
     "float8": frozenset({"force_recompute_fp8_weight_in_bwd"}),
     "mx": frozenset({"mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel"}),
     "grouped_mm": frozenset({"recipe_name", "pad_multiple"}),
-    "compile": frozenset({"components", "backend"}),
+    "compile": frozenset({"backend"}),
     "f8roof": frozenset(),
 }
 # torchtitan sections f8roof does not read at all
@@ -718,6 +718,11 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             dp_replicate=replicate,
             network_gbps=network,
             emulate_precision_casts=emulate,
+            # torchtitan compiled the loss with the model from 2025-04-02, after the earlier
+            # layout; [compile] components (2025-08-20 on) can leave it out
+            loss_compiled=compile_
+            and not earlier
+            and "loss" in (sec["compile"].names("components") or ("model", "loss")),
             pipeline=pipeline,
             cp=cp,
             cp_rotate=cp_rotate,

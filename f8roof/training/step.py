@@ -106,6 +106,7 @@ class Basis(str, Enum):
 EMBEDDING_BYTES_PER_ELEMENT = 10  # gather 2+2, grad read 2, scatter-add read+write 4
 NORM_BYTES_PER_ELEMENT = 12  # forward read 2 + write 2; backward x, grad read 4, write 2, +2
 LOSS_BYTES_PER_LOGIT = 40  # eager fp32 cross entropy over the logits, forward and backward
+COMPILED_LOSS_BYTES_PER_LOGIT = 8  # the same compiled: two reads forward, read + write back
 ADAMW_BYTES_PER_PARAM = 28  # fused AdamW: param, grad, exp_avg, exp_avg_sq read, 3 written
 CLIP_BYTES_PER_PARAM = 12  # the norm reads each fp32 grad, the clip reads and writes it
 AMAX_BYTES_PER_PARAM = 4  # precomputed float8 scales: one fp32 read of each float8 weight
@@ -136,6 +137,7 @@ def outside_blocks(
     launch_s: float,
     grad_norm_all_reduce_s: float,
     scales_all_reduce_s: float | None,
+    loss_compiled: bool = False,
 ) -> OutsideBlocks:
     """The step's parts outside the blocks, from their bytes at a streaming kernel's rate
     (`stream_s_per_byte`, plus `launch_s` per pass), for `tokens` per data-parallel rank:
@@ -146,7 +148,10 @@ def outside_blocks(
       `cross_entropy(pred.float(), labels)` runs eager, outside the compiled blocks: the fp32
       upcast (read 2, write 4), log_softmax (read 8 over its passes, write 4), nll, and their
       backward (fill 4, log_softmax backward read 8 write 4, downcast read 4 write 2): 40
-      bytes per logit;
+      bytes per logit; compiled without TP (`loss_compiled`, torchtitan since 2025-04-02),
+      the forward's reduction reads the bf16 logits twice (max, then the sum of
+      exponentials) and the fused backward reads them and writes their gradient: 8 bytes
+      (under TP, DTensor's loss-parallel decomposition keeps eager's count);
     - the optimizer: torchtitan's default AdamW (`implementation = "fused"`) over this GPU's
       fp32 parameter shard, 28 bytes per parameter; gradient clipping (`max_norm`): the norm
       reads each fp32 gradient, one all-reduce of the total norm across the mesh, then every
@@ -157,7 +162,8 @@ def outside_blocks(
     shard = tokens / max(tp, 1)
     embedding = tokens * dim * EMBEDDING_BYTES_PER_ELEMENT + vocab / max(tp, 1) * dim * 2
     norm = shard * dim * NORM_BYTES_PER_ELEMENT
-    loss = tokens * vocab / max(tp, 1) * LOSS_BYTES_PER_LOGIT
+    per_logit = COMPILED_LOSS_BYTES_PER_LOGIT if loss_compiled and tp == 1 else LOSS_BYTES_PER_LOGIT
+    loss = tokens * vocab / max(tp, 1) * per_logit
     embedding_loss = (embedding + norm + loss) * stream_s_per_byte + 10 * launch_s
     optimizer = (
         params_per_gpu * (ADAMW_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * stream_s_per_byte
