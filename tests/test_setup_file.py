@@ -519,3 +519,29 @@ def test_the_loss_compiles_with_the_model_as_torchtitan_compiled_it():
     assert parse_setup(MINIMAL + "[compile]\nenable = true\n").run.loss_compiled
     # torchtitan compiled the model alone before 2025-04-02: its earlier layout's files
     assert parse_setup(EARLIER).compile and not parse_setup(EARLIER).run.loss_compiled
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        ("enable_cpu_offload = true", "FSDP's CPU offload is not modelled"),
+        ("mixed_precision_param = 'float32'", "only 'bfloat16' is modelled"),
+        ("dtype = 'bfloat16'", "'dtype' = 'bfloat16' .* only 'float32' is modelled"),
+        ("global_batch_size = 64", "not local batch 2 x 8 data-parallel ranks: gradient accum"),
+    ],
+)
+def test_training_keys_beyond_the_model_are_refused(keys, message):
+    text = MINIMAL.replace("seq_len = 4096", f"seq_len = 4096\n{keys}")
+    text += "[parallelism]\ndata_parallel_shard_degree = 8\n"
+    with pytest.raises(F8RoofError, match=message):
+        parse_setup(text, path="x.toml")
+
+
+def test_training_keys_at_their_defaults_read():
+    keys = "enable_cpu_offload = false\nmixed_precision_param = 'bfloat16'\ndtype = 'float32'\n"
+    keys += "global_batch_size = 16"
+    text = MINIMAL.replace("seq_len = 4096", f"seq_len = 4096\n{keys}")
+    got = parse_setup(text + "[parallelism]\ndata_parallel_shard_degree = 8\n")
+    assert got.run.fsdp_degree == 8
+    # with the data-parallel ranks unknown (-1) the global batch cannot be checked
+    assert parse_setup(text.replace("global_batch_size = 16", "global_batch_size = 64"))

@@ -32,8 +32,9 @@ built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section hol
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
 the batch size) are required. Every key read is honoured or refused in one line: expert-tensor
-parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation and converters
-other than float8 and MX are refused; a key that changes nothing f8roof models is accepted and
+parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation, converters
+other than float8 and MX, FSDP's CPU offload, parameters other than bf16 under fp32 master
+weights and gradient accumulation are refused; a key that changes nothing f8roof models is accepted and
 ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
@@ -145,7 +146,18 @@ JOB_CONFIG = "torchtitan JobConfig (config_manager.py 2025-05, config/job_config
 USED_KEYS: dict[str, frozenset[str]] = {
     "model": frozenset({"name", "flavor", "converters", "norm_type"}),
     "training": frozenset(
-        {"local_batch_size", "batch_size", "seq_len", "compile", "mixed_precision_reduce"}
+        {
+            "local_batch_size",
+            "batch_size",
+            "seq_len",
+            "compile",
+            "mixed_precision_reduce",
+            # their defaults, or refused (`_check_training`)
+            "global_batch_size",
+            "enable_cpu_offload",
+            "dtype",
+            "mixed_precision_param",
+        }
     ),
     "parallelism": frozenset(
         {
@@ -190,12 +202,8 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
         {
             "dataset",
             "dataset_path",
-            "global_batch_size",
             "max_norm",
             "steps",
-            "enable_cpu_offload",
-            "dtype",
-            "mixed_precision_param",
             "gc_freq",
             "gc_debug",
             "seed",
@@ -561,6 +569,9 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         others=replicate * cp * tp * (pipeline.degree if pipeline else 1),
         path=path,
     )
+    _check_training(
+        sec["training"], path=path, local_batch=batch, dp=None if fsdp is None else fsdp * replicate
+    )
     reshard = par.string("fsdp_reshard_after_forward", "default")
     reduce_dtype = sec["training"].string("mixed_precision_reduce", "float32")
     for key, value, known in (
@@ -742,6 +753,28 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             filters=not earlier,
         ),
     )
+
+
+def _check_training(training: _Section, *, path: str, local_batch: int, dp: int | None) -> None:
+    """The [training] keys that would change what runs beyond what f8roof models, refused
+    unless at torchtitan's defaults: FSDP's CPU offload, fp32 parameters under FSDP, pure bf16
+    training (no fp32 master weights), and a global batch that makes torchtitan accumulate
+    gradients over several forward/backward passes per step (`dp`: data-parallel ranks, None
+    when -1 leaves them unknown)."""
+    if training.boolean("enable_cpu_offload", False):
+        raise _fail(f"'enable_cpu_offload' in {path}: FSDP's CPU offload is not modelled")
+    for key, default in (("mixed_precision_param", "bfloat16"), ("dtype", "float32")):
+        value = training.string(key, default)
+        if value != default:
+            raise _fail(
+                f"'{key}' = {value!r} in [training] of {path}: only {default!r} is modelled"
+            )
+    total = training.integer("global_batch_size", -1, minimum=-1)
+    if total != -1 and dp is not None and total != local_batch * dp:
+        raise _fail(
+            f"'global_batch_size' {total} in {path} is not local batch {local_batch} x {dp} "
+            "data-parallel ranks: gradient accumulation is not modelled"
+        )
 
 
 def _shard_degree(world: int | None, shard: int | None, *, others: int, path: str) -> int | None:
