@@ -545,3 +545,25 @@ def test_training_keys_at_their_defaults_read():
     assert got.run.fsdp_degree == 8
     # with the data-parallel ranks unknown (-1) the global batch cannot be checked
     assert parse_setup(text.replace("global_batch_size = 16", "global_batch_size = 64"))
+
+
+@pytest.mark.parametrize(
+    "keys, message",
+    [
+        (
+            "[parallelism]\ntensor_parallel_degree = 2\ndisable_loss_parallel = true\n",
+            "a loss over gathered logits is not modelled",
+        ),
+        (
+            "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule_csv = 's.csv'\n",
+            "a custom schedule is not modelled",
+        ),
+        ("[compile]\nenable = true\nbackend = 'aot_eager'\n", "models Inductor's kernels"),
+    ],
+)
+def test_parallelism_and_compile_keys_beyond_the_model_are_refused(keys, message):
+    with pytest.raises(F8RoofError, match=message) as info:
+        parse_setup(MINIMAL + keys, path="x.toml")
+    assert len(info.value.message) <= 120
+    # at their defaults they read (without TP, no loss parallel to disable)
+    parse_setup(MINIMAL + "[parallelism]\ndisable_loss_parallel = true\n")

@@ -34,7 +34,8 @@ the run's `assumptions` (notes); keys without a sensible default (model name and
 the batch size) are required. Every key read is honoured or refused in one line: expert-tensor
 parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation, converters
 other than float8 and MX, FSDP's CPU offload, parameters other than bf16 under fp32 master
-weights and gradient accumulation are refused; a key that changes nothing f8roof models is accepted and
+weights, gradient accumulation, loss parallel disabled under TP, a schedule CSV and compile
+backends other than Inductor are refused; a key that changes nothing f8roof models is accepted and
 ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
@@ -176,6 +177,8 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "context_parallel_rotate_method",
             "expert_parallel_degree",
             "expert_tensor_parallel_degree",  # 1, or refused
+            "disable_loss_parallel",  # false, or refused
+            "pipeline_parallel_schedule_csv",  # empty, or refused
         }
     ),
     "activation_checkpoint": frozenset({"mode", "selective_ac_option"}),
@@ -193,7 +196,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
     ),
     "mx": frozenset({"recipe_name", "filter_fqns"}),
     "grouped_mm": frozenset({"fqns"}),  # [quantize.grouped_mm.float8|mx]: routed experts
-    "compile": frozenset({"enable", "components"}),  # torchtitan's later [compile] section
+    "compile": frozenset({"enable", "components", "backend"}),  # torchtitan's later [compile]
     "f8roof": frozenset({"gpu", "gpus", "step_ms", "network_gbps", "emulate_precision_casts"}),
 }
 IGNORED_KEYS: dict[str, frozenset[str]] = {
@@ -214,11 +217,9 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
     "parallelism": frozenset(
         {
             "enable_compiled_autograd",
-            "disable_loss_parallel",
             "module_fqns_per_model_part",
             "pipeline_parallel_first_stage_less_layers",
             "pipeline_parallel_last_stage_less_layers",
-            "pipeline_parallel_schedule_csv",
         }
     ),
     "activation_checkpoint": frozenset(
@@ -227,7 +228,7 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
     "float8": frozenset({"force_recompute_fp8_weight_in_bwd"}),
     "mx": frozenset({"mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel"}),
     "grouped_mm": frozenset({"recipe_name", "pad_multiple"}),
-    "compile": frozenset({"backend"}),
+    "compile": frozenset(),
     "f8roof": frozenset(),
 }
 # torchtitan sections f8roof does not read at all
@@ -556,6 +557,17 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         if degree != 1:
             raise _fail(f"'{key}' = {degree} in [parallelism] of {path}: {what} is not modelled")
     ep = par.integer("expert_parallel_degree", 1)
+    if par.boolean("disable_loss_parallel", False) and tp > 1:
+        raise _fail(
+            f"'disable_loss_parallel' in {path}: a loss over gathered logits is not modelled"
+        )
+    if par.string("pipeline_parallel_schedule_csv", ""):
+        raise _fail(
+            f"'pipeline_parallel_schedule_csv' in {path}: a custom schedule is not modelled"
+        )
+    backend = sec["compile"].string("backend", "inductor")
+    if backend != "inductor":
+        raise _fail(f"[compile] backend {backend!r} in {path}: f8roof models Inductor's kernels")
     if tp > 1 and seq_len % tp:
         # torchtitan's sequence parallelism shards each sequence over the TP ranks
         raise _fail(
