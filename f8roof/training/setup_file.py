@@ -25,7 +25,8 @@ norm, and [float8] scaling_type_* the scaling (dynamic, or the delayed scaling f
 
 The f8roof short form uses the same sections and keys; [model] name may be an f8roof
 built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section holds `gpu`,
-`step_ms` (the measured bf16 step, as --step-ms), `network_gbps` and `emulate_precision_casts`
+`gpus` (the world size, for data_parallel_shard_degree -1), `step_ms` (the measured bf16 step,
+as --step-ms), `network_gbps` and `emulate_precision_casts`
 (false: rowwise compiled as torchtitan did before it set that Inductor option, 2025-04-16;
 `RunConfig.emulate_precision_casts`).
 
@@ -35,8 +36,8 @@ the batch size) are required. Every key read is honoured or refused in one line:
 parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation, converters
 other than float8 and MX, FSDP's CPU offload, parameters other than bf16 under fp32 master
 weights, gradient accumulation, loss parallel disabled under TP, a schedule CSV and compile
-backends other than Inductor are refused; a key that changes nothing f8roof models is accepted and
-ignored.
+backends other than Inductor are refused; a key that changes nothing f8roof models is
+accepted and ignored.
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
 """
