@@ -19,6 +19,8 @@ inside torchao's float8 matmul (the tracker sees the tensors torch dispatch retu
 from __future__ import annotations
 
 import contextlib
+import gc
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,15 +145,32 @@ def tracked_peak(
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
 
-            for _ in range(STEPS - 1):
-                step()
-            tracker = FSDPMemTracker(model, optimizer)
-            tracker.track_inputs((tokens, labels))
-            with tracker:
-                step()
+            with _collected_between_steps():
+                for _ in range(STEPS - 1):
+                    step()
+                gc.collect()
+                tracker = FSDPMemTracker(model, optimizer)
+                tracker.track_inputs((tokens, labels))
+                with tracker:
+                    step()
             peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
     by_category = {str(getattr(k, "value", k)): int(v) for k, v in peak.items()}
     return TrackedPeak(by_category.pop("Total"), by_category)
+
+
+@contextlib.contextmanager
+def _collected_between_steps() -> Iterator[None]:
+    """Python's cyclic garbage collector off, as torchtitan runs it (tools/utils.py's
+    GarbageCollection: `gc.disable()`, a collection every `gc_freq` steps between them): the
+    cycles torchao's float8 autograd leaves live to the step's end, not to whenever the
+    process's allocation history would have triggered a collection inside it."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def beside_the_model(
