@@ -1,4 +1,4 @@
-"""Build the shipped traffic calibrations: f8roof/calibration/data/{h100,h200,h100-meta,b200}.json.
+"""Build the shipped traffic calibrations: f8roof/calibration/data/*.json (SHIPPED).
 
 Each is the exact bytes of the code torch.compile generates (codegen-only, no GPU) for every
 shipped variant at the 12 fit shapes, timed by timing/datasheet.py for that GPU. The kernels
@@ -8,8 +8,10 @@ every variant again for h200 at one shape and comparing the kernels. Rerun it wh
 torchao changes (the files record both versions); on the same versions it rewrites the files
 byte for byte.
 
-`--gpu b200` builds b200.json alone, from code generated for b200 (compute capability 10.0,
-148 SMs: Inductor's heuristics read both), with the block-scaled recipes whose casts Inductor
+`--gpu b200` builds b200.json, gb200.json, b300.json and gb300.json from code generated for b200
+(compute capability 10.0, 148 SMs: Inductor's heuristics read both; checked the same for
+gb200's 152 SMs and for compute capability 10.3, as h200's is checked against h100's), with
+the block-scaled recipes whose casts Inductor
 generates (mxfp8_emulated_rceil) beside the others; those whose casts are hand-written kernels
 (mxfp8_rceil, mxfp8_rceil_wgrad_with_hp, blockwise) cannot be generated without a GPU, and
 their traffic is read off their code (traffic/block_scaled.py).
@@ -51,10 +53,13 @@ REFERENCE_RECIPES = (
     "rowwise_gw_hp",
 )
 CODE_FOR = "h100"
-CHECKED = "h200"
 # The presets each --gpu writes: h100's code serves h200 and h100-meta (same SMs and compute
-# capability); b200's is its own.
-WRITTEN = {"h100": ("h100", "h200", "h100-meta"), "b200": ("b200",)}
+# capability); b200's serves gb200 (152 SMs against 148), b300 and gb300 (compute capability
+# 10.3): the code generated for each was the same, variant by variant, at the smallest and
+# largest fit shape.
+WRITTEN = {"h100": ("h100", "h200", "h100-meta"), "b200": ("b200", "gb200", "b300", "gb300")}
+# Whose code is generated again, at the smallest and largest fit shape, to check it is the same
+CHECKED = {"h100": ("h200",), "b200": ("gb200", "b300", "gb300")}
 # The block-scaled recipes Inductor generates code for (bytes_source), shipped for b200 only:
 # the GPUs without MX gemms train tensorwise or rowwise.
 GENERATED_BLOCK_SCALED = tuple(
@@ -78,17 +83,21 @@ def shipped_variants(gpu: str = CODE_FOR) -> tuple[Variant, ...]:
     return torchao + reference
 
 
-def check_same_code(samples, options: CalibrateOptions, *, jobs: int) -> None:
-    """Every variant's kernels for CHECKED at the first fit shape equal CODE_FOR's."""
-    shape = options.shapes[0]
-    check = CalibrateOptions.defaults(
-        "codegen", variants=options.variants, gpu=find_gpu(CHECKED), jobs=jobs
-    )
-    again = generated_samples(check, shape_subset=(shape,))
-    for key, runs in again.items():
-        theirs = next(s for s in samples[key] if s.shape == shape)
-        if runs[0].signature != theirs.signature:
-            sys.exit(f"{key}: the code generated for {CHECKED} differs from {CODE_FOR}'s")
+def check_same_code(samples, options: CalibrateOptions, *, gpu: str, jobs: int) -> None:
+    """Every variant's kernels (their graphs, kinds, roles and bytes) for each of CHECKED[gpu]
+    at the smallest and largest fit shape, where Inductor's SM-count heuristics (split
+    reductions) would differ, equal `gpu`'s."""
+    shapes = (options.shapes[0], options.shapes[-1])
+    for other in CHECKED[gpu]:
+        check = CalibrateOptions.defaults(
+            "codegen", variants=options.variants, gpu=find_gpu(other), jobs=jobs
+        )
+        again = generated_samples(check, shape_subset=shapes)
+        for key, runs in again.items():
+            for run in runs:
+                theirs = next(s for s in samples[key] if s.shape == run.shape)
+                if run.signature != theirs.signature:
+                    sys.exit(f"{key} at {run.shape}: {other}'s generated code differs from {gpu}'s")
 
 
 def main() -> None:
@@ -109,8 +118,7 @@ def main() -> None:
         f"in {time.monotonic() - start:.0f} s",
         flush=True,
     )
-    if args.gpu == CODE_FOR:
-        check_same_code(samples, options, jobs=args.jobs)
+    check_same_code(samples, options, gpu=args.gpu, jobs=args.jobs)
     from f8roof.profiler.device import environment
 
     for preset in WRITTEN[args.gpu]:

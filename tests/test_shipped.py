@@ -13,6 +13,7 @@ from f8roof.calibration.file import Calibration
 from f8roof.calibration.shipped import SHIPPED, shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, estimate
 from f8roof.hardware.presets import find_gpu
+from f8roof.timing.gemm import GemmRole
 from f8roof.timing.overhead import nearest_kernel_set
 from f8roof.traffic.fit import FIT_SHAPES, kind_family
 from f8roof.traffic.monomials import ShapeArrays
@@ -44,10 +45,22 @@ def test_each_loads_and_says_what_it_is(shipped):
         assert sum(len(r.shapes) for r in variant.traffic.kernel_sets) == len(FIT_SHAPES)
 
 
-def test_h100_and_h200_share_bytes_not_times():
-    h100, h200 = (Calibration.load(shipped_calibration(find_gpu(g))) for g in ("h100", "h200"))
-    assert [v.traffic for v in h100.variants] == [v.traffic for v in h200.variants]
-    assert h200.ceilings.copy_bandwidth_bytes_per_s > h100.ceilings.copy_bandwidth_bytes_per_s
+@pytest.mark.parametrize(
+    "code, also", [("h100", "h200"), ("b200", "gb200"), ("b200", "b300"), ("b200", "gb300")]
+)
+def test_a_part_with_the_same_generated_code_shares_bytes_not_times(code, also):
+    """h200's bytes are h100's; gb200's, b300's and gb300's are b200's (the build script
+    generates them again and compares); each part times them by its own datasheet."""
+    first, second = (Calibration.load(shipped_calibration(find_gpu(g))) for g in (code, also))
+    assert [v.traffic for v in first.variants] == [v.traffic for v in second.variants]
+    assert first.datasheet_gemm.gpu.name == code and second.datasheet_gemm.gpu.name == also
+    cube = (np.array([8192.0]),) * 3
+    gemm_s = [
+        c.datasheet_gemm.time_s("bf16", GemmRole.OUTPUT, *cube)[0][0] for c in (first, second)
+    ]
+    copy = [c.ceilings.copy_bandwidth_bytes_per_s for c in (first, second)]
+    # h200: H100's SMs at more bandwidth; the others: b200's bandwidth, faster bf16 gemms
+    assert copy[1] > copy[0] or gemm_s[1] < gemm_s[0]
 
 
 def test_default_estimate_is_the_shipped_one(cli):

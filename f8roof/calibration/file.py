@@ -45,7 +45,7 @@ from f8roof.calibration.records import (
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.files import parse_json, read_text, write_text_atomic
 from f8roof.hardware.presets import GPU, PRESETS, find_gpu
-from f8roof.timing.datasheet import preset_efficiency
+from f8roof.timing.datasheet import DatasheetTiming, preset_efficiency
 from f8roof.timing.gemm import (
     GEMM_DTYPES,
     GEMM_ROLES,
@@ -538,6 +538,27 @@ def timed_publicly(
             f"{term('times')} datasheet"
         )
     return replace(retimed(calibration, fitted, find_gpu(fitted.part)), public=times)
+
+
+def datasheet_kernels(timing: DatasheetTiming) -> tuple[Ceilings, KernelTimeModel]:
+    """A datasheet model's ceilings and kernel time: every kernel at its floor + bytes /
+    (datasheet bandwidth x copy fraction), the way a traffic calibration times its bytes."""
+    gpu = timing.gpu
+    kernel = KindTime(timing.kernel_floor_s, timing.kernel_bandwidth_bytes_per_s)
+    ceilings = Ceilings(gpu.bf16_flops, gpu.fp8_flops, kernel.bandwidth_bytes_per_s, kernel.floor_s)
+    return ceilings, KernelTimeModel((), kernel, (), Residuals(0.0, 0.0, 0))
+
+
+def datasheet_timed(calibration: Calibration, timing: DatasheetTiming) -> Calibration:
+    """A traffic calibration's bytes timed by another datasheet model: a part that runs the
+    code generated for another (`GPU.code_of`) at its own gemm fractions and bandwidth."""
+    ceilings, kernel_time = datasheet_kernels(timing)
+    return replace(
+        calibration,
+        ceilings=ceilings,
+        datasheet_gemm=None if calibration.gemms else timing.gemm,
+        kernel_time=kernel_time,
+    )
 
 
 def retimed(calibration: Calibration, part: PartTimes, gpu: GPU) -> Calibration:

@@ -22,6 +22,7 @@ from f8roof.calibration.file import (
     KernelMeasurement,
     StepMeasurement,
     VariantFit,
+    datasheet_kernels,
 )
 from f8roof.timing.datasheet import DatasheetTiming
 from f8roof.timing.gemm import linear_gemm_times
@@ -173,18 +174,17 @@ def traffic_calibration(
     timed at floor + bytes / (datasheet bandwidth x efficiency), gemms by the datasheet's
     tiled roofline or, when given, a measured table."""
     traffic = fit_variants(samples, verify=verify)
-    gpu = timing.gpu
-    kernel = KindTime(timing.kernel_floor_s, timing.kernel_bandwidth_bytes_per_s)
+    ceilings, kernel_time = datasheet_kernels(timing)
     return Calibration(
         CalibrationKind.TRAFFIC,
         environment,
-        Ceilings(gpu.bf16_flops, gpu.fp8_flops, kernel.bandwidth_bytes_per_s, kernel.floor_s),
+        ceilings,
         gemms,
         None if gemms else timing.gemm,
         (),
         (),
         tuple(VariantFit(key, fit, None) for key, fit in traffic.items()),
-        KernelTimeModel((), kernel, (), Residuals(0.0, 0.0, 0)),
+        kernel_time,
         fit_shapes,
     )
 

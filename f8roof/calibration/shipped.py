@@ -18,6 +18,9 @@ SHIPPED = {
     "h200": "h200.json",
     "h100-meta": "h100-meta.json",
     "b200": "b200.json",
+    "gb200": "gb200.json",
+    "b300": "b300.json",
+    "gb300": "gb300.json",
 }
 
 

@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from f8roof.calibration import public_file
-from f8roof.calibration.file import Calibration, CalibrationKind, timed_publicly
+from f8roof.calibration.file import (
+    Calibration,
+    CalibrationKind,
+    datasheet_timed,
+    timed_publicly,
+)
 from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, calibration_covers
 from f8roof.errors import F8RoofError, ModelError, term
@@ -250,12 +255,12 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
             )
         return calibration
     if times == "datasheet":
-        if gpu is not None and gpu.name != gpu.silicon:
+        if gpu is not None and "@" in gpu.name:
             raise F8RoofError(
                 f"{term('times')} datasheet: the datasheet timing has no {gpu.name} (its gemms "
                 f"at the cap); use {term('times')} public"
             )
-        return calibration
+        return _on_datasheet(calibration, gpu)
     model = public_file.shipped()
     part = gpu.name if gpu is not None else calibration.environment.gpu or ""
     has_part = model is not None and model.part(part) is not None
@@ -267,9 +272,17 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
                 f"{calibration.environment.label} (fitted: {fitted}); use {term('times')} "
                 "datasheet"
             )
-        return calibration
+        return _on_datasheet(calibration, gpu)
     assert model is not None, "a part was found in it"
     return timed_publicly(calibration, model, part)
+
+
+def _on_datasheet(calibration: Calibration, gpu: GPU | None) -> Calibration:
+    """A traffic calibration timed by `gpu`'s datasheet model where `gpu` runs its code under
+    another datasheet (`GPU.code_of`: b200-750w on b200's bytes), else as it is."""
+    if gpu is None or gpu.name == calibration.environment.gpu:
+        return calibration
+    return datasheet_timed(calibration, datasheet_timing(gpu))
 
 
 def _calibration(request: Request, gpu: GPU | None) -> tuple[Calibration | None, str, bool]:

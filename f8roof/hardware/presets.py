@@ -68,6 +68,10 @@ class GPU:
     # The SMs' maximum clock (a power cap lowers the clock gemms sustain, not this one, which
     # memory-bound and fused elementwise kernels run at); None where no source gives it.
     sm_clock_hz: float | None = None
+    # the preset whose generated code this part runs: the same SMs and compute capability, all
+    # Inductor's heuristics read (b200's die at 750 W; the NVL boards of H100 and H200), so it
+    # reads that preset's shipped bytes and times them by its own datasheet
+    code_of: str | None = None
     sources: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -105,8 +109,9 @@ class GPU:
 
     @property
     def silicon(self) -> str:
-        """The preset this part is (a power-limited one, `h100@500w`, is its preset's)."""
-        return self.name.partition("@")[0]
+        """The preset whose code this part runs: a power-limited one's (`h100@500w`), or
+        `code_of`'s."""
+        return self.code_of or self.name.partition("@")[0]
 
     @property
     def arch_label(self) -> str:
@@ -241,6 +246,7 @@ PRESETS: dict[str, GPU] = {
             132,
             (9, 0),
             94 * 2**30,
+            code_of="h100",
             sources=(H100_DATASHEET + ": NVL column",),
         ),
         GPU(
@@ -265,6 +271,7 @@ PRESETS: dict[str, GPU] = {
             132,
             (9, 0),
             141 * 2**30,
+            code_of="h100",
             sources=(H200_DATASHEET + ": NVL column",),
         ),
         GPU(
@@ -299,6 +306,7 @@ PRESETS: dict[str, GPU] = {
             mx_flops=4500.0 * TERA,
             fp4_flops=9000.0 * TERA,
             power_w=750,
+            code_of="b200",
             sources=(
                 DGX_B200,
                 "torchao/prototype/mx_formats/README.md: '8x power limited B200 GPUs'",
