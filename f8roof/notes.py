@@ -20,6 +20,8 @@ class Topic(str, Enum):
     NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
     CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
     FLOAT8_ALL_GATHER_UNUSED = "float8_all_gather_unused"  # section: asked with FSDP off
+    # total: a global_batch_size beside data_parallel_shard_degree -1, its ranks unknown
+    ACCUMULATION_UNKNOWN = "accumulation_unknown"
     # warnings on a shapes answer (engine/estimate.py, engine/compare.py)
     IMPLAUSIBLE = "implausible"  # column, value, shape, bound, gpu: no GPU's speedup
     BREAKEVEN_EXTRAPOLATED = "breakeven_extrapolated"  # size, smallest
@@ -61,11 +63,12 @@ class Topic(str, Enum):
     LM_HEAD_BF16 = "lm_head_bf16"
     MODELLED_STEP = "modelled_step"  # outside_ms: embedding, loss, optimizer as modelled
     RECONCILED = "reconciled"  # measured_ms, modelled_ms, gap (share of the measured step)
-    OUTSIDE_BLOCKS = "outside_blocks"  # optimizer, params_per_gpu, clip, precompute
+    OUTSIDE_BLOCKS = "outside_blocks"  # params_per_gpu, precompute, loss, gathered
     FULL_AC_GRAPHS = "full_ac_graphs"  # share: the blocks whose forward graph reruns
     SHARED_INPUT_CAST = "shared_input_cast"  # per-layer path: q/k/v, gate/up cast one input once
-    # degree, schedule, microbatches, stages_per_rank, tokens, send_ms, placement
+    # degree, schedule, microbatches, stages_per_rank, tokens, send_ms, placement, per
     PIPELINE = "pipeline"
+    ACCUMULATION = "accumulation"  # passes, tokens (per pass)
     CONTEXT_PARALLEL = "context_parallel"  # degree, rotate, seq_len, gather_ms, placement
     FSDP_SCHEDULE = "fsdp_schedule"  # reduce_dtype, reshard, replicate, nics_per_node
     # peak memory per GPU (training/memory.py)

@@ -343,7 +343,7 @@ def test_estimate_picks_the_layout_of_the_tokens(cli):
     """--tokens alone: one sequence up to llama3's 8192, whole sequences above; the sharded
     block of that layout times the step."""
 
-    from f8roof.engine.sharded import assumed_seq_len
+    from f8roof.training.run_config import assumed_seq_len
 
     got = [assumed_seq_len(t) for t in (6000, 8192, 16384, 12000, 100000)]
     assert got == [6000, 8192, 8192, 6000, 6250]  # 100000: 16 x 6250, not 3125 x 32

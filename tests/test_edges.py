@@ -621,7 +621,7 @@ def test_validation_without_a_seed_model_prints_no_nan():
 # --- presets without a shipped calibration: their own fitted fractions ------------------------
 
 
-@pytest.mark.parametrize("gpu", ["mi355x", "b300", "gb200", "b200-750w", "mi300x"])
+@pytest.mark.parametrize("gpu", ["mi355x", "mi300x", "mi350x"])
 def test_a_preset_without_a_shipped_file_times_gemms_at_its_own_fractions(gpu):
     from f8roof.engine.resolve import Request, resolve
     from f8roof.hardware.presets import resolve_gpu
@@ -639,6 +639,33 @@ def test_a_preset_without_a_shipped_file_times_gemms_at_its_own_fractions(gpu):
     assert got == pytest.approx(tiled.time_s("bf16", GemmRole.OUTPUT, 4096, 4096, 4096)[0])
     seed = run("estimate", "--gpu", gpu, "--no-calibration", "--shape", "4096,4096,4096")
     assert "times: roofline" in seed.output and "gemms: the seed's roofline" in seed.output
+
+
+@pytest.mark.parametrize(
+    "gpu, code", [("b200-750w", "b200"), ("h100-nvl", "h100"), ("h200-nvl", "h100")]
+)
+def test_a_part_running_anothers_code_times_its_bytes_at_its_own_datasheet(gpu, code):
+    """b200-750w is b200's die at 750 W, the NVL boards have H100's SMs and compute capability:
+    torch.compile generates the same code, so each reads that preset's shipped bytes and times
+    them by its own datasheet model."""
+    from f8roof.engine.resolve import Request, resolve
+    from f8roof.hardware.presets import resolve_gpu
+    from f8roof.timing.datasheet import datasheet_timing
+    from f8roof.timing.gemm import GemmRole
+
+    result = run("estimate", "--gpu", gpu, "--shape", "8192,4096,14336", short=True)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"{gpu} tensorwise (shipped {code}.json): datasheet times")
+    part, source = (resolve(Request(gpu=g, times="datasheet")).config for g in (gpu, code))
+    shape = (8192, 4096, 14336)
+    tiled = datasheet_timing(resolve_gpu(gpu)).all_gemms
+    got = part.gemm_model.time_s("bf16", GemmRole.OUTPUT, *shape)[0]
+    assert got == pytest.approx(tiled.time_s("bf16", GemmRole.OUTPUT, *shape)[0])
+    assert part.calibration.variants == source.calibration.variants
+    bandwidth = datasheet_timing(resolve_gpu(gpu)).kernel_bandwidth_bytes_per_s
+    assert part.calibration.ceilings.copy_bandwidth_bytes_per_s == pytest.approx(bandwidth)
+    with_times = run("estimate", "--gpu", gpu, "--times", "datasheet", "--shape", "64,64,64")
+    assert with_times.exit_code == 0, with_times.output
 
 
 def test_mxfp8_on_mi355x_is_timed_by_its_mxfp8_gemms_and_kept_in_bf16():

@@ -147,6 +147,14 @@ def test_torchtitan_1207_lands_within_ten_percent_under_its_reserved_peak():
         assert 0.9 * published * GIB < peak.peak_bytes < published * GIB
 
 
+def test_without_loss_parallel_every_tp_rank_holds_the_whole_vocabulary():
+    run = replace(RunConfig.sharded(tp=2, fsdp=2), seq_len=T, loss_compiled=False)
+    parallel = tiny(run).bf16.bytes_of(Term.LOGITS_LOSS)
+    gathered = tiny(replace(run, loss_parallel=False)).bf16.bytes_of(Term.LOGITS_LOSS)
+    # loss parallel: 16 B for each of a rank's 32 logits a token; gathered: eager's 12 B for 64
+    assert gathered - parallel == T * 64 * 12 - T * 32 * 16
+
+
 def test_recompute_modes_order_the_saved_activations():
     arch = builtin("llama3-8b")
     saved = {}

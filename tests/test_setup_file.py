@@ -1,9 +1,11 @@
 """--setup FILE: torchtitan's TOML job configs and f8roof's short form -> a SetupFile (its
 RunConfig and recipe)."""
 
+import json
 from pathlib import Path
 
 import pytest
+from conftest import invoke_cli
 
 from f8roof.engine.answer import TorchtitanConfig
 from f8roof.errors import F8RoofError
@@ -303,6 +305,31 @@ def test_mx_converter_lines_parse_back():
     assert _parsed(lines).f8roof_recipe == "mxfp8_rceil"
 
 
+def test_mx_lines_keep_the_setups_2025_layout_and_recipe_name(tmp_path):
+    # torchtitan's [mx] section (2025-05 to 2025-09) took torchao's recipe names: a file in it
+    # gets its own section and recipe back, not the later [quantize.linear.mx] spelling
+    text = MINIMAL.replace('["float8"]', '["mx"]') + "[mx]\nrecipe_name = 'mxfp8_cublas'\n"
+    got = parse_setup(text)
+    assert got.layout.mx_recipe == "mxfp8_cublas"
+    setup = tmp_path / "mx.toml"
+    setup.write_text(text + '[f8roof]\ngpu = "b200"\n')
+    result = invoke_cli("estimate", "--setup", setup)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    start = lines.index("[model]")
+    assert lines[start : start + 5] == [
+        "[model]",
+        'converters = ["mx"]',
+        "",
+        "[mx]",
+        'recipe_name = "mxfp8_cublas"',
+    ]
+    assert lines[-1].startswith("--model.converters mx --mx.recipe_name mxfp8_cublas")
+    assert _parsed(lines[start:]).f8roof_recipe == "mxfp8_rceil"
+    later = parse_setup(MINIMAL.replace('["float8"]', '["quantize.linear.mx"]'))
+    assert later.layout.mx_recipe is None
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -527,7 +554,6 @@ def test_the_loss_compiles_with_the_model_as_torchtitan_compiled_it():
         ("enable_cpu_offload = true", "FSDP's CPU offload is not modelled"),
         ("mixed_precision_param = 'float32'", "only 'bfloat16' is modelled"),
         ("dtype = 'bfloat16'", "'dtype' = 'bfloat16' .* only 'float32' is modelled"),
-        ("global_batch_size = 64", "not local batch 2 x 8 data-parallel ranks: gradient accum"),
     ],
 )
 def test_training_keys_beyond_the_model_are_refused(keys, message):
@@ -542,18 +568,12 @@ def test_training_keys_at_their_defaults_read():
     keys += "global_batch_size = 16"
     text = MINIMAL.replace("seq_len = 4096", f"seq_len = 4096\n{keys}")
     got = parse_setup(text + "[parallelism]\ndata_parallel_shard_degree = 8\n")
-    assert got.run.fsdp_degree == 8
-    # with the data-parallel ranks unknown (-1) the global batch cannot be checked
-    assert parse_setup(text.replace("global_batch_size = 16", "global_batch_size = 64"))
+    assert got.run.fsdp_degree == 8 and got.run.accumulation == 1
 
 
 @pytest.mark.parametrize(
     "keys, message",
     [
-        (
-            "[parallelism]\ntensor_parallel_degree = 2\ndisable_loss_parallel = true\n",
-            "a loss over gathered logits is not modelled",
-        ),
         (
             "[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule_csv = 's.csv'\n",
             "a custom schedule is not modelled",
@@ -565,5 +585,24 @@ def test_parallelism_and_compile_keys_beyond_the_model_are_refused(keys, message
     with pytest.raises(F8RoofError, match=message) as info:
         parse_setup(MINIMAL + keys, path="x.toml")
     assert len(info.value.message) <= 120
-    # at their defaults they read (without TP, no loss parallel to disable)
-    parse_setup(MINIMAL + "[parallelism]\ndisable_loss_parallel = true\n")
+
+
+def test_disable_loss_parallel_reads_as_torchtitan_runs_it(tmp_path):
+    assert parse_setup(MINIMAL).run.loss_parallel
+    tp = "[parallelism]\ntensor_parallel_degree = 2\n"
+    got = parse_setup(MINIMAL + tp + "disable_loss_parallel = true\n")
+    assert not got.run.loss_parallel and got.run.tp == 2
+    outside = []
+    for name, extra in (("on", ""), ("off", "disable_loss_parallel = true\n")):
+        setup, out = tmp_path / f"{name}.toml", tmp_path / f"{name}.json"
+        setup.write_text(MINIMAL + tp + extra + '[f8roof]\ngpu = "h100"\n')
+        result = invoke_cli("estimate", "--setup", setup, "--show-all", "--out", out)
+        assert result.exit_code == 0, result.output
+        parts = json.loads(out.read_text())["summary"]["components"]
+        outside.append(
+            next(c["bf16_s"] for c in parts if c["part"] == "embedding, final norm and loss")
+        )
+    # compile off: torchtitan's loss runs eager
+    assert "eager fp32 loss over logits gathered from the TP ranks" in result.output
+    # the logits' all-gather and the whole vocabulary's loss on every rank cost more
+    assert outside[1] > outside[0]

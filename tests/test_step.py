@@ -135,6 +135,30 @@ def test_outside_blocks_by_bytes():
     assert out.fp8_extra_s == 0.0
 
 
+def test_logits_gathered_without_loss_parallel():
+    """TP 8, 1 ns a byte: loss parallel runs eager's 40 B over each rank's 1/8 of the logits;
+    disabled, the gathered logits' all-gather shows, then the whole loss on every rank (compiled
+    here: 8 B a logit)."""
+    kw = {
+        "tokens": 8192,
+        "dim": 4096,
+        "vocab": 128256,
+        "tp": 8,
+        "params_per_gpu": 1e9,
+        "fp8_params_per_gpu": 0.0,
+        "stream_s_per_byte": 1e-9,
+        "launch_s": 0.0,
+        "grad_norm_all_reduce_s": 0.0,
+        "scales_all_reduce_s": None,
+        "loss_compiled": True,
+    }
+    rest = (8192 * 4096 * 10 + 128256 / 8 * 4096 * 2 + 8192 / 8 * 4096 * 12) * 1e-9
+    sharded = outside_blocks(**kw).embedding_loss_s
+    assert sharded == pytest.approx(rest + 8192 * 128256 / 8 * LOSS_BYTES_PER_LOGIT * 1e-9)
+    gathered = outside_blocks(**kw, loss_parallel=False, gather_logits_s=5e-3).embedding_loss_s
+    assert gathered == pytest.approx(rest + 8192 * 128256 * 8 * 1e-9 + 5e-3)
+
+
 def test_to_dict_is_json_ready():
     given = note(Topic.EP_ALL_TO_ALL, ep=8)
     s = step_summary(layers=2, lm_head_bf16_s=1e-3, step_s=1.0, notes=[given], **KW)

@@ -37,6 +37,7 @@ FLAGS = {
     "pp": "--pp",
     "cp": "--cp",
     "microbatches": "--microbatches",
+    "accumulation": "--accumulation",
     "recipe": "--recipe",
     "recipes": "--recipes",
     "recompute": "--recompute",
@@ -167,16 +168,14 @@ def training_setup(command):
         microbatches,
         cp,
         async_tp,
+        accumulation,
         **kwargs,
     ):
-        from dataclasses import replace
-
-        from f8roof.errors import F8RoofError
         from f8roof.training.run_config import RunConfig
 
-        if async_tp and tp < 2 and kwargs.get("setup_file") is None:
-            raise F8RoofError("--async-tp pipelines TP's collectives: give --tp 2 or more")
-
+        fqns = None
+        if filter_fqns is not None:
+            fqns = tuple(f.strip() for f in filter_fqns.split(",") if f.strip())
         setup = RunConfig.from_options(
             tp=tp,
             ep=ep,
@@ -185,17 +184,16 @@ def training_setup(command):
             step_ms=step_ms,
             float8_all_gather=float8_all_gather,
             network_gbps=network,
+            filter_fqns=fqns,
+            async_tp=async_tp,
+            pp=pp,
+            pp_schedule=pp_schedule,
+            microbatches=microbatches,
+            cp=cp,
+            accumulation=accumulation,
+            tokens=kwargs.get("tokens"),
+            setup_given=kwargs.get("setup_file") is not None,
         )
-        if filter_fqns is not None:
-            fqns = tuple(f.strip() for f in filter_fqns.split(",") if f.strip())
-            setup = replace(setup, filter_fqns=fqns)
-        setup = replace(setup, async_tp=async_tp)
-        tokens = kwargs.get("tokens")
-        pipeline = _pipeline(pp, pp_schedule, microbatches, tokens=tokens, tp=tp * cp)
-        if pipeline is not None:
-            setup = replace(setup, pipeline=pipeline)
-        if cp != 1:
-            setup = _context_parallel(setup, cp, tokens=tokens)
         return command(*args, setup=setup, **kwargs)
 
     return stack(
@@ -259,6 +257,16 @@ def training_setup(command):
             "pipeline_parallel_microbatch_size 1)",
         ),
         click.option(
+            "--accumulation",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            metavar="N",
+            help="gradient accumulation: N forward/backward passes of --tokens per optimizer "
+            "step (torchtitan's global_batch_size / (local batch x data-parallel ranks)); "
+            "--step-ms is then the whole step",
+        ),
+        click.option(
             "--network",
             type=float,
             default=None,
@@ -267,38 +275,6 @@ def training_setup(command):
             "GPU preset's, 400)",
         ),
     )(wrapper)
-
-
-def _context_parallel(setup, cp, *, tokens):
-    """--cp on the run: its sequences the longest up to 8192 tokens that split into 2 x cp
-    chunks of whole TP shards (torch's load balancer), as torchtitan's llama configs."""
-    from dataclasses import replace
-
-    from f8roof.errors import F8RoofError
-
-    if tokens is None:
-        raise F8RoofError("--cp goes with --model and --tokens")
-    from f8roof.engine.sharded import assumed_seq_len
-
-    return replace(setup, cp=cp, seq_len=assumed_seq_len(tokens, 2 * cp * setup.tp))
-
-
-def _pipeline(pp, schedule, microbatches, *, tokens, tp):
-    """--pp's Pipeline (None at 1): its microbatches by default one sequence each."""
-    from f8roof.errors import F8RoofError
-    from f8roof.training.run_config import Pipeline
-
-    if pp == 1 and microbatches is None:
-        return None
-    if tokens is None:
-        raise F8RoofError("--pp and --microbatches go with --model and --tokens")
-    if microbatches is None:
-        from f8roof.engine.sharded import assumed_seq_len
-
-        microbatches = tokens // assumed_seq_len(tokens, tp)
-    return Pipeline.torchtitan(
-        degree=pp, sequences=microbatches, schedule=schedule, microbatch_size=1
-    )
 
 
 PARALLEL = (

@@ -34,7 +34,7 @@ from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note, Topic, note
-from f8roof.traffic.recipes import NVFP4
+from f8roof.traffic.recipes import NVFP4, canonical_name
 from f8roof.training.checkpointing import Recompute
 from f8roof.training.memory import (
     GIB,
@@ -514,8 +514,8 @@ def torchtitan_config(
 ) -> TorchtitanConfig:
     """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
     filters); float8's spelled as the setup's `layout` spells it (section, switch, whether its
-    torchtitan has filter_fqns). MX
-    is always [quantize.linear.mx]: the layout whose recipe names f8roof's map to. NVFP4 is
+    torchtitan has filter_fqns). MX is [quantize.linear.mx], or the setup's 2025 [mx] with its
+    own recipe_name where that is the recipe f8roof recommends. NVFP4 is
     torchtitan's NVFP4LinearConverter (a Python config, no TOML section), its `fqns` the
     linears to convert."""
     kept: list[str] = []
@@ -540,12 +540,13 @@ def torchtitan_config(
             fqns=tuple(nvfp4_fqns(converted, kept, blocks=blocks)),
         )
     if recipe in TORCHTITAN_MX:
+        own = layout.mx_recipe
         return TorchtitanConfig(
-            recipe=TORCHTITAN_MX[recipe],
+            recipe=own if own and canonical_name(own) == recipe else TORCHTITAN_MX[recipe],
             filter_fqns=tuple(fqns),
             wanted=recipe,
             converts=bool(converted),
-            section="quantize.linear.mx",
+            section="quantize.linear.mx" if own is None else "mx",
         )
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
     return TorchtitanConfig(
@@ -627,6 +628,11 @@ def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: b
     if setup.async_tp:
         raise F8RoofError(
             f"{term('setup')} sets async TP (enable_async_tensor_parallel): drop {term('async_tp')}"
+        )
+    if setup.accumulation != 1:
+        raise F8RoofError(
+            f"{term('setup')} sets gradient accumulation (global_batch_size): drop "
+            f"{term('accumulation')}"
         )
     if recipe_given:
         raise F8RoofError(

@@ -31,7 +31,7 @@ from f8roof.training.block import (
     Recompute,
 )
 from f8roof.training.catalog import BUILTIN_CONFIGS, Architecture, builtin, resolve_model
-from f8roof.training.run_config import RunConfig
+from f8roof.training.run_config import RunConfig, assumed_seq_len
 
 if TYPE_CHECKING:
     from f8roof.calibration.file import Calibration
@@ -52,19 +52,6 @@ __all__ = [
 # The head width when neither the catalog's config nor the caller says it: llama's, mistral's
 # and qwen's 128 (head_dim in their config.json files, or hidden_size / num_attention_heads).
 DEFAULT_HEAD_DIM = 128
-# llama3's training sequence (torchtitan's llama3 configs: seq_len 8192): the layout a sharded
-# block assumes when only the tokens per rank are given
-LLAMA3_SEQ_LEN = 8192
-
-
-def assumed_seq_len(tokens: int, tp: int = 1) -> int:
-    """One sequence up to llama3's 8192 tokens; above, the longest sequence up to 8192 that
-    divides the tokens into whole sequences, each split evenly over the `tp` ranks (sequence
-    parallelism): 16384 -> 2 x 8192, 100000 -> 16 x 6250 (not 3125 x 32)."""
-    for length in range(min(tokens, LLAMA3_SEQ_LEN), 0, -1):
-        if tokens % length == 0 and length % tp == 0:
-            return length
-    return tokens
 
 
 def block_spec(

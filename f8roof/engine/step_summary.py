@@ -39,7 +39,7 @@ from f8roof.columns import Columns
 from f8roof.engine.decision import float8_time_ends
 from f8roof.engine.recommend import Recommendation, forward_share_fn
 from f8roof.engine.resolve import Resolved
-from f8roof.engine.sharded import BlockComparison, CaptureTimes, assumed_seq_len, capture_times
+from f8roof.engine.sharded import BlockComparison, CaptureTimes, capture_times
 from f8roof.errors import F8RoofError, ModelError
 from f8roof.notes import Note, Topic, note
 from f8roof.timing.attention import FORWARD_SHARE, attention_s
@@ -72,7 +72,13 @@ from f8roof.training.checkpointing import (
     is_block_fqn,
     sac_policy,
 )
-from f8roof.training.run_config import AUTO_FILTER, Pipeline, Recompute, RunConfig
+from f8roof.training.run_config import (
+    AUTO_FILTER,
+    Pipeline,
+    Recompute,
+    RunConfig,
+    assumed_seq_len,
+)
 from f8roof.training.step import (
     Basis,
     BlockTimes,
@@ -338,6 +344,8 @@ def _summarize(
         bf16_block = replace(bf16_block, cp_comm_s=cp_s)
         fp8_block = replace(fp8_block, cp_comm_s=cp_s)
     pipeline = run.pipeline.for_layers(layers) if run.pipeline is not None else None
+    if run.accumulation > 1:
+        notes.append(note(Topic.ACCUMULATION, passes=run.accumulation, tokens=rec.tokens))
     return step_summary(
         bf16=bf16_block,
         fp8=fp8_block,
@@ -353,6 +361,7 @@ def _summarize(
         pipeline=pipeline,
         send_s=_send_s(rec, run, pipeline, notes) if pipeline is not None else 0.0,
         context_parallel=run.cp > 1,
+        accumulation=run.accumulation,
     )
 
 
@@ -425,10 +434,30 @@ def _outside(
         tensors = int(rows["count"][convert].sum())
         scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
     precompute = bool(run.precompute_scales and run.float8_all_gather and convert.any())
+    sharded = run.loss_parallel and run.tp > 1
+    gather_s = 0.0
+    if run.tp > 1 and not run.loss_parallel and (tp_fabric := _fabric(rec, notes)) is not None:
+        # the output projection's logits all-gathered over the TP ranks before the loss
+        tp_place = placement_for(group_size=run.tp, stride=1, gpus_per_node=run.gpus_per_node)
+        gather_s = float(
+            collective_time_s(
+                CollectiveKind.ALL_GATHER,
+                nbytes=rec.tokens * vocab * BF16_BYTES,
+                group_size=run.tp,
+                placement=tp_place,
+                fabric=tp_fabric,
+            )
+        )
     # under a pipeline the step holds the rank's share of them (`training.step.pipelined`)
-    loss = "compiled loss" if run.loss_compiled and run.tp == 1 else "eager fp32 loss"
+    loss = "compiled loss" if run.loss_compiled and not sharded else "eager fp32 loss"
     notes.append(
-        note(Topic.OUTSIDE_BLOCKS, params_per_gpu=params / run.pp, precompute=precompute, loss=loss)
+        note(
+            Topic.OUTSIDE_BLOCKS,
+            params_per_gpu=params / run.pp,
+            precompute=precompute,
+            loss=loss,
+            gathered=run.tp > 1 and not run.loss_parallel,
+        )
     )
     return outside_blocks(
         tokens=rec.tokens,
@@ -442,6 +471,8 @@ def _outside(
         grad_norm_all_reduce_s=norm_s,
         scales_all_reduce_s=scales_s if precompute else None,
         loss_compiled=run.loss_compiled,
+        loss_parallel=run.loss_parallel,
+        gather_logits_s=gather_s,
     )
 
 
@@ -538,6 +569,7 @@ def _send_s(rec: Recommendation, run: RunConfig, pipeline: Pipeline, notes: list
             sends=pipeline.fill_drain_sends,
             send_ms=seconds * 1e3,
             placement=place.value,
+            per="step" if run.accumulation == 1 else "pass",
         )
     )
     return seconds

@@ -183,6 +183,8 @@ def step_lines(answer: ModelAnswer) -> list[str]:
         subsequent_indent="  ",
     )
     where = "measured bf16 step" if c.step_measured else "modelled step, no --step-ms"
+    if rec.setup.accumulation > 1:
+        where = f"{rec.setup.accumulation} passes, {where}"
     lines.append(
         f"  bf16 {ms(c.bf16_s)} ms -> float8 {ms(c.fp8_s)} ms per GPU ({where}); linears "
         f"{c.linear_share:.0%} of it"

@@ -169,6 +169,11 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"setup: [{v['section']}] enable_fsdp_float8_all_gather does nothing at "
         "data_parallel_shard_degree 1 (FSDP off): weights are not gathered, so left out"
     ),
+    Topic.ACCUMULATION_UNKNOWN: lambda v: (
+        f"setup: global_batch_size {v['total']} beside data_parallel_shard_degree -1: the "
+        "data-parallel ranks are unknown, so one forward/backward pass per step is assumed "
+        "([f8roof] gpus gives torchtitan's gradient accumulation)"
+    ),
     Topic.IMPLAUSIBLE: lambda v: (
         f"{v['column']} {v['value']:.2f} at {'x'.join(map(str, v['shape']))} exceeds "
         f"{v['bound']:.2f}, what float8 gemms at the part's peaks allow: the times behind it "
@@ -283,8 +288,9 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "band spans it all on the linears or all on what float8 leaves alone"
     ),
     Topic.OUTSIDE_BLOCKS: lambda v: (
-        f"outside the blocks: embedding, final norm and {v['loss']} at "
-        "their bytes; fused "
+        f"outside the blocks: embedding, final norm and {v['loss']}"
+        + (" over logits gathered from the TP ranks" if v["gathered"] else "")
+        + " at their bytes; fused "
         f"AdamW and gradient clipping over {v['params_per_gpu'] / 1e9:.3g}B parameters per GPU"
         + (", float8 scales precomputed once per step" if v["precompute"] else "")
     ),
@@ -303,7 +309,14 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"{v['bubble']:.3g} microbatch times (p - 1 over the stages per rank, Narayanan et al. "
         f"2021) and waits on {v['sends']} sends of {v['send_ms']:.3g} ms ({v['placement']}-node) "
         "while the pipeline fills and drains; stages balanced as torchtitan splits them; FSDP "
-        "gathers and reduce-scatters once per step; peak memory not modelled under a pipeline"
+        f"gathers and reduce-scatters once per {v['per']}; peak memory not modelled "
+        "under a pipeline"
+    ),
+    Topic.ACCUMULATION: lambda v: (
+        f"gradient accumulation: {v['passes']} forward/backward passes of {v['tokens']} tokens "
+        "and one optimizer step per step; FSDP gathers and reduce-scatters in every pass "
+        "(torchtitan leaves FSDP2's gradient sync on), and the sharded fp32 gradients stay "
+        "allocated from the first pass on"
     ),
     Topic.CONTEXT_PARALLEL: lambda v: (
         f"context parallel {v['degree']}: each sequence of {v['seq_len']} tokens in "

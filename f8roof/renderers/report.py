@@ -226,14 +226,20 @@ def headline(rec: Recommendation) -> str:
 
 
 def _per(rec: Recommendation) -> str:
-    """What the per-layer totals add up: a step, or under a pipeline one microbatch through
-    every stage (the step summary then takes each rank's share)."""
-    return "step" if rec.setup.pipeline is None else "microbatch"
+    """What the per-layer totals add up: a step, under a pipeline one microbatch through
+    every stage (the step summary then takes each rank's share), under gradient accumulation
+    one forward/backward pass."""
+    if rec.setup.pipeline is not None:
+        return "microbatch"
+    return "step" if rec.setup.accumulation == 1 else "pass"
 
 
 def _batch(rec: Recommendation) -> str:
-    pipeline = rec.setup.pipeline
-    return "step" if pipeline is None else f"microbatch ({pipeline.microbatches} per step)"
+    pipeline, passes = rec.setup.pipeline, rec.setup.accumulation
+    per_step = "step" if passes == 1 else f"pass, {passes} passes per step"
+    if pipeline is None:
+        return "step" if passes == 1 else f"pass ({passes} per step)"
+    return f"microbatch ({pipeline.microbatches} per {per_step})"
 
 
 def setup_line(rec: Recommendation) -> str:

@@ -10,7 +10,9 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   master copy), fp32 gradients (the reduce-scatter runs in `mixed_precision_reduce = float32`
   and the sharded grad keeps the parameter's dtype), AdamW's exp_avg and exp_avg_sq in fp32
   (torchtitan's fused AdamW: no temporaries). `optimizers.zero_grad()` opens every step
-  (set_to_none), so the gradients exist only from the backward on. Without FSDP the model
+  (set_to_none), so the gradients exist only from the backward on, or, under gradient
+  accumulation (`RunConfig.accumulation`), from the first pass's backward through every later
+  pass (a pass's activations are as without it). Without FSDP the model
   trains in fp32 under autocast, the same 16 bytes per parameter on one rank.
 - weights in flight: FSDP2 all-gathers a block's bf16 weights before its forward and again
   before its backward, and prefetches the next block's, so two blocks are unsharded at once;
@@ -56,7 +58,8 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   backward holds the saved log-probabilities, `zeros_like` of them (nll's gradient), their
   `exp` and the sum of the two at once before the product replaces the `exp`: 16 bytes per
   local logit, above the forward's 14 (the bf16 logits, their fp32 copy, `shifted` and its
-  `exp`).
+  `exp`). With loss parallel disabled (`RunConfig.loss_parallel`) the logits are all-gathered
+  and every TP rank holds the whole vocabulary's, counted as without TP.
 
 The step's schedule: the peak is the largest of three moments: the loss (every block's saved
 activations, no gradients yet), the first block of the backward (every block's saved
@@ -412,7 +415,7 @@ def _loss_bytes_per_logit(m: _Model, run: RunConfig) -> int:
     """The loss's bytes per local logit at the loss backward's start (module docstring). Under
     TP the loss is DTensor's loss-parallel decomposition; what compiling it keeps of its fp32
     tensors is not read here, so eager's count stands there."""
-    if m.tp > 1:
+    if m.tp > 1 and run.loss_parallel:
         return LOSS_PARALLEL_BYTES_PER_LOGIT
     return COMPILED_LOSS_BYTES_PER_LOGIT if run.loss_compiled else LOSS_BYTES_PER_LOGIT
 
@@ -422,21 +425,24 @@ def _peak(m: _Model, run: RunConfig, fp8: bool) -> MemoryPeak:
     saved_all, saved_one = _saved(m, run, fp8)
     backward = _block_backward(m, run, fp8)
     per_logit = _loss_bytes_per_logit(m, run)
-    logits = m.tokens * m.vocab / m.tp * per_logit
+    logits = m.tokens * m.vocab / (m.tp if run.loss_parallel else 1) * per_logit
     head_input = m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16
     root_grads = m.root_weights * BF16 if m.sharded else 0.0  # unsharded until the root's RS
     head_grad = m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0
     # blocks unsharded: under FSDP the last block (kept after its forward) or two (one
     # prefetched); without it every block's autocast copies until its backward frees them
     gathered = (1, 2, 2) if m.sharded else (m.layers, m.layers, 1)
+    # under gradient accumulation every pass after the first runs with the gradients so far
+    held = grads if run.accumulation > 1 else 0.0
     phases = {
         Phase.LOSS: {
+            Term.GRADIENTS: held,
             Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[0]),
             Term.SAVED_ACTIVATIONS: saved_all,
             Term.LOGITS_LOSS: logits + head_input,
         },
         Phase.BACKWARD_FIRST: {
-            Term.GRADIENTS: head_grad,
+            Term.GRADIENTS: held + head_grad,
             Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[1]),
             Term.SAVED_ACTIVATIONS: saved_all,
             Term.BLOCK_BACKWARD: backward,

@@ -26,6 +26,19 @@ class ParallelismError(ArchitectureError, ModelError):
 MAX_DEGREE = 2**18
 # The longest measured step --step-ms takes: a day, in ms. Longer is no step.
 MAX_STEP_MS = 86_400_000.0
+# llama3's training sequence (torchtitan's llama3 configs: seq_len 8192): the layout a run
+# assumes when only the tokens per rank are given
+LLAMA3_SEQ_LEN = 8192
+
+
+def assumed_seq_len(tokens: int, tp: int = 1) -> int:
+    """One sequence up to llama3's 8192 tokens; above, the longest sequence up to 8192 that
+    divides the tokens into whole sequences, each split evenly over the `tp` ranks (sequence
+    parallelism): 16384 -> 2 x 8192, 100000 -> 16 x 6250 (not 3125 x 32)."""
+    for length in range(min(tokens, LLAMA3_SEQ_LEN), 0, -1):
+        if tokens % length == 0 and length % tp == 0:
+            return length
+    return tokens
 
 
 REDUCE_DTYPES = ("float32", "bfloat16")
@@ -248,6 +261,10 @@ class RunConfig:
     # 2025-04-02; [compile] components, "loss" by default, since 2025-08-20). False: the loss
     # runs eager, as in torchtitan before it or with compile off.
     loss_compiled: bool = True
+    # torchtitan's loss parallel under TP: the output projection's logits stay sharded over the
+    # vocabulary into the loss. False (disable_loss_parallel): they are all-gathered, and every
+    # TP rank runs the whole loss.
+    loss_parallel: bool = True
     # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
     # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
     filter_fqns: tuple[str, ...] | None = None
@@ -264,6 +281,10 @@ class RunConfig:
     # pipeline parallelism (torchtitan's pipeline_parallel_*; None: off): `tokens` is then the
     # microbatch's, the local batch runs as `pipeline.microbatches` of them
     pipeline: Pipeline | None = None
+    # gradient accumulation (torchtitan's global_batch_size over local batch x data-parallel
+    # ranks, since 8570415c3, 2025-06-05): forward/backward passes per optimizer step, each of
+    # `tokens` (under a pipeline, each pass one whole schedule)
+    accumulation: int = 1
     # context parallelism (torchtitan's context_parallel_degree): each sequence split over `cp`
     # ranks (load-balanced causal chunks), keys and values exchanged by `cp_rotate`
     cp: int = 1
@@ -311,6 +332,15 @@ class RunConfig:
                 f"(0, {MAX_NETWORK_GBPS:g}] (got {self.network_gbps!r})"
             )
         _positive_int(term("cp"), self.cp)
+        if (
+            isinstance(self.accumulation, bool)
+            or not isinstance(self.accumulation, int)
+            or self.accumulation < 1
+        ):
+            raise ParallelismError(
+                f"{term('accumulation')} takes a whole number of passes >= 1 "
+                f"(got {self.accumulation!r})"
+            )
         if self.cp_rotate not in CP_ROTATE:
             raise ParallelismError(
                 f"context-parallel rotate method must be one of {', '.join(CP_ROTATE)} "
@@ -357,11 +387,24 @@ class RunConfig:
         recompute_every: int = 1,
         float8_all_gather: bool = False,
         network_gbps: float | None = None,
+        filter_fqns: tuple[str, ...] | None = None,
+        async_tp: bool = False,
+        pp: int = 1,
+        pp_schedule: str = "1F1B",
+        microbatches: int | None = None,
+        cp: int = 1,
+        accumulation: int = 1,
+        tokens: int | None = None,
+        setup_given: bool = False,
     ) -> RunConfig:
-        """From user-facing values (the CLI's and module_filter's): recompute by name, the
+        """From user-facing values (the CLI's and the Python API's): recompute by name, the
         step in milliseconds, FSDP as a flag or a degree (`--fsdp` alone: -1, on with its
         degree unknown, as torchtitan's data_parallel_shard_degree = -1; `--fsdp 1`: off, as
-        torchtitan's 1, and said so; 0 is no degree)."""
+        torchtitan's 1, and said so; 0 is no degree). The pipeline, context parallelism and
+        accumulation split `tokens` (per rank): the pipeline's microbatches one sequence each
+        by default, CP's sequences the longest up to 8192 tokens that split into 2 x cp
+        chunks of whole TP shards (torch's load balancer). `setup_given`: a setup file sets
+        the tokens and TP, and says itself what it refuses beside it."""
         degree = None
         if fsdp is None:
             fsdp = False
@@ -375,7 +418,11 @@ class RunConfig:
             fsdp = fsdp != 1
         if step_ms is not None:
             check_step_ms(step_ms)
-        return cls(
+        if async_tp and tp < 2 and not setup_given:
+            raise ParallelismError(
+                f"{term('async_tp')} pipelines TP's collectives: give {term('tp')} 2 or more"
+            )
+        config = cls(
             tp=tp,
             ep=ep,
             fsdp=fsdp,
@@ -386,7 +433,34 @@ class RunConfig:
             float8_all_gather=float8_all_gather,
             precompute_scales=float8_all_gather,
             network_gbps=network_gbps,
+            filter_fqns=filter_fqns,
+            async_tp=async_tp,
         )
+        if pp != 1 or microbatches is not None:
+            if tokens is None:
+                raise ParallelismError(
+                    f"{term('pp')} and {term('microbatches')} go with {term('model')} and "
+                    f"{term('tokens')}"
+                )
+            if microbatches is None:
+                microbatches = tokens // assumed_seq_len(tokens, tp * cp)
+            pipeline = Pipeline.torchtitan(
+                degree=pp, sequences=microbatches, schedule=pp_schedule, microbatch_size=1
+            )
+            config = replace(config, pipeline=pipeline)
+        if cp != 1:
+            if tokens is None:
+                raise ParallelismError(
+                    f"{term('cp')} goes with {term('model')} and {term('tokens')}"
+                )
+            config = replace(config, cp=cp, seq_len=assumed_seq_len(tokens, 2 * cp * tp))
+        if accumulation != 1:
+            if tokens is None and not setup_given:
+                raise ParallelismError(
+                    f"{term('accumulation')} goes with {term('model')} and {term('tokens')}"
+                )
+            config = replace(config, accumulation=accumulation)
+        return config
 
     @classmethod
     def sharded(

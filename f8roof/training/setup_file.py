@@ -35,9 +35,10 @@ the run's `assumptions` (notes); keys without a sensible default (model name and
 the batch size) are required. Every key read is honoured or refused in one line: expert-tensor
 parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation, converters
 other than float8 and MX, FSDP's CPU offload, parameters other than bf16 under fp32 master
-weights, gradient accumulation, loss parallel disabled under TP, a schedule CSV and compile
-backends other than Inductor are refused; a key that changes nothing f8roof models is
-accepted and ignored.
+weights, a schedule CSV and compile backends other than Inductor are refused; a key that changes nothing f8roof models is accepted and ignored.
+`global_batch_size` above local batch x data-parallel ranks is gradient accumulation
+(`RunConfig.accumulation`); `disable_loss_parallel` gathers the logits before the loss
+(`RunConfig.loss_parallel`).
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
 """
@@ -178,7 +179,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
             "context_parallel_rotate_method",
             "expert_parallel_degree",
             "expert_tensor_parallel_degree",  # 1, or refused
-            "disable_loss_parallel",  # false, or refused
+            "disable_loss_parallel",
             "pipeline_parallel_schedule_csv",  # empty, or refused
         }
     ),
@@ -558,10 +559,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         if degree != 1:
             raise _fail(f"'{key}' = {degree} in [parallelism] of {path}: {what} is not modelled")
     ep = par.integer("expert_parallel_degree", 1)
-    if par.boolean("disable_loss_parallel", False) and tp > 1:
-        raise _fail(
-            f"'disable_loss_parallel' in {path}: a loss over gathered logits is not modelled"
-        )
+    loss_parallel = not par.boolean("disable_loss_parallel", False)
     if par.string("pipeline_parallel_schedule_csv", ""):
         raise _fail(
             f"'pipeline_parallel_schedule_csv' in {path}: a custom schedule is not modelled"
@@ -582,8 +580,12 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         others=replicate * cp * tp * (pipeline.degree if pipeline else 1),
         path=path,
     )
-    _check_training(
-        sec["training"], path=path, local_batch=batch, dp=None if fsdp is None else fsdp * replicate
+    accumulation = _check_training(
+        sec["training"],
+        path=path,
+        local_batch=batch,
+        dp=None if fsdp is None else fsdp * replicate,
+        assumptions=assumptions,
     )
     reshard = par.string("fsdp_reshard_after_forward", "default")
     reduce_dtype = sec["training"].string("mixed_precision_reduce", "float32")
@@ -748,6 +750,8 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             and not earlier
             and "loss" in (sec["compile"].names("components") or ("model", "loss")),
             pipeline=pipeline,
+            accumulation=accumulation,
+            loss_parallel=loss_parallel,
             cp=cp,
             cp_rotate=cp_rotate,
             assumptions=tuple(assumptions),
@@ -764,16 +768,20 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             quantize=f8.name.startswith("quantize."),
             switch=f8.has("enable_float8_linear") and not converter_named,
             filters=not earlier,
+            mx_recipe=recipe if converter.mx and not f8.name.startswith("quantize.") else None,
         ),
     )
 
 
-def _check_training(training: _Section, *, path: str, local_batch: int, dp: int | None) -> None:
+def _check_training(
+    training: _Section, *, path: str, local_batch: int, dp: int | None, assumptions: list[Note]
+) -> int:
     """The [training] keys that would change what runs beyond what f8roof models, refused
     unless at torchtitan's defaults: FSDP's CPU offload, fp32 parameters under FSDP, pure bf16
-    training (no fp32 master weights), and a global batch that makes torchtitan accumulate
-    gradients over several forward/backward passes per step (`dp`: data-parallel ranks, None
-    when -1 leaves them unknown)."""
+    training (no fp32 master weights). Returns the gradient accumulation steps: torchtitan's
+    global_batch_size over local batch x data-parallel ranks (`dp`), which must divide it
+    (train.py since 8570415c3, 2025-06-05); one pass, said in `assumptions`, where
+    data_parallel_shard_degree -1 leaves the ranks unknown (`dp` None)."""
     if training.boolean("enable_cpu_offload", False):
         raise _fail(f"'enable_cpu_offload' in {path}: FSDP's CPU offload is not modelled")
     for key, default in (("mixed_precision_param", "bfloat16"), ("dtype", "float32")):
@@ -783,11 +791,17 @@ def _check_training(training: _Section, *, path: str, local_batch: int, dp: int 
                 f"'{key}' = {value!r} in [training] of {path}: only {default!r} is modelled"
             )
     total = training.integer("global_batch_size", -1, minimum=-1)
-    if total != -1 and dp is not None and total != local_batch * dp:
+    if total == -1:
+        return 1
+    if dp is None:
+        assumptions.append(note(Topic.ACCUMULATION_UNKNOWN, total=total))
+        return 1
+    if total % (local_batch * dp):
         raise _fail(
-            f"'global_batch_size' {total} in {path} is not local batch {local_batch} x {dp} "
-            "data-parallel ranks: gradient accumulation is not modelled"
+            f"'global_batch_size' {total} in {path}: not a multiple of local batch "
+            f"{local_batch} x {dp} data-parallel ranks"
         )
+    return total // (local_batch * dp)
 
 
 def _shard_degree(world: int | None, shard: int | None, *, others: int, path: str) -> int | None:
@@ -892,6 +906,7 @@ FILE_KEYS = {
     "float8_all_gather": "enable_fsdp_float8_all_gather",
     "microbatch_size": "pipeline_parallel_microbatch_size",
     "cp": "context_parallel_degree",
+    "accumulation": "global_batch_size",
 }
 
 

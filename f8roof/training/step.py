@@ -12,6 +12,8 @@ Under pipeline parallelism (`training/run_config.py`) the parts come per microba
 model and the step is one rank's: m microbatches through 1/p of every per-token part, FSDP and
 the optimizer once per step over the rank's share, and the schedule's idle time and fill/drain
 sends as a part of its own (`pipelined`), which float8 shortens as it shortens a microbatch.
+Under gradient accumulation the step is that many forward/backward passes (each a whole
+schedule under a pipeline) and one optimizer step (`accumulated`).
 
 The modelled step is the sum of its parts. A measured bf16 step (`--step-ms`) is the bf16
 step; the model is reconciled with it (`Reconciliation`): the gap between them is spread over
@@ -138,6 +140,8 @@ def outside_blocks(
     grad_norm_all_reduce_s: float,
     scales_all_reduce_s: float | None,
     loss_compiled: bool = False,
+    loss_parallel: bool = True,
+    gather_logits_s: float = 0.0,
 ) -> OutsideBlocks:
     """The step's parts outside the blocks, from their bytes at a streaming kernel's rate
     (`stream_s_per_byte`, plus `launch_s` per pass), for `tokens` per data-parallel rank:
@@ -151,7 +155,9 @@ def outside_blocks(
       bytes per logit; compiled without TP (`loss_compiled`, torchtitan since 2025-04-02),
       the forward's reduction reads the bf16 logits twice (max, then the sum of
       exponentials) and the fused backward reads them and writes their gradient: 8 bytes
-      (under TP, DTensor's loss-parallel decomposition keeps eager's count);
+      (under TP, DTensor's loss-parallel decomposition keeps eager's count). Without loss
+      parallel (`loss_parallel` False under TP) the logits are all-gathered first
+      (`gather_logits_s`, exposed) and every TP rank runs the whole loss, a plain tensor's;
     - the optimizer: torchtitan's default AdamW (`implementation = "fused"`) over this GPU's
       fp32 parameter shard, 28 bytes per parameter; gradient clipping (`max_norm`): the norm
       reads each fp32 gradient, one all-reduce of the total norm across the mesh, then every
@@ -162,9 +168,13 @@ def outside_blocks(
     shard = tokens / max(tp, 1)
     embedding = tokens * dim * EMBEDDING_BYTES_PER_ELEMENT + vocab / max(tp, 1) * dim * 2
     norm = shard * dim * NORM_BYTES_PER_ELEMENT
-    per_logit = COMPILED_LOSS_BYTES_PER_LOGIT if loss_compiled and tp == 1 else LOSS_BYTES_PER_LOGIT
-    loss = tokens * vocab / max(tp, 1) * per_logit
+    sharded = loss_parallel and tp > 1
+    per_logit = (
+        LOSS_BYTES_PER_LOGIT if sharded or not loss_compiled else COMPILED_LOSS_BYTES_PER_LOGIT
+    )
+    loss = tokens * vocab / (tp if sharded else 1) * per_logit
     embedding_loss = (embedding + norm + loss) * stream_s_per_byte + 10 * launch_s
+    embedding_loss += gather_logits_s
     optimizer = (
         params_per_gpu * (ADAMW_BYTES_PER_PARAM + CLIP_BYTES_PER_PARAM) * stream_s_per_byte
         + 3 * launch_s
@@ -214,6 +224,7 @@ def _scaled(c: Component, factor: float) -> Component:
 
 
 COMM_PARTS = (Part.TP_COMM, Part.FSDP_COMM, Part.CP_COMM)
+OUTSIDE_PARTS = (Part.OUTSIDE, Part.OPTIMIZER)
 # parts that run once per step over the rank's share, not once per microbatch
 ONCE_PER_STEP = (Part.FSDP_COMM, Part.OPTIMIZER)
 
@@ -239,6 +250,15 @@ def pipelined(
         Basis.SCHEDULE,
     )
     return (*out, bubble)
+
+
+def accumulated(components: tuple[Component, ...], passes: int) -> tuple[Component, ...]:
+    """A step of `passes` forward/backward passes from one pass's parts: every part `passes`
+    times but the optimizer step (and gradient clipping), which runs once. FSDP's collectives
+    repeat with the passes: torchtitan's accumulation loop (train.py since 8570415c3) leaves
+    FSDP2's gradient sync on, so each backward reduce-scatters into the sharded gradients and
+    each forward gathers the resharded weights again."""
+    return tuple(c if c.part is Part.OPTIMIZER else _scaled(c, passes) for c in components)
 
 
 @dataclass(frozen=True)
@@ -396,6 +416,7 @@ def step_summary(
     pipeline: Pipeline | None = None,
     send_s: float = 0.0,
     context_parallel: bool = False,
+    accumulation: int = 1,
 ) -> StepSummary:
     """The step in both precisions (see the module docstring). `lm_head_fp8_s` None: lm_head
     stays bf16 (torchtitan's llama configs filter "output"). `gemm_floor_s`: the step's bf16
@@ -404,9 +425,13 @@ def step_summary(
     `block_basis`: what the block's times rest on (per-layer rows: its other compute is
     attention alone). `pipeline`: the parts above are one microbatch's for the whole model
     (`gemm_floor_s` too), the step one rank's (`pipelined`; `send_s`: one send between
-    stages). `context_parallel`: the blocks' key/value exchange is a part of its own."""
+    stages). `context_parallel`: the blocks' key/value exchange is a part of its own.
+    `accumulation`: the parts above are one forward/backward pass's, the step that many of
+    them and one optimizer step (`accumulated`)."""
     if isinstance(layers, bool) or not isinstance(layers, int) or layers < 1:
         raise StepError(f"layers must be an integer >= 1 (got {layers!r})")
+    if isinstance(accumulation, bool) or not isinstance(accumulation, int) or accumulation < 1:
+        raise StepError(f"accumulation must be an integer >= 1 (got {accumulation!r})")
     _check_time("step", "lm_head_bf16_s", lm_head_bf16_s)
     _check_time("step", "gemm_floor_s", gemm_floor_s)
     if bf16.overhead_s:
@@ -457,6 +482,12 @@ def step_summary(
         fast_s, slow_s = fast_s * per_step, slow_s * per_step
         lm_head_bf16_s *= pipeline.rank_share
         head_fp8 *= pipeline.rank_share
+    if accumulation > 1:
+        components = accumulated(components, accumulation)
+        gemm_floor_s *= accumulation
+        fast_s, slow_s = fast_s * accumulation, slow_s * accumulation
+        lm_head_bf16_s *= accumulation
+        head_fp8 *= accumulation
     model_bf16 = sum(c.bf16_s for c in components)
     model_fp8 = sum(c.fp8_s for c in components)
     if not (fast_s <= 0 <= slow_s and model_fp8 + fast_s > 0):
@@ -466,7 +497,7 @@ def step_summary(
         notes.append(
             note(
                 Topic.MODELLED_STEP,
-                outside_ms=outside.embedding_loss_s * 1e3 + outside.optimizer_s * 1e3,
+                outside_ms=sum(c.bf16_s for c in components if c.part in OUTSIDE_PARTS) * 1e3,
             )
         )
         bf16_s, fp8_s = model_bf16, model_fp8

@@ -34,6 +34,9 @@ class ConfigLayout:
     # torchtitan has filter_fqns (since 2025-04-07); before, its module filter kept the output
     # projection, and only it, in bf16
     filters: bool = True
+    # the 2025 [mx] section's recipe_name as the file wrote it (None: [quantize.linear.mx], or
+    # no MX setup); torchtitan's [mx] took torchao's MXLinearRecipeName values
+    mx_recipe: str | None = None
 
 
 FLOAT8_LAYOUT = ConfigLayout()  # [model] converters and [float8] with filter_fqns (2025-04 on)
