@@ -6,8 +6,10 @@ The Python API (docs/api.md), what `f8roof estimate` answers:
 
 - `estimate_shapes(shapes, gpu=, recipe=, ...)`: one linear per (M, K, N) -> a DataFrame of
   times (seconds), speedups with their band, and the decision;
-- `answer_model(model, tokens, gpu=, tp=, ep=, fsdp=, recompute=, recipe=, ...)`: a model's
+- `answer_model(model, tokens, gpu=, tp=, ep=, fsdp=, recompute=, recipe=, pp=, cp=, ...)`: a model's
   linears at training scale -> the answer record (per-layer rows, the step, memory);
+- `answer_setup(setup, gpu=, step_ms=, overrides=, ...)`: a torchtitan job config (TOML or a
+  named config) -> the same answer record;
 - `module_filter(model, tokens, ...)`: the filter for torchao's `convert_to_float8_training`.
 
 A refused value raises `ParameterError` naming the parameter; every refusal is an
@@ -21,10 +23,11 @@ __all__ = [
     "F8RoofError",
     "ParameterError",
     "answer_model",
+    "answer_setup",
     "estimate_shapes",
     "module_filter",
 ]
-_API = ("answer_model", "estimate_shapes", "module_filter")
+_API = ("answer_model", "answer_setup", "estimate_shapes", "module_filter")
 
 
 def __getattr__(name: str):

@@ -9,7 +9,7 @@ import pytest
 import f8roof
 from f8roof import F8RoofError, ParameterError
 
-API = ("estimate_shapes", "answer_model", "module_filter")
+API = ("estimate_shapes", "answer_model", "answer_setup", "module_filter")
 
 
 def test_help_lists_the_documented_api():
@@ -48,6 +48,11 @@ def test_answer_model_returns_the_answer_record():
         (lambda: f8roof.estimate_shapes("4096,4096,4096"), "shapes"),
         (lambda: f8roof.estimate_shapes([(64, 64, 64)], policy="safe"), "policy"),
         (lambda: f8roof.module_filter(object(), 8192, recipe="all"), "recipe"),
+        (lambda: f8roof.answer_model("llama3-8b", 8192, filter_fqns="output"), "filter_fqns"),
+        (lambda: f8roof.answer_model("llama3-8b", 8192, cp=0), "cp"),
+        (lambda: f8roof.answer_model("llama3-8b", 8192, async_tp=1), "async_tp"),
+        (lambda: f8roof.answer_setup(None), "setup"),
+        (lambda: f8roof.answer_setup("llama3:llama3_8b", overrides="a.b=1"), "overrides"),
     ],
 )
 def test_a_refused_value_names_its_parameter(call, parameter):
@@ -76,3 +81,50 @@ def test_module_filter_decides_at_an_fsdp_degree():
     keep = f8roof.module_filter(model, 16384, fsdp=2)
     assert keep.recommendation.setup.fsdp_degree == 2
     assert keep(model[0], "0") and not keep(model[1], "1")
+
+
+def test_answer_model_runs_the_pipeline_context_parallel_and_accumulation_as_the_cli():
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    found = f8roof.answer_model(
+        "llama3-8b", 65536, gpu="h100", fsdp=4, pp=2, cp=2, accumulation=2, async_tp=True, tp=2
+    )
+    setup = found.recommendation.setup
+    assert (setup.pp, setup.cp, setup.accumulation, setup.async_tp) == (2, 2, 2, True)
+    flags = "--model llama3-8b --tokens 65536 --gpu h100 --fsdp 4 --pp 2 --cp 2 "
+    flags += "--accumulation 2 --async-tp --tp 2"
+    shown = CliRunner().invoke(main, ["estimate", *flags.split()])
+    assert shown.exit_code == 0, shown.output
+    assert f"x{found.step.as_run.speedup:.3f}" in shown.output
+
+
+def test_answer_model_keeps_the_given_layers_in_bf16():
+    every = f8roof.answer_model("llama3-8b", 8192, fsdp=8, filter_fqns=[])
+    kept = f8roof.answer_model("llama3-8b", 8192, fsdp=8, filter_fqns=["output", "attention.wk"])
+    assert kept.step.as_run.fp8_s > every.step.as_run.fp8_s
+
+
+def test_answer_setup_answers_a_torchtitan_config_as_estimate_setup(tmp_path):
+    from click.testing import CliRunner
+
+    from f8roof.cli import main
+
+    found = f8roof.answer_setup(
+        "llama3:llama3_8b",
+        gpu="h100",
+        overrides=["parallelism.data_parallel_shard_degree=8", "training.local_batch_size=1"],
+    )
+    assert found.recommendation.setup.fsdp_degree == 8 and found.recommendation.tokens == 8192
+    args = ["estimate", "--setup", "llama3:llama3_8b", "--gpu", "h100"]
+    args += ["--set", "parallelism.data_parallel_shard_degree=8"]
+    args += ["--set", "training.local_batch_size=1"]
+    shown = CliRunner().invoke(main, args)
+    assert shown.exit_code == 0, shown.output
+    assert f"x{found.step.as_run.speedup:.3f}" in shown.output
+
+
+def test_async_tp_without_tp_is_refused_in_parameter_names():
+    with pytest.raises(F8RoofError, match=r"^async_tp pipelines TP's collectives: give tp 2"):
+        f8roof.answer_model("llama3-8b", 8192, async_tp=True)

@@ -8,7 +8,7 @@ command line's `--tp`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +75,15 @@ def answer_model(
     recompute: str = "none",
     recipe: str = "tensorwise",
     step_ms: float | None = None,
+    float8_all_gather: bool = False,
+    async_tp: bool = False,
+    filter_fqns: Sequence[str] | None = None,
+    pp: int = 1,
+    pp_schedule: str = "1F1B",
+    microbatches: int | None = None,
+    cp: int = 1,
+    accumulation: int = 1,
+    network_gbps: float | None = None,
     calibration: str | Path | Calibration | None = None,
     no_calibration: bool = False,
     policy: str = "expected",
@@ -86,6 +95,12 @@ def answer_model(
     tensor-, expert- and FSDP-parallel degrees (ints >= 1; 1: none). recompute: activation
     checkpointing, "none", "selective" or "full". recipe: a float8 recipe, a comma list or
     "all". step_ms: a measured bf16 step in milliseconds, reconciled with the model.
+    float8_all_gather: torchao's FSDP2 float8 weight all-gather with precomputed scales.
+    async_tp: torch's micro-pipelined TP (tp >= 2). filter_fqns: linears kept in bf16 by
+    torchtitan's substring rule (None: ["output"], as its llama configs; []: none). pp,
+    pp_schedule, microbatches: pipeline parallelism ("GPipe", "1F1B", "Interleaved1F1B";
+    microbatches one sequence each by default). cp: context-parallel degree. accumulation:
+    forward/backward passes per optimizer step. network_gbps: the inter-node NIC per GPU.
     calibration, no_calibration, policy: as for `estimate_shapes`.
 
     Returns the answer record (`engine.answer.ModelAnswer`): `recommendation.layers` (one
@@ -95,7 +110,23 @@ def answer_model(
     """
     from f8roof.engine.answer import Question, answer
 
-    setup = _setup(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=step_ms)
+    setup = _setup(
+        tp=tp,
+        ep=ep,
+        fsdp=fsdp,
+        recompute=recompute,
+        step_ms=step_ms,
+        tokens=tokens,
+        float8_all_gather=_flag("float8_all_gather", float8_all_gather),
+        network_gbps=_optional_number("network_gbps", network_gbps, "Gb/s per GPU, or None"),
+        filter_fqns=_fqns(filter_fqns),
+        async_tp=_flag("async_tp", async_tp),
+        pp=_positive("pp", pp),
+        pp_schedule=_text("pp_schedule", pp_schedule),
+        microbatches=None if microbatches is None else _positive("microbatches", microbatches),
+        cp=_positive("cp", cp),
+        accumulation=_positive("accumulation", accumulation),
+    )
     question = Question(
         model=_text("model", model),
         tokens=_positive("tokens", tokens),
@@ -103,6 +134,44 @@ def answer_model(
     )
     request = _request(gpu, _text("recipe", recipe), None, calibration, no_calibration)
     return answer(question, request, setup=setup)  # type: ignore[return-value]
+
+
+def answer_setup(
+    setup: str | Path,
+    *,
+    gpu: str | None = None,
+    step_ms: float | None = None,
+    overrides: Sequence[str] = (),
+    calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
+    policy: str = "expected",
+) -> ModelAnswer:
+    """A torchtitan run, as `f8roof estimate --setup` answers: its model, tokens, parallelism,
+    checkpointing and float8 from the job config.
+
+    setup: a torchtitan TOML job config (or f8roof's short form), or a named 2026 config
+    ("llama3:llama3_8b"). gpu: a preset name (else the file's [f8roof] gpu). step_ms: a
+    measured bf16 step in milliseconds (else the file's). overrides: "section.key=value"
+    strings, as `--set`. calibration, no_calibration, policy: as for `estimate_shapes`.
+    Returns the answer record, as `answer_model`.
+    """
+    from f8roof.engine.answer import Question
+    from f8roof.engine.answer import answer_setup as answer_file
+    from f8roof.training.run_config import RunConfig
+
+    if not isinstance(setup, str | Path) or not str(setup).strip():
+        raise ParameterError("setup", setup, "a job config path or a named config")
+    if isinstance(overrides, str | bytes) or not all(isinstance(o, str) for o in overrides):
+        raise ParameterError("overrides", overrides, "a list of 'section.key=value' strings")
+    request = _request(gpu, "tensorwise", None, calibration, no_calibration)
+    return answer_file(
+        str(setup),
+        question=Question(policy=_choice("policy", policy, POLICIES)),
+        setup=RunConfig.from_options(step_ms=_step_ms(step_ms), setup_given=True),
+        recipe_given=False,
+        options={k: v for k, v in vars(request).items() if k != "recipes"},
+        overrides=tuple(overrides),
+    )
 
 
 def module_filter(
@@ -160,19 +229,49 @@ def module_filter(
 
 
 def _setup(
-    *, tp: object, ep: object, fsdp: object, recompute: object, step_ms: object
+    *,
+    tp: object,
+    ep: object,
+    fsdp: object,
+    recompute: object,
+    step_ms: object,
+    tokens: object = None,
+    **more: Any,
 ) -> RunConfig:
+    """The run from the API's values, checked; `more`: the rest of `RunConfig.from_options`'s
+    options, checked by the caller."""
     from f8roof.training.run_config import RunConfig
 
-    if step_ms is not None and (isinstance(step_ms, bool) or not isinstance(step_ms, int | float)):
-        raise ParameterError("step_ms", step_ms, "a measured step in milliseconds, or None")
     return RunConfig.from_options(
         tp=_positive("tp", tp),
         ep=_positive("ep", ep),
         fsdp=_positive("fsdp", fsdp),
         recompute=_choice("recompute", recompute, RECOMPUTE),
-        step_ms=step_ms,
+        step_ms=_step_ms(step_ms),
+        tokens=None if tokens is None else _positive("tokens", tokens),
+        **more,
     )
+
+
+def _step_ms(value: object) -> float | None:
+    return _optional_number("step_ms", value, "a measured step in milliseconds, or None")
+
+
+def _optional_number(name: str, value: object, expected: str) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ParameterError(name, value, expected)
+    return value
+
+
+def _fqns(value: object) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise ParameterError("filter_fqns", value, "a list of fqn substrings, or None")
+    fqns = tuple(value)
+    if not all(isinstance(f, str) for f in fqns):
+        raise ParameterError("filter_fqns", value, "a list of fqn substrings, or None")
+    return fqns
 
 
 def _request(
