@@ -53,6 +53,7 @@ def test_answer_model_returns_the_answer_record():
         (lambda: f8roof.answer_model("llama3-8b", 8192, async_tp=1), "async_tp"),
         (lambda: f8roof.answer_setup(None), "setup"),
         (lambda: f8roof.answer_setup("llama3:llama3_8b", overrides="a.b=1"), "overrides"),
+        (lambda: f8roof.answer_setup("llama3:llama3_8b", overrides=3), "overrides"),
     ],
 )
 def test_a_refused_value_names_its_parameter(call, parameter):

@@ -161,8 +161,13 @@ def answer_setup(
 
     if not isinstance(setup, str | Path) or not str(setup).strip():
         raise ParameterError("setup", setup, "a job config path or a named config")
-    if isinstance(overrides, str | bytes) or not all(isinstance(o, str) for o in overrides):
+    if (
+        isinstance(overrides, str | bytes)
+        or not isinstance(overrides, Iterable)
+        or not all(isinstance(o, str) for o in overrides)
+    ):
         raise ParameterError("overrides", overrides, "a list of 'section.key=value' strings")
+    # the recipe is the file's: the request's own is left out of what is passed on
     request = _request(gpu, "tensorwise", None, calibration, no_calibration)
     return answer_file(
         str(setup),
