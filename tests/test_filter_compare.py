@@ -212,7 +212,7 @@ def test_filter_compare_follows_the_policy():
     for policy in ("conservative", "expected", "optimistic"):
         result = filter_compare(
             "llama3-8b",
-            tokens=[4096],
+            tokens=[2048],
             tps=[1],
             request=Request(gpu="h100", recipes="tensorwise"),
             policy=policy,
@@ -228,7 +228,7 @@ def test_filter_compare_follows_the_policy():
             "--model",
             "llama3-8b",
             "--tokens",
-            "4096",
+            "2048",
             "--gpu",
             "h100",
             "--policy",

@@ -67,3 +67,23 @@ def test_constants_broadcasts_and_per_row_statistics_cost_nothing_per_element():
         "tmp3 = tmp1 * tmp1\n"  # constants only
     )
     assert cycles(body) == 0
+
+
+def test_a_two_axis_tile_computes_a_row_s_value_once_per_row():
+    # a transposed rowwise cast as Inductor writes it: the row's scale (loaded along y alone)
+    # is a [YBLOCK, 1] tensor, evaluated per row; the scaled value per element
+    ys, xs = 512, 4096
+    source = f"""def kernel(in_ptr0, in_ptr1, out_ptr0, ynumel, xnumel, YBLOCK, XBLOCK):
+    ynumel = {ys}
+    xnumel = {xs}
+    x1 = xindex
+    y0 = yindex
+    tmp0 = tl.load(in_ptr0 + (y0 + 512*x1), ymask).to(tl.float32)
+    tmp1 = tl.load(in_ptr1 + (y0), ymask).to(tl.float32)
+    tmp2 = libdevice.exp2(tmp1)
+    tmp3 = tmp0 * tmp2
+"""
+    fn = ast.parse(source).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    found = _arithmetic(fn, {"in_ptr0": "bfloat16", "in_ptr1": "float32"})
+    assert found == costs.SFU * ys + costs.ADD * ys * xs

@@ -362,7 +362,8 @@ def _call_name(call: ast.Call) -> str:
 class _Values:
     """The values a kernel's statements compute: each name's dtype, the names that are copies
     of another (no instruction: a conversion to the dtype it has, narrowing back what was just
-    widened, an expression computed before), and which vary per element."""
+    widened, an expression computed before), and the axes each varies along (none: a
+    constant or a row's statistic, which costs nothing per element)."""
 
     def __init__(self, pointers: Mapping[str, str]) -> None:
         self.pointers = pointers
@@ -370,7 +371,7 @@ class _Values:
         self.copy_of: dict[str, str] = {}
         self.widened_from: dict[str, str] = {}
         self.known: dict[str, str] = {}  # an expression, names resolved -> the name holding it
-        self.elementwise: set[str] = set()
+        self.axes: dict[str, frozenset[str]] = {}
 
     def resolve(self, name: str) -> str:
         while name in self.copy_of:
@@ -387,10 +388,15 @@ class _Values:
     def key(self, node: ast.expr) -> str:
         return re.sub(r"\b(tmp\d+)\b", lambda m: self.resolve(m.group(1)), ast.unparse(node))
 
+    def varying(self, node: ast.expr) -> frozenset[str]:
+        """The axes an expression of computed values varies along."""
+        return frozenset().union(*(self.axes.get(n, frozenset()) for n in self.names(node)))
+
     def load(self, name: str, value: ast.Call, along: tuple[str, ...]) -> None:
         names = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}
-        if any(_INDEX_VAR.match(n) and n.startswith(along) for n in names):
-            self.elementwise.add(name)
+        axes = frozenset(n[0] for n in names if _INDEX_VAR.match(n) and n.startswith(along))
+        if axes:
+            self.axes[name] = axes
         stored = next((self.pointers[n] for n in names if n in self.pointers), None)
         self.dtype[name] = stored
         if isinstance(value.func, ast.Attribute) and value.func.attr == "to":  # load(...).to(T)
@@ -400,7 +406,8 @@ class _Values:
             self.known[f"{raw}.to({self.dtype[name]})"] = name
 
     def convert(self, name: str, source: str, to: str | None) -> int:
-        """`name = source.to(to)`: its cost, 0 where the compiled kernel runs no instruction."""
+        """`name = source.to(to)`: its cost per point of the axes it varies along, 0 where the
+        compiled kernel runs no instruction."""
         key = f"{source}.to({to})"
         if key in self.known:
             self.copy_of[name] = self.known[key]
@@ -418,9 +425,9 @@ class _Values:
         self.dtype[name] = to
         if _rank(to) > _rank(have):
             self.widened_from[name] = source
-        if source not in self.elementwise:
+        if source not in self.axes:
             return 0
-        self.elementwise.add(name)
+        self.axes[name] = self.axes[source]
         if have == "bfloat16" and to == "float32":
             return instruction_costs.WIDEN_BF16
         return instruction_costs.SFU
@@ -457,7 +464,12 @@ class _Values:
 def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
     """The arithmetic a Triton kernel evaluates over its iteration space, in FP32-lane cycles
     (`hardware/instruction_costs`): each `tmpN = ...` computed from an element of a tensor
-    (not a load, not a constant, not a row's statistic) costs its operators on every element.
+    (not a load, not a constant, not a row's statistic) costs its operators on every element
+    it varies over. A reduction's loop recomputes a value from the reduced axis for every
+    row (each program holds one or a few rows): every element. A pointwise kernel tiled in
+    two axes (y, x) computes a value loaded along one axis only (a row's scale in a
+    transposed cast) on that axis's tensor, once per row, not per element; Triton's copies of
+    it across the threads that share a row are left out, like its index and mask work.
     What the compiler runs no instruction for costs nothing: a conversion to the dtype a value
     has, narrowing back a value just widened (Inductor's bf16 -> float32 -> bf16 round trips),
     an expression computed before. A fused float8 cast evaluates a norm, an amax, a
@@ -476,6 +488,12 @@ def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
         return None
     reducing = any(k.startswith("r") for k in sizes)
     along = ("r",) if reducing else ("x", "y", "z")
+
+    def span(axes: frozenset[str]) -> int:
+        if reducing or not axes:
+            return math.prod(sizes.values()) if axes else 0
+        return math.prod(sizes.get(f"{axis}numel", 1) for axis in axes)
+
     values = _Values(pointers)
     count = 0
     for stmt in _assignments(fn.body):
@@ -503,7 +521,8 @@ def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
         ):
             assert isinstance(value, ast.Call)
             to = _triton_dtype(value.args[0]) if value.args else None
-            count += values.convert(name, values.resolve(func.value.id), to)
+            cost = values.convert(name, values.resolve(func.value.id), to)
+            count += cost * span(values.axes.get(name, frozenset()))
             continue
         key = values.key(value)
         if key in values.known:
@@ -512,10 +531,11 @@ def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
         values.known[key] = name
         dtype = values.promoted(value)
         values.dtype[name] = "bool" if isinstance(value, ast.Compare) else dtype
-        if values.names(value) & values.elementwise:
-            values.elementwise.add(name)
-            count += values.cost(value, fp64=dtype == "float64")
-    return count * math.prod(sizes.values())
+        axes = values.varying(value)
+        if axes:
+            values.axes[name] = axes
+            count += values.cost(value, fp64=dtype == "float64") * span(axes)
+    return count
 
 
 def _iterated_numel(fn: ast.FunctionDef) -> int | None:
