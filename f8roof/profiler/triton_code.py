@@ -490,8 +490,11 @@ def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
     along = ("r",) if reducing else ("x", "y", "z")
 
     def span(axes: frozenset[str]) -> int:
-        if reducing or not axes:
-            return math.prod(sizes.values()) if axes else 0
+        """The points a value varying along `axes` is computed at."""
+        if not axes:
+            return 0
+        if reducing:
+            return math.prod(sizes.values())
         return math.prod(sizes.get(f"{axis}numel", 1) for axis in axes)
 
     values = _Values(pointers)
