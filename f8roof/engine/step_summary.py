@@ -435,8 +435,9 @@ def _outside(
         scales_s = float(collective_time_s("all_reduce", nbytes=FP32_BYTES * tensors, **kw))
     precompute = bool(run.precompute_scales and run.float8_all_gather and convert.any())
     sharded = run.loss_parallel and run.tp > 1
+    gathered = run.tp > 1 and not run.loss_parallel
     gather_s = 0.0
-    if run.tp > 1 and not run.loss_parallel and (tp_fabric := _fabric(rec, notes)) is not None:
+    if gathered and (tp_fabric := _fabric(rec, notes)) is not None:
         # the output projection's logits all-gathered over the TP ranks before the loss
         tp_place = placement_for(group_size=run.tp, stride=1, gpus_per_node=run.gpus_per_node)
         gather_s = float(
@@ -456,7 +457,7 @@ def _outside(
             params_per_gpu=params / run.pp,
             precompute=precompute,
             loss=loss,
-            gathered=run.tp > 1 and not run.loss_parallel,
+            gathered=gathered,
         )
     )
     return outside_blocks(
