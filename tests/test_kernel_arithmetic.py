@@ -87,3 +87,21 @@ def test_a_two_axis_tile_computes_a_row_s_value_once_per_row():
     assert isinstance(fn, ast.FunctionDef)
     found = _arithmetic(fn, {"in_ptr0": "bfloat16", "in_ptr1": "float32"})
     assert found == costs.SFU * ys + costs.ADD * ys * xs
+
+
+def test_a_bitcast_reinterprets_bits_and_runs_no_instruction():
+    # Inductor concatenates a gathered float8 tensor's chunks as uint8: each load bitcast,
+    # then selected by its chunk's mask; the selects are work, the bitcasts are not
+    fp8 = {"in_ptr0": "float8_e4m3fn", "in_ptr1": "float32"}
+    load = "x0 = xindex\ntmp0 = tl.load(in_ptr0 + (x0))\n"
+    assert cycles(load + "tmp1 = tmp0.to(tl.uint8, bitcast=True)", fp8) == 0
+    chunk = load + (
+        "tmp9 = x0 < 512\n"  # the chunk's mask: index work, not counted
+        "tmp1 = tmp0.to(tl.uint8, bitcast=True)\n"
+        "tmp2 = tl.full(tmp1.shape, 0.0, tmp1.dtype)\n"
+        "tmp3 = tl.where(tmp9, tmp1, tmp2)\n"
+    )
+    assert cycles(chunk, fp8) == costs.ALU
+    # the bits' new dtype is the value's: converting it is work again
+    widened = "tmp1 = tmp0.to(tl.uint8, bitcast=True)\ntmp2 = tmp1.to(tl.float32)"
+    assert cycles(load + widened, fp8) == costs.SFU

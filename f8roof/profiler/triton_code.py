@@ -405,9 +405,16 @@ class _Values:
             self.widened_from[name] = raw
             self.known[f"{raw}.to({self.dtype[name]})"] = name
 
-    def convert(self, name: str, source: str, to: str | None) -> int:
+    def convert(self, name: str, source: str, to: str | None, *, bitcast: bool = False) -> int:
         """`name = source.to(to)`: its cost per point of the axes it varies along, 0 where the
-        compiled kernel runs no instruction."""
+        compiled kernel runs no instruction. A bitcast (`bitcast=True`, how Inductor moves
+        float8 as uint8) reinterprets the register's bits: a value of the new dtype, no
+        instruction."""
+        if bitcast:
+            self.dtype[name] = to
+            if source in self.axes:
+                self.axes[name] = self.axes[source]
+            return 0
         key = f"{source}.to({to})"
         if key in self.known:
             self.copy_of[name] = self.known[key]
@@ -472,7 +479,8 @@ def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
     it across the threads that share a row are left out, like its index and mask work.
     What the compiler runs no instruction for costs nothing: a conversion to the dtype a value
     has, narrowing back a value just widened (Inductor's bf16 -> float32 -> bf16 round trips),
-    an expression computed before. A fused float8 cast evaluates a norm, an amax, a
+    a bitcast (float8 moved as uint8: a gathered float8 tensor's chunks concatenated), an
+    expression computed before. A fused float8 cast evaluates a norm, an amax, a
     power-of-2 scale, the clamp and the cast per element, pass after pass: it can be bound by
     arithmetic rather than memory (`timing/kernel_time.KernelTimeModel.arithmetic_per_s`).
     `pointers`: each pointer parameter's dtype, from the kernel's signature."""
@@ -524,7 +532,11 @@ def _arithmetic(fn: ast.FunctionDef, pointers: Mapping[str, str]) -> int | None:
         ):
             assert isinstance(value, ast.Call)
             to = _triton_dtype(value.args[0]) if value.args else None
-            cost = values.convert(name, values.resolve(func.value.id), to)
+            bitcast = any(
+                k.arg == "bitcast" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in value.keywords
+            )
+            cost = values.convert(name, values.resolve(func.value.id), to, bitcast=bitcast)
             count += cost * span(values.axes.get(name, frozenset()))
             continue
         key = values.key(value)
