@@ -205,3 +205,14 @@ def test_a_compiled_block_is_kept_and_read_back_not_compiled_again(tmp_path, mon
         sharded.compiled_block("llama3-8b", **kw)
     monkeypatch.setenv("F8ROOF_CACHE", "off")
     assert sharded.block_cache_path("llama3-8b", {"tokens": 1024}) is None
+
+
+def test_a_block_counted_by_other_rules_is_not_read_back(tmp_path, monkeypatch):
+    # the cache key holds the counting code's digest: a checkout that counts arithmetic
+    # otherwise (a bitcast, a row's value) finds no entry and compiles again
+    from f8roof.engine import sharded
+
+    monkeypatch.setenv("F8ROOF_CACHE", str(tmp_path))
+    now = sharded.block_cache_path("llama3-8b", {"tokens": 1024})
+    monkeypatch.setattr(sharded, "_counting_digest", lambda: "counted otherwise")
+    assert sharded.block_cache_path("llama3-8b", {"tokens": 1024}) != now

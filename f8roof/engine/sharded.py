@@ -412,8 +412,9 @@ def compiled_block(
 def block_cache_path(model: str, case: dict[str, Any]) -> Path | None:
     """Where a compiled block of `model` (its architecture, whatever the config is named) for
     `case` is kept: $F8ROOF_CACHE (default ~/.cache/f8roof; "off": no cache), keyed by the
-    case, the architecture, the packages that generated the code and how its arithmetic is
-    counted."""
+    case, the architecture, the packages that generated the code and how its kernels are
+    counted: the counting code's own text, so a block counted by other rules (a checkout
+    between releases included) is compiled again, not read back."""
     root = os.environ.get("F8ROOF_CACHE", str(Path.home() / ".cache" / "f8roof"))
     if root.strip().lower() in ("", "off", "0"):
         return None
@@ -421,10 +422,20 @@ def block_cache_path(model: str, case: dict[str, Any]) -> Path | None:
         "case": case,
         "architecture": repr(resolve_model(model)),
         "packages": {p: _version(p) for p in ("torch", "triton", "torchao", "f8roof")},
-        "arithmetic": instruction_costs.UNIT,
+        "counting": _counting_digest(),
     }
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
     return Path(root) / "blocks" / f"{digest[:24]}.json"
+
+
+def _counting_digest() -> str:
+    """A digest of the code that counts a kernel's bytes and arithmetic."""
+    from f8roof.profiler import triton_code
+
+    digest = hashlib.sha256()
+    for module in (triton_code, instruction_costs):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    return digest.hexdigest()
 
 
 def _version(package: str) -> str:

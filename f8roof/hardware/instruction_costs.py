@@ -20,9 +20,6 @@ float32 is a shift of its bits (a 64-per-clock integer instruction), not a conve
 from __future__ import annotations
 
 FP32_LANES_PER_SM = 128  # the unit: one FP32 add per lane per clock
-# What a count means: kept with every compiled block (engine/sharded.block_cache_path), so a
-# block counted another way is compiled again
-UNIT = "FP32-lane cycles, CUDA guide throughputs 8.0-9.0"
 
 ADD = 1  # FP32 add, subtract, multiply, FMA, negate, absolute value
 ALU = 2  # compare, select, min/max, bitwise and integer operations; FP64 add and multiply
