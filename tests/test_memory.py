@@ -10,6 +10,7 @@ import pytest
 from f8roof.engine.answer import Question, answer
 from f8roof.engine.resolve import Request
 from f8roof.errors import F8RoofError
+from f8roof.renderers.answers import memory_dict, memory_lines
 from f8roof.traffic.variant import Before, Context
 from f8roof.training.catalog import Architecture, NamedLinear, TPStyle, builtin
 from f8roof.training.checkpointing import Recompute
@@ -287,3 +288,17 @@ def test_the_out_json_terms_add_up_and_the_published_peaks_are_read():
         ("vanilla TP", False, 71.51, 55.26),
         ("async TP", True, 71.08, 55.91),
     ]
+
+
+def test_a_measured_step_is_answered_where_the_memory_model_says_it_cannot_fit():
+    # the run that was measured ran: the memory model, not the measurement, is what is off
+    run = RunConfig.from_options(tp=1, fsdp=2, recompute="none", step_ms=5000.0)
+    got = answer(Question(model="llama3-70b", tokens=8192), Request(gpu="h100"), setup=run)
+    assert got.memory is not None and got.memory.measured
+    assert not got.memory.estimate.bf16_fits
+    lines = memory_lines(got.memory)
+    assert "neither fits" in lines[0] or "only float8 fits" in lines[0]
+    assert lines[1] == (
+        "  the bf16 step was measured, so the run fits: the memory model overstates it"
+    )
+    assert memory_dict(got.memory)["bf16_step_measured"] is True

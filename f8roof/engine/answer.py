@@ -128,6 +128,7 @@ class MemoryAnswer:
     headroom: Headroom
     notes: tuple[Note, ...] = ()
     fitting: FittingSpeedup | None = None
+    measured: bool = False  # the bf16 step was measured (--step-ms): the run ran, so it fits
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     """Peak memory per GPU with the linears float8 converts as torchtitan does (every one but
     the filter_fqns: what published runs measure), and what fits; None where the FSDP degree
     is unknown. A run whose layout is stated (a setup file, or --fsdp N) and that does not fit
-    in bf16 is refused with its shortfall."""
+    in bf16 is refused with its shortfall, unless its bf16 step was measured: a run that ran
+    fits, and the memory model is what overstates it (answered, and said)."""
     run = rec.setup
     if (run.fsdp and run.fsdp_degree is None) or run.pipeline is not None:
         return None  # a pipeline's in-flight microbatches: not modelled yet
@@ -290,7 +292,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
         room = headroom(estimate_at, run, tokens=rec.tokens)
     except ModelError as e:
         raise F8RoofError(e.marked) from None
-    if (stated or run.fsdp_degree is not None) and not found.bf16_fits:
+    measured = run.step_s is not None
+    if (stated or run.fsdp_degree is not None) and not found.bf16_fits and not measured:
         raise F8RoofError(
             f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
             f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s usable "
@@ -304,7 +307,7 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
             "components/metrics.py (reserved_bytes.all.peak, GiB)"
         ),
     )
-    return MemoryAnswer(found, room, (assumed,))
+    return MemoryAnswer(found, room, (assumed,), measured=measured)
 
 
 def fitting_speedup(

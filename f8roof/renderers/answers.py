@@ -231,6 +231,10 @@ def memory_lines(memory: MemoryAnswer | None, *, every: bool = False) -> list[st
         f"{_gib(found.fp8.peak_bytes)} (of {found.gpu_memory_bytes / GIB:.0f} GiB){fits}"
     )
     lines = [peak]
+    if memory.measured and not found.bf16_fits:
+        lines.append(
+            "  the bf16 step was measured, so the run fits: the memory model overstates it"
+        )
     if every or room.cheaper_recompute:
         bf16 = room.bf16_recompute.value if room.bf16_recompute else "more than full"
         fp8 = room.fp8_recompute.value if room.fp8_recompute else "more than full"
@@ -544,6 +548,7 @@ def memory_dict(memory: MemoryAnswer) -> dict[str, Any]:
         "runtime_bytes": found.runtime_bytes,
         "bf16_fits": found.bf16_fits,
         "fp8_fits": found.fp8_fits,
+        "bf16_step_measured": memory.measured,
         "bf16_phase": found.bf16.phase.value,
         "fp8_phase": found.fp8.phase.value,
         "terms": {
