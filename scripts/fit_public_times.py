@@ -111,6 +111,11 @@ def public_fit_lines(data, report, times) -> list[str]:
         families = ", ".join(sorted(set(data.gemms.family[pick])))
         lines.append(f"  {source}: {pick.sum()} gemms ({families}) on {parts}")
     lines += [f"  left out: {why}" for why in data.gemms.left_out]
+    lines.append(
+        f"  read as data: {public_fit.ZERO_DATA_SOURCE}'s fp8 rows ran on zero-filled operands, "
+        f"x{public_fit.ZERO_DATA_SPEEDUP:.3f} faster than on real data (A100 cuBLAS 8192^3, "
+        "295 vs 257 TFLOP/s, thonking.ai 2024)"
+    )
     lines += parameter_lines(report)
     n = len(cells.measured)
     none = np.zeros(n, bool)

@@ -79,6 +79,22 @@ def test_the_shipped_fit_meets_its_cross_validated_targets():
     assert {p.part for p in times.parts} == {"h100", "h100-meta", "h200", "h100@500w", "h200@500w"}
 
 
+def test_ao940_float8_rows_are_read_as_zero_filled_operands(monkeypatch):
+    """#940 timed `_scaled_mm` on zeros and bf16 on randn: only its float8 rows are read as
+    ZERO_DATA_SPEEDUP faster than the real data the model times."""
+    from f8roof.calibration import public_fit
+
+    data = public_fit.load(ROOT)
+    x = np.array([r.value for r in public_file.load(public_file.SHIPPED).ranges])
+    zeros = public_fit.gemm_times(x, data.gemms)
+    monkeypatch.setattr(public_fit, "ZERO_DATA_SPEEDUP", 1.0)
+    real = public_fit.gemm_times(x, data.gemms)
+    read = (data.gemms.source == "ao#940") & (data.gemms.family == "fp8")
+    assert read.sum() == 16  # eight squares, with and without fast accumulation
+    assert np.allclose(real[read] / zeros[read], 295 / 257)
+    assert np.array_equal(real[~read], zeros[~read])
+
+
 def test_the_file_round_trips(tmp_path):
     times = public_file.load(public_file.SHIPPED)
     path = tmp_path / "again.json"
