@@ -177,6 +177,13 @@ def public_fit_lines(data, report, times) -> list[str]:
     )
     for part, (error, rows) in report.leave_part_out.items():
         lines.append(f"  {part:26s} {error:.1%}  ({rows} rows)")
+    check = data.blackwell
+    lines.append(
+        f"checked, not fitted: {check.what} on {check.part} ({check.source}; code of "
+        f"{check.versions}): modelled {check.predicted_bytes_per_s(report.x) / 1e12:.2f} TB/s "
+        f"({check.arithmetic_share(report.x):.0%} of it its arithmetic), published up to "
+        f"{check.published_bytes_per_s / 1e12:.1f} TB/s"
+    )
     return lines
 
 

@@ -76,7 +76,50 @@ def test_the_shipped_fit_meets_its_cross_validated_targets():
     assert times.cv_median <= 0.10
     assert max(error for _, error in times.cv_by_n) <= 0.15
     assert times.coverage >= 0.80
-    assert {p.part for p in times.parts} == {"h100", "h100-meta", "h200", "h100@500w", "h200@500w"}
+    hopper = {"h100", "h100-meta", "h200", "h100@500w", "h200@500w"}
+    blackwell = {"b200", "b200-750w", "gb200", "b300", "gb300"}
+    assert {p.part for p in times.parts} == hopper | blackwell
+    assert {p for p in hopper | blackwell if times.is_default(p)} == hopper
+
+
+def test_blackwell_keeps_datasheet_times_unless_public_ones_are_asked_for():
+    """Hopper's kernel model transferred to Blackwell by the datasheet is what `--times public`
+    gives there, with the published check beside it; without it, the datasheet timing."""
+    shape = ("--gpu", "b200", "--recipe", "rowwise", "--shape", "8192,4096,14336")
+    default = run(*shape)
+    public = run(*shape, "--times", "public", "--show-all")
+    assert default.exit_code == 0 and public.exit_code == 0, default.output + public.output
+    assert "datasheet times" in default.output.splitlines()[0]
+    assert "times: public" in public.output
+    check = public_file.load(public_file.SHIPPED).transfer_check("b200")
+    assert f"runs up to {check:.2f}x as fast as it says" in public.output
+
+
+def test_blackwell_parts_take_an_nvfp4_family_and_the_capped_part_its_caps():
+    from f8roof.calibration import public_fit
+    from f8roof.hardware.presets import find_gpu
+    from f8roof.timing.datasheet import NVFP4_TO_FP8
+
+    times = public_file.load(public_file.SHIPPED)
+    b200, capped, h100 = (dict(times.part(n).gemms) for n in ("b200", "b200-750w", "h100"))
+    assert "nvfp4" not in h100
+    assert b200["nvfp4"].peak_fraction == pytest.approx(b200["fp8"].peak_fraction * NVFP4_TO_FP8)
+    assert capped["bf16"].peak_fraction < b200["bf16"].peak_fraction
+    assert public_fit.capped(find_gpu("b200-750w")) and not public_fit.capped(find_gpu("b200"))
+
+
+def test_the_blackwell_check_is_arithmetic_bound_and_shipped_as_the_data_give_it():
+    """torchao's compiled MXFP8 dim0 cast on B200: the transferred model has it bound by its
+    arithmetic, slower than published; the shipped ratio is what the data and the fit give."""
+    from f8roof.calibration import public_fit
+
+    times = public_file.load(public_file.SHIPPED)
+    x = np.array([r.value for r in times.ranges])
+    check = public_fit.blackwell_check(ROOT)
+    assert check.arithmetic_share(x) > 0.9
+    ratio = check.published_bytes_per_s / check.predicted_bytes_per_s(x)
+    assert ratio == pytest.approx(times.transfer_check("b300"), rel=1e-3)
+    assert ratio > 1
 
 
 def test_ao940_float8_rows_are_read_as_zero_filled_operands(monkeypatch):
@@ -174,7 +217,7 @@ def test_public_times_are_the_default_and_datasheet_times_an_option():
 
 
 def test_public_times_for_a_part_without_a_fit_is_one_line():
-    result = run("--gpu", "b200", "--shape", "4096,4096,4096", "--times", "public")
+    result = run("--gpu", "h100-nvl", "--shape", "4096,4096,4096", "--times", "public")
     assert result.exit_code == 2
     assert "no public time model for" in result.output and "--times datasheet" in result.output
     assert len(result.output.strip().splitlines()) == 1
@@ -216,3 +259,19 @@ def test_the_band_stops_where_float8_gemms_at_the_peaks_would(tmp_path):
     floor = 6 * 65536.0**3 / find_gpu("h200").fp8_flops
     assert 1.5 < row["speedup"] < 2.0 < row["speedup_high"] <= row["bf16_s"] / floor
     assert "exceeds" not in result.output
+
+
+@pytest.mark.slow
+def test_the_blackwell_check_code_is_what_torch_compile_generates(tmp_path):
+    out = tmp_path / "mx_cast.json"
+    done = subprocess.run(
+        [sys.executable, "scripts/codegen_mx_cast.py", "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shipped_code = json.loads((ROOT / "data/codegen/mx_cast_b200.json").read_text())
+    assert json.loads(out.read_text())["kernels"] == shipped_code["kernels"]

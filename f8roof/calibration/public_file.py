@@ -20,13 +20,14 @@ from f8roof.hardware.presets import find_gpu
 from f8roof.timing.gemm import GemmEfficiency
 from f8roof.timing.public_times import (
     FITTED_CLASSES,
+    FP4_FAMILY,
     GEMM_FAMILIES,
     ParameterRange,
     PartTimes,
     PublicTimes,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SHIPPED = Path(__file__).resolve().parent / "data" / "public_times.json"
 
 
@@ -43,6 +44,7 @@ def to_dict(times: PublicTimes) -> dict[str, Any]:
         "cv_by_n": {str(n): e for n, e in times.cv_by_n},
         "derived": dict(times.derived),
         "sources": list(times.sources),
+        "checks": dict(times.checks),
     }
 
 
@@ -114,6 +116,7 @@ def from_dict(data: Any, *, source: str) -> PublicTimes:
             root.fail("residual_quantiles", "expected [low, high] numbers")
         by_n = root.obj("cv_by_n")
         derived = root.obj("derived")
+        checks = root.obj("checks")
         sources = root.data.get("sources")
         if not (isinstance(sources, list) and all(isinstance(s, str) for s in sources)):
             root.fail("sources", "expected a list of strings")
@@ -129,6 +132,7 @@ def from_dict(data: Any, *, source: str) -> PublicTimes:
             tuple((_positive_int(by_n, n), by_n.num(n)) for n in by_n.data),
             tuple((name, derived.str(name)) for name in derived.data),
             tuple(sources),
+            tuple((_part_name(checks, name), checks.num(name)) for name in checks.data),
         )
     except ModelError as e:
         raise CalibrationError(f"{source}: {e}") from None
@@ -136,6 +140,14 @@ def from_dict(data: Any, *, source: str) -> PublicTimes:
 
 def _members(reader: _Reader) -> list[tuple[str, _Reader]]:
     return [(name, reader) for name in reader.data]
+
+
+def _part_name(reader: _Reader, name: str) -> str:
+    try:
+        find_gpu(name)
+    except ModelError:
+        reader.fail(name, "not a GPU preset")
+    return name
 
 
 def _positive_int(reader: _Reader, key: str) -> int:
@@ -156,8 +168,8 @@ def _part(name: str, parts: _Reader) -> PartTimes:
             fractions.fail(key, f"not one of {', '.join(FITTED_CLASSES)}")
     gemms = r.obj("gemms")
     for key in gemms.data:
-        if key not in GEMM_FAMILIES:
-            gemms.fail(key, f"not one of {', '.join(GEMM_FAMILIES)}")
+        if key not in (*GEMM_FAMILIES, FP4_FAMILY):
+            gemms.fail(key, f"not one of {', '.join((*GEMM_FAMILIES, FP4_FAMILY))}")
     families = []
     for family in gemms.data:
         e = gemms.obj(family)

@@ -35,11 +35,13 @@ import numpy as np
 import pandas as pd
 
 from f8roof.errors import ModelError
-from f8roof.hardware.presets import GPU, find_gpu
+from f8roof.hardware.presets import GPU, POWER_PRESETS, find_gpu
+from f8roof.timing.datasheet import NVFP4_TO_FP8
 from f8roof.timing.gemm import GemmEfficiency, GemmRole, TiledGemm, linear_gemm_times
 from f8roof.timing.public_times import (
     CROSS_VALIDATED_PART,
     FITTED_CLASSES,
+    FP4_FAMILY,
     TIED_CLASSES,
     TILES,
     ParameterRange,
@@ -52,6 +54,7 @@ from f8roof.traffic.variant import Implementation
 DATA = Path("data")
 HEATMAP = DATA / "published" / "linear_rowwise_heatmap_h100.csv"
 CELLS = DATA / "codegen" / "heatmap_h100.jsonl"
+MX_CAST_CODE = DATA / "codegen" / "mx_cast_b200.json"
 FOLDS = 10
 SOURCE_ROWS = 20
 RESIDUAL_QUANTILES = (0.05, 0.95)
@@ -317,10 +320,13 @@ PRIOR = np.array([p.prior for p in PARAMETERS])
 WIDTH = np.array([p.width for p in PARAMETERS])
 LOW = np.array([p.low for p in PARAMETERS])
 HIGH = np.array([p.high for p in PARAMETERS])
-# The parts the fit times: Hopper parts with a shipped traffic calibration, and those at the
-# power limit the fit has caps for. Each takes the shared parameters through its own datasheet
-# (bandwidth, SMs, clock); a part at CAPPED_W takes the power-cap ratios on its gemm fractions.
-PARTS = ("h100", "h100-meta", "h200", "h100@500w", "h200@500w")
+# The parts the fit times: those with a shipped traffic calibration (Hopper, Blackwell), and
+# those at a power limit the fit has caps for. Each takes the shared parameters through its own
+# datasheet (bandwidth, SMs, clock); a capped part takes the power-cap ratios on its gemm
+# fractions (`capped`).
+HOPPER_PARTS = ("h100", "h100-meta", "h200", "h100@500w", "h200@500w")
+BLACKWELL_PARTS = ("b200", "b200-750w", "gb200", "b300", "gb300")
+PARTS = HOPPER_PARTS + BLACKWELL_PARTS
 CAPPED_W = 500  # FBGEMM's and torchao's 'H100 500W'
 INTEGER = ("k_steps_bf16", "k_steps_fp8")
 
@@ -358,17 +364,20 @@ def part_times(x: np.ndarray, gpu: GPU) -> PartTimes:
 
 def part_gemms(x: np.ndarray, gpu: GPU) -> tuple:
     """A part's gemm families: the 700 W Hopper fractions of its own dense peaks, times its
-    architecture's factor (Blackwell, CDNA 3), capped at CAPPED_W."""
+    architecture's factor (Blackwell, CDNA 3), capped where it runs below its full power
+    (`capped`). Blackwell's NVFP4 family is its fp8 family at the datasheet model's published
+    NVFP4/fp8 ratio (pytorch/ao#2427's NVFP4 sweep against stas00's fp8 MAMF on B200): the fit
+    has no NVFP4 rows of its own beside them, and fp4 runs at twice fp8's rate, so no float8
+    family stands for it."""
     p = dict(zip(NAMES, x))
     arch = 1.0
     if gpu.compute_capability[0] == 10:
         arch = p["blackwell"]
     elif gpu.gfx_arch == "gfx942":
         arch = p["cdna3"]
-    capped = gpu.power_w == CAPPED_W
-    bf16 = arch * (p["cap_bf16"] if capped else 1.0)
-    fp8 = arch * (p["cap_bf16"] * p["cap_fp8"] if capped else 1.0)
-    return (
+    bf16 = arch * (p["cap_bf16"] if capped(gpu) else 1.0)
+    fp8 = arch * (p["cap_bf16"] * p["cap_fp8"] if capped(gpu) else 1.0)
+    families = (
         ("bf16", _gemm(p["bf16_peak"] * bf16, p["k_steps_bf16"], p, "bf16", 1.0)),
         ("fp8", _gemm(p["fp8_peak"] * fp8, p["k_steps_fp8"], p, "fp8", None)),
         (
@@ -376,6 +385,18 @@ def part_gemms(x: np.ndarray, gpu: GPU) -> tuple:
             _gemm(p["fp8_peak"] * fp8 * p["rowwise"], p["k_steps_fp8"], p, "fp8_rowwise", None),
         ),
     )
+    if gpu.compute_capability[0] != 10:
+        return families
+    fp4 = p["fp8_peak"] * fp8 * NVFP4_TO_FP8
+    return (*families, (FP4_FAMILY, _gemm(fp4, p["k_steps_fp8"], p, FP4_FAMILY, 1.0)))
+
+
+def capped(gpu: GPU) -> bool:
+    """Whether a part's gemms take the fitted power caps: at CAPPED_W, or a preset that is a
+    power limit of another (b200-750w: 0.75 of B200's power against the H100's 500/700 W, 0.71;
+    no public gemm sweep of a capped B200, so the H100's caps stand for it, as in the datasheet
+    model)."""
+    return gpu.power_w == CAPPED_W or gpu.name in POWER_PRESETS.values()
 
 
 def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | None):
@@ -611,14 +632,85 @@ def kernel_rows(root: Path = Path(".")) -> KernelRows:
 
 
 @dataclass(frozen=True)
+class KernelCheck:
+    """A published kernel throughput on a part whose kernels the fit has no data for, and the
+    code Inductor generates for that kernel there: what the model's transfer to the part is
+    checked against (nothing is fitted to it)."""
+
+    part: str
+    what: str
+    source: str
+    published_bytes_per_s: float
+    published_bytes: float  # what the publication counts as moved
+    kernels: tuple[tuple[str, float, float, float, float], ...]  # class, bytes, scattered,
+    # reread, arithmetic
+    versions: str
+
+    def predicted_s(self, x: np.ndarray) -> float:
+        """The generated kernels' time on the part under the parameters `x`."""
+        gpu = find_gpu(self.part)
+        model = part_times(x, gpu).kernel_time(gpu)
+        return float(
+            sum(
+                model.time_s(
+                    "",
+                    nbytes,
+                    kernel_class=kernel_class,
+                    scattered_elements=scattered,
+                    reread_bytes=reread,
+                    arithmetic=arithmetic,
+                )
+                for kernel_class, nbytes, scattered, reread, arithmetic in self.kernels
+            )
+        )
+
+    def predicted_bytes_per_s(self, x: np.ndarray) -> float:
+        """The predicted throughput, counted as the publication counts it."""
+        return self.published_bytes / self.predicted_s(x)
+
+    def arithmetic_share(self, x: np.ndarray) -> float:
+        """How much of the predicted time the arithmetic alone takes (1: bound by it)."""
+        gpu = find_gpu(self.part)
+        rate = part_times(x, gpu).arithmetic_per_s
+        return sum(k[4] for k in self.kernels) / rate / self.predicted_s(x)
+
+
+def blackwell_check(root: Path = Path(".")) -> KernelCheck:
+    """torchao's compiled MXFP8 dim0 cast on B200 (`kernels_b200.csv`, the code in
+    `data/codegen/mx_cast_b200.json`): bf16 read, float8 data and e8m0 scales written."""
+    row = pd.read_csv(root / DATA / "published" / "kernels_b200.csv").iloc[0]
+    code = json.loads((root / MX_CAST_CODE).read_text())
+    m, k = int(row.M), int(row.K)
+    return KernelCheck(
+        code["gpu"],
+        str(row.kernel),
+        "torchao mx_formats README",
+        float(row.tb_per_s) * 1e12,
+        m * k * (2 + 1 + 1 / 32),
+        tuple(
+            (
+                c["class"],
+                float(c["bytes"]),
+                float(c["scattered_elements"]),
+                float(c["reread_bytes"]),
+                float(c["arithmetic"]),
+            )
+            for c in code["kernels"]
+        ),
+        code["versions"],
+    )
+
+
+@dataclass(frozen=True)
 class Data:
     cells: Cells
     gemms: GemmRows
     kernels: KernelRows
+    blackwell: KernelCheck  # checked against, not fitted to
 
 
 def load(root: Path = Path(".")) -> Data:
-    return Data(load_cells(root), gemm_rows(root), kernel_rows(root))
+    return Data(load_cells(root), gemm_rows(root), kernel_rows(root), blackwell_check(root))
 
 
 # ---- the model on the data ------------------------------------------------------------------
@@ -939,10 +1031,34 @@ def public_times(data: Data, report: Report) -> PublicTimes:
                 (name, f"fitted on h100-meta, scaled to {name} by its datasheet and 500 W caps")
                 for name in ("h100@500w", "h200@500w")
             ),
+            *(
+                (name, _blackwell_rests_on(name, data.blackwell, report.x))
+                for name in BLACKWELL_PARTS
+            ),
         ),
         (
             data.cells.source,
             *dict.fromkeys(str(s) for s in data.gemms.source),
             *dict.fromkeys(str(s) for s in data.kernels.source),
         ),
+        (
+            (
+                data.blackwell.part,
+                float(
+                    f"{data.blackwell.published_bytes_per_s / data.blackwell.predicted_bytes_per_s(report.x):.4g}"
+                ),
+            ),
+        ),
+    )
+
+
+def _blackwell_rests_on(name: str, check: KernelCheck, x: np.ndarray) -> str:
+    caps = " and the H100's 500 W caps" if capped(find_gpu(name)) else ""
+    predicted = check.predicted_bytes_per_s(x) / 1e12
+    published = check.published_bytes_per_s / 1e12
+    return (
+        f"kernels fitted on h100-meta, scaled to {name} by its datasheet{caps}, which the one "
+        f"published Blackwell kernel does not bear out (torchao's compiled MXFP8 cast on "
+        f"{check.part}: {predicted:.1f} TB/s modelled, up to {published:.1f} published); gemms "
+        "fitted to B200 and B300 rows"
     )

@@ -10,8 +10,9 @@ rest on (renderers word it). The rules, once:
   blockwise gemms at their own, bytes at its copy fraction); the seed's rooflines (60% of peak)
   only with `no_calibration` or a custom GPU;
 - times: a traffic calibration is timed by the model fitted to public measurements where it
-  has the GPU's part (`--times public`, the default there), else by the datasheet model
-  (`--times datasheet`, the only choice for other parts);
+  has the GPU's part (`--times public`; the default on the architecture its kernels were
+  fitted on, Hopper; asked for on Blackwell, `PublicTimes.is_default`), else by the datasheet
+  model (`--times datasheet`, the only choice for other parts);
 - GPU: the one asked for, which must be the one the calibration describes; else the
   calibration's; else h100. A calibration of a device without a preset (a CPU) is labelled
   with its device name and its measured ceilings stand in for a datasheet;
@@ -126,6 +127,8 @@ class Provenance:
     measured_on: str = ""  # device and date of a measured calibration
     cv_median: float = math.nan  # public fit: cross-validated median speedup error on this part
     fitted_on: str = ""  # public fit: the part its float8 linears were measured on
+    transferred: bool = False  # public fit: another architecture's kernel model (asked for)
+    transfer_check: float = math.nan  # and how much faster a published kernel ran than it says
     gemm_table: str = ""
     gemm_efficiency: float = math.nan
     memory_efficiency: float = math.nan  # datasheet timing's copy fraction
@@ -264,6 +267,8 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
     model = public_file.shipped()
     part = gpu.name if gpu is not None else calibration.environment.gpu or ""
     has_part = model is not None and model.part(part) is not None
+    if model is not None and has_part and times is None and not model.is_default(part):
+        return _on_datasheet(calibration, gpu)
     if not has_part:
         if times == "public":
             fitted = "none" if model is None else ", ".join(p.part for p in model.parts)
@@ -356,6 +361,10 @@ def _provenance(
         measured_on=f"{env.label}, {env.date}" if calibration.is_measured else "",
         cv_median=_cv_median(calibration.public, gpu.name),
         fitted_on="" if calibration.public is None else CROSS_VALIDATED_PART,
+        transferred=calibration.public is not None and not calibration.public.is_default(gpu.name),
+        transfer_check=math.nan
+        if calibration.public is None
+        else calibration.public.transfer_check(gpu.name),
         **extra,
     )
 

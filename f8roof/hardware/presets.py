@@ -161,6 +161,12 @@ BLACKWELL_SMS = (
     "juggernaut-rolling); Inductor's DeviceProperties in public B200 output code: "
     "multi_processor_count=148, cc=100"
 )
+BLACKWELL_CLOCKS = (
+    "SM clocks as CUDA reports them in public kernel notes: GB200 152 SMs at 2062 MHz, B300 "
+    "148 SMs at 2032 MHz; B200 1.98 GHz, 'similar to the H100's high power SXM5 variant' "
+    "(chipsandcheese.com/p/nvidias-b200-keeping-the-cuda-juggernaut-rolling) and FP32 75.0 "
+    "TFLOPS = 148 SMs x 128 lanes x 2 x 1.98 GHz (hmc-tech.com B200 spec table)"
+)
 CC_10X = (
     "compute capability 10.0 (B200, GB200) / 10.3 (B300, GB300): TransformerEngine support "
     "matrix (nvidia.github.io/TransformerEngine/support_matrix.html); torch ScaledBlas.cpp "
@@ -287,7 +293,8 @@ PRESETS: dict[str, GPU] = {
             mx_flops=4500.0 * TERA,
             fp4_flops=9000.0 * TERA,
             power_w=1000,
-            sources=(DGX_B200, HGX_B200, BLACKWELL_SMS, CC_10X),
+            sm_clock_hz=1.98e9,
+            sources=(DGX_B200, HGX_B200, BLACKWELL_SMS, BLACKWELL_CLOCKS, CC_10X),
         ),
         # The B200s torchao's training tables ran on ("8x power limited B200 GPUs",
         # torchao/prototype/mx_formats/README.md) are capped at 750 W: pytorch/ao#3566 compares
@@ -306,9 +313,11 @@ PRESETS: dict[str, GPU] = {
             mx_flops=4500.0 * TERA,
             fp4_flops=9000.0 * TERA,
             power_w=750,
+            sm_clock_hz=1.98e9,
             code_of="b200",
             sources=(
                 DGX_B200,
+                BLACKWELL_CLOCKS,
                 "torchao/prototype/mx_formats/README.md: '8x power limited B200 GPUs'",
                 "pytorch/ao#3566: 1000W vs '750W limited' B200; pytorch/helion#347: B200 750 W",
             ),
@@ -326,7 +335,8 @@ PRESETS: dict[str, GPU] = {
             mx_flops=5000.0 * TERA,
             fp4_flops=10000.0 * TERA,
             power_w=1200,
-            sources=(GB200_NVL72, CC_10X),
+            sm_clock_hz=2.062e9,
+            sources=(GB200_NVL72, BLACKWELL_CLOCKS, CC_10X),
             notes=(
                 (
                     "152 SMs: CUDA reports 152 at 2062 MHz on a GB200 (public GB200/B300 kernel "
@@ -346,7 +356,8 @@ PRESETS: dict[str, GPU] = {
             mx_flops=4500.0 * TERA,
             fp4_flops=14000.0 * TERA,
             power_w=1100,
-            sources=(HGX_B300, BLACKWELL_ULTRA_FP4, CC_10X),
+            sm_clock_hz=2.032e9,
+            sources=(HGX_B300, BLACKWELL_ULTRA_FP4, BLACKWELL_CLOCKS, CC_10X),
             notes=(
                 "148 SMs: public B300 SXM6 AC (sm_103a) microbenchmark notes, '148 SMs, 2.032 GHz'",
             ),
@@ -363,9 +374,10 @@ PRESETS: dict[str, GPU] = {
             mx_flops=5000.0 * TERA,
             fp4_flops=15000.0 * TERA,
             power_w=1400,
+            sm_clock_hz=2.032e9,
             sources=(GB300_NVL72, CC_10X),
             notes=(
-                "148 SMs assumed: B300's (no public GB300 device query found)",
+                "148 SMs and 2032 MHz assumed: B300's (no public GB300 device query found)",
                 "288 GB HBM3e per GPU: 20 TB over 72 GPUs, as B300's 2.3 TB over 8",
             ),
         ),

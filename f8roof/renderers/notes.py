@@ -378,6 +378,11 @@ def _public_times(p: Provenance) -> str:
     the cross-validated error where it applies."""
     if p.gpu == p.fitted_on or not p.fitted_on:
         return f"times fitted to public data (CV error {p.cv_median:.1%})"
+    if p.transferred:
+        return (
+            f"times fitted on {p.fitted_on}, transferred to {p.gpu} by its datasheet "
+            "(not borne out on this architecture; --show-all)"
+        )
     return f"times fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet (no CV error here)"
 
 
@@ -398,6 +403,12 @@ def provenance_lines(p: Provenance) -> list[str]:
             f"public time model: fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet; "
             f"no cross-validated error on {p.gpu}"
         )
+        if p.transferred:
+            lines.append(
+                f"public time model on {p.gpu}: Hopper's kernel model transferred by the "
+                "datasheet; the one published kernel of Inductor's code on this architecture "
+                f"(torchao's MXFP8 cast) runs up to {p.transfer_check:.2f}x as fast as it says"
+            )
     if not math.isnan(p.memory_efficiency):
         lines.append(f"bytes at {p.memory_efficiency:.0%} of the HBM bandwidth")
     if p.missing:

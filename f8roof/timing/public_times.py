@@ -15,9 +15,9 @@ One `PartTimes` per part holds a handful of physical parameters, each bounded:
   evaluates a norm, an amax, a power-of-2 scale and a clamp per element, pass after pass, is
   bound by it rather than by memory; a kernel takes the longer of the two;
 - one launch floor (the time of an empty kernel) for every class;
-- per gemm family (bf16, fp8 with one scale per tensor, fp8 with row scales) a tiled roofline
-  (`models/gemm.TiledGemm`: peak fraction, K-step overhead, latency) and, for float8, the factor
-  on its time without fast accumulation.
+- per gemm family (bf16, fp8 with one scale per tensor, fp8 with row scales; NVFP4 on parts
+  with fp4 tensor cores) a tiled roofline (`models/gemm.TiledGemm`: peak fraction, K-step
+  overhead, latency) and, for float8, the factor on its time without fast accumulation.
 A kernel then takes floor + (bytes + scattered elements x those bytes + reloaded bytes x
 that share) / (bandwidth x its class's fraction), exactly as `KernelTimeModel` times it.
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from f8roof.errors import ModelError
-from f8roof.hardware.presets import GPU
+from f8roof.hardware.presets import GPU, find_gpu
 from f8roof.timing.datasheet import LARGE_TILES, ROWWISE_TILES
 from f8roof.timing.gemm import GemmEfficiency, TiledGemm
 from f8roof.timing.kernel_classes import KernelClass
@@ -55,10 +55,18 @@ TIED_CLASSES = {
     KernelClass.EXTERN.value: KernelClass.POINTWISE.value,
 }
 GEMM_FAMILIES = ("bf16", "fp8", "fp8_rowwise")
+# A part whose tensor cores run fp4 (Blackwell) also has an NVFP4 family: fp4 runs at twice
+# fp8's rate, so no float8 family stands for it (`public_fit.part_gemms` derives it).
+FP4_FAMILY = "nvfp4"
 # The part the heatmap ran on: its cells' cross-validated error is that part's; no float8
 # linear measured on another part is in the fit, so the others have none.
 CROSS_VALIDATED_PART = "h100-meta"
-TILES = {"bf16": LARGE_TILES, "fp8": LARGE_TILES, "fp8_rowwise": ROWWISE_TILES}
+TILES = {
+    "bf16": LARGE_TILES,
+    "fp8": LARGE_TILES,
+    "fp8_rowwise": ROWWISE_TILES,
+    FP4_FAMILY: LARGE_TILES,
+}
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,11 @@ class PartTimes:
             raise ModelError(f"{self.part}: reread share outside [0, 1]")
         if not 0 < self.arithmetic_per_s < 1e15:
             raise ModelError(f"{self.part}: an arithmetic rate in (0, 1e15) operations/s")
-        if sorted(d for d, _ in self.gemms) != sorted(GEMM_FAMILIES):
-            raise ModelError(f"{self.part}: gemm families {', '.join(GEMM_FAMILIES)}")
+        families = sorted(d for d, _ in self.gemms if d != FP4_FAMILY)
+        if families != sorted(GEMM_FAMILIES):
+            raise ModelError(
+                f"{self.part}: gemm families {', '.join(GEMM_FAMILIES)} (and {FP4_FAMILY})"
+            )
 
     def fraction(self, kernel_class: str) -> float:
         return dict(self.fractions)[TIED_CLASSES.get(kernel_class, kernel_class)]
@@ -148,6 +159,8 @@ class PublicTimes:
     cv_by_n: tuple[tuple[int, float], ...]  # the same per N
     derived: tuple[tuple[str, str], ...]  # part -> what its times rest on
     sources: tuple[str, ...]
+    # part -> published / modelled throughput of a kernel checked on it, not fitted to
+    checks: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.residual_low <= 0 <= self.residual_high:
@@ -162,6 +175,21 @@ class PublicTimes:
 
     def rests_on(self, name: str) -> str:
         return dict(self.derived).get(name, "")
+
+    def is_default(self, name: str) -> bool:
+        """Whether an estimate on the part takes these times without being asked: parts of
+        the architecture the kernels were fitted on (the heatmap's). Elsewhere the kernel model
+        is a transfer by the datasheet that the one published check does not bear out
+        (`rests_on`), so the datasheet timing stays the default there."""
+        arch = find_gpu(CROSS_VALIDATED_PART).compute_capability
+        return find_gpu(name).compute_capability == arch
+
+    def transfer_check(self, name: str) -> float:
+        """How much faster a published kernel ran than modelled on the part's architecture
+        (nan: none checked)."""
+        arch = find_gpu(name).compute_capability[0]
+        found = [r for p, r in self.checks if find_gpu(p).compute_capability[0] == arch]
+        return found[0] if found else float("nan")
 
     def cv_error(self, name: str) -> float | None:
         """The cells' cross-validated median error where it applies to the part, else None."""
