@@ -158,6 +158,12 @@ def test_the_file_round_trips(tmp_path):
         (lambda d: d.update(residual_quantiles=[0.1, 0.2]), "bracket 0"),
         (lambda d: d.update(schema_version=9), "schema_version"),
         (lambda d: d.pop("band_low_parts"), "band_low_parts"),
+        (lambda d: d["checks"].update(nope=1.6), "nope"),
+        (lambda d: d["checks"].update(b200="fast"), "b200"),
+        (
+            lambda d: d["parts"]["b200"]["gemms"].update(fp4=d["parts"]["b200"]["gemms"]["nvfp4"]),
+            "fp4",
+        ),
     ],
 )
 def test_a_damaged_file_is_refused_naming_the_field(tmp_path, edit, field):

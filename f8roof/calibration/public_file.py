@@ -146,7 +146,7 @@ def _part_name(reader: _Reader, name: str) -> str:
     try:
         find_gpu(name)
     except ModelError:
-        reader.fail(name, "not a GPU preset")
+        reader.fail(name, "not a GPU preset (or one at a known power limit)")
     return name
 
 
@@ -157,11 +157,7 @@ def _positive_int(reader: _Reader, key: str) -> int:
 
 
 def _part(name: str, parts: _Reader) -> PartTimes:
-    try:
-        find_gpu(name)
-    except ModelError:
-        parts.fail(name, "not a GPU preset (or one at a known power limit)")
-    r = parts.obj(name)
+    r = parts.obj(_part_name(parts, name))
     fractions = r.obj("fractions")
     for key in fractions.data:
         if key not in FITTED_CLASSES:

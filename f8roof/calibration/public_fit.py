@@ -993,7 +993,8 @@ def band_quantiles(data: Data, report: Report) -> tuple[float, float, float]:
 
 
 def public_times(data: Data, report: Report) -> PublicTimes:
-    parts = parts_of(report.x)
+    x, check = report.x, data.blackwell
+    parts = parts_of(x)
     low, high, coverage = band_quantiles(data, report)
     error = np.abs(report.kfold_predicted / data.cells.measured - 1)
     by_n = tuple(
@@ -1031,10 +1032,7 @@ def public_times(data: Data, report: Report) -> PublicTimes:
                 (name, f"fitted on h100-meta, scaled to {name} by its datasheet and 500 W caps")
                 for name in ("h100@500w", "h200@500w")
             ),
-            *(
-                (name, _blackwell_rests_on(name, data.blackwell, report.x))
-                for name in BLACKWELL_PARTS
-            ),
+            *((name, _blackwell_rests_on(name, check, x)) for name in BLACKWELL_PARTS),
         ),
         (
             data.cells.source,
@@ -1043,10 +1041,8 @@ def public_times(data: Data, report: Report) -> PublicTimes:
         ),
         (
             (
-                data.blackwell.part,
-                float(
-                    f"{data.blackwell.published_bytes_per_s / data.blackwell.predicted_bytes_per_s(report.x):.4g}"
-                ),
+                check.part,
+                float(f"{check.published_bytes_per_s / check.predicted_bytes_per_s(x):.4g}"),
             ),
         ),
     )
