@@ -23,10 +23,10 @@ def cycles(body: str, pointers=None) -> float:
 LOAD = "x0 = xindex\ntmp0 = tl.load(in_ptr0 + (x0)).to(tl.float32)\n"
 
 
-def test_an_add_costs_one_lane_cycle_an_exp2_a_conversion_and_a_select_more():
+def test_an_add_costs_one_lane_cycle_an_exp2_a_float8_conversion_and_a_select_more():
     assert cycles(LOAD + "tmp1 = tmp0 + tmp0") == costs.ADD
     assert cycles(LOAD + "tmp1 = libdevice.exp2(tmp0)") == costs.SFU
-    assert cycles(LOAD + "tmp1 = tmp0.to(tl.float8e4nv)") == costs.SFU
+    assert cycles(LOAD + "tmp1 = tmp0.to(tl.float8e4nv)") == costs.TO_FLOAT8
     assert cycles(LOAD + "tmp1 = tl.where(tmp0 > tmp0, tmp0, tmp0)") == 2 * costs.ALU
     assert costs.ADD < costs.ALU < costs.SFU
 

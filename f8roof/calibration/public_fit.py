@@ -1053,8 +1053,8 @@ def _blackwell_rests_on(name: str, check: KernelCheck, x: np.ndarray) -> str:
     predicted = check.predicted_bytes_per_s(x) / 1e12
     published = check.published_bytes_per_s / 1e12
     return (
-        f"kernels fitted on h100-meta, scaled to {name} by its datasheet{caps}, which the one "
-        f"published Blackwell kernel does not bear out (torchao's compiled MXFP8 cast on "
-        f"{check.part}: {predicted:.1f} TB/s modelled, up to {published:.1f} published); gemms "
-        "fitted to B200 and B300 rows"
+        f"kernels fitted on h100-meta, scaled to {name} by its datasheet{caps}, checked on the "
+        f"one published Blackwell kernel (torchao's compiled MXFP8 cast on {check.part}: "
+        f"{predicted:.1f} TB/s modelled, up to {published:.1f} published); gemms fitted to B200 "
+        "and B300 rows"
     )

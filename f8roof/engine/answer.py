@@ -20,7 +20,7 @@ import numpy as np
 from f8roof.columns import Columns
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, Settle, settle_run
 from f8roof.engine.estimate import EstimateConfig, breakevens, decisions, estimate, implausible
-from f8roof.engine.recommend import Recommendation, recommend_alone, recommend_model
+from f8roof.engine.recommend import Recommendation, hold, recommend_alone, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.engine.sharded import (
     BlockComparison,
@@ -349,14 +349,14 @@ def best_plan(
     recipe for the whole run (what torchtitan's converter runs) and each linear's own best
     (the recommendation's mix), so that asking for several is never worse than asking for any
     one of them. The plans come back best first; one recipe asked: that one, no plans."""
-    step, block = model_step(question, mixed, resolved)
+    mixed, step, block = decided_step(question, mixed, resolved)
     if len(resolved.configs) == 1:
         return mixed, step, block, ()
     found: list[tuple[str | None, Recommendation, StepAnswer, BlockComparison | None]] = []
     for config in resolved.configs:
-        rec = recommend_alone(mixed, resolved, config.recipe.name)
         alone = replace(resolved, configs=(config,))
-        found.append((config.recipe.name, rec, *model_step(question, rec, alone)))
+        rec = recommend_alone(mixed, resolved, config.recipe.name)
+        found.append((config.recipe.name, *decided_step(question, rec, alone)))
     found.append((None, mixed, step, block))
     # one recipe wins a tie: torchtitan converts with one
     found.sort(key=lambda f: -f[2].chosen.speedup)
@@ -372,6 +372,27 @@ def best_plan(
             recipe_totals=mixed.recipe_totals,
         )
     return rec, step, block, plans
+
+
+def decided_step(
+    question: Question, rec: Recommendation, resolved: Resolved
+) -> tuple[Recommendation, StepAnswer, BlockComparison | None]:
+    """The recommendation the step bears out, its step and block: a layer type that wins
+    alone stays in bf16 where the step with f8roof's choice is shorter without it (what
+    float8 adds beside its gemms and casts, its recompute and collectives, is the step's
+    to see, not the layer's). Each converted type is tried once against the choice."""
+    step, block = model_step(question, rec, resolved)
+    chosen = rec.rows["convert"].astype(bool) & ~np.array(step.kept_by_setup, dtype=bool)
+    losing = [
+        fqn
+        for fqn in rec.rows["fqn"][chosen]
+        if model_step(question, hold(rec, resolved, [fqn]), resolved)[0].chosen.fp8_s
+        < step.chosen.fp8_s
+    ]
+    if not losing:
+        return rec, step, block
+    rec = hold(rec, resolved, losing)
+    return rec, *model_step(question, rec, resolved)
 
 
 def model_step(

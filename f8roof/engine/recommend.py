@@ -152,6 +152,9 @@ class Recommendation:
     # (`recommend_alone` reuses them)
     local: tuple[LocalLayer, ...] = field(default=(), repr=False)
     frames: tuple[Columns, ...] = field(default=(), repr=False)
+    # layer types that win alone but that the step keeps in bf16 (engine/answer.py
+    # `decided_step`): what float8 adds beside them (recompute, collectives) costs more
+    held_by_step: tuple[str, ...] = ()
 
     @cached_property
     def layers(self) -> pd.DataFrame:
@@ -250,6 +253,23 @@ def recommend_alone(rec: Recommendation, resolved: Resolved, recipe: str) -> Rec
     )
 
 
+def hold(rec: Recommendation, resolved: Resolved, fqns: Sequence[str]) -> Recommendation:
+    """The recommendation with the layer types `fqns` kept in bf16 whatever they win alone
+    (`resolved`: the one `rec` was planned with)."""
+    held = tuple(dict.fromkeys([*rec.held_by_step, *fqns]))
+    return _plan(
+        rec.architecture,
+        rec.tokens,
+        resolved,
+        rec.setup,
+        rec.policy,
+        rec.margin,
+        rec.local,
+        rec.frames,
+        held=held,
+    )
+
+
 def _plan(
     architecture: Architecture,
     tokens: int,
@@ -259,9 +279,11 @@ def _plan(
     margin: float,
     local: Sequence[LocalLayer],
     frames: tuple[Columns, ...],
+    *,
+    held: tuple[str, ...] = (),
 ) -> Recommendation:
     """The recommendation from each recipe's per-layer estimates (`frames`, one per config,
-    of the rows `local`)."""
+    of the rows `local`); the layer types `held` stay in bf16."""
     configs = resolved.configs
     calibration = resolved.calibration
     criterion = "speedup" if calibration is not None else "speedup_worst"
@@ -293,6 +315,8 @@ def _plan(
             layers[f"{criterion}_{name}"] = frame[criterion]
     value = layers[criterion].astype(np.float64)
     codes, straddling = frame_decisions(layers, criterion=criterion, policy=policy, margin=margin)
+    layers["held_by_step"] = np.isin(layers["fqn"].astype(str), list(held))
+    codes = np.where(layers["held_by_step"], 0, codes)
     convert = codes == 1
     layers["convert"] = convert
     layers["decision"] = np.array(["keep bf16", "convert", "uncertain"])[codes]
@@ -334,6 +358,7 @@ def _plan(
         margin=margin,
         local=tuple(local),
         frames=frames,
+        held_by_step=held,
     )
 
 

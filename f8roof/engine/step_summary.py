@@ -1147,17 +1147,34 @@ def _graph_blocks(
     # (usually negative: kept because float8 loses) comes off the overhead, then the gemms
     other = min(t16.kernel_s, t8.kernel_s)
     extra = t8.kernel_s - other + kept_s
+    linears, casts = _converted_shares(rows, convert, block)
     fp8 = BlockTimes(
         linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
         overhead_s=max(extra, 0.0),
         other_compute_s=other + attention_s,
-        tp_comm_s=comm[1],
+        tp_comm_s=comm[0] + linears * (comm[1] - comm[0]) if pipelined is None else comm[1],
         fsdp_comm_s=fsdp[1],
-        recompute_s=t8.recompute_s + again[1],
+        recompute_s=bf16.recompute_s + casts * (t8.recompute_s + again[1] - bf16.recompute_s),
     )
     if (block & ~convert).any():
-        notes.append(note(Topic.KEPT_CORRECTED))
+        notes.append(note(Topic.KEPT_CORRECTED, linears=linears, casts=casts))
     return bf16, fp8
+
+
+def _converted_shares(rows: Columns, convert: np.ndarray, block: np.ndarray) -> tuple[float, float]:
+    """The all-float8 graph's part the converted block linears own: of its extra TP
+    collectives by linears (each float8 linear adds its own latency-bound scale all-reduces,
+    whatever its size), of its extra recompute by per-layer float8 overhead (what SAC reruns
+    is the casts, which scale with the bytes cast). 1 when every block linear converts."""
+    counts = rows["count"].astype(np.float64)
+    overhead = counts * np.maximum(
+        rows["fp8_s"].astype(np.float64) - rows["fp8_gemm_s"].astype(np.float64), 0.0
+    )
+    overhead = np.nan_to_num(overhead)
+    linears = float(counts[block & convert].sum() / counts[block].sum())
+    total = float(overhead[block].sum())
+    casts = float(overhead[block & convert].sum()) / total if total > 0 else linears
+    return linears, casts
 
 
 def _layers(rec: Recommendation) -> int:

@@ -15,6 +15,9 @@ Functions the table does not list are costed by the instructions libdevice and T
 for them: `exp(x)` is a multiply and an exp2, a float division a reciprocal and a multiply
 (Triton's default `div.full.f32`), a sigmoid an exp, an add and a division. Widening bf16 to
 float32 is a shift of its bits (a 64-per-clock integer instruction), not a conversion.
+Narrowing float32 to float8 is the one conversion measured apart: two elements per packed
+instruction at 32 per SM per clock (`TO_FLOAT8`), Triton's native float8 conversion since
+triton-lang/triton#2448.
 """
 
 from __future__ import annotations
@@ -24,6 +27,12 @@ FP32_LANES_PER_SM = 128  # the unit: one FP32 add per lane per clock
 ADD = 1  # FP32 add, subtract, multiply, FMA, negate, absolute value
 ALU = 2  # compare, select, min/max, bitwise and integer operations; FP64 add and multiply
 SFU = 8  # exp2, log2, reciprocal, rsqrt; conversions between float types; rounding
+# To float8: a packed conversion (`cvt.rn.satfinite.e4m3x2.f32`, the one Triton emits on sm_89
+# and later) turns two float32 into float8 at 32 instructions per SM per clock, 64 elements,
+# as measured on a GB300 (sm_103; sm_100 the same rate: a FlashAttention-4 fork's B300 notes,
+# 2026-06); no public figure for sm_90, where the heatmap's cross-validation prefers it too
+# (docs/time_model.md).
+TO_FLOAT8 = 2
 DIVIDE = SFU + ADD  # reciprocal, then multiply
 DIVIDE_FP64 = SFU + 4 * ALU  # a reciprocal seed refined by FP64 FMAs
 WIDEN_BF16 = ALU  # bf16 -> float32 shifts the 16 bits up

@@ -437,6 +437,8 @@ class _Values:
         self.axes[name] = self.axes[source]
         if have == "bfloat16" and to == "float32":
             return instruction_costs.WIDEN_BF16
+        if to is not None and to.startswith("float8"):
+            return instruction_costs.TO_FLOAT8
         return instruction_costs.SFU
 
     def cost(self, node: ast.expr, fp64: bool) -> int:

@@ -174,6 +174,12 @@ def step_lines(answer: ModelAnswer) -> list[str]:
         what += f"; keep {', '.join(kept)}"
     if held:
         what += f"; the setup's filter_fqns keep {', '.join(held)}, which f8roof would convert"
+    if rec.held_by_step:
+        what += (
+            f"; the step keeps {', '.join(_layer_name(f) for f in rec.held_by_step)} in bf16: "
+            "each wins alone, but the recompute and collectives float8 adds beside it cost "
+            "the step more"
+        )
     lines = textwrap.wrap(what, WIDTH, subsequent_indent="  ")
     c, t = step.chosen, step.as_run
     lines += textwrap.wrap(

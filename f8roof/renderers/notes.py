@@ -232,7 +232,9 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     Topic.NO_FLOAT8_BLOCK: lambda v: "no block linear in float8: the float8 block is the bf16 one",
     Topic.KEPT_CORRECTED: lambda v: (
         "block linears kept in bf16 corrected from the all-float8 graph by their per-layer "
-        "difference (its collectives and recompute stay the all-float8 graph's)"
+        f"difference; of its extra TP collectives the converted ones own {v['linears']:.0%} "
+        f"(by linears: each adds its own scale all-reduces), of its extra recompute "
+        f"{v['casts']:.0%} (by per-layer float8 overhead: SAC reruns their casts)"
     ),
     Topic.FLOAT8_BY_LAYERS: lambda v: (
         "bf16 blocks from the shipped bf16 graphs (one bf16 step for every recipe); with no "
@@ -381,7 +383,7 @@ def _public_times(p: Provenance) -> str:
     if p.transferred:
         return (
             f"times fitted on {p.fitted_on}, transferred to {p.gpu} by its datasheet "
-            "(not borne out on this architecture; --show-all)"
+            "(not cross-validated on this architecture; --show-all)"
         )
     return f"times fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet (no CV error here)"
 

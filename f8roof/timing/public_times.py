@@ -179,8 +179,8 @@ class PublicTimes:
     def is_default(self, name: str) -> bool:
         """Whether an estimate on the part takes these times without being asked: parts of
         the architecture the kernels were fitted on (the heatmap's). Elsewhere the kernel model
-        is a transfer by the datasheet that the one published check does not bear out
-        (`rests_on`), so the datasheet timing stays the default there."""
+        is a transfer by the datasheet, checked on one published kernel (`checks`) and on no
+        float8 linear, so the datasheet timing stays the default there."""
         arch = find_gpu(CROSS_VALIDATED_PART).compute_capability
         return find_gpu(name).compute_capability == arch
 
