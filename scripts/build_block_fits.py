@@ -54,7 +54,13 @@ from f8roof.training.run_config import RunConfig
 MODELS = ("llama3-8b", "llama3-70b")
 TP_DEGREES = (1, 2, 8)
 # added since with --add
-ADDED = (("llama3-405b", 8), ("llama3-8b", 4), ("llama3-70b", 4))
+ADDED = (
+    ("llama3-405b", 8),
+    ("llama3-8b", 4),
+    ("llama3-70b", 4),
+    ("llama3-405b", 4),
+    ("llama3-405b", 2),
+)
 BUILT = (*itertools.product(MODELS, TP_DEGREES), *ADDED)  # the shipped file's models and TPs
 POLICIES = (Recompute.NONE, Recompute.SELECTIVE)
 # (recipe, float8 all-gather); torchao all-gathers float8 weights for tensorwise only

@@ -14,11 +14,12 @@ from torch import nn
 import f8roof
 from f8roof.calibration.file import CalibrationError
 from f8roof.calibration.fitting import fit_calibration
+from f8roof.engine.api import canonical_fqn, module_filter
 from f8roof.engine.decision import DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig, estimate
-from f8roof.engine.recommend import StepShare, canonical_fqn, module_filter, recommend
+from f8roof.engine.recommend import StepShare, recommend
 from f8roof.engine.resolve import Request, all_recipes, resolve
-from f8roof.errors import F8RoofError, ModelError
+from f8roof.errors import F8RoofError, ModelError, ParameterError
 from f8roof.hardware.presets import find_gpu
 from f8roof.renderers.cells import settle_text
 from f8roof.renderers.notes import criterion_text, layer_note
@@ -228,7 +229,7 @@ def test_module_filter_with_a_calibration(calibration, calibration_file):
 
 
 def test_module_filter_bad_input():
-    with pytest.raises(ArchitectureError, match="tokens per step must be a positive integer"):
+    with pytest.raises(ParameterError, match="^tokens takes an int >= 1, got 0"):
         module_filter(Net(), 0)
     with pytest.raises(ArchitectureError, match="no nn.Linear"):
         module_filter(nn.Sequential(nn.ReLU()), 1024)
@@ -572,7 +573,7 @@ def test_module_filter_with_tp():
     assert again.converted == sharded.converted
     with pytest.raises(ArchitectureError, match="^tp 3 does not divide"):
         module_filter(Model, 8192, tp=3)
-    with pytest.raises(ArchitectureError, match="^tp must be a positive integer"):
+    with pytest.raises(ParameterError, match="^tp takes a degree"):
         module_filter(Model, 8192, tp=0)
     # a name outside the plan: whole under TP, unless tp_plan says otherwise
     net = module_filter(Net(), 16384, tp=2)

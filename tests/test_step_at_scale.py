@@ -169,9 +169,16 @@ def test_the_per_layer_path_casts_a_shared_input_once(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "model, tp, fsdp", [("llama3-405b", 8, 64), ("llama3-70b", 4, 32), ("llama3-8b", 4, 2)]
+    "model, tp, fsdp",
+    [
+        ("llama3-405b", 8, 64),
+        ("llama3-405b", 4, 64),
+        ("llama3-405b", 2, 128),
+        ("llama3-70b", 4, 32),
+        ("llama3-8b", 4, 2),
+    ],
 )
-def test_llama3_405b_at_tp_8_and_tp_4_take_their_blocks_from_graphs(tmp_path, model, tp, fsdp):
+def test_the_llama3_sizes_at_tp_2_4_8_take_their_blocks_from_graphs(tmp_path, model, tp, fsdp):
     out = tmp_path / "s.json"
     args = ("--model", model, "--tokens", "8192", "--tp", str(tp), "--fsdp", str(fsdp))
     result = invoke_cli("estimate", *args, "--recompute", "full", "--out", str(out))

@@ -46,6 +46,10 @@ def test_a_layer_that_wins_alone_but_loses_the_step_is_kept_and_said(tmp_path):
     for row in held:
         assert row["speedup"] > 1 and not row["convert"] and row["decision"] == "keep bf16"
     assert "the step keeps" in " ".join(result.output.split())
+    shown = invoke_cli("estimate", "--setup", FIXTURE, "--step-ms", "762", "--show-all").output
+    for row in held:
+        line = next(x for x in shown.splitlines() if x.startswith(row["fqn"] + " "))
+        assert "kept by the step" in line
 
 
 def test_no_layer_the_step_keeps_converting_would_shorten_the_step():

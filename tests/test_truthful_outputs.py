@@ -395,7 +395,7 @@ def test_plot_titles_name_context_tp_and_ep(tmp_path):
 
 
 def test_module_filter_prints_its_decisions_not_its_calibration():
-    from f8roof.engine.recommend import module_filter
+    from f8roof.engine.api import module_filter
 
     text = repr(module_filter(Net(), 8192))
     assert len(text) < 1000

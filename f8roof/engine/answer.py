@@ -20,7 +20,7 @@ import numpy as np
 from f8roof.columns import Columns
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, Settle, settle_run
 from f8roof.engine.estimate import EstimateConfig, breakevens, decisions, estimate, implausible
-from f8roof.engine.recommend import Recommendation, hold, recommend_alone, recommend_model
+from f8roof.engine.recommend import Recommendation, recommend_alone, recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.engine.sharded import (
     BlockComparison,
@@ -30,7 +30,13 @@ from f8roof.engine.sharded import (
     shipped_bf16_block,
     shipped_block,
 )
-from f8roof.engine.step_summary import DEFAULT_FILTER, StepAnswer, kept_by_setup, summarize_step
+from f8roof.engine.step_summary import (
+    DEFAULT_FILTER,
+    StepAnswer,
+    kept_by_setup,
+    step_decides,
+    summarize_step,
+)
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note, Topic, note
@@ -377,22 +383,9 @@ def best_plan(
 def decided_step(
     question: Question, rec: Recommendation, resolved: Resolved
 ) -> tuple[Recommendation, StepAnswer, BlockComparison | None]:
-    """The recommendation the step bears out, its step and block: a layer type that wins
-    alone stays in bf16 where the step with f8roof's choice is shorter without it (what
-    float8 adds beside its gemms and casts, its recompute and collectives, is the step's
-    to see, not the layer's). Each converted type is tried once against the choice."""
-    step, block = model_step(question, rec, resolved)
-    chosen = rec.rows["convert"].astype(bool) & ~np.array(step.kept_by_setup, dtype=bool)
-    losing = [
-        fqn
-        for fqn in rec.rows["fqn"][chosen]
-        if model_step(question, hold(rec, resolved, [fqn]), resolved)[0].chosen.fp8_s
-        < step.chosen.fp8_s
-    ]
-    if not losing:
-        return rec, step, block
-    rec = hold(rec, resolved, losing)
-    return rec, *model_step(question, rec, resolved)
+    """The recommendation the step bears out (`step_decides`), its step and block."""
+    rec, (step, block) = step_decides(rec, resolved, lambda r: model_step(question, r, resolved))
+    return rec, step, block
 
 
 def model_step(

@@ -8,18 +8,20 @@ command line's `--tp`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from f8roof.errors import ParameterError
+from f8roof.training.catalog import layer_type
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from f8roof.calibration.file import Calibration
     from f8roof.engine.answer import ModelAnswer
-    from f8roof.engine.recommend import ModuleFilter
+    from f8roof.engine.recommend import Recommendation
     from f8roof.engine.resolve import Request
     from f8roof.training.run_config import RunConfig
 
@@ -179,6 +181,54 @@ def answer_setup(
     )
 
 
+# Module names wrappers insert above a model's own (torch.compile, FSDP1, activation
+# checkpointing, DDP): a filter built on the bare model still answers for the wrapped one.
+WRAPPER_NAMES = frozenset(
+    {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module", "module"}
+)
+
+
+def canonical_fqn(fqn: str) -> str:
+    return ".".join(p for p in fqn.split(".") if p not in WRAPPER_NAMES)
+
+
+@dataclass(frozen=True, eq=False)
+class ModuleFilter:
+    """`(module, fqn) -> bool`: True where float8 is recommended. Pass it to torchao's
+    `convert_to_float8_training(model, module_filter_fn=...)`."""
+
+    decisions: Mapping[str, bool]  # fqn -> convert, for every nn.Linear of the model walked
+    by_layer: Mapping[tuple[str, int, int], bool]  # (layer type, K, N) -> convert
+    recommendation: Recommendation
+
+    @property
+    def converted(self) -> frozenset[str]:
+        return frozenset(fqn for fqn, yes in self.decisions.items() if yes)
+
+    def __repr__(self) -> str:
+        """The decisions per layer type, not the calibration behind them (hundreds of KB)."""
+        rec = self.recommendation
+        layers = rec.rows
+        convert = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if yes]
+        keep = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if not yes]
+        return (
+            f"ModuleFilter({rec.architecture.name} on {rec.gpu}, {rec.tokens} tokens, "
+            f"{'/'.join(rec.recipes)}: float8 for {len(self.converted)} of "
+            f"{len(self.decisions)} linears; convert {convert}; keep bf16 {keep})"
+        )
+
+    def __call__(self, module: object, fqn: str) -> bool:
+        name = canonical_fqn(fqn)
+        if name in self.decisions:
+            return self.decisions[name]
+        # A linear the walk did not see (layers added since): decide by its layer type and
+        # shape; anything unknown stays in bf16.
+        K, N = getattr(module, "in_features", None), getattr(module, "out_features", None)
+        if not (isinstance(K, int) and isinstance(N, int)):
+            return False
+        return self.by_layer.get((layer_type(name), K, N), False)
+
+
 def module_filter(
     model: object,
     tokens: int,
@@ -204,11 +254,16 @@ def module_filter(
     >= 1; 1: none); each linear is decided at the shard one GPU runs. recompute: "none",
     "selective" or "full". tp_plan: the tensor-parallel style of linears the built-in plan
     does not name, by fqn suffix ('column', 'row', 'replicated'). The filter's
-    `recommendation` holds the per-layer rows it decided on.
+    `recommendation` holds the per-layer rows it decided on. Decided as `f8roof estimate`
+    decides, the step included (`step_summary.step_decides`, from the per-layer rows: a module
+    has no shipped block): a layer type that wins alone but whose recompute and collectives
+    cost the step more stays in bf16.
     """
-    from collections.abc import Mapping
-
-    from f8roof.engine import recommend
+    from f8roof.engine.decision import DecisionPolicy
+    from f8roof.engine.recommend import recommend
+    from f8roof.engine.resolve import Request, resolve
+    from f8roof.engine.step_summary import step_decides, summarize_step
+    from f8roof.training.catalog import as_module, from_module, group_by_layer_type, module_linears
 
     _one_recipe(recipe)
     if tp_plan is not None and not isinstance(tp_plan, Mapping):
@@ -216,21 +271,35 @@ def module_filter(
             "tp_plan", tp_plan, "a dict of fqn suffix -> 'column', 'row' or 'replicated'"
         )
     setup = _setup(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute, step_ms=None)
-    return recommend.module_filter(
-        model,
-        _positive("tokens", tokens),
-        calibration=calibration,
-        no_calibration=_flag("no_calibration", no_calibration),
-        gpu=None if gpu is None else _text("gpu", gpu),
-        recipe=recipe,
-        implementation=_implementation(implementation),
-        tp_plan=tp_plan,
-        tp=setup.tp,
-        ep=setup.ep,
-        fsdp=fsdp,
-        recompute=recompute,
-        policy=_choice("policy", policy, POLICIES),
+    resolved = resolve(
+        Request(
+            gpu=None if gpu is None else _text("gpu", gpu),
+            recipes=recipe,
+            calibration=calibration,
+            implementation=_implementation(implementation),
+            no_calibration=_flag("no_calibration", no_calibration),
+        )
     )
+    model = as_module(model)
+    linears = module_linears(model)
+    recommendation = recommend(
+        from_module(model, tp_plan=tp_plan),
+        tokens=_positive("tokens", tokens),
+        resolved=resolved,
+        setup=setup,
+        policy=DecisionPolicy.from_name(_choice("policy", policy, POLICIES)),
+    )
+    recommendation, _ = step_decides(
+        recommendation, resolved, lambda r: (summarize_step(r, resolved),)
+    )
+    verdict = dict(zip(recommendation.rows["fqn"], recommendation.rows["convert"].astype(bool)))
+    kinds = group_by_layer_type(linears)
+    decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}
+    by_layer = {
+        (layer_type(canonical_fqn(fqn)), *linears[fqn]): decisions[canonical_fqn(fqn)]
+        for fqn in linears
+    }
+    return ModuleFilter(decisions=decisions, by_layer=by_layer, recommendation=recommendation)
 
 
 def _setup(

@@ -27,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,8 +43,7 @@ from f8roof.engine.decision import (
     settle_run,
 )
 from f8roof.engine.estimate import EstimateConfig, ShapeFunction, calibration_covers, estimate
-from f8roof.engine.resolve import Request, Resolved, resolve
-from f8roof.errors import F8RoofError
+from f8roof.engine.resolve import Resolved
 from f8roof.timing.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.traffic.byte_table import ModelKey, model_bytes, sympy_model
 from f8roof.traffic.grouped import GROUPED_RECIPE, is_grouped_recipe
@@ -58,12 +56,8 @@ from f8roof.traffic.variant import (
 )
 from f8roof.training.catalog import (
     Architecture,
-    as_module,
     check_tokens,
-    from_module,
-    group_by_layer_type,
     layer_type,
-    module_linears,
     resolve_model,
 )
 from f8roof.training.parallel import LocalLayer, local_layers
@@ -642,117 +636,3 @@ def recommend_model(
     return recommend(
         resolve_model(model), tokens=tokens, resolved=resolved, setup=setup, policy=policy
     )
-
-
-# --- the torchao module filter ------------------------------------------------------------------
-
-# Module names wrappers insert above a model's own (torch.compile, FSDP1, activation
-# checkpointing, DDP): a filter built on the bare model still answers for the wrapped one.
-WRAPPER_NAMES = frozenset(
-    {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module", "module"}
-)
-
-
-def canonical_fqn(fqn: str) -> str:
-    return ".".join(p for p in fqn.split(".") if p not in WRAPPER_NAMES)
-
-
-@dataclass(frozen=True, eq=False)
-class ModuleFilter:
-    """`(module, fqn) -> bool`: True where float8 is recommended. Pass it to torchao's
-    `convert_to_float8_training(model, module_filter_fn=...)`."""
-
-    decisions: Mapping[str, bool]  # fqn -> convert, for every nn.Linear of the model walked
-    by_layer: Mapping[tuple[str, int, int], bool]  # (layer type, K, N) -> convert
-    recommendation: Recommendation
-
-    @property
-    def converted(self) -> frozenset[str]:
-        return frozenset(fqn for fqn, yes in self.decisions.items() if yes)
-
-    def __repr__(self) -> str:
-        """The decisions per layer type, not the calibration behind them (hundreds of KB)."""
-        rec = self.recommendation
-        layers = rec.rows
-        convert = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if yes]
-        keep = [str(f) for f, yes in zip(layers["fqn"], layers["convert"]) if not yes]
-        return (
-            f"ModuleFilter({rec.architecture.name} on {rec.gpu}, {rec.tokens} tokens, "
-            f"{'/'.join(rec.recipes)}: float8 for {len(self.converted)} of "
-            f"{len(self.decisions)} linears; convert {convert}; keep bf16 {keep})"
-        )
-
-    def __call__(self, module: object, fqn: str) -> bool:
-        name = canonical_fqn(fqn)
-        if name in self.decisions:
-            return self.decisions[name]
-        # A linear the walk did not see (layers added since): decide by its layer type and
-        # shape; anything unknown stays in bf16.
-        K, N = getattr(module, "in_features", None), getattr(module, "out_features", None)
-        if not (isinstance(K, int) and isinstance(N, int)):
-            return False
-        return self.by_layer.get((layer_type(name), K, N), False)
-
-
-def module_filter(
-    model: object,
-    tokens: int,
-    *,
-    calibration: str | Path | Calibration | None = None,
-    gpu: str | None = None,
-    recipe: str = "tensorwise",
-    implementation: str | None = None,
-    no_calibration: bool = False,
-    tp: int = 1,
-    ep: int = 1,
-    fsdp: bool | int = False,
-    recompute: str = "none",
-    tp_plan: Mapping[str, str] | None = None,
-    policy: str | DecisionPolicy = DEFAULT_POLICY,
-) -> ModuleFilter:
-    """A filter for torchao's `convert_to_float8_training`: True for the nn.Linear modules of
-    `model` that train faster in float8 at `tokens` tokens per GPU per step.
-
-    Decides as `f8roof estimate` does: on the given calibration (a path or a loaded
-    `Calibration`), else the shipped one for the GPU (the exact bytes of the code torch.compile
-    generates, timed as `estimate` times it), or datasheet rooflines with `no_calibration`. `tp`: each
-    linear is decided at the shard one GPU runs (column-parallel N / tp, row-parallel K / tp,
-    by name: see `architectures.TP_PLAN`; `tp_plan` maps other fqn suffixes to 'column', 'row'
-    or 'replicated'). Build the filter on the unsharded model, as torchtitan converts before it
-    parallelizes. `ep`, `fsdp` and `recompute` as for `f8roof estimate`. Routed MoE experts
-    stored as 3D parameters are not nn.Linear and not this filter's business (torchao converts
-    them with its MoE training config); a model with one nn.Linear per expert is treated as if
-    each saw all the tokens. `policy`: what a conversion must win at (`expected`, the default:
-    the estimate; `conservative`: the band's low end, a straddling linear stays in bf16;
-    `optimistic`: the high end); the recommendation's `settle` is the GPU command that
-    measures the linears whose band straddles 1.
-    """
-    policy = policy if isinstance(policy, DecisionPolicy) else DecisionPolicy.from_name(policy)
-    if "," in recipe or recipe.strip() == "all":
-        raise F8RoofError(
-            "module_filter takes one recipe: torchao converts a model with one Float8LinearConfig"
-        )
-    setup = RunConfig.from_options(tp=tp, ep=ep, fsdp=fsdp, recompute=recompute)
-    resolved = resolve(
-        Request(
-            gpu=gpu,
-            recipes=recipe,
-            calibration=calibration,
-            implementation=implementation,
-            no_calibration=no_calibration,
-        )
-    )
-    model = as_module(model)
-    architecture = from_module(model, tp_plan=tp_plan)
-    linears = module_linears(model)
-    recommendation = recommend(
-        architecture, tokens=tokens, resolved=resolved, setup=setup, policy=policy
-    )
-    verdict = dict(zip(recommendation.rows["fqn"], recommendation.rows["convert"].astype(bool)))
-    kinds = group_by_layer_type(linears)
-    decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}
-    by_layer = {
-        (layer_type(canonical_fqn(fqn)), *linears[fqn]): decisions[canonical_fqn(fqn)]
-        for fqn in linears
-    }
-    return ModuleFilter(decisions=decisions, by_layer=by_layer, recommendation=recommendation)

@@ -29,15 +29,15 @@ compute. Routed experts' all-to-all, pipeline and context parallelism are not mo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from f8roof.columns import Columns
 from f8roof.engine.decision import float8_time_ends
-from f8roof.engine.recommend import Recommendation, forward_share_fn
+from f8roof.engine.recommend import Recommendation, forward_share_fn, hold
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes, capture_times
 from f8roof.errors import F8RoofError, ModelError
@@ -91,6 +91,8 @@ from f8roof.training.torchtitan_names import filtered, layer_type
 
 BF16_BYTES = 2
 FP32_BYTES = 4
+# a step and what it was timed from (the sharded block, or nothing)
+StepAt = TypeVar("StepAt", bound=tuple[Any, ...])
 # torchtitan's llama job configs keep the output projection (lm_head) in bf16
 DEFAULT_FILTER = ("output",)
 
@@ -182,6 +184,28 @@ def summarize_step(
         )
     except ModelError as e:
         raise F8RoofError(e.marked) from None
+
+
+def step_decides(
+    rec: Recommendation, resolved: Resolved, step_of: Callable[[Recommendation], StepAt]
+) -> tuple[Recommendation, StepAt]:
+    """The recommendation the step bears out, and its step (`step_of`: a recommendation's
+    step and what it was timed from): a layer type that wins alone stays in bf16 where the
+    step with f8roof's choice is shorter without it. What float8 adds beside a layer's gemms
+    and casts (recompute, TP and FSDP collectives) is the step's to see, not the layer's.
+    Each converted type is tried once against the choice."""
+    first = step_of(rec)
+    step = first[0]
+    chosen = rec.rows["convert"].astype(bool) & ~np.array(step.kept_by_setup, dtype=bool)
+    losing = [
+        fqn
+        for fqn in rec.rows["fqn"][chosen]
+        if step_of(hold(rec, resolved, [fqn]))[0].chosen.fp8_s < step.chosen.fp8_s
+    ]
+    if not losing:
+        return rec, first
+    rec = hold(rec, resolved, losing)
+    return rec, step_of(rec)
 
 
 def _timed(capture: BlockCapture, resolved: Resolved) -> CaptureTimes:
@@ -1152,7 +1176,7 @@ def _graph_blocks(
         linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
         overhead_s=max(extra, 0.0),
         other_compute_s=other + attention_s,
-        tp_comm_s=comm[0] + linears * (comm[1] - comm[0]) if pipelined is None else comm[1],
+        tp_comm_s=comm[1] if pipelined else comm[0] + linears * (comm[1] - comm[0]),
         fsdp_comm_s=fsdp[1],
         recompute_s=bf16.recompute_s + casts * (t8.recompute_s + again[1] - bf16.recompute_s),
     )

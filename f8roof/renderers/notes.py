@@ -522,4 +522,6 @@ def layer_note(row, criterion: str) -> str:
             f"band {row['speedup_low']:.2f}-{row['speedup_high']:.2f} straddles 1: settle it on "
             "a GPU (the command under the table)"
         )
+    if row.get("held_by_step", False):
+        notes.append("kept by the step: its recompute and collectives cost more than it saves")
     return "; ".join(n for n in notes if n)
