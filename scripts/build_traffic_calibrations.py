@@ -16,7 +16,14 @@ generates (mxfp8_emulated_rceil) beside the others; those whose casts are hand-w
 (mxfp8_rceil, mxfp8_rceil_wgrad_with_hp, blockwise) cannot be generated without a GPU, and
 their traffic is read off their code (traffic/block_scaled.py).
 
-    PYTHONPATH=. python scripts/build_traffic_calibrations.py [--gpu h100|b200] [--jobs 2] [--out DIR]
+`--gpu mi300x` builds mi300x.json from code generated for MI300X's properties: 304 CUs, 64-lane
+wavefronts, torchao's casts to the fnuz encodings (codegen_only's stand-in; Inductor's
+ROCm-only branches change how min/max and FMAs are spelled, not what a kernel loads or
+stores). Inductor's split-reduction heuristics read the CU count and wavefront, so its
+rowwise kernels differ from h100's at the fit grid's ends (docs/mx.md). torchao's recipes
+only: f8roof's reference linear casts to the OCP encodings.
+
+    PYTHONPATH=. python scripts/build_traffic_calibrations.py [--gpu h100|b200|mi300x] [--jobs 2] [--out DIR]
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from pathlib import Path
 from f8roof.calibration.fitting import traffic_calibration
 from f8roof.calibration.shipped import SHIPPED
 from f8roof.device.calibrate import CalibrateOptions, generated_samples
-from f8roof.hardware.presets import find_gpu
+from f8roof.hardware.presets import Float8Family, find_gpu
 from f8roof.timing.datasheet import datasheet_timing
 from f8roof.traffic.block_scaled import BytesSource, bytes_source
 from f8roof.traffic.recipes import BLOCK_SCALED_NAMES, Recipe
@@ -57,9 +64,13 @@ CODE_FOR = "h100"
 # capability); b200's serves gb200 (152 SMs against 148), b300 and gb300 (compute capability
 # 10.3): the code generated for each was the same, variant by variant, at the smallest and
 # largest fit shape.
-WRITTEN = {"h100": ("h100", "h200", "h100-meta"), "b200": ("b200", "gb200", "b300", "gb300")}
+WRITTEN = {
+    "h100": ("h100", "h200", "h100-meta"),
+    "b200": ("b200", "gb200", "b300", "gb300"),
+    "mi300x": ("mi300x",),
+}
 # Whose code is generated again, at the smallest and largest fit shape, to check it is the same
-CHECKED = {"h100": ("h200",), "b200": ("gb200", "b300", "gb300")}
+CHECKED = {"h100": ("h200",), "b200": ("gb200", "b300", "gb300"), "mi300x": ()}
 # The block-scaled recipes Inductor generates code for (bytes_source), shipped for b200 only:
 # the GPUs without MX gemms train tensorwise or rowwise.
 GENERATED_BLOCK_SCALED = tuple(
@@ -70,13 +81,15 @@ GENERATED_BLOCK_SCALED = tuple(
 def shipped_variants(gpu: str = CODE_FOR) -> tuple[Variant, ...]:
     """torchao's recipes in every context (on b200 the generated block-scaled ones too); the
     reference's (delayed and static scaling included, which only it has) for the standalone
-    linear."""
+    linear, except on a part with fnuz float8 (MI300X), which the reference does not cast to."""
     recipes = (*FLOAT8_LINEAR_RECIPES, *(GENERATED_BLOCK_SCALED if gpu == "b200" else ()))
     torchao = tuple(
         Variant(Recipe.from_name(r), Implementation.TORCHAO, Context.from_name(c))
         for c in CONTEXTS
         for r in recipes
     )
+    if find_gpu(gpu).fp8_dtype_family is Float8Family.FNUZ:
+        return torchao
     reference = tuple(
         Variant(Recipe.from_name(r), Implementation.REFERENCE) for r in REFERENCE_RECIPES
     )

@@ -39,11 +39,12 @@ def fitted_overhead_bytes(calibration, variant: Variant, shapes) -> np.ndarray:
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_ideal_is_at_most_fitted_at_every_fit_and_check_shape(path):
     calibration = Calibration.load(path)
-    checked = 0
+    checked = variants = 0
     for fit in calibration.variants:
         variant = Variant.from_key(fit.variant)
         if variant.is_bf16:
             continue
+        variants += 1
         shapes = sorted(
             set(calibration.fit_shapes)
             | {s for r in fit.traffic.kernel_sets for s in (*r.shapes, *r.verified)}
@@ -58,7 +59,9 @@ def test_ideal_is_at_most_fitted_at_every_fit_and_check_shape(path):
         for shape, fitted_bytes in zip(shapes, fitted):
             assert ideal(*shape) <= fitted_bytes, (fit.variant, shape)
             checked += 1
-    assert checked >= 12 * 20  # every variant, every fit shape
+    # every variant (18 float8 ones at least: torchao's three recipes in six contexts), every
+    # fit shape
+    assert variants >= 18 and checked >= len(calibration.fit_shapes) * variants
 
 
 def test_ideal_stays_below_fitted_where_layernorm_absorbs_a_read_and_a_rescale():

@@ -12,7 +12,7 @@ import torch
 from f8roof.calibration.file import Calibration
 from f8roof.calibration.shipped import SHIPPED, shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, estimate
-from f8roof.hardware.presets import find_gpu
+from f8roof.hardware.presets import Float8Family, find_gpu
 from f8roof.timing.gemm import GemmRole
 from f8roof.timing.overhead import nearest_kernel_set
 from f8roof.traffic.fit import FIT_SHAPES, kind_family
@@ -39,7 +39,9 @@ def test_each_loads_and_says_what_it_is(shipped):
     for context in ("none", "layernorm+sigmoid", "rmsnorm+none", "silu_mul+none"):
         suffix = "" if context == "none" else f"@{context}"
         assert {f"bf16{suffix}", f"torchao:tensorwise{suffix}", f"torchao:rowwise{suffix}"} <= keys
-    assert "reference:tensorwise_delayed" in keys
+    # the reference casts to the OCP encodings only: none for a part with fnuz float8
+    fnuz = find_gpu(preset).fp8_dtype_family is Float8Family.FNUZ
+    assert ("reference:tensorwise_delayed" in keys) is not fnuz
     for variant in calibration.variants:  # every fit shape has a kernel set; nothing left unfitted
         assert not variant.traffic.unfitted
         assert sum(len(r.shapes) for r in variant.traffic.kernel_sets) == len(FIT_SHAPES)
@@ -61,6 +63,30 @@ def test_a_part_with_the_same_generated_code_shares_bytes_not_times(code, also):
     copy = [c.ceilings.copy_bandwidth_bytes_per_s for c in (first, second)]
     # h200: H100's SMs at more bandwidth; the others: b200's bandwidth, faster bf16 gemms
     assert copy[1] > copy[0] or gemm_s[1] < gemm_s[0]
+
+
+def test_mi300x_reads_its_own_code_where_the_cu_count_changes_it():
+    """mi300x.json is the code generated for MI300X's properties, not h100's: Inductor sizes
+    split reductions by the CU count (304 against 132), which moves rowwise's overhead bytes at
+    the largest fit shape; tensorwise's are the same code's."""
+    largest, middle = FIT_SHAPES[-1], (8192, 4096, 4096)
+
+    def overhead(gpu: str, key: str) -> list[float]:
+        variant = Variant.from_key(key)
+        calibration = Calibration.load(shipped_calibration(find_gpu(gpu)))
+        config = EstimateConfig(
+            variant.recipe,
+            find_gpu(gpu),
+            variant.implementation,
+            variant.context,
+            calibration=calibration,
+        )
+        rows = estimate([largest, middle], config)
+        return [rows.row(i)["overhead_bytes_fitted"] for i in range(2)]
+
+    assert overhead("mi300x", "torchao:tensorwise") == overhead("h100", "torchao:tensorwise")
+    ours, theirs = overhead("mi300x", "torchao:rowwise"), overhead("h100", "torchao:rowwise")
+    assert ours[0] > 1.03 * theirs[0] and ours[1] == theirs[1]
 
 
 def test_default_estimate_is_the_shipped_one(cli):

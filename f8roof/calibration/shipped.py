@@ -21,6 +21,7 @@ SHIPPED = {
     "gb200": "gb200.json",
     "b300": "b300.json",
     "gb300": "gb300.json",
+    "mi300x": "mi300x.json",
 }
 
 

@@ -28,17 +28,18 @@ from torch.fx import proxy
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from f8roof.errors import F8RoofError
-from f8roof.hardware.presets import GPU, find_gpu
+from f8roof.hardware.presets import GPU, Vendor, find_gpu
 
 CUDA = torch.device("cuda", 0)
 TRITON_HASH = "F8ROOF-CODEGEN-ONLY"  # stands in for the hash of a Triton CUDA backend
 
 # sm80/sm90-class values Inductor reads that the GPU presets do not carry (CUDA occupancy
-# tables): registers per SM, threads per SM and per block, warp size.
+# tables): registers per SM, threads per SM and per block, warp size; AMD's CDNA parts run
+# 64-lane wavefronts (what torch.cuda reports as warp_size on ROCm).
 _REGS_PER_SM = 65536
 _THREADS_PER_SM = 2048
 _THREADS_PER_BLOCK = 1024
-_WARP_SIZE = 32
+_WARP_SIZE = {Vendor.NVIDIA: 32, Vendor.AMD: 64}
 
 # What AOTAutograd copies from a forward op onto the backward ops it produced.
 _BACKWARD_META_FIELDS = ("fwd_nn_module_stack", "fwd_source_fn_stack")
@@ -67,7 +68,7 @@ def device_properties(gpu: GPU) -> types.SimpleNamespace:
         regs_per_multiprocessor=_REGS_PER_SM,
         max_threads_per_multi_processor=_THREADS_PER_SM,
         max_threads_per_block=_THREADS_PER_BLOCK,
-        warp_size=_WARP_SIZE,
+        warp_size=_WARP_SIZE[gpu.vendor],
         gcnArchName="",
     )
 
@@ -94,7 +95,7 @@ def cuda_stand_ins(gpu: GPU) -> Iterator[None]:
             regs_per_multiprocessor=_REGS_PER_SM,
             max_threads_per_multi_processor=_THREADS_PER_SM,
             max_threads_per_block=_THREADS_PER_BLOCK,
-            warp_size=_WARP_SIZE,
+            warp_size=_WARP_SIZE[gpu.vendor],
         )
 
     patches: list[tuple[object, str, object]] = [
