@@ -18,6 +18,7 @@ from f8roof.timing.comm import (
     fsdp_exposed_time_s,
     micro_pipelined_exposed_s,
     placement_for,
+    send_time_s,
 )
 
 H100 = find_interconnect("h100")
@@ -25,7 +26,7 @@ GIB = 2**30
 
 
 def test_every_sxm_preset_of_hardware_has_a_fabric():
-    for name in ("h100", "h200", "b200", "mi300x", "h100-meta"):
+    for name in ("h100", "h200", "b200", "mi300x", "mi355x", "mi350x", "h100-meta"):
         assert name in PRESETS
         assert find_interconnect(name).intra_busbw_bytes_per_s > 0
 
@@ -43,6 +44,22 @@ def test_ring_time_is_busbw_relation(n):
     )
     algbw = 8 * GIB / (t - H100.intra_latency_s)
     assert algbw * (n - 1) / n == pytest.approx(H100.intra_busbw_bytes_per_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("n, links", [(2, 1), (4, 3), (8, 7)])
+def test_a_mesh_group_drives_one_link_per_peer(n, links):
+    """MI300X's board is a full mesh of 7 links of 48 usable GB/s: a TP group of n drives
+    n - 1 of them, so TP 2 all-gathers at one link's 48 GB/s, TP 8 at 336."""
+    mi300x = find_interconnect("mi300x")
+    t = collective_time_s(
+        "all_gather", nbytes=8 * GIB, group_size=n, placement="intra", fabric=mi300x
+    )
+    busbw = 8 * GIB * (n - 1) / n / (t - mi300x.intra_latency_s)
+    assert busbw == pytest.approx(links * 48e9, rel=1e-9)
+    send = send_time_s(nbytes=GIB, placement="intra", fabric=mi300x)
+    assert send - mi300x.intra_latency_s == pytest.approx(GIB / 48e9)
+    # behind a switch every group sees the whole fabric
+    assert H100.intra_busbw(n) == H100.intra_busbw_bytes_per_s
 
 
 def test_factors():

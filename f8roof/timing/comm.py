@@ -43,7 +43,12 @@ Sources (per GPU preset, per GPU, bytes per second unless said):
 | b200 | 900 GB/s (NVLink 5, 1.8 TB/s both ways; DGX B200 datasheet) | 720 GB/s (NCCL's own B200 link model, maxBw 721.8, NVIDIA/nccl#1807) | 830 GB/s (NVIDIA/nccl#1807, 8x B200) | 400 Gb/s ConnectX-7 (DGX B200) | 47 GB/s | 35 us / 63 us (H100's) |
 | gb200 | 900 GB/s (NVLink 5; one NVLink domain of 72 GPUs, GB200 NVL72 spec) | 720 GB/s (B200's: the same NVLink 5) | 746 GB/s held at 8 GPUs: algbw 424-429 GB/s measured over all 72 (coreweave/nccl-tests#43, all_reduce 4-8 GB, busbw 835-847) | 400 Gb/s ConnectX-7 (GB200 NVL72 spec) | 47 GB/s | 35 us / 63 us (H100's) |
 | gb300 | 900 GB/s (NVLink 5, 72-GPU domain, GB300 NVL72 spec) | 720 GB/s (B200's) | 746 GB/s (GB200 NVL72's: the same NVLink switch trays, assumed) | 800 Gb/s ConnectX-8 (GB300 NVL72 spec) | 94 GB/s (assumption: 47 of 50 GB/s, ConnectX-7's ratio, at twice the line rate) | 35 us / 63 us (H100's) |
-| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 368 GB/s (assumption: NCCL's 0.82 of line rate on NVLink applied to the links; no public rccl-tests figure found) | none (no NVSwitch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
+| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 336 GB/s at 8 GPUs: 7 links x 48 GB/s, the usable bandwidth of one link after CRC and protocol overhead (AMD ROCm blog "Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X", 2025-03; RCCL's own topology model, ROCm/rccl#1210: "the max theoretical per-direction bandwidth for gfx94 devices is 48GB/s"); a ceiling, no public rccl-tests busbw found | none (no switch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
+| mi355x | 538 GB/s (7 links x 153.6 GB/s both ways; AMD MI355X specifications) | 403 GB/s at 8 GPUs: 7 x 76.8 GB/s x 0.75 (MI300X's usable share of a link, assumed); mi350x is the same board | none (no switch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
+AMD's 8-GPU boards are a full mesh of point-to-point links, no switch (ROCm/rccl#1270, RCCL's
+README: with fewer than 8 GPUs "one can only achieve a fraction of the potential bandwidth"):
+a group of n ranks inside the node drives n - 1 of the 7 links, so its busbw is (n - 1) / 7 of
+the 8-GPU figure (one link's at TP 2), and a point-to-point send runs on one link.
 Latency, from nccl-tests on 8 H100 SXM in one node (togethercomputer/together-nccl-tests
 `benchmarks/H100/results/20260305_220043/{all_reduce,all_gather,reduce_scatter}_ring.out`,
 NCCL 2.26.2, one process driving the 8 GPUs): every collective takes 34.5-37 us from 8 B to
@@ -138,7 +143,7 @@ class Interconnect:
 
     name: str
     intra_line_bytes_per_s: float  # datasheet, one direction
-    intra_busbw_bytes_per_s: float  # what NCCL's ring reaches (nccl-tests busbw)
+    intra_busbw_bytes_per_s: float  # what NCCL's ring reaches (nccl-tests busbw); a mesh: at 8 GPUs
     nvls_allreduce_busbw_bytes_per_s: float | None  # at 8 GPUs; None: no NVSwitch multicast
     inter_line_bytes_per_s: float  # one NIC, one direction
     inter_busbw_bytes_per_s: float
@@ -146,6 +151,9 @@ class Interconnect:
     inter_latency_s: float
     gpus_per_node: int = 8
     measured: bool = True  # False: the busbw figures are assumptions, not published tests
+    # a full mesh of this many point-to-point links per GPU (AMD's boards), None behind a switch:
+    # a group drives as many links as it has peers
+    mesh_links: int | None = None
 
     def __post_init__(self) -> None:
         for field in (
@@ -166,6 +174,21 @@ class Interconnect:
             raise CommError(f"interconnect {self.name!r}: NVLS busbw must be positive, got {nvls}")
         if self.gpus_per_node < 1:
             raise CommError(f"interconnect {self.name!r}: gpus_per_node must be >= 1")
+
+    def intra_busbw(self, group_size) -> np.ndarray:
+        """The ring busbw of a group of `group_size` ranks inside one node: the whole fabric's
+        behind a switch; on a mesh, the share of its links the group's peers sit on."""
+        busbw = np.full(np.shape(group_size), self.intra_busbw_bytes_per_s, dtype=float)
+        if self.mesh_links is None:
+            return busbw
+        peers = np.clip(np.asarray(group_size) - 1, 1, self.mesh_links)
+        return busbw * peers / self.mesh_links
+
+    @property
+    def link_busbw_bytes_per_s(self) -> float:
+        """What one point-to-point transfer inside a node reaches: a ring hop behind a switch,
+        one link on a mesh."""
+        return self.intra_busbw_bytes_per_s / (self.mesh_links or 1)
 
     @property
     def nvls_algbw_bytes_per_s(self) -> float | None:
@@ -227,19 +250,32 @@ INTERCONNECTS: dict[str, Interconnect] = {
         Interconnect(
             "mi300x",
             intra_line_bytes_per_s=448 * GB,
-            intra_busbw_bytes_per_s=448 * GB * 370 / 450,
+            intra_busbw_bytes_per_s=7 * 48 * GB,
             nvls_allreduce_busbw_bytes_per_s=None,
             inter_line_bytes_per_s=50 * GB,
             inter_busbw_bytes_per_s=47 * GB,
             intra_latency_s=35e-6,
             inter_latency_s=63e-6,
             measured=False,
+            mesh_links=7,
+        ),
+        Interconnect(
+            "mi355x",
+            intra_line_bytes_per_s=7 * 76.8 * GB,
+            intra_busbw_bytes_per_s=7 * 76.8 * GB * 48 / 64,
+            nvls_allreduce_busbw_bytes_per_s=None,
+            inter_line_bytes_per_s=50 * GB,
+            inter_busbw_bytes_per_s=47 * GB,
+            intra_latency_s=35e-6,
+            inter_latency_s=63e-6,
+            measured=False,
+            mesh_links=7,
         ),
     )
 }
 
 # GPU presets (hardware/presets.py) that share another's fabric
-_SAME_FABRIC = {"h100-meta": "h100", "h100-sxm": "h100", "h200-sxm": "h200"}
+_SAME_FABRIC = {"h100-meta": "h100", "h100-sxm": "h100", "h200-sxm": "h200", "mi350x": "mi355x"}
 
 
 def group_fabric(
@@ -328,7 +364,7 @@ def collective_algorithm(
     nvls = fabric.nvls_algbw_bytes_per_s
     if kind is not CollectiveKind.ALL_REDUCE or place is Placement.INTER or nvls is None:
         return ring
-    ring_algbw = fabric.intra_busbw_bytes_per_s / np.where(n > 1, _factor(kind, n), 1.0)
+    ring_algbw = fabric.intra_busbw(n) / np.where(n > 1, _factor(kind, n), 1.0)
     return np.where((n > 1) & (nvls > ring_algbw), Algorithm.NVLS.value, ring)
 
 
@@ -348,9 +384,10 @@ def collective_time_s(
     b = _check_bytes(nbytes)
     place = Placement.from_name(placement)
     if place is Placement.INTRA:
-        busbw, latency = fabric.intra_busbw_bytes_per_s, fabric.intra_latency_s
+        busbw, latency = fabric.intra_busbw(n), fabric.intra_latency_s
     else:
-        busbw, latency = fabric.inter_busbw_bytes_per_s, fabric.inter_latency_s
+        busbw = np.full(np.shape(n), fabric.inter_busbw_bytes_per_s)
+        latency = fabric.inter_latency_s
     time = latency + b * _factor(kind, n) / busbw
     algo = collective_algorithm(kind, group_size=n, placement=place, fabric=fabric)
     nvls = fabric.nvls_algbw_bytes_per_s
@@ -361,10 +398,11 @@ def collective_time_s(
 
 def send_time_s(*, nbytes, placement: str | Placement, fabric: Interconnect):
     """One point-to-point send between pipeline stages: latency + bytes at one ring hop's
-    rate (a ring's busbw is what each hop carries; across nodes, one NIC's)."""
+    rate (a ring's busbw is what each hop carries; on a mesh, one link's; across nodes, one
+    NIC's)."""
     b = _check_bytes(nbytes)
     if Placement.from_name(placement) is Placement.INTRA:
-        return fabric.intra_latency_s + b / fabric.intra_busbw_bytes_per_s
+        return fabric.intra_latency_s + b / fabric.link_busbw_bytes_per_s
     return fabric.inter_latency_s + b / fabric.inter_busbw_bytes_per_s
 
 
