@@ -16,6 +16,9 @@ generates (mxfp8_emulated_rceil) beside the others; those whose casts are hand-w
 (mxfp8_rceil, mxfp8_rceil_wgrad_with_hp, blockwise) cannot be generated without a GPU, and
 their traffic is read off their code (traffic/block_scaled.py).
 
+`--gpu mi355x` builds mi355x.json and mi350x.json (the same gfx950 die: 256 CUs, 64-lane
+wavefronts, OCP float8; checked the same for mi350x) as b200's recipes are built.
+
 `--gpu mi300x` builds mi300x.json from code generated for MI300X's properties: 304 CUs, 64-lane
 wavefronts, torchao's casts to the fnuz encodings (codegen_only's stand-in; Inductor's
 ROCm-only branches change how min/max and FMAs are spelled, not what a kernel loads or
@@ -23,7 +26,7 @@ stores). Inductor's split-reduction heuristics read the CU count and wavefront, 
 rowwise kernels differ from h100's at the fit grid's ends (docs/mx.md). torchao's recipes
 only: f8roof's reference linear casts to the OCP encodings.
 
-    PYTHONPATH=. python scripts/build_traffic_calibrations.py [--gpu h100|b200|mi300x] [--jobs 2] [--out DIR]
+    PYTHONPATH=. python scripts/build_traffic_calibrations.py [--gpu h100|b200|mi300x|mi355x] [--jobs 2] [--out DIR]
 """
 
 from __future__ import annotations
@@ -68,21 +71,29 @@ WRITTEN = {
     "h100": ("h100", "h200", "h100-meta"),
     "b200": ("b200", "gb200", "b300", "gb300"),
     "mi300x": ("mi300x",),
+    "mi355x": ("mi355x", "mi350x"),
 }
 # Whose code is generated again, at the smallest and largest fit shape, to check it is the same
-CHECKED = {"h100": ("h200",), "b200": ("gb200", "b300", "gb300"), "mi300x": ()}
-# The block-scaled recipes Inductor generates code for (bytes_source), shipped for b200 only:
-# the GPUs without MX gemms train tensorwise or rowwise.
+CHECKED = {
+    "h100": ("h200",),
+    "b200": ("gb200", "b300", "gb300"),
+    "mi300x": (),
+    "mi355x": ("mi350x",),
+}
+# The block-scaled recipes Inductor generates code for (bytes_source), shipped for the parts
+# with MX gemms (b200's code, mi355x's): the others train tensorwise or rowwise.
 GENERATED_BLOCK_SCALED = tuple(
     n for n in BLOCK_SCALED_NAMES if bytes_source(Recipe.from_name(n))[0] is BytesSource.GENERATED
 )
 
 
 def shipped_variants(gpu: str = CODE_FOR) -> tuple[Variant, ...]:
-    """torchao's recipes in every context (on b200 the generated block-scaled ones too); the
-    reference's (delayed and static scaling included, which only it has) for the standalone
-    linear, except on a part with fnuz float8 (MI300X), which the reference does not cast to."""
-    recipes = (*FLOAT8_LINEAR_RECIPES, *(GENERATED_BLOCK_SCALED if gpu == "b200" else ()))
+    """torchao's recipes in every context (on a part with MX gemms the generated block-scaled
+    ones too); the reference's (delayed and static scaling included, which only it has) for
+    the standalone linear, except on a part with fnuz float8 (MI300X), which the reference
+    does not cast to."""
+    mx = find_gpu(gpu).mx_flops is not None
+    recipes = (*FLOAT8_LINEAR_RECIPES, *(GENERATED_BLOCK_SCALED if mx else ()))
     torchao = tuple(
         Variant(Recipe.from_name(r), Implementation.TORCHAO, Context.from_name(c))
         for c in CONTEXTS

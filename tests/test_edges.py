@@ -538,7 +538,7 @@ def test_tokens_without_a_sequence_length_are_whole_long_sequences():
     [
         (["--model", "mixtral-8x7b"], "MoE blocks are not compiled yet"),
         (["--model", "llama3-8b", "--no-calibration"], "needs a calibration"),
-        (["--model", "llama3-8b", "--gpu", "mi355x"], "needs a calibration"),
+        (["--model", "llama3-8b", "--gpu", "h100-pcie"], "needs a calibration"),
     ],
     ids=["MoE", "no calibration", "preset without a shipped file"],
 )
@@ -621,7 +621,7 @@ def test_validation_without_a_seed_model_prints_no_nan():
 # --- presets without a shipped calibration: their own fitted fractions ------------------------
 
 
-@pytest.mark.parametrize("gpu", ["mi355x", "mi350x"])
+@pytest.mark.parametrize("gpu", ["h100-pcie"])
 def test_a_preset_without_a_shipped_file_times_gemms_at_its_own_fractions(gpu):
     from f8roof.engine.resolve import Request, resolve
     from f8roof.hardware.presets import resolve_gpu

@@ -48,11 +48,19 @@ def test_each_loads_and_says_what_it_is(shipped):
 
 
 @pytest.mark.parametrize(
-    "code, also", [("h100", "h200"), ("b200", "gb200"), ("b200", "b300"), ("b200", "gb300")]
+    "code, also",
+    [
+        ("h100", "h200"),
+        ("b200", "gb200"),
+        ("b200", "b300"),
+        ("b200", "gb300"),
+        ("mi355x", "mi350x"),
+    ],
 )
 def test_a_part_with_the_same_generated_code_shares_bytes_not_times(code, also):
-    """h200's bytes are h100's; gb200's, b300's and gb300's are b200's (the build script
-    generates them again and compares); each part times them by its own datasheet."""
+    """h200's bytes are h100's; gb200's, b300's and gb300's are b200's; mi350x's are mi355x's
+    (the build script generates them again and compares); each part times them by its own
+    datasheet."""
     first, second = (Calibration.load(shipped_calibration(find_gpu(g))) for g in (code, also))
     assert [v.traffic for v in first.variants] == [v.traffic for v in second.variants]
     assert first.datasheet_gemm.gpu.name == code and second.datasheet_gemm.gpu.name == also
@@ -61,8 +69,9 @@ def test_a_part_with_the_same_generated_code_shares_bytes_not_times(code, also):
         c.datasheet_gemm.time_s("bf16", GemmRole.OUTPUT, *cube)[0][0] for c in (first, second)
     ]
     copy = [c.ceilings.copy_bandwidth_bytes_per_s for c in (first, second)]
-    # h200: H100's SMs at more bandwidth; the others: b200's bandwidth, faster bf16 gemms
-    assert copy[1] > copy[0] or gemm_s[1] < gemm_s[0]
+    # h200: H100's SMs at more bandwidth; gb200 and the B300s: b200's bandwidth, faster bf16
+    # gemms; mi350x: mi355x's HBM, slower gemms (2.2 against 2.4 GHz)
+    assert copy[1] != copy[0] or gemm_s[1] != gemm_s[0]
 
 
 def test_mi300x_reads_its_own_code_where_the_cu_count_changes_it():
@@ -241,3 +250,22 @@ def test_kernel_set_range_holds_the_fitted_overhead():
         assert (frame["overhead_bytes_fitted_low"] <= fitted + 1e-6).all(), fit.variant
         assert (fitted <= frame["overhead_bytes_fitted_high"] + 1e-6).all(), fit.variant
     assert ranged >= 5  # rowwise's sets vary with the shape in every context
+
+
+@pytest.mark.parametrize("gpu, recipe", [("mi355x", "mxfp8_rceil"), ("b200", "mxfp8_rceil")])
+def test_a_datasheet_calibration_times_block_scaled_gemms_as_its_preset_does(gpu, recipe):
+    """The file stores bf16 and float8 families only; MX gemms still run the preset's MXFP8
+    family (on MI355X at bf16's throughput, pytorch/ao#4290), as without the file."""
+    from f8roof.engine.resolve import Request, resolve
+    from f8roof.timing.datasheet import datasheet_timing
+    from f8roof.timing.gemm import BlockScaledGemm, GemmRole
+    from f8roof.traffic.recipes import Recipe
+
+    config = resolve(Request(gpu=gpu, recipes=recipe)).config
+    assert config.calibration is not None
+    dims = (8192, 4096, 14336)
+    ours = config.gemm_model.time_s("fp8", GemmRole.OUTPUT, *dims)[0]
+    preset = BlockScaledGemm.of(datasheet_timing(find_gpu(gpu)).all_gemms, Recipe.from_name(recipe))
+    assert ours == pytest.approx(preset.time_s("fp8", GemmRole.OUTPUT, *dims)[0])
+    fp8 = config.calibration.gemm_model.time_s("fp8", GemmRole.OUTPUT, *dims)[0]
+    assert bool(ours > 1.9 * fp8) == (gpu == "mi355x")

@@ -257,20 +257,24 @@ class Calibration:
 
     @cached_property
     def gemm_model(self) -> TableGemm | TiledGemm:
-        """The gemm families the file stores (bf16 and float8: what its recipes' gemms run,
-        MX as fp8), timed by its tiled roofline or measured table; a tiled roofline of a
-        preset gets the preset's NVFP4 family beside them (its fp4 gemms run at twice fp8's
-        rate, so no stored family stands for them)."""
+        """The gemm families the file stores (bf16 and float8), timed by its tiled roofline or
+        measured table; a tiled roofline of a preset gets the preset's NVFP4 family beside
+        them (its fp4 gemms run at twice fp8's rate, so no stored family stands for them),
+        and a datasheet one its other block-scaled families too, as the preset's datasheet
+        timing runs them (MXFP8 at bf16's throughput on MI355X, pytorch/ao#4290; blockwise
+        at FBGEMM's fraction on Hopper); a public fit times them as its fitted fp8 families."""
         gemm = self.datasheet_gemm
         if gemm is None:
             return self._gemm_table()
         stored = {dtype for dtype, _ in gemm.efficiencies}
-        if "nvfp4" in stored or PRESETS.get(gemm.gpu.name) != gemm.gpu:
+        if PRESETS.get(gemm.gpu.name) != gemm.gpu:
             return gemm
+        public = self.kind is CalibrationKind.PUBLIC
+        added = ("nvfp4",) if public else ("mxfp8", "fp8_blockwise", "nvfp4")
         extra = tuple(
             (dtype, efficiency)
             for dtype, efficiency in preset_efficiency(gemm.gpu).families
-            if dtype == "nvfp4"
+            if dtype in added and dtype not in stored
         )
         return replace(gemm, efficiencies=gemm.efficiencies + extra) if extra else gemm
 

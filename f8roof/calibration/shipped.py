@@ -22,6 +22,8 @@ SHIPPED = {
     "b300": "b300.json",
     "gb300": "gb300.json",
     "mi300x": "mi300x.json",
+    "mi355x": "mi355x.json",
+    "mi350x": "mi350x.json",
 }
 
 

@@ -45,8 +45,10 @@ from f8roof.timing.gemm import (
     GEMM_ROLES,
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
+    BlockScaledGemm,
     GemmModel,
     RooflineGemm,
+    TiledGemm,
     fp8_gemm_dtype,
     linear_gemm_times,
     shared_tilings,
@@ -118,7 +120,9 @@ class EstimateConfig:
         if self.gemm is not None:
             return self.gemm
         if self.calibration is not None:
-            return self.calibration.gemm_model
+            model = self.calibration.gemm_model
+            # a block-scaled recipe's gemms run their own family where the model has it
+            return BlockScaledGemm.of(model, self.recipe) if isinstance(model, TiledGemm) else model
         return RooflineGemm(self.gpu)
 
     @property
