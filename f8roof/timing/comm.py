@@ -207,6 +207,17 @@ _NVLINK4: dict[str, Any] = {
     "inter_latency_s": 63e-6,
 }
 
+# AMD's 8-GPU boards: a full mesh of 7 links, no switch, NIC and latency assumed as H100's
+_AMD_BOARD: dict[str, Any] = {
+    "nvls_allreduce_busbw_bytes_per_s": None,
+    "inter_line_bytes_per_s": 50 * GB,
+    "inter_busbw_bytes_per_s": 47 * GB,
+    "intra_latency_s": 35e-6,
+    "inter_latency_s": 63e-6,
+    "measured": False,
+    "mesh_links": 7,
+}
+
 INTERCONNECTS: dict[str, Interconnect] = {
     i.name: i
     for i in (
@@ -249,27 +260,15 @@ INTERCONNECTS: dict[str, Interconnect] = {
         ),
         Interconnect(
             "mi300x",
-            intra_line_bytes_per_s=448 * GB,
+            intra_line_bytes_per_s=7 * 64 * GB,
             intra_busbw_bytes_per_s=7 * 48 * GB,
-            nvls_allreduce_busbw_bytes_per_s=None,
-            inter_line_bytes_per_s=50 * GB,
-            inter_busbw_bytes_per_s=47 * GB,
-            intra_latency_s=35e-6,
-            inter_latency_s=63e-6,
-            measured=False,
-            mesh_links=7,
+            **_AMD_BOARD,
         ),
         Interconnect(
             "mi355x",
             intra_line_bytes_per_s=7 * 76.8 * GB,
             intra_busbw_bytes_per_s=7 * 76.8 * GB * 48 / 64,
-            nvls_allreduce_busbw_bytes_per_s=None,
-            inter_line_bytes_per_s=50 * GB,
-            inter_busbw_bytes_per_s=47 * GB,
-            intra_latency_s=35e-6,
-            inter_latency_s=63e-6,
-            measured=False,
-            mesh_links=7,
+            **_AMD_BOARD,
         ),
     )
 }
