@@ -223,3 +223,17 @@ def test_a_block_counted_by_other_rules_is_not_read_back(tmp_path, monkeypatch):
     now = sharded.block_cache_path("llama3-8b", {"tokens": 1024})
     monkeypatch.setattr(sharded, "_counting_digest", lambda: "counted otherwise")
     assert sharded.block_cache_path("llama3-8b", {"tokens": 1024}) != now
+
+
+def test_a_recipe_without_float8_graphs_says_only_its_float8_side_is_per_layer():
+    """B200's MXFP8 has no shipped float8 block: the bf16 graphs time the blocks, float8 moves
+    them by the per-layer rows, and the notes say so rather than 'blocks from the per-layer
+    fits'."""
+    result = invoke_cli(
+        "estimate", "--gpu", "b200", "--model", "llama3-8b", "--tokens", "8192", "--fsdp", "8",
+        "--recipe", "mxfp8", "--show-all",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "no float8 graphs: no shipped sharded block for llama3-8b" in result.output
+    assert "float8 blocks are those graphs plus each linear's per-layer difference" in result.output
+    assert "blocks from the per-layer fits" not in result.output

@@ -171,6 +171,8 @@ def summarize_step(
         elif bf16_block is not None:
             both = BlockComparison(bf16_block, bf16_block)
             timed = _TimedBlock(both, (_timed(bf16_block, resolved),) * 2, bf16_only=True)
+            if no_block is not None:  # the float8 side only is per layer
+                no_block = replace(no_block, values={**no_block.values, "on_bf16_graphs": True})
         notes = [*([no_block] if no_block is not None else []), *run.assumptions]
         return StepAnswer(
             chosen=_summarize(rec, resolved, run, timed, list(notes), as_run=False),

@@ -80,7 +80,9 @@ def _no_block(v) -> str:
     values = {k: (", ".join(x) if isinstance(x, list) else x) for k, x in v.items()}
     if "block" in v:
         values["block"] = block_key(v["block"])
-    return "blocks from the per-layer fits: " + NO_BLOCK[NoBlock(v["why"])].format(**values)
+    # over the bf16 graphs only the float8 side is per layer (FLOAT8_BY_LAYERS says how)
+    what = "no float8 graphs: " if v.get("on_bf16_graphs") else "blocks from the per-layer fits: "
+    return what + NO_BLOCK[NoBlock(v["why"])].format(**values)
 
 
 def _blocks_from(v) -> str:
