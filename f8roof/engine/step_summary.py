@@ -1150,41 +1150,63 @@ def _graph_blocks(
     again = tuple(share * (t.fwd_s - t.output_gemm_s) + attention_again for t in times)
     if share:
         notes.append(note(Topic.FULL_AC_GRAPHS, share=share))
-    compute = tuple(
-        (t.fwd_s + attention_s * FORWARD_SHARE, t.bwd_s + attention_s * (1 - FORWARD_SHARE) + a)
-        for t, a in zip(times, again)
-    )
-    fsdp = _fsdp_comm(rec, rows, convert, block, layers, run, notes, compute, streaming)
     t16, t8 = times
+    compute16 = (
+        t16.fwd_s + attention_s * FORWARD_SHARE,
+        t16.bwd_s + attention_s * (1 - FORWARD_SHARE) + again[0],
+    )
     bf16 = BlockTimes(
         linear_gemm_s=t16.gemm_s,
         other_compute_s=t16.kernel_s + attention_s,
         tp_comm_s=comm[0],
-        fsdp_comm_s=fsdp[0],
         recompute_s=t16.recompute_s + again[0],
     )
     if graphs.origin is not None:
         notes.append(note(Topic.BLOCKS_FROM, **graphs.origin.values()))
     notes.append(note(Topic.GRAPH_PARTS))
-    if not (block & convert).any():
+    fp8 = bf16
+    compute8 = compute16
+    if (block & convert).any():
+        # float8's non-gemm time beyond bf16's is its overhead; a kept layer's difference
+        # (usually negative: kept because float8 loses) comes off the overhead, then the gemms
+        other = min(t16.kernel_s, t8.kernel_s)
+        extra = t8.kernel_s - other + kept_s
+        linears, casts = _converted_shares(rows, convert, block)
+        fp8 = BlockTimes(
+            linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
+            overhead_s=max(extra, 0.0),
+            other_compute_s=other + attention_s,
+            tp_comm_s=comm[1] if pipelined else comm[0] + linears * (comm[1] - comm[0]),
+            recompute_s=bf16.recompute_s + casts * (t8.recompute_s + again[1] - bf16.recompute_s),
+        )
+        all8 = (t8.fwd_s - t16.fwd_s, t8.bwd_s + again[1] - t16.bwd_s - again[0])
+        compute8 = _passes(compute16, all8, fp8.compute_s - bf16.compute_s)
+        if (block & ~convert).any():
+            notes.append(note(Topic.KEPT_CORRECTED, linears=linears, casts=casts))
+    else:
         notes.append(note(Topic.NO_FLOAT8_BLOCK))
-        return bf16, bf16
-    # float8's non-gemm time beyond bf16's is its overhead; a kept layer's difference
-    # (usually negative: kept because float8 loses) comes off the overhead, then the gemms
-    other = min(t16.kernel_s, t8.kernel_s)
-    extra = t8.kernel_s - other + kept_s
-    linears, casts = _converted_shares(rows, convert, block)
-    fp8 = BlockTimes(
-        linear_gemm_s=max(t8.gemm_s + min(extra, 0.0), 0.0),
-        overhead_s=max(extra, 0.0),
-        other_compute_s=other + attention_s,
-        tp_comm_s=comm[1] if pipelined else comm[0] + linears * (comm[1] - comm[0]),
-        fsdp_comm_s=fsdp[1],
-        recompute_s=bf16.recompute_s + casts * (t8.recompute_s + again[1] - bf16.recompute_s),
+    # FSDP hides behind the compute this conversion set runs, not the all-float8 graph's
+    fsdp = _fsdp_comm(
+        rec, rows, convert, block, layers, run, notes, (compute16, compute8), streaming
     )
-    if (block & ~convert).any():
-        notes.append(note(Topic.KEPT_CORRECTED, linears=linears, casts=casts))
-    return bf16, fp8
+    return replace(bf16, fsdp_comm_s=fsdp[0]), replace(fp8, fsdp_comm_s=fsdp[1])
+
+
+def _passes(
+    bf16: tuple[float, float], all_float8: tuple[float, float], change: float
+) -> tuple[float, float]:
+    """The float8 block's (forward, backward) compute: bf16's, moved by `change` (what the
+    conversion set changes in the block's compute), split between the passes as the
+    all-float8 graph splits its own change (`all_float8`: its forward's and backward's);
+    where those two pull apart, as bf16's passes split. Every block linear converted, it is
+    the all-float8 graph's own."""
+    forward, backward = all_float8
+    total = forward + backward
+    if forward * backward >= 0 and total != 0:
+        share = forward / total
+    else:
+        share = bf16[0] / (bf16[0] + bf16[1])
+    return bf16[0] + change * share, bf16[1] + change * (1 - share)
 
 
 def _converted_shares(rows: Columns, convert: np.ndarray, block: np.ndarray) -> tuple[float, float]:

@@ -72,6 +72,12 @@ class BlockTimes:
         return self.linear_gemm_s + self.overhead_s
 
     @property
+    def compute_s(self) -> float:
+        """What the block computes, its recompute included: what FSDP's collectives hide
+        behind."""
+        return self.linear_s + self.other_compute_s + self.recompute_s
+
+    @property
     def comm_exposed_s(self) -> float:
         return self.tp_comm_s + self.fsdp_comm_s + self.cp_comm_s
 
