@@ -41,7 +41,7 @@ class Topic(str, Enum):
     FSDP_OFF = "fsdp_off"
     FULL_RECOMPUTE = "full_recompute"  # every: 1, or n for layer SAC
     SELECTIVE_IN_STEP = "selective_in_step"
-    # the step (training/step.py, engine/step_summary.py)
+    # the step (engine/step/)
     AS_CONVERTED = "as_converted"  # filters, torchtitan_default, auto_recipe, experts, moe
     NO_BLOCK = "no_block"  # why: a NoBlock; the step sums the per-layer rows instead
     BLOCKS_FROM = "blocks_from"  # origin: a BlockOrigin's fields

@@ -1,5 +1,5 @@
 """One transformer block on one GPU, compiled as torchtitan compiles it and timed kernel by
-kernel: the measurement the step's block graphs (engine/step_summary.py) are checked against.
+kernel: the measurement the step's block graphs (engine/step/) are checked against.
 
 Per recipe: f8roof's llama block (profiler/block.py `BlockModule`, the catalog's dims) in bf16
 on the device, torchao's float8 conversion, torchtitan's per-op SAC (`--recompute`),

@@ -11,12 +11,12 @@ from test_memory import tiny
 from test_pipeline_and_context import _step as pipelined_step
 from test_setup_file import MINIMAL
 
+from f8roof.engine.step.parts import OutsideBlocks, Part, StepError
 from f8roof.errors import F8RoofError
 from f8roof.notes import Topic
 from f8roof.training.memory import Phase, Term
 from f8roof.training.run_config import ONE_GPU, Pipeline
 from f8roof.training.setup_file import parse_setup
-from f8roof.training.step import OutsideBlocks, Part, StepError
 
 # test_pipeline_and_context's block parts, with float8's precomputed FSDP scales outside
 OUTSIDE = OutsideBlocks(embedding_loss_s=0.5, optimizer_s=0.75, fp8_extra_s=0.05)

@@ -2,7 +2,7 @@
 on a fake process group (codegen for h100, TP 2, per-op SAC), and which TP collectives the pass
 fused with which gemms (`profiler.block.pipelined_collectives`).
 
-These are the facts `engine/step_summary._async_tp` prices (its docstring, pair by pair): the
+These are the facts `engine/step/tp.async_tp` prices (its docstring, pair by pair): the
 forward's gather beside every column gemm of its sub-block, the forward's reduce-scatter beside
 the row gemm, the backward's gradient gather beside the row gemm's input gradient, SAC's
 gathered-again input beside only the column gemms SAC reruns, and the backward's summed

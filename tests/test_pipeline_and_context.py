@@ -6,14 +6,14 @@ import json
 import pytest
 from conftest import invoke_cli
 
-from f8roof.training.run_config import Pipeline, PipelineError, RunConfig
-from f8roof.training.step import (
+from f8roof.engine.step.parts import (
     BlockTimes,
     OutsideBlocks,
     Part,
     pipelined,
     step_summary,
 )
+from f8roof.training.run_config import Pipeline, PipelineError, RunConfig
 
 BF16 = BlockTimes(linear_gemm_s=2.0, other_compute_s=1.0, tp_comm_s=0.5, fsdp_comm_s=0.25)
 FP8 = BlockTimes(

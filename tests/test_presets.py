@@ -357,7 +357,7 @@ def test_gb300_and_the_nvl72_names_resolve():
 
 
 def test_nvl72_parts_keep_collectives_of_up_to_72_gpus_on_nvlink():
-    from f8roof.engine.step_summary import on_fabric
+    from f8roof.engine.step.fabric import on_fabric
     from f8roof.timing.comm import Placement, find_interconnect, placement_for
     from f8roof.training.run_config import RunConfig
 
@@ -384,9 +384,9 @@ def test_fsdp_over_64_gpus_is_cheaper_inside_an_nvl72_domain(monkeypatch):
 
     from f8roof.engine.answer import Question, answer
     from f8roof.engine.resolve import Request
+    from f8roof.engine.step.parts import Part
     from f8roof.timing import comm
     from f8roof.training.run_config import RunConfig
-    from f8roof.training.step import Part
 
     def fsdp_s():
         run = RunConfig.from_options(fsdp=64, recompute="full")

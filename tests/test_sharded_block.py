@@ -498,7 +498,7 @@ def test_both_torchtitan_policies_decide_a_llama_block_alike():
 
 @pytest.mark.slow
 def test_full_ac_under_compile_reruns_every_forward_gemm_but_the_output_projection() -> None:
-    # the fact the step's full AC rests on (engine/step_summary `_block_output`, recommend's
+    # the fact the step's full AC rests on (engine/step/recompute `block_output`, recommend's
     # `_by_context`): torch.compile of a checkpointed llama-style block (torchtitan's
     # non-reentrant checkpoint_wrapper under torch.compile) puts in the backward graph every
     # forward matmul but w2's, whose output no backward reads

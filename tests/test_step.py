@@ -5,10 +5,7 @@ import json
 
 import pytest
 
-from f8roof.errors import ModelError
-from f8roof.notes import Topic, note
-from f8roof.timing.comm import INTERCONNECTS, fsdp_exposed_time_s, group_fabric
-from f8roof.training.step import (
+from f8roof.engine.step.parts import (
     ADAMW_BYTES_PER_PARAM,
     CLIP_BYTES_PER_PARAM,
     LOSS_BYTES_PER_LOGIT,
@@ -21,6 +18,9 @@ from f8roof.training.step import (
     reconcile,
     step_summary,
 )
+from f8roof.errors import ModelError
+from f8roof.notes import Topic, note
+from f8roof.timing.comm import INTERCONNECTS, fsdp_exposed_time_s, group_fabric
 
 BF16 = BlockTimes(
     linear_gemm_s=10e-3, other_compute_s=5e-3, tp_comm_s=1e-3, fsdp_comm_s=0.5e-3, recompute_s=2e-3

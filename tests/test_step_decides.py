@@ -13,7 +13,7 @@ from f8roof.columns import Columns
 from f8roof.engine.answer import Question, answer, model_step
 from f8roof.engine.recommend import hold, recommend_model
 from f8roof.engine.resolve import Request, resolve
-from f8roof.engine.step_summary import _converted_shares
+from f8roof.engine.step.blocks import converted_shares
 from f8roof.training.run_config import RunConfig
 
 FIXTURE = str(Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml")
@@ -29,11 +29,11 @@ def test_converted_linears_own_collectives_by_count_and_recompute_by_overhead():
     )
     block = np.array([True, True, True, False])  # the last is lm_head: outside the blocks
     convert = np.array([False, True, True, True])
-    linears, casts = _converted_shares(rows, convert, block)
+    linears, casts = converted_shares(rows, convert, block)
     assert linears == pytest.approx(96 / 128)
     # overheads 32 x 1, 32 x 3, 64 x 0.5: the converted own 96 + 32 of 160
     assert casts == pytest.approx(128 / 160)
-    assert _converted_shares(rows, block, block) == (1.0, 1.0)
+    assert converted_shares(rows, block, block) == (1.0, 1.0)
 
 
 def test_a_layer_that_wins_alone_but_loses_the_step_is_kept_and_said(tmp_path):

@@ -3,7 +3,7 @@ the option rules that go with each, and the answer as data for renderers/.
 
 Shapes: the estimate at each shape, the breakevens, and the warnings a result no GPU can produce
 deserves; `--overhead codegen` adds the exact generated kernels' overhead (the compiling side,
-f8roof.engine.compare, imported only then). A model: f8roof.engine.recommend's per-layer decisions and the step summary (f8roof.engine.step_summary:
+f8roof.engine.compare, imported only then). A model: f8roof.engine.recommend's per-layer decisions and the step summary (f8roof.engine.step:
 communication, recompute, the step speedup); from a setup file (`--setup`), also the
 torchtitan `filter_fqns` and converter lines for those decisions.
 """
@@ -30,13 +30,9 @@ from f8roof.engine.sharded import (
     shipped_bf16_block,
     shipped_block,
 )
-from f8roof.engine.step_summary import (
-    DEFAULT_FILTER,
-    StepAnswer,
-    kept_by_setup,
-    step_decides,
-    summarize_step,
-)
+from f8roof.engine.step.conversion import DEFAULT_FILTER, kept_by_setup
+from f8roof.engine.step.parts import StepSummary
+from f8roof.engine.step.summarize import StepAnswer, step_decides, summarize_step
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note, Topic, note
@@ -51,7 +47,6 @@ from f8roof.training.memory import (
     memory_estimate,
 )
 from f8roof.training.run_config import RunConfig
-from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import (
     FLOAT8_LAYOUT,
     NVFP4_CONVERTER,

@@ -255,14 +255,14 @@ def module_filter(
     "selective" or "full". tp_plan: the tensor-parallel style of linears the built-in plan
     does not name, by fqn suffix ('column', 'row', 'replicated'). The filter's
     `recommendation` holds the per-layer rows it decided on. Decided as `f8roof estimate`
-    decides, the step included (`step_summary.step_decides`, from the per-layer rows: a module
+    decides, the step included (`step.summarize.step_decides`, from the per-layer rows: a module
     has no shipped block): a layer type that wins alone but whose recompute and collectives
     cost the step more stays in bf16.
     """
     from f8roof.engine.decision import DecisionPolicy
     from f8roof.engine.recommend import recommend
     from f8roof.engine.resolve import Request, resolve
-    from f8roof.engine.step_summary import step_decides, summarize_step
+    from f8roof.engine.step.summarize import step_decides, summarize_step
     from f8roof.training.catalog import as_module, from_module, group_by_layer_type, module_linears
 
     _one_recipe(recipe)

@@ -12,9 +12,9 @@ from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, 
 from f8roof.engine.grid import OverheadShares, SpeedupGrid, overhead_shares, speedup_grid
 from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
-from f8roof.engine.step_summary import gemm_floor_s
+from f8roof.engine.step.parts import check_measured_step
+from f8roof.engine.step.summarize import gemm_floor_s
 from f8roof.training.run_config import ONE_GPU, RunConfig
-from f8roof.training.step import check_measured_step
 
 
 @dataclass(frozen=True)

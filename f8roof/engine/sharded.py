@@ -360,7 +360,7 @@ def graph_recompute(run: RunConfig) -> Recompute:
     """The checkpointing the block's graphs are compiled (or fitted) with. Full AC (layer SAC
     too) wraps the whole block in torch.utils.checkpoint: its backward reruns the block's
     forward graph as it is, so the graphs are the block without checkpointing and the step
-    adds that forward again (`step_summary`); async TP runs the same kernels with its TP
+    adds that forward again (`engine.step.blocks`); async TP runs the same kernels with its TP
     collectives split against their gemms, an overlap the step applies."""
     return Recompute.NONE if run.recompute is Recompute.FULL else run.recompute
 

@@ -27,7 +27,8 @@ from f8roof.engine.answer import (
 )
 from f8roof.engine.decision import SETTLE_SHAPES, Settle
 from f8roof.engine.sharded import BlockComparison
-from f8roof.engine.step_summary import DEFAULT_FILTER
+from f8roof.engine.step.conversion import DEFAULT_FILTER
+from f8roof.engine.step.parts import StepSummary
 from f8roof.renderers.cells import aligned, ms, settle_words, wrapped
 from f8roof.renderers.notes import (
     layer_note,
@@ -38,7 +39,6 @@ from f8roof.renderers.notes import (
 from f8roof.renderers.report import format_recommendation
 from f8roof.renderers.table import breakeven_lines, render_table
 from f8roof.training.memory import GIB, MemoryPeak, Term
-from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import NVFP4_CONVERTER, NVFP4_SOURCE
 
 WIDTH = 120  # the default view's widest line

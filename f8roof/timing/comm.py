@@ -33,7 +33,7 @@ of the forward and the last reduce-scatter of the backward. TP's sequence-parall
 all-gathers and reduce-scatters feed or consume the very gemm beside them: exposed, unless
 async TP (torch's micro-pipeline TP) splits them against that gemm, which then hides all but
 the gemm's share on the local shard (`micro_pipelined_exposed_s`), wherever Inductor's pass
-fuses the two (engine/step_summary.py's `_async_tp` says where).
+fuses the two (engine/step/tp.py's `async_tp` says where).
 
 Sources (per GPU preset, per GPU, bytes per second unless said):
 | preset | NVLink/IF datasheet (one way) | ring busbw | NVLS all-reduce busbw (8 GPUs) | NIC (per GPU) | NIC busbw | latency intra / inter |

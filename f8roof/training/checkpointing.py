@@ -54,7 +54,7 @@ class Recompute(str, Enum):
       twice, in both precisions.
     - `selective`: torchtitan's op-level SAC, which saves the outputs of a list of ops and
       recomputes the rest, of the matmuls only every second one. The per-layer rows leave it
-      out; the step summary (f8roof.engine.step_summary, training/checkpointing.py: torchtitan's save
+      out; the step summary (f8roof.engine.step, training/checkpointing.py: torchtitan's save
       lists as data) adds what it reruns: every second linear's forward gemm, in both
       precisions, and the float8 casts.
     Only the transformer blocks are checkpointed: lm_head (torchtitan's `output`) never is.

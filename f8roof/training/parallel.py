@@ -27,7 +27,7 @@ Conventions (torchtitan's, the framework torchao's float8 training is developed 
   expert)). Balanced routing is the simplification: real routers are imbalanced, the sum of the
   rows is what it is, but the per-expert shapes spread around the mean.
 - FSDP shards weights between uses; each layer's gemms run the all-gathered full weight, so it
-  changes no gemm shape; its collectives are the step summary's (f8roof.engine.step_summary).
+  changes no gemm shape; its collectives are the step summary's (f8roof.engine.step).
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""Which linears a step converts, and what the run holds per GPU: the setup's filters
+(torchtitan's substring rule, torchao's auto filter), the block count, the hidden size, and
+the weights and parameters one GPU holds (TP then FSDP over the CP ranks too)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from f8roof.columns import Columns
+from f8roof.engine.recommend import Recommendation
+from f8roof.training.checkpointing import (
+    is_block_fqn,
+)
+from f8roof.training.run_config import (
+    AUTO_FILTER,
+    RunConfig,
+)
+from f8roof.training.torchtitan_names import filtered, layer_type
+
+# torchtitan's llama job configs keep the output projection (lm_head) in bf16
+DEFAULT_FILTER = ("output",)
+
+
+def kept_by_filters(
+    rec: Recommendation, run: RunConfig, *, as_run: bool
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Per row: kept in bf16 by the setup's filters (torchtitan's llama configs' ["output"]
+    for the step as run without a setup), torchao's auto filter among them; and the values
+    of the note saying which."""
+    rows = rec.rows
+    given = run.filter_fqns
+    filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
+    kept = np.array(
+        [filtered(f, filters, count=c) for f, c in zip(rows["fqn"], rows["count"])], dtype=bool
+    )
+    said = {
+        "filters": [f for f in filters if f != AUTO_FILTER],
+        "torchtitan_default": given is None,
+        "auto_recipe": "",
+    }
+    if AUTO_FILTER in filters:
+        from f8roof.engine.filter_compare import torchao_auto_filter
+
+        recipe = rec.recipes[0]
+        # torchtitan converts before it parallelizes: the filter sees the whole weight
+        converts = torchao_auto_filter(
+            recipe, rows["full_K"].astype(np.int64), rows["full_N"].astype(np.int64)
+        )
+        kept |= ~converts & ~rows["grouped"].astype(bool)
+        said["auto_recipe"] = recipe
+    return kept, said
+
+
+def kept_by_setup(rec: Recommendation) -> np.ndarray:
+    """Per row: kept in bf16 by the setup's own filters, whatever f8roof decides for it."""
+    kept: np.ndarray = kept_by_filters(rec, rec.setup, as_run=False)[0]
+    return kept
+
+
+def block_count(rec: Recommendation) -> int:
+    """The model's blocks: the most repeats of a layer type, its rows filters split summed."""
+    blocks: dict[str, int] = {}
+    for fqn, count in zip(rec.rows["fqn"], rec.rows["count"]):
+        if is_block_fqn(fqn):
+            blocks[layer_type(fqn)] = blocks.get(layer_type(fqn), 0) + int(count)
+    return max(blocks.values(), default=1)
+
+
+def hidden_size(rows: Columns) -> int:
+    """The model's hidden size: lm_head's input width (the widest K without one)."""
+    head = rows.take(rows["fqn"] == "lm_head")
+    return int(head["full_K"][0]) if len(head) else int(rows["full_K"].max())
+
+
+def weights_per_gpu(rows: Columns, tp: int) -> np.ndarray:
+    """Per row, the weight elements one GPU holds before FSDP shards them: every linear of
+    the type (experts on this device included), split over TP unless replicated."""
+    counts = rows["count"].astype(np.float64)
+    shard = np.where(rows["tp"] == "replicated", 1, tp)
+    experts = np.maximum(1, rows["experts_per_device"].astype(np.float64))
+    K = rows["full_K"].astype(np.float64)
+    N = rows["full_N"].astype(np.float64)
+    weights: np.ndarray = counts * K * N * experts / shard
+    return weights
+
+
+def params_per_gpu(rec: Recommendation, run: RunConfig, convert: np.ndarray) -> tuple[float, float]:
+    """This GPU's parameter shard (every linear weight and the embedding, as large as
+    lm_head; TP then FSDP split them), and the float8-converted part of it."""
+    rows = rec.rows
+    params = weights_per_gpu(rows, run.tp)
+    head = rows.take(rows["fqn"] == "lm_head")
+    embedding = float((head["full_K"] * head["full_N"]).sum()) / run.tp
+    ranks = run.fsdp_ranks * run.cp  # FSDP shards over the CP ranks too
+    return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
+
+
+def row_values(rows: Columns, name: str) -> np.ndarray:
+    if name in rows:
+        values = rows[name].astype(np.float64)
+        return np.where(np.isnan(values), 0.0, values)
+    return np.zeros(len(rows))

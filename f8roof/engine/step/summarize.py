@@ -1,0 +1,309 @@
+"""The step of a recommendation, composed: its blocks (from graphs or per-layer rows), their
+communication and recompute, what runs outside them, as `parts.step_summary` sums it; and
+`step_decides`, the conversion set the step bears out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import numpy as np
+
+from f8roof.engine.recommend import Recommendation, hold
+from f8roof.engine.resolve import Resolved
+from f8roof.engine.sharded import BlockComparison, CaptureTimes, capture_times
+from f8roof.engine.step.blocks import TimedBlock, band_moves, graph_blocks, moved, shared_input_s
+from f8roof.engine.step.conversion import block_count, kept_by_filters, kept_by_setup, row_values
+from f8roof.engine.step.fabric import on_fabric, streaming_rate
+from f8roof.engine.step.fsdp import fsdp_comm
+from f8roof.engine.step.outside import cp_comm, outside_parts, send_s
+from f8roof.engine.step.parts import (
+    Basis,
+    BlockTimes,
+    StepSummary,
+    step_summary,
+)
+from f8roof.engine.step.recompute import block_attention, forward_gemms, selective
+from f8roof.engine.step.tp import async_tp, tp_comm
+from f8roof.errors import F8RoofError, ModelError
+from f8roof.notes import Note, Topic, note
+from f8roof.timing.attention import FORWARD_SHARE
+from f8roof.training.block import BlockCapture
+from f8roof.training.checkpointing import (
+    is_block_fqn,
+    sac_policy,
+)
+from f8roof.training.run_config import (
+    Recompute,
+    RunConfig,
+)
+
+# a step and what it was timed from (the sharded block, or nothing)
+StepAt = TypeVar("StepAt", bound=tuple[Any, ...])
+
+
+@dataclass(frozen=True)
+class StepAnswer:
+    """The step two ways: with f8roof's decisions (`chosen`, the headline) and as torchtitan
+    converts it (`as_run`: every linear but the filter_fqns, what published runs measure);
+    `fits_only`: as_run from the per-layer rows where the blocks came from graphs."""
+
+    chosen: StepSummary
+    as_run: StepSummary
+    fits_only: StepSummary | None = None
+    converted_types: int = 0  # layer types f8roof converts
+    layer_types: int = 0
+    kept_by_setup: tuple[bool, ...] = ()  # per row: the setup's own filters keep it in bf16
+
+
+def summarize_step(
+    rec: Recommendation,
+    resolved: Resolved,
+    *,
+    block: BlockComparison | None = None,
+    no_block: Note | None = None,
+    bf16_block: BlockCapture | None = None,
+) -> StepAnswer:
+    """The step with f8roof's decisions and as torchtitan runs it: every linear in float8 but
+    the setup's filter_fqns (torchtitan's llama configs' ["output"] without a setup), which is
+    what published runs measure. With `block` (one rank's sharded block, compiled or from the
+    shipped fits) the blocks are timed from that block's graphs, and the per-layer fits'
+    answer is kept beside; `no_block` says why there is none. `bf16_block`: without `block`,
+    the bf16 graphs of the same setup, so that its bf16 step is the one every recipe has."""
+    run = on_fabric(rec.setup, rec.gpu)
+    try:
+        timed = None
+        if block is not None:  # timed once, read by both summaries that use the graphs
+            timed = TimedBlock(
+                block, (_timed(block.bf16, resolved), _timed(block.float8, resolved))
+            )
+        elif bf16_block is not None:
+            both = BlockComparison(bf16_block, bf16_block)
+            timed = TimedBlock(both, (_timed(bf16_block, resolved),) * 2, bf16_only=True)
+            if no_block is not None:  # the float8 side only is per layer
+                no_block = replace(no_block, values={**no_block.values, "on_bf16_graphs": True})
+        notes = [*([no_block] if no_block is not None else []), *run.assumptions]
+        return StepAnswer(
+            chosen=_summarize(rec, resolved, run, timed, list(notes), as_run=False),
+            as_run=_summarize(rec, resolved, run, timed, list(notes), as_run=True),
+            fits_only=(
+                None if block is None else _summarize(rec, resolved, run, None, [], as_run=True)
+            ),
+            converted_types=int(rec.rows["convert"].astype(bool).sum()),
+            layer_types=len(rec.rows),
+            kept_by_setup=tuple(bool(k) for k in kept_by_setup(rec)),
+        )
+    except ModelError as e:
+        raise F8RoofError(e.marked) from None
+
+
+def step_decides(
+    rec: Recommendation, resolved: Resolved, step_of: Callable[[Recommendation], StepAt]
+) -> tuple[Recommendation, StepAt]:
+    """The recommendation the step bears out, and its step (`step_of`: a recommendation's
+    step and what it was timed from): a layer type that wins alone stays in bf16 where the
+    step with f8roof's choice is shorter without it. What float8 adds beside a layer's gemms
+    and casts (recompute, TP and FSDP collectives) is the step's to see, not the layer's.
+    Each converted type is tried once against the choice."""
+    first = step_of(rec)
+    step = first[0]
+    chosen = rec.rows["convert"].astype(bool) & ~np.array(step.kept_by_setup, dtype=bool)
+    losing = [
+        fqn
+        for fqn in rec.rows["fqn"][chosen]
+        if step_of(hold(rec, resolved, [fqn]))[0].chosen.fp8_s < step.chosen.fp8_s
+    ]
+    if not losing:
+        return rec, first
+    rec = hold(rec, resolved, losing)
+    return rec, step_of(rec)
+
+
+def _timed(capture: BlockCapture, resolved: Resolved) -> CaptureTimes:
+    assert resolved.calibration is not None, "a block is timed by a calibration"
+    return capture_times(
+        capture, calibration=resolved.calibration, gemm_model=resolved.config.gemm_model
+    )
+
+
+def _summarize(
+    rec: Recommendation,
+    resolved: Resolved,
+    run: RunConfig,
+    block_graphs: TimedBlock | None,
+    notes: list[Note],
+    *,
+    as_run: bool,
+) -> StepSummary:
+    """`as_run`: every linear float8 can run in float8 but the filtered ones; otherwise
+    f8roof's decisions (the setup's filters still apply)."""
+    rows = rec.rows
+    setup = rec.setup
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    head = rows["fqn"] == "lm_head"
+    bf16_col, fp8_col = (
+        ("bf16_s", "fp8_s")
+        if rec.criterion == "speedup"
+        else (
+            "bf16_gemm_s",
+            "fp8_s_worst",
+        )
+    )
+    filtered, said = kept_by_filters(rec, run, as_run=as_run)
+    grouped = rows["grouped"].astype(bool)
+    if as_run:
+        convert = np.isfinite(rows[fp8_col].astype(np.float64)) & ~filtered
+        experts = "none"
+        if grouped.any():
+            moe = [f for f in rows["fqn"][grouped] if any(m in f for m in run.moe_fqns)]
+            convert &= ~grouped | np.array([f in moe for f in rows["fqn"]], dtype=bool)
+            experts = "converted" if moe else "kept"
+        notes.append(note(Topic.AS_CONVERTED, experts=experts, moe=list(run.moe_fqns), **said))
+    else:
+        convert = rows["convert"].astype(bool) & ~filtered
+    counts = rows["count"].astype(np.float64)
+    layers = block_count(rec)
+
+    bf16 = rows[bf16_col].astype(np.float64)
+    fp8 = rows[fp8_col].astype(np.float64)
+    rec_bf16 = row_values(rows, "recompute_bf16_s")
+    rec_fp8 = row_values(rows, "recompute_fp8_s")
+    # the linears without their full-AC recompute (recommend folds it into the times); in the
+    # per-layer path a linear whose input an earlier one of its block casts pays no cast of it
+    lin_bf16 = bf16 - rec_bf16
+    graphs = block_graphs is not None and not block_graphs.bf16_only
+    shared = np.zeros(len(rows)) if graphs else shared_input_s(rows, resolved, convert, block, fp8)
+    if shared.any():
+        notes.append(note(Topic.SHARED_INPUT_CAST))
+        # the saving splits as the row's float8 time does between its passes and its recompute
+        rec_fp8 = rec_fp8 - shared * np.divide(rec_fp8, fp8, out=np.zeros(len(rows)), where=fp8 > 0)
+        fp8 = fp8 - shared
+    lin_fp8 = np.where(convert, fp8 - rec_fp8, lin_bf16)
+    gemm_fp8 = np.where(convert, rows["fp8_gemm_s"].astype(np.float64) - rec_fp8, 0.0)
+    gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
+    re_bf16 = rec_bf16
+    re_fp8 = np.where(convert, rec_fp8, rec_bf16)
+    if setup.ep > 1 and grouped.any():
+        notes.append(note(Topic.EP_ALL_TO_ALL, ep=setup.ep))
+    if setup.recompute is Recompute.SELECTIVE:
+        if not graphs:  # the graphs hold their own recompute
+            re_bf16, re_fp8 = selective(rows, resolved, convert, block, run)
+        notes.append(
+            note(Topic.SELECTIVE_SAC, compiled=graphs, source=sac_policy(run.sac_policy).source)
+        )
+
+    def per_block(values: np.ndarray) -> float:
+        return float((counts * values)[block].sum()) / layers
+
+    attention, attention_again = block_attention(rec, resolved, run, notes)
+    streaming = streaming_rate(resolved)
+    # torch's micro-pipelined TP pairs each collective with the gemm it feeds or drains
+    pipelined = (
+        async_tp(
+            rec,
+            rows,
+            convert,
+            block,
+            run,
+            notes,
+            forward_gemms(rows, resolved, convert, block),
+            streaming,
+        )
+        if run.async_tp
+        else None
+    )
+
+    if graphs and block_graphs is not None:
+        # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
+        # per-layer difference puts it back
+        kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
+        bf16_block, fp8_block = graph_blocks(
+            rec,
+            run,
+            block_graphs,
+            per_block(kept),
+            notes,
+            convert,
+            (attention, attention_again),
+            pipelined,
+            streaming,
+        )
+    else:
+        forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
+        again = (per_block(re_bf16) + attention_again, per_block(re_fp8) + attention_again)
+        comm_bf16, comm_fp8 = pipelined or tp_comm(rec, rows, convert, block, layers, run, notes)
+        compute = [
+            (f + attention * FORWARD_SHARE, 2 * f + attention * (1 - FORWARD_SHARE) + r)
+            for f, r in zip(forward, again)
+        ]
+        fsdp = fsdp_comm(rec, rows, convert, block, layers, run, notes, compute, streaming)
+        bf16_block = BlockTimes(
+            linear_gemm_s=per_block(lin_bf16),
+            other_compute_s=attention,
+            tp_comm_s=comm_bf16,
+            fsdp_comm_s=fsdp[0],
+            recompute_s=per_block(re_bf16) + attention_again,
+        )
+        fp8_block = BlockTimes(
+            linear_gemm_s=per_block(gemm_fp8),
+            overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
+            other_compute_s=attention,
+            tp_comm_s=comm_fp8,
+            fsdp_comm_s=fsdp[1],
+            recompute_s=per_block(re_fp8) + attention_again,
+        )
+        if block_graphs is not None:  # bf16 graphs alone: float8 moves them as the rows do
+            none = np.zeros(len(rows), dtype=bool)
+            graph16, _ = graph_blocks(
+                rec,
+                run,
+                block_graphs,
+                0.0,
+                [],
+                none,
+                (attention, attention_again),
+                pipelined,
+                streaming,
+            )
+            bf16_block, fp8_block = graph16, moved(graph16, bf16_block, fp8_block)
+            notes.append(note(Topic.FLOAT8_BY_LAYERS))
+    other = ~block & ~head
+    if other.any():
+        notes.append(note(Topic.OTHER_LINEARS, fqns=list(rows["fqn"][other])))
+    side = ~block
+    head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
+    head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
+    converted_side = bool((convert & side).any())
+    if run.cp > 1:
+        cp_s = cp_comm(rec, run, notes, attention)
+        bf16_block = replace(bf16_block, cp_comm_s=cp_s)
+        fp8_block = replace(fp8_block, cp_comm_s=cp_s)
+    pipeline = run.pipeline.for_layers(layers) if run.pipeline is not None else None
+    if run.accumulation > 1:
+        notes.append(note(Topic.ACCUMULATION, passes=run.accumulation, tokens=rec.tokens))
+    return step_summary(
+        bf16=bf16_block,
+        fp8=fp8_block,
+        layers=layers,
+        lm_head_bf16_s=head_bf16,
+        lm_head_fp8_s=head_fp8 if converted_side else None,
+        outside=outside_parts(rec, resolved, run, convert, notes),
+        gemm_floor_s=gemm_floor_s(rec, resolved),
+        step_s=setup.step_s,
+        notes=notes,
+        fp8_band_s=band_moves(rows, convert, counts, rec.criterion),
+        block_basis=Basis.PER_LAYER if block_graphs is None else Basis.GRAPHS,
+        pipeline=pipeline,
+        send_s=send_s(rec, run, pipeline, notes) if pipeline is not None else 0.0,
+        context_parallel=run.cp > 1,
+        accumulation=run.accumulation,
+    )
+
+
+def gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
+    """The step's bf16 linear gemms (three per linear, per GPU) at the GPU's datasheet peak:
+    no measured step can be shorter."""
+    rows = rec.rows
+    flops = 6 * rows["count"] * rows["M"] * rows["K"] * rows["N"]
+    return float(flops.sum()) / resolved.config.gpu.bf16_flops
