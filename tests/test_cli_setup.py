@@ -44,8 +44,13 @@ def test_setup_prints_summary_filter_fqns_and_converter_lines(tmp_path):
         Path(FIXTURE).read_text().replace('recipe_name = "rowwise"', 'recipe_name = "tensorwise"')
     )
     text = run("estimate", "--setup", str(tensorwise)).output
-    assert '[float8]\nrecipe_name = "tensorwise"\nfilter_fqns = ["output", "attention.' in text
-    assert "--model.converters float8 --float8.recipe_name tensorwise" in text
+    # the choice gathers its float8 weights in float8 (FSDP 2, tensorwise): torchtitan takes
+    # no recipe_name beside the all-gather, tensorwise being its default
+    assert (
+        "[float8]\nenable_fsdp_float8_all_gather = true\n"
+        'precompute_float8_dynamic_scale_for_fsdp = true\nfilter_fqns = ["output", "attention.'
+    ) in text
+    assert "--model.converters float8 --float8.enable_fsdp_float8_all_gather" in text
 
 
 def test_setup_matches_the_same_question_asked_with_options(tmp_path):

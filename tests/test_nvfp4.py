@@ -14,8 +14,8 @@ import requires
 import sympy as sp
 
 import f8roof
-from f8roof.engine.answer import torchtitan_config
 from f8roof.engine.estimate import estimate
+from f8roof.engine.plan import torchtitan_config
 from f8roof.engine.recommend import recommend_model
 from f8roof.engine.resolve import Request, resolve
 from f8roof.errors import F8RoofError
@@ -300,10 +300,10 @@ def test_every_recipe_on_b200_has_nvfp4_among_its_candidates():
     rec = answer.recommendation
     assert "nvfp4" in rec.recipes and "mxfp8_rceil" in rec.recipes
     assert "speedup_nvfp4" in rec.layers.columns
-    assert "nvfp4" in {plan.recipe for plan in answer.plans}
+    assert "nvfp4" in {plan.recipe for plan in answer.recipe_plans}
     # at 8192 tokens NVFP4's gemms win wherever they run: the plan the answer leads with
-    assert answer.plans[0].recipe == "nvfp4" and set(rec.layers["recipe"]) == {"nvfp4"}
-    assert all(answer.plans[0].speedup >= plan.speedup for plan in answer.plans)
+    assert answer.recipe_plans[0].recipe == "nvfp4" and set(rec.layers["recipe"]) == {"nvfp4"}
+    assert all(answer.recipe_plans[0].speedup >= plan.speedup for plan in answer.recipe_plans)
 
 
 def test_the_mix_takes_nvfp4_only_where_its_dims_allow(tmp_path):
@@ -314,7 +314,7 @@ def test_the_mix_takes_nvfp4_only_where_its_dims_allow(tmp_path):
     path.write_text(json.dumps(config))
     answer = f8roof.answer_model(str(path), 8192, gpu="b200", recipe="all")
     layers = answer.recommendation.layers.set_index("fqn")
-    assert answer.plans[0].recipe is None  # each layer its best recipe
+    assert answer.recipe_plans[0].recipe is None  # each layer its best recipe
     assert layers.loc["model.layers.*.self_attn.q_proj", "recipe"] == "nvfp4"
     assert layers.loc["lm_head", "recipe"] == "nvfp4"
     mlp = layers[layers.index.str.contains("mlp")]

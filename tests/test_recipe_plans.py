@@ -37,14 +37,14 @@ def test_bf16_step_is_one_and_several_recipes_never_answer_worse_than_one(setup)
     best = max(a.step.chosen.speedup for a in singles.values())
     assert several.step.chosen.speedup >= best * (1 - 1e-12)
     # every candidate listed, the answer's first and best
-    plans = several.plans
+    plans = several.recipe_plans
     assert {p.recipe for p in plans} == {*SINGLE, None}
     assert plans[0].speedup == pytest.approx(several.step.chosen.speedup, rel=1e-12)
     assert [p.speedup for p in plans] == sorted((p.speedup for p in plans), reverse=True)
 
 
 def test_one_recipe_asked_lists_no_plans():
-    assert model_answer(SETUPS[0], "tensorwise").plans == ()
+    assert model_answer(SETUPS[0], "tensorwise").recipe_plans == ()
 
 
 def test_a_recipe_without_float8_graphs_times_its_float8_from_the_bf16_graphs():

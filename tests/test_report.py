@@ -4,6 +4,7 @@ import sys
 import pytest
 from conftest import invoke_cli
 
+from f8roof.engine.plan import Asked, plan_model
 from f8roof.engine.recommend import recommend
 from f8roof.engine.report import model_report
 from f8roof.engine.resolve import Request, resolve
@@ -23,8 +24,9 @@ def roofline(recipes="tensorwise"):
 
 def test_markdown_has_the_tables_and_totals():
     resolved = roofline("tensorwise,rowwise")
-    rec = recommend(builtin("gpt2"), tokens=8192, resolved=resolved)
-    text = markdown(rec, source=provenance_line(resolved.provenance))
+    plan = plan_model(recommend(builtin("gpt2"), tokens=8192, resolved=resolved), resolved, Asked())
+    rec = plan.recommendation
+    text = markdown(plan, source=provenance_line(resolved.provenance))
     assert text.startswith("# f8roof report: gpt2 at 8192 tokens per step")
     assert "## Recommendation" in text and "## Per layer type" in text
     table = [line for line in text.splitlines() if line.startswith("| ")]
@@ -36,6 +38,26 @@ def test_markdown_has_the_tables_and_totals():
     assert "| transformer.h.\\*.attn.c_attn |" in text  # '*' escaped, not italics
     assert f"{rec.totals.speedup:.3f}x of the linear part" in text
     assert "module_filter(model, tokens=8192, gpu='h100', recipe=" in text
+    assert f"x{plan.step.chosen.speedup:.3f}" in text  # the step, as estimate answers it
+
+
+def test_report_and_estimate_decide_the_same_and_its_snippet_runs(tmp_path):
+    import f8roof
+
+    options = {"tp": 2, "fsdp": 2, "recompute": "selective"}
+    setup = RunConfig.from_options(**options)
+    request = Request(gpu="h100", recipes="rowwise")
+    built = model_report("llama3-8b", tokens=8192, request=request, setup=setup)
+    answered = f8roof.answer_model("llama3-8b", 8192, gpu="h100", recipe="rowwise", **options)
+    assert built.recommendation.converted_fqns == answered.recommendation.converted_fqns
+    assert built.plan.step.chosen.fp8_s == pytest.approx(answered.step.chosen.fp8_s, rel=1e-12)
+    text = write_report(built, out=tmp_path / "r.md", plots=False).path.read_text()
+    call = re.search(r"keep = f8roof\.(module_filter\(.*\))", text).group(1)
+    assert "fsdp=2" in call and "tp=2" in call
+    found = eval("f8roof." + call.replace("model,", "'llama3-8b',"), {"f8roof": f8roof})
+    assert found.converted == {f for f, yes in found.decisions.items() if yes} and set(
+        found.recommendation.converted_fqns
+    ) == set(answered.recommendation.converted_fqns)
 
 
 def test_terminal_rendering_marks_decisions():

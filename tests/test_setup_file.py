@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import invoke_cli
 
-from f8roof.engine.answer import TorchtitanConfig
+from f8roof.engine.plan import TorchtitanConfig
 from f8roof.errors import F8RoofError
 from f8roof.notes import Topic
 from f8roof.renderers.answers import WIDTH, torchtitan_lines

@@ -10,10 +10,12 @@ import pytest
 from conftest import invoke_cli
 
 from f8roof.columns import Columns
-from f8roof.engine.answer import Question, answer, model_step
-from f8roof.engine.recommend import hold, recommend_model
+from f8roof.engine.answer import Question, answer
+from f8roof.engine.plan import model_step
+from f8roof.engine.recommend import decide_as, recommend_model
 from f8roof.engine.resolve import Request, resolve
 from f8roof.engine.step.blocks import converted_shares
+from f8roof.engine.step.summarize import alike
 from f8roof.training.run_config import RunConfig
 
 FIXTURE = str(Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml")
@@ -52,18 +54,28 @@ def test_a_layer_that_wins_alone_but_loses_the_step_is_kept_and_said(tmp_path):
         assert "kept by the step" in line
 
 
-def test_no_layer_the_step_keeps_converting_would_shorten_the_step():
+def test_no_group_of_alike_layers_turned_the_other_way_would_shorten_the_step():
     question = Question(model="llama3-8b", tokens=8192)
     setup = RunConfig.from_options(tp=2, fsdp=2, recompute="selective", step_ms=762)
     request = Request(gpu="h100", recipes="tensorwise")
     result = answer(question, request, setup=setup)
     rec, step = result.recommendation, result.step
-    assert rec.held_by_step  # tensorwise at TP 2: q and o win alone, not in the step
     resolved = resolve(request, many_recipes=True)
-    for fqn in rec.converted_fqns:  # holding one more never helps
-        without = hold(rec, resolved, [fqn])
-        assert model_step(question, without, resolved)[0].chosen.fp8_s >= step.chosen.fp8_s
-    # the layers' own choice, nothing held: a longer step
-    alone = recommend_model("llama3-8b", tokens=rec.tokens, resolved=resolved, setup=setup)
-    assert set(rec.held_by_step) <= set(alone.converted_fqns)
-    assert model_step(question, alone, resolved)[0].chosen.fp8_s > step.chosen.fp8_s
+    rows = rec.rows
+    settled = [f for f, k in zip(rows["fqn"], step.kept_by_setup) if k]
+    groups = {}
+    for i in range(len(rows)):
+        if rows["fp8_ok"][i] and not step.kept_by_setup[i]:
+            groups.setdefault(alike(rows, i), []).append(str(rows["fqn"][i]))
+    assert len(groups) >= 4
+    converted = set(rec.converted_fqns)
+    for fqns in groups.values():
+        flipped = converted - set(fqns) if set(fqns) <= converted else converted | set(fqns)
+        other = decide_as(rec, resolved, sorted(flipped), settled)
+        assert model_step(question.asked, other, resolved)[0].chosen.fp8_s >= step.chosen.fp8_s
+    # the layers' own choice, nothing the step decided: never a shorter step
+    alone = recommend_model("llama3-8b", tokens=rec.tokens, resolved=resolved, setup=rec.setup)
+    assert model_step(question.asked, alone, resolved)[0].chosen.fp8_s >= step.chosen.fp8_s
+    # and the choice is the first of every plan the answer evaluated
+    assert all(result.choice.speedup >= c.speedup for c in result.candidates)
+    assert result.choice.speedup == step.chosen.speedup

@@ -157,7 +157,8 @@ def estimate(
 ) -> None:
     """Estimate bf16 vs float8 forward+backward time of linears of given shapes, or of a
     model's linears at training scale, and say which to convert."""
-    from f8roof.engine.answer import ModelAnswer, Question, ShapesAnswer, answer, answer_setup
+    from f8roof.engine.answer import Question, ShapesAnswer, answer, answer_setup
+    from f8roof.engine.plan import Plan
     from f8roof.files import check_output_path
     from f8roof.renderers.answers import out_rows, out_summary, render_answer
     from f8roof.renderers.notes import sentence
@@ -173,7 +174,7 @@ def estimate(
         shape_texts, shapes_file, sweep, model, tokens, overhead=overhead, policy=policy
     )
     bar = _progress("generating kernels", lambda s: "x".join(map(str, s)))
-    result: ShapesAnswer | ModelAnswer
+    result: ShapesAnswer | Plan
     if setup_file is not None:
         given = click.get_current_context().get_parameter_source("recipe")
         result = answer_setup(
@@ -189,7 +190,7 @@ def estimate(
         if overrides:
             raise F8RoofError("--set overrides a --setup file's or config's keys: give --setup")
         result = answer(question, _request(recipes=recipe, **request), setup=setup, progress=bar)
-    if not isinstance(result, ModelAnswer):
+    if not isinstance(result, Plan):
         _warn(sentence(w) for w in result.warnings)
     click.echo(
         render_answer(result, color=sys.stdout.isatty(), show_all=show_all, width=_terminal_width())
@@ -198,9 +199,9 @@ def estimate(
         from f8roof.renderers.frames import write_rows
 
         rows = out_rows(result)
-        summary = out_summary(result) if isinstance(result, ModelAnswer) else None
+        summary = out_summary(result) if isinstance(result, Plan) else None
         write_rows(rows, out, summary=summary)
-        what = "layer types" if isinstance(result, ModelAnswer) else "rows"
+        what = "layer types" if isinstance(result, Plan) else "rows"
         click.echo(f"wrote {len(rows)} {what} to {out}")
 
 

@@ -3,15 +3,16 @@ the option rules that go with each, and the answer as data for renderers/.
 
 Shapes: the estimate at each shape, the breakevens, and the warnings a result no GPU can produce
 deserves; `--overhead codegen` adds the exact generated kernels' overhead (the compiling side,
-f8roof.engine.compare, imported only then). A model: f8roof.engine.recommend's per-layer decisions and the step summary (f8roof.engine.step:
-communication, recompute, the step speedup); from a setup file (`--setup`), also the
-torchtitan `filter_fqns` and converter lines for those decisions.
+f8roof.engine.compare, imported only then). A model: its plan (f8roof.engine.plan: the
+per-layer decisions, the conversion sets compared and their steps, the memory, the
+torchtitan converter config for the choice); a setup file (`--setup`) asks the same, in
+its own words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -20,43 +21,16 @@ import numpy as np
 from f8roof.columns import Columns
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy, Settle, settle_run
 from f8roof.engine.estimate import EstimateConfig, breakevens, decisions, estimate, implausible
-from f8roof.engine.recommend import Recommendation, recommend_alone, recommend_model
+from f8roof.engine.plan import Asked, Plan, plan_model
+from f8roof.engine.recommend import recommend_model
 from f8roof.engine.resolve import Request, Resolved, resolve
-from f8roof.engine.sharded import (
-    BlockComparison,
-    NoBlock,
-    compiled_block,
-    no_block,
-    shipped_bf16_block,
-    shipped_block,
-)
-from f8roof.engine.step.conversion import DEFAULT_FILTER, kept_by_setup
-from f8roof.engine.step.parts import StepSummary
-from f8roof.engine.step.summarize import StepAnswer, step_decides, summarize_step
-from f8roof.errors import F8RoofError, ModelError, term
+from f8roof.errors import F8RoofError, term
 from f8roof.inputs.shapes import collect_shapes
-from f8roof.notes import Note, Topic, note
-from f8roof.traffic.recipes import NVFP4, canonical_name
-from f8roof.training.checkpointing import Recompute
-from f8roof.training.memory import (
-    GIB,
-    RUNTIME_BYTES,
-    Headroom,
-    MemoryEstimate,
-    headroom,
-    memory_estimate,
-)
+from f8roof.notes import Note
 from f8roof.training.run_config import RunConfig
 from f8roof.training.torchtitan_names import (
     FLOAT8_LAYOUT,
-    NVFP4_CONVERTER,
-    RECIPES,
     ConfigLayout,
-    filter_fqns_for,
-    filtered,
-    layer_type,
-    nvfp4_fqns,
-    to_torchtitan_fqn,
 )
 
 if TYPE_CHECKING:
@@ -81,87 +55,6 @@ class ShapesAnswer:
 
 
 @dataclass(frozen=True)
-class TorchtitanConfig:
-    """What to tell torchtitan to train with f8roof's decisions: its float8 recipe (None: it
-    has none for f8roof's choice), the filter_fqns keeping the rest in bf16."""
-
-    recipe: str | None
-    filter_fqns: tuple[str, ...]
-    float8_all_gather: bool = False
-    wanted: str = ""  # f8roof's recipe, where torchtitan has none for it
-    converts: bool = True  # False: the filters keep every linear, so train without float8
-    # the converter's section: [float8] (2024-25) or [quantize.linear.float8], as the setup
-    # wrote it; [quantize.linear.mx] for MX; NVFP4LinearConverter (a Python config) for NVFP4
-    section: str = "float8"
-    # NVFP4LinearConverter's include list (`fqns`): the linears it converts
-    fqns: tuple[str, ...] = ()
-    switch: bool = False  # float8 on by [float8] enable_float8_linear (ConfigLayout)
-    filters: bool = True  # torchtitan has filter_fqns (ConfigLayout)
-
-
-@dataclass(frozen=True)
-class FittingSpeedup:
-    """float8 at the cheapest recompute mode it fits with, against bf16 at its own: both steps
-    modelled (no measured step: it belongs to the run's own mode), as torchtitan converts."""
-
-    bf16_recompute: Recompute
-    fp8_recompute: Recompute
-    bf16_s: float  # bf16's step at its mode
-    fp8_s: float  # float8's step at its mode
-    like_for_like: float  # the speedup at the run's own mode, modelled the same way
-
-    def __post_init__(self) -> None:
-        if not (self.bf16_s > 0 and self.fp8_s > 0 and self.like_for_like > 0):
-            raise F8RoofError("a fitting speedup needs positive step times")
-
-    @property
-    def speedup(self) -> float:
-        return self.bf16_s / self.fp8_s
-
-
-@dataclass(frozen=True)
-class MemoryAnswer:
-    """Peak memory per GPU as torchtitan converts the run (training/memory.py), what fits in
-    the GPU's memory, the speedup where float8 fits a cheaper recompute mode, and the
-    assumptions behind them."""
-
-    estimate: MemoryEstimate
-    headroom: Headroom
-    notes: tuple[Note, ...] = ()
-    fitting: FittingSpeedup | None = None
-    measured: bool = False  # the bf16 step was measured (--step-ms): the run ran, so it fits
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One candidate when several recipes are asked: a recipe for every converted linear, or
-    (`recipe` None) each linear its own best recipe."""
-
-    recipe: str | None
-    speedup: float
-
-
-@dataclass(frozen=True, eq=False)
-class ModelAnswer:
-    resolved: Resolved
-    recommendation: Recommendation
-    step: StepAnswer
-    torchtitan: TorchtitanConfig | None = None  # asked by a setup file (--setup)
-    block: BlockComparison | None = None  # the sharded block its blocks were timed from
-    # the step as torchtitan converts it with FSDP2's float8 all-gather (and precomputed
-    # scales), where the run is tensorwise over a known FSDP degree and gathers in bf16
-    float8_all_gather: StepSummary | None = None
-    memory: MemoryAnswer | None = None  # None: the FSDP degree is unknown
-    # several recipes asked: each plan's step speedup with f8roof's choice, the answer's first
-    plans: tuple[Plan, ...] = ()
-
-    @property
-    def summary(self) -> StepSummary:
-        """The step as torchtitan converts it: what published runs measure."""
-        return self.step.as_run
-
-
-@dataclass(frozen=True)
 class Question:
     """What `estimate` was asked: shapes (given, from a file, or a sweep) or a model."""
 
@@ -174,6 +67,11 @@ class Question:
     from_setup: bool = False  # asked by a setup file: answer with torchtitan's converter lines
     layout: ConfigLayout = FLOAT8_LAYOUT  # ... spelled as the setup spelled its converter
     policy: str = DEFAULT_POLICY.value  # which end of the band a conversion must win at
+
+    @property
+    def asked(self) -> Asked:
+        """What the model's plan is asked beside the run."""
+        return Asked(self.model, self.overhead, self.layout, self.from_setup)
 
     def check(self, request: Request, setup: RunConfig) -> None:
         """The rules between options, before any work: one line each."""
@@ -208,7 +106,7 @@ def answer(
     *,
     setup: RunConfig,
     progress: Progress | None = None,
-) -> ShapesAnswer | ModelAnswer:
+) -> ShapesAnswer | Plan:
     question.check(request, setup)
     resolved = resolve(request, many_recipes=bool(question.model))
     if question.model:
@@ -220,236 +118,10 @@ def answer(
             setup=setup,
             policy=DecisionPolicy.from_name(question.policy),
         )
-        rec, step, block, plans = best_plan(question, rec, resolved)
-        check_finite(rec.rows, resolved, grouped_nan=True)
-        memory = memory_answer(rec, resolved, stated=question.from_setup)
-        if memory is not None and memory.headroom.cheaper_recompute:
-            fitting = fitting_speedup(question, resolved, rec, memory.headroom)
-            memory = replace(memory, fitting=fitting)
-        config = torchtitan_config(rec, layout=question.layout) if question.from_setup else None
-        gathered = with_float8_all_gather(question, rec, resolved)
-        return ModelAnswer(
-            resolved,
-            rec,
-            step,
-            config,
-            block,
-            float8_all_gather=gathered,
-            memory=memory,
-            plans=plans,
-        )
+        found = plan_model(rec, resolved, question.asked)
+        check_finite(found.recommendation.rows, resolved, grouped_nan=True)
+        return found
     return answer_shapes(question, resolved, progress=progress)
-
-
-def with_float8_all_gather(
-    question: Question, rec: Recommendation, resolved: Resolved
-) -> StepSummary | None:
-    """The step as torchtitan converts it had the run gathered its float8 weights in float8
-    (torchao's FSDP2 float8 all-gather, tensorwise only): the same answer with that switch
-    and precomputed scales, its block from the graphs that gather them; None where it does
-    not apply (no FSDP degree, already on, not tensorwise)."""
-    setup = rec.setup
-    if setup.float8_all_gather or setup.fsdp_ranks < 2 or _block_recipes(rec) != ["tensorwise"]:
-        return None
-    gathered = replace(rec, setup=replace(setup, float8_all_gather=True, precompute_scales=True))
-    return model_step(question, gathered, resolved)[0].as_run
-
-
-def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> MemoryAnswer | None:
-    """Peak memory per GPU with the linears float8 converts as torchtitan does (every one but
-    the filter_fqns: what published runs measure), and what fits; None where the FSDP degree
-    is unknown. A run whose layout is stated (a setup file, or --fsdp N) and that does not fit
-    in bf16 is refused with its shortfall, unless its bf16 step was measured: a run that ran
-    fits, and the memory model is what overstates it (answered, and said)."""
-    run = rec.setup
-    if (run.fsdp and run.fsdp_degree is None) or run.pipeline is not None:
-        return None  # a pipeline's in-flight microbatches: not modelled yet
-    gpu = resolved.config.gpu
-    filters = run.filter_fqns if run.filter_fqns is not None else DEFAULT_FILTER
-    rows = rec.rows
-    # memory is modelled per layer type (a mean block): a type filters split counts as
-    # converted by its larger part
-    larger: dict[str, tuple[int, bool]] = {}
-    for fqn, count, grouped in zip(rows["fqn"], rows["count"], rows["grouped"]):
-        converts = not filtered(fqn, filters, count=count) and (
-            not grouped or any(m in fqn for m in run.moe_fqns)
-        )
-        larger[layer_type(fqn)] = max(larger.get(layer_type(fqn), (0, False)), (count, converts))
-    converted = [fqn for fqn, (_, converts) in larger.items() if converts]
-    recipe = rec.best_recipe
-
-    def estimate_at(at: RunConfig, tokens: int) -> MemoryEstimate:
-        return memory_estimate(
-            rec.architecture,
-            tokens=tokens,
-            run=at,
-            recipe=recipe,
-            converted=converted,
-            gpu_memory_bytes=gpu.memory_bytes,
-        )
-
-    try:
-        found = estimate_at(run, rec.tokens)
-        room = headroom(estimate_at, run, tokens=rec.tokens)
-    except ModelError as e:
-        raise F8RoofError(e.marked) from None
-    measured = run.step_s is not None
-    if (stated or run.fsdp_degree is not None) and not found.bf16_fits and not measured:
-        raise F8RoofError(
-            f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
-            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s usable "
-            f"{found.usable_bytes / GIB:.1f}"
-        )
-    assumed = note(
-        Topic.MEMORY_ASSUMED,
-        runtime_gib=RUNTIME_BYTES / GIB,
-        source=(
-            "torchtitan@fcdbe91c1 run_train.sh (expandable_segments:True), "
-            "components/metrics.py (reserved_bytes.all.peak, GiB)"
-        ),
-    )
-    return MemoryAnswer(found, room, (assumed,), measured=measured)
-
-
-def fitting_speedup(
-    question: Question, resolved: Resolved, rec: Recommendation, room: Headroom
-) -> FittingSpeedup | None:
-    """The step of float8 at its cheapest fitting recompute mode against bf16 at its own (the
-    answer run again with the mode replaced, as torchtitan converts, both modelled), beside
-    the like-for-like speedup at the run's own mode modelled the same way. None where bf16
-    fits no mode."""
-    if room.bf16_recompute is None or room.fp8_recompute is None:
-        return None
-    assert question.model is not None
-    modes = {room.bf16_recompute, room.fp8_recompute, rec.setup.recompute}
-    steps = {}
-    for mode in modes:
-        run = replace(rec.setup, recompute=mode, recompute_every=1, step_s=None)
-        again = recommend_model(
-            question.model,
-            tokens=rec.tokens,
-            resolved=resolved,
-            setup=run,
-            policy=rec.policy,
-        )
-        fitted = replace(question, overhead="fitted")  # never compile again for this
-        steps[mode] = model_step(fitted, again, resolved)[0].as_run
-    return FittingSpeedup(
-        bf16_recompute=room.bf16_recompute,
-        fp8_recompute=room.fp8_recompute,
-        bf16_s=steps[room.bf16_recompute].bf16_s,
-        fp8_s=steps[room.fp8_recompute].fp8_s,
-        like_for_like=steps[rec.setup.recompute].speedup,
-    )
-
-
-def best_plan(
-    question: Question, mixed: Recommendation, resolved: Resolved
-) -> tuple[Recommendation, StepAnswer, BlockComparison | None, tuple[Plan, ...]]:
-    """Several recipes asked: the plan whose step is fastest with f8roof's choice, among one
-    recipe for the whole run (what torchtitan's converter runs) and each linear's own best
-    (the recommendation's mix), so that asking for several is never worse than asking for any
-    one of them. The plans come back best first; one recipe asked: that one, no plans."""
-    mixed, step, block = decided_step(question, mixed, resolved)
-    if len(resolved.configs) == 1:
-        return mixed, step, block, ()
-    found: list[tuple[str | None, Recommendation, StepAnswer, BlockComparison | None]] = []
-    for config in resolved.configs:
-        alone = replace(resolved, configs=(config,))
-        rec = recommend_alone(mixed, resolved, config.recipe.name)
-        found.append((config.recipe.name, *decided_step(question, rec, alone)))
-    found.append((None, mixed, step, block))
-    # one recipe wins a tie: torchtitan converts with one
-    found.sort(key=lambda f: -f[2].chosen.speedup)
-    plans = tuple(Plan(name, s.chosen.speedup) for name, _, s, _ in found)
-    name, rec, step, block = found[0]
-    if name is not None:  # one recipe won: its rows, with the comparison the mix made
-        compared = Columns({c: v for c, v in mixed.rows.items() if c not in rec.rows})
-        rec = replace(
-            rec,
-            recipes=mixed.recipes,
-            skipped_recipes=mixed.skipped_recipes,
-            rows=rec.rows.join(compared),
-            recipe_totals=mixed.recipe_totals,
-        )
-    return rec, step, block, plans
-
-
-def decided_step(
-    question: Question, rec: Recommendation, resolved: Resolved
-) -> tuple[Recommendation, StepAnswer, BlockComparison | None]:
-    """The recommendation the step bears out (`step_decides`), its step and block."""
-    rec, (step, block) = step_decides(rec, resolved, lambda r: model_step(question, r, resolved))
-    return rec, step, block
-
-
-def model_step(
-    question: Question, rec: Recommendation, resolved: Resolved
-) -> tuple[StepAnswer, BlockComparison | None]:
-    """The step of a recommendation and the sharded block it was timed from (None: the
-    per-layer rows). Without a float8 block the shipped bf16 graphs still time bf16, so a
-    setup's bf16 step is the same whichever recipe is asked."""
-    block, why_not = sharded_block(question, rec, resolved)
-    bf16 = None
-    sharded = rec.setup.tp > 1 or bool(rec.setup.fsdp)
-    timed = resolved.calibration is not None and not rec.architecture.is_moe
-    if block is None and sharded and timed and question.model:
-        bf16 = shipped_bf16_block(question.model, tokens=rec.tokens, run=rec.setup)
-    step = summarize_step(rec, resolved, block=block, no_block=why_not, bf16_block=bf16)
-    return step, block
-
-
-def sharded_block(
-    question: Question, rec: Recommendation, resolved: Resolved
-) -> tuple[BlockComparison | None, Note | None]:
-    """The block one rank of the run executes, to time the step's blocks from: compiled
-    (`--overhead codegen`) or the shipped sharded fits; None and the note saying why where
-    neither applies (the step is then summed from the per-layer fits)."""
-    setup = rec.setup
-    if question.overhead != "codegen" and setup.tp == 1 and not setup.fsdp:
-        return None, None  # one GPU, no sharding: the per-layer rows are the block
-    why = _why_no_block(rec, resolved)
-    if why is not None and question.overhead == "codegen":
-        # asked for and impossible: never an answer without it and without a word
-        raise F8RoofError(
-            f"{term('overhead')} codegen compiles one block of the model, and cannot: "
-            f"{why['why'].value}"
-        )
-    if why is not None:
-        return None, why
-    recipes = _block_recipes(rec)
-    assert question.model is not None, "a block is a model's"
-    if question.overhead == "codegen":
-        gpu = resolved.config.gpu.name
-        block = compiled_block(
-            question.model,
-            tokens=rec.tokens,
-            recipe=recipes[0],
-            run=setup,
-            gpu=gpu,
-        )
-        return block, None
-    return shipped_block(question.model, tokens=rec.tokens, recipe=recipes[0], run=setup)
-
-
-def _block_recipes(rec: Recommendation) -> list[str]:
-    converted = rec.rows["recipe"][rec.rows["convert"].astype(bool)]
-    return sorted({str(r) for r in converted}) or list(rec.recipes[:1])
-
-
-def _why_no_block(rec: Recommendation, resolved: Resolved) -> Note | None:
-    """Why no sharded block (compiled or shipped) can time this answer's blocks; None if one
-    can."""
-    if rec.architecture.is_moe:
-        return no_block(NoBlock.MOE)
-    recipes = _block_recipes(rec)
-    if len(recipes) != 1:
-        return no_block(NoBlock.MIXED_RECIPES, recipes=recipes)
-    if resolved.calibration is None:
-        return no_block(NoBlock.NO_CALIBRATION)
-    if resolved.config.implementation.value != "torchao":
-        return no_block(NoBlock.NOT_TORCHAO, implementation=resolved.config.implementation.value)
-    return None
 
 
 def answer_shapes(
@@ -521,63 +193,6 @@ def _settle(frame: Columns, config: EstimateConfig) -> Settle | None:
     )
 
 
-def torchtitan_config(
-    rec: Recommendation, *, layout: ConfigLayout = FLOAT8_LAYOUT
-) -> TorchtitanConfig:
-    """torchtitan's recipe and filter_fqns for the recommended decisions (and the setup's own
-    filters); float8's spelled as the setup's `layout` spells it (section, switch, whether its
-    torchtitan has filter_fqns). MX is [quantize.linear.mx], or the setup's 2025 [mx] with its
-    own recipe_name where that is the recipe f8roof recommends. NVFP4 is
-    torchtitan's NVFP4LinearConverter (a Python config, no TOML section), its `fqns` the
-    linears to convert."""
-    kept: list[str] = []
-    converted: list[str] = []
-    for fqn, convert, held in zip(rec.rows["fqn"], rec.rows["convert"], kept_by_setup(rec)):
-        try:
-            to_torchtitan_fqn(fqn)
-        except F8RoofError:
-            continue  # no torchtitan name (routed experts, other families): not listed
-        (converted if convert and not held else kept).append(fqn)
-    run = rec.setup
-    fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
-    recipe = rec.best_recipe
-    if recipe == NVFP4:
-        blocks = max((linear.count for linear in rec.architecture.linears), default=0)
-        return TorchtitanConfig(
-            recipe=recipe,
-            filter_fqns=(),
-            wanted=recipe,
-            converts=bool(converted),
-            section=NVFP4_CONVERTER,
-            fqns=tuple(nvfp4_fqns(converted, kept, blocks=blocks)),
-        )
-    if recipe in TORCHTITAN_MX:
-        own = layout.mx_recipe
-        return TorchtitanConfig(
-            recipe=own if own and canonical_name(own) == recipe else TORCHTITAN_MX[recipe],
-            filter_fqns=tuple(fqns),
-            wanted=recipe,
-            converts=bool(converted),
-            section="quantize.linear.mx" if own is None else "mx",
-        )
-    recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
-    return TorchtitanConfig(
-        recipe=recipe if recipe in RECIPES else None,
-        filter_fqns=tuple(fqns),
-        float8_all_gather=run.float8_all_gather,
-        wanted=recipe,
-        converts=bool(converted),
-        section="quantize.linear.float8" if layout.quantize else "float8",
-        switch=layout.switch,
-        filters=layout.filters,
-    )
-
-
-# f8roof's MX recipes -> torchtitan's [quantize.linear.mx] recipe_name (torchao's
-# MXLinearRecipeName); the others (a bf16 grad_weight, emulation) it has no name for
-TORCHTITAN_MX = {"mxfp8_rceil": "mxfp8_cublas_rceil"}
-
-
 def answer_setup(
     path: str,
     *,
@@ -587,7 +202,7 @@ def answer_setup(
     options: Mapping[str, Any],
     overrides: Sequence[str] = (),
     progress: Progress | None = None,
-) -> ModelAnswer:
+) -> Plan:
     """`estimate --setup FILE`: the model question the file asks, answered; `options` the
     command line's other Request fields (gpu, calibration, ...). A problem with what the file
     says is told in the file's words: its keys, not the options they stand for."""
@@ -615,7 +230,7 @@ def answer_setup(
                 gpu_from_file=options["gpu"] is None and gpu is not None,
             )
         ) from None
-    assert isinstance(result, ModelAnswer)
+    assert isinstance(result, Plan)
     return result
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from f8roof.calibration.file import Calibration
-    from f8roof.engine.answer import ModelAnswer
+    from f8roof.engine.plan import Plan
     from f8roof.engine.recommend import Recommendation
     from f8roof.engine.resolve import Request
     from f8roof.training.run_config import RunConfig
@@ -89,7 +89,7 @@ def answer_model(
     calibration: str | Path | Calibration | None = None,
     no_calibration: bool = False,
     policy: str = "expected",
-) -> ModelAnswer:
+) -> Plan:
     """A model's linears at training scale, as `f8roof estimate --model` answers.
 
     model: a built-in architecture (`f8roof models`) or a Hugging Face config.json path.
@@ -105,7 +105,7 @@ def answer_model(
     forward/backward passes per optimizer step. network_gbps: the inter-node NIC per GPU.
     calibration, no_calibration, policy: as for `estimate_shapes`.
 
-    Returns the answer record (`engine.answer.ModelAnswer`): `recommendation.layers` (one
+    Returns the plan (`engine.plan.Plan`): `recommendation.layers` (one
     row per layer type, times in seconds, `convert`), `step.chosen` and `step.as_run` (the
     step per GPU with f8roof's choice and as torchtitan converts: `bf16_s`, `fp8_s`,
     `speedup`, each part with its band), `memory` (peak bytes per GPU, what fits).
@@ -147,7 +147,7 @@ def answer_setup(
     calibration: str | Path | Calibration | None = None,
     no_calibration: bool = False,
     policy: str = "expected",
-) -> ModelAnswer:
+) -> Plan:
     """A torchtitan run, as `f8roof estimate --setup` answers: its model, tokens, parallelism,
     checkpointing and float8 from the job config.
 
@@ -248,22 +248,31 @@ def module_filter(
     """The `module_filter_fn` for torchao's `convert_to_float8_training`: True for the
     nn.Linear modules of `model` (an nn.Module, unsharded) that train faster in float8.
 
-    model may also be a zero-argument builder, called on the meta device. tokens: tokens per
+    model may also be a zero-argument builder, called on the meta device, or a built-in
+    architecture's name or a config.json path (`f8roof models`), decided by the catalog's
+    linears (and, sharded, the shipped blocks `estimate` times them from). tokens: tokens per
     GPU per step. gpu, recipe (one: torchao converts with one config), implementation,
     calibration, no_calibration, policy: as for `estimate_shapes`. tp, ep, fsdp: degrees (ints
     >= 1; 1: none); each linear is decided at the shard one GPU runs. recompute: "none",
     "selective" or "full". tp_plan: the tensor-parallel style of linears the built-in plan
     does not name, by fqn suffix ('column', 'row', 'replicated'). The filter's
-    `recommendation` holds the per-layer rows it decided on. Decided as `f8roof estimate`
-    decides, the step included (`step.summarize.step_decides`, from the per-layer rows: a module
-    has no shipped block): a layer type that wins alone but whose recompute and collectives
-    cost the step more stays in bf16.
+    `recommendation` holds the per-layer rows it decided on. Decided by the plan `f8roof
+    estimate` answers with (`engine.plan.plan_model`): the conversion set whose step is the
+    shortest, so a layer type that wins alone but whose recompute and collectives cost the
+    step more stays in bf16 (a module's own architecture has no shipped block: its step is
+    summed from the per-layer rows).
     """
     from f8roof.engine.decision import DecisionPolicy
+    from f8roof.engine.plan import Asked, plan_model
     from f8roof.engine.recommend import recommend
     from f8roof.engine.resolve import Request, resolve
-    from f8roof.engine.step.summarize import step_decides, summarize_step
-    from f8roof.training.catalog import as_module, from_module, group_by_layer_type, module_linears
+    from f8roof.training.catalog import (
+        as_module,
+        from_module,
+        group_by_layer_type,
+        module_linears,
+        resolve_model,
+    )
 
     _one_recipe(recipe)
     if tp_plan is not None and not isinstance(tp_plan, Mapping):
@@ -280,18 +289,28 @@ def module_filter(
             no_calibration=_flag("no_calibration", no_calibration),
         )
     )
-    model = as_module(model)
-    linears = module_linears(model)
+    name = model if isinstance(model, str) else None
+    if name is not None:  # a catalog name or a config.json: its linears, as the catalog has them
+        architecture = resolve_model(_text("model", name))
+        linears = {
+            linear.fqn: (linear.K, linear.N)
+            for linear in architecture.linears
+            if not linear.grouped
+        }
+    else:
+        module = as_module(model)
+        architecture = from_module(module, tp_plan=tp_plan)
+        linears = module_linears(module)
     recommendation = recommend(
-        from_module(model, tp_plan=tp_plan),
+        architecture,
         tokens=_positive("tokens", tokens),
         resolved=resolved,
         setup=setup,
         policy=DecisionPolicy.from_name(_choice("policy", policy, POLICIES)),
     )
-    recommendation, _ = step_decides(
-        recommendation, resolved, lambda r: (summarize_step(r, resolved),)
-    )
+    # decided as `f8roof estimate` decides: the same plan, its blocks from the shipped
+    # sharded fits where the model is a catalog name
+    recommendation = plan_model(recommendation, resolved, Asked(model=name)).recommendation
     verdict = dict(zip(recommendation.rows["fqn"], recommendation.rows["convert"].astype(bool)))
     kinds = group_by_layer_type(linears)
     decisions = {canonical_fqn(fqn): bool(verdict[kind]) for fqn, kind in kinds.items()}

@@ -146,9 +146,12 @@ class Recommendation:
     # (`recommend_alone` reuses them)
     local: tuple[LocalLayer, ...] = field(default=(), repr=False)
     frames: tuple[Columns, ...] = field(default=(), repr=False)
-    # layer types that win alone but that the step keeps in bf16 (engine/answer.py
-    # `decided_step`): what float8 adds beside them (recompute, collectives) costs more
+    # layer types that win alone but that the step keeps in bf16 (`step_decides`, or a faster
+    # conversion set the plan found): what float8 adds beside them costs the step more
     held_by_step: tuple[str, ...] = ()
+    # layer types that lose alone but that the step converts (engine/plan.py): a conversion
+    # set converting them was the fastest step the plan evaluated
+    converted_by_step: tuple[str, ...] = ()
 
     @cached_property
     def layers(self) -> pd.DataFrame:
@@ -264,6 +267,49 @@ def hold(rec: Recommendation, resolved: Resolved, fqns: Sequence[str]) -> Recomm
     )
 
 
+def decide_as(
+    rec: Recommendation,
+    resolved: Resolved,
+    converted: Sequence[str],
+    settled: Sequence[str] = (),
+) -> Recommendation:
+    """The recommendation converting exactly the rows `converted` (fqns: a conversion set
+    whose step the plan found fastest): those that win alone but are not in it held by the
+    step, those in it that lose alone converted by the step (`resolved`: the one `rec` was
+    planned with). A row float8 cannot run is never converted; the rows `settled` (the
+    setup's own filters keep them) keep their own decision."""
+    alone = _plan(
+        rec.architecture,
+        rec.tokens,
+        resolved,
+        rec.setup,
+        rec.policy,
+        rec.margin,
+        rec.local,
+        rec.frames,
+    )
+    wins = alone.rows["convert"].astype(bool)
+    runs = alone.rows["fp8_ok"].astype(bool)
+    fqns = [str(f) for f in alone.rows["fqn"]]
+    wanted, fixed = set(converted), set(settled)
+    held = tuple(f for f, w in zip(fqns, wins) if w and f not in wanted and f not in fixed)
+    forced = tuple(
+        f for f, w, ok in zip(fqns, wins, runs) if not w and ok and f in wanted and f not in fixed
+    )
+    return _plan(
+        rec.architecture,
+        rec.tokens,
+        resolved,
+        rec.setup,
+        rec.policy,
+        rec.margin,
+        rec.local,
+        rec.frames,
+        held=held,
+        forced=forced,
+    )
+
+
 def _plan(
     architecture: Architecture,
     tokens: int,
@@ -275,9 +321,10 @@ def _plan(
     frames: tuple[Columns, ...],
     *,
     held: tuple[str, ...] = (),
+    forced: tuple[str, ...] = (),
 ) -> Recommendation:
     """The recommendation from each recipe's per-layer estimates (`frames`, one per config,
-    of the rows `local`); the layer types `held` stay in bf16."""
+    of the rows `local`); the layer types `held` stay in bf16, the `forced` ones convert."""
     configs = resolved.configs
     calibration = resolved.calibration
     criterion = "speedup" if calibration is not None else "speedup_worst"
@@ -310,7 +357,8 @@ def _plan(
     value = layers[criterion].astype(np.float64)
     codes, straddling = frame_decisions(layers, criterion=criterion, policy=policy, margin=margin)
     layers["held_by_step"] = np.isin(layers["fqn"].astype(str), list(held))
-    codes = np.where(layers["held_by_step"], 0, codes)
+    layers["converted_by_step"] = np.isin(layers["fqn"].astype(str), list(forced))
+    codes = np.where(layers["held_by_step"], 0, np.where(layers["converted_by_step"], 1, codes))
     convert = codes == 1
     layers["convert"] = convert
     layers["decision"] = np.array(["keep bf16", "convert", "uncertain"])[codes]
@@ -353,6 +401,7 @@ def _plan(
         local=tuple(local),
         frames=frames,
         held_by_step=held,
+        converted_by_step=forced,
     )
 
 

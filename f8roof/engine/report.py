@@ -1,6 +1,6 @@
 """`f8roof report`: what a model's report holds, computed (rendering is renderers/report.py):
-the recommendation over the recipes asked for, and torchao's auto filter beside it for the best
-recipe where torchao has a rule."""
+the plan `estimate` answers with (its decisions and step), and torchao's auto filter beside
+it for the best recipe where torchao has a rule."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig
 from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
 from f8roof.engine.grid import OverheadShares, SpeedupGrid, overhead_shares, speedup_grid
+from f8roof.engine.plan import Asked, Plan, plan_model
 from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
 from f8roof.engine.step.parts import check_measured_step
@@ -19,12 +20,16 @@ from f8roof.training.run_config import ONE_GPU, RunConfig
 
 @dataclass(frozen=True)
 class ModelReport:
-    recommendation: Recommendation
+    plan: Plan  # the decisions and the step, as `estimate` answers them
     comparison: FilterComparison | None  # None where torchao has no rule for the best recipe
     best: EstimateConfig  # the best single recipe's configuration (the plots show it)
     provenance: Provenance  # what the estimate rests on
     grid: SpeedupGrid  # the best recipe's speedup over M and K = N
     overhead: OverheadShares  # and its overhead's share along M = K = N
+
+    @property
+    def recommendation(self) -> Recommendation:
+        return self.plan.recommendation
 
 
 def model_report(
@@ -43,6 +48,8 @@ def model_report(
     if setup.step_s is not None:  # refused as `estimate` refuses it
         share = setup.pipeline.rank_share if setup.pipeline is not None else 1.0
         check_measured_step(setup.step_s, gemm_floor_s(rec, resolved) * share)
+    found = plan_model(rec, resolved, Asked(model=model))
+    rec = found.recommendation
     best = next(c for c in resolved.configs if c.recipe.name == rec.best_recipe)
     comparison = None
     if best.recipe.name in AUTO_FILTER_RECIPES:
@@ -51,5 +58,5 @@ def model_report(
             rec.architecture, tokens=tokens, resolved=one, setup=setup, policy=policy
         )
     return ModelReport(
-        rec, comparison, best, resolved.provenance, speedup_grid(best), overhead_shares(best)
+        found, comparison, best, resolved.provenance, speedup_grid(best), overhead_shares(best)
     )

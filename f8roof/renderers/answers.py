@@ -17,17 +17,10 @@ from typing import Any
 import numpy as np
 
 from f8roof.columns import Columns
-from f8roof.engine.answer import (
-    FittingSpeedup,
-    MemoryAnswer,
-    ModelAnswer,
-    Plan,
-    ShapesAnswer,
-    TorchtitanConfig,
-)
+from f8roof.engine.answer import ShapesAnswer
 from f8roof.engine.decision import SETTLE_SHAPES, Settle
+from f8roof.engine.plan import Candidate, FittingSpeedup, MemoryAnswer, Plan, TorchtitanConfig
 from f8roof.engine.sharded import BlockComparison
-from f8roof.engine.step.conversion import DEFAULT_FILTER
 from f8roof.engine.step.parts import StepSummary
 from f8roof.renderers.cells import aligned, ms, settle_words, wrapped
 from f8roof.renderers.notes import (
@@ -46,7 +39,7 @@ BLOCK_PREFIX = "model.layers.*."
 
 
 def render_answer(
-    answer: ShapesAnswer | ModelAnswer,
+    answer: ShapesAnswer | Plan,
     *,
     color: bool = False,
     show_all: bool = False,
@@ -57,14 +50,14 @@ def render_answer(
     if show_all:
         return "\n".join(full_lines(answer, color=color, width=width))
     lines = [provenance_line(answer.resolved.provenance, _recipes(answer))]
-    if isinstance(answer, ModelAnswer):
+    if isinstance(answer, Plan):
         lines.append(aligned(*model_rows(answer), color=color))
         lines += step_lines(answer)
         lines += memory_lines(answer.memory)
         rec = answer.recommendation
         lines += recipe_lines(rec)
         lines += settle_lines(rec.settle, _straddling(rec.rows), "layer types")
-        if answer.torchtitan is not None:
+        if answer.from_setup:
             lines += ["", *torchtitan_lines(answer.torchtitan)]
     else:
         lines.append(aligned(*shape_rows(answer.rows), color=color))
@@ -123,7 +116,7 @@ def shape_rows(frame: Columns) -> tuple[list[str], list[list[str]]]:
     return ["shape", "recipe", *SHORT_HEADER], rows
 
 
-def model_rows(answer: ModelAnswer) -> tuple[list[str], list[list[str]]]:
+def model_rows(answer: Plan) -> tuple[list[str], list[list[str]]]:
     """The layers' short table: layer type, count, (several recipes: the one chosen), then the
     decision's cells."""
     rec = answer.recommendation
@@ -155,7 +148,7 @@ def _band(summary: StepSummary, digits: int = 2) -> str:
     return f" (band {summary.speedup_low:.{digits}f}-{summary.speedup_high:.{digits}f})"
 
 
-def step_lines(answer: ModelAnswer) -> list[str]:
+def step_lines(answer: Plan) -> list[str]:
     """At most five lines: what to convert, the expected step speedup with its band (f8roof's
     choice, torchtitan's all-but-output beside it), where the step's time goes."""
     rec, step = answer.recommendation, answer.step
@@ -180,11 +173,18 @@ def step_lines(answer: ModelAnswer) -> list[str]:
             "each wins alone, but the recompute and collectives float8 adds beside it cost "
             "the step more"
         )
+    if rec.converted_by_step:
+        what += (
+            f"; the step converts {', '.join(_layer_name(f) for f in rec.converted_by_step)} "
+            "too: each loses alone, but the step is shorter with it in float8"
+        )
+    if answer.adds_float8_all_gather:
+        what += "; with FSDP2's float8 all-gather"
     lines = textwrap.wrap(what, WIDTH, subsequent_indent="  ")
     c, t = step.chosen, step.as_run
     lines += textwrap.wrap(
         f"step: x{c.speedup:.3f}{_band(c, 3)} with f8roof's choice; x{t.speedup:.3f}{_band(t, 3)} "
-        f"as torchtitan converts ({_as_run_filters(rec)})",
+        f"as torchtitan converts ({_as_run_filters(step.as_run_filters)})",
         WIDTH,
         subsequent_indent="  ",
     )
@@ -195,16 +195,16 @@ def step_lines(answer: ModelAnswer) -> list[str]:
         f"  bf16 {ms(c.bf16_s)} ms -> float8 {ms(c.fp8_s)} ms per GPU ({where}); linears "
         f"{c.linear_share:.0%} of it"
     )
-    if answer.plans:
+    if answer.recipe_plans:
         lines += textwrap.wrap(
             "plans compared (step with f8roof's choice): "
-            + ", ".join(f"{_plan_name(p)} x{p.speedup:.3f}" for p in answer.plans)
+            + ", ".join(f"{_plan_name(p)} x{p.speedup:.3f}" for p in answer.recipe_plans)
             + "; this answer is the first",
             WIDTH,
             subsequent_indent="  ",
         )
-    gathered = answer.float8_all_gather
-    if gathered is not None and gathered.speedup > t.speedup * 1.005:
+    if answer.float8_all_gather is not None:
+        gathered = answer.float8_all_gather.summary
         lines += textwrap.wrap(
             f"with FSDP2's float8 all-gather: x{gathered.speedup:.3f}{_band(gathered, 3)} as "
             "torchtitan converts (--float8-all-gather; torchtitan: "
@@ -215,7 +215,7 @@ def step_lines(answer: ModelAnswer) -> list[str]:
     return ["", *lines]
 
 
-def _plan_name(plan: Plan) -> str:
+def _plan_name(plan: Candidate) -> str:
     return plan.recipe or "each layer its best recipe"
 
 
@@ -265,9 +265,8 @@ def _peak_line(label: str, peak: MemoryPeak) -> str:
     return f"  {label} {_gib(peak.peak_bytes)} at the {peak.phase.value}: {parts}"
 
 
-def _as_run_filters(rec) -> str:
+def _as_run_filters(filters: tuple[str, ...]) -> str:
     """Which linears the step as torchtitan runs it leaves in bf16: the setup's filter_fqns."""
-    filters = rec.setup.filter_fqns if rec.setup.filter_fqns is not None else DEFAULT_FILTER
     return f"all but {', '.join(filters)}" if filters else "every linear"
 
 
@@ -432,12 +431,12 @@ def _shell_lines(words: list[str], *, indent: str = "") -> list[str]:
 
 
 def full_lines(
-    answer: ShapesAnswer | ModelAnswer, *, color: bool = False, width: int | None = None
+    answer: ShapesAnswer | Plan, *, color: bool = False, width: int | None = None
 ) -> list[str]:
     """Every column, every level's breakeven, every note; tables and prose within `width`
     where given (the commands to paste stay whole)."""
     lines = provenance_lines(answer.resolved.provenance)
-    if isinstance(answer, ModelAnswer):
+    if isinstance(answer, Plan):
         rec = answer.recommendation
         lines.append(format_recommendation(rec, color=color, end_to_end=False, width=width))
         lines += full_step_lines("with f8roof's choice", answer.step.chosen)
@@ -451,7 +450,7 @@ def full_lines(
             lines += [_peak_line(k, getattr(answer.memory.estimate, k)) for k in ("bf16", "fp8")]
             lines += [f"  assumes: {sentence(n)}" for n in answer.memory.notes]
         lines += settle_lines(rec.settle, _straddling(rec.rows), "layer types")
-        if answer.torchtitan is not None:
+        if answer.from_setup:
             lines += ["", *torchtitan_lines(answer.torchtitan)]
     else:
         lines.append(render_table(answer.rows, color=color, width=width))
@@ -501,16 +500,16 @@ def block_lines(block: BlockComparison) -> list[str]:
 # --- --out ------------------------------------------------------------------------------------
 
 
-def out_rows(answer: ShapesAnswer | ModelAnswer) -> Columns:
+def out_rows(answer: ShapesAnswer | Plan) -> Columns:
     """The rows as --out writes them: every column, and a model's layer notes in words."""
-    if not isinstance(answer, ModelAnswer):
+    if not isinstance(answer, Plan):
         return answer.rows
     rec = answer.recommendation
     notes = [layer_note(r, rec.criterion) for r in rec.rows.rows()]
     return rec.rows.join(Columns({"note": np.array(notes, dtype=object)}))
 
 
-def out_summary(answer: ModelAnswer) -> dict[str, Any]:
+def out_summary(answer: Plan) -> dict[str, Any]:
     """The step as --out writes it: torchtitan's conversion (what published runs measure) with
     its notes in words, f8roof's choice beside it, torchtitan's conversion with FSDP2's float8
     all-gather where the run could switch it on (`float8_all_gather`), and the peak memory per
@@ -521,11 +520,22 @@ def out_summary(answer: ModelAnswer) -> dict[str, Any]:
     if step.fits_only is not None:
         summary["fits_only"] = _summary_dict(step.fits_only)
     if answer.float8_all_gather is not None:
-        summary["float8_all_gather"] = _summary_dict(answer.float8_all_gather)
+        summary["float8_all_gather"] = _summary_dict(answer.float8_all_gather.summary)
     if answer.memory is not None:
         summary["memory"] = memory_dict(answer.memory)
-    if answer.plans:
-        summary["plans"] = [{"recipe": p.recipe, "speedup": p.speedup} for p in answer.plans]
+    if answer.recipe_plans:
+        summary["plans"] = [{"recipe": p.recipe, "speedup": p.speedup} for p in answer.recipe_plans]
+    summary["candidates"] = [
+        {
+            "arm": c.arm.value,
+            "recipe": c.recipe,
+            "float8_all_gather": c.float8_all_gather,
+            "speedup": c.speedup,
+            "converted": list(c.converted),
+        }
+        for c in answer.candidates
+    ]
+    summary["chosen_from"] = answer.chosen_from.value
     return summary
 
 
@@ -581,7 +591,7 @@ def _summary_dict(summary: StepSummary) -> dict[str, Any]:
     return out
 
 
-def _recipes(answer: ShapesAnswer | ModelAnswer) -> str:
+def _recipes(answer: ShapesAnswer | Plan) -> str:
     """'tensorwise' (torchao's; 'reference tensorwise' for f8roof's), or the recipes compared
     (their count beyond three, which the table and the plans name), and the context."""
     configs = answer.resolved.configs

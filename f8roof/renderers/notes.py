@@ -526,4 +526,6 @@ def layer_note(row, criterion: str) -> str:
         )
     if row.get("held_by_step", False):
         notes.append("kept by the step: its recompute and collectives cost more than it saves")
+    if row.get("converted_by_step", False):
+        notes.append("converted by the step: it loses alone, but the step is shorter with it")
     return "; ".join(n for n in notes if n)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from f8roof import __version__
+from f8roof.engine.plan import Plan
 from f8roof.engine.recommend import TIME_COLUMNS, Recommendation
 from f8roof.engine.report import ModelReport
 from f8roof.errors import F8RoofError
@@ -274,15 +275,16 @@ def format_recommendation(
 
 
 def markdown(
-    rec: Recommendation,
+    plan: Plan,
     *,
     source: str,
     plots: Sequence[tuple[str, str]] = (),
     plot_note: str = "",
     comparison: FilterComparison | None = None,
 ) -> str:
-    """The markdown report; `plots` are (caption, relative path) pairs; `comparison` adds the
-    section on torchao's auto filter."""
+    """The markdown report of a plan (`estimate`'s answer); `plots` are (caption, relative
+    path) pairs; `comparison` adds the section on torchao's auto filter."""
+    rec = plan.recommendation
     arch = rec.architecture
     header, rows = layer_rows(rec)
     converted = rec.converted_fqns
@@ -306,6 +308,7 @@ def markdown(
         "## Recommendation",
         "",
         *[f"- {line}" for line in totals_lines(rec)],
+        *[f"- {line}" for line in _step_lines(plan)],
         "",
         "Convert: " + (", ".join(f"`{f}`" for f in converted) if converted else "nothing") + ".",
         "",
@@ -351,6 +354,33 @@ def markdown(
     return "\n".join(parts)
 
 
+def _step_lines(plan: Plan) -> list[str]:
+    """The step per GPU as `estimate` answers it: f8roof's choice beside the run as
+    torchtitan converts it."""
+    chosen, as_run = plan.step.chosen, plan.step.as_run
+    lines = [
+        (
+            f"step per GPU with f8roof's choice: bf16 {ms(chosen.bf16_s)} ms -> float8 "
+            f"{ms(chosen.fp8_s)} ms, x{chosen.speedup:.3f} (band {chosen.speedup_low:.3f}-"
+            f"{chosen.speedup_high:.3f}); as torchtitan converts it: x{as_run.speedup:.3f}"
+        ),
+    ]
+    rec = plan.recommendation
+    if rec.held_by_step:
+        lines.append(
+            "the step keeps " + ", ".join(f"`{f}`" for f in rec.held_by_step) + " in bf16: each "
+            "wins alone, but what float8 adds beside it costs the step more"
+        )
+    if rec.converted_by_step:
+        lines.append(
+            "the step converts " + ", ".join(f"`{f}`" for f in rec.converted_by_step) + ": each "
+            "loses alone, but the step is shorter with it in float8"
+        )
+    if plan.adds_float8_all_gather:
+        lines.append("with FSDP2's float8 all-gather (torchao's enable_fsdp_float8_all_gather)")
+    return lines
+
+
 def _setup_arguments(rec: Recommendation) -> str:
     """module_filter's keyword arguments for a non-default setup (", tp=2, ...")."""
     setup, out = rec.setup, ""
@@ -358,8 +388,8 @@ def _setup_arguments(rec: Recommendation) -> str:
         out += f", tp={setup.tp}"
     if setup.ep > 1:
         out += f", ep={setup.ep}"
-    if setup.fsdp:
-        out += ", fsdp=True"
+    if setup.fsdp_degree:
+        out += f", fsdp={setup.fsdp_degree}"
     if setup.recompute.value != "none":
         out += f", recompute={setup.recompute.value!r}"
     return out
@@ -426,7 +456,7 @@ def write_report(report: ModelReport, *, out: str | Path, plots: bool = True) ->
             draw(png)
         relative = [(caption, p.name) for caption, p, _ in drawn]
         text = markdown(
-            rec,
+            report.plan,
             source=provenance_line(report.provenance),
             plots=relative,
             plot_note=note,

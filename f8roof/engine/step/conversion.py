@@ -10,6 +10,7 @@ import numpy as np
 
 from f8roof.columns import Columns
 from f8roof.engine.recommend import Recommendation
+from f8roof.notes import Note, Topic, note
 from f8roof.training.checkpointing import (
     is_block_fqn,
 )
@@ -23,6 +24,11 @@ from f8roof.training.torchtitan_names import filtered, layer_type
 DEFAULT_FILTER = ("output",)
 
 
+def as_run_filters(run: RunConfig) -> tuple[str, ...]:
+    """The filter_fqns torchtitan runs with: the setup's, else its llama configs' ["output"]."""
+    return tuple(run.filter_fqns) if run.filter_fqns is not None else DEFAULT_FILTER
+
+
 def kept_by_filters(
     rec: Recommendation, run: RunConfig, *, as_run: bool
 ) -> tuple[np.ndarray, dict[str, Any]]:
@@ -31,7 +37,7 @@ def kept_by_filters(
     of the note saying which."""
     rows = rec.rows
     given = run.filter_fqns
-    filters = given if given is not None else (DEFAULT_FILTER if as_run else ())
+    filters = as_run_filters(run) if as_run else tuple(given or ())
     kept = np.array(
         [filtered(f, filters, count=c) for f, c in zip(rows["fqn"], rows["count"])], dtype=bool
     )
@@ -51,6 +57,26 @@ def kept_by_filters(
         kept |= ~converts & ~rows["grouped"].astype(bool)
         said["auto_recipe"] = recipe
     return kept, said
+
+
+def converts_as_run(rec: Recommendation, run: RunConfig) -> tuple[np.ndarray, Note]:
+    """Per row: converted as torchtitan converts the run (every linear float8 can run but the
+    filter_fqns: torchtitan's float8 module filter skips a linear whose dims its gemms cannot
+    take; routed experts, 3D parameters and no nn.Linear, only where `moe_fqns_prototype`
+    names them), and the note saying so: the one rule behind "as torchtitan converts", for
+    the step and the memory alike."""
+    rows = rec.rows
+    filters, said = kept_by_filters(rec, run, as_run=True)
+    fp8 = rows["fp8_s" if rec.criterion == "speedup" else "fp8_s_worst"]
+    runs = rows["fp8_ok"].astype(bool)
+    convert: np.ndarray = np.isfinite(fp8.astype(np.float64)) & runs & ~filters
+    grouped = rows["grouped"].astype(bool)
+    experts = "none"
+    if grouped.any():
+        moe = np.array([any(m in str(f) for m in run.moe_fqns) for f in rows["fqn"]], dtype=bool)
+        convert &= ~grouped | moe
+        experts = "converted" if (grouped & moe).any() else "kept"
+    return convert, note(Topic.AS_CONVERTED, experts=experts, moe=list(run.moe_fqns), **said)
 
 
 def kept_by_setup(rec: Recommendation) -> np.ndarray:

@@ -10,11 +10,19 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from f8roof.engine.recommend import Recommendation, hold
+from f8roof.columns import Columns
+from f8roof.engine.recommend import Recommendation, decide_as, hold
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes, capture_times
 from f8roof.engine.step.blocks import TimedBlock, band_moves, graph_blocks, moved, shared_input_s
-from f8roof.engine.step.conversion import block_count, kept_by_filters, kept_by_setup, row_values
+from f8roof.engine.step.conversion import (
+    as_run_filters,
+    block_count,
+    converts_as_run,
+    kept_by_filters,
+    kept_by_setup,
+    row_values,
+)
 from f8roof.engine.step.fabric import on_fabric, streaming_rate
 from f8roof.engine.step.fsdp import fsdp_comm
 from f8roof.engine.step.outside import cp_comm, outside_parts, send_s
@@ -55,69 +63,148 @@ class StepAnswer:
     converted_types: int = 0  # layer types f8roof converts
     layer_types: int = 0
     kept_by_setup: tuple[bool, ...] = ()  # per row: the setup's own filters keep it in bf16
+    as_run_filters: tuple[str, ...] = ()  # the filter_fqns the run as torchtitan converts has
+
+
+def timed_block(
+    resolved: Resolved,
+    *,
+    block: BlockComparison | None = None,
+    bf16_block: BlockCapture | None = None,
+) -> TimedBlock | None:
+    """The sharded block's graphs timed by the calibration, once for every conversion set
+    stepped from them: bf16 and float8, or (`bf16_block`, no float8 graphs) bf16 twice."""
+    if block is not None:
+        return TimedBlock(block, (_timed(block.bf16, resolved), _timed(block.float8, resolved)))
+    if bf16_block is not None:
+        both = BlockComparison(bf16_block, bf16_block)
+        return TimedBlock(both, (_timed(bf16_block, resolved),) * 2, bf16_only=True)
+    return None
 
 
 def summarize_step(
     rec: Recommendation,
     resolved: Resolved,
     *,
-    block: BlockComparison | None = None,
+    timed: TimedBlock | None = None,
     no_block: Note | None = None,
-    bf16_block: BlockCapture | None = None,
 ) -> StepAnswer:
     """The step with f8roof's decisions and as torchtitan runs it: every linear in float8 but
     the setup's filter_fqns (torchtitan's llama configs' ["output"] without a setup), which is
-    what published runs measure. With `block` (one rank's sharded block, compiled or from the
-    shipped fits) the blocks are timed from that block's graphs, and the per-layer fits'
-    answer is kept beside; `no_block` says why there is none. `bf16_block`: without `block`,
-    the bf16 graphs of the same setup, so that its bf16 step is the one every recipe has."""
+    what published runs measure. With `timed` (one rank's sharded block, compiled or from the
+    shipped fits, timed: `timed_block`) the blocks are timed from that block's graphs, and
+    the per-layer fits' answer is kept beside; `no_block` says why there is none."""
     run = on_fabric(rec.setup, rec.gpu)
+    notes = _step_notes(run, timed, no_block)
+    graphs = timed is not None and not timed.bf16_only
     try:
-        timed = None
-        if block is not None:  # timed once, read by both summaries that use the graphs
-            timed = TimedBlock(
-                block, (_timed(block.bf16, resolved), _timed(block.float8, resolved))
-            )
-        elif bf16_block is not None:
-            both = BlockComparison(bf16_block, bf16_block)
-            timed = TimedBlock(both, (_timed(bf16_block, resolved),) * 2, bf16_only=True)
-            if no_block is not None:  # the float8 side only is per layer
-                no_block = replace(no_block, values={**no_block.values, "on_bf16_graphs": True})
-        notes = [*([no_block] if no_block is not None else []), *run.assumptions]
         return StepAnswer(
             chosen=_summarize(rec, resolved, run, timed, list(notes), as_run=False),
             as_run=_summarize(rec, resolved, run, timed, list(notes), as_run=True),
-            fits_only=(
-                None if block is None else _summarize(rec, resolved, run, None, [], as_run=True)
-            ),
+            fits_only=(_summarize(rec, resolved, run, None, [], as_run=True) if graphs else None),
             converted_types=int(rec.rows["convert"].astype(bool).sum()),
             layer_types=len(rec.rows),
             kept_by_setup=tuple(bool(k) for k in kept_by_setup(rec)),
+            as_run_filters=as_run_filters(run),
         )
     except ModelError as e:
         raise F8RoofError(e.marked) from None
 
 
+def choice_s(
+    rec: Recommendation, resolved: Resolved, *, timed: TimedBlock | None, no_block: Note | None
+) -> float:
+    """The float8 step with f8roof's choice alone, seconds: what a search over conversion
+    sets compares (`summarize_step` holds it as `chosen.fp8_s`)."""
+    run = on_fabric(rec.setup, rec.gpu)
+    try:
+        notes = _step_notes(run, timed, no_block)
+        return _summarize(rec, resolved, run, timed, notes, as_run=False).fp8_s
+    except ModelError as e:
+        raise F8RoofError(e.marked) from None
+
+
+def _step_notes(run: RunConfig, timed: TimedBlock | None, no_block: Note | None) -> list[Note]:
+    if no_block is not None and timed is not None and timed.bf16_only:
+        # the float8 side only is per layer
+        no_block = replace(no_block, values={**no_block.values, "on_bf16_graphs": True})
+    return [*([no_block] if no_block is not None else []), *run.assumptions]
+
+
 def step_decides(
-    rec: Recommendation, resolved: Resolved, step_of: Callable[[Recommendation], StepAt]
+    rec: Recommendation,
+    resolved: Resolved,
+    step_of: Callable[[Recommendation], StepAt],
+    probe: Callable[[Recommendation], float],
 ) -> tuple[Recommendation, StepAt]:
     """The recommendation the step bears out, and its step (`step_of`: a recommendation's
     step and what it was timed from): a layer type that wins alone stays in bf16 where the
     step with f8roof's choice is shorter without it. What float8 adds beside a layer's gemms
     and casts (recompute, TP and FSDP collectives) is the step's to see, not the layer's.
-    Each converted type is tried once against the choice."""
+    Rows alike (`alike`) are tried together, once each against the choice: one decision for
+    one kind of linear, whichever name it has. `probe`: a recommendation's float8 step with
+    f8roof's choice, seconds (what a trial compares)."""
     first = step_of(rec)
     step = first[0]
     chosen = rec.rows["convert"].astype(bool) & ~np.array(step.kept_by_setup, dtype=bool)
+    groups: dict[tuple[object, ...], list[str]] = {}
+    for i in np.flatnonzero(chosen):
+        groups.setdefault(alike(rec.rows, int(i)), []).append(str(rec.rows["fqn"][i]))
     losing = [
         fqn
-        for fqn in rec.rows["fqn"][chosen]
-        if step_of(hold(rec, resolved, [fqn]))[0].chosen.fp8_s < step.chosen.fp8_s
+        for fqns in groups.values()
+        if probe(hold(rec, resolved, fqns)) < step.chosen.fp8_s
+        for fqn in fqns
     ]
     if not losing:
         return rec, first
     rec = hold(rec, resolved, losing)
     return rec, step_of(rec)
+
+
+def step_improves(
+    rec: Recommendation,
+    resolved: Resolved,
+    step_of: Callable[[Recommendation], StepAt],
+    probe: Callable[[Recommendation], float],
+    first: StepAt,
+    *,
+    may_convert: bool = True,
+) -> tuple[Recommendation, StepAt]:
+    """From a conversion set and its step (`first`), each group of alike rows float8 can run
+    and the setup does not filter turned the other way (converted, or kept in bf16), kept
+    where the step with f8roof's choice is shorter: one pass, in the rows' order. Without
+    `may_convert` (a conservative policy converts only what wins at its band's low end) a
+    kept group stays kept."""
+    start = rec
+    best_s = first[0].chosen.fp8_s
+    rows = rec.rows
+    open_ = rows["fp8_ok"].astype(bool) & ~np.array(first[0].kept_by_setup, dtype=bool)
+    settled = [str(f) for f, k in zip(rows["fqn"], first[0].kept_by_setup) if k]
+    groups: dict[tuple[object, ...], list[str]] = {}
+    for i in np.flatnonzero(open_):
+        groups.setdefault(alike(rows, int(i)), []).append(str(rows["fqn"][i]))
+    for fqns in groups.values():
+        converted = set(rec.converted_fqns)
+        if not (may_convert or set(fqns) <= converted):
+            continue
+        flipped = converted - set(fqns) if set(fqns) <= converted else converted | set(fqns)
+        other = decide_as(rec, resolved, sorted(flipped), settled)
+        found = probe(other)
+        if found < best_s:
+            rec, best_s = other, found
+    return (rec, first) if rec is start else (rec, step_of(rec))
+
+
+def alike(rows: Columns, i: int) -> tuple[object, ...]:
+    """What makes two rows the same linear to the answer: the local shape, the context its
+    input comes from, the recipe, the TP style and whether it is in a block."""
+    return (
+        *(int(rows[c][i]) for c in ("M", "K", "N")),
+        *(str(rows[c][i]) for c in ("context", "recipe", "tp")),
+        is_block_fqn(str(rows["fqn"][i])),
+        bool(rows["grouped"][i]),
+    )
 
 
 def _timed(capture: BlockCapture, resolved: Resolved) -> CaptureTimes:
@@ -150,18 +237,12 @@ def _summarize(
             "fp8_s_worst",
         )
     )
-    filtered, said = kept_by_filters(rec, run, as_run=as_run)
     grouped = rows["grouped"].astype(bool)
     if as_run:
-        convert = np.isfinite(rows[fp8_col].astype(np.float64)) & ~filtered
-        experts = "none"
-        if grouped.any():
-            moe = [f for f in rows["fqn"][grouped] if any(m in f for m in run.moe_fqns)]
-            convert &= ~grouped | np.array([f in moe for f in rows["fqn"]], dtype=bool)
-            experts = "converted" if moe else "kept"
-        notes.append(note(Topic.AS_CONVERTED, experts=experts, moe=list(run.moe_fqns), **said))
+        convert, said = converts_as_run(rec, run)
+        notes.append(said)
     else:
-        convert = rows["convert"].astype(bool) & ~filtered
+        convert = rows["convert"].astype(bool) & ~kept_by_filters(rec, run, as_run=False)[0]
     counts = rows["count"].astype(np.float64)
     layers = block_count(rec)
 
