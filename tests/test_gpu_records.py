@@ -63,6 +63,9 @@ def test_a_part_has_a_fabric_unless_it_is_a_pcie_card_and_says_why_either_way(na
 def test_every_fact_of_a_part_cites_a_source(name):
     gpu = PARTS[name]
     assert gpu.sources and all(s.strip() for s in gpu.sources)
+    # clocks and power: every part has both, each from its datasheet or a cited rule
+    assert gpu.power_w is not None and 300 <= gpu.power_w <= 1400
+    assert gpu.sm_clock_hz is not None and 1.5e9 <= gpu.sm_clock_hz <= 2.5e9
     assert gpu.efficiency is not None and gpu.efficiency.memory_source.strip()
     for family in gpu.efficiency.families:
         assert family.source.strip(), (name, family.family)

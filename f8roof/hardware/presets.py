@@ -163,6 +163,10 @@ H100_DATASHEET = "NVIDIA H100 Tensor Core GPU datasheet (nvidia.com/en-us/data-c
 # The datasheets give no clock; their FP32 peak does: 67 TFLOPS = 132 SMs x 128 FP32 lanes x
 # 2 (an FMA) x 1.98 GHz, on the H100 SXM and the H200 alike.
 HOPPER_SXM_CLOCK = "1.98 GHz: the datasheet's FP32 67 TFLOPS / (132 SMs x 128 lanes x 2)"
+# The same rule on the other boards' FP32 peaks (the H100 and H200 datasheets' PCIe and NVL
+# columns): 51 TFLOPS on 114 SMs, 60 TFLOPS on 132.
+HOPPER_PCIE_CLOCK = "1.748 GHz: the datasheet's FP32 51 TFLOPS / (114 SMs x 128 lanes x 2)"
+HOPPER_NVL_CLOCK = "1.776 GHz: the datasheet's FP32 60 TFLOPS / (132 SMs x 128 lanes x 2)"
 H200_DATASHEET = "NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/en-us/data-center/h200)"
 DGX_B200 = (
     "NVIDIA DGX B200 datasheet (resources.nvidia.com/en-us-dgx-systems/dgx-b200-datasheet): "
@@ -211,7 +215,8 @@ CC_10X = (
 )
 MI300X_DATASHEET = (
     "AMD Instinct MI300X data sheet (amd.com/.../amd-instinct-mi300x-data-sheet.pdf): "
-    "1307.4 TF bf16, 2614.9 TF fp8 dense, 192 GB HBM3 at 5.3 TB/s, 304 CUs, 750 W"
+    "1307.4 TF bf16, 2614.9 TF fp8 dense, 192 GB HBM3 at 5.3 TB/s, 304 CUs, 750 W, peak engine "
+    "clock 2,100 MHz"
 )
 MI355X_SPECS = (
     "AMD Instinct MI355X specifications (amd.com/en/products/accelerators/instinct/mi350/"
@@ -284,7 +289,8 @@ _BASE = (
         (9, 0),
         80 * 2**30,
         power_w=350,
-        sources=(H100_DATASHEET + ": PCIe column",),
+        sm_clock_hz=1.748e9,
+        sources=(H100_DATASHEET + ": PCIe column", HOPPER_PCIE_CLOCK),
         fabric=fabric.H100_PCIE,
         efficiency=efficiency.borrowed_from_h100("h100-pcie"),
     ),
@@ -297,8 +303,10 @@ _BASE = (
         132,
         (9, 0),
         94 * 2**30,
+        power_w=400,
+        sm_clock_hz=1.776e9,
         code_of="h100",
-        sources=(H100_DATASHEET + ": NVL column",),
+        sources=(H100_DATASHEET + ": NVL column, 350-400 W configurable", HOPPER_NVL_CLOCK),
         fabric=fabric.H100_NVL,
         efficiency=efficiency.borrowed_from_h100("h100-nvl"),
     ),
@@ -328,8 +336,10 @@ _BASE = (
         132,
         (9, 0),
         141 * 2**30,
+        power_w=600,
+        sm_clock_hz=1.776e9,
         code_of="h100",
-        sources=(H200_DATASHEET + ": NVL column",),
+        sources=(H200_DATASHEET + ": NVL column, up to 600 W configurable", HOPPER_NVL_CLOCK),
         fabric=fabric.H200_NVL,
         efficiency=efficiency.borrowed_from_h100("h200-nvl"),
     ),
@@ -436,6 +446,7 @@ _BASE = (
         gfx_arch="gfx942",
         fp8_dtype_family=Float8Family.FNUZ,
         power_w=750,
+        sm_clock_hz=2.1e9,
         sources=(MI300X_DATASHEET, ROCM_GPU_SPECS),
         fabric=fabric.MI300X_BOARD,
         efficiency=efficiency.MI300X,
@@ -455,6 +466,7 @@ _BASE = (
         vendor=Vendor.AMD,
         gfx_arch="gfx950",
         power_w=1400,
+        sm_clock_hz=2.4e9,
         sources=(MI355X_SPECS, ROCM_GPU_SPECS),
         fabric=fabric.MI355X_BOARD,
         efficiency=efficiency.MI355X,
@@ -476,6 +488,7 @@ _BASE = (
         vendor=Vendor.AMD,
         gfx_arch="gfx950",
         power_w=1000,
+        sm_clock_hz=2.2e9,
         sources=(MI350X_SPECS, ROCM_GPU_SPECS),
         fabric=fabric.MI355X_BOARD,
         efficiency=efficiency.MI350X,
