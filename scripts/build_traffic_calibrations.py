@@ -1,4 +1,4 @@
-"""Build the shipped traffic calibrations: f8roof/calibration/data/*.json (SHIPPED).
+"""Build the shipped traffic calibrations: f8roof/calibration/data/*.json (`GPU.shipped`).
 
 Each is the exact bytes of the code torch.compile generates (codegen-only, no GPU) for every
 shipped variant at the 12 fit shapes, timed by timing/datasheet.py for that GPU. The kernels
@@ -37,9 +37,8 @@ import time
 from pathlib import Path
 
 from f8roof.calibration.fitting import traffic_calibration
-from f8roof.calibration.shipped import SHIPPED
 from f8roof.device.calibrate import CalibrateOptions, generated_samples
-from f8roof.hardware.presets import Float8Family, find_gpu
+from f8roof.hardware.presets import PRESETS, Float8Family, find_gpu
 from f8roof.timing.datasheet import datasheet_timing
 from f8roof.traffic.block_scaled import BytesSource, bytes_source
 from f8roof.traffic.recipes import BLOCK_SCALED_NAMES, Recipe
@@ -63,22 +62,18 @@ REFERENCE_RECIPES = (
     "rowwise_gw_hp",
 )
 CODE_FOR = "h100"
-# The presets each --gpu writes: h100's code serves h200 and h100-meta (same SMs and compute
-# capability); b200's serves gb200 (152 SMs against 148), b300 and gb300 (compute capability
-# 10.3): the code generated for each was the same, variant by variant, at the smallest and
-# largest fit shape.
+# The presets each --gpu writes, read off the records (`GPU.shipped`): h100's code serves h200
+# and h100-meta (same SMs and compute capability); b200's serves gb200 (152 SMs against 148),
+# b300 and gb300 (compute capability 10.3); mi355x's serves mi350x. The code generated for each
+# part marked `checked` is generated again at the smallest and largest fit shape and compared.
 WRITTEN = {
-    "h100": ("h100", "h200", "h100-meta"),
-    "b200": ("b200", "gb200", "b300", "gb300"),
-    "mi300x": ("mi300x",),
-    "mi355x": ("mi355x", "mi350x"),
+    code: tuple(g.name for g in PRESETS.values() if g.shipped and g.shipped.code_from == code)
+    for code in dict.fromkeys(g.shipped.code_from for g in PRESETS.values() if g.shipped)
 }
 # Whose code is generated again, at the smallest and largest fit shape, to check it is the same
 CHECKED = {
-    "h100": ("h200",),
-    "b200": ("gb200", "b300", "gb300"),
-    "mi300x": (),
-    "mi355x": ("mi350x",),
+    code: tuple(n for n in written if PRESETS[n].shipped.checked)  # type: ignore[union-attr]
+    for code, written in WRITTEN.items()
 }
 # The block-scaled recipes Inductor generates code for (bytes_source), shipped for the parts
 # with MX gemms (b200's code, mi355x's): the others train tensorwise or rowwise.
@@ -146,8 +141,9 @@ def main() -> None:
     from f8roof.profiler.device import environment
 
     for preset in WRITTEN[args.gpu]:
-        name = SHIPPED[preset]
         gpu = find_gpu(preset)
+        assert gpu.shipped is not None
+        name = gpu.shipped.file
         calibration = traffic_calibration(
             samples,
             environment=environment("codegen", gpu=gpu),

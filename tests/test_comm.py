@@ -3,10 +3,9 @@
 import numpy as np
 import pytest
 
+from f8roof.hardware.fabric import Fabric
 from f8roof.hardware.presets import PRESETS
-from f8roof.timing import comm
 from f8roof.timing.comm import (
-    INTERCONNECTS,
     Algorithm,
     CommError,
     Placement,
@@ -26,14 +25,16 @@ GIB = 2**30
 
 
 def test_every_sxm_preset_of_hardware_has_a_fabric():
-    for name in ("h100", "h200", "b200", "mi300x", "mi355x", "mi350x", "h100-meta"):
+    for name in ("h100", "h200", "b200", "b300", "mi300x", "mi355x", "mi350x", "h100-meta"):
         assert name in PRESETS
         assert find_interconnect(name).intra_busbw_bytes_per_s > 0
 
 
-def test_unknown_gpu_is_one_line():
-    with pytest.raises(CommError, match="no interconnect preset for GPU 'h100-pcie'"):
-        find_interconnect("h100-pcie")
+def test_a_pcie_card_and_an_unknown_gpu_have_no_fabric_in_one_line():
+    for name in ("h100-pcie", "custom"):
+        with pytest.raises(CommError, match=f"no interconnect preset for GPU '{name}'") as info:
+            find_interconnect(name)
+        assert "\n" not in str(info.value) and "b300" in str(info.value)
 
 
 @pytest.mark.parametrize("n", [2, 4, 8])
@@ -239,9 +240,11 @@ def test_bad_inputs_are_one_line(call, message):
     assert "\n" not in str(info.value)
 
 
-def test_sources_table_lists_every_preset():
-    doc = comm.__doc__
-    table = doc[doc.index("| preset") : doc.index("Latency, from nccl-tests")]
-    assert table.startswith("| preset")
-    for name in INTERCONNECTS:
-        assert f"| {name} |" in table
+def test_comm_reads_each_preset_fabric_off_its_record():
+    """No table of its own: a name, an alias, a device name and a power limit all find the
+    record's fabric."""
+    for name in PRESETS:
+        if isinstance(PRESETS[name].fabric, Fabric):
+            assert find_interconnect(name) is PRESETS[name].fabric
+    assert find_interconnect("h100-sxm") is find_interconnect("NVIDIA H100 80GB HBM3")
+    assert find_interconnect("h100@500w") is PRESETS["h100"].fabric

@@ -14,7 +14,7 @@ from f8roof.hardware.support import (
     gemm_for_recipe,
     unsupported_reason,
 )
-from f8roof.timing.datasheet import PRESET_EFFICIENCIES, datasheet_timing, preset_efficiency
+from f8roof.timing.datasheet import datasheet_timing, preset_efficiency
 from f8roof.timing.gemm import GEMM_DTYPES, GemmRole
 
 NEW = ("b200", "b200-750w", "gb200", "b300", "gb300", "mi300x", "mi355x", "mi350x")
@@ -32,7 +32,8 @@ def test_every_preset_cites_sources_and_has_positive_ceilings(name):
 
 @pytest.mark.parametrize("name", NEW)
 def test_new_presets_have_their_own_cited_efficiencies(name):
-    chosen = PRESET_EFFICIENCIES[name]
+    chosen = find_gpu(name).efficiency
+    assert chosen is not None and not chosen.borrowed
     assert chosen.sources
     assert 0 < chosen.memory_efficiency <= 1
     # H100's fractions are never reused silently: an H100 number in a new preset is an
@@ -330,13 +331,20 @@ def test_a_power_limit_is_its_preset_capped_or_the_preset_that_is_it():
             find_gpu(bad)
 
 
-def test_a_power_limited_part_is_timed_publicly_or_refused(cli):
-    """Its gemms run at the fitted caps; the datasheet timing has no caps for it: refused."""
+def test_a_power_limited_part_is_timed_publicly_or_by_its_capped_datasheet(cli):
+    """Its gemms run at the fitted caps; the datasheet timing caps its record's fractions by
+    the same rule as b200-750w's, so its gemms run slower than the preset's."""
     public = cli("estimate", "--gpu", "h100@500w", "--shape", "8192,8192,8192")
     assert public.exit_code == 0, public.output
     assert public.output.startswith("h100@500w tensorwise (shipped h100.json): times fitted on")
-    datasheet = cli("estimate", "--gpu", "h100@500w", "--times", "datasheet", "--shape", "8,8,8")
-    assert datasheet.exit_code == 2 and "--times datasheet" in datasheet.output
+    bf16 = tflops("h100@500w", "bf16", 8192) / tflops("h100", "bf16", 8192)
+    assert bf16 == pytest.approx(0.73, rel=0.01)
+    assert tflops("h100@500w", "fp8", 8192) < tflops("h100", "fp8", 8192)
+    shape = ("--times", "datasheet", "--shape", "8192,8192,8192")
+    capped, stock = (cli("estimate", "--gpu", gpu, *shape) for gpu in ("h100@500w", "h100"))
+    assert capped.exit_code == 0, capped.output
+    assert capped.output.startswith("h100@500w tensorwise (shipped h100.json): datasheet times")
+    assert capped.output.splitlines()[2] != stock.output.splitlines()[2]
 
 
 @pytest.mark.parametrize(
@@ -385,7 +393,6 @@ def test_fsdp_over_64_gpus_is_cheaper_inside_an_nvl72_domain(monkeypatch):
     from f8roof.engine.answer import Question, answer
     from f8roof.engine.resolve import Request
     from f8roof.engine.step.parts import Part
-    from f8roof.timing import comm
     from f8roof.training.run_config import RunConfig
 
     def fsdp_s():
@@ -398,6 +405,8 @@ def test_fsdp_over_64_gpus_is_cheaper_inside_an_nvl72_domain(monkeypatch):
         return got.summary.part(Part.FSDP_COMM).bf16_s
 
     nvl72 = fsdp_s()
-    eight = replace(comm.INTERCONNECTS["gb200"], gpus_per_node=8)
-    monkeypatch.setitem(comm.INTERCONNECTS, "gb200", eight)
+    gb200 = PRESETS["gb200"]
+    assert gb200.fabric is not None
+    eight = replace(gb200, fabric=replace(gb200.fabric, gpus_per_node=8))
+    monkeypatch.setitem(PRESETS, "gb200", eight)
     assert 0 < nvl72 < fsdp_s()

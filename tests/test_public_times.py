@@ -97,8 +97,8 @@ def test_blackwell_keeps_datasheet_times_unless_public_ones_are_asked_for():
 
 def test_blackwell_parts_take_an_nvfp4_family_and_the_capped_part_its_caps():
     from f8roof.calibration import public_fit
+    from f8roof.hardware.efficiency import NVFP4_TO_FP8
     from f8roof.hardware.presets import find_gpu
-    from f8roof.timing.datasheet import NVFP4_TO_FP8
 
     times = public_file.load(public_file.SHIPPED)
     b200, capped, h100 = (dict(times.part(n).gemms) for n in ("b200", "b200-750w", "h100"))

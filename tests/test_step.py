@@ -20,7 +20,7 @@ from f8roof.engine.step.parts import (
 )
 from f8roof.errors import ModelError
 from f8roof.notes import Topic, note
-from f8roof.timing.comm import INTERCONNECTS, fsdp_exposed_time_s, group_fabric
+from f8roof.timing.comm import find_interconnect, fsdp_exposed_time_s, group_fabric
 
 BF16 = BlockTimes(
     linear_gemm_s=10e-3, other_compute_s=5e-3, tp_comm_s=1e-3, fsdp_comm_s=0.5e-3, recompute_s=2e-3
@@ -210,7 +210,7 @@ def test_never_resharding_gathers_nothing_in_the_backward():
 
 
 def test_a_group_crosses_nodes_on_one_nic_per_gpu_it_holds_there():
-    h100 = INTERCONNECTS["h100"]
+    h100 = find_interconnect("h100")
     under_tp8, nics = group_fabric(h100, group_size=16, stride=8, gpus_per_node=8)
     assert nics == 1 and under_tp8.inter_busbw_bytes_per_s == h100.inter_busbw_bytes_per_s
     alone, nics = group_fabric(h100, group_size=128, stride=1, gpus_per_node=8)

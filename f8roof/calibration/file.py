@@ -45,7 +45,7 @@ from f8roof.calibration.records import (
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.files import parse_json, read_text, write_text_atomic
 from f8roof.hardware.presets import GPU, PRESETS, find_gpu
-from f8roof.timing.datasheet import DatasheetTiming, preset_efficiency
+from f8roof.timing.datasheet import DatasheetTiming
 from f8roof.timing.gemm import (
     GEMM_DTYPES,
     GEMM_ROLES,
@@ -267,13 +267,13 @@ class Calibration:
         if gemm is None:
             return self._gemm_table()
         stored = {dtype for dtype, _ in gemm.efficiencies}
-        if PRESETS.get(gemm.gpu.name) != gemm.gpu:
+        if gemm.gpu.efficiency is None:
             return gemm
         public = self.kind is CalibrationKind.PUBLIC
         added = ("nvfp4",) if public else ("mxfp8", "fp8_blockwise", "nvfp4")
         extra = tuple(
             (dtype, efficiency)
-            for dtype, efficiency in preset_efficiency(gemm.gpu).families
+            for dtype, efficiency in gemm.gpu.efficiency.pairs
             if dtype in added and dtype not in stored
         )
         return replace(gemm, efficiencies=gemm.efficiencies + extra) if extra else gemm

@@ -16,8 +16,8 @@ from typing import Any
 from f8roof.calibration.file import CalibrationError, _Reader, _tile
 from f8roof.errors import ModelError
 from f8roof.files import read_json, write_text_atomic
+from f8roof.hardware.efficiency import GemmEfficiency
 from f8roof.hardware.presets import find_gpu
-from f8roof.timing.gemm import GemmEfficiency
 from f8roof.timing.public_times import (
     FITTED_CLASSES,
     FP4_FAMILY,

@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 
 from f8roof.errors import ModelError
-from f8roof.hardware.presets import GPU, POWER_PRESETS, find_gpu
-from f8roof.timing.datasheet import NVFP4_TO_FP8
-from f8roof.timing.gemm import GemmEfficiency, GemmRole, TiledGemm, linear_gemm_times
+from f8roof.hardware.efficiency import NVFP4_TO_FP8, GemmEfficiency
+from f8roof.hardware.presets import GPU, PublicModel, every_part, find_gpu
+from f8roof.timing.gemm import GemmRole, TiledGemm, linear_gemm_times
 from f8roof.timing.public_times import (
     CROSS_VALIDATED_PART,
     FITTED_CLASSES,
@@ -320,12 +320,14 @@ PRIOR = np.array([p.prior for p in PARAMETERS])
 WIDTH = np.array([p.width for p in PARAMETERS])
 LOW = np.array([p.low for p in PARAMETERS])
 HIGH = np.array([p.high for p in PARAMETERS])
-# The parts the fit times: those with a shipped traffic calibration (Hopper, Blackwell), and
-# those at a power limit the fit has caps for. Each takes the shared parameters through its own
-# datasheet (bandwidth, SMs, clock); a capped part takes the power-cap ratios on its gemm
-# fractions (`capped`).
-HOPPER_PARTS = ("h100", "h100-meta", "h200", "h100@500w", "h200@500w")
-BLACKWELL_PARTS = ("b200", "b200-750w", "gb200", "b300", "gb300")
+# The parts the fit times, read off the records (`GPU.public_model`): those with a shipped
+# traffic calibration (Hopper, Blackwell), and those at a power limit the fit has caps for.
+# Each takes the shared parameters through its own datasheet (bandwidth, SMs, clock); a capped
+# part takes the power-cap ratios on its gemm fractions (`capped`).
+HOPPER_PARTS = tuple(g.name for g in every_part() if g.public_model is PublicModel.HOPPER_FIT)
+BLACKWELL_PARTS = tuple(
+    g.name for g in every_part() if g.public_model is PublicModel.BLACKWELL_TRANSFER
+)
 PARTS = HOPPER_PARTS + BLACKWELL_PARTS
 CAPPED_W = 500  # FBGEMM's and torchao's 'H100 500W'
 INTEGER = ("k_steps_bf16", "k_steps_fp8")
@@ -396,7 +398,7 @@ def capped(gpu: GPU) -> bool:
     power limit of another (b200-750w: 0.75 of B200's power against the H100's 500/700 W, 0.71;
     no public gemm sweep of a capped B200, so the H100's caps stand for it, as in the datasheet
     model)."""
-    return gpu.power_w == CAPPED_W or gpu.name in POWER_PRESETS.values()
+    return gpu.power_w == CAPPED_W or gpu.limited_from is not None
 
 
 def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | None):
@@ -1030,7 +1032,8 @@ def public_times(data: Data, report: Report) -> PublicTimes:
             ),
             *(
                 (name, f"fitted on h100-meta, scaled to {name} by its datasheet and 500 W caps")
-                for name in ("h100@500w", "h200@500w")
+                for name in HOPPER_PARTS
+                if find_gpu(name).limited_from is not None
             ),
             *((name, _blackwell_rests_on(name, check, x)) for name in BLACKWELL_PARTS),
         ),

@@ -40,10 +40,10 @@ from f8roof.calibration.file import (
 from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, calibration_covers
 from f8roof.errors import F8RoofError, ModelError, term
-from f8roof.hardware.presets import GPU, PRESETS, resolve_gpu
+from f8roof.hardware.presets import GPU, resolve_gpu
 from f8roof.hardware.support import ScaledGemm, check_recipes, unsupported_reason
 from f8roof.inputs.gemm_table import load_gemm_table
-from f8roof.timing.datasheet import KERNEL_FLOOR_S, PRESET_EFFICIENCIES, datasheet_timing
+from f8roof.timing.datasheet import KERNEL_FLOOR_S, datasheet_timing
 from f8roof.timing.gemm import BlockScaledGemm, RooflineGemm, TableGemm
 from f8roof.timing.public_times import CROSS_VALIDATED_PART, PublicTimes
 from f8roof.traffic.block_scaled import is_read_off
@@ -258,11 +258,6 @@ def _timed(calibration: Calibration, times: str | None, gpu: GPU | None = None) 
             )
         return calibration
     if times == "datasheet":
-        if gpu is not None and "@" in gpu.name:
-            raise F8RoofError(
-                f"{term('times')} datasheet: the datasheet timing has no {gpu.name} (its gemms "
-                f"at the cap); use {term('times')} public"
-            )
         return _on_datasheet(calibration, gpu)
     model = public_file.shipped()
     part = gpu.name if gpu is not None else calibration.environment.gpu or ""
@@ -509,7 +504,7 @@ def _datasheet(
     own family), worst and ideal bytes at its copy fraction. A given gemm table or efficiency
     still times the gemms. A custom GPU keeps the seed's rooflines."""
     gpu = configs[0].gpu
-    if gpu.name not in PRESETS or PRESETS[gpu.name] != gpu:
+    if gpu.efficiency is None:
         return configs, provenance
     timing = datasheet_timing(gpu)
     tiled = timing.all_gemms
@@ -523,7 +518,7 @@ def _datasheet(
         )
         for c in configs
     ]
-    own = gpu.name in PRESET_EFFICIENCIES
+    own = not gpu.efficiency.borrowed
     return timed, replace(
         provenance,
         times=Times.DATASHEET_ONLY,

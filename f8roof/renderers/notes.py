@@ -260,8 +260,8 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     ),
     Topic.NO_ATTENTION: lambda v: "attention: no output projection with heads known, not timed",
     Topic.NO_FABRIC: lambda v: (
-        f"communication not modelled: no interconnect preset for {v['gpu']} (PCIe and NVL parts "
-        "have no NVSwitch)"
+        f"communication not modelled: {v['gpu']} has no GPU-to-GPU fabric f8roof knows (a PCIe "
+        "card, or a GPU without a preset)"
     ),
     Topic.TP_FLOAT8_GATHER: lambda v: (
         "tensorwise TP: forward inputs all-gathered in float8 (torchao's TP plan)"

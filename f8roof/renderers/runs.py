@@ -9,6 +9,7 @@ import math
 import pandas as pd
 
 from f8roof.calibration.file import Calibration
+from f8roof.hardware.fabric import Fabric
 from f8roof.hardware.presets import GPU, PRESETS
 from f8roof.hardware.support import ScaledGemm, unsupported_reason
 from f8roof.timing.datasheet import preset_efficiency
@@ -60,6 +61,9 @@ def _provenance(gpu: GPU) -> list[str]:
     lines += [f"  note: {n}" for n in gpu.notes]
     lines += [f"  timing: {s}" for s in chosen.sources]
     lines += [f"  assumes: {a}" for a in chosen.assumptions]
+    if isinstance(gpu.fabric, Fabric):
+        lines.append(f"  fabric: {gpu.fabric.name}, {gpu.fabric.gpus_per_node} GPUs per node")
+    lines += [f"  fabric: {s}" for s in gpu.fabric.sources] if gpu.fabric is not None else []
     return lines
 
 

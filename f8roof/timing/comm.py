@@ -1,6 +1,6 @@
 """Communication time of the collectives a sharded block runs, as NCCL runs them.
 
-Conventions (nccl-tests' PERFORMANCE.md, which every published figure below is quoted in):
+Conventions (nccl-tests' PERFORMANCE.md, in which every figure of hardware/fabric.py is quoted):
 - `bytes` is the collective's buffer size as nccl-tests' `size` column counts it: the gathered
   output of an all-gather, the full input of a reduce-scatter, the buffer of an all-reduce, one
   rank's send buffer of an all-to-all.
@@ -19,7 +19,8 @@ Conventions (nccl-tests' PERFORMANCE.md, which every published figure below is q
 - Placement: `intra` (NVLink / Infinity Fabric inside one node) or `inter` (the group spans
   nodes; each GPU has its own NIC, so a ring's slowest hop is one NIC: busbw = NIC busbw).
   A "node" is the NVLink domain: 8 GPUs on HGX/DGX boards, 72 on an NVL72 rack (GB200, GB300),
-  whose NVLink switch trays connect the 18 compute trays (`Interconnect.gpus_per_node`).
+  whose NVLink switch trays connect the 18 compute trays, 2 or 4 on an NVL board's bridge
+  (`Interconnect.gpus_per_node`).
 - Latency: one fixed term per collective, the small-message floor of nccl-tests curves.
 
 Float8 all-gathers (torchao, tensorwise only): the payload is 1 byte per element; the scale is
@@ -35,48 +36,27 @@ async TP (torch's micro-pipeline TP) splits them against that gemm, which then h
 the gemm's share on the local shard (`micro_pipelined_exposed_s`), wherever Inductor's pass
 fuses the two (engine/step/tp.py's `async_tp` says where).
 
-Sources (per GPU preset, per GPU, bytes per second unless said):
-| preset | NVLink/IF datasheet (one way) | ring busbw | NVLS all-reduce busbw (8 GPUs) | NIC (per GPU) | NIC busbw | latency intra / inter |
-|---|---|---|---|---|---|---|
-| h100 | 450 GB/s (NVLink 4, 900 GB/s both ways; H100 datasheet) | 370 GB/s (NVIDIA/nccl-tests#212, sjeaugey: "effective NVLink bandwidth of 370GB/s"; NVIDIA/nccl#1455: 365-370 at 2-8 GPUs) | 480 GB/s (nccl-tests#212; nccl-tests#290: 476) | 400 Gb/s ConnectX-7 (DGX H100) | 47 GB/s (nccl-tests#290, AddyLaddy: "NDR @ 400Gbps you should see 46-48GB/s per NIC") | 35 us / 63 us (see below) |
-| h200 | 450 GB/s (same NVLink 4) | 370 GB/s (same fabric) | 475 GB/s (NVIDIA/nccl-tests#272, 8x H200) | 400 Gb/s (DGX H200) | 47 GB/s | 35 us / 63 us |
-| b200 | 900 GB/s (NVLink 5, 1.8 TB/s both ways; DGX B200 datasheet) | 720 GB/s (NCCL's own B200 link model, maxBw 721.8, NVIDIA/nccl#1807) | 830 GB/s (NVIDIA/nccl#1807, 8x B200) | 400 Gb/s ConnectX-7 (DGX B200) | 47 GB/s | 35 us / 63 us (H100's) |
-| gb200 | 900 GB/s (NVLink 5; one NVLink domain of 72 GPUs, GB200 NVL72 spec) | 720 GB/s (B200's: the same NVLink 5) | 746 GB/s held at 8 GPUs: algbw 424-429 GB/s measured over all 72 (coreweave/nccl-tests#43, all_reduce 4-8 GB, busbw 835-847) | 400 Gb/s ConnectX-7 (GB200 NVL72 spec) | 47 GB/s | 35 us / 63 us (H100's) |
-| gb300 | 900 GB/s (NVLink 5, 72-GPU domain, GB300 NVL72 spec) | 720 GB/s (B200's) | 746 GB/s (GB200 NVL72's: the same NVLink switch trays, assumed) | 800 Gb/s ConnectX-8 (GB300 NVL72 spec) | 94 GB/s (assumption: 47 of 50 GB/s, ConnectX-7's ratio, at twice the line rate) | 35 us / 63 us (H100's) |
-| mi300x | 448 GB/s (7 Infinity Fabric links x 64 GB/s; AMD MI300X datasheet, 896 GB/s both ways) | 336 GB/s at 8 GPUs: 7 links x 48 GB/s, the usable bandwidth of one link after CRC and protocol overhead (AMD ROCm blog "Understanding RCCL Bandwidth and xGMI Performance on AMD Instinct MI300X", 2025-03; RCCL's own topology model, ROCm/rccl#1210: "the max theoretical per-direction bandwidth for gfx94 devices is 48GB/s"); a ceiling, no public rccl-tests busbw found | none (no switch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
-| mi355x | 538 GB/s (7 links x 153.6 GB/s both ways; AMD MI355X specifications) | 403 GB/s at 8 GPUs: 7 x 76.8 GB/s x 0.75 (MI300X's usable share of a link, assumed); mi350x is the same board | none (no switch) | 400 Gb/s (assumption) | 47 GB/s (assumption) | 35 us / 63 us (H100's) |
-AMD's 8-GPU boards are a full mesh of point-to-point links, no switch (ROCm/rccl#1270, RCCL's
-README: with fewer than 8 GPUs "one can only achieve a fraction of the potential bandwidth"):
-a group of n ranks inside the node drives n - 1 of the 7 links, so its busbw is (n - 1) / 7 of
-the 8-GPU figure (one link's at TP 2), and a point-to-point send runs on one link.
-Latency, from nccl-tests on 8 H100 SXM in one node (togethercomputer/together-nccl-tests
-`benchmarks/H100/results/20260305_220043/{all_reduce,all_gather,reduce_scatter}_ring.out`,
-NCCL 2.26.2, one process driving the 8 GPUs): every collective takes 34.5-37 us from 8 B to
-256 KB, and latency + bytes x factor / busbw with that 35 us stays within 15% of their 1-8 MB
-points (all-reduce 46 and 79 us measured at 1 and 8 MB, 40 and 73 modelled), the regime of
-float8's amax all-reduces (a scalar, or M fp32 values for a row-parallel linear's row amax).
-Launches from one process per GPU, or CUDA graphs, run faster (2 GPUs, NVLS, graphs: 6 us,
-NVIDIA/nccl#1259): no public multi-process table of 8 H100s was found, so 35 us may overstate
-them. Across nodes, 63 us at 16 B on two AWS p5 nodes (EFA, NCCL 2.20-2.22,
-KeitaW/p5-nccl-test-2024-07-19): the only published H100 small-message multi-node figure on
-an RDMA fabric found; no InfiniBand one was. B200, GB200, GB300 and MI300X take H100's
-figures (assumed).
+The figures (busbw, NVLS, NIC, latency, the NVLink domain, AMD's mesh of links), each with its
+sources, are facts of each part's fabric (hardware/fabric.py), read from its preset's record
+(hardware/presets.py): AMD's 8-GPU boards and the H200 NVL's 4-way bridge are a full mesh of
+point-to-point links, no switch, so a group of n ranks inside the node drives n - 1 of them,
+and a point-to-point send runs on one link.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from enum import Enum
-from typing import Any
 
 import numpy as np
 
 from f8roof.errors import ModelError
+from f8roof.hardware.fabric import Fabric
+from f8roof.hardware.presets import UnknownGPUError, every_part, find_gpu
 
-GB = 1e9
 FP32_BYTES = 4
-SOURCE = "nccl-tests busbw and latency per preset (the table in timing/comm.py)"
+SOURCE = "nccl-tests busbw and latency per preset (its fabric in hardware/fabric.py)"
 
 
 class CommError(ModelError):
@@ -136,145 +116,8 @@ def placement_for(*, group_size: int, stride: int, gpus_per_node: int) -> Placem
     return Placement.INTRA if group_size * stride <= gpus_per_node else Placement.INTER
 
 
-@dataclass(frozen=True)
-class Interconnect:
-    """One GPU's fabrics: busbw a ring reaches inside a node and across nodes, NVLS, latency.
-    Bandwidths in bytes/s per GPU; sources in the module docstring."""
-
-    name: str
-    intra_line_bytes_per_s: float  # datasheet, one direction
-    intra_busbw_bytes_per_s: float  # what NCCL's ring reaches (nccl-tests busbw); a mesh: at 8 GPUs
-    nvls_allreduce_busbw_bytes_per_s: float | None  # at 8 GPUs; None: no NVSwitch multicast
-    inter_line_bytes_per_s: float  # one NIC, one direction
-    inter_busbw_bytes_per_s: float
-    intra_latency_s: float
-    inter_latency_s: float
-    gpus_per_node: int = 8
-    measured: bool = True  # False: the busbw figures are assumptions, not published tests
-    # a full mesh of this many point-to-point links per GPU (AMD's boards), None behind a switch:
-    # a group drives as many links as it has peers
-    mesh_links: int | None = None
-
-    def __post_init__(self) -> None:
-        for field in (
-            "intra_line_bytes_per_s",
-            "intra_busbw_bytes_per_s",
-            "inter_line_bytes_per_s",
-            "inter_busbw_bytes_per_s",
-            "intra_latency_s",
-            "inter_latency_s",
-        ):
-            value = getattr(self, field)
-            if not (isinstance(value, (int, float)) and 0 < value < math.inf):
-                raise CommError(
-                    f"interconnect {self.name!r}: {field} must be positive, got {value}"
-                )
-        nvls = self.nvls_allreduce_busbw_bytes_per_s
-        if nvls is not None and not (0 < nvls < math.inf):
-            raise CommError(f"interconnect {self.name!r}: NVLS busbw must be positive, got {nvls}")
-        if self.gpus_per_node < 1:
-            raise CommError(f"interconnect {self.name!r}: gpus_per_node must be >= 1")
-
-    def intra_busbw(self, group_size) -> np.ndarray:
-        """The ring busbw of a group of `group_size` ranks inside one node: the whole fabric's
-        behind a switch; on a mesh, the share of its links the group's peers sit on."""
-        busbw = np.full(np.shape(group_size), self.intra_busbw_bytes_per_s, dtype=float)
-        if self.mesh_links is None:
-            return busbw
-        peers = np.clip(np.asarray(group_size) - 1, 1, self.mesh_links)
-        return busbw * peers / self.mesh_links
-
-    @property
-    def link_busbw_bytes_per_s(self) -> float:
-        """What one point-to-point transfer inside a node reaches: a ring hop behind a switch,
-        one link on a mesh."""
-        return self.intra_busbw_bytes_per_s / (self.mesh_links or 1)
-
-    @property
-    def nvls_algbw_bytes_per_s(self) -> float | None:
-        """NVLS all-reduce algbw, held at its 8-GPU value (NVIDIA/nccl#1455: 258-273 GB/s at
-        5-8 H100s)."""
-        nvls = self.nvls_allreduce_busbw_bytes_per_s
-        return None if nvls is None else nvls / _factor(CollectiveKind.ALL_REDUCE, 8)
-
-
-_NVLINK4: dict[str, Any] = {
-    "intra_line_bytes_per_s": 450 * GB,
-    "intra_busbw_bytes_per_s": 370 * GB,
-    "inter_line_bytes_per_s": 50 * GB,
-    "inter_busbw_bytes_per_s": 47 * GB,
-    "intra_latency_s": 35e-6,
-    "inter_latency_s": 63e-6,
-}
-
-# AMD's 8-GPU boards: a full mesh of 7 links, no switch, NIC and latency assumed as H100's
-_AMD_BOARD: dict[str, Any] = {
-    "nvls_allreduce_busbw_bytes_per_s": None,
-    "inter_line_bytes_per_s": 50 * GB,
-    "inter_busbw_bytes_per_s": 47 * GB,
-    "intra_latency_s": 35e-6,
-    "inter_latency_s": 63e-6,
-    "measured": False,
-    "mesh_links": 7,
-}
-
-INTERCONNECTS: dict[str, Interconnect] = {
-    i.name: i
-    for i in (
-        Interconnect("h100", nvls_allreduce_busbw_bytes_per_s=480 * GB, **_NVLINK4),
-        Interconnect("h200", nvls_allreduce_busbw_bytes_per_s=475 * GB, **_NVLINK4),
-        Interconnect(
-            "b200",
-            intra_line_bytes_per_s=900 * GB,
-            intra_busbw_bytes_per_s=720 * GB,
-            nvls_allreduce_busbw_bytes_per_s=830 * GB,
-            inter_line_bytes_per_s=50 * GB,
-            inter_busbw_bytes_per_s=47 * GB,
-            intra_latency_s=35e-6,
-            inter_latency_s=63e-6,
-        ),
-        Interconnect(
-            "gb200",
-            intra_line_bytes_per_s=900 * GB,
-            intra_busbw_bytes_per_s=720 * GB,
-            # NVLS algbw measured over the 72 GPUs, stored as the busbw it is at 8 (the field's
-            # convention; nvls_algbw_bytes_per_s divides it back)
-            nvls_allreduce_busbw_bytes_per_s=426 * GB * 2 * 7 / 8,
-            inter_line_bytes_per_s=50 * GB,
-            inter_busbw_bytes_per_s=47 * GB,
-            intra_latency_s=35e-6,
-            inter_latency_s=63e-6,
-            gpus_per_node=72,
-        ),
-        Interconnect(
-            "gb300",
-            intra_line_bytes_per_s=900 * GB,
-            intra_busbw_bytes_per_s=720 * GB,
-            nvls_allreduce_busbw_bytes_per_s=426 * GB * 2 * 7 / 8,
-            inter_line_bytes_per_s=100 * GB,
-            inter_busbw_bytes_per_s=94 * GB,
-            intra_latency_s=35e-6,
-            inter_latency_s=63e-6,
-            gpus_per_node=72,
-            measured=False,
-        ),
-        Interconnect(
-            "mi300x",
-            intra_line_bytes_per_s=7 * 64 * GB,
-            intra_busbw_bytes_per_s=7 * 48 * GB,
-            **_AMD_BOARD,
-        ),
-        Interconnect(
-            "mi355x",
-            intra_line_bytes_per_s=7 * 76.8 * GB,
-            intra_busbw_bytes_per_s=7 * 76.8 * GB * 48 / 64,
-            **_AMD_BOARD,
-        ),
-    )
-}
-
-# GPU presets (hardware/presets.py) that share another's fabric
-_SAME_FABRIC = {"h100-meta": "h100", "h100-sxm": "h100", "h200-sxm": "h200", "mi350x": "mi355x"}
+# One GPU's fabric, as timing names it: the record's facts (hardware/fabric.py)
+Interconnect = Fabric
 
 
 def group_fabric(
@@ -301,14 +144,16 @@ def group_fabric(
 
 
 def find_interconnect(gpu: str) -> Interconnect:
-    """The interconnect of a GPU preset name. PCIe and NVL parts have no NVSwitch: refused."""
-    key = gpu.strip().lower()
-    key = _SAME_FABRIC.get(key, key)
-    if key not in INTERCONNECTS:
-        raise CommError(
-            f"no interconnect preset for GPU {gpu!r}; known: {', '.join(INTERCONNECTS)}"
-        )
-    return INTERCONNECTS[key]
+    """The fabric of a GPU (a preset name, alias, device name or NAME@WATTSw), from its record:
+    CommError where the part has none (a PCIe card) or f8roof has no record of it."""
+    try:
+        found = find_gpu(gpu).fabric
+    except UnknownGPUError:
+        found = None
+    if not isinstance(found, Fabric):
+        with_fabric = ", ".join(g.name for g in every_part() if isinstance(g.fabric, Fabric))
+        raise CommError(f"no interconnect preset for GPU {gpu!r}; known: {with_fabric}")
+    return found
 
 
 def _factor(kind: CollectiveKind, n):

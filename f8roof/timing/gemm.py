@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from f8roof.errors import ModelError
+from f8roof.hardware.efficiency import GemmEfficiency
 from f8roof.hardware.presets import GPU
 from f8roof.traffic.gemm_roles import GEMM_ROLES, GemmRole, gemm_dims
 from f8roof.traffic.recipes import Granularity, Recipe
@@ -111,29 +112,6 @@ class RooflineGemm:
         memory = traffic / (self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
         time = np.maximum(np.maximum(compute, memory), self.launch_floor_s)
         return time, np.zeros(time.shape, dtype=bool)
-
-
-@dataclass(frozen=True)
-class GemmEfficiency:
-    """How one gemm kernel family approaches peak on a GPU: `peak_fraction` of its peak FLOP/s
-    per SM once the tiles fill the SMs, `k_overhead` K-steps of prologue/epilogue per tile, a
-    fixed `latency_s`, the output tiles (rows, cols) its library picks from, and for float8 the
-    factor on its time without fast accumulation (the backward gemms: Hopper's fp8 MMA
-    accumulates in reduced precision, so cuBLAS promotes partial sums every few K-steps)."""
-
-    peak_fraction: float
-    k_overhead: int
-    latency_s: float
-    tiles: tuple[tuple[int, int], ...]
-    slow_accum_factor: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not 0 < self.peak_fraction <= 1 or self.k_overhead < 0 or self.latency_s < 0:
-            raise ModelError(f"bad gemm efficiency {self}")
-        if not 1 <= self.slow_accum_factor <= 4:
-            raise ModelError(
-                f"a slow-accumulation factor lies in [1, 4], got {self.slow_accum_factor}"
-            )
 
 
 # Split-K (TiledGemm): when the output tiles fill under half the SMs and K exceeds this many

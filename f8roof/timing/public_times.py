@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from f8roof.errors import ModelError
+from f8roof.hardware.efficiency import LARGE_TILES, ROWWISE_TILES, GemmEfficiency
 from f8roof.hardware.presets import GPU, find_gpu
-from f8roof.timing.datasheet import LARGE_TILES, ROWWISE_TILES
-from f8roof.timing.gemm import GemmEfficiency, TiledGemm
+from f8roof.timing.gemm import TiledGemm
 from f8roof.timing.kernel_classes import KernelClass
 from f8roof.timing.kernel_time import SECTOR_BYTES, KernelTimeModel, KindTime, Residuals
 

@@ -1,0 +1,465 @@
+"""How close each part's gemms and copies come to its datasheet, as published facts: a fraction
+per gemm family, each with its source, and the copy fraction of memory-bound kernels. None of
+these numbers comes from a float8 linear's measured speedup (what f8roof is judged against).
+`timing/datasheet.py` times with them; `hardware/presets.py` gives each preset its record.
+
+Families: bf16; fp8 (one scale per tensor); fp8_rowwise; fp8_blockwise (1x128 x 128x128
+scales); mxfp8; nvfp4. Which a part runs is hardware/support.py's.
+
+Memory-bound kernels: time = floor + bytes / (bandwidth x the copy fraction).
+- H100 SXM: a device copy reaches 2.90 of 3.35 TB/s (0.87; Azure NDv5 benchmark results);
+  H200 SXM: 4.01-4.19 of 4.8 TB/s in Azure's published ND H200 v5 results, so 0.85 (4.1).
+  Nobody in this project has measured the copy bandwidth of the H200 it is lent (an earlier
+  version cited 0.90 as measured there: it was not). `timing/kernel_classes.py` gives each
+  kernel class its own range around these.
+
+Gemms, tiled (`timing/gemm.py`'s `TiledGemm`: waves of output tiles over the SMs). Fitted to
+public sweeps of stock 700 W H100 SXM parts:
+- bf16 (cuBLAS via torch.mm): peak fraction 0.84, 192 K-steps of tile overhead, 3 us; fits
+  openxla's sm_90 matmul perf table (256^3 .. 4096^3 and rectangles) and a torch 2.7 sweep
+  (zzc0721/torch-performance-test-data#79: 1024^3 177, 2048^3 677, 4096^3 789, 8192^3 798
+  TFLOP/s) with 6% RMS log error;
+- fp8 with one scale per tensor (cuBLASLt, fast accumulation): 0.70, 128, 4 us; fits Azure's
+  superbench cublaslt fp8 sweep on NDv5 (1024^3 274 .. 16384^3 1377 TFLOP/s) with 2.3% RMS log
+  error. The backward gemms run without fast accumulation; no public sweep separates that on
+  cuBLAS Hopper kernels, so they share these numbers (an assumption);
+- fp8 with row/column scales (PyTorch's CUTLASS `f8f8bf16_rowwise`): 0.95 of tensorwise's
+  fraction (pytorch/pytorch#147971: mostly 90-100% of tensorwise with fast accumulation;
+  FBGEMM#2764: 0-10% slower), tiles 64x128 or 128x128 as RowwiseScaledMM.cu picks them;
+- blockwise (1x128 x 128x128 scales): 0.77 of the rowwise fraction (FBGEMM#2546, H100 500W,
+  8192^3: block gemm 870 vs row gemm 1126 TFLOP/s; 65536x8192x7168: 828 vs 1083), from FBGEMM's
+  CUTLASS kernels where torch runs cuBLAS 12.9's (an assumption).
+H200 SXM: the same compute as H100 SXM (same SMs and clocks; stas00's ml-engineering MAMF table
+finds bf16 identical).
+
+Blackwell and AMD parts (issue #20): peak fractions fitted to stas00's ml-engineering "Maximum
+Achievable Matmul FLOPS" table (compute/accelerator/README.md, 2026-08; mamf-finder: torch.mm
+or torch._scaled_mm, mean of 100 runs, best of a shape search): the fraction at which the tiled
+model's maximum over the published best shape and the 4096..16384 cubes equals the published
+MAMF. The same rule applied to H100 SXM gives bf16 0.818 and fp8 0.719 against the sweep-fitted
+0.84 and 0.70 above, so the two ways agree within 3%. K-step overheads and latencies are H100's
+(no public small-shape sweep of these parts separates them): an assumption every one of them
+states. Where a family's fraction (or its ratio to another family) is H100 SXM's carried over
+with no source for the part, its record says so (`FamilyEfficiency.hopper_carried`).
+
+A power cap (`h100-meta`, and every part `presets.power_limited` derives) lowers the clock
+gemms sustain: Meta's FBGEMM benchmarks name their H100 "500W" (FBGEMM#2546: bf16 8192^3 585
+TFLOP/s, 0.73x a 700 W part; fp8 about 0.87x), and `power_capped` scales every family so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from f8roof.errors import ModelError
+
+FAMILIES = ("bf16", "fp8", "fp8_rowwise", "fp8_blockwise", "mxfp8", "nvfp4")
+
+
+@dataclass(frozen=True)
+class GemmEfficiency:
+    """How one gemm kernel family approaches peak on a GPU: `peak_fraction` of its peak FLOP/s
+    per SM once the tiles fill the SMs, `k_overhead` K-steps of prologue/epilogue per tile, a
+    fixed `latency_s`, the output tiles (rows, cols) its library picks from, and for float8 the
+    factor on its time without fast accumulation (the backward gemms: Hopper's fp8 MMA
+    accumulates in reduced precision, so cuBLAS promotes partial sums every few K-steps)."""
+
+    peak_fraction: float
+    k_overhead: int
+    latency_s: float
+    tiles: tuple[tuple[int, int], ...]
+    slow_accum_factor: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.peak_fraction <= 1 or self.k_overhead < 0 or self.latency_s < 0:
+            raise ModelError(f"bad gemm efficiency {self}")
+        if not 1 <= self.slow_accum_factor <= 4:
+            raise ModelError(
+                f"a slow-accumulation factor lies in [1, 4], got {self.slow_accum_factor}"
+            )
+
+
+@dataclass(frozen=True)
+class FamilyEfficiency:
+    """One gemm family on one part: its tiled-gemm numbers and where its fraction comes from.
+    `hopper_carried`: the fraction, or its ratio to another family, is H100 SXM's, carried over
+    with no source for this part."""
+
+    family: str
+    gemm: GemmEfficiency
+    source: str
+    hopper_carried: bool = False
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ModelError(f"unknown gemm family {self.family!r}; known: {', '.join(FAMILIES)}")
+        if not self.source.strip():
+            raise ModelError(f"gemm family {self.family}: no source")
+
+
+@dataclass(frozen=True)
+class PartEfficiency:
+    """How one part's kernels approach its datasheet: gemm families, the copy fraction of
+    memory-bound kernels and its source, what the numbers assume (`f8roof gpus` shows them).
+    `borrowed`: every number is another part's, unverified for this one."""
+
+    families: tuple[FamilyEfficiency, ...]
+    memory_efficiency: float
+    memory_source: str
+    assumptions: tuple[str, ...] = ()
+    borrowed: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 < self.memory_efficiency <= 1:
+            raise ModelError(f"memory efficiency must be in (0, 1], got {self.memory_efficiency}")
+        if not self.memory_source.strip():
+            raise ModelError("a copy fraction cites its source")
+        names = [f.family for f in self.families]
+        if len(set(names)) != len(names):
+            raise ModelError(f"a gemm family listed twice: {names}")
+
+    @property
+    def pairs(self) -> tuple[tuple[str, GemmEfficiency], ...]:
+        """(family, efficiency), what a tiled gemm model takes."""
+        return tuple((f.family, f.gemm) for f in self.families)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Every family's source and the copy fraction's, once each."""
+        return tuple(dict.fromkeys((*(f.source for f in self.families), self.memory_source)))
+
+    def family(self, name: str) -> FamilyEfficiency | None:
+        return next((f for f in self.families if f.family == name), None)
+
+
+LARGE_TILES = ((128, 128), (128, 256), (256, 128))
+ROWWISE_TILES = ((64, 128), (128, 128))
+# AMD: hipBLASLt's macro tiles reach 256x256 (its kernel names, e.g. MT256x256x64); an
+# assumption of this model, as the NVIDIA tiles are.
+AMD_TILES = (*LARGE_TILES, (256, 256))
+
+BF16 = GemmEfficiency(0.84, 192, 3e-6, LARGE_TILES)
+FP8 = GemmEfficiency(0.70, 128, 4e-6, LARGE_TILES)
+FP8_ROWWISE = GemmEfficiency(0.70 * 0.95, 128, 4e-6, ROWWISE_TILES)
+FP8_BLOCKWISE = GemmEfficiency(0.70 * 0.95 * 0.77, 128, 4e-6, ROWWISE_TILES)
+
+# Gemm throughput at 500 W relative to a 700 W H100 (FBGEMM#2546), see the module docstring.
+POWER_CAP_BF16 = 0.73
+POWER_CAP_FLOAT8 = 0.87
+POWER_CAP_SOURCE = (
+    "FBGEMM#2546: H100 500W vs 700 W gemm throughput (bf16 0.73, float8 0.87; bf16 585 TFLOP/s "
+    "at 8192^3)"
+)
+
+MAMF = (
+    "stas00/ml-engineering compute/accelerator/README.md, Maximum Achievable Matmul FLOPS "
+    "table (mamf-finder.py)"
+)
+K_STEPS_ASSUMED = (
+    "K-step overheads and latencies are H100 SXM's (192/128 K-steps, 3/4 us): no public "
+    "small-shape sweep of this part"
+)
+ROWWISE_ASSUMED = (
+    "rowwise = 0.95 x tensorwise, H100's ratio (pytorch/pytorch#147971): no public rowwise "
+    "sweep of this part"
+)
+ROWWISE_HIPBLASLT_ASSUMED = "rowwise (hipBLASLt) = tensorwise: no public rowwise sweep of this part"
+MX_RATIO = (
+    "MXFP8 = 0.991 x fp8: cuBLAS nvjet kernels on B200, bmm_mxfp8 2347.7 vs bmm_fp8 2369.0 "
+    "TFLOP/s at 128 x 512x512x4096 (flashinfer-ai/flashinfer#2256)"
+)
+B200_COPY = (
+    "copy 0.69: torchao's MXFP8 dim0 cast compiled by torch.compile reaches 5.5 of 8 TB/s on "
+    "B200 (torchao/prototype/mx_formats/README.md)"
+)
+# NVFP4 (issue #33): B200's fraction fitted as the MAMF fractions are (the tiled model's
+# maximum over the published best cube and the 4096..16384 cubes equals the published best) to
+# torch._scaled_mm's NVFP4 gemms (cuBLAS, what torchao's NVFP4 linear calls); the other
+# Blackwell parts keep B200's NVFP4/fp8 ratio.
+B200_NVFP4 = 0.619
+NVFP4_TO_FP8 = B200_NVFP4 / 0.772
+NVFP4_SWEEP = (
+    "pytorch/ao#2427: torchao's bench_matmul.py, recipe nvfp4, on B200 (torch._scaled_mm, "
+    "cuBLAS), 4096^3 4.46, 6144^3 5.50, 8192^3 5.37 PFLOP/s -> NVFP4 0.619 of 9 PF"
+)
+NVFP4_RATIO = (
+    "NVFP4 = 0.802 x fp8's fraction, B200's ratio (pytorch/ao#2427's sweep against stas00's "
+    "fp8 MAMF): no public NVFP4 sweep of this part"
+)
+MI355X_MX = (
+    "pytorch/ao#4290 (MI350X): MXFP8 F.scaled_mm 'consistently slower than bf16': modelled at "
+    "bf16's throughput (an upper bound)"
+)
+
+H100_BF16 = "openxla sm_90 matmul perf table; zzc0721/torch-performance-test-data#79 (bf16)"
+H100_FP8 = "Azure superbench cublaslt fp8 sweep on NDv5 (fp8)"
+H100_ROWWISE = "0.95 x tensorwise: pytorch/pytorch#147971, FBGEMM#2764 (rowwise)"
+H100_BLOCKWISE = (
+    "0.77 x rowwise: FBGEMM#2546, H100 500W, 8192^3 block 870 vs row 1126 TFLOP/s (FBGEMM's "
+    "CUTLASS kernels where torch runs cuBLAS's)"
+)
+H100_COPY = "Azure NDv5 benchmark results: device copy 2.90 of 3.35 TB/s"
+
+
+def _family(name: str, gemm: GemmEfficiency, source: str, carried: bool = False):
+    return FamilyEfficiency(name, gemm, source, carried)
+
+
+H100 = PartEfficiency(
+    (
+        _family("bf16", BF16, H100_BF16),
+        _family("fp8", FP8, H100_FP8),
+        _family("fp8_rowwise", FP8_ROWWISE, H100_ROWWISE),
+        _family("fp8_blockwise", FP8_BLOCKWISE, H100_BLOCKWISE),
+    ),
+    0.87,
+    H100_COPY,
+)
+_SAME_SILICON = "H100 SXM's: the same SMs and clocks"
+H200 = PartEfficiency(
+    (
+        _family("bf16", BF16, f"{H100_BF16}; H200 identical in {MAMF}"),
+        _family("fp8", FP8, f"{H100_FP8}: {_SAME_SILICON}", True),
+        _family("fp8_rowwise", FP8_ROWWISE, f"{H100_ROWWISE}: {_SAME_SILICON}", True),
+        _family("fp8_blockwise", FP8_BLOCKWISE, f"{H100_BLOCKWISE}: {_SAME_SILICON}", True),
+    ),
+    0.85,
+    "Azure ND H200 v5 benchmark results: device copy 4.01-4.19 of 4.8 TB/s",
+    ("gemm fractions are H100 SXM's: same SMs and clocks (stas00 MAMF: bf16 identical)",),
+)
+
+
+def borrowed_from_h100(name: str) -> PartEfficiency:
+    """H100 SXM's gemm and copy fractions for a part no public sweep covers (a PCIe or NVL
+    board, a custom GPU), saying so."""
+    return PartEfficiency(
+        tuple(
+            _family(f.family, f.gemm, f"{f.source}: H100 SXM's, unverified here", True)
+            for f in H100.families
+        ),
+        H100.memory_efficiency,
+        f"{H100.memory_source}: H100 SXM's, unverified here",
+        (f"{name}: H100 SXM's gemm and copy fractions, unverified for this part",),
+        borrowed=True,
+    )
+
+
+def power_capped(part: PartEfficiency, *, hopper: bool, assumptions=()) -> PartEfficiency:
+    """A part's families at a power cap: bf16 x 0.73, every float8 and fp4 family x 0.87 (the
+    H100's 500 W/700 W throughput, FBGEMM#2546); on a part other than Hopper (`hopper` False)
+    that ratio is Hopper's, carried over."""
+    families = tuple(
+        replace(
+            f,
+            gemm=replace(
+                f.gemm,
+                peak_fraction=f.gemm.peak_fraction
+                * (POWER_CAP_BF16 if f.family == "bf16" else POWER_CAP_FLOAT8),
+            ),
+            source=f"{f.source}; capped: {POWER_CAP_SOURCE}",
+            hopper_carried=f.hopper_carried or not hopper,
+        )
+        for f in part.families
+    )
+    return replace(part, families=families, assumptions=(*part.assumptions, *assumptions))
+
+
+H100_META = replace(
+    power_capped(
+        H100,
+        hopper=True,
+        assumptions=("500 W power cap assumed from FBGEMM's 'H100 500W' benchmarks",),
+    ),
+    memory_efficiency=0.92,
+    memory_source="torchao roofline_utils.py: pointwise Triton kernels reach 2.2 of 2.4 TB/s",
+)
+
+
+def _nvidia(
+    bf16: tuple[float, str],
+    fp8: tuple[float, str],
+    mxfp8: tuple[float, str],
+    nvfp4: tuple[float, str],
+) -> tuple[FamilyEfficiency, ...]:
+    """A Blackwell part's families: H100's K-steps and latencies (no public small-shape sweep
+    of its own), rowwise at H100's ratio to tensorwise, NVFP4 at fp8's K-steps and latency."""
+    return (
+        _family("bf16", GemmEfficiency(bf16[0], 192, 3e-6, LARGE_TILES), bf16[1]),
+        _family("fp8", GemmEfficiency(fp8[0], 128, 4e-6, LARGE_TILES), fp8[1]),
+        _family(
+            "fp8_rowwise",
+            GemmEfficiency(fp8[0] * 0.95, 128, 4e-6, ROWWISE_TILES),
+            ROWWISE_ASSUMED,
+            True,
+        ),
+        _family("mxfp8", GemmEfficiency(mxfp8[0], 128, 4e-6, LARGE_TILES), mxfp8[1]),
+        _family("nvfp4", GemmEfficiency(nvfp4[0], 128, 4e-6, LARGE_TILES), nvfp4[1]),
+    )
+
+
+def _amd(
+    bf16: tuple[float, str], fp8: tuple[float, str], mxfp8: tuple[float, str] | None
+) -> tuple[FamilyEfficiency, ...]:
+    families = (
+        _family("bf16", GemmEfficiency(bf16[0], 192, 3e-6, AMD_TILES), bf16[1]),
+        _family("fp8", GemmEfficiency(fp8[0], 128, 4e-6, AMD_TILES), fp8[1]),
+        _family(
+            "fp8_rowwise",
+            GemmEfficiency(fp8[0], 128, 4e-6, AMD_TILES),
+            ROWWISE_HIPBLASLT_ASSUMED,
+        ),
+    )
+    if mxfp8 is None:
+        return families
+    # modelled at bf16's throughput (pytorch/ao#4290), so with bf16's K-steps and latency
+    mx = _family("mxfp8", GemmEfficiency(mxfp8[0], 192, 3e-6, AMD_TILES), mxfp8[1])
+    return (*families, mx)
+
+
+B200 = PartEfficiency(
+    _nvidia(
+        (
+            0.787,
+            (
+                f"{MAMF}: B200 bf16 1745.0 TFLOP/s at 1792x16128x3072 (MxNxK), torch 2.7.1+cu128 "
+                "-> 0.787"
+            ),
+        ),
+        (0.772, f"{MAMF}: B200 fp8 3432.5 TFLOP/s at 15360x4096x3072 -> 0.772"),
+        (0.772 * 0.991, MX_RATIO),
+        (B200_NVFP4, NVFP4_SWEEP),
+    ),
+    0.69,
+    B200_COPY,
+    (
+        K_STEPS_ASSUMED,
+        ROWWISE_ASSUMED,
+        (
+            "cuBLAS 13.1 reaches 3858 TFLOP/s MXFP8 at 8192^3 (triton-lang/triton#9044); this "
+            "model, fitted to cuBLAS 12.8-era sweeps, gives less"
+        ),
+        (
+            "NVFP4 gemms at or below 3072^3 run slower than this model says (pytorch/ao#2427: "
+            "2048^3 1.68 PFLOP/s, the model 2.21)"
+        ),
+    ),
+)
+GB200 = PartEfficiency(
+    _nvidia(
+        (
+            0.739,
+            f"{MAMF}: GB200 bf16 1822.0 TFLOP/s at 4096x9728x2048, torch 2.10 dev +cu130 -> 0.739",
+        ),
+        (0.731, f"{MAMF}: GB200 fp8 3615.6 TFLOP/s at 19456x5120x1536 -> 0.731"),
+        (0.731 * 0.991, f"{MX_RATIO}: B200's ratio, the same GPU and cuBLAS kernels"),
+        (0.731 * NVFP4_TO_FP8, NVFP4_RATIO),
+    ),
+    0.69,
+    "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB200 copy measurement)",
+    (
+        "MXFP8/fp8 ratio is B200's (same GPU and cuBLAS kernels)",
+        "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB200 copy measurement)",
+        K_STEPS_ASSUMED,
+        ROWWISE_ASSUMED,
+        NVFP4_RATIO,
+    ),
+)
+_B300_FAMILIES = _nvidia(
+    (0.798, f"{MAMF}: B300 bf16 1769.0 TFLOP/s at 12288x18432x1024, torch 2.9.1+cu130 -> 0.798"),
+    (0.754, f"{MAMF}: B300 fp8 3353.3 TFLOP/s at 3072x6144x7168 -> 0.754"),
+    (0.754 * 0.991, f"{MX_RATIO}: B200's ratio (no public B300 MXFP8 sweep)"),
+    (0.754 * NVFP4_TO_FP8, NVFP4_RATIO),
+)
+B300 = PartEfficiency(
+    _B300_FAMILIES,
+    0.69,
+    "copy 0.69 is B200's (same 8 TB/s HBM3e; no public B300 copy measurement)",
+    (
+        "MXFP8/fp8 ratio is B200's (no public B300 MXFP8 sweep)",
+        "copy 0.69 is B200's (same 8 TB/s HBM3e; no public B300 copy measurement)",
+        K_STEPS_ASSUMED,
+        ROWWISE_ASSUMED,
+        NVFP4_RATIO,
+    ),
+)
+GB300 = PartEfficiency(
+    tuple(
+        replace(f, source=f"{f.source}; B300's: the same Blackwell Ultra silicon")
+        for f in _B300_FAMILIES
+    ),
+    0.69,
+    "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB300 copy measurement)",
+    (
+        (
+            "gemm fractions are B300's (no public GB300 sweep); GB300 runs at 1,400 W "
+            "against B300's 1,100 W, so its gemms may sustain more"
+        ),
+        "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB300 copy measurement)",
+        K_STEPS_ASSUMED,
+        ROWWISE_ASSUMED,
+        NVFP4_RATIO,
+    ),
+)
+MI300X = PartEfficiency(
+    _amd(
+        (
+            0.518,
+            (
+                f"{MAMF}: MI300X bf16 668.4 TFLOP/s at 10240x15360x8192, torch 2.5.1 ROCm 6.3, "
+                "PYTORCH_TUNABLEOP_ENABLED=1 -> 0.518"
+            ),
+        ),
+        (0.367, "ROCm/hipBLASLt#1721: hipblaslt-bench f8 907 TFLOP/s at 8192^3 -> 0.367"),
+        None,
+    ),
+    0.56,
+    "copy 0.56 is MI350X's Triton cast kernel (pytorch/ao#4290: bf16->MX cast 4.5 TB/s)",
+    (
+        (
+            "fp8 from one hipBLASLt point whose reporter fixed a 1005 MHz clock: stock parts "
+            "may run fp8 faster"
+        ),
+        ROWWISE_HIPBLASLT_ASSUMED,
+        (
+            "copy 0.56 is MI350X's Triton cast kernel (pytorch/ao#4290): no public MI300X "
+            "measurement of a Triton elementwise kernel"
+        ),
+        K_STEPS_ASSUMED + "; tiles up to 256x256 (hipBLASLt macro tiles)",
+    ),
+)
+_MI355X_BF16 = (
+    f"{MAMF}: MI355X bf16 1565.0 TFLOP/s at 12288x8192x8192, torch 2.8 ROCm 7.0.2 -> 0.629 of "
+    "2516.6"
+)
+_MI355X_FAMILIES = _amd(
+    (0.629, _MI355X_BF16),
+    (0.629, "fp8 = bf16's fraction: no public MI355X fp8 gemm sweep"),
+    (0.629 * 2516.6 / 5033.2, MI355X_MX),
+)
+_MI_CAST = (
+    "pytorch/ao#4290 (MI350X): bf16->MX cast 4.5 TB/s, 'about 55% of peak mem bw' -> copy 0.56"
+)
+MI355X = PartEfficiency(
+    _MI355X_FAMILIES,
+    0.56,
+    _MI_CAST,
+    (
+        "fp8 = bf16's fraction: no public MI355X fp8 gemm sweep",
+        "MXFP8 modelled at bf16's throughput (an upper bound: measured slower)",
+        ROWWISE_HIPBLASLT_ASSUMED,
+        K_STEPS_ASSUMED + "; tiles up to 256x256 (hipBLASLt macro tiles)",
+    ),
+)
+MI350X = PartEfficiency(
+    tuple(
+        replace(f, source=f"{f.source}; MI355X's: the same gfx950 die, peaks at 2.2/2.4 GHz")
+        for f in _MI355X_FAMILIES
+    ),
+    0.56,
+    _MI_CAST,
+    (
+        "gemm fractions are MI355X's at MI350X's clocks: no public MI350X matmul sweep",
+        "MXFP8 modelled at bf16's throughput (an upper bound: measured slower)",
+        ROWWISE_HIPBLASLT_ASSUMED,
+    ),
+)
