@@ -35,6 +35,7 @@ class Topic(str, Enum):
     LEFT_OUT = "left_out"  # modules: what the catalog does not model (routers, MTP)
     CONFIG_DEFAULTS = "config_defaults"  # keys absent from a config.json, config: whose defaults
     NOT_IN_TP_PLAN = "not_in_tp_plan"  # layers: replicated under --tp
+    QK_NORM = "qk_norm"  # modules: a per-head RMSNorm on q and k between projection and attention
     # what a run config changes in the per-layer rows (training/run_config.py)
     TP_SHARDS = "tp_shards"  # tp
     FSDP_GATHERED = "fsdp_gathered"

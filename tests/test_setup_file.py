@@ -189,6 +189,15 @@ def test_torchtitan_models_map_to_builtins():
     assert TORCHTITAN_MODELS[("llama3", "70B")] == "llama3-70b"
 
 
+@pytest.mark.parametrize(
+    "flavor, model",
+    [("8B", "qwen3-8b"), ("14B", "qwen3-14b"), ("32B", "qwen3-32b"), ("30B-A3B", "qwen3-30b-a3b")],
+)
+def test_torchtitans_qwen3_flavors_read_as_the_builtins(flavor, model):
+    qwen3 = MINIMAL.replace('name = "llama3"', 'name = "qwen3"')
+    assert parse_setup(qwen3.replace('"8B"', f'"{flavor}"')).run.model == model
+
+
 def test_fqn_names_both_ways():
     assert to_torchtitan_fqn("lm_head") == "output"
     assert to_torchtitan_fqn("model.layers.*.self_attn.q_proj") == "layers.*.attention.wq"

@@ -202,6 +202,10 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"{', '.join(v['keys'])} absent: {v['config']} defaults "
         f"({', '.join(map(str, v['values']))})"
     ),
+    Topic.QK_NORM: lambda v: (
+        f"{' and '.join(v['modules'])}: an RMSNorm per head between the projections and "
+        "attention, no linear's input (the linears' contexts are as without them)"
+    ),
     Topic.NOT_IN_TP_PLAN: lambda v: (
         "not in the TP plan, replicated under --tp (pass tp_plan to say): " + ", ".join(v["layers"])
     ),
