@@ -35,6 +35,14 @@ class Topic(str, Enum):
     LEFT_OUT = "left_out"  # modules: what the catalog does not model (routers, MTP)
     CONFIG_DEFAULTS = "config_defaults"  # keys absent from a config.json, config: whose defaults
     NOT_IN_TP_PLAN = "not_in_tp_plan"  # layers: replicated under --tp
+    QK_NORM = "qk_norm"  # modules: a per-head RMSNorm on q and k between projection and attention
+    # the torchtitan config printed for an answer (training/torchtitan_names.py)
+    TORCHTITAN_NO_MODEL = "torchtitan_no_model"  # family: torchtitan has no model of it
+    # decision ("convert", "keep", "mixed"), module (torchtitan's, "" without a model),
+    # setup_converts: routed experts, 3D parameters the linear converter never converts
+    TORCHTITAN_EXPERTS = "torchtitan_experts"
+    TORCHTITAN_ROUTER = "torchtitan_router"  # entry: the router's nn.Linear, kept bf16
+    FILTER_INEXACT = "filter_inexact"  # kept, converted: no substring keeps one without the other
     # what a run config changes in the per-layer rows (training/run_config.py)
     TP_SHARDS = "tp_shards"  # tp
     FSDP_GATHERED = "fsdp_gathered"

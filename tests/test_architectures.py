@@ -67,6 +67,35 @@ def test_llama_style_builtins(name, hidden, kv_n, inter, layers, vocab, params):
     assert arch.parameter_count == pytest.approx(params, rel=2e-3)
 
 
+@pytest.mark.parametrize(
+    "name, hidden, heads, inter, layers, non_embedding",
+    [
+        # non-embedding parameters as each Hugging Face model card gives them (Qwen/Qwen3-8B:
+        # 6.95B, -14B: 13.2B, -32B: 31.2B): the block linears, lm_head and the embedding aside
+        ("qwen3-8b", 4096, 32, 12288, 36, 6.95e9),
+        ("qwen3-14b", 5120, 40, 17408, 40, 13.2e9),
+        ("qwen3-32b", 5120, 64, 25600, 64, 31.2e9),
+    ],
+)
+def test_qwen3_dense_builtins(name, hidden, heads, inter, layers, non_embedding):
+    arch = builtin(name)
+    named = by_name(arch)
+    attn = "model.layers.*.self_attn"
+    # q's width is heads x head_dim 128, not hidden_size (32B: 8192 from 5120)
+    assert (named[f"{attn}.q_proj"].K, named[f"{attn}.q_proj"].N) == (hidden, heads * 128)
+    assert (named[f"{attn}.o_proj"].K, named[f"{attn}.o_proj"].N) == (heads * 128, hidden)
+    assert named[f"{attn}.k_proj"].N == named[f"{attn}.v_proj"].N == 8 * 128
+    assert named["model.layers.*.mlp.gate_proj"].N == inter
+    assert {linear.count for linear in arch.linears} == {layers, 1}
+    assert named["lm_head"].N == 151936 and not arch.is_moe
+    head = named["lm_head"].K * named["lm_head"].N
+    assert arch.parameter_count - head == pytest.approx(non_embedding, rel=5e-3)
+    # q/k norms sit after the projections: every input projection still reads the block's norm
+    assert "q_norm" in said(arch) and "k_norm" in said(arch)
+    assert named[f"{attn}.q_proj"].context == named["model.layers.*.mlp.up_proj"].context
+    assert arch.family == "qwen3"
+
+
 def test_gpt2():
     named = by_name(builtin("gpt2"))
     assert named["transformer.h.*.attn.c_attn"].N == 3 * 768

@@ -262,3 +262,33 @@ def test_async_tp_as_an_option_answers_as_the_setup_key(tmp_path):
     assert refused.exit_code == 2 and "give --tp 2 or more" in refused.output
     beside = run("estimate", "--setup", str(short), "--async-tp")
     assert beside.exit_code == 2 and "drop --async-tp" in beside.output
+
+
+DEEPSEEK_16B = """
+[model]
+name = "deepseek_v3"
+flavor = "16B"
+converters = ["float8"]
+[training]
+seq_len = 8192
+local_batch_size = 1
+[parallelism]
+data_parallel_shard_degree = 8
+[float8]
+recipe_name = "tensorwise"
+"""
+
+
+def test_a_deepseek_setup_prints_its_filter_in_torchtitans_deepseek_names(tmp_path):
+    """kv_a_proj_with_mqa (N = 576) stays bf16 in the table, so the printed filter names it as
+    torchtitan's deepseek_v3 does; the router and the routed experts are said as comments."""
+    path = tmp_path / "ds.toml"
+    path.write_text(DEEPSEEK_16B)
+    result = run("estimate", "--setup", str(path))
+    assert result.exit_code == 0, result.output
+    table = {line.split()[0]: line.split()[-1] for line in result.output.splitlines()[2:16]}
+    assert table["self_attn.kv_a_proj_with_mqa"] == "bf16"
+    line = next(x for x in result.output.splitlines() if x.startswith("filter_fqns = "))
+    assert '"attention.wkv_a"' in line and '"router.gate"' in line
+    assert "self_attn" not in line and "kv_a_proj" not in line
+    assert "# routed experts (moe.experts: 3D parameters, no nn.Linear)" in result.output

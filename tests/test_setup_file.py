@@ -23,7 +23,7 @@ from f8roof.training.setup_file import (
 )
 from f8roof.training.torchtitan_names import (
     ConfigLayout,
-    filter_fqns_for,
+    printed_filters,
     to_torchtitan_fqn,
 )
 
@@ -189,6 +189,15 @@ def test_torchtitan_models_map_to_builtins():
     assert TORCHTITAN_MODELS[("llama3", "70B")] == "llama3-70b"
 
 
+@pytest.mark.parametrize(
+    "flavor, model",
+    [("8B", "qwen3-8b"), ("14B", "qwen3-14b"), ("32B", "qwen3-32b"), ("30B-A3B", "qwen3-30b-a3b")],
+)
+def test_torchtitans_qwen3_flavors_read_as_the_builtins(flavor, model):
+    qwen3 = MINIMAL.replace('name = "llama3"', 'name = "qwen3"')
+    assert parse_setup(qwen3.replace('"8B"', f'"{flavor}"')).run.model == model
+
+
 def test_fqn_names_both_ways():
     assert to_torchtitan_fqn("lm_head") == "output"
     assert to_torchtitan_fqn("model.layers.*.self_attn.q_proj") == "layers.*.attention.wq"
@@ -196,8 +205,14 @@ def test_fqn_names_both_ways():
     assert to_torchtitan_fqn("model.layers.*.mlp.up_proj") == "layers.*.feed_forward.w3"
     assert to_torchtitan_fqn("model.layers.*.mlp.down_proj") == "layers.*.feed_forward.w2"
     assert to_torchtitan_fqn("model.layers.0-26.mlp.up_proj") == "layers.0-26.feed_forward.w3"
+    # llama3 has no routed experts; qwen3's and deepseek_v3's are GroupedExperts parameters
     with pytest.raises(F8RoofError, match="no torchtitan name for layer"):
-        to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj")
+        to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj", "llama")
+    for family in ("qwen3_moe", "deepseek_v3"):
+        expert = to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj", family)
+        assert expert == "layers.*.moe.experts.w1"
+    with pytest.raises(F8RoofError, match="torchtitan has no model for mixtral"):
+        to_torchtitan_fqn("model.layers.*.self_attn.q_proj", "mixtral")
 
 
 def _parsed(lines):
@@ -208,9 +223,12 @@ def _parsed(lines):
 
 
 def test_filter_fqns_and_converter_lines():
-    skipped = ["model.layers.*.self_attn.v_proj", "lm_head", "model.layers.*.self_attn.k_proj"]
-    assert filter_fqns_for(skipped) == ["output", "attention.wk", "attention.wv"]
-    lines = torchtitan_lines(TorchtitanConfig("rowwise", tuple(filter_fqns_for(skipped))))
+    fqns = [f"model.layers.*.self_attn.{x}_proj" for x in "qkvo"] + ["lm_head"]
+    converts = [True, False, False, True, False]
+    printed = printed_filters(fqns, [32] * 4 + [1], converts, [False] * 5, family="llama")
+    assert printed.filter_fqns == ("output", "attention.wk", "attention.wv")
+    assert printed.converted == (fqns[0], fqns[3]) and not printed.notes
+    lines = torchtitan_lines(TorchtitanConfig("rowwise", printed.filter_fqns))
     assert 'recipe_name = "rowwise"' in lines
     assert 'filter_fqns = ["output", "attention.wk", "attention.wv"]' in lines
     assert lines[-1] == (

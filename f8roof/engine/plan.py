@@ -57,10 +57,9 @@ from f8roof.training.torchtitan_names import (
     NVFP4_CONVERTER,
     RECIPES,
     ConfigLayout,
-    filter_fqns_for,
     layer_type,
     nvfp4_fqns,
-    to_torchtitan_fqn,
+    printed_filters,
 )
 
 
@@ -94,6 +93,8 @@ class TorchtitanConfig:
     fqns: tuple[str, ...] = ()
     switch: bool = False  # float8 on by [float8] enable_float8_linear (ConfigLayout)
     filters: bool = True  # torchtitan has filter_fqns (ConfigLayout)
+    # what filter_fqns cannot say: routed experts, the router, a model torchtitan lacks
+    notes: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -548,16 +549,17 @@ def torchtitan_config(
     own recipe_name where that is the recipe f8roof recommends. NVFP4 is
     torchtitan's NVFP4LinearConverter (a Python config, no TOML section), its `fqns` the
     linears to convert."""
-    kept: list[str] = []
-    converted: list[str] = []
-    for fqn, convert, held in zip(rec.rows["fqn"], rec.rows["convert"], kept_by_setup(rec)):
-        try:
-            to_torchtitan_fqn(fqn)
-        except F8RoofError:
-            continue  # no torchtitan name (routed experts, other families): not listed
-        (converted if convert and not held else kept).append(fqn)
-    run = rec.setup
-    fqns = list(dict.fromkeys([*(run.filter_fqns or ()), *filter_fqns_for(kept)]))
+    run, rows = rec.setup, rec.rows
+    printed = printed_filters(
+        rows["fqn"],
+        rows["count"],
+        rows["convert"].astype(bool) & ~kept_by_setup(rec),
+        rows["grouped"],
+        family=rec.architecture.family,
+        setup_filters=run.filter_fqns,
+        moe_fqns=run.moe_fqns,
+    )
+    kept, converted, fqns = printed.kept, printed.converted, printed.filter_fqns
     recipe = rec.best_recipe
     if recipe == NVFP4:
         blocks = max((linear.count for linear in rec.architecture.linears), default=0)
@@ -567,6 +569,7 @@ def torchtitan_config(
             wanted=recipe,
             converts=bool(converted),
             section=NVFP4_CONVERTER,
+            notes=printed.notes,
             fqns=tuple(nvfp4_fqns(converted, kept, blocks=blocks)),
         )
     if recipe in TORCHTITAN_MX:
@@ -577,6 +580,7 @@ def torchtitan_config(
             wanted=recipe,
             converts=bool(converted),
             section="quantize.linear.mx" if own is None else "mx",
+            notes=printed.notes,
         )
     recipe = {"rowwise_gw_hp": "rowwise_with_gw_hp"}.get(recipe, recipe)
     return TorchtitanConfig(
@@ -588,6 +592,7 @@ def torchtitan_config(
         section="quantize.linear.float8" if layout.quantize else "float8",
         switch=layout.switch,
         filters=layout.filters,
+        notes=printed.notes,
     )
 
 

@@ -22,6 +22,7 @@ from f8roof.engine.decision import SETTLE_SHAPES, Settle
 from f8roof.engine.plan import Candidate, FittingSpeedup, MemoryAnswer, Plan, TorchtitanConfig
 from f8roof.engine.sharded import BlockComparison
 from f8roof.engine.step.parts import StepSummary
+from f8roof.notes import Topic
 from f8roof.renderers.cells import aligned, ms, settle_words, wrapped
 from f8roof.renderers.notes import (
     layer_note,
@@ -338,8 +339,23 @@ def settle_lines(settle: Settle | None, count: int, what: str) -> list[str]:
 
 def torchtitan_lines(config: TorchtitanConfig) -> list[str]:
     """What to put in a torchtitan job config (TOML) to train with f8roof's decisions, then the
-    same as command-line overrides, each within WIDTH where a single value allows."""
+    same as command-line overrides, each within WIDTH where a single value allows; what
+    filter_fqns cannot say (routed experts, a model torchtitan lacks) as comments first."""
+    said = [
+        f"# {line}"
+        for n in config.notes
+        for line in textwrap.wrap(sentence(n), WIDTH - 2, break_on_hyphens=False)
+    ]
+    return [*said, *_converter_lines(config)]
+
+
+def _converter_lines(config: TorchtitanConfig) -> list[str]:
     if not config.converts:
+        experts = any(
+            n.topic is Topic.TORCHTITAN_EXPERTS and n["decision"] == "convert" for n in config.notes
+        )
+        if experts:  # the routed experts convert by their own converter, as said above
+            return ['# f8roof converts no nn.Linear here: "float8" out of [model] converters']
         return [
             '# f8roof converts no linear here: train in bf16 ("float8" out of [model] converters)'
         ]

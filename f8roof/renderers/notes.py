@@ -46,6 +46,30 @@ def _as_converted(v) -> str:
     return f"float8 as torchtitan converts it: every nn.Linear but {kept}{experts}"
 
 
+def _torchtitan_experts(v) -> str:
+    """The routed experts under the printed converter config: 3D parameters (torchtitan's
+    GroupedExperts), which filter_fqns never reach."""
+    if not v["module"]:
+        return (
+            "routed experts: torchtitan has no model of them, so no converter line places them; "
+            f"f8roof would {v['decision']} them"
+        )
+    where = f"routed experts ({v['module']}: 3D parameters, no nn.Linear): filter_fqns never "
+    where += "converts them"
+    if v["decision"] == "keep":
+        drop = ": drop [quantize.grouped_mm.float8]" if v["setup_converts"] else ""
+        return f"{where}; f8roof keeps them bf16{drop}"
+    if v["decision"] == "mixed":
+        return (
+            f"{where}, and the grouped-gemm converter converts a layer's w1, w2 and w3 together, "
+            "where f8roof converts only some: no converter line for them here"
+        )
+    return (
+        f'{where}; f8roof converts them: [quantize.grouped_mm.float8] fqns = ["experts"] '
+        "(float8 rowwise grouped gemms)"
+    )
+
+
 def block_key(block: dict) -> str:
     """'llama3-8b TP 8, recompute none, tensorwise, one sequence per rank' (a BlockKey's or a
     compiled block's fields)."""
@@ -201,6 +225,23 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     Topic.CONFIG_DEFAULTS: lambda v: (
         f"{', '.join(v['keys'])} absent: {v['config']} defaults "
         f"({', '.join(map(str, v['values']))})"
+    ),
+    Topic.QK_NORM: lambda v: (
+        f"{' and '.join(v['modules'])}: an RMSNorm per head between the projections and "
+        "attention, no linear's input (the linears' contexts are as without them)"
+    ),
+    Topic.TORCHTITAN_NO_MODEL: lambda v: (
+        f"torchtitan has no {v['family'] or 'native'} model: filter_fqns in f8roof's names "
+        "(Hugging Face's, the module names torchtitan's transformers_modeling_backend keeps)"
+    ),
+    Topic.TORCHTITAN_EXPERTS: _torchtitan_experts,
+    Topic.TORCHTITAN_ROUTER: lambda v: (
+        f"{v['entry']}: the MoE router's nn.Linear, which f8roof does not estimate, kept bf16 "
+        "as torchtitan's MoE configs keep it"
+    ),
+    Topic.FILTER_INEXACT: lambda v: (
+        f"no filter_fqns entry keeps {', '.join(v['kept'])} in bf16 without "
+        f"{', '.join(v['converted'])} (torchtitan matches entries as substrings): kept too"
     ),
     Topic.NOT_IN_TP_PLAN: lambda v: (
         "not in the TP plan, replicated under --tp (pass tp_plan to say): " + ", ".join(v["layers"])

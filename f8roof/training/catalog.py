@@ -126,6 +126,10 @@ class Architecture:
     linears: tuple[NamedLinear, ...]
     source: str = ""  # where the dimensions come from
     notes: tuple[Note, ...] = ()  # what is left out (routers, ...) or defaulted
+    # the config.json's model_type (its text config's: llama4_text), which decides the module
+    # names torchtitan gives these linears (training/torchtitan_names.py); "" for a module's
+    # own linears, named as the module names them
+    family: str = ""
 
     def __post_init__(self) -> None:
         if not self.linears:
@@ -340,6 +344,10 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]
         notes.append(note(Topic.LEFT_OUT, modules=["routers (mlp.gate)"]))
     else:
         linears += _mlp("model.layers.*.mlp", hidden, cfg.int("intermediate_size"), layers)
+    if str(cfg.data.get("model_type", "")).startswith("qwen3"):
+        # Qwen3's q_norm and k_norm: an RMSNorm per head on q and k after their projections,
+        # before attention (transformers' Qwen3Attention; torchtitan's qwen3 qk_norm=True)
+        notes.append(note(Topic.QK_NORM, modules=["self_attn.q_norm", "self_attn.k_norm"]))
     linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
     return linears, notes
 
@@ -510,7 +518,8 @@ def from_hf_config(
         replace(lin, context=input_context(lin.fqn, norm=norm, routed=lin.grouped))
         for lin in linears
     ]
-    return Architecture(str(name or where), tuple(linears), source or where, tuple(notes))
+    family = str(cfg.data.get("model_type", ""))
+    return Architecture(str(name or where), tuple(linears), source or where, tuple(notes), family)
 
 
 # The op producing a linear's input in the pre-norm transformers f8roof knows, by the linear's
@@ -708,6 +717,51 @@ BUILTIN_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
             "vocab_size": 32000,
         },
     ),
+    # Qwen3 dense: head_dim 128 whatever the width, so q's output (heads x 128) is not
+    # hidden_size in qwen3-32b (64 x 128 = 8192 from 5120); q and k pass a per-head RMSNorm
+    # before attention (QK_NORM). The same numbers as torchtitan's qwen3 flavors "8B", "14B",
+    # "32B" (pytorch/torchtitan@238fa9953 torchtitan/models/qwen3/__init__.py).
+    "qwen3-8b": (
+        "https://huggingface.co/Qwen/Qwen3-8B/blob/main/config.json",
+        {
+            "model_type": "qwen3",
+            "hidden_size": 4096,
+            "intermediate_size": 12288,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "num_hidden_layers": 36,
+            "vocab_size": 151936,
+        },
+    ),
+    "qwen3-14b": (
+        "https://huggingface.co/Qwen/Qwen3-14B/blob/main/config.json",
+        {
+            "model_type": "qwen3",
+            "hidden_size": 5120,
+            "intermediate_size": 17408,
+            "num_attention_heads": 40,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "num_hidden_layers": 40,
+            "vocab_size": 151936,
+        },
+    ),
+    "qwen3-32b": (
+        "https://huggingface.co/Qwen/Qwen3-32B/blob/main/config.json",
+        {
+            "model_type": "qwen3",
+            "hidden_size": 5120,
+            "intermediate_size": 25600,
+            "num_attention_heads": 64,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "num_hidden_layers": 64,
+            "vocab_size": 151936,
+        },
+    ),
+    # Qwen3 MoE: 128 routed experts, 8 per token, in every layer, no shared expert (torchtitan's
+    # "30B-A3B" and "235B-A22B": num_shared_experts=0)
     "qwen3-30b-a3b": (
         "https://huggingface.co/Qwen/Qwen3-30B-A3B/blob/main/config.json",
         {

@@ -95,7 +95,8 @@ MX_DEFAULT_FILTERS = ("output",)
 # torchtitan (model name, flavor) -> f8roof built-in (f8roof/training/catalog.py BUILTIN_NAMES).
 # Flavors from torchtitan's model registries: models/llama3 ("8B", "70B", "405B"),
 # experiments/llama4 ("17bx16e", "17bx128e"), models/deepseek_v3 ("16B", "671B"),
-# models/qwen3 ("30B-A3B", "235B-A22B").
+# models/qwen3 ("8B", "14B", "32B", "30B-A3B", "235B-A22B"; pytorch/torchtitan@238fa9953
+# torchtitan/models/qwen3/__init__.py, its dimensions the Hugging Face configs').
 TORCHTITAN_MODELS: dict[tuple[str, str], str] = {
     ("llama3", "8B"): "llama3-8b",
     ("llama3", "70B"): "llama3-70b",
@@ -104,6 +105,9 @@ TORCHTITAN_MODELS: dict[tuple[str, str], str] = {
     ("llama4", "17bx128e"): "llama4-maverick",
     ("deepseek_v3", "16B"): "deepseek-v2-lite",
     ("deepseek_v3", "671B"): "deepseek-v3",
+    ("qwen3", "8B"): "qwen3-8b",
+    ("qwen3", "14B"): "qwen3-14b",
+    ("qwen3", "32B"): "qwen3-32b",
     ("qwen3", "30B-A3B"): "qwen3-30b-a3b",
     ("qwen3", "235B-A22B"): "qwen3-235b-a22b",
 }

@@ -1,13 +1,15 @@
 """torchtitan's names for f8roof's layers, its filter rule, and what to tell torchtitan.
 
-torchtitan's llama modules: `layers.N.attention.wq/wk/wv/wo`, `layers.N.feed_forward.w1/w2/w3`
-(w1 gate, w3 up, w2 down) and `output` (the lm_head); f8roof's (Hugging Face's):
-`model.layers.*.self_attn.q_proj`, ..., `model.layers.*.mlp.gate_proj/up_proj/down_proj`,
-`lm_head`. torchtitan matches `filter_fqns` entries as substrings of module fqns, so the leaf
-path (`attention.wk`) filters that linear in every block, and `layers.27.` every linear of
-block 27 (`filtered`, the one place that rule lives). A row of f8roof's covers a layer type in
-`count` blocks (`model.layers.*.`); filters naming some blocks split it into rows over block
-ranges (`model.layers.0-26.`, `split_by_filters`).
+f8roof names layers as Hugging Face does (`model.layers.*.self_attn.q_proj`, `lm_head`);
+torchtitan names its own modules per model (`TorchtitanModel`, one per architecture family:
+`layers.N.attention.wq`, `layers.N.moe.experts`, `output`), and the catalog's family (the
+config.json's model_type, `Architecture.family`) says which. torchtitan matches `filter_fqns`
+entries as substrings of module fqns, so the leaf path (`attention.wk`) filters that linear in
+every block, and `layers.27.` every linear of block 27 (`filtered`, the one place that rule
+lives). A row of f8roof's covers a layer type in `count` blocks (`model.layers.*.`); filters
+naming some blocks split it into rows over block ranges (`model.layers.0-26.`,
+`split_by_filters`). `printed_filters` turns an answer's decisions back into entries that keep
+exactly its bf16 rows.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from f8roof.errors import F8RoofError
+from f8roof.notes import Note, Topic, note
 
 RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
 
@@ -46,43 +49,143 @@ def _fail(message: str) -> F8RoofError:
     return F8RoofError(message)
 
 
-# f8roof (Hugging Face) leaf names <-> torchtitan's, for the dense llama-style block and the
-# output projection. torchtitan's FeedForward: w1 = gate, w3 = up, w2 = down.
-_LEAVES: tuple[tuple[str, str], ...] = (
+@dataclass(frozen=True)
+class TorchtitanModel:
+    """One of torchtitan's models: its [model] name, the source its module names were read
+    from, and f8roof's path inside a block -> torchtitan's (`layers.N.` prefixes both in
+    torchtitan: its blocks are a ModuleDict keyed by the block index). A routed expert's path
+    is a 3D parameter of torchtitan's GroupedExperts (`moe.experts.w1`), no nn.Linear: the
+    linear converter never converts it, whatever filter_fqns says. `router`: the MoE router's
+    nn.Linear, which f8roof does not estimate and torchtitan's MoE configs filter."""
+
+    name: str
+    source: str
+    leaves: tuple[tuple[str, str], ...]
+    router: str = ""
+
+
+# Read at pytorch/torchtitan 238fa9953 (2026-02-23), the last commit with TOML job configs
+# (the next, 9810191bb #2386, moved them to Python), the module names f8roof's setup files
+# meet. FeedForward is w1 = gate, w3 = up, w2 = down (silu(w1(x)) * w3(x) into w2) in every
+# model; models/moe/moe.py's MoE holds `experts` (GroupedExperts: w1, w2, w3 as
+# (experts, out, in) parameters), `router.gate` (nn.Linear) and `shared_experts` (that
+# FeedForward, num_shared_experts x the expert width); the output projection is `output`.
+TORCHTITAN_COMMIT = "pytorch/torchtitan@238fa9953"
+_ATTENTION = (
     ("self_attn.q_proj", "attention.wq"),
     ("self_attn.k_proj", "attention.wk"),
     ("self_attn.v_proj", "attention.wv"),
     ("self_attn.o_proj", "attention.wo"),
-    ("mlp.gate_proj", "feed_forward.w1"),
-    ("mlp.up_proj", "feed_forward.w3"),
-    ("mlp.down_proj", "feed_forward.w2"),
 )
+
+
+def _swiglu(ours: str, theirs: str, names=("gate_proj", "up_proj", "down_proj")):
+    gate, up, down = names
+    return (
+        (f"{ours}.{gate}", f"{theirs}.w1"),
+        (f"{ours}.{up}", f"{theirs}.w3"),
+        (f"{ours}.{down}", f"{theirs}.w2"),
+    )
+
+
+LLAMA3 = TorchtitanModel(
+    "llama3",
+    f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/model/model.py",
+    _ATTENTION + _swiglu("mlp", "feed_forward"),
+)
+# Qwen3: llama3's names, q_norm/k_norm beside them (no linears); with moe_enabled every block's
+# MLP is models/moe's MoE (its 30B-A3B and 235B-A22B flavors: num_shared_experts=0)
+QWEN3 = TorchtitanModel(
+    "qwen3",
+    f"{TORCHTITAN_COMMIT} torchtitan/models/qwen3/model/model.py, models/moe/moe.py",
+    _ATTENTION + _swiglu("mlp", "feed_forward") + _swiglu("mlp.experts.*", "moe.experts"),
+    router="router.gate",
+)
+# Llama 4: MoE every interleave_moe_layer_step-th block (moe.*, one shared expert), the
+# others FeedForward; transformers fuses the experts' gate and up (gate_up_proj: w1 and w3)
+LLAMA4 = TorchtitanModel(
+    "llama4",
+    f"{TORCHTITAN_COMMIT} torchtitan/models/llama4/model/model.py, models/moe/moe.py",
+    _ATTENTION
+    + _swiglu("feed_forward", "feed_forward")
+    + (
+        ("feed_forward.experts.gate_up_proj", "moe.experts.w1"),
+        ("feed_forward.experts.down_proj", "moe.experts.w2"),
+    )
+    + _swiglu("feed_forward.shared_expert", "moe.shared_experts"),
+    router="router.gate",
+)
+# DeepSeek-V3 (and its "16B", DeepSeek-V2-Lite's dimensions): MLA's wq (q_lora_rank 0) or
+# wq_a/wq_b, wkv_a (the kv latent and the rope key), wkv_b, wo; FeedForward in the first
+# n_dense_layers blocks, MoE after
+DEEPSEEK_V3 = TorchtitanModel(
+    "deepseek_v3",
+    f"{TORCHTITAN_COMMIT} torchtitan/models/deepseek_v3/model/model.py, models/moe/moe.py",
+    (
+        ("self_attn.q_proj", "attention.wq"),
+        ("self_attn.q_a_proj", "attention.wq_a"),
+        ("self_attn.q_b_proj", "attention.wq_b"),
+        ("self_attn.kv_a_proj_with_mqa", "attention.wkv_a"),
+        ("self_attn.kv_b_proj", "attention.wkv_b"),
+        ("self_attn.o_proj", "attention.wo"),
+    )
+    + _swiglu("mlp", "feed_forward")
+    + _swiglu("mlp.experts.*", "moe.experts")
+    + _swiglu("mlp.shared_experts", "moe.shared_experts"),
+    router="router.gate",
+)
+# Hugging Face model_type -> torchtitan's model (torchtitan/models/__init__.py at 238fa9953:
+# deepseek_v3, flux, gpt_oss, llama3, llama3_ft, llama4, qwen3). None for the rest: no
+# Mistral, Qwen2, Mixtral or GPT-2 model there (its experiments/transformers_modeling_backend
+# trains Hugging Face's modules under their own names; dense models only at that commit).
+TORCHTITAN_FAMILIES: dict[str, TorchtitanModel] = {
+    "llama": LLAMA3,
+    "qwen3": QWEN3,
+    "qwen3_moe": QWEN3,
+    "llama4": LLAMA4,
+    "llama4_text": LLAMA4,
+    "deepseek_v2": DEEPSEEK_V3,
+    "deepseek_v3": DEEPSEEK_V3,
+}
+
+
+def torchtitan_model(family: str) -> TorchtitanModel | None:
+    """torchtitan's model for a catalog family (a config.json's model_type); None: none."""
+    return TORCHTITAN_FAMILIES.get(family)
+
+
+def _every_leaf() -> dict[str, str]:
+    """f8roof's path -> torchtitan's over every model: one name per path (a path means the same
+    module in every family torchtitan has), so the filter rule needs no family."""
+    out: dict[str, str] = {}
+    for model in TORCHTITAN_FAMILIES.values():
+        for ours, theirs in model.leaves:
+            if out.setdefault(ours, theirs) != theirs:
+                raise AssertionError(f"{ours} has two torchtitan names")
+    return out
+
+
+_ANY_FAMILY = _every_leaf()
 _F8ROOF_BLOCK = re.compile(r"^model\.layers\.(\*|\d+(?:-\d+)?)\.(.+)$")
 
 
-def to_torchtitan_fqn(fqn: str) -> str:
+def to_torchtitan_fqn(fqn: str, family: str | None = None) -> str:
     """`model.layers.*.self_attn.q_proj` -> `layers.*.attention.wq` (a block index or range
-    kept); `lm_head` -> `output`."""
+    kept); `lm_head` -> `output`. `family`: the catalog's (None: any model torchtitan has, the
+    paths agree); a family torchtitan has no model for names nothing."""
+    if family is None:
+        leaves = _ANY_FAMILY
+    else:
+        model = torchtitan_model(family)
+        if model is None:
+            raise _fail(f"torchtitan has no model for {family or 'these'} layers ({fqn!r})")
+        leaves = dict(model.leaves)
     if fqn == "lm_head":
         return "output"
     m = _F8ROOF_BLOCK.match(fqn)
-    if m:
-        for ours, theirs in _LEAVES:
-            if m.group(2) == ours:
-                return f"layers.{m.group(1)}.{theirs}"
+    if m and m.group(2) in leaves:
+        return f"layers.{m.group(1)}.{leaves[m.group(2)]}"
     raise _fail(f"no torchtitan name for layer {fqn!r}")
-
-
-def filter_fqns_for(skipped: Iterable[str]) -> list[str]:
-    """torchtitan's `filter_fqns` that keep these f8roof layers in bf16: the leaf path of each
-    (`attention.wk`, torchtitan matches filter entries as substrings of module fqns), in block
-    order, `output` first (torchtitan's default filter)."""
-    leaves = {to_torchtitan_fqn(f) for f in skipped}
-    out = ["output"] if "output" in leaves else []
-    for _, theirs in _LEAVES:
-        if any(leaf.endswith("." + theirs) for leaf in leaves):
-            out.append(theirs)
-    return out
 
 
 # The first block index of an fqn: `*` (every block), `27`, or a range `0-26` (a split row).
@@ -135,12 +238,14 @@ def expand_filters(filters: Iterable[str], *, blocks: int) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def _one_filtered(fqn: str, filters: Sequence[str]) -> bool:
+def _one_filtered(fqn: str, filters: Sequence[str], family: str | None = None) -> bool:
+    """The rule on one linear's names: f8roof's, and torchtitan's for `family` (None: any
+    model torchtitan has; a family it has none for: f8roof's alone)."""
     names = [fqn]
     try:
-        names.append(to_torchtitan_fqn(fqn))
+        names.append(to_torchtitan_fqn(fqn, family))
     except F8RoofError:
-        pass  # no torchtitan name (routed experts, other families): f8roof's name alone
+        pass  # no torchtitan name (a family torchtitan does not have): f8roof's name alone
     return any(entry in name for entry in filters for name in names)
 
 
@@ -178,6 +283,131 @@ def split_by_filters(fqn: str, count: int, filters: Sequence[str]) -> list[tuple
     return [(_with_blocks(fqn, range(run[0], run[-1] + 1)), len(run)) for run in runs]
 
 
+@dataclass(frozen=True)
+class PrintedFilters:
+    """An answer's decisions as torchtitan's filter_fqns: the entries, the linears (f8roof's
+    fqns) they keep in bf16 and those they leave to convert, by torchtitan's rule, and notes on
+    what filter_fqns cannot say (routed experts, a model torchtitan does not have, a linear no
+    substring keeps alone)."""
+
+    filter_fqns: tuple[str, ...]
+    kept: tuple[str, ...]
+    converted: tuple[str, ...]
+    notes: tuple[Note, ...] = ()
+
+
+def _entry(fqn: str, leaves: dict[str, str] | None, block: int | None = None) -> str:
+    """The entry naming this row: its path inside the block (`attention.wk`, every block) or
+    with the block (`layers.27.attention.wk`), torchtitan's where it has the model, else
+    f8roof's; `output` (`lm_head` without a model) and a linear outside the blocks whole."""
+    if fqn == "lm_head":
+        return "output" if leaves is not None else fqn
+    m = _BLOCK_INDEX.search(fqn)
+    if m is None:
+        return fqn
+    if leaves is None:
+        return fqn[m.end() :] if block is None else _with_blocks(fqn, block)
+    rest = fqn[m.end() :]
+    if rest not in leaves:
+        raise _fail(f"no torchtitan name for layer {fqn!r}")
+    return leaves[rest] if block is None else f"layers.{block}.{leaves[rest]}"
+
+
+def _per_block(fqn: str, count: int) -> list[str]:
+    """A row as one fqn per block (itself outside the blocks)."""
+    blocks = _blocks_of(fqn, count)
+    return [fqn] if blocks is None else [_with_blocks(fqn, i) for i in blocks]
+
+
+def _kept(fqn: str, count: int, entries: Sequence[str], family: str) -> bool:
+    """`filtered` in `family`'s names: every block of the row."""
+    return all(_one_filtered(name, entries, family) for name in _per_block(fqn, count))
+
+
+def _hits(rows: Sequence[tuple[str, int]], entries: Sequence[str], family: str) -> list[str]:
+    """The rows of which `entries` filter at least one block, in `family`'s names."""
+    return [
+        fqn
+        for fqn, count in rows
+        if any(_one_filtered(name, entries, family) for name in _per_block(fqn, count))
+    ]
+
+
+def printed_filters(
+    fqns: Iterable[str],
+    counts: Iterable[int],
+    converts: Iterable[bool],
+    grouped: Iterable[bool],
+    *,
+    family: str,
+    setup_filters: Sequence[str] | None = None,
+    moe_fqns: Sequence[str] = (),
+) -> PrintedFilters:
+    """torchtitan's filter_fqns keeping in bf16 exactly the linears an answer keeps (`converts`
+    False per row; rows as the answer's, `count` blocks each), after the setup's own entries:
+    each kept linear's path in the block where it filters no converted one, else per block;
+    the output projection first, then in the rows' order. Routed experts (`grouped`) are 3D
+    parameters the linear converter never converts: a note says what torchtitan does with them
+    (`moe_fqns`: the setup's grouped-gemm converter entries). For an MoE model torchtitan has,
+    its router's nn.Linear (not estimated) is filtered as torchtitan's MoE configs do."""
+    model = torchtitan_model(family)
+    leaves = dict(model.leaves) if model is not None else None
+    rows = list(zip(fqns, (int(c) for c in counts), map(bool, converts), map(bool, grouped)))
+    linears = [(f, c) for f, c, _, g in rows if not g]
+    wanted = [(f, c) for f, c, v, g in rows if not g and v]
+    entries = list(setup_filters or ())
+    notes: list[Note] = []
+    if model is None and family:
+        notes.append(note(Topic.TORCHTITAN_NO_MODEL, family=family))
+    kept = sorted((r for r in rows if not r[3] and not r[2]), key=lambda r: r[0] != "lm_head")
+    inexact: dict[str, list[str]] = {}
+    for fqn, count, _, _ in kept:
+        if _kept(fqn, count, entries, family):
+            continue  # the setup's own entries keep it, in this model's names
+        whole = _entry(fqn, leaves)
+        if not _hits(wanted, [whole], family):
+            entries.append(whole)
+            continue
+        each = [_entry(fqn, leaves, i) for i in _blocks_of(fqn, count) or ()] or [whole]
+        entries += each
+        caught = _hits(wanted, each, family)
+        if caught:
+            inexact[fqn] = caught
+    experts = [(f, v) for f, _, v, g in rows if g]
+    if model is not None and model.router and experts and model.router not in entries:
+        entries.append(model.router)
+        notes.append(note(Topic.TORCHTITAN_ROUTER, entry=model.router, source=model.source))
+    if experts:
+        decisions = {v for _, v in experts}
+        decision = "mixed" if len(decisions) > 1 else ("convert" if True in decisions else "keep")
+        converting = any(any(m in f for m in moe_fqns) for f, _ in experts)
+        notes.append(
+            note(
+                Topic.TORCHTITAN_EXPERTS,
+                decision=decision,
+                module="moe.experts" if model is not None else "",
+                setup_converts=converting,
+                source=model.source if model is not None else "",
+            )
+        )
+    if inexact:
+        notes.append(
+            note(
+                Topic.FILTER_INEXACT,
+                kept=list(inexact),
+                converted=sorted({f for caught in inexact.values() for f in caught}),
+            )
+        )
+    entries = list(dict.fromkeys(entries))
+    held = [_kept(f, c, entries, family) for f, c in linears]
+    return PrintedFilters(
+        tuple(entries),
+        kept=tuple(f for (f, _), k in zip(linears, held) if k),
+        converted=tuple(f for (f, _), k in zip(linears, held) if not k),
+        notes=tuple(notes),
+    )
+
+
 # torchtitan's NVFP4 converter (pytorch/torchtitan bcc09297a, 2026-08-05: torchtitan/components/
 # quantization/nvfp4.py, on torchao's `nvfp4_mm_triton`): a Python config only, no TOML section,
 # `NVFP4LinearConverter.Config(fqns=[...])` converting the linears whose config fqn contains an
@@ -205,9 +435,8 @@ def nvfp4_fqns(converted: Iterable[str], kept: Iterable[str], *, blocks: int) ->
     blocks; `kept` the others): `layers` when every block linear converts, the leaf paths
     (`feed_forward.w1`) when the same ones do in every block, else per block (`layers.27.` for
     a whole block, `layers.27.attention.wo` for one linear of it); `lm_head` when it converts.
-    q, k and v are one fused linear there: it converts only where all three do. Rows without
-    a torchtitan name (routed experts, other families) raise F8RoofError, as
-    `to_torchtitan_fqn` does: the caller leaves them out."""
+    q, k and v are one fused linear there: it converts only where all three do. Rows it has
+    no name for (other families' linears) are left out."""
     per_block: dict[int, dict[str, bool]] = {}
     head = False
     for fqns, convert in ((converted, True), (kept, False)):
@@ -217,7 +446,7 @@ def nvfp4_fqns(converted: Iterable[str], kept: Iterable[str], *, blocks: int) ->
                 continue
             m = _F8ROOF_BLOCK.match(fqn)
             if not m or m.group(2) not in _NVFP4_LEAVES:
-                raise _fail(f"no torchtitan name for layer {fqn!r}")
+                continue
             leaf = _NVFP4_LEAVES[m.group(2)]
             for i in _blocks_of(fqn, blocks) or ():
                 row = per_block.setdefault(i, {})
