@@ -57,7 +57,7 @@ class Topic(str, Enum):
     NO_FLOAT8_BLOCK = "no_float8_block"  # no block linear in float8
     KEPT_CORRECTED = "kept_corrected"  # kept block linears corrected from the float8 graph
     FLOAT8_BY_LAYERS = "float8_by_layers"  # bf16 block from graphs, float8 its per-layer change
-    EP_ALL_TO_ALL = "ep_all_to_all"  # ep: not modelled
+    EP_ALL_TO_ALL = "ep_all_to_all"  # ep, top_k, mb (one all-to-all's bytes), ms, placement
     SELECTIVE_SAC = "selective_sac"  # compiled: bool
     ATTENTION = "attention"  # ms, seq_len, heads, head_dim, recomputed
     NO_ATTENTION = "no_attention"

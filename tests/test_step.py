@@ -171,7 +171,7 @@ def test_to_dict_is_json_ready():
         "measured": False,
     }
     # the pipeline's and CP's parts only under those (tests/test_pipeline_and_context.py)
-    only = (Part.PIPELINE, Part.CP_COMM)
+    only = (Part.PIPELINE, Part.CP_COMM, Part.EP_COMM)
     assert [c["part"] for c in d["components"]] == [p.value for p in Part if p not in only]
     assert d["reconciliation"]["gap_s"] == pytest.approx(1.0 - s.modelled_bf16_s)
 

@@ -237,3 +237,41 @@ def test_a_recipe_without_float8_graphs_says_only_its_float8_side_is_per_layer()
     assert "no float8 graphs: no shipped sharded block for llama3-8b" in result.output
     assert "float8 blocks are those graphs plus each linear's per-layer difference" in result.output
     assert "blocks from the per-layer fits" not in result.output
+
+
+def test_expert_parallelism_moves_the_experts_split_and_adds_its_all_to_alls():
+    """torchtitan's EP borrows its ranks from data_parallel_shard: a GPU holds the same share
+    of every weight at EP 1 and EP 8, and EP adds its dispatch and combine all-to-alls, four a
+    MoE layer (six under full AC), of tokens x top_k x hidden bf16, the same in both
+    precisions."""
+    from f8roof.engine.answer import Question, answer
+    from f8roof.engine.resolve import Request
+    from f8roof.engine.step.parts import Part
+    from f8roof.timing.comm import collective_time_s, find_interconnect
+    from f8roof.training.run_config import RunConfig
+
+    def step(ep):
+        run = RunConfig.from_options(fsdp=8, ep=ep, recompute="full")
+        question = Question(model="qwen3-30b-a3b", tokens=8192)
+        return answer(question, Request(gpu="h100", recipes="rowwise"), setup=run)
+
+    one, eight = step(1), step(8)
+    params = [
+        next(n for n in a.summary.notes if n.topic.value == "outside_blocks")["params_per_gpu"]
+        for a in (one, eight)
+    ]
+    assert params[0] == pytest.approx(params[1], rel=1e-9)
+    assert Part.EP_COMM not in {c.part for c in one.summary.components}
+    ep = eight.summary.part(Part.EP_COMM)
+    assert ep.bf16_s == ep.fp8_s > 0
+    # 48 MoE layers, each 4 + 2 (full AC) all-to-alls of 8192 x 8 x 2048 bf16 on NVLink
+    a2a = float(
+        collective_time_s(
+            "all_to_all",
+            nbytes=8192 * 8 * 2048 * 2,
+            group_size=8,
+            placement="intra",
+            fabric=find_interconnect("h100"),
+        )
+    )
+    assert ep.bf16_s == pytest.approx(48 * 6 * a2a, rel=1e-9)

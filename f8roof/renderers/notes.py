@@ -284,8 +284,10 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "float8 graphs, float8 blocks are those graphs plus each linear's per-layer difference"
     ),
     Topic.EP_ALL_TO_ALL: lambda v: (
-        f"routed experts' all-to-all (EP {v['ep']}) is not modelled: the exposed communication "
-        "leaves it out"
+        f"EP {v['ep']}: each MoE layer's token dispatch and combine, all-to-alls of "
+        f"{v['mb']:.1f} MB (tokens x top {v['top_k']} x hidden, bf16) at {v['ms']:.2f} ms each "
+        f"({v['placement']}), four a layer and full AC's forward two again, exposed and the "
+        "same in both precisions (torchao's MXFP8 dispatch not modelled)"
     ),
     Topic.SELECTIVE_SAC: lambda v: (
         "selective: torchtitan's per-op SAC compiled into the block (its 2025-05 and 0.3.0 "

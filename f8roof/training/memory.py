@@ -85,7 +85,7 @@ from f8roof.inputs.shapes import MAX_DIM
 from f8roof.traffic.variant import Before
 from f8roof.training.catalog import Architecture, TPStyle
 from f8roof.training.checkpointing import MM, Decision, Recompute, is_block_fqn, sac_policy
-from f8roof.training.parallel import LocalLayer, local_layers
+from f8roof.training.parallel import LocalLayer, fsdp_shards, local_layers
 from f8roof.training.run_config import RunConfig
 
 GIB = 2**30
@@ -229,7 +229,7 @@ class _Model:
     tp: int
     fsdp_ranks: int  # the ranks FSDP shards over: data-parallel x context-parallel
     sharded: bool  # FSDP on
-    params: float  # every parameter's elements on this GPU before FSDP sharding
+    local_params: float  # every parameter's elements on this GPU, FSDP-sharded
     block_weights: float  # one mean block's linear weights on this GPU (TP-sharded)
     block_weights_fp8: float  # of which converted and gathered in float8
     root_weights: float  # embedding + final norm + lm_head on this GPU (TP-sharded)
@@ -287,7 +287,11 @@ def _model(
         tp=tp,
         fsdp_ranks=run.fsdp_ranks * run.cp,  # torchtitan's dp_shard_cp mesh
         sharded=run.fsdp or run.cp > 1,
-        params=linear_weights + norms - hidden + root,
+        local_params=sum(
+            _weight(layer) * layer.linear.count / float(fsdp_shards(layer.grouped, run))
+            for layer in block
+        )
+        + (norms - hidden + root) / (run.fsdp_ranks * run.cp),
         block_weights=linear_weights / layers + 2 * hidden,
         block_weights_fp8=fp8_weights / layers,
         root_weights=root,
@@ -407,7 +411,7 @@ def _weights_in_flight(m: _Model, fp8: bool, *, blocks: int) -> float:
 
 def _states(m: _Model) -> tuple[float, float, float]:
     """(fp32 parameters, fp32 gradients, AdamW states) on this GPU."""
-    local = m.params / m.fsdp_ranks
+    local = m.local_params
     return local * FP32, local * FP32, local * 2 * FP32
 
 

@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from f8roof.errors import term
 from f8roof.training.catalog import (
@@ -150,3 +153,15 @@ def local_layers(
             f"{term('tp')} {tp} does not divide them"
         )
     return out
+
+
+def fsdp_shards(grouped: Any, run: RunConfig) -> Any:
+    """The ranks FSDP shards a weight over (per row where `grouped` is an array): torchtitan's
+    dp_shard_cp mesh (data-parallel x context-parallel ranks); routed experts under EP, which
+    already splits them over `ep` of those ranks (EP borrows its ranks from dp_shard), over
+    the rest (torchtitan's dp_shard_mod_ep). Either way a GPU holds the same share of every
+    weight: EP moves the experts' split, it does not shrink it. The one rule for the step's
+    parameters per GPU and the memory model's."""
+    ranks = run.fsdp_ranks * run.cp
+    experts = max(ranks // run.ep, 1)
+    return np.where(np.asarray(grouped, dtype=bool), experts, ranks)

@@ -14,6 +14,7 @@ from f8roof.notes import Note, Topic, note
 from f8roof.training.checkpointing import (
     is_block_fqn,
 )
+from f8roof.training.parallel import fsdp_shards
 from f8roof.training.run_config import (
     AUTO_FILTER,
     RunConfig,
@@ -100,11 +101,13 @@ def hidden_size(rows: Columns) -> int:
     return int(head["full_K"][0]) if len(head) else int(rows["full_K"].max())
 
 
-def weights_per_gpu(rows: Columns, tp: int) -> np.ndarray:
+def weights_per_gpu(rows: Columns, run: RunConfig) -> np.ndarray:
     """Per row, the weight elements one GPU holds before FSDP shards them: every linear of
-    the type (experts on this device included), split over TP unless replicated."""
+    the type (experts on this device included), split over TP unless replicated or routed
+    experts under EP (whole: torchtitan runs no expert TP with float8 grouped gemms)."""
     counts = rows["count"].astype(np.float64)
-    shard = np.where(rows["tp"] == "replicated", 1, tp)
+    whole = (rows["tp"] == "replicated") | (rows["grouped"].astype(bool) & (run.ep > 1))
+    shard = np.where(whole, 1, run.tp)
     experts = np.maximum(1, rows["experts_per_device"].astype(np.float64))
     K = rows["full_K"].astype(np.float64)
     N = rows["full_N"].astype(np.float64)
@@ -114,13 +117,14 @@ def weights_per_gpu(rows: Columns, tp: int) -> np.ndarray:
 
 def params_per_gpu(rec: Recommendation, run: RunConfig, convert: np.ndarray) -> tuple[float, float]:
     """This GPU's parameter shard (every linear weight and the embedding, as large as
-    lm_head; TP then FSDP split them), and the float8-converted part of it."""
+    lm_head; TP then FSDP split them, `parallel.fsdp_shards`), and the float8-converted part
+    of it."""
     rows = rec.rows
-    params = weights_per_gpu(rows, run.tp)
+    params = weights_per_gpu(rows, run) / fsdp_shards(rows["grouped"], run)
     head = rows.take(rows["fqn"] == "lm_head")
     embedding = float((head["full_K"] * head["full_N"]).sum()) / run.tp
     ranks = run.fsdp_ranks * run.cp  # FSDP shards over the CP ranks too
-    return (float(params.sum()) + embedding) / ranks, float(params[convert].sum()) / ranks
+    return float(params.sum()) + embedding / ranks, float(params[convert].sum())
 
 
 def row_values(rows: Columns, name: str) -> np.ndarray:

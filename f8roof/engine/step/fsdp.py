@@ -57,7 +57,7 @@ def fsdp_comm(
     counts = rows["count"].astype(np.float64)
     kw, nics = comm_group(fabric, run, size=fsdp, stride=tp)
     place = kw["placement"]
-    params = weights_per_gpu(rows, tp)
+    params = weights_per_gpu(rows, run)
     block_params = float(params[block].sum()) / layers
     # torchao gathers float8 weights for tensorwise only; rowwise weights travel in bf16
     gathered = block & convert & (rows["recipe"].astype(str) == "tensorwise")

@@ -61,6 +61,7 @@ class BlockTimes:
     fsdp_comm_s: float = 0.0  # FSDP collectives that do not hide behind compute
     recompute_s: float = 0.0  # what checkpointing runs again in the backward
     cp_comm_s: float = 0.0  # context parallelism's key/value exchange that shows
+    ep_comm_s: float = 0.0  # expert parallelism's token dispatch and combine (all-to-alls)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -79,7 +80,7 @@ class BlockTimes:
 
     @property
     def comm_exposed_s(self) -> float:
-        return self.tp_comm_s + self.fsdp_comm_s + self.cp_comm_s
+        return self.tp_comm_s + self.fsdp_comm_s + self.cp_comm_s + self.ep_comm_s
 
     @property
     def total_s(self) -> float:
@@ -96,6 +97,7 @@ class Part(str, Enum):
     OPTIMIZER = "optimizer step and gradient clipping"
     PIPELINE = "pipeline bubble and sends"
     CP_COMM = "CP collectives"
+    EP_COMM = "EP all-to-alls"
 
 
 class Basis(str, Enum):
@@ -229,7 +231,7 @@ def _scaled(c: Component, factor: float) -> Component:
     )
 
 
-COMM_PARTS = (Part.TP_COMM, Part.FSDP_COMM, Part.CP_COMM)
+COMM_PARTS = (Part.TP_COMM, Part.FSDP_COMM, Part.CP_COMM, Part.EP_COMM)
 OUTSIDE_PARTS = (Part.OUTSIDE, Part.OPTIMIZER)
 # parts that run once per step over the rank's share, not once per microbatch
 ONCE_PER_STEP = (Part.FSDP_COMM, Part.OPTIMIZER)
@@ -480,6 +482,9 @@ def step_summary(
     if context_parallel:
         cp = _flat(Part.CP_COMM, layers * bf16.cp_comm_s, layers * fp8.cp_comm_s, Basis.COLLECTIVES)
         components = (*components, cp)
+    if bf16.ep_comm_s or fp8.ep_comm_s:
+        ep = _flat(Part.EP_COMM, layers * bf16.ep_comm_s, layers * fp8.ep_comm_s, Basis.COLLECTIVES)
+        components = (*components, ep)
     if pipeline is not None:
         components = pipelined(components, pipeline, send_s)
         gemm_floor_s *= pipeline.rank_share

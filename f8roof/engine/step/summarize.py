@@ -23,6 +23,7 @@ from f8roof.engine.step.conversion import (
     kept_by_setup,
     row_values,
 )
+from f8roof.engine.step.ep import ep_comm
 from f8roof.engine.step.fabric import on_fabric, streaming_rate
 from f8roof.engine.step.fsdp import fsdp_comm
 from f8roof.engine.step.outside import cp_comm, outside_parts, send_s
@@ -237,7 +238,6 @@ def _summarize(
             "fp8_s_worst",
         )
     )
-    grouped = rows["grouped"].astype(bool)
     if as_run:
         convert, said = converts_as_run(rec, run)
         notes.append(said)
@@ -265,8 +265,6 @@ def _summarize(
     gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
     re_bf16 = rec_bf16
     re_fp8 = np.where(convert, rec_fp8, rec_bf16)
-    if setup.ep > 1 and grouped.any():
-        notes.append(note(Topic.EP_ALL_TO_ALL, ep=setup.ep))
     if setup.recompute is Recompute.SELECTIVE:
         if not graphs:  # the graphs hold their own recompute
             re_bf16, re_fp8 = selective(rows, resolved, convert, block, run)
@@ -356,6 +354,10 @@ def _summarize(
     head_bf16 = float((counts * (lin_bf16 + re_bf16))[side].sum())
     head_fp8 = float((counts * np.where(convert, lin_fp8 + re_fp8, lin_bf16 + re_bf16))[side].sum())
     converted_side = bool((convert & side).any())
+    ep_s = ep_comm(rec, run, notes)
+    if ep_s:
+        bf16_block = replace(bf16_block, ep_comm_s=ep_s)
+        fp8_block = replace(fp8_block, ep_comm_s=ep_s)
     if run.cp > 1:
         cp_s = cp_comm(rec, run, notes, attention)
         bf16_block = replace(bf16_block, cp_comm_s=cp_s)
