@@ -670,10 +670,13 @@ class _Reader:
             self.fail(key, "expected an object")
         return _Reader(value, self.source, f"{self.where}.{key}" if self.where else key)
 
-    def kernel_class(self) -> builtins.str | None:
-        """A kernel's optional "class" (files before kernel classes have none): a
-        KernelClass value."""
+    def kernel_class(self, *, required: bool = False) -> builtins.str | None:
+        """A kernel's "class", a KernelClass value: optional where a kernel may lack one (a
+        measured kernel whose code was not read), `required` where every kernel is read off
+        its code (a traffic calibration's), so that none is timed at its kind's rate unsaid."""
         if not isinstance(self.data, dict) or self.data.get("class") is None:
+            if required:
+                self.fail("class", "missing: every kernel of a traffic calibration has its class")
             return None
         value = self.str("class")
         if value not in KERNEL_CLASS_VALUES:
@@ -831,7 +834,7 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
                 k.choice("kind", KERNEL_KINDS),
                 k.role("role"),
                 k.polynomial("bytes"),
-                k.kernel_class(),
+                k.kernel_class(required=not measured),
                 k.polynomial("scattered_elements")
                 if "scattered_elements" in k.data
                 else Polynomial.from_map({}),

@@ -47,10 +47,11 @@ from f8roof.training.memory import (
     RUNTIME_BYTES,
     Headroom,
     MemoryEstimate,
+    fitting_fsdp,
     headroom,
     memory_estimate,
 )
-from f8roof.training.run_config import RunConfig
+from f8roof.training.run_config import RunConfig, check_float8_all_gather
 from f8roof.training.step import StepSummary
 from f8roof.training.torchtitan_names import (
     FLOAT8_LAYOUT,
@@ -135,6 +136,8 @@ class MemoryAnswer:
     notes: tuple[Note, ...] = ()
     fitting: FittingSpeedup | None = None
     measured: bool = False  # the bf16 step was measured (--step-ms): the run ran, so it fits
+    # bf16 fits no recompute mode: the smallest FSDP degree (and the mode) at which it would
+    fsdp_fits: tuple[int, Recompute] | None = None
 
 
 @dataclass(frozen=True)
@@ -216,6 +219,7 @@ def answer(
 ) -> ShapesAnswer | ModelAnswer:
     question.check(request, setup)
     resolved = resolve(request, many_recipes=bool(question.model))
+    check_float8_all_gather(setup.float8_all_gather, [c.recipe.name for c in resolved.configs])
     if question.model:
         assert question.tokens is not None
         rec = recommend_model(
@@ -227,7 +231,7 @@ def answer(
         )
         rec, step, block, plans = best_plan(question, rec, resolved)
         check_finite(rec.rows, resolved, grouped_nan=True)
-        memory = memory_answer(rec, resolved, stated=question.from_setup)
+        memory = memory_answer(rec, resolved)
         if memory is not None and memory.headroom.cheaper_recompute:
             fitting = fitting_speedup(question, resolved, rec, memory.headroom)
             memory = replace(memory, fitting=fitting)
@@ -260,12 +264,13 @@ def with_float8_all_gather(
     return model_step(question, gathered, resolved)[0].as_run
 
 
-def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> MemoryAnswer | None:
+def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | None:
     """Peak memory per GPU with the linears float8 converts as torchtitan does (every one but
     the filter_fqns: what published runs measure), and what fits; None where the FSDP degree
-    is unknown. A run whose layout is stated (a setup file, or --fsdp N) and that does not fit
-    in bf16 is refused with its shortfall, unless its bf16 step was measured: a run that ran
-    fits, and the memory model is what overstates it (answered, and said)."""
+    is unknown. A run that does not fit in bf16 is answered, whichever front end stated its
+    layout, and said so with what would fit: the cheapest recompute mode (`headroom`), else
+    the smallest FSDP degree (`fitting_fsdp`); with a measured bf16 step the run ran, so the
+    memory model is what overstates it (said)."""
     run = rec.setup
     if (run.fsdp and run.fsdp_degree is None) or run.pipeline is not None:
         return None  # a pipeline's in-flight microbatches: not modelled yet
@@ -299,12 +304,9 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     except ModelError as e:
         raise F8RoofError(e.marked) from None
     measured = run.step_s is not None
-    if (stated or run.fsdp_degree is not None) and not found.bf16_fits and not measured:
-        raise F8RoofError(
-            f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
-            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s usable "
-            f"{found.usable_bytes / GIB:.1f}"
-        )
+    wider = None
+    if not found.bf16_fits and room.bf16_recompute is None:
+        wider = fitting_fsdp(estimate_at, run, tokens=rec.tokens)
     assumed = note(
         Topic.MEMORY_ASSUMED,
         runtime_gib=RUNTIME_BYTES / GIB,
@@ -313,7 +315,7 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
             "components/metrics.py (reserved_bytes.all.peak, GiB)"
         ),
     )
-    return MemoryAnswer(found, room, (assumed,), measured=measured)
+    return MemoryAnswer(found, room, (assumed,), measured=measured, fsdp_fits=wider)
 
 
 def fitting_speedup(

@@ -37,7 +37,7 @@ import numpy as np
 
 from f8roof.columns import Columns
 from f8roof.engine.decision import float8_time_ends
-from f8roof.engine.recommend import Recommendation, forward_share_fn, hold
+from f8roof.engine.recommend import Recommendation, forward_share_fn, gemm_floor_s, hold
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes, capture_times
 from f8roof.errors import F8RoofError, ModelError
@@ -400,14 +400,6 @@ def _moved(graph16: BlockTimes, rows16: BlockTimes, rows8: BlockTimes) -> BlockT
             for f in BlockTimes.__dataclass_fields__
         }
     )
-
-
-def gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
-    """The step's bf16 linear gemms (three per linear, per GPU) at the GPU's datasheet peak:
-    no measured step can be shorter."""
-    rows = rec.rows
-    flops = 6 * rows["count"] * rows["M"] * rows["K"] * rows["N"]
-    return float(flops.sum()) / resolved.config.gpu.bf16_flops
 
 
 def _weights(rows: Columns, tp: int) -> np.ndarray:

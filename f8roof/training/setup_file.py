@@ -65,7 +65,7 @@ from f8roof.training.run_config import (
     RunConfig,
     check_step_ms,
 )
-from f8roof.training.torchtitan_names import FLOAT8_LAYOUT, RECIPES, ConfigLayout
+from f8roof.training.torchtitan_names import BF16_TAIL, FLOAT8_LAYOUT, RECIPES, ConfigLayout
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -119,6 +119,9 @@ SCALING_KEYS = ("scaling_type_input", "scaling_type_weight", "scaling_type_grad_
 # torchtitan's norms then ([model] norm_type): the one its llama blocks (and f8roof's) use,
 # and its Triton kernel of the same RMSNorm (eager only: torchtitan refuses it with compile)
 NORMS = ("rmsnorm", "fused_rmsnorm")
+# torchtitan's [activation_checkpoint] mode values, compared as written (config_manager.py at
+# 441a63ca4: Literal["selective", "full", "none"])
+AC_MODES = ("none", "full", "selective")
 # the earlier layout's parallelism keys, by the section that held them (config_manager.py at
 # 9dec370, 2024-12-26), read as the later [parallelism]'s
 EARLIER_PARALLELISM = {
@@ -340,14 +343,16 @@ class _Section:
         return value
 
     def names(self, key: str) -> tuple[str, ...]:
-        """A list of strings, or torchtitan's older comma-separated string."""
+        """A list of strings as given (torchtitan reads a TOML list as it is: `[""]` is one
+        entry, the empty string), or torchtitan's older comma-separated string, split as its
+        `string_list` splits it (stripped, blanks dropped)."""
         value = self.values.get(key, [])
         given = value
         if isinstance(value, str):
-            value = value.split(",")
+            value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise _fail(f"{self._where(key)} must be a list of strings (got {value!r})")
-        read = tuple(v.strip() for v in value if v.strip())
+        read = tuple(value)
         if isinstance(given, str):
             self.notes.append(
                 note(
@@ -364,6 +369,8 @@ class _Section:
 def _check_keys(doc: Mapping[str, Any], path: str) -> None:
     for section, values in doc.items():
         if section in IGNORED_SECTIONS:
+            if not isinstance(values, Mapping):  # `job = 5`: torchtitan's [job] is a table
+                raise _fail(f"'{section}' in {path} must be a table ([{section}])")
             continue
         if section not in USED_KEYS or section == "grouped_mm":
             raise _fail(f"unknown section [{section}] in {path}; read: {LAYOUTS}")
@@ -567,11 +574,11 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     backend = sec["compile"].string("backend", "inductor")
     if backend != "inductor":
         raise _fail(f"[compile] backend {backend!r} in {path}: f8roof models Inductor's kernels")
-    if tp > 1 and seq_len % tp:
-        # torchtitan's sequence parallelism shards each sequence over the TP ranks
+    if async_tp and tp > 1 and not compile_:
+        # torchtitan's parallelize_llama: "Async TP requires --training.compile"
         raise _fail(
-            f"'seq_len' {seq_len} in [training] of {path} does not divide by "
-            f"'tensor_parallel_degree' {tp} (sequence parallelism splits each sequence)"
+            f"torchtitan refuses enable_async_tensor_parallel without compile ({path}): "
+            "async TP is an Inductor pass"
         )
     replicate = par.integer("data_parallel_replicate_degree", 1)
     fsdp = _shard_degree(
@@ -608,13 +615,12 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
                 value="selective",
             )
         )
-    try:
-        recompute = Recompute.from_name(mode_name)
-    except ValueError:
+    if mode_name not in AC_MODES:  # torchtitan compares the mode case-sensitively
         raise _fail(
-            f"'mode' in [activation_checkpoint] of {path} must be none, full or selective "
-            f"(got {mode_name!r})"
-        ) from None
+            f"'mode' in [activation_checkpoint] of {path} must be one of "
+            f"{', '.join(AC_MODES)} (got {mode_name!r})"
+        )
+    recompute = Recompute.from_name(mode_name)
     recompute_every = None
     if recompute is Recompute.SELECTIVE:
         option = ac.values.get("selective_ac_option")
@@ -684,6 +690,13 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     if earlier:  # torchtitan's module_filter_fn then: every linear but the output projection
         default_filters = ("output",)
     filter_fqns = f8.names("filter_fqns") if f8.has("filter_fqns") else default_filters
+    if BF16_TAIL in filter_fqns:
+        # f8roof's shorthand for torchtitan's NVFP4 configs (nvfp4_bf16_tail_fqns), which
+        # have no TOML section: this converter matches the name against no linear
+        raise _fail(
+            f"filter_fqns {BF16_TAIL!r} in [{f8.name}] of {path} matches no linear: it is "
+            "NVFP4's bf16 tail, not a filter (write out its layers.N.)"
+        )
     if not f8.has("filter_fqns") and not earlier:
         assumptions.append(
             note(
@@ -907,6 +920,9 @@ FILE_KEYS = {
     "microbatch_size": "pipeline_parallel_microbatch_size",
     "cp": "context_parallel_degree",
     "accumulation": "global_batch_size",
+    "seq_len": "seq_len",
+    "local_batch_size": "local_batch_size",
+    "pp": "pipeline_parallel_degree",
 }
 
 
