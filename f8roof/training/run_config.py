@@ -129,7 +129,7 @@ def check_float8_all_gather(float8_all_gather: bool, recipes) -> None:
     if float8_all_gather and others:
         raise ParallelismError(
             f"{term('float8_all_gather')} needs {term('recipe')} tensorwise: torchao gathers "
-            f"float8 weights for tensorwise scaling only, not {', '.join(others)}"
+            f"float8 weights for it only, not {', '.join(others)}"
         )
 
 
@@ -480,10 +480,7 @@ class RunConfig:
                 )
                 if value > 1
             ]
-            raise ParallelismError(
-                f"{' x '.join(named)} ranks exceed {MAX_DEGREE}, more GPUs than any training "
-                "run has used"
-            )
+            raise ParallelismError(f"{' x '.join(named)} ranks exceed {MAX_DEGREE} GPUs")
         ranks = self.dp_replicate * self.fsdp_ranks
         total = (self.tokens or 1) * ranks * self.accumulation
         if self.accumulation > 1 and total > MAX_GLOBAL_TOKENS:

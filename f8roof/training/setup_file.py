@@ -694,8 +694,8 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
         # f8roof's shorthand for torchtitan's NVFP4 configs (nvfp4_bf16_tail_fqns), which
         # have no TOML section: this converter matches the name against no linear
         raise _fail(
-            f"filter_fqns {BF16_TAIL!r} in [{f8.name}] of {path} matches no linear: it is "
-            "NVFP4's bf16 tail, not a filter (write out its layers.N.)"
+            f"filter_fqns {BF16_TAIL!r} in [{f8.name}] of {path} matches no linear "
+            "(NVFP4's tail: write out its layers.N.)"
         )
     if not f8.has("filter_fqns") and not earlier:
         assumptions.append(

@@ -141,8 +141,8 @@ def expand_filters(
             others = [r for r in recipes if r not in BF16_TAIL_RECIPES]
             if others:
                 raise _fail(
-                    f"{term('filter_fqns')} {BF16_TAIL} is the NVFP4 and MX recipes' bf16 "
-                    f"tail: not {term('recipe')} {', '.join(others)}'s (write out its layers.N.)"
+                    f"{term('filter_fqns')} {BF16_TAIL} is NVFP4's and MX's bf16 tail, not "
+                    f"{term('recipe')} {', '.join(others)}'s (write out its layers.N.)"
                 )
             tail = math.ceil(blocks * BF16_TAIL_FRACTION)
             if tail >= blocks:
