@@ -243,7 +243,9 @@ def memory_lines(memory: MemoryAnswer | None, *, every: bool = False) -> list[st
         lines.append(
             "  the bf16 step was measured, so the run fits: the memory model overstates it"
         )
-    if every or room.cheaper_recompute or not found.bf16_fits:
+    # a run bf16 does not fit: the recompute that would fit it, where one does
+    fits_with = not found.bf16_fits and room.bf16_recompute is not None
+    if every or room.cheaper_recompute or fits_with:
         bf16 = room.bf16_recompute.value if room.bf16_recompute else "more than full"
         fp8 = room.fp8_recompute.value if room.fp8_recompute else "more than full"
         line = f"  cheapest recompute that fits: bf16 {bf16}, float8 {fp8}"

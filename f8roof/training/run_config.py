@@ -674,7 +674,9 @@ class RunConfig:
 
     @property
     def is_default(self) -> bool:
-        return self == RunConfig()
+        """One GPU as the defaults run it; the tokens per rank are the question's, not a
+        setup's."""
+        return replace(self, tokens=None) == RunConfig()
 
     def replace_step(self, step_s: float | None) -> RunConfig:
         return replace(self, step_s=step_s)

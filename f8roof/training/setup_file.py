@@ -35,7 +35,11 @@ the run's `assumptions` (notes); keys without a sensible default (model name and
 the batch size) are required. Every key read is honoured or refused in one line: expert-tensor
 parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation, converters
 other than float8 and MX, FSDP's CPU offload, parameters other than bf16 under fp32 master
-weights, a schedule CSV and compile backends other than Inductor are refused; a key that changes nothing f8roof models is accepted and ignored.
+weights, a schedule CSV, compile backends other than Inductor, async TP without compile (as
+torchtitan refuses it), an [activation_checkpoint] mode not spelled as torchtitan compares it,
+and `nvfp4_bf16_tail` in a converter's filter_fqns (NVFP4's tail, which those converters match
+against no linear) are refused; a key that changes nothing f8roof models is accepted and
+ignored, and a section f8roof does not read ([job], ...) must still be a table.
 `global_batch_size` above local batch x data-parallel ranks is gradient accumulation
 (`RunConfig.accumulation`); `disable_loss_parallel` gathers the logits before the loss
 (`RunConfig.loss_parallel`).
