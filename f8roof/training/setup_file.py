@@ -741,14 +741,14 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             recompute="full" if recompute_every is not None else recompute.value,
             recompute_every=recompute_every or 1,
             step_ms=None if step_ms is None else float(step_ms),
+            seq_len=seq_len,
+            local_batch_size=batch,  # the tokens: local_batch_size x seq_len, token_layout
         )
         moe_fqns = f8.names("moe_fqns_prototype")
         assumptions += [n for section in sec.values() for n in section.notes]
         run = replace(
             run,
             model=model,
-            tokens=batch * seq_len,
-            seq_len=seq_len,
             gpu=gpu,
             async_tp=async_tp,
             float8_all_gather=float8_all_gather,
