@@ -20,6 +20,8 @@ class Topic(str, Enum):
     NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
     CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
     FLOAT8_ALL_GATHER_UNUSED = "float8_all_gather_unused"  # section: asked with FSDP off
+    # entry: a filter_fqns entry that is a substring of no linear's fqn (keeps nothing in bf16)
+    FILTER_MATCHES_NOTHING = "filter_matches_nothing"
     # total: a global_batch_size beside data_parallel_shard_degree -1, its ranks unknown
     ACCUMULATION_UNKNOWN = "accumulation_unknown"
     # warnings on a shapes answer (engine/estimate.py, engine/compare.py)
@@ -57,7 +59,8 @@ class Topic(str, Enum):
     NO_FLOAT8_BLOCK = "no_float8_block"  # no block linear in float8
     KEPT_CORRECTED = "kept_corrected"  # kept block linears corrected from the float8 graph
     FLOAT8_BY_LAYERS = "float8_by_layers"  # bf16 block from graphs, float8 its per-layer change
-    EP_ALL_TO_ALL = "ep_all_to_all"  # ep, top_k, mb (one all-to-all's bytes), ms, placement
+    # ep, top_k, mb (one all-to-all's bytes), ms, per_layer (all-to-alls), placement
+    EP_ALL_TO_ALL = "ep_all_to_all"
     SELECTIVE_SAC = "selective_sac"  # compiled: bool
     ATTENTION = "attention"  # ms, seq_len, heads, head_dim, recomputed
     NO_ATTENTION = "no_attention"
@@ -81,6 +84,12 @@ class Topic(str, Enum):
     FSDP_SCHEDULE = "fsdp_schedule"  # reduce_dtype, reshard, replicate, nics_per_node
     # peak memory per GPU (training/memory.py)
     MEMORY_ASSUMED = "memory_assumed"  # runtime_gib: reserved = allocated; outside the allocator
+
+
+# The notes the default view prints beside the table (the rest: --show-all and --out): what
+# the answer is not, where the run asked for differs from the one answered, or an input that
+# changes nothing.
+DEFAULT_VIEW = frozenset({Topic.NOT_COMPILED, Topic.CONVERTER_OFF, Topic.FILTER_MATCHES_NOTHING})
 
 
 @dataclass(frozen=True)

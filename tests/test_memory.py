@@ -9,14 +9,12 @@ import pytest
 
 from f8roof.engine.answer import Question, answer
 from f8roof.engine.resolve import Request
-from f8roof.errors import F8RoofError
 from f8roof.renderers.answers import memory_dict, memory_lines
 from f8roof.traffic.variant import Before, Context
 from f8roof.training.catalog import Architecture, NamedLinear, TPStyle, builtin
 from f8roof.training.checkpointing import Recompute
 from f8roof.training.memory import (
     GIB,
-    RUNTIME_BYTES,
     Phase,
     Term,
     headroom,
@@ -216,21 +214,25 @@ def test_a_cheaper_mode_and_a_larger_batch_where_float8_frees_room():
     assert order.index(room.fp8_recompute) <= order.index(room.bf16_recompute)
 
 
-def test_a_run_that_cannot_fit_is_refused_with_its_shortfall():
+def test_a_run_that_cannot_fit_is_answered_with_the_fsdp_degree_that_would():
+    """llama3-70b over FSDP 2: no recompute mode fits its states; the hint is the smallest
+    power-of-two FSDP degree at which bf16 fits, and half of it does not."""
     run = RunConfig.from_options(tp=1, fsdp=2, recompute="none")
-    with pytest.raises(F8RoofError) as e:
-        answer(Question(model="llama3-70b", tokens=8192), Request(gpu="h100"), setup=run)
-    message = e.value.message
-    assert (
-        message.startswith("does not fit: bf16 needs") and "more than the h100's usable" in message
+    got = answer(Question(model="llama3-70b", tokens=8192), Request(gpu="h100"), setup=run)
+    assert got.memory is not None and not got.memory.estimate.bf16_fits
+    assert got.memory.headroom.bf16_recompute is None and got.memory.fsdp_fits is not None
+    degree, mode = got.memory.fsdp_fits
+
+    def fits(fsdp: int) -> bool:
+        at = RunConfig.from_options(tp=1, fsdp=fsdp, recompute=mode.value)
+        again = answer(Question(model="llama3-70b", tokens=8192), Request(gpu="h100"), setup=at)
+        assert again.memory is not None
+        return again.memory.estimate.bf16_fits
+
+    assert fits(degree) and not fits(degree // 2)
+    assert f"  bf16 fits at FSDP {degree} (--fsdp {degree} --recompute {mode.value})" in (
+        memory_lines(got.memory)
     )
-    assert "\n" not in message
-    found = memory_estimate(
-        builtin("llama3-70b"), tokens=8192, run=run, recipe="tensorwise", converted=(),
-        gpu_memory_bytes=80 * GIB,
-    )  # fmt: skip
-    short = (found.bf16.peak_bytes - (80 * GIB - RUNTIME_BYTES)) / GIB
-    assert f"{short:.1f} GiB more" in message
 
 
 def test_an_answer_carries_its_memory_and_an_unknown_degree_none():

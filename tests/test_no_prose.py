@@ -133,6 +133,6 @@ def test_answers_hold_no_sentences(name):
 
 def test_every_topic_has_its_sentence():
     assert set(TEMPLATES) == set(Topic)
-    values = {"ep": 8, "top_k": 8, "mb": 268.4, "ms": 0.67, "placement": "intra"}
+    values = {"ep": 8, "top_k": 8, "mb": 268.4, "ms": 0.67, "per_layer": 6, "placement": "intra"}
     said = sentence(Note(Topic.EP_ALL_TO_ALL, values))
     assert said.startswith("EP 8: each MoE layer's token dispatch and combine")

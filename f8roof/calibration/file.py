@@ -433,8 +433,10 @@ class Calibration:
             for s in root.objs("steps")
         )
         measured = kind is CalibrationKind.MEASURED
+        classed = _classed(data)
         variants = tuple(
-            _variant_from(v, shape_set, measured=measured) for v in root.objs("variants")
+            _variant_from(v, shape_set, measured=measured, classed=classed)
+            for v in root.objs("variants")
         )
         calibration = cls(
             kind,
@@ -670,10 +672,13 @@ class _Reader:
             self.fail(key, "expected an object")
         return _Reader(value, self.source, f"{self.where}.{key}" if self.where else key)
 
-    def kernel_class(self) -> builtins.str | None:
-        """A kernel's optional "class" (files before kernel classes have none): a
-        KernelClass value."""
+    def kernel_class(self, *, required: bool = False) -> builtins.str | None:
+        """A kernel's "class", a KernelClass value: optional in a file written before kernel
+        classes (none has one: each is timed by its kind's widest range), `required` where
+        the file's other kernels carry theirs (one lacking it is damaged, not old)."""
         if not isinstance(self.data, dict) or self.data.get("class") is None:
+            if required:
+                self.fail("class", "missing, where the file's other kernels carry theirs")
             return None
         value = self.str("class")
         if value not in KERNEL_CLASS_VALUES:
@@ -806,7 +811,23 @@ def _variant_to_dict(v: VariantFit) -> dict[str, Any]:
     }
 
 
-def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> VariantFit:
+def _classed(data: Any) -> bool:
+    """Whether any fitted kernel of a file carries its class: then every one must (a file
+    from before kernel classes carries none). A malformed file is the readers' to refuse."""
+    try:
+        return any(
+            k.get("class") is not None
+            for v in data["variants"]
+            for r in v["kernel_sets"]
+            for k in r["kernels"]
+        )
+    except (KeyError, TypeError, AttributeError):
+        return False
+
+
+def _variant_from(
+    reader: _Reader, shapes: set[Shape], *, measured: bool, classed: bool = False
+) -> VariantFit:
     key = reader.str("variant")
     try:
         Variant.from_key(key)
@@ -831,7 +852,7 @@ def _variant_from(reader: _Reader, shapes: set[Shape], *, measured: bool) -> Var
                 k.choice("kind", KERNEL_KINDS),
                 k.role("role"),
                 k.polynomial("bytes"),
-                k.kernel_class(),
+                k.kernel_class(required=classed),
                 k.polynomial("scattered_elements")
                 if "scattered_elements" in k.data
                 else Polynomial.from_map({}),

@@ -35,6 +35,8 @@ FLAGS = {
     "no_calibration": "--no-calibration",
     "overhead": "--overhead",
     "pp": "--pp",
+    "pp_schedule": "--pp-schedule",
+    "local_batch_size": "--local-batch-size",
     "cp": "--cp",
     "microbatches": "--microbatches",
     "accumulation": "--accumulation",
@@ -169,6 +171,8 @@ def training_setup(command):
         cp,
         async_tp,
         accumulation,
+        seq_len,
+        local_batch_size,
         **kwargs,
     ):
         from f8roof.training.run_config import RunConfig
@@ -192,8 +196,12 @@ def training_setup(command):
             cp=cp,
             accumulation=accumulation,
             tokens=kwargs.get("tokens"),
+            seq_len=seq_len,
+            local_batch_size=local_batch_size,
             setup_given=kwargs.get("setup_file") is not None,
         )
+        if "tokens" in kwargs:  # local batch x sequence length, when given so
+            kwargs["tokens"] = setup.tokens
         return command(*args, setup=setup, **kwargs)
 
     return stack(
@@ -224,8 +232,9 @@ def training_setup(command):
             metavar="LIST",
             help="with --model: linears kept in bf16, torchtitan's rule (an entry that is a "
             "substring of the fqn: output, attention.wk, layers.27.; f8roof's names too); "
-            "nvfp4_bf16_tail: torchtitan's NVFP4 recipe's last 15%% of blocks and output. "
-            "Default: output, as torchtitan's llama configs; '' converts every linear",
+            "nvfp4_bf16_tail (NVFP4 and MX recipes): torchtitan's NVFP4 configs' last 15% of "
+            "blocks and output. Default: output, as torchtitan's llama configs; '' converts "
+            "every linear (a blank entry is dropped, as torchtitan splits a comma list)",
         ),
         click.option(
             "--cp",
@@ -245,9 +254,9 @@ def training_setup(command):
         ),
         click.option(
             "--pp-schedule",
-            default="1F1B",
-            show_default=True,
-            help="with --pp: GPipe, 1F1B or Interleaved1F1B (2 stages per rank, torchtitan's)",
+            default=None,
+            help="with --pp: GPipe, 1F1B (default) or Interleaved1F1B (2 stages per rank, "
+            "torchtitan's)",
         ),
         click.option(
             "--microbatches",
@@ -265,6 +274,20 @@ def training_setup(command):
             help="gradient accumulation: N forward/backward passes of --tokens per optimizer "
             "step (torchtitan's global_batch_size / (local batch x data-parallel ranks)); "
             "--step-ms is then the whole step",
+        ),
+        click.option(
+            "--seq-len",
+            type=int,
+            default=None,
+            help="with --model: tokens per sequence (torchtitan's seq_len; default: whole "
+            "sequences up to 8192 of --tokens); --tokens = --local-batch-size x --seq-len",
+        ),
+        click.option(
+            "--local-batch-size",
+            type=int,
+            default=None,
+            help="with --seq-len: sequences per rank per step (torchtitan's local_batch_size), "
+            "for --tokens",
         ),
         click.option(
             "--network",
@@ -336,8 +359,10 @@ ESTIMATE = stack(
         "--recipe",
         default="tensorwise",
         show_default=True,
-        help=f"{known_recipes()} (float8: torchtitan's default, rowwise; mxfp8 and mx: "
-        "mxfp8_rceil; nvfp4: torchao's NVFP4, on Blackwell). With --model: a list, or all: "
+        help=f"{known_recipes()} (float8: rowwise, the default of torchtitan's 2026 Python "
+        "Float8LinearConverter, #3127; its TOML job configs' [float8] defaulted to tensorwise, "
+        "as --setup reads them; mxfp8 and mx: mxfp8_rceil; nvfp4: torchao's NVFP4, on "
+        "Blackwell). With --model: a list, or all: "
         "torchao's recipes (every one with --impl reference; the MXFP8 ones on MX parts, "
         "nvfp4 on NVFP4 parts)",
     ),

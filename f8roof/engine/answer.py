@@ -27,7 +27,7 @@ from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.errors import F8RoofError, term
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note
-from f8roof.training.run_config import RunConfig
+from f8roof.training.run_config import RunConfig, check_float8_all_gather
 from f8roof.training.torchtitan_names import (
     FLOAT8_LAYOUT,
     ConfigLayout,
@@ -109,6 +109,7 @@ def answer(
 ) -> ShapesAnswer | Plan:
     question.check(request, setup)
     resolved = resolve(request, many_recipes=bool(question.model))
+    check_float8_all_gather(setup.float8_all_gather, [c.recipe.name for c in resolved.configs])
     if question.model:
         assert question.tokens is not None
         rec = recommend_model(

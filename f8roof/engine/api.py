@@ -68,12 +68,14 @@ def estimate_shapes(
 
 def answer_model(
     model: str,
-    tokens: int,
+    tokens: int | None = None,
     *,
+    seq_len: int | None = None,
+    local_batch_size: int | None = None,
     gpu: str | None = None,
     tp: int = 1,
     ep: int = 1,
-    fsdp: int = 1,
+    fsdp: int | None = None,
     recompute: str = "none",
     recipe: str = "tensorwise",
     step_ms: float | None = None,
@@ -81,7 +83,7 @@ def answer_model(
     async_tp: bool = False,
     filter_fqns: Sequence[str] | None = None,
     pp: int = 1,
-    pp_schedule: str = "1F1B",
+    pp_schedule: str | None = None,
     microbatches: int | None = None,
     cp: int = 1,
     accumulation: int = 1,
@@ -93,8 +95,11 @@ def answer_model(
     """A model's linears at training scale, as `f8roof estimate --model` answers.
 
     model: a built-in architecture (`f8roof models`) or a Hugging Face config.json path.
-    tokens: tokens per GPU per step (M of every linear). gpu: a preset name. tp, ep, fsdp:
-    tensor-, expert- and FSDP-parallel degrees (ints >= 1; 1: none). recompute: activation
+    tokens: tokens per GPU per step (M of every linear), or seq_len x local_batch_size
+    (torchtitan's; seq_len alone with tokens: their sequences, else whole ones up to 8192).
+    gpu: a preset name. tp, ep: tensor- and expert-parallel degrees (ints >= 1; 1: none).
+    fsdp: FSDP's degree (None, the default, as the command line without --fsdp: no FSDP;
+    1: off, said so). recompute: activation
     checkpointing, "none", "selective" or "full". recipe: a float8 recipe, a comma list or
     "all". step_ms: a measured bf16 step in milliseconds, reconciled with the model.
     float8_all_gather: torchao's FSDP2 float8 weight all-gather with precomputed scales.
@@ -124,14 +129,18 @@ def answer_model(
         filter_fqns=_fqns(filter_fqns),
         async_tp=_flag("async_tp", async_tp),
         pp=_positive("pp", pp),
-        pp_schedule=_text("pp_schedule", pp_schedule),
+        pp_schedule=None if pp_schedule is None else _text("pp_schedule", pp_schedule),
         microbatches=None if microbatches is None else _positive("microbatches", microbatches),
         cp=_positive("cp", cp),
         accumulation=_positive("accumulation", accumulation),
+        seq_len=None if seq_len is None else _positive("seq_len", seq_len),
+        local_batch_size=(
+            None if local_batch_size is None else _positive("local_batch_size", local_batch_size)
+        ),
     )
     question = Question(
         model=_text("model", model),
-        tokens=_positive("tokens", tokens),
+        tokens=setup.tokens,
         policy=_choice("policy", policy, POLICIES),
     )
     request = _request(gpu, _text("recipe", recipe), None, calibration, no_calibration)
@@ -237,7 +246,7 @@ def module_filter(
     recipe: str = "tensorwise",
     tp: int = 1,
     ep: int = 1,
-    fsdp: int = 1,
+    fsdp: int | None = None,
     recompute: str = "none",
     implementation: str | None = None,
     tp_plan: dict[str, str] | None = None,
@@ -338,7 +347,7 @@ def _setup(
     return RunConfig.from_options(
         tp=_positive("tp", tp),
         ep=_positive("ep", ep),
-        fsdp=_positive("fsdp", fsdp),
+        fsdp=None if fsdp is None else _positive("fsdp", fsdp),
         recompute=_choice("recompute", recompute, RECOMPUTE),
         step_ms=_step_ms(step_ms),
         tokens=None if tokens is None else _positive("tokens", tokens),

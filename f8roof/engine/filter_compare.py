@@ -29,8 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
-from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, recommend
+from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, gemm_floor_s, recommend
 from f8roof.engine.resolve import Request, Resolved
+from f8roof.engine.step.parts import check_measured_step
 from f8roof.errors import F8RoofError, term
 from f8roof.training.catalog import Architecture, check_tokens
 from f8roof.training.run_config import ONE_GPU, RunConfig
@@ -279,4 +280,15 @@ def filter_compare(
         filter_fqns=filter_fqns,
         policy=policy,
     )
+    for comparison in comparisons:  # one, where a step is given
+        check_measured(comparison.recommendation, resolved)
     return FilterCompareResult(resolved, architecture.name, tuple(comparisons), grid)
+
+
+def check_measured(rec: Recommendation, resolved: Resolved) -> None:
+    """The run's measured bf16 step, refused as `estimate` refuses it: shorter than the step's
+    bf16 gemms at the GPU's peak (one rank's share of them under a pipeline)."""
+    setup = rec.setup
+    if setup.step_s is not None:
+        share = setup.pipeline.rank_share if setup.pipeline is not None else 1.0
+        check_measured_step(setup.step_s, gemm_floor_s(rec, resolved) * share)

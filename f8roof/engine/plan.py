@@ -48,6 +48,7 @@ from f8roof.training.memory import (
     RUNTIME_BYTES,
     Headroom,
     MemoryEstimate,
+    fitting_fsdp,
     headroom,
     memory_estimate,
 )
@@ -128,6 +129,8 @@ class MemoryAnswer:
     notes: tuple[Note, ...] = ()
     fitting: FittingSpeedup | None = None
     measured: bool = False  # the bf16 step was measured (--step-ms): the run ran, so it fits
+    # bf16 fits no recompute mode: the smallest FSDP degree (and the mode) at which it would
+    fsdp_fits: tuple[int, Recompute] | None = None
 
 
 class Arm(str, Enum):
@@ -256,7 +259,7 @@ def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
     # the run as torchtitan converts it stays the run as asked
     step = replace(as_asked, chosen=step.chosen, converted_types=step.converted_types)
     # the memory of the run as asked, as torchtitan converts it: what its log would say
-    memory = memory_answer(recipe_rec, resolved, stated=asked.from_setup)
+    memory = memory_answer(recipe_rec, resolved)
     if memory is not None and memory.headroom.cheaper_recompute and asked.model is not None:
         room = memory.headroom
         memory = replace(memory, fitting=fitting_speedup(asked, resolved, recipe_rec, room))
@@ -456,12 +459,13 @@ def _why_no_block(rec: Recommendation, resolved: Resolved, asked: Asked) -> Note
     return None
 
 
-def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> MemoryAnswer | None:
+def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | None:
     """Peak memory per GPU with the linears float8 converts as torchtitan does (every one but
     the filter_fqns: what published runs measure), and what fits; None where the FSDP degree
-    is unknown. A run whose layout is stated (a setup file, or --fsdp N) and that does not fit
-    in bf16 is refused with its shortfall, unless its bf16 step was measured: a run that ran
-    fits, and the memory model is what overstates it (answered, and said)."""
+    is unknown. A run that does not fit in bf16 is answered, whichever front end stated its
+    layout, and said so with what would fit: the cheapest recompute mode (`headroom`), else
+    the smallest FSDP degree (`fitting_fsdp`); with a measured bf16 step the run ran, so the
+    memory model is what overstates it (said)."""
     run = rec.setup
     if (run.fsdp and run.fsdp_degree is None) or run.pipeline is not None:
         return None  # a pipeline's in-flight microbatches: not modelled yet
@@ -495,12 +499,9 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
     except ModelError as e:
         raise F8RoofError(e.marked) from None
     measured = run.step_s is not None
-    if (stated or run.fsdp_degree is not None) and not found.bf16_fits and not measured:
-        raise F8RoofError(
-            f"does not fit: bf16 needs {found.bf16.peak_bytes / GIB:.1f} GiB per GPU, "
-            f"{found.bf16_shortfall_bytes / GIB:.1f} GiB more than the {gpu.name}'s usable "
-            f"{found.usable_bytes / GIB:.1f}"
-        )
+    wider = None
+    if not found.bf16_fits and room.bf16_recompute is None:
+        wider = fitting_fsdp(estimate_at, run, tokens=rec.tokens)
     assumed = note(
         Topic.MEMORY_ASSUMED,
         runtime_gib=RUNTIME_BYTES / GIB,
@@ -509,7 +510,7 @@ def memory_answer(rec: Recommendation, resolved: Resolved, *, stated: bool) -> M
             "components/metrics.py (reserved_bytes.all.peak, GiB)"
         ),
     )
-    return MemoryAnswer(found, room, (assumed,), measured=measured)
+    return MemoryAnswer(found, room, (assumed,), measured=measured, fsdp_fits=wider)
 
 
 def fitting_speedup(

@@ -63,7 +63,7 @@ from f8roof.training.catalog import (
 from f8roof.training.parallel import LocalLayer, local_layers
 from f8roof.training.recompute import forward_share, is_forward
 from f8roof.training.run_config import ONE_GPU, RunConfig
-from f8roof.training.torchtitan_names import expand_filters, split_by_filters
+from f8roof.training.torchtitan_names import expand_filters, split_by_filters, unmatched_notes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -226,11 +226,21 @@ def recommend(
     blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
     share = setup.recompute_share(blocks)  # of the blocks full recompute reruns
     if setup.filter_fqns:
-        filters = expand_filters(setup.filter_fqns, blocks=blocks)
-        setup = replace(setup, filter_fqns=filters)
+        recipes = [c.recipe.name for c in resolved.configs]
+        filters = expand_filters(setup.filter_fqns, blocks=blocks, recipes=recipes)
+        missed = unmatched_notes(filters, [(x.linear.fqn, x.linear.count) for x in local])
+        setup = replace(setup, filter_fqns=filters, assumptions=(*setup.assumptions, *missed))
         local = split_rows(local, filters, blocks=blocks)
     frames = tuple(_layer_frame(local, c, share) for c in resolved.configs)
     return _plan(architecture, tokens, resolved, setup, policy, margin, local, frames)
+
+
+def gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
+    """The step's bf16 linear gemms (three per linear, per GPU) at the GPU's datasheet peak:
+    no measured step can be shorter."""
+    rows = rec.rows
+    flops = 6 * rows["count"] * rows["M"] * rows["K"] * rows["N"]
+    return float(flops.sum()) / resolved.config.gpu.bf16_flops
 
 
 def recommend_alone(rec: Recommendation, resolved: Resolved, recipe: str) -> Recommendation:

@@ -8,14 +8,17 @@ from dataclasses import dataclass, replace
 
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig
-from f8roof.engine.filter_compare import AUTO_FILTER_RECIPES, FilterComparison, compare_filters
+from f8roof.engine.filter_compare import (
+    AUTO_FILTER_RECIPES,
+    FilterComparison,
+    check_measured,
+    compare_filters,
+)
 from f8roof.engine.grid import OverheadShares, SpeedupGrid, overhead_shares, speedup_grid
 from f8roof.engine.plan import Asked, Plan, plan_model
 from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
-from f8roof.engine.step.parts import check_measured_step
-from f8roof.engine.step.summarize import gemm_floor_s
-from f8roof.training.run_config import ONE_GPU, RunConfig
+from f8roof.training.run_config import ONE_GPU, RunConfig, check_float8_all_gather
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,11 @@ def model_report(
 ) -> ModelReport:
     """`request` as the user gave it (resolved here), or already resolved."""
     resolved = request if isinstance(request, Resolved) else resolve(request)
+    check_float8_all_gather(setup.float8_all_gather, [c.recipe.name for c in resolved.configs])
     policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
     tokens = setup.local_tokens(tokens)
     rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)
-    if setup.step_s is not None:  # refused as `estimate` refuses it
-        share = setup.pipeline.rank_share if setup.pipeline is not None else 1.0
-        check_measured_step(setup.step_s, gemm_floor_s(rec, resolved) * share)
+    check_measured(rec, resolved)  # refused as `estimate` refuses it
     found = plan_model(rec, resolved, Asked(model=model))
     rec = found.recommendation
     best = next(c for c in resolved.configs if c.recipe.name == rec.best_recipe)

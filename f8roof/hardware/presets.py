@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from f8roof.errors import ModelError
+from f8roof.errors import ModelError, term
 from f8roof.hardware import efficiency, fabric
 from f8roof.hardware.efficiency import PartEfficiency
 from f8roof.hardware.fabric import Fabric, NoFabric
@@ -627,8 +627,12 @@ def find_gpu(name: str) -> GPU:
     base, at, limit = name.strip().lower().partition("@")
     if at:
         watts = limit.removesuffix("w").strip()
-        if not watts.isdigit():
-            raise UnknownGPUError(f"bad power limit in {name!r}; expected NAME@WATTSw (h100@500w)")
+        # ASCII digits only: str.isdigit takes '²' (int() then fails) and int() takes '٥٠٠'
+        if not (watts.isascii() and watts.isdigit()):
+            raise UnknownGPUError(
+                f"{term('gpu')} {name!r}: bad power limit; expected NAME@WATTSw, "
+                "watts in ASCII digits (h100@500w)"
+            )
         return power_limited(find_gpu(base), int(watts))
     key = name.strip().lower()
     key = ALIASES.get(key, key)
@@ -656,6 +660,8 @@ def custom_gpu(spec: str) -> GPU:
     values: dict[str, float] = {}
     for item in filter(None, (p.strip() for p in body.split(","))):
         key, sep, value = item.partition("=")
+        if not value.isascii():  # float() takes other scripts' digits ('١e15')
+            raise UnknownGPUError(f"bad custom GPU item {item!r}; expected key=number")
         try:
             values[key.strip()] = float(value)
         except ValueError:

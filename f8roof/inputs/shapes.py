@@ -1,7 +1,8 @@
 """Linear shapes from user input: 'M,K,N' strings, CSV files, named sweeps.
 
 A shapes file is comma-separated text: a header line naming the columns (it must name M, K and
-N once each; other columns are allowed and ignored), then one line per shape. Every line has
+N once each; other columns are allowed and ignored, but for the ones the request sets for
+every shape, `PER_REQUEST`, refused), then one line per shape. Every line has
 exactly as many fields as the header: a row with an extra or a missing field is refused, never
 shifted into other columns. Fields may carry spaces or tabs around them; quotes are not CSV
 quoting here but part of the value (and so refused). Empty lines are skipped; line ends are
@@ -38,6 +39,17 @@ _BLANKS = " \t"
 # The fast path accepts only fields this matches (at most 10 digits, below 2**34, so the int64
 # cast is exact); anything else goes to the line-by-line reader.
 _FAST_FIELD = r"^[ \t]*[0-9]{1,10}[ \t]*$"
+
+# Columns that name what the request sets for every shape (a validation report's `recipe`):
+# refused rather than ignored, since an estimate runs each shape under the request's recipes
+# and context, one answer for all rows, and a row's own would silently not be honoured.
+PER_REQUEST = {
+    "recipe": "recipe",
+    "before": "before",
+    "after": "after",
+    "implementation": "implementation",
+    "gpu": "gpu",
+}
 
 SWEEPS = {
     # The seed's sweep (torchao PR #668's roofline script): M, K, N each 2^9..2^15, 343 shapes.
@@ -121,6 +133,13 @@ def _header(data: bytes, path) -> tuple[list[str], int, int]:
     if missing:
         raise F8RoofError(
             f"shapes file {path} lacks column(s) {', '.join(missing)} (header: {_show(header, 60)})"
+        )
+    per_row = [n for n in names if n.lower() in PER_REQUEST]
+    if per_row:
+        name = per_row[0]
+        raise F8RoofError(
+            f"shapes file {path} has a {name!r} column: {term(PER_REQUEST[name.lower()])} sets it "
+            "for every shape, never per row (drop the column)"
         )
     twice = [d for d in DIMS if names.count(d) > 1]
     if twice:

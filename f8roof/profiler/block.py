@@ -74,7 +74,7 @@ from f8roof.training.block import (
     Recompute,
 )
 from f8roof.training.checkpointing import Decision, SacPolicy, sac_policy
-from f8roof.training.run_config import RunConfig
+from f8roof.training.run_config import RunConfig, check_float8_all_gather
 
 __all__ = ["BlockModule", "capture_block", "fake_world", "pipelined_collectives"]
 
@@ -515,11 +515,12 @@ def capture_block(
             f"float8 only (compare one linear: {term('shapes')})"
         )
     float8 = _float8_recipe(recipe)
-    if spec.parallel.float8_all_gather and (float8 is None or float8.name != "tensorwise"):
-        raise CaptureError(
-            f"{term('float8_all_gather')} needs {term('recipe')} tensorwise (torchao "
-            "all-gathers float8 weights for tensorwise scaling only)"
+    try:
+        check_float8_all_gather(
+            spec.parallel.float8_all_gather, [float8.name if float8 is not None else "bf16"]
         )
+    except ModelError as e:
+        raise CaptureError(e.marked) from None
     gpu = gpu or (find_gpu("h100") if target is CaptureDevice.CODEGEN else None)
     recorder = _Recorder()
     eager = _EagerCollectives()

@@ -22,7 +22,7 @@ from f8roof.engine.decision import SETTLE_SHAPES, Settle
 from f8roof.engine.plan import Candidate, FittingSpeedup, MemoryAnswer, Plan, TorchtitanConfig
 from f8roof.engine.sharded import BlockComparison
 from f8roof.engine.step.parts import StepSummary
-from f8roof.notes import Topic
+from f8roof.notes import DEFAULT_VIEW, Topic
 from f8roof.renderers.cells import aligned, ms, settle_words, wrapped
 from f8roof.renderers.notes import (
     layer_note,
@@ -56,6 +56,7 @@ def render_answer(
         lines += step_lines(answer)
         lines += memory_lines(answer.memory)
         rec = answer.recommendation
+        lines += default_notes(rec.setup.assumptions)
         lines += recipe_lines(rec)
         lines += settle_lines(rec.settle, _straddling(rec.rows), "layer types")
         if answer.from_setup:
@@ -242,7 +243,9 @@ def memory_lines(memory: MemoryAnswer | None, *, every: bool = False) -> list[st
         lines.append(
             "  the bf16 step was measured, so the run fits: the memory model overstates it"
         )
-    if every or room.cheaper_recompute:
+    # a run bf16 does not fit: the recompute that would fit it, where one does
+    fits_with = not found.bf16_fits and room.bf16_recompute is not None
+    if every or room.cheaper_recompute or fits_with:
         bf16 = room.bf16_recompute.value if room.bf16_recompute else "more than full"
         fp8 = room.fp8_recompute.value if room.fp8_recompute else "more than full"
         line = f"  cheapest recompute that fits: bf16 {bf16}, float8 {fp8}"
@@ -253,12 +256,27 @@ def memory_lines(memory: MemoryAnswer | None, *, every: bool = False) -> list[st
                 "like, modelled)"
             )
         lines.append(line)
+    if memory.fsdp_fits is not None:
+        degree, mode = memory.fsdp_fits
+        lines.append(f"  bf16 fits at FSDP {degree} (--fsdp {degree} --recompute {mode.value})")
+    elif not found.bf16_fits and room.bf16_recompute is None:
+        lines.append("  bf16 fits at no FSDP degree with this TP and these tokens per GPU")
     if every or room.fp8_local_batch > room.bf16_local_batch:
         lines.append(
             f"  largest local batch that fits (x {room.seq_len} tokens): bf16 "
             f"{room.bf16_local_batch}, float8 {room.fp8_local_batch} (this run: {room.local_batch})"
         )
     return lines
+
+
+def default_notes(notes) -> list[str]:
+    """The notes the default view prints (`notes.DEFAULT_VIEW`), each wrapped within WIDTH."""
+    return [
+        line
+        for n in notes
+        if n.topic in DEFAULT_VIEW
+        for line in textwrap.wrap(f"note: {sentence(n)}", WIDTH, subsequent_indent="  ")
+    ]
 
 
 def _peak_line(label: str, peak: MemoryPeak) -> str:
@@ -268,7 +286,7 @@ def _peak_line(label: str, peak: MemoryPeak) -> str:
 
 def _as_run_filters(filters: tuple[str, ...]) -> str:
     """Which linears the step as torchtitan runs it leaves in bf16: the setup's filter_fqns."""
-    return f"all but {', '.join(filters)}" if filters else "every linear"
+    return f"all but {', '.join(f or repr(f) for f in filters)}" if filters else "every linear"
 
 
 def _decision_breakeven(found: dict[str, int | None]) -> list[str]:

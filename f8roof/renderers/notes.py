@@ -14,12 +14,20 @@ from f8roof.engine.sharded import NoBlock
 from f8roof.notes import Note, Topic
 from f8roof.training.run_config import Recompute, RunConfig
 
+# torchtitan's TOML job configs (2024 to 2026-02) left [float8] recipe_name None: torchao's
+# Float8LinearConfig(), tensorwise; its Python Float8LinearConverter (6348d93d1, #3127,
+# 2026-04-27) defaults to rowwise, the recipe --recipe float8 names
+_TOML_RECIPE = (
+    "None, torchao's tensorwise, in the TOML layouts; torchtitan's 2026 Python "
+    "Float8LinearConverter defaults to rowwise"
+)
 # a key left out of a setup file -> what torchtitan's default means
 SETUP_DEFAULTS = {
     "data_parallel_shard_degree": "FSDP over the rest of the ranks",
     "activation_checkpoint.mode": "per-op or layer SAC, as selective_ac_option says",
     "selective_ac_option": "layer SAC: every 2nd block checkpointed whole",
-    "float8.recipe_name": "torchao's default recipe",
+    "float8.recipe_name": _TOML_RECIPE,
+    "quantize.linear.float8.recipe_name": _TOML_RECIPE,
     "float8.filter_fqns": "every nn.Linear in float8, the output projection too",
 }
 
@@ -185,15 +193,20 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "the output projection kept in bf16 as torchtitan then kept it"
     ),
     Topic.NOT_COMPILED: lambda v: (
-        "setup: the setup does not compile (training.compile false): f8roof models torch.compile"
+        "setup: the setup does not compile (training.compile false): this answer is for the "
+        "compiled run (f8roof models torch.compile's kernels), not the eager one"
     ),
     Topic.CONVERTER_OFF: lambda v: (
-        "setup: the float8 converter is off in this setup ([model] converters): f8roof answers "
-        "what turning it on would do"
+        "setup: [model] converters turns no float8 converter on, so this setup converts "
+        "nothing: f8roof answers what float8 would give, as torchtitan converts with it on"
     ),
     Topic.FLOAT8_ALL_GATHER_UNUSED: lambda v: (
         f"setup: [{v['section']}] enable_fsdp_float8_all_gather does nothing at "
         "data_parallel_shard_degree 1 (FSDP off): weights are not gathered, so left out"
+    ),
+    Topic.FILTER_MATCHES_NOTHING: lambda v: (
+        f"filter_fqns entry {v['entry']!r} is a substring of no linear's fqn (torchtitan's or "
+        "f8roof's): it keeps nothing in bf16"
     ),
     Topic.ACCUMULATION_UNKNOWN: lambda v: (
         f"setup: global_batch_size {v['total']} beside data_parallel_shard_degree -1: the "
@@ -286,8 +299,9 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     Topic.EP_ALL_TO_ALL: lambda v: (
         f"EP {v['ep']}: each MoE layer's token dispatch and combine, all-to-alls of "
         f"{v['mb']:.1f} MB (tokens x top {v['top_k']} x hidden, bf16) at {v['ms']:.2f} ms each "
-        f"({v['placement']}), four a layer and full AC's forward two again, exposed and the "
-        "same in both precisions (torchao's MXFP8 dispatch not modelled)"
+        f"({v['placement']}), {v['per_layer']:g} a MoE layer (forward and backward, and what "
+        "full AC reruns), exposed and the same in both precisions (torchao's MXFP8 dispatch "
+        "not modelled)"
     ),
     Topic.SELECTIVE_SAC: lambda v: (
         "selective: torchtitan's per-op SAC compiled into the block (its 2025-05 and 0.3.0 "

@@ -185,9 +185,18 @@ class _Config:
         return self.data.get(key) is not None
 
     def int(
-        self, key: str, default: builtins.int | None = None, *, allow_zero: bool = False
+        self,
+        key: str,
+        default: builtins.int | None = None,
+        *,
+        allow_zero: bool = False,
+        null_ok: bool = True,
     ) -> builtins.int:
+        """`key`'s positive integer, or `default` where it is absent (or null, unless not
+        `null_ok`: a count whose null transformers would not replace by its default)."""
         value = self.data.get(key)
+        if value is None and key in self.data and not null_ok:
+            raise ArchitectureError(f"{self.source}: {key} is null: give its number")
         if value is None:
             if default is not None:
                 return default
@@ -224,7 +233,8 @@ class _Config:
         top_k: builtins.int | None = None,
     ) -> RoutedExperts:
         """The routed experts; `experts`, `top_k`: the model's defaults for absent fields."""
-        experts, top_k = self.int(experts_key, experts), self.int("num_experts_per_tok", top_k)
+        experts = self.int(experts_key, experts, null_ok=False)
+        top_k = self.int("num_experts_per_tok", top_k, null_ok=False)
         try:
             return RoutedExperts(experts, top_k)
         except ArchitectureError as e:
@@ -303,9 +313,12 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]
     # transformers' MixtralConfig defaults: num_local_experts=8, num_experts_per_tok=2
     # (transformers/models/mixtral/configuration_mixtral.py); a Mixtral config.json may omit them
     mixtral = cfg.data.get("model_type") == "mixtral"
-    if cfg.int("num_local_experts", MIXTRAL_EXPERTS if mixtral else 1) > 1:
+    defaults = {"experts": MIXTRAL_EXPERTS, "top_k": MIXTRAL_TOP_K} if mixtral else {}
+    # Mixtral's fields checked whenever given (top_k within the experts, none null), so a
+    # one-expert Mixtral routing to two is refused, not read as a dense MLP
+    routes = mixtral or "num_local_experts" in cfg.data
+    if routes and cfg.routed("num_local_experts", **defaults).experts > 1:
         # Mixtral: every layer's MLP is routed; experts are w1 (gate), w3 (up), w2 (down).
-        defaults = {"experts": MIXTRAL_EXPERTS, "top_k": MIXTRAL_TOP_K} if mixtral else {}
         routed = cfg.routed("num_local_experts", **defaults)
         linears += _mlp(
             "model.layers.*.block_sparse_moe.experts.*",
@@ -326,7 +339,7 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]
                     values=[MIXTRAL_EXPERTS, MIXTRAL_TOP_K],
                 )
             )
-    elif cfg.int("num_experts", 0, allow_zero=True) > 1:
+    elif cfg.int("num_experts", 0, allow_zero=True, null_ok=False) > 1:
         routed = cfg.routed("num_experts")
         moe_layers = _moe_layer_count(
             cfg, layers, step_key="decoder_sparse_step", only_dense_key="mlp_only_layers"

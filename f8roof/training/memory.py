@@ -86,7 +86,7 @@ from f8roof.traffic.variant import Before
 from f8roof.training.catalog import Architecture, TPStyle
 from f8roof.training.checkpointing import MM, Decision, Recompute, is_block_fqn, sac_policy
 from f8roof.training.parallel import LocalLayer, fsdp_shards, local_layers
-from f8roof.training.run_config import RunConfig
+from f8roof.training.run_config import MAX_DEGREE, RunConfig
 
 GIB = 2**30
 BF16, FP32, FLOAT8 = 2, 4, 1  # bytes per element
@@ -528,3 +528,21 @@ def headroom(
         bf16_local_batch=largest(lambda e: e.bf16_fits),
         fp8_local_batch=largest(lambda e: e.fp8_fits),
     )
+
+
+def fitting_fsdp(
+    estimate_at: Callable[[RunConfig, int], MemoryEstimate], run: RunConfig, *, tokens: int
+) -> tuple[int, Recompute] | None:
+    """Where no recompute mode fits bf16 at the run's layout: the smallest FSDP degree (a
+    power of two above the run's) at which it fits, at the run's recompute mode or else full
+    recompute, and that mode; None where none does within MAX_DEGREE GPUs. FSDP shards the
+    states over more ranks; the tokens per rank stay the run's."""
+    others = run.tp * run.dp_replicate * run.cp
+    degree = max(2, 2 * run.fsdp_ranks)
+    while degree * others <= MAX_DEGREE:
+        for mode in dict.fromkeys((run.recompute, Recompute.FULL)):
+            wider = replace(run, fsdp=True, fsdp_degree=degree, recompute=mode, recompute_every=1)
+            if estimate_at(wider, tokens).bf16_fits:
+                return degree, mode
+        degree *= 2
+    return None

@@ -24,6 +24,17 @@ class ParallelismError(ArchitectureError, ModelError):
 # The most ranks one parallel degree may have: more GPUs than any training run has used (the
 # largest published ones are tens of thousands). A degree beyond is a typo, not a setup.
 MAX_DEGREE = 2**18
+# The most tokens one optimizer step may take over every data-parallel rank and accumulation
+# pass: 2^32, some 60 times the largest published (DeepSeek-V3's 15360 x 4096, arXiv
+# 2412.19437; Llama 3 405B's 16M, arXiv 2407.21783). --accumulation and a setup's
+# global_batch_size meet the same bound.
+MAX_GLOBAL_TOKENS = 2**32
+# The shortest stretch of a sequence one context-parallel rank may hold: torch's context
+# parallelism splits FlexAttention's queries in 128-token blocks per rank (torch 2.13,
+# distributed/tensor/experimental/_context_parallel/_attention.py create_cp_block_mask: Q_LEN
+# divisible by CP x _DEFAULT_SPARSE_BLOCK_SIZE, 128), and FlashAttention tiles queries by 128
+# rows: a shorter shard leaves the tile idle and the linears too few tokens to time.
+CP_MIN_SHARD = 128
 # The longest measured step --step-ms takes: a day, in ms. Longer is no step.
 MAX_STEP_MS = 86_400_000.0
 # llama3's training sequence (torchtitan's llama3 configs: seq_len 8192): the layout a run
@@ -55,6 +66,71 @@ def _positive_int(name: str, value) -> int:
             f"{name} {value} exceeds {MAX_DEGREE} ranks, more GPUs than any training run has used"
         )
     return value
+
+
+def _count(name: str, value) -> int:
+    """A positive whole number (a length, a batch), named in the refusal."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ParallelismError(f"{name} must be a positive integer (got {value!r})")
+    return value
+
+
+def token_layout(
+    tokens: int | None, seq_len: int | None, local_batch_size: int | None
+) -> tuple[int | None, int | None]:
+    """(tokens per data-parallel rank, sequence length) from any two of them and the local
+    batch, as torchtitan lays out a rank's step (local_batch_size sequences of seq_len
+    tokens): tokens = local_batch_size x seq_len; one rule for the CLI, the API and a setup
+    file. seq_len None: unknown (whole sequences up to 8192 tokens are assumed)."""
+    if tokens is not None:
+        _count(f"{term('tokens')} per step", tokens)
+    if seq_len is not None:
+        _count(term("seq_len"), seq_len)
+    if local_batch_size is not None:
+        _count(term("local_batch_size"), local_batch_size)
+    if seq_len is None and local_batch_size is None:
+        return tokens, None
+    if tokens is None:
+        if seq_len is None or local_batch_size is None:
+            raise ParallelismError(
+                f"{term('seq_len')} and {term('local_batch_size')} give the tokens together: "
+                f"give both, or {term('tokens')}"
+            )
+        return local_batch_size * seq_len, seq_len
+    if seq_len is None:
+        assert local_batch_size is not None
+        if tokens % local_batch_size:
+            raise ParallelismError(
+                f"{term('tokens')} {tokens} are no whole {term('local_batch_size')} "
+                f"{local_batch_size} sequences"
+            )
+        return tokens, tokens // local_batch_size
+    if local_batch_size is not None and tokens != local_batch_size * seq_len:
+        raise ParallelismError(
+            f"{term('tokens')} {tokens} is not {term('local_batch_size')} {local_batch_size} "
+            f"x {term('seq_len')} {seq_len} ({local_batch_size * seq_len})"
+        )
+    if tokens % seq_len:
+        raise ParallelismError(
+            f"{term('tokens')} {tokens} are no whole sequences of {term('seq_len')} {seq_len}"
+        )
+    return tokens, seq_len
+
+
+# torchao gathers float8 weights under FSDP2 for tensorwise scaling only (torchao's
+# Float8LinearConfig.enable_fsdp_float8_all_gather; torchtitan asserts against it beside any
+# recipe_name, components/quantization/float8.py at 441a63ca4)
+FLOAT8_ALL_GATHER_RECIPES = ("tensorwise",)
+
+
+def check_float8_all_gather(float8_all_gather: bool, recipes) -> None:
+    """The float8 all-gather beside the recipes asked: tensorwise only, one line otherwise."""
+    others = [r for r in recipes if r not in FLOAT8_ALL_GATHER_RECIPES]
+    if float8_all_gather and others:
+        raise ParallelismError(
+            f"{term('float8_all_gather')} needs {term('recipe')} tensorwise: torchao gathers "
+            f"float8 weights for it only, not {', '.join(others)}"
+        )
 
 
 def check_step_ms(step_ms) -> float:
@@ -303,11 +379,6 @@ class RunConfig:
                     f"an FSDP degree ({self.fsdp_degree}) needs FSDP on and at least 2 ranks "
                     "(1: FSDP off)"
                 )
-            if self.tp * self.fsdp_degree > MAX_DEGREE:
-                raise ParallelismError(
-                    f"{term('tp')} {self.tp} x {term('fsdp')} {self.fsdp_degree} ranks exceed "
-                    f"{MAX_DEGREE}, more GPUs than any training run has used"
-                )
         _positive_int(term("dp_replicate"), self.dp_replicate)
         if self.float8_all_gather and not self.fsdp:
             raise ParallelismError(
@@ -354,8 +425,13 @@ class RunConfig:
             if self.seq_len % (2 * self.cp) or (self.seq_len // self.cp) % self.tp:
                 # torch's load balancer cuts each sequence into 2 x cp chunks; SP splits a chunk
                 raise ParallelismError(
-                    f"seq_len {self.seq_len} does not split into 2 x {term('cp')} {self.cp} "
-                    f"chunks of whole {term('tp')} {self.tp} shards"
+                    f"{term('seq_len')} {self.seq_len} does not split into 2 x {term('cp')} "
+                    f"{self.cp} chunks of whole {term('tp')} {self.tp} shards"
+                )
+            if self.seq_len // self.cp < CP_MIN_SHARD:
+                raise ParallelismError(
+                    f"{term('cp')} {self.cp} leaves {self.seq_len // self.cp} of "
+                    f"{self.seq_len} tokens per rank: torch's CP splits {CP_MIN_SHARD} or more"
                 )
         if self.pipeline is not None and not isinstance(self.pipeline, Pipeline):
             raise ParallelismError(f"pipeline must be a Pipeline (got {self.pipeline!r})")
@@ -369,11 +445,49 @@ class RunConfig:
         if self.tokens is not None and (
             isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 1
         ):
-            raise ParallelismError(f"tokens must be a positive integer (got {self.tokens!r})")
+            raise ParallelismError(
+                f"{term('tokens')} per step must be a positive integer (got {self.tokens!r})"
+            )
         if self.seq_len is not None and (
             isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1
         ):
             raise ParallelismError(f"seq_len must be a positive integer (got {self.seq_len!r})")
+        if self.seq_len is not None and self.cp == 1 and self.seq_len % self.tp:
+            # torchtitan's sequence parallelism shards each sequence over the TP ranks
+            # (ParallelDims.seq_len_divisor: TP x 2 CP)
+            raise ParallelismError(
+                f"{term('seq_len')} {self.seq_len} does not split over {term('tp')} {self.tp} "
+                "(sequence parallelism shards each sequence)"
+            )
+        self._check_scale()
+
+    def _check_scale(self) -> None:
+        """One bound per quantity, whichever front end set it: the GPUs the degrees multiply
+        to (replicate x FSDP x CP x TP x PP) at most MAX_DEGREE, and the tokens an accumulated
+        optimizer step takes (tokens x data-parallel ranks x passes) at most
+        MAX_GLOBAL_TOKENS (the tokens per rank have their own bound, catalog.check_tokens)."""
+        pp = self.pipeline.degree if self.pipeline is not None else 1
+        world = self.dp_replicate * self.fsdp_ranks * self.cp * self.tp * pp
+        if world > MAX_DEGREE:
+            named = [
+                f"{term(name)} {value}"
+                for name, value in (
+                    ("dp_replicate", self.dp_replicate),
+                    ("fsdp", self.fsdp_ranks),
+                    ("cp", self.cp),
+                    ("tp", self.tp),
+                    ("pp", pp),
+                )
+                if value > 1
+            ]
+            raise ParallelismError(f"{' x '.join(named)} ranks exceed {MAX_DEGREE} GPUs")
+        ranks = self.dp_replicate * self.fsdp_ranks
+        total = (self.tokens or 1) * ranks * self.accumulation
+        if self.accumulation > 1 and total > MAX_GLOBAL_TOKENS:
+            raise ParallelismError(
+                f"{term('accumulation')} makes {total:.3g} tokens per optimizer step "
+                f"({self.accumulation} passes), more than 2^32"
+            )
 
     @classmethod
     def from_options(
@@ -390,21 +504,35 @@ class RunConfig:
         filter_fqns: tuple[str, ...] | None = None,
         async_tp: bool = False,
         pp: int = 1,
-        pp_schedule: str = "1F1B",
+        pp_schedule: str | None = None,
         microbatches: int | None = None,
         cp: int = 1,
         accumulation: int = 1,
         tokens: int | None = None,
+        seq_len: int | None = None,
+        local_batch_size: int | None = None,
         setup_given: bool = False,
     ) -> RunConfig:
         """From user-facing values (the CLI's and the Python API's): recompute by name, the
         step in milliseconds, FSDP as a flag or a degree (`--fsdp` alone: -1, on with its
         degree unknown, as torchtitan's data_parallel_shard_degree = -1; `--fsdp 1`: off, as
-        torchtitan's 1, and said so; 0 is no degree). The pipeline, context parallelism and
-        accumulation split `tokens` (per rank): the pipeline's microbatches one sequence each
-        by default, CP's sequences the longest up to 8192 tokens that split into 2 x cp
-        chunks of whole TP shards (torch's load balancer). `setup_given`: a setup file sets
-        the tokens and TP, and says itself what it refuses beside it."""
+        torchtitan's 1, and said so; 0 is no degree). `tokens` per rank, or `seq_len` x
+        `local_batch_size` (`token_layout`). The pipeline, context parallelism and
+        accumulation split the tokens: the pipeline's microbatches one sequence each by
+        default (its schedule and microbatches only with a pipeline, `pp` 2 or more); CP's
+        sequences `seq_len`, else the longest up to 8192 tokens that split into 2 x cp chunks
+        of whole TP shards (torch's load balancer). `setup_given`: a setup file sets the
+        tokens and TP, and says itself what it refuses beside it."""
+        for name, value in (("tp", tp), ("ep", ep), ("pp", pp), ("cp", cp)):
+            _positive_int(term(name), value)
+        if microbatches is not None:
+            _count(term("microbatches"), microbatches)
+        if pp == 1 and (microbatches is not None or pp_schedule is not None):
+            given = "microbatches" if microbatches is not None else "pp_schedule"
+            raise PipelineError(
+                f"{term(given)} shapes a pipeline: give {term('pp')} 2 or more (1: no pipeline)"
+            )
+        tokens, seq_len = token_layout(tokens, seq_len, local_batch_size)
         degree = None
         if fsdp is None:
             fsdp = False
@@ -435,17 +563,22 @@ class RunConfig:
             network_gbps=network_gbps,
             filter_fqns=filter_fqns,
             async_tp=async_tp,
+            tokens=tokens,
+            seq_len=seq_len if cp == 1 else None,
         )
-        if pp != 1 or microbatches is not None:
+        if pp != 1:
             if tokens is None:
                 raise ParallelismError(
                     f"{term('pp')} and {term('microbatches')} go with {term('model')} and "
                     f"{term('tokens')}"
                 )
             if microbatches is None:
-                microbatches = tokens // assumed_seq_len(tokens, tp * cp)
+                microbatches = tokens // (seq_len or assumed_seq_len(tokens, tp * cp))
             pipeline = Pipeline.torchtitan(
-                degree=pp, sequences=microbatches, schedule=pp_schedule, microbatch_size=1
+                degree=pp,
+                sequences=microbatches,
+                schedule=pp_schedule or "1F1B",
+                microbatch_size=1,
             )
             config = replace(config, pipeline=pipeline)
         if cp != 1:
@@ -453,7 +586,8 @@ class RunConfig:
                 raise ParallelismError(
                     f"{term('cp')} goes with {term('model')} and {term('tokens')}"
                 )
-            config = replace(config, cp=cp, seq_len=assumed_seq_len(tokens, 2 * cp * tp))
+            sequence = seq_len or assumed_seq_len(tokens, 2 * cp * tp)
+            config = replace(config, cp=cp, seq_len=sequence)
         if accumulation != 1:
             if tokens is None and not setup_given:
                 raise ParallelismError(
@@ -540,7 +674,9 @@ class RunConfig:
 
     @property
     def is_default(self) -> bool:
-        return self == RunConfig()
+        """One GPU as the defaults run it; the tokens per rank are the question's, not a
+        setup's."""
+        return replace(self, tokens=None) == RunConfig()
 
     def replace_step(self, step_s: float | None) -> RunConfig:
         return replace(self, step_s=step_s)

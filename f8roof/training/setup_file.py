@@ -35,7 +35,11 @@ the run's `assumptions` (notes); keys without a sensible default (model name and
 the batch size) are required. Every key read is honoured or refused in one line: expert-tensor
 parallelism (degrees above 1), zero-bubble pipeline schedules, float8 emulation, converters
 other than float8 and MX, FSDP's CPU offload, parameters other than bf16 under fp32 master
-weights, a schedule CSV and compile backends other than Inductor are refused; a key that changes nothing f8roof models is accepted and ignored.
+weights, a schedule CSV, compile backends other than Inductor, async TP without compile (as
+torchtitan refuses it), an [activation_checkpoint] mode not spelled as torchtitan compares it,
+and `nvfp4_bf16_tail` in a converter's filter_fqns (NVFP4's tail, which those converters match
+against no linear) are refused; a key that changes nothing f8roof models is accepted and
+ignored, and a section f8roof does not read ([job], ...) must still be a table.
 `global_batch_size` above local batch x data-parallel ranks is gradient accumulation
 (`RunConfig.accumulation`); `disable_loss_parallel` gathers the logits before the loss
 (`RunConfig.loss_parallel`).
@@ -65,7 +69,7 @@ from f8roof.training.run_config import (
     RunConfig,
     check_step_ms,
 )
-from f8roof.training.torchtitan_names import FLOAT8_LAYOUT, RECIPES, ConfigLayout
+from f8roof.training.torchtitan_names import BF16_TAIL, FLOAT8_LAYOUT, RECIPES, ConfigLayout
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -123,6 +127,9 @@ SCALING_KEYS = ("scaling_type_input", "scaling_type_weight", "scaling_type_grad_
 # torchtitan's norms then ([model] norm_type): the one its llama blocks (and f8roof's) use,
 # and its Triton kernel of the same RMSNorm (eager only: torchtitan refuses it with compile)
 NORMS = ("rmsnorm", "fused_rmsnorm")
+# torchtitan's [activation_checkpoint] mode values, compared as written (config_manager.py at
+# 441a63ca4: Literal["selective", "full", "none"])
+AC_MODES = ("none", "full", "selective")
 # the earlier layout's parallelism keys, by the section that held them (config_manager.py at
 # 9dec370, 2024-12-26), read as the later [parallelism]'s
 EARLIER_PARALLELISM = {
@@ -344,14 +351,16 @@ class _Section:
         return value
 
     def names(self, key: str) -> tuple[str, ...]:
-        """A list of strings, or torchtitan's older comma-separated string."""
+        """A list of strings as given (torchtitan reads a TOML list as it is: `[""]` is one
+        entry, the empty string), or torchtitan's older comma-separated string, split as its
+        `string_list` splits it (stripped, blanks dropped)."""
         value = self.values.get(key, [])
         given = value
         if isinstance(value, str):
-            value = value.split(",")
+            value = [v.strip() for v in value.split(",") if v.strip()]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise _fail(f"{self._where(key)} must be a list of strings (got {value!r})")
-        read = tuple(v.strip() for v in value if v.strip())
+        read = tuple(value)
         if isinstance(given, str):
             self.notes.append(
                 note(
@@ -368,6 +377,8 @@ class _Section:
 def _check_keys(doc: Mapping[str, Any], path: str) -> None:
     for section, values in doc.items():
         if section in IGNORED_SECTIONS:
+            if not isinstance(values, Mapping):  # `job = 5`: torchtitan's [job] is a table
+                raise _fail(f"'{section}' in {path} must be a table ([{section}])")
             continue
         if section not in USED_KEYS or section == "grouped_mm":
             raise _fail(f"unknown section [{section}] in {path}; read: {LAYOUTS}")
@@ -571,11 +582,11 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     backend = sec["compile"].string("backend", "inductor")
     if backend != "inductor":
         raise _fail(f"[compile] backend {backend!r} in {path}: f8roof models Inductor's kernels")
-    if tp > 1 and seq_len % tp:
-        # torchtitan's sequence parallelism shards each sequence over the TP ranks
+    if async_tp and tp > 1 and not compile_:
+        # torchtitan's parallelize_llama: "Async TP requires --training.compile"
         raise _fail(
-            f"'seq_len' {seq_len} in [training] of {path} does not divide by "
-            f"'tensor_parallel_degree' {tp} (sequence parallelism splits each sequence)"
+            f"torchtitan refuses enable_async_tensor_parallel without compile ({path}): "
+            "async TP is an Inductor pass"
         )
     replicate = par.integer("data_parallel_replicate_degree", 1)
     fsdp = _shard_degree(
@@ -612,13 +623,12 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
                 value="selective",
             )
         )
-    try:
-        recompute = Recompute.from_name(mode_name)
-    except ValueError:
+    if mode_name not in AC_MODES:  # torchtitan compares the mode case-sensitively
         raise _fail(
-            f"'mode' in [activation_checkpoint] of {path} must be none, full or selective "
-            f"(got {mode_name!r})"
-        ) from None
+            f"'mode' in [activation_checkpoint] of {path} must be one of "
+            f"{', '.join(AC_MODES)} (got {mode_name!r})"
+        )
+    recompute = Recompute.from_name(mode_name)
     recompute_every = None
     if recompute is Recompute.SELECTIVE:
         option = ac.values.get("selective_ac_option")
@@ -688,6 +698,13 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
     if earlier:  # torchtitan's module_filter_fn then: every linear but the output projection
         default_filters = ("output",)
     filter_fqns = f8.names("filter_fqns") if f8.has("filter_fqns") else default_filters
+    if BF16_TAIL in filter_fqns:
+        # f8roof's shorthand for torchtitan's NVFP4 configs (nvfp4_bf16_tail_fqns), which
+        # have no TOML section: this converter matches the name against no linear
+        raise _fail(
+            f"filter_fqns {BF16_TAIL!r} in [{f8.name}] of {path} matches no linear "
+            "(NVFP4's tail: write out its layers.N.)"
+        )
     if not f8.has("filter_fqns") and not earlier:
         assumptions.append(
             note(
@@ -728,14 +745,14 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             recompute="full" if recompute_every is not None else recompute.value,
             recompute_every=recompute_every or 1,
             step_ms=None if step_ms is None else float(step_ms),
+            seq_len=seq_len,
+            local_batch_size=batch,  # the tokens: local_batch_size x seq_len, token_layout
         )
         moe_fqns = f8.names("moe_fqns_prototype")
         assumptions += [n for section in sec.values() for n in section.notes]
         run = replace(
             run,
             model=model,
-            tokens=batch * seq_len,
-            seq_len=seq_len,
             gpu=gpu,
             async_tp=async_tp,
             float8_all_gather=float8_all_gather,
@@ -911,6 +928,9 @@ FILE_KEYS = {
     "microbatch_size": "pipeline_parallel_microbatch_size",
     "cp": "context_parallel_degree",
     "accumulation": "global_batch_size",
+    "seq_len": "seq_len",
+    "local_batch_size": "local_batch_size",
+    "pp": "pipeline_parallel_degree",
 }
 
 

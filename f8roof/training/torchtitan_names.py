@@ -19,8 +19,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.notes import Note, Topic, note
+from f8roof.traffic.recipes import MX_RECIPES, NVFP4
+from f8roof.training.run_config import AUTO_FILTER
 
 RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
 
@@ -222,20 +224,64 @@ def layer_type(fqn: str) -> str:
     return _BLOCK_INDEX.sub(lambda m: f"{m.group(1)}*.", fqn, count=1)
 
 
-def expand_filters(filters: Iterable[str], *, blocks: int) -> tuple[str, ...]:
+# the recipes whose torchtitan configs keep the bf16 tail: NVFP4's (nvfp4_bf16_tail_fqns) and
+# MXFP8's beside it in torchtitan#3914; float8's converter matches the name against no linear
+BF16_TAIL_RECIPES = (NVFP4, *MX_RECIPES)
+
+
+def expand_filters(
+    filters: Iterable[str], *, blocks: int, recipes: Sequence[str] = (NVFP4,)
+) -> tuple[str, ...]:
     """Filter entries with torchtitan's NVFP4 bf16 tail (`nvfp4_bf16_tail`) written out for a
     model of `blocks` decoder blocks: `layers.N.` for each of the last ceil(15%) and `output`.
-    torchtitan lists the blocks to convert instead; as filters the same linears stay bf16."""
+    torchtitan lists the blocks to convert instead; as filters the same linears stay bf16.
+    The tail is the NVFP4 and MX recipes' (`recipes`, those asked): refused beside a float8
+    one. Every other entry as given (`""` is a substring of every fqn)."""
     out: list[str] = []
     for entry in filters:
         if entry.strip() == BF16_TAIL:
+            others = [r for r in recipes if r not in BF16_TAIL_RECIPES]
+            if others:
+                raise _fail(
+                    f"{term('filter_fqns')} {BF16_TAIL} is NVFP4's and MX's bf16 tail, not "
+                    f"{term('recipe')} {', '.join(others)}'s (write out its layers.N.)"
+                )
             tail = math.ceil(blocks * BF16_TAIL_FRACTION)
             if tail >= blocks:
                 raise _fail(f"{BF16_TAIL} keeps all {blocks} blocks in bf16: nothing converts")
             out += [f"layers.{i}." for i in range(blocks - tail, blocks)] + ["output"]
-        elif entry.strip():
-            out.append(entry.strip())
+        else:
+            out.append(entry)
     return tuple(dict.fromkeys(out))
+
+
+def unmatched_notes(filters: Iterable[str], fqns: Iterable[tuple[str, int]]) -> tuple[Note, ...]:
+    """A note per filter entry that matches no linear (`unmatched_filters`), torchao's auto
+    filter flag aside."""
+    missed = unmatched_filters(filters, fqns, skip=(AUTO_FILTER,))
+    return tuple(note(Topic.FILTER_MATCHES_NOTHING, entry=entry) for entry in missed)
+
+
+def unmatched_filters(
+    filters: Iterable[str], fqns: Iterable[tuple[str, int]], *, skip: Iterable[str] = ()
+) -> list[str]:
+    """The entries of `filters` that are a substring of no linear's fqn (f8roof's or
+    torchtitan's, in any of its blocks): each `(fqn, count)` a layer type over `count` blocks.
+    torchtitan keeps nothing in bf16 by them; `skip`: flags that are no fqn (its auto filter)."""
+    rows = list(fqns)
+    flags = set(skip)
+    out = []
+    for entry in dict.fromkeys(filters):
+        if entry in flags:
+            continue
+        blocks = ((fqn, _blocks_of(fqn, count)) for fqn, count in rows)
+        if not any(
+            _one_filtered(fqn if index is None else _with_blocks(fqn, i), [entry])
+            for fqn, index in blocks
+            for i in (index if index is not None else (0,))
+        ):
+            out.append(entry)
+    return out
 
 
 def _one_filtered(fqn: str, filters: Sequence[str], family: str | None = None) -> bool:
@@ -253,7 +299,7 @@ def filtered(fqn: str, filters: Iterable[str], *, count: int = 1) -> bool:
     """torchtitan's rule: a linear stays bf16 when an entry of `filters` is a substring of its
     fqn, torchtitan's (`layers.27.attention.wq`, `output`) or f8roof's (`lm_head`). A row over
     several blocks (`count` of them under `*`, or a range) is filtered when each block is."""
-    entries = [f for f in filters if f]
+    entries = list(filters)  # "" is a substring of every fqn, as torchtitan matches it
     if not entries:
         return False
     blocks = _blocks_of(fqn, count)

@@ -46,6 +46,7 @@ def ep_comm(rec: Recommendation, run: RunConfig, notes: list[Note]) -> float:
             top_k=top_k,
             mb=nbytes / 1e6,
             ms=one * 1e3,
+            per_layer=4 + 2 * again,
             placement=kw["placement"].value,
         )
     )

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from f8roof.columns import Columns
-from f8roof.engine.recommend import Recommendation, decide_as, hold
+from f8roof.engine.recommend import Recommendation, decide_as, gemm_floor_s, hold
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes, capture_times
 from f8roof.engine.step.blocks import TimedBlock, band_moves, graph_blocks, moved, shared_input_s
@@ -382,11 +382,3 @@ def _summarize(
         context_parallel=run.cp > 1,
         accumulation=run.accumulation,
     )
-
-
-def gemm_floor_s(rec: Recommendation, resolved: Resolved) -> float:
-    """The step's bf16 linear gemms (three per linear, per GPU) at the GPU's datasheet peak:
-    no measured step can be shorter."""
-    rows = rec.rows
-    flops = 6 * rows["count"] * rows["M"] * rows["K"] * rows["N"]
-    return float(flops.sum()) / resolved.config.gpu.bf16_flops
