@@ -263,18 +263,7 @@ def recommend_alone(rec: Recommendation, resolved: Resolved, recipe: str) -> Rec
 def hold(rec: Recommendation, resolved: Resolved, fqns: Sequence[str]) -> Recommendation:
     """The recommendation with the layer types `fqns` kept in bf16 whatever they win alone
     (`resolved`: the one `rec` was planned with)."""
-    held = tuple(dict.fromkeys([*rec.held_by_step, *fqns]))
-    return _plan(
-        rec.architecture,
-        rec.tokens,
-        resolved,
-        rec.setup,
-        rec.policy,
-        rec.margin,
-        rec.local,
-        rec.frames,
-        held=held,
-    )
+    return _replan(rec, resolved, held=tuple(dict.fromkeys([*rec.held_by_step, *fqns])))
 
 
 def decide_as(
@@ -288,16 +277,7 @@ def decide_as(
     step, those in it that lose alone converted by the step (`resolved`: the one `rec` was
     planned with). A row float8 cannot run is never converted; the rows `settled` (the
     setup's own filters keep them) keep their own decision."""
-    alone = _plan(
-        rec.architecture,
-        rec.tokens,
-        resolved,
-        rec.setup,
-        rec.policy,
-        rec.margin,
-        rec.local,
-        rec.frames,
-    )
+    alone = _replan(rec, resolved)
     wins = alone.rows["convert"].astype(bool)
     runs = alone.rows["fp8_ok"].astype(bool)
     fqns = [str(f) for f in alone.rows["fqn"]]
@@ -306,6 +286,18 @@ def decide_as(
     forced = tuple(
         f for f, w, ok in zip(fqns, wins, runs) if not w and ok and f in wanted and f not in fixed
     )
+    return _replan(rec, resolved, held=held, forced=forced)
+
+
+def _replan(
+    rec: Recommendation,
+    resolved: Resolved,
+    *,
+    held: tuple[str, ...] = (),
+    forced: tuple[str, ...] = (),
+) -> Recommendation:
+    """`rec` decided again from its own estimates, the layer types `held` kept in bf16 and
+    the `forced` ones converted (`resolved`: the one `rec` was planned with)."""
     return _plan(
         rec.architecture,
         rec.tokens,
