@@ -225,7 +225,7 @@ class ReadOffShape:
 @dataclass(frozen=True)
 class ReadOffComparison:
     """compare for a variant whose casts are hand-written kernels this machine cannot generate
-    (`models.block_traffic.READ_OFF_REASONS`): their traffic read off torchao's code."""
+    (`traffic.block_scaled.READ_OFF_REASONS`): their traffic read off torchao's code."""
 
     variant: Variant
     gpu: str | None

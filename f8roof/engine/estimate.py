@@ -91,7 +91,7 @@ class EstimateConfig:
     memory_efficiency: float = SEED_MEMORY_EFFICIENCY
     launch_floor_s: float = SEED_LAUNCH_FLOOR_S
     calibration: Calibration | None = field(default=None, compare=False)
-    # routed experts: torchao's float8 grouped-gemm path (`models.grouped`), rowwise, standalone
+    # routed experts: torchao's float8 grouped-gemm path (`traffic.grouped`), rowwise, standalone
     grouped: bool = False
 
     def __post_init__(self) -> None:
@@ -291,7 +291,7 @@ def fitted_overhead(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The calibration's overhead at each shape: the float8 graph's fitted non-gemm kernels less
     the bf16 graph's of the same context (bytes, seconds), and the context's own seconds.
-    A variant whose kernels are read off torchao's code (`models.block_traffic`) has no fits:
+    A variant whose kernels are read off torchao's code (`traffic.block_scaled`) has no fits:
     its kernels' bytes are timed by the calibration's kernel-time model, beside the bf16
     graph's context (nothing fuses into torchao's opaque casts)."""
     bf16 = calibration.variant(variant.baseline.key)
@@ -311,7 +311,7 @@ def fitted_overhead(
 
 def calibration_covers(calibration: Calibration, variant: Variant) -> bool:
     """The calibration has the variant's graphs, or (torchao's read-off MX and blockwise
-    kernels, `models.block_traffic`) the bf16 graph of its context and the kernel-time model
+    kernels, `traffic.block_scaled`) the bf16 graph of its context and the kernel-time model
     that times them."""
     if is_read_off(variant.recipe):
         return calibration.has(variant.baseline.key)
@@ -478,11 +478,11 @@ def band_columns(
     """speedup_low/speedup_high (and the context's) around the calibrated `speedup`.
 
     Each fitted kernel is timed at its class's range (a file without classes: the widest range
-    of the classes its kind can be, `models.band.kind_rate`), the float8 overhead as the
+    of the classes its kind can be, `timing.band.kind_rate`), the float8 overhead as the
     float8 graph's kernels less the bf16 graph's with every class at one end of its range at a
-    time (`models.band.corner_times`), each gemm at its mode's factor (slow accumulation in
+    time (`timing.band.corner_times`), each gemm at its mode's factor (slow accumulation in
     backward), the overhead scaled over the nearby kernel sets' byte range; the ends pair
-    float8's slow end with bf16's fast end (`models.band.linear_speedup_bands`). A measured
+    float8's slow end with bf16's fast end (`timing.band.linear_speedup_bands`). A measured
     calibration's rates are its own, so its band is its fit residual. With `contain` the band
     is stretched to hold the calibration's own `speedup` (a measured calibration's per-kernel
     factors can put it outside the per-kind rates); for the shipped traffic calibrations it

@@ -17,7 +17,7 @@ per expert (padded), one launch whose tiles of every expert share the waves over
 that many gemms, launches included). torchao trains them with its float8 MoE path
 (torchao.prototype.moe_training: rowwise scales in all three gemms of `_scaled_grouped_mm`,
 casts by hand-written Triton kernels that torch.compile calls as opaque custom ops), so their
-overhead comes from the model of those kernels (`models.grouped`, worst and ideal) whatever the
+overhead comes from the model of those kernels (`traffic.grouped`, worst and ideal) whatever the
 calibration, and their recipe is rowwise, or for the MXFP8 recipes torchao's MXFP8 grouped
 path (`_MXFP8GroupedMM`, read off its kernels too).
 """
@@ -535,7 +535,7 @@ _FITTED_BYTES = (
 
 def grouped_config(config: EstimateConfig) -> EstimateConfig:
     """The config routed experts are estimated with: torchao's grouped-gemm traffic
-    (`models.grouped`), no calibration's fitted overhead (it models Float8Linear, not the
+    (`traffic.grouped`), no calibration's fitted overhead (it models Float8Linear, not the
     grouped path), but the calibration's gemm model (when it has rowwise and bf16 gemms) and
     its bandwidth and launch floor. No context and no F/L: the experts' input comes from the
     token permutation, and torchao's hand-written casts fuse nothing. The gemms are timed as
@@ -604,7 +604,7 @@ def _add_recompute(
 ) -> None:
     """Full activation checkpointing runs each linear's forward again in the backward: its
     output gemm in both precisions, and the forward share of the float8 overhead (input and
-    weight casts, `models.recompute.forward_share` of the worst-case model, applied to every
+    weight casts, `training.recompute.forward_share` of the worst-case model, applied to every
     overhead level). Times and speedups are updated in place; the recomputed parts are kept
     in their own columns. Wall-clock columns are left out (NaN): the fitted fixed costs are
     per compiled step, not per recomputed forward. `blocks`: the share of the blocks

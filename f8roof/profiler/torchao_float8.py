@@ -8,7 +8,7 @@ Three things torchao does that a profiler must not inherit:
   (`torchao.float8._inductor_patch`: `TritonOverrides.minimum/maximum` become a `tl.where`
   form, working around triton-lang/triton#11111), so a reference capture compiled after a
   torchao one would generate different code: `inductor_patch_scope` undoes it;
-- its recipe names differ from f8roof's (`models.variant.torchao_recipe_name`).
+- its recipe names differ from f8roof's (`traffic.variant.torchao_recipe_name`).
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ def gemm_time_band(kernel_class: KernelClass, gemm_s, rates: ClassRates) -> Time
 
 def kernel_set_spread(*, fitted_bytes, low_bytes, high_bytes) -> tuple[np.ndarray, np.ndarray]:
     """The nearby kernel sets' overhead bytes as factors on the fitted set's (low <= 1 <=
-    high; 1 where the fit has no overhead): `models.overhead.kernel_set_range` in ratios."""
+    high; 1 where the fit has no overhead): `timing.overhead.kernel_set_range` in ratios."""
     fitted = np.asarray(fitted_bytes, dtype=np.float64)
     safe = np.where(fitted > 0, fitted, 1.0)
     low = np.where(fitted > 0, np.clip(np.asarray(low_bytes) / safe, 0.0, 1.0), 1.0)

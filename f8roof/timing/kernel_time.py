@@ -64,7 +64,7 @@ class KernelTimeModel:
     pooled: KindTime  # for a kind calibration never saw
     factors: tuple[tuple[str, float], ...]  # per fitted kernel id ("recipe/kernel-set index/key")
     residuals: Residuals
-    # per kernel class (models.kernel_classes.KernelClass value): a rate fitted to public
+    # per kernel class (timing.kernel_classes.KernelClass value): a rate fitted to public
     # measurements; a kernel of a class listed here is timed by it, not by its kind
     classes: tuple[tuple[str, KindTime], ...] = ()
     # the traffic each element a kernel walks along a strided index adds, in bytes (0: none

@@ -123,7 +123,7 @@ def fitted_kind_bytes(
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per rate key (`rate_key`: a kernel's class, or its kind in files without classes), the
     fitted kernels' bytes and their count at every shape (each shape in its nearest kernel set):
-    what the band times (`models.band`). With `kernel_time`, the traffic its counted bytes
+    what the band times (`timing.band`). With `kernel_time`, the traffic its counted bytes
     leave out (`KernelTimeModel.extra_bytes`) is added to each kernel's."""
     kinds = sorted({rate_key(k) for r in kernel_sets for k in r.kernels})
     owner = nearest_kernel_set(kernel_sets, shapes)

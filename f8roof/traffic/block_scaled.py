@@ -7,7 +7,7 @@ per layout its gemms read it in (derived from torchao 0.18's code, read below):
     grad_output (M, N): blocks along N (grad_input gemm), along M (grad_weight gemm)
 Casts along a role's second dim are named `_rows` (the role's row-major copy), along its first
 dim `_cols` (the transposed, column-major copy): the row casts of input and weight are the
-forward's (`models.recompute`). A bf16 grad_weight gemm (mxfp8_rceil_wgrad_with_hp) drops the
+forward's (`training.recompute`). A bf16 grad_weight gemm (mxfp8_rceil_wgrad_with_hp) drops the
 column casts of input and grad_output. Per cast of a role of numel n, with s its scale bytes:
     MX:         one e8m0 scale (1 byte) per 32 elements: s = n/32 for either layout
     blockwise:  one fp32 scale per 1x128 block of input and grad_output (s = 4n/128 = n/32,

@@ -179,7 +179,7 @@ class KernelSample:
     nbytes: int
     workspace: int = 0  # split-reduction workspace bytes among nbytes
     polynomial: Polynomial | None = None  # its other bytes read off its buffers' shapes
-    kernel_class: str | None = None  # models.kernel_classes.KernelClass value, from its code
+    kernel_class: str | None = None  # timing.kernel_classes.KernelClass value, from its code
     # Elements it loads or stores along a strided index (a transposed float8 copy stored from
     # a row reduction: each element in its own memory sector), and their polynomial.
     scattered_elements: int = 0

@@ -56,7 +56,7 @@ ideal as `block_traffic`'s: each bf16 tensor read once, both float8 copies and t
 written once, already blocked: 4n + n/16 per role.
 
 Pass names follow `traffic`'s (`{role}.amax_rows`, `{role}.cast_cols`, ...): the row casts of
-input and weight are the forward's (`models.recompute`).
+input and weight are the forward's (`training.recompute`).
 """
 
 from __future__ import annotations

@@ -301,7 +301,7 @@ class UnsupportedOnGPU(ContextError):
 
 def gpu_support_reason(recipe: Recipe | None, gpu: GPU) -> str | None:
     """Why `gpu` cannot run `recipe`'s gemms as torchao 0.18 runs them, or None when it can:
-    `models.support` holds torch's rules per gemm kind. mxfp8_emulated_rceil runs its gemms in
+    `hardware.support` holds torch's rules per gemm kind. mxfp8_emulated_rceil runs its gemms in
     bf16, anywhere."""
     if recipe is None or recipe.emulated:
         return None

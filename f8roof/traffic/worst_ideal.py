@@ -69,7 +69,7 @@ Scale arithmetic (fp64 division, power-of-2 rounding, reciprocals, the outer pro
 scales, torchao's unit scales) works on scale vectors and is inlined into the pass that uses it;
 it costs launches, counted as small kernels, not bytes.
 
-MX and blockwise recipes (torchao only) have their own models, `models.block_traffic`, which
+MX and blockwise recipes (torchao only) have their own models, `traffic.block_scaled`, which
 `worst_traffic` and `ideal_traffic` hand them to.
 
 Known gaps against Inductor's code (torch 2.13, h100 codegen). Tensorwise moves 6MK + 8KN + 6MN
@@ -220,7 +220,7 @@ def worst_traffic(
 ) -> TrafficModel:
     """The worst case of `implementation`'s algorithm (the seed's for the reference);
     `fused` and `limited` are the roles with F and L set. MX and blockwise recipes: see
-    `models.block_traffic`."""
+    `traffic.block_scaled`."""
     if recipe.is_block_scaled:
         return block_worst_traffic(
             recipe, implementation=implementation, fused=fused, limited=limited
@@ -274,7 +274,7 @@ def ideal_traffic(
     torchao's rescale of grad_input (2MK read and written) fuses into the backward of the op
     before the linear, which reads grad_input anyway: with the input's producer in the graph
     only the scale vectors are read.
-    MX and blockwise recipes: see `models.block_traffic`.
+    MX and blockwise recipes: see `traffic.block_scaled`.
     """
     if recipe.is_block_scaled:
         return block_ideal_traffic(recipe, implementation=implementation, fused=fused)

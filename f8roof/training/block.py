@@ -236,7 +236,7 @@ class BlockKernel:
     # saving them, with or without checkpointing).
     recomputed: bool = False
     after_all_gather: bool = False  # reads an all-gathered tensor (a cast that lost its fusion)
-    kernel_class: str | None = None  # models.kernel_classes.KernelClass value, from its code
+    kernel_class: str | None = None  # timing.kernel_classes.KernelClass value, from its code
     scattered_elements: int = 0  # elements it walks along a strided index: a sector each
     bytes_reread: int = 0  # what its later loops over a row load again, beyond its bytes
     arithmetic: int = 0  # operations it evaluates (profiler.triton_code._arithmetic)

@@ -12,7 +12,7 @@ splits them into forward and backward:
   in the backward.
 - nvfp4: every pass of input and weight (`traffic.nvfp4.FORWARD_PASSES`: torchao casts both
   layouts of both in the forward and saves them), grad_output's in the backward.
-The grouped-gemm model of routed experts (`models.grouped`) names its passes the same way: its
+The grouped-gemm model of routed experts (`traffic.grouped`) names its passes the same way: its
 row casts of input and weight run in the forward.
 `forward_share` is the forward kernels' bytes over all the model's bytes, a sympy expression in
 M, K, N; estimates apply it to the overhead time at every level (worst, ideal, fitted).
