@@ -2,14 +2,18 @@
 its choice is never slower than a plan it prints, alike rows get one decision, a step whose
 blocks convert nothing moves no FSDP traffic, and module_filter decides as estimate does."""
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import f8roof
+from f8roof.engine.step.conversion import converts_as_run
 from f8roof.engine.step.parts import Part
 from f8roof.engine.step.summarize import alike
 from f8roof.errors import F8RoofError
+from f8roof.renderers.answers import torchtitan_lines
 from f8roof.training.checkpointing import is_block_fqn
 
 GPUS = {
@@ -92,3 +96,45 @@ def test_module_filter_decides_as_estimate(run):
         return  # module_filter takes no all-gather or async TP switch: another run
     keep = f8roof.module_filter(model, 8192, gpu=gpu, recipe=recipe, **layout)
     assert set(keep.recommendation.converted_fqns) == set(plan.recommendation.converted_fqns)
+
+
+FIXTURE = Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml"
+
+
+@pytest.mark.parametrize(
+    "gpu, recipe, layout",
+    [
+        ("h100", "tensorwise", {}),
+        ("h100", "rowwise", {}),
+        (
+            "h100",
+            "tensorwise",
+            {"data_parallel_shard_degree = 2": "data_parallel_shard_degree = 8"},
+        ),
+        ("b200", "rowwise", {'mode = "selective"': 'mode = "full"'}),
+        ("h200", "tensorwise", {"tensor_parallel_degree = 2": "tensor_parallel_degree = 1"}),
+    ],
+)
+def test_the_printed_torchtitan_config_read_back_gives_the_choice(tmp_path, gpu, recipe, layout):
+    """(d) The converter lines f8roof prints for its choice, pasted into the job config in place
+    of its own [float8] section, are a run whose step as torchtitan converts it is the choice's
+    step: the same linears in float8, the same all-gather, the same seconds."""
+    text = FIXTURE.read_text().replace('recipe_name = "rowwise"', f'recipe_name = "{recipe}"')
+    for old, new in layout.items():
+        text = text.replace(old, new)
+    asked = tmp_path / "asked.toml"
+    asked.write_text(text)
+    plan = f8roof.answer_setup(asked, gpu=gpu)
+    lines = torchtitan_lines(plan.torchtitan)
+    if not plan.torchtitan.converts:  # the setup's filters keep whatever the choice converts
+        assert plan.choice.converted == ()
+        return
+    section = lines[lines.index("[float8]") : lines.index("# or on the command line:")]
+    pasted = tmp_path / "pasted.toml"
+    pasted.write_text(text[: text.index("[float8]")] + "\n".join(section) + "\n")
+    again = f8roof.answer_setup(pasted, gpu=gpu)
+    assert again.summary.fp8_s == pytest.approx(plan.step.chosen.fp8_s, rel=1e-9)
+    assert again.summary.bf16_s == pytest.approx(plan.step.chosen.bf16_s, rel=1e-9)
+    converts, _ = converts_as_run(again.recommendation, again.run)
+    as_run = set(again.recommendation.rows["fqn"][converts])
+    assert as_run == set(plan.choice.converted)
