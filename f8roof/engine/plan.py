@@ -13,6 +13,7 @@ as torchtitan converts, what fits, and the torchtitan converter config for the c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -228,14 +229,22 @@ class Plan:
 def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
     """The plan of a run: the conversion sets the answer prints, each stepped, the fastest
     the choice (see the module docstring)."""
-    found = _recipe_plans(asked, rec, resolved)
+    stepper: dict[str | None, _Steps] = {}
+
+    def steps_of(recipe: str | None) -> _Steps:
+        """One stepper per recipe: its blocks read and timed once for the whole plan."""
+        if recipe not in stepper:
+            stepper[recipe] = _Steps(asked, _one_recipe(resolved, recipe))
+        return stepper[recipe]
+
+    found = _recipe_plans(rec, resolved, steps_of)
     candidates: list[Candidate] = []
     for recipe, decided, step, _ in found:
         candidates.append(_candidate(Arm.CHOICE, recipe, decided, step.chosen))
         candidates.append(_candidate(Arm.AS_RUN, recipe, decided, step.as_run))
         gathered = _gathered(decided)
         if gathered is not None:
-            both = model_step(asked, gathered, _one_recipe(resolved, recipe))[0]
+            both = steps_of(recipe)(gathered)[0]
             candidates.append(_candidate(Arm.CHOICE, recipe, gathered, both.chosen))
             candidates.append(_candidate(Arm.AS_RUN, recipe, gathered, both.as_run))
     candidates.sort(key=_rank)
@@ -244,8 +253,8 @@ def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
     may_convert = rec.policy is not DecisionPolicy.CONSERVATIVE
     best = next(c for c in candidates if may_convert or _within_decisions(c, found))
     recipe, recipe_rec, as_asked, block = next(f for f in found if f[0] == best.recipe)
-    one = _one_recipe(resolved, best.recipe)
-    steps = _Steps(asked, one)
+    steps = steps_of(best.recipe)
+    one = steps.resolved
     decided, step = recipe_rec, as_asked
     if best.arm is not Arm.CHOICE or best.float8_all_gather:
         decided = _adopt(recipe_rec, one, best)
@@ -325,27 +334,28 @@ def _one_recipe(resolved: Resolved, recipe: str | None) -> Resolved:
 _Found = tuple[str | None, Recommendation, StepAnswer, BlockComparison | None]
 
 
-def _recipe_plans(asked: Asked, mixed: Recommendation, resolved: Resolved) -> list[_Found]:
+def _recipe_plans(
+    mixed: Recommendation, resolved: Resolved, steps_of: Callable[[str | None], _Steps]
+) -> list[_Found]:
     """The choice per recipe asked (one recipe for the whole run: what torchtitan's converter
-    runs) and each linear's own best (the recommendation's mix), each as the step decides it;
-    one recipe asked: that one."""
+    runs) and each linear's own best (the recommendation's mix), each as the step decides it
+    (`step_decides`); one recipe asked: that one."""
     if len(resolved.configs) == 1:
-        return [(resolved.configs[0].recipe.name, *_decided(asked, mixed, resolved))]
+        name = resolved.configs[0].recipe.name
+        return [(name, *_decided(mixed, steps_of(name)))]
     found: list[_Found] = []
     for config in resolved.configs:
-        alone = replace(resolved, configs=(config,))
         rec = recommend_alone(mixed, resolved, config.recipe.name)
-        found.append((config.recipe.name, *_decided(asked, rec, alone)))
-    found.append((None, *_decided(asked, mixed, resolved)))
+        found.append((config.recipe.name, *_decided(rec, steps_of(config.recipe.name))))
+    found.append((None, *_decided(mixed, steps_of(None))))
     return found
 
 
 def _decided(
-    asked: Asked, rec: Recommendation, resolved: Resolved
+    rec: Recommendation, steps: _Steps
 ) -> tuple[Recommendation, StepAnswer, BlockComparison | None]:
     """The recommendation the step bears out (`step_decides`), its step and block."""
-    steps = _Steps(asked, resolved)
-    rec, (step, block) = step_decides(rec, resolved, steps, steps.probe)
+    rec, (step, block) = step_decides(rec, steps.resolved, steps, steps.probe)
     return rec, step, block
 
 
