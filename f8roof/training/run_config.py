@@ -59,8 +59,8 @@ MAX_NETWORK_GBPS = 1e5  # 100 Tb/s per GPU: beyond any NIC
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ParallelismError(f"{name} must be a positive integer (got {value!r})")
+    """A parallel degree: a positive whole number, at most MAX_DEGREE ranks."""
+    _count(name, value)
     if value > MAX_DEGREE:
         raise ParallelismError(
             f"{name} {value} exceeds {MAX_DEGREE} ranks, more GPUs than any training run has used"
@@ -442,16 +442,10 @@ class RunConfig:
             raise ParallelismError("checkpointing every n-th block is full recompute of those")
         if self.step_s is not None:
             check_step_ms(self.step_s * 1e3)
-        if self.tokens is not None and (
-            isinstance(self.tokens, bool) or not isinstance(self.tokens, int) or self.tokens < 1
-        ):
-            raise ParallelismError(
-                f"{term('tokens')} per step must be a positive integer (got {self.tokens!r})"
-            )
-        if self.seq_len is not None and (
-            isinstance(self.seq_len, bool) or not isinstance(self.seq_len, int) or self.seq_len < 1
-        ):
-            raise ParallelismError(f"seq_len must be a positive integer (got {self.seq_len!r})")
+        if self.tokens is not None:
+            _count(f"{term('tokens')} per step", self.tokens)
+        if self.seq_len is not None:
+            _count("seq_len", self.seq_len)
         if self.seq_len is not None and self.cp == 1 and self.seq_len % self.tp:
             # torchtitan's sequence parallelism shards each sequence over the TP ranks
             # (ParallelDims.seq_len_divisor: TP x 2 CP)
