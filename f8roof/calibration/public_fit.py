@@ -37,6 +37,7 @@ import pandas as pd
 from f8roof.errors import ModelError
 from f8roof.hardware.efficiency import NVFP4_TO_FP8, GemmEfficiency
 from f8roof.hardware.presets import GPU, PublicModel, every_part, find_gpu
+from f8roof.timing.band import speedup_bound, widened
 from f8roof.timing.gemm import GemmRole, TiledGemm, linear_gemm_times
 from f8roof.timing.public_times import (
     CROSS_VALIDATED_PART,
@@ -964,11 +965,16 @@ def band_ends(data: Data, report: Report) -> tuple[np.ndarray, np.ndarray]:
 
 
 def cell_band(data: Data, report: Report, low: float, high: float) -> tuple[np.ndarray, np.ndarray]:
-    """The estimate's band at the cells: the ends' speedups (and the fit's), widened by the
-    residual quantiles (`estimate.public_band_columns` computes the same from the file)."""
+    """The estimate's band at the cells, by the estimate's own rule (`timing.band.widened`):
+    the ends' speedups (and the fit's), widened by the residual quantiles, capped by
+    physics."""
     ends = band_ends(data, report)
-    speedups = np.array([cell_speedups(x, data) for x in (report.x, *ends)])
-    return speedups.min(axis=0) * np.exp(low), speedups.max(axis=0) * np.exp(high)
+    speedups = [cell_speedups(x, data) for x in (report.x, *ends)]
+    bf16, _ = cell_times(parts_of(report.x)["h100-meta"], data.cells)
+    M, K, N = (data.cells.shape[:, i] for i in range(3))
+    gpu = find_gpu("h100-meta")
+    bound = speedup_bound(gpu, ROWWISE, Implementation.TORCHAO, M, K, N, bf16)
+    return widened(speedups, low, high, bound)
 
 
 def band_quantiles(data: Data, report: Report) -> tuple[float, float, float]:

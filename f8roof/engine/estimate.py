@@ -40,16 +40,16 @@ from f8roof.timing.band import (
     linear_gemm_band,
     linear_speedup_bands,
     measured_rates,
+    speedup_bound,
+    widened,
 )
 from f8roof.timing.gemm import (
-    GEMM_ROLES,
     SEED_LAUNCH_FLOOR_S,
     SEED_MEMORY_EFFICIENCY,
     BlockScaledGemm,
     GemmModel,
     RooflineGemm,
     TiledGemm,
-    fp8_gemm_dtype,
     linear_gemm_times,
     shared_tilings,
 )
@@ -436,33 +436,18 @@ def public_band_columns(
         )
         speedups.append(found["speedup"])
         contexts.append(found["speedup_context"])
-    low, high = np.exp(public.residual_low), np.exp(public.residual_high)
-    # the widening stops where physics does
-    bound = speedup_bound(config, M, K, N, np.asarray(columns["bf16_s"]))
-    return {
-        "speedup_low": np.min(speedups, axis=0) * low,
-        "speedup_high": np.minimum(np.max(speedups, axis=0) * high, bound),
-        "speedup_context_low": np.min(contexts, axis=0) * low,
-        "speedup_context_high": np.minimum(np.max(contexts, axis=0) * high, bound),
-    }
-
-
-def speedup_bound(
-    config: EstimateConfig, M: np.ndarray, K: np.ndarray, N: np.ndarray, bf16_s: np.ndarray
-) -> np.ndarray:
-    """The most float8 can win on a linear: float8 saves gemm time only, so its time is at
-    least its gemms at the part's dense peaks (each role's gemm family). Not the fp8/bf16
-    peak ratio: a bf16 gemm further below its peak than float8's (a power cap throttles bf16
-    more) leaves more than that ratio to win."""
-    floor = sum(
-        2.0
-        * np.asarray(M, dtype=np.float64)
-        * np.asarray(K, dtype=np.float64)
-        * np.asarray(N, dtype=np.float64)
-        / config.gpu.peak_flops(fp8_gemm_dtype(config.recipe, role, config.implementation))
-        for role in GEMM_ROLES
+    bound = speedup_bound(
+        config.gpu, config.recipe, config.implementation, M, K, N, columns["bf16_s"]
     )
-    return np.asarray(bf16_s, dtype=np.float64) / floor
+    ends = (public.residual_low, public.residual_high)
+    low, high = widened(speedups, *ends, bound)
+    context_low, context_high = widened(contexts, *ends, bound)
+    return {
+        "speedup_low": low,
+        "speedup_high": high,
+        "speedup_context_low": context_low,
+        "speedup_context_high": context_high,
+    }
 
 
 def band_columns(
@@ -620,7 +605,9 @@ def implausible(frame: Columns, config: EstimateConfig, found: dict[str, int | N
     calibration saw."""
     bf16 = [c for c in ("bf16_s", "bf16_gemm_s") if c in frame]
     bf16_s = np.max([frame[c] for c in bf16], axis=0)
-    bound = speedup_bound(config, frame["M"], frame["K"], frame["N"], bf16_s)
+    bound = speedup_bound(
+        config.gpu, config.recipe, config.implementation, frame["M"], frame["K"], frame["N"], bf16_s
+    )
     warnings = []
     for column in [c for c in frame.columns if c.startswith("speedup")]:
         over = frame[column] / bound

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from f8roof.errors import ModelError
+from f8roof.hardware.presets import GPU
 from f8roof.timing.gemm import GEMM_ROLES, GemmRole, fp8_gemm_dtype
 from f8roof.timing.kernel_classes import (
     GpuFamily,
@@ -342,3 +343,35 @@ def measured_rates(
         )
         memory[kernel_class] = kinds[kind] if kind is not None else pooled
     return ClassRates.from_measured(memory=memory, residual=min(max(residual, 0.0), 0.99))
+
+
+def widened(
+    speedups, residual_low: float, residual_high: float, bound=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The public time model's band: the lowest and highest speedup among the fits at its
+    ends (and its own), widened by the cross-validated residual quantiles (log), the high end
+    stopped where physics does (`bound`, `speedup_bound`). The one rule the estimate answers
+    with and the fit reports its band on."""
+    found = np.asarray(speedups, dtype=np.float64)
+    low = found.min(axis=0) * np.exp(residual_low)
+    high = found.max(axis=0) * np.exp(residual_high)
+    return low, (high if bound is None else np.minimum(high, bound))
+
+
+def speedup_bound(
+    gpu: GPU, recipe: Recipe | None, implementation: Implementation, M, K, N, bf16_s
+) -> np.ndarray:
+    """The most float8 can win on a linear: float8 saves gemm time only, so its time is at
+    least its gemms at the part's dense peaks (each role's gemm family). Not the fp8/bf16
+    peak ratio: a bf16 gemm further below its peak than float8's (a power cap throttles bf16
+    more) leaves more than that ratio to win."""
+    floor = sum(
+        2.0
+        * np.asarray(M, dtype=np.float64)
+        * np.asarray(K, dtype=np.float64)
+        * np.asarray(N, dtype=np.float64)
+        / gpu.peak_flops(fp8_gemm_dtype(recipe, role, implementation))
+        for role in GEMM_ROLES
+    )
+    bound: np.ndarray = np.asarray(bf16_s, dtype=np.float64) / floor
+    return bound
