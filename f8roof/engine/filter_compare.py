@@ -26,11 +26,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
+from f8roof.engine.plan import Asked, Candidate, Plan, plan_model
 from f8roof.engine.recommend import TIME_COLUMNS, Recommendation, gemm_floor_s, recommend
 from f8roof.engine.resolve import Request, Resolved
+from f8roof.engine.step.conversion import (
+    NoAutoFilter,
+    torchao_auto_filter,
+)
 from f8roof.engine.step.parts import check_measured_step
 from f8roof.errors import F8RoofError, term
 from f8roof.training.catalog import Architecture, check_tokens
@@ -40,58 +44,32 @@ from f8roof.training.torchtitan_names import filtered
 if TYPE_CHECKING:
     import pandas as pd
 
-TORCHAO_VERSION = "0.18.0"
-TORCHAO_SOURCE = (
-    f"torchao/float8/float8_linear_utils.py _auto_filter_for_recipe (torchao {TORCHAO_VERSION})"
-)
-# f8roof recipe -> the torchao recipe whose auto filter applies
-AUTO_FILTER_RECIPES = {"tensorwise": "tensorwise", "rowwise": "rowwise"}
-
-
-class NoAutoFilter(F8RoofError):
-    """torchao has no auto filter for this recipe."""
-
-
-def no_rule_reason(recipe: str) -> str:
-    if recipe.startswith("mxfp8") or recipe == "blockwise":
-        # torchao 0.18: quantize_(model, MXFP8TrainingOpConfig, filter_fn=...) and
-        # Float8BlockwiseLinearConfig take the user's filter; no _auto_filter_for_* for them
-        return f"torchao has no auto filter for {recipe} (quantize_ takes your filter_fn)"
-    if recipe == "rowwise_gw_hp":
-        return "torchao's _auto_filter_for_recipe raises NotImplementedError for rowwise_with_gw_hp"
-    return f"torchao has no recipe {recipe!r} (it removed delayed and static scaling)"
-
-
-def torchao_auto_filter(recipe: str, K: npt.ArrayLike, N: npt.ArrayLike) -> np.ndarray:
-    """Whether torchao's auto filter converts a linear with weight (N, K), per element of the
-    arrays K, N (fqn filtering aside). Raises NoAutoFilter for a recipe it has no rule for."""
-    if recipe not in AUTO_FILTER_RECIPES:
-        raise NoAutoFilter(no_rule_reason(recipe))
-    K, N = np.asarray(K), np.asarray(N)
-    aligned = (K % 16 == 0) & (N % 16 == 0)
-    if recipe == "tensorwise":
-        small = (K <= 4096) & (N <= 1024)
-    else:
-        small = (N <= 2048) | (K <= 1024) | ((N <= 4096) & (K <= 2048))
-    converts: np.ndarray = aligned & ~small  # numpy's stubs type an array's == as Any
-    return converts
-
 
 @dataclass(frozen=True)
 class Choice:
-    """Linear time of one step when the layers in `convert` train in float8."""
+    """One step per GPU when the layers a choice converts train in float8 (the plan's step:
+    gemms, casts, collectives, recompute), and how many linears it converts."""
 
     name: str
     step_s: float
     converted_linears: int
 
 
+# the conversion sets filter-compare asks the plan to step beside its own
+TORCHAO_CHOICE = "torchao auto filter"
+ALL_CHOICE = "all convertible"
+
+
 @dataclass(frozen=True, eq=False)
 class FilterComparison:
-    recommendation: Recommendation  # f8roof's, one recipe
+    plan: Plan  # f8roof's, one recipe, with torchao's filter and every linear stepped beside
     torchao: np.ndarray | None  # torchao converts, per row; None: no rule for the recipe
     no_rule: str  # why torchao is None
     filter_fqns: tuple[str, ...]
+
+    @property
+    def recommendation(self) -> Recommendation:
+        return self.plan.recommendation
 
     @property
     def recipe(self) -> str:
@@ -130,22 +108,22 @@ class FilterComparison:
         grouped = layers["grouped"].astype(bool)
         return np.where(grouped, layers["convert"].astype(bool), self.torchao)
 
-    def _choice(self, name: str, mask: np.ndarray) -> Choice:
+    def _choice(self, name: str, candidate: Candidate) -> Choice:
         layers = self.recommendation.rows
         modules = layers["count"] * np.maximum(1, layers["experts_per_device"])
-        return Choice(name, float(self._step_times(mask).sum()), int(modules[mask].sum()))
+        converted = np.isin(layers["fqn"].astype(str), list(candidate.converted))
+        return Choice(name, candidate.summary.fp8_s, int(modules[converted].sum()))
 
     @property
     def choices(self) -> list[Choice]:
         """bf16 everywhere, torchao's filter (when it has a rule), f8roof's, and every linear
-        float8 can run converted."""
-        layers = self.recommendation.rows
-        none = np.zeros(len(layers), dtype=bool)
-        out = [self._choice("bf16", none)]
-        if self.torchao is not None:
-            out.append(self._choice("torchao auto filter", self._torchao_mask()))
-        out.append(self._choice("f8roof", layers["convert"].astype(bool)))
-        out.append(self._choice("all convertible", layers["fp8_ok"].astype(bool)))
+        float8 can run converted: each the plan's step."""
+        plan = self.plan
+        out = [Choice("bf16", plan.step.chosen.bf16_s, 0)]
+        for name in (TORCHAO_CHOICE, "f8roof", ALL_CHOICE):
+            found = plan.choice if name == "f8roof" else plan.asked_for(name)
+            if found is not None:
+                out.append(self._choice(name, found))
         return out
 
     def choice(self, name: str) -> Choice | None:
@@ -162,8 +140,8 @@ def compare_filters(
     policy: DecisionPolicy = DEFAULT_POLICY,
 ) -> FilterComparison:
     """torchao's auto filter (on the unsharded weights, as torchtitan applies it) beside
-    f8roof's recommendation (on the local shapes, decided by `policy`), for the first recipe
-    of `resolved`."""
+    f8roof's recommendation (on the local shapes, decided by `policy`, as the plan `estimate`
+    answers with decides it: the step included), for the first recipe of `resolved`."""
     from dataclasses import replace
 
     tokens = check_tokens(tokens)
@@ -183,7 +161,16 @@ def compare_filters(
             dtype=bool,
         )
         torchao = torchao & ~named
-    return FilterComparison(rec, torchao, no_rule, fqns)
+    check_measured(rec, one)  # refused as `estimate` refuses it, before the plan steps it
+    rows = rec.rows
+    fqn = rows["fqn"].astype(str)
+    also = [(ALL_CHOICE, tuple(fqn[rows["fp8_ok"].astype(bool)]))]
+    if torchao is not None:
+        grouped = rows["grouped"].astype(bool)  # routed experts: f8roof's decision in both
+        mask = np.where(grouped, rows["convert"].astype(bool), torchao & rows["fp8_ok"])
+        also.append((TORCHAO_CHOICE, tuple(fqn[mask.astype(bool)])))
+    plan = plan_model(rec, one, Asked(model=architecture.name, also=tuple(also)))
+    return FilterComparison(plan, torchao, no_rule, fqns)
 
 
 def comparison_grid(
@@ -280,8 +267,6 @@ def filter_compare(
         filter_fqns=filter_fqns,
         policy=policy,
     )
-    for comparison in comparisons:  # one, where a step is given
-        check_measured(comparison.recommendation, resolved)
     return FilterCompareResult(resolved, architecture.name, tuple(comparisons), grid)
 
 

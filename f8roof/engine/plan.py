@@ -76,6 +76,9 @@ class Asked:
     overhead: str = "fitted"
     layout: ConfigLayout = FLOAT8_LAYOUT
     from_setup: bool = False
+    # other conversion sets to step beside the plan's own, by name (torchao's auto filter,
+    # every convertible linear: filter-compare's); one recipe asked only
+    also: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,7 @@ class Arm(str, Enum):
 
     CHOICE = "f8roof's choice"  # per-layer decisions the step bears out
     AS_RUN = "as torchtitan converts"  # every linear but the filter_fqns
+    ASKED = "asked for"  # a set the question names (`Asked.also`)
 
 
 @dataclass(frozen=True)
@@ -152,6 +156,11 @@ class Candidate:
     summary: StepSummary
     converted: tuple[str, ...]  # the rows (fqns) it converts
     float8_all_gather: bool = False
+    name: str = ""  # an asked-for set's name
+
+    def __post_init__(self) -> None:
+        if (self.arm is Arm.ASKED) != bool(self.name):
+            raise F8RoofError("a conversion set asked for is named, and only it")
 
     @property
     def speedup(self) -> float:
@@ -193,6 +202,10 @@ class Plan:
     @property
     def choice(self) -> Candidate:
         return self.candidates[0]
+
+    def asked_for(self, name: str) -> Candidate | None:
+        """The conversion set the question named `name` (`Asked.also`), stepped."""
+        return next((c for c in self.candidates if c.name == name), None)
 
     @property
     def recipe_plans(self) -> tuple[Candidate, ...]:
@@ -247,6 +260,15 @@ def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
             both = steps_of(recipe)(gathered)[0]
             candidates.append(_candidate(Arm.CHOICE, recipe, gathered, both.chosen))
             candidates.append(_candidate(Arm.AS_RUN, recipe, gathered, both.as_run))
+    if asked.also and len(found) == 1:
+        recipe, decided, _, _ = found[0]
+        settled = [str(f) for f, k in zip(decided.rows["fqn"], kept_by_setup(decided)) if k]
+        for name, converted in asked.also:
+            named = decide_as(decided, steps_of(recipe).resolved, converted, settled)
+            summary = steps_of(recipe)(named)[0].chosen
+            candidates.append(
+                replace(_candidate(Arm.CHOICE, recipe, named, summary), arm=Arm.ASKED, name=name)
+            )
     candidates.sort(key=_rank)
     # a conservative policy converts only what wins at its band's low end: no set that
     # converts more than the per-layer decisions can be its choice

@@ -9,7 +9,6 @@ from dataclasses import dataclass, replace
 from f8roof.engine.decision import DEFAULT_POLICY, DecisionPolicy
 from f8roof.engine.estimate import EstimateConfig
 from f8roof.engine.filter_compare import (
-    AUTO_FILTER_RECIPES,
     FilterComparison,
     check_measured,
     compare_filters,
@@ -18,6 +17,7 @@ from f8roof.engine.grid import OverheadShares, SpeedupGrid, overhead_shares, spe
 from f8roof.engine.plan import Asked, Plan, plan_model
 from f8roof.engine.recommend import Recommendation, recommend_model
 from f8roof.engine.resolve import Provenance, Request, Resolved, resolve
+from f8roof.engine.step.conversion import AUTO_FILTER_RECIPES
 from f8roof.training.run_config import ONE_GPU, RunConfig, check_float8_all_gather
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from f8roof.engine.filter_compare import TORCHAO_SOURCE, FilterCompareResult, FilterComparison
-from f8roof.engine.recommend import StepShare
-from f8roof.renderers.cells import aligned, decision, markdown_table, ms, step_share_line
+from f8roof.engine.filter_compare import FilterCompareResult, FilterComparison
+from f8roof.engine.step.conversion import TORCHAO_SOURCE
+from f8roof.renderers.cells import aligned, decision, markdown_table, ms
 from f8roof.renderers.notes import criterion_text, provenance_line, run_text
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ def comparison_rows(cmp: FilterComparison) -> tuple[list[str], list[list[str]]]:
 
 def summary_lines(cmp: FilterComparison) -> list[str]:
     rec = cmp.recommendation
-    level = "calibrated" if rec.criterion == "speedup" else "worst case"
     choices = cmp.choices
     bf16 = choices[0]
     total = rec.totals.linears
@@ -60,10 +59,8 @@ def summary_lines(cmp: FilterComparison) -> list[str]:
         f"{c.converted_linears} of {total} linears)"
         for c in choices[1:]
     ]
-    lines = [
-        f"linear time per step (fwd+bwd, device, {level}): bf16 {ms(bf16.step_s)} ms; "
-        + "; ".join(parts)
-    ]
+    where = "measured bf16 step" if cmp.plan.step.chosen.step_measured else "modelled"
+    lines = [f"step per GPU ({where}): bf16 {ms(bf16.step_s)} ms; " + "; ".join(parts)]
     torchao, ours = cmp.choice("torchao auto filter"), cmp.choice("f8roof")
     assert ours is not None
     if torchao is None:
@@ -72,19 +69,8 @@ def summary_lines(cmp: FilterComparison) -> list[str]:
         gain = torchao.step_s - ours.step_s
         lines.append(
             f"f8roof vs torchao's filter: {ms(gain)} ms per step saved "
-            f"({gain / torchao.step_s:+.1%} of torchao's linear time)"
+            f"({gain / torchao.step_s:+.1%} of torchao's step)"
         )
-    if rec.setup.step_s is not None:
-        for c in choices[1:3]:
-            share = StepShare(rec.setup.step_s, bf16.step_s, bf16.step_s - c.step_s)
-            if share.consistent:
-                lines.append(
-                    f"end to end ({c.name}): step speedup {share.speedup:.3f}x of the measured "
-                    f"{ms(rec.setup.step_s)} ms bf16 step"
-                )
-            else:  # said, not dropped: the step and the prediction disagree
-                line = step_share_line(share, linear_speedup=bf16.step_s / c.step_s, label=c.name)
-                lines.append(line)
     if rec.setup.tp > 1:
         lines.append(
             "torchao's filter sees the unsharded K x N (torchtitan converts before it applies "
@@ -161,7 +147,7 @@ def format_grid(grid: pd.DataFrame, *, model: str, recipe: str) -> str:
         )
     return "\n".join(
         [
-            f"{model}, recipe {recipe}: linear time per step per GPU (fwd+bwd, device)",
+            f"{model}, recipe {recipe}: step per GPU (ms) with each choice",
             aligned(header, rows, color=False),
         ]
     )

@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from f8roof.columns import Columns
 from f8roof.engine.recommend import Recommendation
+from f8roof.errors import F8RoofError
 from f8roof.notes import Note, Topic, note
 from f8roof.training.checkpointing import (
     is_block_fqn,
@@ -23,6 +25,47 @@ from f8roof.training.torchtitan_names import filtered, layer_type
 
 # torchtitan's llama job configs keep the output projection (lm_head) in bf16
 DEFAULT_FILTER = ("output",)
+
+# torchao's automatic module filter (torchtitan's filter_fqns = ["auto_filter_small_kn"]), as
+# torchao 0.18.0 has it in torchao/float8/float8_linear_utils.py (`_auto_filter_for_tensorwise`,
+# `_auto_filter_for_rowwise`), for an nn.Linear with weight (N, K): not converted when K or N
+# is not a multiple of 16; tensorwise: when K <= 4096 and N <= 1024; rowwise: when N <= 2048,
+# or K <= 1024, or N <= 4096 and K <= 2048 (H100 benchmarks of torchao's float8 README; no M)
+TORCHAO_VERSION = "0.18.0"
+TORCHAO_SOURCE = (
+    f"torchao/float8/float8_linear_utils.py _auto_filter_for_recipe (torchao {TORCHAO_VERSION})"
+)
+# f8roof recipe -> the torchao recipe whose auto filter applies
+AUTO_FILTER_RECIPES = {"tensorwise": "tensorwise", "rowwise": "rowwise"}
+
+
+class NoAutoFilter(F8RoofError):
+    """torchao has no auto filter for this recipe."""
+
+
+def no_rule_reason(recipe: str) -> str:
+    if recipe.startswith("mxfp8") or recipe == "blockwise":
+        # torchao 0.18: quantize_(model, MXFP8TrainingOpConfig, filter_fn=...) and
+        # Float8BlockwiseLinearConfig take the user's filter; no _auto_filter_for_* for them
+        return f"torchao has no auto filter for {recipe} (quantize_ takes your filter_fn)"
+    if recipe == "rowwise_gw_hp":
+        return "torchao's _auto_filter_for_recipe raises NotImplementedError for rowwise_with_gw_hp"
+    return f"torchao has no recipe {recipe!r} (it removed delayed and static scaling)"
+
+
+def torchao_auto_filter(recipe: str, K: npt.ArrayLike, N: npt.ArrayLike) -> np.ndarray:
+    """Whether torchao's auto filter converts a linear with weight (N, K), per element of the
+    arrays K, N (fqn filtering aside). Raises NoAutoFilter for a recipe it has no rule for."""
+    if recipe not in AUTO_FILTER_RECIPES:
+        raise NoAutoFilter(no_rule_reason(recipe))
+    K, N = np.asarray(K), np.asarray(N)
+    aligned = (K % 16 == 0) & (N % 16 == 0)
+    if recipe == "tensorwise":
+        small = (K <= 4096) & (N <= 1024)
+    else:
+        small = (N <= 2048) | (K <= 1024) | ((N <= 4096) & (K <= 2048))
+    converts: np.ndarray = aligned & ~small  # numpy's stubs type an array's == as Any
+    return converts
 
 
 def as_run_filters(run: RunConfig) -> tuple[str, ...]:
@@ -48,8 +91,6 @@ def kept_by_filters(
         "auto_recipe": "",
     }
     if AUTO_FILTER in filters:
-        from f8roof.engine.filter_compare import torchao_auto_filter
-
         recipe = rec.recipes[0]
         # torchtitan converts before it parallelizes: the filter sees the whole weight
         converts = torchao_auto_filter(
