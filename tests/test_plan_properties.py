@@ -32,23 +32,29 @@ LAYOUTS = (
     {"fsdp": 8, "tp": 8, "recompute": "full"},
     {"fsdp": 8, "tp": 8, "recompute": "full", "async_tp": True},
     {"fsdp": 8, "float8_all_gather": True},
+    {"fsdp": 4, "pp": 2},
+    {"fsdp": 4, "cp": 2},
 )
+MOE = ("qwen3-30b-a3b",)
+MOE_LAYOUTS = ({"fsdp": 8, "ep": 8, "recompute": "full"}, {"fsdp": 16, "ep": 4})
 
 
 @st.composite
 def runs(draw):
     gpu = draw(st.sampled_from(sorted(GPUS)))
     recipe = draw(st.sampled_from(GPUS[gpu]))
-    model = draw(st.sampled_from(DENSE))
-    layout = dict(draw(st.sampled_from(LAYOUTS)))
+    moe = draw(st.booleans())
+    model = draw(st.sampled_from(MOE if moe else DENSE))
+    layout = dict(draw(st.sampled_from(MOE_LAYOUTS if moe else LAYOUTS)))
     if layout.get("float8_all_gather") and recipe != "tensorwise":
         layout.pop("float8_all_gather")
     return gpu, recipe, model, layout
 
 
 def _answer(gpu, recipe, model, layout):
+    tokens = 16384 if "pp" in layout else 8192  # a pipeline's microbatches: one sequence each
     try:
-        return f8roof.answer_model(model, 8192, gpu=gpu, recipe=recipe, **layout)
+        return f8roof.answer_model(model, tokens, gpu=gpu, recipe=recipe, **layout)
     except F8RoofError as e:  # a layout the model cannot take (heads TP cannot split, ...)
         pytest.skip(str(e))
 
@@ -92,8 +98,9 @@ def test_the_plan_agrees_with_itself(run):
 def test_module_filter_decides_as_estimate(run):
     gpu, recipe, model, layout = run
     plan = _answer(gpu, recipe, model, layout)
-    if plan.adds_float8_all_gather or layout.get("async_tp") or layout.get("float8_all_gather"):
-        return  # module_filter takes no all-gather or async TP switch: another run
+    switches = ("async_tp", "float8_all_gather", "pp", "cp")
+    if plan.adds_float8_all_gather or any(k in layout for k in switches):
+        return  # module_filter takes no all-gather, async TP, pipeline or CP: another run
     keep = f8roof.module_filter(model, 8192, gpu=gpu, recipe=recipe, **layout)
     assert set(keep.recommendation.converted_fqns) == set(plan.recommendation.converted_fqns)
 
