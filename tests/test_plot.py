@@ -465,3 +465,17 @@ def test_cli_bad_input(cli, tmp_path, args, message):
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
 
+
+def test_the_docs_show_one_small_picture_of_every_kind():
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "scripts"))
+    from docs_images import PICTURES
+
+    # every kind drawn from an answer (the validation scatter draws a GPU run's report)
+    assert {p.name for p in PICTURES} == {"step", "layers", "heatmap", "overhead"}
+    text = (root / "docs" / "estimate.md").read_text()
+    for picture in PICTURES:
+        image = root / "docs" / "img" / f"{picture.name}.png"
+        width, _ = png_size(image)
+        assert width <= 800 and image.stat().st_size < 100_000  # small, low resolution
+        assert f"](img/{picture.name}.png)" in text
