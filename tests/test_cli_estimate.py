@@ -257,3 +257,33 @@ def test_gpus_lists_presets():
     assert result.exit_code == 0
     for name in ("h100", "h100-pcie", "h200", "b200", "mi300x"):
         assert name in result.output
+
+
+def test_plot_draws_the_step_and_memory_of_a_model_or_a_setup(tmp_path):
+    pytest.importorskip("matplotlib")
+    for name, args in (
+        ("model.png", ("--model", "llama3-8b", "--tokens", "8192", "--fsdp", "8")),
+        ("setup.svg", ("--setup", "llama3:llama3_8b")),
+    ):
+        out = tmp_path / name
+        result = run("estimate", *args, "--plot", str(out))
+        assert result.exit_code == 0, result.output
+        assert result.output.splitlines()[-1] == f"wrote {out}"
+        assert out.read_bytes()[:4] in (b"\x89PNG", b"<?xm")
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--shape", "4096,4096,4096", "--plot", "x.png"], "--plot draws a model's step"),
+        (["--model", "llama3-8b", "--tokens", "8192", "--plot", "x.jpg"], "use a .png or .svg"),
+        (
+            ["--model", "llama3-8b", "--tokens", "8192", "--plot", "no/such/dir/x.png"],
+            "no/such/dir",
+        ),
+    ],
+)
+def test_plot_is_refused_before_the_work(tmp_path, args, message):
+    result = run("estimate", *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1

@@ -81,11 +81,33 @@ def test_write_report_with_plots(tmp_path):
     result = write_report(built, out=tmp_path / "r" / "report.md")
     pytest.importorskip("matplotlib")
     text = result.path.read_text()
-    assert len(result.plots) == 3 and not result.plot_note
+    assert len(result.plots) == 4 and not result.plot_note
     for plot in result.plots:
         assert plot.parent == result.path.parent and plot.read_bytes()[:4] == b"\x89PNG"
         assert f"]({plot.name})" in text
-    assert "report_layers.png" in text and "report_heatmap.png" in text
+    names = [plot.name for plot in result.plots]
+    assert names == [
+        "report_step.png",
+        "report_layers.png",
+        "report_heatmap.png",
+        "report_overhead.png",
+    ]  # the step, the answer users act on, first
+
+
+def test_report_draws_the_plans_step_and_memory(tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.image import imread
+
+    setup = RunConfig.from_options(fsdp=8, recompute="selective")
+    built = model_report("llama3-8b", tokens=8192, request=Request(gpu="h100"), setup=setup)
+    result = write_report(built, out=tmp_path / "r.md")
+    step = result.plots[0]
+    assert step.name == "r_step.png" and "![The step and its memory per GPU](r_step.png)" in (
+        result.path.read_text()
+    )
+    # two panels side by side: the step, and the memory (the run's FSDP degree is known)
+    height, width = imread(step).shape[:2]
+    assert width > 1.5 * height
 
 
 def test_report_without_matplotlib_still_has_the_tables(tmp_path, monkeypatch):

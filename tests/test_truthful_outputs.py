@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/synthetic.py
-import numpy as np
 import pandas as pd
 import pytest
 import synthetic
@@ -131,15 +130,22 @@ def test_expert_bars_are_not_plotted_under_a_recipe(moe, tmp_path):
     pytest.importorskip("matplotlib")
     from f8roof.renderers.plot import layer_speedups
 
-    plot = layer_speedups(moe, out=tmp_path / "layers.png")
-    ax = plot.figure.axes[0]
-    experts, tensorwise = ax.containers
-    assert experts.get_label().startswith("routed experts: torchao MoE, rowwise")
-    assert tensorwise.get_label() == "tensorwise"
+    basis = resolve(Request(gpu="h100")).provenance
+    plot = layer_speedups(moe, out=tmp_path / "layers.png", provenance=basis)
+    drawn = plot.data
     grouped = moe.layers["grouped"].to_numpy(dtype=bool)
-    widths = np.array([bar.get_width() for bar in tensorwise])
-    assert np.isnan(widths[grouped]).all() and np.isfinite(widths[~grouped]).all()
-    assert np.isfinite(np.array([bar.get_width() for bar in experts])[grouped]).all()
+    experts = drawn[drawn["grouped"]]
+    # one hatched bar per routed-expert row, under torchao's MoE recipe, not tensorwise
+    assert sorted(experts["fqn"]) == sorted(moe.layers["fqn"][grouped])
+    assert set(experts["recipe"]) == {"rowwise"} and set(drawn[~drawn["grouped"]]["recipe"]) == {
+        "tensorwise"
+    }
+    hatched = [bar for bar in plot.figure.axes[0].patches if bar.get_hatch()]
+    assert len(hatched) == grouped.sum()
+    (legend,) = plot.figure.legends
+    assert any(
+        t.get_text().startswith("routed experts: torchao MoE, rowwise") for t in legend.get_texts()
+    )
 
 
 # --- how the model trains ------------------------------------------------------------------------
@@ -377,18 +383,20 @@ def test_plot_titles_name_context_tp_and_ep(tmp_path):
     from f8roof.engine.grid import overhead_shares, speedup_grid
     from f8roof.renderers.plot import heatmap, layer_speedups, overhead_share
 
-    config = resolve(Request(gpu="h100", before="rmsnorm", no_calibration=True)).config
+    resolved = resolve(Request(gpu="h100", before="rmsnorm", no_calibration=True))
     for draw, data in ((heatmap, speedup_grid), (overhead_share, overhead_shares)):
-        plot = draw(data(config), out=tmp_path / f"{draw.__name__}.png")
-        assert "context rmsnorm+none" in plot.figure.axes[0].get_title()
+        plot = draw(
+            data(resolved.config),
+            out=tmp_path / f"{draw.__name__}.png",
+            provenance=resolved.provenance,
+        )
+        assert "context rmsnorm+none" in plot.figure.get_suptitle()
+    shipped = resolve(Request(gpu="h100"))
     rec = recommend(
-        builtin("mixtral-8x7b"),
-        tokens=8192,
-        resolved=resolve(Request(gpu="h100")),
-        setup=RunConfig(tp=2, ep=8),
+        builtin("mixtral-8x7b"), tokens=8192, resolved=shipped, setup=RunConfig(tp=2, ep=8)
     )
-    title = layer_speedups(rec, out=tmp_path / "l.png").figure.axes[0].get_title()
-    assert "TP 2, EP 8" in title
+    plot = layer_speedups(rec, out=tmp_path / "l.png", provenance=shipped.provenance)
+    assert "TP 2, EP 8" in plot.figure.get_suptitle()
 
 
 # --- module_filter -------------------------------------------------------------------------------

@@ -144,6 +144,7 @@ def estimate(
     shapes_file,
     sweep,
     out,
+    plot_file,
     overhead,
     model,
     tokens,
@@ -168,6 +169,14 @@ def estimate(
 
         check_output_path(out)
         renderer_for(out)  # an unknown format is refused before the work
+    if plot_file is not None:
+        from f8roof.renderers.plot import check_matplotlib, check_out
+
+        if model is None and setup_file is None:
+            raise F8RoofError("--plot draws a model's step and memory: give --model or --setup")
+        check_output_path(plot_file)
+        check_out(plot_file)
+        check_matplotlib()  # refused before the work, as a bad name is
     if overhead == "codegen":
         _need_torch("estimate --overhead codegen")
     question = Question(
@@ -203,6 +212,11 @@ def estimate(
         write_rows(rows, out, summary=summary)
         what = "layer types" if isinstance(result, Plan) else "rows"
         click.echo(f"wrote {len(rows)} {what} to {out}")
+    if plot_file is not None:
+        from f8roof.renderers.plot import step_memory
+
+        assert isinstance(result, Plan)  # --plot needs --model or --setup, checked above
+        click.echo(f"wrote {step_memory(result, out=plot_file).path}")
 
 
 @main.command()
@@ -240,7 +254,7 @@ def plot(
             lo=min_size,
             hi=max_size,
         )
-        result = draw(data, out=out)
+        result = draw(data, out=out, provenance=provenance)
         click.echo(f"using {provenance_line(provenance)}")
     click.echo(f"wrote {result.path}")
 

@@ -406,6 +406,14 @@ ESTIMATE = stack(
         "--out", default=None, help="write every row to FILE (.csv, .parquet, .json or .md)"
     ),
     click.option(
+        "--plot",
+        "plot_file",
+        default=None,
+        help="with --model or --setup: draw the step per GPU by part (bf16 vs float8, f8roof's "
+        "choice and as torchtitan converts) and the peak memory per GPU to FILE.png or FILE.svg "
+        "(needs matplotlib)",
+    ),
+    click.option(
         "--model",
         default=None,
         help="a built-in model (f8roof models) or a Hugging Face config.json: one row per linear "

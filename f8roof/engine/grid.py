@@ -1,6 +1,7 @@
-"""What `f8roof plot` draws, computed: the speedup over a grid of two dims (the third fixed) and
-the float8 overhead's share of float8 time along M = K = N. The pictures themselves are
-renderers/plot.py's; it draws these records and computes nothing."""
+"""What the plots draw, computed: the speedup over a grid of two dims (the third fixed), the
+float8 overhead's share of float8 time along M = K = N (`f8roof plot`), and a plan's step as
+stacked bars (`estimate --plot`, `report`). The pictures themselves are renderers/plot.py's; it
+draws these records and computes nothing."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from f8roof.engine.estimate import EstimateConfig, estimate
+from f8roof.engine.plan import Arm, Plan
 from f8roof.engine.resolve import Provenance, Request, resolve
+from f8roof.engine.step.parts import Part, StepSummary
 from f8roof.errors import F8RoofError
 from f8roof.traffic.variant import FP8_DIM_MULTIPLE
+from f8roof.training.memory import MemoryEstimate
 
 DIMS = ("M", "K", "N")
 LEVEL_COLUMNS = {"worst": "speedup_worst", "ideal": "speedup_ideal", "fitted": "speedup"}
@@ -142,3 +146,75 @@ def plot_data(
     if level is not None:
         raise GridError("a level is for the heatmap; the overhead plot shows every level")
     return overhead_shares(config, lo=lo, hi=hi), resolved.provenance
+
+
+@dataclass(frozen=True)
+class StepBars:
+    """One conversion set's step per GPU as the step picture stacks it, in seconds: each part
+    in bf16 and float8, the step's own totals, and float8's step at its band's fast and slow
+    ends. The parts are the model's; where the bf16 step was measured they are spread over it
+    in proportion to their bf16 time, as the expected float8 step spreads the gap
+    (engine/step/parts.py's `reconcile`), so that they add up to the step's figures."""
+
+    arm: Arm
+    parts: tuple[Part, ...]
+    bf16_s: tuple[float, ...]
+    fp8_s: tuple[float, ...]
+    bf16_total_s: float
+    fp8_total_s: float
+    fp8_fast_s: float  # float8's step at the band's fast end (speedup_high)
+    fp8_slow_s: float  # and at its slow end (speedup_low)
+    speedup: float
+    speedup_low: float
+    speedup_high: float
+
+
+@dataclass(frozen=True)
+class StepPicture:
+    """A plan's step, f8roof's choice beside the run as torchtitan converts it, and the peak
+    memory per GPU (None: the FSDP degree is unknown). `spread`: the measured bf16 step over
+    the modelled one (1 where the step is modelled)."""
+
+    choice: StepBars
+    as_run: StepBars
+    spread: float
+    measured: bool
+    memory: MemoryEstimate | None
+
+
+def step_picture(plan: Plan) -> StepPicture:
+    """The bars of a plan's step: the parts either conversion set spends time on, in the
+    step's order (a part at zero in both, such as TP's collectives without TP, is left out)."""
+    chosen, as_run = plan.step.chosen, plan.step.as_run
+    every = dict.fromkeys(c.part for s in (chosen, as_run) for c in s.components)
+    parts = tuple(p for p in every if any(_times(s, p) != (0.0, 0.0) for s in (chosen, as_run)))
+    return StepPicture(
+        _bars(Arm.CHOICE, chosen, parts),
+        _bars(Arm.AS_RUN, as_run, parts),
+        chosen.bf16_s / chosen.modelled_bf16_s,
+        chosen.step_measured,
+        None if plan.memory is None else plan.memory.estimate,
+    )
+
+
+def _bars(arm: Arm, summary: StepSummary, parts: tuple[Part, ...]) -> StepBars:
+    spread = summary.bf16_s / summary.modelled_bf16_s
+    return StepBars(
+        arm,
+        parts,
+        tuple(_times(summary, p)[0] * spread for p in parts),
+        tuple(_times(summary, p)[1] * spread for p in parts),
+        summary.bf16_s,
+        summary.fp8_s,
+        summary.bf16_s / summary.speedup_high,
+        summary.bf16_s / summary.speedup_low,
+        summary.speedup,
+        summary.speedup_low,
+        summary.speedup_high,
+    )
+
+
+def _times(summary: StepSummary, part: Part) -> tuple[float, float]:
+    """A part's bf16 and float8 time in a step (zero where the step has no such part)."""
+    found = [(c.bf16_s, c.fp8_s) for c in summary.components if c.part is part]
+    return found[0] if found else (0.0, 0.0)

@@ -419,27 +419,33 @@ def write_report(report: ModelReport, *, out: str | Path, plots: bool = True) ->
         heatmap,
         layer_speedups,
         overhead_share,
+        step_memory,
     )
 
     path = check_report_path(out)
-    rec, config = report.recommendation, report.best
+    rec, config, basis = report.recommendation, report.best, report.provenance
     stem = path.with_suffix("")
     drawn = (
         [
             (
+                "The step and its memory per GPU",
+                Path(f"{stem}_step.png"),
+                lambda o: step_memory(report.plan, out=o),
+            ),
+            (
                 "Speedup per layer type",
                 Path(f"{stem}_layers.png"),
-                lambda o: layer_speedups(rec, out=o),
+                lambda o: layer_speedups(rec, out=o, provenance=basis),
             ),
             (
                 f"Speedup over M and K = N ({config.recipe.name})",
                 Path(f"{stem}_heatmap.png"),
-                lambda o: heatmap(report.grid, out=o),
+                lambda o: heatmap(report.grid, out=o, provenance=basis),
             ),
             (
                 f"Overhead share of float8 time ({config.recipe.name})",
                 Path(f"{stem}_overhead.png"),
-                lambda o: overhead_share(report.overhead, out=o),
+                lambda o: overhead_share(report.overhead, out=o, provenance=basis),
             ),
         ]
         if plots
