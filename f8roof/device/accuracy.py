@@ -33,6 +33,13 @@ def percent_error(predicted, measured):
     return 100.0 * (np.asarray(predicted) - np.asarray(measured)) / np.asarray(measured)
 
 
+def median_abs_error(predicted, measured) -> float:
+    """The median |predicted / measured - 1|: the figure a validation's predictions are quoted
+    by (the plot's legend and the summary alike)."""
+    ratio = np.asarray(predicted, dtype=np.float64) / np.asarray(measured, dtype=np.float64)
+    return float(np.median(np.abs(ratio - 1)))
+
+
 def validation_frame(calibration: Calibration, pairs: list[Pair]) -> pd.DataFrame:
     """Measured vs predicted speedup of each pair's whole compiled graph (with a context, the
     context kernels are in both times, as torchao's float8 benchmark measures them). The seed's

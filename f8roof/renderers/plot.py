@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from f8roof.device.accuracy import median_abs_error
 from f8roof.engine.estimate import EstimateConfig
 from f8roof.engine.grid import OverheadShares, SpeedupGrid, StepPicture, step_picture
 from f8roof.engine.plan import Arm, Plan
@@ -358,9 +359,6 @@ def validation_scatter(
         ax.axhline(1, color="0.5", linewidth=0.6)
         ax.axvline(1, color="0.5", linewidth=0.6)
 
-    def mape(pred, truth):
-        return float(np.median(np.abs(pred - truth) / truth))
-
     if has_seed.any():  # none on a CPU: the seed's roofline needs a GPU datasheet
         ax.scatter(
             measured[has_seed],
@@ -369,7 +367,7 @@ def validation_scatter(
             color="tab:gray",
             s=28,
             label=f"seed roofline (median |err| "
-            f"{_percent(mape(seed[has_seed], measured[has_seed]))})",
+            f"{_percent(median_abs_error(seed[has_seed], measured[has_seed]))})",
         )
     recipes = list(dict.fromkeys(frame["recipe"].astype(str)))
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown"]
@@ -382,7 +380,7 @@ def validation_scatter(
             s=30,
             edgecolor="black",
             linewidth=0.4,
-            label=f"f8roof {recipe} (median |err| {_percent(mape(ours[mask], measured[mask]))})",
+            label=f"f8roof {recipe} (median |err| {_percent(median_abs_error(ours[mask], measured[mask]))})",
         )
     _speedup_axes(ax, lo, hi)
     ax.set_aspect("equal")
