@@ -158,8 +158,8 @@ def test_fsdp_takes_an_optional_degree():
     with pytest.raises(ParallelismError, match="^fsdp takes a degree >= 1"):
         RunConfig.from_options(fsdp=0)
     off = RunConfig.from_options(fsdp=1)  # off, as torchtitan's 1, and said so
-    assert not off.fsdp and off.fsdp_degree == 1 and run_text(off) == "FSDP 1 (off)"
-    assert RunConfig.from_options(fsdp=-1) == RunConfig(fsdp=True)
+    assert not off.fsdp_on and off.fsdp_degree == 1 and run_text(off) == "FSDP 1 (off)"
+    assert RunConfig.from_options(fsdp=-1) == RunConfig(fsdp=-1)
     assert RunConfig.from_options(fsdp=4).fsdp_degree == 4
 
 

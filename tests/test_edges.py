@@ -73,7 +73,7 @@ def test_an_interrupted_report_leaves_the_previous_one_whole(tmp_path, monkeypat
     out = tmp_path / "r.md"
     assert run("report", "--model", "gpt2", "--tokens", "1024", "--out", out).exit_code == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    assert len(before) == 4  # the report and its three plots
+    assert len(before) == 5  # the report and its four plots (the step first)
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt  # Ctrl-C while the last plot is drawn

@@ -305,8 +305,8 @@ def test_context_parallel_memory_is_a_rank_share_and_the_gathered_keys():
         ).bf16
 
     for mode, extra in ((Recompute.SELECTIVE, 0), (Recompute.NONE, 32 * 8192 * 2048 * 2)):
-        cp = peak(RunConfig(fsdp=True, fsdp_degree=4, cp=2, seq_len=8192, recompute=mode))
-        alone = peak(RunConfig(fsdp=True, fsdp_degree=8, seq_len=8192, recompute=mode))
+        cp = peak(RunConfig(fsdp=4, cp=2, seq_len=8192, recompute=mode))
+        alone = peak(RunConfig(fsdp=8, seq_len=8192, recompute=mode))
         assert cp.bytes_of(Term.PARAMETERS) == alone.bytes_of(Term.PARAMETERS)
         saved = cp.bytes_of(Term.SAVED_ACTIVATIONS) - alone.bytes_of(Term.SAVED_ACTIVATIONS)
         assert saved == pytest.approx(extra, abs=1)

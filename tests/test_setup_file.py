@@ -48,8 +48,7 @@ def test_a_torchtitan_job_config_reads_as_the_run_it_describes():
             tokens=8192,
             seq_len=8192,
             tp=2,
-            fsdp=True,
-            fsdp_degree=2,
+            fsdp=2,
             recompute=Recompute.SELECTIVE,
             sac_policy="torchtitan-2025-05",
             filter_fqns=("output",),
@@ -59,14 +58,14 @@ def test_a_torchtitan_job_config_reads_as_the_run_it_describes():
         compile=True,
         source=f"{FIXTURE} (torchtitan job config)",
     )
-    assert got.run.fsdp and not got.run.auto_filter
+    assert got.run.fsdp_on and not got.run.auto_filter
 
 
 def test_missing_keys_take_torchtitans_defaults_and_say_so():
     got = parse_setup(MINIMAL)
     run = got.run
     assert run.tokens == 8192
-    assert run.tp == 1 and run.fsdp and run.fsdp_degree is None
+    assert run.tp == 1 and run.fsdp_on and run.fsdp_degree is None
     assert run.recompute is Recompute.FULL and run.recompute_every == 2  # layer SAC
     assert got.recipe == "tensorwise"
     defaults = {n["key"]: n["value"] for n in run.assumptions if n.topic is Topic.SETUP_DEFAULT}
@@ -124,7 +123,7 @@ def test_float8_all_gather_needs_fsdp():
         + "[parallelism]\ndata_parallel_shard_degree = 1\n"
         + "[float8]\nenable_fsdp_float8_all_gather = true\n"
     )
-    assert not got.run.float8_all_gather and not got.run.fsdp
+    assert not got.run.float8_all_gather and not got.run.fsdp_on
 
 
 def test_converter_off_is_noted():
@@ -266,7 +265,7 @@ def test_converter_lines_fit_the_terminal_and_parse_back():
 def test_training_setup_of_a_setup():
     req = read_setup(FIXTURE)
     setup = training_setup(req, step_ms=762)
-    assert setup.tp == 2 and setup.fsdp and setup.recompute.value == "selective"
+    assert setup.tp == 2 and setup.fsdp_on and setup.recompute.value == "selective"
     assert setup.step_s == pytest.approx(0.762)
     assert training_setup(req).step_s is None
     # torchtitan's default selective_ac_option '2': layer SAC, every 2nd block checkpointed whole

@@ -247,7 +247,7 @@ def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: b
             f"{term('setup')} names the model and its tokens: drop {term('model')} and "
             f"{term('tokens')}"
         )
-    given = setup.fsdp or setup.fsdp_degree is not None  # --fsdp 1 too: off, but given
+    given = setup.fsdp is not None  # --fsdp 1 too: off, but given
     if setup.tp != 1 or setup.ep != 1 or given or setup.recompute.value != "none":
         raise F8RoofError(
             f"{term('setup')} sets the parallelism and checkpointing: drop {term('tp')}, "

@@ -423,7 +423,7 @@ class _Steps:
         if key not in self.seen:
             block, why_not = sharded_block(self.asked, rec, self.resolved)
             bf16 = None
-            sharded = rec.setup.tp > 1 or bool(rec.setup.fsdp)
+            sharded = rec.setup.tp > 1 or rec.setup.fsdp_on
             timed = self.resolved.calibration is not None and not rec.architecture.is_moe
             if block is None and sharded and timed and self.asked.model:
                 bf16 = shipped_bf16_block(self.asked.model, tokens=rec.tokens, run=rec.setup)
@@ -448,7 +448,7 @@ def sharded_block(
     (`--overhead codegen`) or the shipped sharded fits; None and the note saying why where
     neither applies (the step is then summed from the per-layer fits)."""
     setup = rec.setup
-    if asked.overhead != "codegen" and setup.tp == 1 and not setup.fsdp:
+    if asked.overhead != "codegen" and setup.tp == 1 and not setup.fsdp_on:
         return None, None  # one GPU, no sharding: the per-layer rows are the block
     why = _why_no_block(rec, resolved, asked)
     if why is not None and asked.overhead == "codegen":
@@ -499,7 +499,7 @@ def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | Non
     the smallest FSDP degree (`fitting_fsdp`); with a measured bf16 step the run ran, so the
     memory model is what overstates it (said)."""
     run = rec.setup
-    if (run.fsdp and run.fsdp_degree is None) or run.pipeline is not None:
+    if (run.fsdp_on and run.fsdp_degree is None) or run.pipeline is not None:
         return None  # a pipeline's in-flight microbatches: not modelled yet
     blocks = [is_block_fqn(linear.fqn) for linear in rec.architecture.linears]
     if all(blocks) or not any(blocks):

@@ -227,7 +227,7 @@ def compare_block(
         options = ", ".join(term(name) for name in given)
         raise F8RoofError(f"{options} apply to one linear, not to compare {term('model')}'s block")
     # the degrees and token splits estimate takes, refused alike
-    RunConfig(tp=tp, fsdp=isinstance(fsdp, int) and fsdp > 1, fsdp_degree=fsdp)
+    RunConfig(tp=tp, fsdp=fsdp)
     for name, value in (("tokens", tokens), ("seq_len", seq_len or tokens)):
         if tp > 1 and value % tp:
             raise F8RoofError(

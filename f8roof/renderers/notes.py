@@ -513,7 +513,7 @@ def run_text(run: RunConfig) -> str:
         parts.append(f"TP {run.tp} (column-parallel linears shard N, row-parallel shard K)")
     if run.ep > 1:
         parts.append(f"EP {run.ep}")
-    if run.fsdp:
+    if run.fsdp_on:
         parts.append(f"FSDP {run.fsdp_degree}" if run.fsdp_degree else "FSDP")
     elif run.fsdp_degree == 1:
         parts.append("FSDP 1 (off)")

@@ -117,7 +117,7 @@ def setup_parts(setup) -> list[str]:
     parts += [f"PP {setup.pp}"] if setup.pp > 1 else []
     parts += [f"CP {setup.cp}"] if setup.cp > 1 else []
     parts += [f"EP {setup.ep}"] if setup.ep > 1 else []
-    if setup.fsdp:
+    if setup.fsdp_on:
         parts += [f"FSDP {setup.fsdp_degree}" if setup.fsdp_degree else "FSDP"]
     parts += [f"recompute {setup.recompute.value}"] if setup.recompute.value != "none" else []
     return parts

@@ -286,7 +286,7 @@ def _model(
         tokens=tokens,
         tp=tp,
         fsdp_ranks=run.fsdp_ranks * run.cp,  # torchtitan's dp_shard_cp mesh
-        sharded=run.fsdp or run.cp > 1,
+        sharded=run.fsdp_on or run.cp > 1,
         local_params=sum(
             _weight(layer) * layer.linear.count / float(fsdp_shards(layer.grouped, run))
             for layer in block
@@ -481,7 +481,7 @@ def memory_estimate(
 ) -> MemoryEstimate:
     """Peak memory per GPU of one step in bf16 and float8 (`converted`: the fqns float8
     converts, as torchtitan does; `recipe`: torchao's, tensorwise saving float8 copies)."""
-    if run.fsdp and run.fsdp_degree is None:
+    if run.fsdp_on and run.fsdp_degree is None:
         raise MemoryModelError(
             f"the FSDP degree is unknown: give it ({term('fsdp')} N) to size memory"
         )
@@ -541,7 +541,7 @@ def fitting_fsdp(
     degree = max(2, 2 * run.fsdp_ranks)
     while degree * others <= MAX_DEGREE:
         for mode in dict.fromkeys((run.recompute, Recompute.FULL)):
-            wider = replace(run, fsdp=True, fsdp_degree=degree, recompute=mode, recompute_every=1)
+            wider = replace(run, fsdp=degree, recompute=mode, recompute_every=1)
             if estimate_at(wider, tokens).bf16_fits:
                 return degree, mode
         degree *= 2

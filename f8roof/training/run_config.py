@@ -313,11 +313,11 @@ class RunConfig:
 
     tp: int = 1
     ep: int = 1
-    fsdp: bool = False
+    # FSDP as torchtitan's data_parallel_shard_degree is given: None (not given: off), 1 (off,
+    # said so), -1 (on, its degree unknown: the step leaves its communication out), N >= 2
+    fsdp: int | None = None
     recompute: Recompute = Recompute.NONE
     step_s: float | None = None  # measured bf16 step time, for the end-to-end speedup
-    # when known (--fsdp N): the step summary models its comm; 1 (FSDP off) when given as 1
-    fsdp_degree: int | None = None
     # full recompute of every n-th block only (torchtitan's layer SAC, selective_ac_option n)
     recompute_every: int = 1
     model: str | None = None  # a built-in architecture or a config.json (None: shapes only)
@@ -370,17 +370,10 @@ class RunConfig:
     def __post_init__(self) -> None:
         _positive_int(term("tp"), self.tp)
         _positive_int(term("ep"), self.ep)
-        if not isinstance(self.fsdp, bool):
-            raise ParallelismError(f"fsdp must be True or False (got {self.fsdp!r})")
-        if self.fsdp_degree is not None:
-            _positive_int(term("fsdp"), self.fsdp_degree)
-            if self.fsdp != (self.fsdp_degree > 1):
-                raise ParallelismError(
-                    f"an FSDP degree ({self.fsdp_degree}) needs FSDP on and at least 2 ranks "
-                    "(1: FSDP off)"
-                )
+        if self.fsdp is not None and self.fsdp != -1:
+            _positive_int(term("fsdp"), self.fsdp)
         _positive_int(term("dp_replicate"), self.dp_replicate)
-        if self.float8_all_gather and not self.fsdp:
+        if self.float8_all_gather and not self.fsdp_on:
             raise ParallelismError(
                 f"a float8 all-gather is FSDP's: {term('float8_all_gather')} needs {term('fsdp')}"
             )
@@ -527,17 +520,15 @@ class RunConfig:
                 f"{term(given)} shapes a pipeline: give {term('pp')} 2 or more (1: no pipeline)"
             )
         tokens, seq_len = token_layout(tokens, seq_len, local_batch_size)
-        degree = None
-        if fsdp is None:
-            fsdp = False
-        elif not isinstance(fsdp, bool):
-            if not isinstance(fsdp, int) or fsdp == 0 or fsdp < -1:
-                raise ParallelismError(
-                    f"{term('fsdp')} takes a degree >= 1, or nothing for FSDP of unknown degree "
-                    f"(got {fsdp!r})"
-                )
-            degree = None if fsdp == -1 else fsdp
-            fsdp = fsdp != 1
+        if fsdp is True:
+            fsdp = -1
+        elif fsdp is False:
+            fsdp = None
+        elif fsdp is not None and (not isinstance(fsdp, int) or fsdp == 0 or fsdp < -1):
+            raise ParallelismError(
+                f"{term('fsdp')} takes a degree >= 1, or nothing for FSDP of unknown degree "
+                f"(got {fsdp!r})"
+            )
         if step_ms is not None:
             check_step_ms(step_ms)
         if async_tp and tp < 2 and not setup_given:
@@ -550,7 +541,6 @@ class RunConfig:
             fsdp=fsdp,
             recompute=Recompute.from_name(recompute),
             step_s=None if step_ms is None else step_ms / 1e3,
-            fsdp_degree=degree,
             recompute_every=recompute_every,
             float8_all_gather=float8_all_gather,
             precompute_scales=float8_all_gather,
@@ -608,8 +598,7 @@ class RunConfig:
         _positive_int("fsdp", fsdp)
         return cls(
             tp=tp,
-            fsdp=fsdp > 1,
-            fsdp_degree=fsdp if fsdp > 1 else None,
+            fsdp=fsdp if fsdp > 1 else None,
             float8_all_gather=float8_all_gather,
             async_tp=async_tp,
             recompute=recompute,
@@ -627,9 +616,19 @@ class RunConfig:
         return self.tp * self.fsdp_ranks
 
     @property
+    def fsdp_on(self) -> bool:
+        """FSDP shards the weights (its degree known or not)."""
+        return self.fsdp is not None and self.fsdp != 1
+
+    @property
+    def fsdp_degree(self) -> int | None:
+        """FSDP's degree as given: N, or 1 (off, given so); None when not given or unknown."""
+        return self.fsdp if self.fsdp is not None and self.fsdp >= 1 else None
+
+    @property
     def fsdp_ranks(self) -> int:
         """The ranks a weight is sharded over: the FSDP degree, 1 when off or unknown."""
-        return self.fsdp_degree if self.fsdp and self.fsdp_degree else 1
+        return self.fsdp if self.fsdp is not None and self.fsdp > 1 else 1
 
     @property
     def pp(self) -> int:
@@ -677,7 +676,9 @@ class RunConfig:
 
     @property
     def is_parallel(self) -> bool:
-        return self.tp > 1 or self.ep > 1 or self.fsdp or self.cp > 1 or self.pipeline is not None
+        return (
+            self.tp > 1 or self.ep > 1 or self.fsdp_on or self.cp > 1 or self.pipeline is not None
+        )
 
     def recompute_share(self, blocks: int) -> float:
         """The share of `blocks` transformer blocks full recompute reruns: all of them, or
@@ -692,7 +693,7 @@ class RunConfig:
         out = []
         if self.tp > 1:
             out.append(note(Topic.TP_SHARDS, tp=self.tp))
-        if self.fsdp:
+        if self.fsdp_on:
             out.append(note(Topic.FSDP_GATHERED))
         if self.fsdp_degree == 1:
             out.append(note(Topic.FSDP_OFF))

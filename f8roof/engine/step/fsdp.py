@@ -44,7 +44,7 @@ def fsdp_comm(
     byte and per launch)."""
     setup = rec.setup
     tp = setup.tp
-    if setup.fsdp and not run.fsdp_degree:
+    if setup.fsdp_on and not run.fsdp_degree:
         notes.append(note(Topic.FSDP_UNKNOWN))
         return 0.0, 0.0
     # torchtitan shards over the data-parallel and the context-parallel ranks at once
