@@ -83,7 +83,7 @@ class Topic(str, Enum):
     CONTEXT_PARALLEL = "context_parallel"  # degree, rotate, seq_len, gather_ms, placement
     FSDP_SCHEDULE = "fsdp_schedule"  # reduce_dtype, reshard, replicate, nics_per_node
     # peak memory per GPU (training/memory.py)
-    MEMORY_ASSUMED = "memory_assumed"  # runtime_gib: reserved = allocated; outside the allocator
+    MEMORY_ASSUMED = "memory_assumed"  # runtime_gib: the allocator simulated; outside it
 
 
 # The notes the default view prints beside the table (the rest: --show-all and --out): what

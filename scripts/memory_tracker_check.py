@@ -53,9 +53,9 @@ def main() -> None:
         )
         seconds = time.monotonic() - started
         print(
-            f"\n{name}: f8roof {peak.peak_bytes / GIB:.2f} ({peak.phase.value}), "
+            f"\n{name}: f8roof {peak.allocated_bytes / GIB:.2f} allocated ({peak.phase.value}), "
             f"torch's tracker {counted.total_bytes / GIB:.2f} "
-            f"({peak.peak_bytes / counted.total_bytes - 1:+.1%}; tracked in {seconds:.0f} s)"
+            f"({peak.allocated_bytes / counted.total_bytes - 1:+.1%}; tracked in {seconds:.0f} s)"
         )
         print("  f8roof: " + ", ".join(f"{t.term.value} {t.bytes / GIB:.2f}" for t in peak.terms))
         print(

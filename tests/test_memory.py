@@ -87,18 +87,33 @@ def test_a_compiled_loss_holds_the_bf16_logits_and_their_gradient():
     assert found.phase is eager.phase is Phase.LOSS
     head_input = tokens * 16 * 2 + tokens * 16 * 2
     assert found.bytes_of(Term.LOGITS_LOSS) == tokens * 64 * 4 + head_input
-    assert eager.peak_bytes - found.peak_bytes == tokens * 64 * (12 - 4)
-    # under TP the loss-parallel decomposition keeps eager's count either way
-    run = RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.FULL)
-    both = [tiny(replace(run, loss_compiled=c), tokens=4096).bf16 for c in (False, True)]
-    assert both[0].peak_bytes == both[1].peak_bytes
+    assert eager.allocated_bytes - found.allocated_bytes == tokens * 64 * (12 - 4)
+
+
+def test_a_compiled_loss_parallel_saves_one_fp32_tensor_and_writes_the_bf16_gradient():
+    """Under TP, compiled: Inductor's graph of loss parallel's decomposition saves an fp32
+    tensor of the local logits' shape; its backward writes the bf16 gradient: 6 bytes per
+    local logit where eager holds 16 (Llama3-8B, TP 2 x FSDP 8, full AC, 4 x 8192 tokens)."""
+    arch, tokens, vocab, hidden = builtin("llama3-8b"), 4 * 8192, 128256, 4096
+    run = replace(RunConfig.sharded(tp=2, fsdp=8, recompute=Recompute.FULL), seq_len=8192)
+    eager, found = (
+        memory_estimate(
+            arch, tokens=tokens, run=replace(run, loss_compiled=c), recipe="rowwise",
+            converted=[], gpu_memory_bytes=80 * GIB,
+        ).bf16
+        for c in (False, True)
+    )  # fmt: skip
+    head_input = tokens * hidden * 2 + tokens // 2 * hidden * 2
+    assert found.phase is eager.phase is Phase.LOSS
+    assert found.bytes_of(Term.LOGITS_LOSS) == tokens * vocab // 2 * (4 + 2) + head_input
+    assert eager.bytes_of(Term.LOGITS_LOSS) == tokens * vocab // 2 * 16 + head_input
 
 
 def test_loss_parallel_holds_four_fp32_tensors_per_local_logit():
     """Under TP the loss is loss parallel's decomposition: the saved log-probs, nll's gradient,
     their exp and its sum with the gradient, fp32 over the local vocabulary (64 / 2)."""
     tokens = 4096  # enough for the loss to hold the peak under full AC
-    run = RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.FULL)
+    run = replace(RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.FULL), loss_compiled=False)
     found = tiny(run, tokens=tokens).bf16
     assert found.phase is Phase.LOSS
     head_input = tokens * 16 * 2 + tokens // 2 * 16 * 2  # gathered final-norm output; its input
@@ -111,7 +126,11 @@ def test_the_149990_arms_by_hand():
     allocated peak, below the reserved peaks torchtitan logged (71.51 and 55.26 GiB)."""
     arch = builtin("llama3-70b")
     tokens, tp, fsdp, layers, hidden, vocab = 8 * 8192, 8, 16, 80, 8192, 128256
-    run = replace(RunConfig.sharded(tp=tp, fsdp=fsdp, recompute=Recompute.FULL), seq_len=8192)
+    run = replace(
+        RunConfig.sharded(tp=tp, fsdp=fsdp, recompute=Recompute.FULL),
+        seq_len=8192,
+        loss_compiled=False,  # torchtitan compiled the loss from 2025-04-02
+    )
     converted = [lin.fqn for lin in arch.linears if lin.fqn != "lm_head"]
     found = memory_estimate(
         arch, tokens=tokens, run=run, recipe="tensorwise", converted=converted,
@@ -127,14 +146,15 @@ def test_the_149990_arms_by_hand():
     expected = states + saved + loss + weights
     for peak in (found.bf16, found.fp8):
         assert peak.phase is Phase.LOSS
-        assert peak.peak_bytes == pytest.approx(expected, rel=1e-6)
+        assert peak.allocated_bytes == pytest.approx(expected, rel=1e-6)
     assert expected / GIB == pytest.approx(33.63, abs=0.01)
     assert expected < 55.26 * GIB < 71.51 * GIB
 
 
-def test_torchtitan_1207_lands_within_ten_percent_under_its_reserved_peak():
-    """Llama3-8B on 4 H100s, FSDP 2 x TP 2, per-op SAC, rowwise, 1 x 8192 tokens: torchtitan
-    logged 45.68 GiB (bf16) and 45.67 GiB (float8) reserved; the allocated peak is under both."""
+def test_torchtitan_1207_lands_within_ten_percent_of_its_reserved_peak():
+    """Llama3-8B on 4 H100s, FSDP 2 x TP 2, per-op SAC, rowwise, 1 x 8192 tokens, the loss
+    compiled: torchtitan logged 45.68 GiB (bf16) and 45.67 GiB (float8) reserved; the
+    allocated peak is under both, the reserved one within 10%."""
     arch = builtin("llama3-8b")
     run = replace(RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.SELECTIVE), seq_len=8192)
     converted = [lin.fqn for lin in arch.linears if lin.fqn != "lm_head"]
@@ -143,7 +163,8 @@ def test_torchtitan_1207_lands_within_ten_percent_under_its_reserved_peak():
         gpu_memory_bytes=80 * GIB,
     )  # fmt: skip
     for peak, published in ((found.bf16, 45.68), (found.fp8, 45.67)):
-        assert 0.9 * published * GIB < peak.peak_bytes < published * GIB
+        assert peak.allocated_bytes < published * GIB
+        assert abs(peak.peak_bytes / (published * GIB) - 1) < 0.1
 
 
 def test_without_loss_parallel_every_tp_rank_holds_the_whole_vocabulary():

@@ -539,7 +539,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | Non
         runtime_gib=RUNTIME_BYTES / GIB,
         source=(
             "torchtitan@fcdbe91c1 run_train.sh (expandable_segments:True), "
-            "components/metrics.py (reserved_bytes.all.peak, GiB)"
+            "components/metrics.py (reserved_bytes.all.peak, GiB); "
+            "pytorch c10/cuda/CUDACachingAllocator.cpp (training/allocator.py)"
         ),
     )
     return MemoryAnswer(found, room, (assumed,), measured=measured, fsdp_fits=wider)

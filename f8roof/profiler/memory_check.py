@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -185,7 +185,7 @@ def beside_the_model(
     estimate = memory_estimate(
         arch,
         tokens=spec.tokens,
-        run=spec.parallel,
+        run=replace(spec.parallel, loss_compiled=False),  # the tracker runs the loss eagerly
         recipe=recipe or "tensorwise",
         converted=blocks,
         gpu_memory_bytes=gpu_memory_bytes,

@@ -280,8 +280,13 @@ def default_notes(notes) -> list[str]:
 
 
 def _peak_line(label: str, peak: MemoryPeak) -> str:
+    """One precision's reserved peak (torchtitan's `memory:`), its allocated peak and the
+    moment that falls at, and every term."""
     parts = ", ".join(f"{t.term.value} {_gib(t.bytes)}" for t in peak.terms if t.bytes)
-    return f"  {label} {_gib(peak.peak_bytes)} at the {peak.phase.value}: {parts}"
+    return (
+        f"  {label} {_gib(peak.peak_bytes)} reserved, {_gib(peak.allocated_bytes)} allocated "
+        f"at the {peak.phase.value}: {parts}"
+    )
 
 
 def _as_run_filters(filters: tuple[str, ...]) -> str:
@@ -588,12 +593,17 @@ def _term_key(term: Term) -> str:
 
 
 def memory_dict(memory: MemoryAnswer) -> dict[str, Any]:
-    """The peak per GPU in bytes, bf16 and float8, its terms (which add up to each peak), the
-    moment it falls at, and what fits."""
+    """The peak per GPU in bytes, bf16 and float8, reserved (torchtitan's `memory:`, the
+    peak) and allocated, its terms (which add up to the reserved peak; the allocator's reserve
+    terms aside, to the allocated), the moment the allocated peak falls at, and what fits."""
     found, room = memory.estimate, memory.headroom
     return {
-        "bf16_peak_bytes": found.bf16.peak_bytes,
+        "bf16_peak_bytes": found.bf16.peak_bytes,  # reserved: what torchtitan logs
         "fp8_peak_bytes": found.fp8.peak_bytes,
+        "bf16_reserved_bytes": found.bf16.peak_bytes,
+        "fp8_reserved_bytes": found.fp8.peak_bytes,
+        "bf16_allocated_bytes": found.bf16.allocated_bytes,
+        "fp8_allocated_bytes": found.fp8.allocated_bytes,
         "gpu_memory_bytes": found.gpu_memory_bytes,
         "runtime_bytes": found.runtime_bytes,
         "bf16_fits": found.bf16_fits,

@@ -395,8 +395,9 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         + f" at {v['nic_gbps']:g} Gb/s each; backward compute includes its recompute"
     ),
     Topic.MEMORY_ASSUMED: lambda v: (
-        "peak memory: allocated bytes as torchtitan's eager llama block saves them, taken as "
-        "the caching allocator's reserved peak (expandable segments); "
+        "peak memory: the caching allocator's reserved peak (torchtitan's memory line), its "
+        "rules (expandable segments, blocks kept per stream) run over one step's allocations "
+        "at the size torchtitan's llama blocks, FSDP2 and the loss allocate them; "
         f"{v['runtime_gib']:.0f} GiB kept free for the CUDA context and NCCL's buffers"
     ),
 }

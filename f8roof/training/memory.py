@@ -65,13 +65,16 @@ The step's schedule: the peak is the largest of three moments: the loss (every b
 activations, no gradients yet), the first block of the backward (every block's saved
 activations and one block rematerialized) and the last one (every gradient, one block's
 activations). Gradients grow and saved activations shrink linearly in between, so the extremes
-hold the peak. The model predicts allocated bytes; torchtitan logs the caching allocator's
-reserved peak (`reserved_bytes.all.peak`, in GiB), and with its `expandable_segments:True`
-(run_train.sh) reserved is taken equal to allocated: an assumption (torchtitan also sets
-`TORCH_NCCL_AVOID_RECORD_STREAMS=1`, distributed/utils.py, so TP's collective buffers return to
-the cache in stream order rather than when NCCL's stream reaches them). The CUDA context and
-NCCL's buffers lie outside the allocator: `RUNTIME_BYTES` is kept free when asking whether a run
-fits.
+hold the allocated peak. torchtitan logs the caching allocator's reserved peak
+(`reserved_bytes.all.peak`, in GiB), and that is `MemoryPeak.peak_bytes`: the step's
+allocations and frees by stream (`_step_events`: FSDP2's all-gather input and output on its
+copy-in stream, the reduce-scatter's output, the sharded gradient, on its own stream, the rest
+on the compute stream) run through `allocator.simulate` with torchtitan's
+`expandable_segments:True` (run_train.sh), and what each stream has reserved beyond what it
+holds at the sequence's allocated peak is a term of its own (`RESERVE_TERMS`); torchtitan's
+`TORCH_NCCL_AVOID_RECORD_STREAMS=1` (distributed/utils.py) returns TP's collective buffers to
+the cache in stream order. The CUDA context and NCCL's buffers lie outside the allocator:
+`RUNTIME_BYTES` is kept free when asking whether a run fits.
 """
 
 from __future__ import annotations
@@ -83,6 +86,7 @@ from enum import Enum
 from f8roof.errors import ModelError, term
 from f8roof.inputs.shapes import MAX_DIM
 from f8roof.traffic.variant import Before
+from f8roof.training.allocator import Alloc, AllocatorPeaks, Free, Stream, simulate
 from f8roof.training.catalog import Architecture, TPStyle
 from f8roof.training.checkpointing import MM, Decision, Recompute, is_block_fqn, sac_policy
 from f8roof.training.parallel import LocalLayer, fsdp_shards, local_layers
@@ -104,6 +108,11 @@ LOSS_PARALLEL_BYTES_PER_LOGIT = 4 * FP32
 # logits the compiled graph saves (its input) and the bf16 gradient its fused backward writes;
 # the fp32 upcast and log-probabilities stay inside the fused kernels (one fp32 per row saved)
 COMPILED_LOSS_BYTES_PER_LOGIT = 2 * BF16
+# compiled under loss parallel: Inductor's graph of DTensor's decomposition saves one fp32
+# tensor of the local logits' shape (and a per-row mask), its backward writes the bf16
+# gradient (read on CPU, torch 2.13: the tensors a compiled loss_parallel cross-entropy hands
+# autograd's saved-tensor hooks)
+COMPILED_LOSS_PARALLEL_BYTES_PER_LOGIT = FP32 + BF16
 GROUPED_MM = "aten._grouped_mm.default"
 KV_PROJECTIONS = (
     "k_proj",
@@ -129,6 +138,18 @@ class Term(str, Enum):
     SAVED_ACTIVATIONS = "saved activations"  # every block's, for the backward
     BLOCK_BACKWARD = "block in backward"  # rematerialized, gradients in flight
     LOGITS_LOSS = "logits and loss"  # fp32 loss tensors at the loss, lm_head's input
+    # reserved by the caching allocator beyond what is allocated at the allocated peak
+    ALL_GATHER_POOL = "all-gather pool"  # FSDP2's copy-in stream: gathered weights' buffers
+    GRADIENT_POOL = "reduce-scatter pool"  # the reduce-scatter stream: the sharded gradients
+    COMPUTE_CACHE = "compute stream's cache"  # free blocks the compute stream keeps
+
+
+# the terms the caching allocator reserves and nothing holds at the allocated peak, by stream
+RESERVE_TERMS = {
+    Stream.ALL_GATHER: Term.ALL_GATHER_POOL,
+    Stream.REDUCE_SCATTER: Term.GRADIENT_POOL,
+    Stream.COMPUTE: Term.COMPUTE_CACHE,
+}
 
 
 class Phase(str, Enum):
@@ -151,14 +172,21 @@ class MemoryTerm:
 
 @dataclass(frozen=True)
 class MemoryPeak:
-    """One precision's peak: the moment it falls at and its terms, which add up to it."""
+    """One precision's peak: the moment the allocated peak falls at and its terms; the
+    allocated terms add up to the allocated peak, all of them to the reserved peak (what
+    torchtitan logs, `peak_bytes`)."""
 
     phase: Phase
     terms: tuple[MemoryTerm, ...]
 
     @property
     def peak_bytes(self) -> int:
+        """The caching allocator's reserved peak."""
         return sum(t.bytes for t in self.terms)
+
+    @property
+    def allocated_bytes(self) -> int:
+        return sum(t.bytes for t in self.terms if t.term not in RESERVE_TERMS.values())
 
     def bytes_of(self, term: Term) -> int:
         return sum(t.bytes for t in self.terms if t.term is term)
@@ -420,54 +448,268 @@ def _loss_bytes_per_logit(m: _Model, run: RunConfig) -> int:
     TP the loss is DTensor's loss-parallel decomposition; what compiling it keeps of its fp32
     tensors is not read here, so eager's count stands there."""
     if m.tp > 1 and run.loss_parallel:
+        if run.loss_compiled:
+            return COMPILED_LOSS_PARALLEL_BYTES_PER_LOGIT
         return LOSS_PARALLEL_BYTES_PER_LOGIT
     return COMPILED_LOSS_BYTES_PER_LOGIT if run.loss_compiled else LOSS_BYTES_PER_LOGIT
 
 
-def _peak(m: _Model, run: RunConfig, fp8: bool) -> MemoryPeak:
+@dataclass(frozen=True)
+class _Sizes:
+    """What one step allocates, in bytes per GPU, for the phases' sums and the allocator's
+    sequence alike (module docstring)."""
+
+    params: float  # fp32, sharded
+    grads: float  # fp32, sharded (the reduce-scatters' outputs)
+    optimizer: float
+    root_params: float  # of `params`: the embedding, final norm and output projection's
+    saved: tuple[float, ...]  # each block's saved activations, forward order
+    saved_one: float  # one block's, as the last block of the backward holds them
+    backward: float  # one block in the backward (`_block_backward`)
+    weight_grads: float  # of `backward`: the block's unsharded bf16 weight gradients
+    reduce_input: float  # of `backward`: FSDP2's fp32 reduce-scatter input (0 without FSDP)
+    block_weights: float  # one block unsharded (all-gathered; without FSDP autocast's copies)
+    root_weights: float  # the root unsharded (0 without FSDP)
+    logits: float  # logits this GPU's loss holds (elements)
+    per_logit: int  # the loss's bytes per logit at its peak
+    head_input: float
+    head_grad: float  # lm_head's unsharded bf16 weight gradient
+    root_grads: float  # the root's unsharded bf16 weight gradients, lm_head's included
+    gathered: tuple[int, int, int]  # blocks unsharded at the three phases
+    fsdp_ranks: int
+    sharded: bool
+    resharded: bool  # FSDP2 frees each block's gathered weights after its forward
+    accumulating: bool  # gradient accumulation: the gradients persist across passes
+
+
+def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
     params, grads, optimizer = _states(m)
     saved_all, saved_one = _saved(m, run, fp8)
-    backward = _block_backward(m, run, fp8)
-    per_logit = _loss_bytes_per_logit(m, run)
-    logits = m.tokens * m.vocab / (m.tp if run.loss_parallel else 1) * per_logit
-    head_input = m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16
-    root_grads = m.root_weights * BF16 if m.sharded else 0.0  # unsharded until the root's RS
-    head_grad = m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0
-    # blocks unsharded: under FSDP the last block (kept after its forward) or two (one
-    # prefetched); without it every block's autocast copies until its backward frees them
-    gathered = (1, 2, 2) if m.sharded else (m.layers, m.layers, 1)
+    if run.recompute is Recompute.FULL and run.recompute_every > 1:
+        none = _saved_none(m, fp8)
+        saved = tuple(
+            saved_one if (i + 1) % run.recompute_every == 0 else none for i in range(m.layers)
+        )
+    else:
+        saved = (saved_all / m.layers,) * m.layers
+    weight_grads = m.block_weights * BF16
+    root = _weights_in_flight(m, fp8, blocks=0)
+    return _Sizes(
+        params=params,
+        grads=grads,
+        optimizer=optimizer,
+        root_params=(m.root_weights * FP32 / m.fsdp_ranks) if m.sharded else 0.0,
+        saved=saved,
+        saved_one=saved_one,
+        backward=_block_backward(m, run, fp8),
+        weight_grads=weight_grads,
+        reduce_input=m.block_weights * FP32 if m.sharded else 0.0,
+        block_weights=_weights_in_flight(m, fp8, blocks=1) - root,
+        root_weights=root,
+        logits=m.tokens * m.vocab / (m.tp if run.loss_parallel else 1),
+        per_logit=_loss_bytes_per_logit(m, run),
+        head_input=m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16,
+        head_grad=m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0,
+        root_grads=m.root_weights * BF16 if m.sharded else 0.0,
+        # blocks unsharded: under FSDP the last block (kept after its forward) or two (one
+        # prefetched); without it every block's autocast copies until its backward frees them
+        gathered=(
+            ((1, 2, 2) if run.reshards_after_forward else (m.layers, m.layers, 1))
+            if m.sharded
+            else (m.layers, m.layers, 1)
+        ),
+        fsdp_ranks=m.fsdp_ranks,
+        sharded=m.sharded,
+        resharded=m.sharded and run.reshards_after_forward,
+        accumulating=run.accumulation > 1,
+    )
+
+
+def _allocated(z: _Sizes) -> MemoryPeak:
+    """The allocated peak: the largest of the three moments (module docstring)."""
+    blocks = sum(z.saved)
     # under gradient accumulation every pass after the first runs with the gradients so far
-    held = grads if run.accumulation > 1 else 0.0
+    held = z.grads if z.accumulating else 0.0
     phases = {
         Phase.LOSS: {
             Term.GRADIENTS: held,
-            Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[0]),
-            Term.SAVED_ACTIVATIONS: saved_all,
-            Term.LOGITS_LOSS: logits + head_input,
+            Term.WEIGHTS_IN_FLIGHT: z.block_weights * z.gathered[0] + z.root_weights,
+            Term.SAVED_ACTIVATIONS: blocks,
+            Term.LOGITS_LOSS: z.logits * z.per_logit + z.head_input,
         },
         Phase.BACKWARD_FIRST: {
-            Term.GRADIENTS: held + head_grad,
-            Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[1]),
-            Term.SAVED_ACTIVATIONS: saved_all,
-            Term.BLOCK_BACKWARD: backward,
+            Term.GRADIENTS: held + z.head_grad,
+            Term.WEIGHTS_IN_FLIGHT: z.block_weights * z.gathered[1] + z.root_weights,
+            Term.SAVED_ACTIVATIONS: blocks,
+            Term.BLOCK_BACKWARD: z.backward,
         },
         Phase.BACKWARD_LAST: {
-            Term.GRADIENTS: grads + root_grads,
-            Term.WEIGHTS_IN_FLIGHT: _weights_in_flight(m, fp8, blocks=gathered[2]),
-            Term.SAVED_ACTIVATIONS: saved_one,
-            Term.BLOCK_BACKWARD: backward,
+            Term.GRADIENTS: z.grads + z.root_grads,
+            Term.WEIGHTS_IN_FLIGHT: z.block_weights * z.gathered[2] + z.root_weights,
+            Term.SAVED_ACTIVATIONS: z.saved_one,
+            Term.BLOCK_BACKWARD: z.backward,
         },
     }
-    states = {Term.PARAMETERS: params, Term.OPTIMIZER: optimizer}
+    states = {Term.PARAMETERS: z.params, Term.OPTIMIZER: z.optimizer}
     best: MemoryPeak | None = None
     for phase, parts in phases.items():
         merged = {**states, **parts}
         terms = tuple(MemoryTerm(t, round(merged.get(t, 0.0))) for t in Term)
         candidate = MemoryPeak(phase, terms)
-        if best is None or candidate.peak_bytes > best.peak_bytes:
+        if best is None or candidate.allocated_bytes > best.allocated_bytes:
             best = candidate
     assert best is not None
     return best
+
+
+def _loss_events(z: _Sizes) -> list[tuple[str, float | None]]:
+    """The loss's tensors in order, (name, bytes) to allocate and (name, None) to free, from
+    the logits to the bf16 gradient lm_head's backward reads (module docstring). Each
+    sequence holds `per_logit` bytes per logit at its peak."""
+    n = z.logits
+    fp32, bf16 = n * FP32, n * BF16
+    if z.per_logit == LOSS_PARALLEL_BYTES_PER_LOGIT:  # loss parallel's decompositions
+        seq: list[tuple[str, float | None]] = [
+            ("logits", bf16), ("upcast", fp32), ("shifted", fp32), ("exp", fp32),
+            ("exp", None), ("upcast", None), ("log-probs", fp32), ("shifted", None),
+            ("logits", None),
+            ("nll grad", fp32), ("exp of log-probs", fp32), ("sum", fp32),
+            ("exp of log-probs", None), ("nll grad", None), ("log-probs", None),
+            ("logits grad", bf16), ("sum", None),
+        ]  # fmt: skip
+    elif z.per_logit == LOSS_BYTES_PER_LOGIT:  # eager: CUDA's fused kernels
+        seq = [
+            ("logits", bf16), ("upcast", fp32), ("log-probs", fp32), ("upcast", None),
+            ("logits", None),
+            ("nll grad", fp32), ("log_softmax grad", fp32), ("nll grad", None),
+            ("log-probs", None), ("logits grad", bf16), ("log_softmax grad", None),
+        ]  # fmt: skip
+    elif z.per_logit == COMPILED_LOSS_PARALLEL_BYTES_PER_LOGIT:  # compiled, loss parallel
+        seq = [
+            ("logits", bf16), ("saved", fp32), ("logits", None), ("logits grad", bf16),
+            ("saved", None),
+        ]  # fmt: skip
+    else:  # compiled: the bf16 logits saved, the fused backward's bf16 gradient
+        seq = [("logits", bf16), ("logits grad", bf16), ("logits", None)]
+    return seq
+
+
+def _step_events(z: _Sizes, layers: int, step: int) -> list[Alloc | Free]:
+    """One training step's allocations and frees by stream, as FSDP2 and torchtitan's train
+    step order them (module docstring): the root's and each block's all-gather (copy-in
+    stream) and copy-out, the saved activations, the loss, each block's backward with the
+    next one prefetched, its gradients' reduce-scatter (the output, the sharded gradient, on
+    the reduce-scatter stream), the optimizer's states at the first step's end."""
+    ev: list[Alloc | Free] = []
+    ag, rs = Stream.ALL_GATHER, Stream.REDUCE_SCATTER
+    tag = f"{step}:"
+
+    def alloc(key: str, size: float, stream: Stream = Stream.COMPUTE) -> None:
+        ev.append(Alloc(tag + key, round(size), stream))
+
+    def free(key: str) -> None:
+        ev.append(Free(tag + key))
+
+    def gather(name: str, size: float) -> None:
+        """FSDP2's unshard: the previous all-gather's output freed, this one's input (the
+        sharded bf16 casts) and output on the copy-in stream, the copy-out on compute."""
+        alloc(f"{name} all-gather output", size, ag)
+        alloc(f"{name} all-gather input", size / z.fsdp_ranks, ag)
+        free(f"{name} all-gather input")
+        alloc(f"{name} unsharded", size)
+
+    block_grads = (z.grads - z.root_params) / layers
+    grads_stream = rs if z.sharded else Stream.COMPUTE  # without FSDP autograd's own .grad
+    if z.sharded:
+        gather("root", z.root_weights)
+    held = "root all-gather output"
+    for i in range(layers):
+        if z.sharded:
+            free(held)
+            gather(f"block {i}", z.block_weights)
+            held = f"block {i} all-gather output"
+        else:  # autocast's bf16 copies, saved for the block's backward
+            alloc(f"block {i} unsharded", z.block_weights)
+        alloc(f"block {i} saved", z.saved[i])
+        if z.resharded and i < layers - 1:
+            free(f"block {i} unsharded")  # reshard after forward
+    if z.sharded:
+        free(held)  # the root's post-forward frees the last all-gather's output
+    alloc("lm_head input", z.head_input)
+    for name, size in _loss_events(z):
+        if size is None:
+            free(name)
+        else:
+            alloc(name, size)
+    alloc("lm_head grad", z.head_grad)
+    free("logits grad")
+    free("lm_head input")
+    reducing = ""
+    transient = z.backward - z.weight_grads - z.reduce_input
+    for i in reversed(range(layers)):
+        if z.resharded and i > 0:  # the next block's all-gather, prefetched
+            gather(f"block {i - 1}", z.block_weights)
+            free(f"block {i - 1} all-gather output")
+        alloc(f"block {i} backward", transient)
+        alloc(f"block {i} weight grads", z.weight_grads)
+        if z.sharded:
+            if reducing:
+                free(reducing)  # the previous reduce-scatter's input, held to its end
+            alloc(f"block {i} reduce input", z.reduce_input)
+            reducing = f"block {i} reduce input"
+        alloc(f"block {i} grads", block_grads, grads_stream)
+        free(f"block {i} weight grads")
+        free(f"block {i} backward")
+        free(f"block {i} saved")
+        free(f"block {i} unsharded")
+    if z.sharded:
+        alloc("root grads", max(0.0, z.root_grads - z.head_grad))
+        free(reducing)
+        alloc("root reduce input", z.root_grads * FP32 / BF16)
+        free("root grads")
+        free("lm_head grad")
+    alloc("root sharded grads", z.root_params, grads_stream)
+    if z.sharded:
+        free("root reduce input")
+        free("root unsharded")  # the root reshards after the backward
+    else:
+        free("lm_head grad")
+    return ev
+
+
+def _gradient_keys(layers: int, step: int) -> list[str]:
+    return [f"{step}:block {i} grads" for i in range(layers)] + [f"{step}:root sharded grads"]
+
+
+def _events(z: _Sizes, layers: int) -> list[Alloc | Free]:
+    """Two steps: the parameters first, the optimizer's states at the first step's end
+    (AdamW's lazy init), `zero_grad` freeing the first step's gradients as the second opens
+    (kept under gradient accumulation, which runs the second pass with them)."""
+    ev: list[Alloc | Free] = [Alloc("parameters", round(z.params))]
+    ev += _step_events(z, layers, 1)
+    ev.append(Alloc("optimizer states", round(z.optimizer)))
+    if not z.accumulating:
+        ev += [Free(key) for key in _gradient_keys(layers, 1)]
+    ev += _step_events(z, layers, 2)
+    return ev
+
+
+def _peak(m: _Model, run: RunConfig, fp8: bool, *, expandable: bool) -> MemoryPeak:
+    """The allocated peak's terms and, beside them, what each stream's pools have reserved
+    beyond what it holds at that peak (`allocator.simulate` over two steps)."""
+    z = _sizes(m, run, fp8)
+    allocated = _allocated(z)
+    reserved = _reserved(z, m.layers, expandable=expandable)
+    extra = tuple(
+        MemoryTerm(term, max(0, reserved.reserve_beyond(stream)))
+        for stream, term in RESERVE_TERMS.items()
+    )
+    kept = tuple(t for t in allocated.terms if t.term not in RESERVE_TERMS.values())
+    return MemoryPeak(allocated.phase, kept + extra)
+
+
+def _reserved(z: _Sizes, layers: int, *, expandable: bool) -> AllocatorPeaks:
+    return simulate(_events(z, layers), expandable=expandable)
 
 
 def memory_estimate(
@@ -478,6 +720,7 @@ def memory_estimate(
     recipe: str,
     converted: Sequence[str],
     gpu_memory_bytes: int,
+    expandable_segments: bool = True,
 ) -> MemoryEstimate:
     """Peak memory per GPU of one step in bf16 and float8 (`converted`: the fqns float8
     converts, as torchtitan does; `recipe`: torchao's, tensorwise saving float8 copies)."""
@@ -487,8 +730,8 @@ def memory_estimate(
         )
     m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
     return MemoryEstimate(
-        bf16=_peak(m, run, fp8=False),
-        fp8=_peak(m, run, fp8=True),
+        bf16=_peak(m, run, fp8=False, expandable=expandable_segments),
+        fp8=_peak(m, run, fp8=True, expandable=expandable_segments),
         gpu_memory_bytes=gpu_memory_bytes,
     )
 
