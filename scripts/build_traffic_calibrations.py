@@ -26,7 +26,12 @@ stores). Inductor's split-reduction heuristics read the CU count and wavefront, 
 rowwise kernels differ from h100's at the fit grid's ends (docs/mx.md). torchao's recipes
 only: f8roof's reference linear casts to the OCP encodings.
 
+`--retime` generates nothing: it times each shipped file's bytes again by its preset's record
+(its gemm and copy fractions: `datasheet_timed`), which is what a full build writes when only
+the records changed (torch and torchao as the files record them).
+
     PYTHONPATH=. python scripts/build_traffic_calibrations.py [--gpu h100|b200|mi300x|mi355x] [--jobs 2] [--out DIR]
+    PYTHONPATH=. python scripts/build_traffic_calibrations.py --gpu b200 --retime
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import sys
 import time
 from pathlib import Path
 
+from f8roof.calibration.file import Calibration, datasheet_timed
 from f8roof.calibration.fitting import traffic_calibration
 from f8roof.device.calibrate import CalibrateOptions, generated_samples
 from f8roof.hardware.presets import PRESETS, Float8Family, find_gpu
@@ -119,6 +125,16 @@ def check_same_code(samples, options: CalibrateOptions, *, gpu: str, jobs: int) 
                     sys.exit(f"{key} at {run.shape}: {other}'s generated code differs from {gpu}'s")
 
 
+def retime(code: str, out: Path) -> None:
+    """Each file WRITTEN[code] writes, its bytes timed again by its preset's record."""
+    for preset in WRITTEN[code]:
+        gpu = find_gpu(preset)
+        assert gpu.shipped is not None
+        path = out / gpu.shipped.file
+        datasheet_timed(Calibration.load(path), datasheet_timing(gpu)).save(path)
+        print(f"retimed {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
@@ -126,7 +142,13 @@ def main() -> None:
     parser.add_argument(
         "--gpu", choices=sorted(WRITTEN), default=CODE_FOR, help="whose code to generate"
     )
+    parser.add_argument(
+        "--retime", action="store_true", help="time the shipped bytes by the records, no codegen"
+    )
     args = parser.parse_args()
+    if args.retime:
+        retime(args.gpu, args.out)
+        return
     start = time.monotonic()
     options = CalibrateOptions.defaults(
         "codegen", variants=shipped_variants(args.gpu), gpu=find_gpu(args.gpu), jobs=args.jobs

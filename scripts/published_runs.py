@@ -6,12 +6,17 @@ rank, parallel degrees, checkpointing, recipe, the measured bf16 step) and answe
 step comes from the published bf16 throughput: torchtitan logs tokens per second per GPU, so
 one step is local_batch x seq_len / (tps x TP degree).
 
-The runs and their measured tokens/s are data/published/runs_h100_dev.csv's (each row names its
-source): torchtitan#1207 (Llama3-8B, 4 H100, FSDP 2 x TP 2, per-op SAC, one 8192-token sequence
+The runs and their measured tokens/s are data/published/runs_h100_dev.csv's and
+runs_blackwell_dev.csv's (each row names its source). On H100s: torchtitan#1207 (Llama3-8B, 4 H100, FSDP 2 x TP 2, per-op SAC, one 8192-token sequence
 per rank), pytorch/pytorch#149990, torchao's training.md and torchtitan's async TP benchmark (all
 on Meta's Grand Teton H100s at 500 W, f8roof's h100-meta: `META_SOURCES` says why;
 Llama3 8B FSDP 8 x TP 8 per-op SAC local batch 12, Llama3 70B FSDP 32 x TP 8 full AC local
-batch 16; seq_len 8192, torchtitan's llama3 configs; vanilla and async TP).
+batch 16; seq_len 8192, torchtitan's llama3 configs; vanilla and async TP). On B200s
+(`blackwell_runs`): torchtitan's Qwen3-14B search on 8 B200s (FSDP 8, never resharded after
+forward, per-op SAC, the model compiled per block, rowwise with lm_head and the k/v projection
+in bf16) and torchao's MXFP8 table's cuBLAS arm (Llama3-8B on 8 B200s limited to 750 W, f8roof's
+b200-750w). Each run is answered on the part it ran on; the H100 table and its classes come
+first, then the Blackwell runs and every part's median.
 
     PYTHONPATH=. python scripts/published_runs.py [--overhead codegen]
 """
@@ -57,6 +62,10 @@ class Run:
     emulate_precision_casts: bool = True
     # torchtitan compiles the loss with the model since 2025-04-02 (`BEFORE_COMPILED_LOSS`)
     loss_compiled: bool = True
+    seq_len: int = SEQ_LEN
+    filter_fqns: tuple[str, ...] = ("output",)
+    # torchtitan's [parallelism] fsdp_reshard_after_forward, where the source sets it
+    reshard_after_forward: str | None = None
 
     @property
     def gpus(self) -> int:
@@ -64,7 +73,7 @@ class Run:
 
     @property
     def tokens(self) -> int:
-        return self.local_batch * SEQ_LEN
+        return self.local_batch * self.seq_len
 
     @property
     def step_ms(self) -> float:
@@ -78,6 +87,23 @@ class Run:
         # the TOML layout's tensorwise is no recipe_name (torchtitan refuses float8 all-gather
         # beside one)
         recipe = "" if self.recipe == "tensorwise" else f'recipe_name = "{self.recipe}"\n'
+        filters = ", ".join(f'"{f}"' for f in self.filter_fqns)
+        mx = self.recipe in MX_RECIPE_NAMES
+        converter = (
+            f'[mx]\nrecipe_name = "{self.recipe}"\nfilter_fqns = [{filters}]\n'
+            if mx
+            else f"""[float8]
+{recipe}filter_fqns = [{filters}]
+enable_fsdp_float8_all_gather = {str(self.float8_all_gather).lower()}
+precompute_float8_dynamic_scale_for_fsdp = {str(self.float8_all_gather).lower()}
+"""
+        )
+        converters = 'converters = ["mx"]\n' if mx else ""
+        reshard = (
+            ""
+            if self.reshard_after_forward is None
+            else f'fsdp_reshard_after_forward = "{self.reshard_after_forward}"\n'
+        )
         selective = '\nselective_ac_option = "op"' if self.ac == "selective" else ""
         # the model compiled, the loss eager: torchtitan's [compile] section says it so
         compiled = (
@@ -87,28 +113,28 @@ class Run:
         )
         return f"""[model]
 name = "{self.model}"
-[training]
+{converters}[training]
 local_batch_size = {self.local_batch}
-seq_len = {SEQ_LEN}
+seq_len = {self.seq_len}
 {compiled}
 [parallelism]
 data_parallel_shard_degree = {self.fsdp}
 tensor_parallel_degree = {self.tp}
 enable_async_tensor_parallel = {str(self.async_tp).lower()}
-[activation_checkpoint]
+{reshard}[activation_checkpoint]
 mode = "{self.ac}"{selective}
-[float8]
-{recipe}filter_fqns = ["output"]
-enable_fsdp_float8_all_gather = {str(self.float8_all_gather).lower()}
-precompute_float8_dynamic_scale_for_fsdp = {str(self.float8_all_gather).lower()}
-[f8roof]
+{converter}[f8roof]
 gpu = "{self.gpu}"
 step_ms = {self.step_ms:.1f}
 emulate_precision_casts = {str(self.emulate_precision_casts).lower()}
 """
 
 
-RUNS_CSV = Path(__file__).resolve().parent.parent / "data" / "published" / "runs_h100_dev.csv"
+PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "published"
+RUNS_CSV = PUBLISHED / "runs_h100_dev.csv"
+BLACKWELL_CSV = PUBLISHED / "runs_blackwell_dev.csv"
+# torchtitan's [mx] recipe names (the converter section an MX row is written in)
+MX_RECIPE_NAMES = ("mxfp8_cublas", "mxfp8_cublas_rceil")
 SETUP = re.compile(r"FSDP(?:=|2 \()(\d+)\)?(?: TP=(\d+))?")
 # pytorch/pytorch#149990 states no local batch: torchtitan's llama3_70b.toml of that time
 # trained `batch_size = 8` at `seq_len = 8192` (train_configs/llama3_70b.toml, 2024-2025)
@@ -148,7 +174,8 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
                 _part(row.source, row.gpu),
                 float(row.tokens_per_s_bf16),
                 float(row.tokens_per_s_fp8),
-                "float8 all-gather" in row.setup,
+                # a table that does not state it ran torchtitan's default: bf16 all-gather
+                "float8 all-gather" in row.setup and "all-gather not stated" not in row.setup,
                 "torch.compile" in row.setup or async_tp,
                 not any(key in row.source for key in BEFORE_CASTS),
                 not any(key in row.source for key in BEFORE_COMPILED_LOSS),
@@ -167,7 +194,9 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
 #   (torchao/testing/training/roofline_utils.py) takes Meta's H100 variant as its H100.
 # The same team's logs show the 96 GB part: torchtitan prints reserved memory as a share of the
 # device's, "47.65GiB(50.16%)" in vkuzo's pytorch/torchtitan#808 (8 H100s), 95.0 GiB in all.
-META_SOURCES = ("#1207", "#149990", "training.md")
+# - pytorch/ao#1793: the same team's first float8 table (training.md's came with it); its bf16
+#   peak is that log's 47.65 GiB.
+META_SOURCES = ("#1207", "#149990", "training.md", "#1793")
 
 
 # Runs published before torchtitan set Inductor's emulate_precision_casts for rowwise
@@ -177,10 +206,59 @@ META_SOURCES = ("#1207", "#149990", "training.md")
 #   2.7.0a0, torchao 0.10.0).
 # torchtitan#1207 ran torchtitan@441a63ca4 (2025-05-20) and the async TP benchmark torch of
 # 2025-06-14: both after.
-BEFORE_CASTS = ("#149990", "training.md")
+BEFORE_CASTS = ("#149990", "training.md", "#1793")
 # ... and before torchtitan compiled its loss with the model (bbb1b616e, 2025-04-02): the same
 # two runs, written as torchtitan's [compile] section that leaves the loss out
-BEFORE_COMPILED_LOSS = ("#149990", "training.md")
+BEFORE_COMPILED_LOSS = ("#149990", "training.md", "#1793")
+
+
+def blackwell_runs(path: Path = BLACKWELL_CSV) -> list[Run]:
+    """The Blackwell runs (data/published/runs_blackwell_dev.csv), their setup read off each
+    row's `setup` text as it words it: 'FSDP 8' or 'FSDP2 (8)', 'local batch 4, seq 4096' or
+    'bs 1, seq 8192', the filter_fqns it names ('filter_fqns A and B'; torchao's MX default
+    ['output'] where none), 'fsdp_reshard_after_forward never', the model compiled per block
+    ('torch.compile components model': the loss eager); the part from `gpu` (a power limit in
+    it, '750 W', is that limit's preset: b200-750w). Every row names all of these or fails."""
+    out = []
+    for row in pd.read_csv(path).itertuples():
+        setup = str(row.setup)
+        fsdp = re.search(r"FSDP(?: |2 \()(\d+)", setup)
+        batch = re.search(r"(?:local batch|bs) (\d+), seq (\d+)", setup)
+        if fsdp is None or batch is None or "per-op" not in setup:
+            raise SystemExit(f"{row.source}: FSDP, batch, seq or per-op AC not in {setup!r}")
+        tp = re.search(r"TP (\d+)", setup)
+        filters = re.search(r"filter_fqns ([\w.]+) and ([\w.]+)", setup)
+        watts = re.search(r"(\d+) W", str(row.gpu))
+        gpu = str(row.gpu).split()[0].lower() + (f"@{watts.group(1)}w" if watts else "")
+        part = find_gpu(gpu).name
+        model = str(row.model).lower()
+        recipe = str(row.recipe)
+        out.append(
+            Run(
+                f"{_blackwell_short(str(row.source))} {model} FSDP {fsdp.group(1)} selective AC "
+                f"{recipe}",
+                model,
+                int(batch.group(1)),
+                int(fsdp.group(1)),
+                int(tp.group(1)) if tp else 1,
+                "selective",
+                recipe,
+                False,
+                part,
+                float(row.tokens_per_s_bf16),
+                float(row.tokens_per_s_fp8),
+                compiled="compile" in setup,
+                loss_compiled="components model" not in setup,
+                seq_len=int(batch.group(2)),
+                filter_fqns=filters.groups() if filters else ("output",),
+                reshard_after_forward="never" if "reshard_after_forward never" in setup else None,
+            )
+        )
+    return out
+
+
+def _blackwell_short(source: str) -> str:
+    return "ao#2777" if "#2777" in source else "titan-qwen3"
 
 
 def _part(source: str, gpu: str) -> str:
@@ -190,7 +268,13 @@ def _part(source: str, gpu: str) -> str:
 
 
 def _short(source: str) -> str:
-    for key, name in (("#1207", "#1207"), ("#149990", "#149990"), ("training.md", "ao")):
+    names = (
+        ("#1207", "#1207"),
+        ("#149990", "#149990"),
+        ("training.md", "ao"),
+        ("#1793", "ao#1793"),
+    )
+    for key, name in names:
         if key in source:
             return name
     return "bench"
@@ -226,6 +310,51 @@ def classes(run: Run) -> list[str]:
     return out
 
 
+BLACKWELL_LEGEND = (
+    "titan-qwen3: torchtitan's autoresearch-parallelize/may15-qwen3-14b-8xb200 branch (local "
+    "batch 4 x 4096, FSDP never resharded after forward, the model compiled per block, lm_head "
+    "and attention.qkv_linear.wkv in bf16; torch 2.13); ao#2777: torchao's MXFP8 training table "
+    "(cuBLAS arm; torch 2.9) on B200s limited to 750 W. Each answered as the H100 runs are."
+)
+
+
+def _answer(run: Run, args, parts: dict) -> tuple[dict, float]:
+    """The run answered, its table row printed (not with --summary), its error kept per part."""
+    summary = predict(run, overhead=args.overhead)
+    error = summary["speedup"] / run.measured - 1
+    parts.setdefault(run.gpu, []).append((error, 1 / run.measured - 1))
+    power = find_gpu(run.gpu).power_w
+    band = f"{summary['speedup_low']:.2f}-{summary['speedup_high']:.2f}"
+    if not args.summary:
+        print(
+            f"| {run.name} | {run.gpu} ({power} W) | {summary['speedup']:.3f}x ({band}) | "
+            f"{run.measured:.3f}x | {error:+.1%} |",
+            flush=True,
+        )
+    return summary, error
+
+
+def _errors_line(key: str, pairs: list[tuple[float, float]]) -> str:
+    signed = np.array([e for e, _ in pairs])
+    one = np.array([abs(o) for _, o in pairs])
+    return (
+        f"{key}: median |error| {np.median(np.abs(signed)):.1%}, mean signed "
+        f"{np.mean(signed):+.1%} (predicting 1.0: median {np.median(one):.1%}), "
+        f"{len(pairs)} runs"
+    )
+
+
+def _per_part_line(parts: dict[str, list[tuple[float, float]]]) -> str:
+    """Every part's median |error|, its mean signed error and run count, on one line."""
+    each = []
+    for part, pairs in parts.items():
+        signed = np.array([e for e, _ in pairs])
+        each.append(
+            f"{part} {np.median(np.abs(signed)):.1%} ({np.mean(signed):+.1%}, {len(pairs)})"
+        )
+    return "per part |error| (signed mean, runs): " + ", ".join(each)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overhead", default="fitted", choices=("fitted", "codegen"))
@@ -241,20 +370,12 @@ def main() -> None:
     )
     print(*table, sep="\n", end="\n" if table else "")
     errors: dict[str, list[tuple[float, float]]] = {}
+    parts: dict[str, list[tuple[float, float]]] = {}
     terms = []
     for run in runs():
-        summary = predict(run, overhead=args.overhead)
-        error = summary["speedup"] / run.measured - 1
+        summary, error = _answer(run, args, parts)
         for key in ["all", *classes(run)]:
             errors.setdefault(key, []).append((error, 1 / run.measured - 1))
-        power = find_gpu(run.gpu).power_w
-        band = f"{summary['speedup_low']:.2f}-{summary['speedup_high']:.2f}"
-        if not args.summary:
-            print(
-                f"| {run.name} | {run.gpu} ({power} W) | {summary['speedup']:.3f}x ({band}) | "
-                f"{run.measured:.3f}x | {error:+.1%} |",
-                flush=True,
-            )
         terms.append((run, summary))
     legend = (
         "bench: torchtitan's async TP float8 benchmark; #1207: "
@@ -265,13 +386,15 @@ def main() -> None:
     if not args.summary:
         print("", textwrap.fill(legend, 100), "", sep="\n")
     for key, pairs in errors.items():
-        signed = np.array([e for e, _ in pairs])
-        one = np.array([abs(o) for _, o in pairs])
-        print(
-            f"{key}: median |error| {np.median(np.abs(signed)):.1%}, mean signed "
-            f"{np.mean(signed):+.1%} (predicting 1.0: median {np.median(one):.1%}), "
-            f"{len(pairs)} runs"
-        )
+        print(_errors_line(key, pairs))
+    if not args.summary:
+        print("", *table, sep="\n")
+    for run in blackwell_runs():
+        terms.append((run, _answer(run, args, parts)[0]))
+    if not args.summary:
+        print("", textwrap.fill(BLACKWELL_LEGEND, 100), "", sep="\n")
+    print(_per_part_line(parts))
+    print(_errors_line("every dev run", [e for pairs in parts.values() for e in pairs]))
     if not args.terms:
         return
     print("\nasync TP against vanilla TP, step time ratio (vanilla / async), modelled vs measured:")

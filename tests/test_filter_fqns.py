@@ -23,6 +23,7 @@ from f8roof.training.torchtitan_names import (
     split_by_filters,
     to_torchtitan_fqn,
     torchtitan_model,
+    unmatched_filters,
 )
 
 Q_PROJ = "model.layers.*.self_attn.q_proj"
@@ -353,3 +354,19 @@ def test_a_linear_no_substring_keeps_alone_is_kept_and_said():
     printed = printed_filters(fqns, [2, 2], [False, True], [False, False], family="deepseek_v3")
     assert printed.kept == tuple(fqns) and not printed.converted
     assert [n.topic for n in printed.notes] == [Topic.FILTER_INEXACT]
+
+
+def test_torchtitans_2026_attention_names_keep_the_linears_they_name():
+    """torchtitan's 2026 model layout names the attention projections under
+    `attention.qkv_linear` (QKVLinear: `wq` and `wkv`; FusedQKVLinear: `wqkv`): the public
+    Qwen3-14B run on 8 B200s filters `attention.qkv_linear.wkv`, which keeps k and v in bf16
+    and converts q; `wqkv` keeps all three. Neither is reported as matching nothing."""
+    kv = ["attention.qkv_linear.wkv"]
+    for leaf, kept in (("q_proj", False), ("k_proj", True), ("v_proj", True), ("o_proj", False)):
+        assert filtered(f"model.layers.*.self_attn.{leaf}", kv, count=40) is kept, leaf
+    for leaf in ("q_proj", "k_proj", "v_proj"):
+        assert filtered(f"model.layers.7.self_attn.{leaf}", ["attention.qkv_linear.wqkv"])
+    rows = [(f"model.layers.*.self_attn.{p}_proj", 40) for p in "qkvo"]
+    assert unmatched_filters([*kv, "attention.qkv_linear.wq", "qkv_linear.wz"], rows) == [
+        "qkv_linear.wz"
+    ]

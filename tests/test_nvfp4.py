@@ -212,7 +212,9 @@ def test_gemms_are_fp4_at_each_blackwell_presets_own_family():
     assert {fp8_gemm_dtype(NVFP4, role) for role in GEMM_ROLES} == {"nvfp4"}
     for name in ("b200", "b200-750w", "gb200", "b300", "gb300"):
         families = dict(datasheet_timing(find_gpu(name)).all_gemms.efficiencies)
-        assert 0.5 < families["nvfp4"].peak_fraction < families["fp8"].peak_fraction, name
+        # at 750 of 1000 W every family runs 0.75 of its stock throughput (docs/mx.md)
+        floor = 0.5 * (0.75 if name == "b200-750w" else 1.0)
+        assert floor < families["nvfp4"].peak_fraction < families["fp8"].peak_fraction, name
     for name in ("h100", "mi355x"):
         assert "nvfp4" not in dict(datasheet_timing(find_gpu(name)).all_gemms.efficiencies)
     # b200 at 8192^3: pytorch/ao#2427's torch._scaled_mm NVFP4 gemm ran 5.37 PFLOP/s

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from f8roof.hardware.efficiency import cap_ratios
 from f8roof.hardware.presets import PRESETS, Float8Family, UnknownGPUError, Vendor, find_gpu
 from f8roof.hardware.support import (
     ScaledGemm,
@@ -244,6 +245,28 @@ def test_power_capped_b200_is_slower_than_stock():
     assert tflops("b200-750w", "mxfp8", 8192) < tflops("b200", "mxfp8", 8192)
 
 
+@pytest.mark.parametrize("family", ["bf16", "fp8", "fp8_rowwise", "mxfp8", "nvfp4"])
+def test_a_blackwell_power_cap_slows_every_tensor_core_family_alike_and_no_copy(family):
+    """One SM clock under the cap: at 750 of B200's 1000 W every family's large gemm runs at
+    about 0.75 of its stock throughput (latency aside), float8 and fp4 no less than bf16; the
+    memory clock is not capped, so copies stream as fast."""
+    ratio = tflops("b200-750w", family, 16384) / tflops("b200", family, 16384)
+    assert ratio == pytest.approx(0.75, rel=0.02)
+    capped, stock = datasheet_timing(find_gpu("b200-750w")), datasheet_timing(find_gpu("b200"))
+    assert capped.kernel_bandwidth_bytes_per_s == stock.kernel_bandwidth_bytes_per_s
+
+
+def test_the_power_rule_meets_the_published_capped_gemms_it_cites():
+    """GB300's cuBLAS gemm at 500 W: ~617 TFLOP/s against ~1600-2174 at its rated 1400 W
+    (facebookexperimental/triton#2023), 0.28-0.39; H100's bf16 at 500 W: 585 against 790-800
+    TFLOP/s at 700 W (FBGEMM#2546, zzc0721#79), the measured ratio Hopper keeps."""
+    gb300 = cap_ratios(watts=500, rated_w=1400, hopper=False)
+    assert 617 / 2174 <= gb300.bf16 <= 617 / 1600 and gb300.float8 == gb300.bf16
+    hopper = cap_ratios(watts=500, rated_w=700, hopper=True)
+    assert hopper.bf16 == pytest.approx(585 / 800, abs=0.01)
+    assert abs(cap_ratios(watts=500, rated_w=700, hopper=False).bf16 - hopper.bf16) < 0.03
+
+
 # Through the CLI (the shared `cli` runner): the listing, and recipes a part cannot run refused in
 # one line with exit 2.
 
@@ -410,3 +433,17 @@ def test_fsdp_over_64_gpus_is_cheaper_inside_an_nvl72_domain(monkeypatch):
     eight = replace(gb200, fabric=replace(gb200.fabric, gpus_per_node=8))
     monkeypatch.setitem(PRESETS, "gb200", eight)
     assert 0 < nvl72 < fsdp_s()
+
+
+def test_an_answer_says_which_gemm_fractions_are_hoppers_carried_over(cli):
+    """H200's float8 fractions are H100 SXM's (the same silicon, no sweep of its own): its
+    datasheet answer says so, family by family, and its bf16 (measured on H200) is not named;
+    a Blackwell part's answer names none (its rowwise is torch's kernel measured on B200)."""
+    args = ("--recipe", "rowwise", "--shape", "8192,8192,8192")
+    h200 = cli("estimate", "--gpu", "h200", "--times", "datasheet", *args)
+    assert h200.exit_code == 0, h200.output
+    carried = h200.output.splitlines()[0].partition("; ")[2]
+    assert carried == "fp8, fp8_rowwise, fp8_blockwise gemms at H100 SXM's fractions (carried over)"
+    for name in ("b200", "b200-750w", "gb300"):
+        answer = cli("estimate", "--gpu", name, *args)
+        assert answer.exit_code == 0 and "H100" not in answer.output.splitlines()[0], name

@@ -105,6 +105,9 @@ def test_blackwell_parts_take_an_nvfp4_family_and_the_capped_part_its_caps():
     assert "nvfp4" not in h100
     assert b200["nvfp4"].peak_fraction == pytest.approx(b200["fp8"].peak_fraction * NVFP4_TO_FP8)
     assert capped["bf16"].peak_fraction < b200["bf16"].peak_fraction
+    # the datasheet model's rule, not the H100's 500 W caps: 750 of 1000 W, every family alike
+    for family in ("bf16", "fp8", "fp8_rowwise", "nvfp4"):
+        assert capped[family].peak_fraction == pytest.approx(0.75 * b200[family].peak_fraction)
     assert public_fit.capped(find_gpu("b200-750w")) and not public_fit.capped(find_gpu("b200"))
 
 

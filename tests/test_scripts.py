@@ -7,6 +7,7 @@ test_calibrate.py runs gpu_check.py for real on CPU.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
@@ -21,6 +22,7 @@ SCRIPTS = Path(__file__).parent.parent / "scripts"
 def _load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(f"script_{name}", SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -175,3 +177,31 @@ def test_codegen_vs_gpu_differences_are_findings_not_failures(codegen_vs_gpu, ca
     assert module.main(["--device", "cpu", "--variants", "reference:tensorwise", *SHAPE_ARGS]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
     assert last == "2 recipe/shape pair(s) compared: 0 same, 2 differ; 0 capture(s) failed"
+
+
+def test_published_blackwell_runs_are_read_as_their_sources_state_them() -> None:
+    """runs_blackwell_dev.csv's two rows become the setups their sources state: Qwen3-14B on
+    8 B200s (FSDP 8 never resharded after forward, 4 x 4096 tokens, the model compiled alone,
+    lm_head and the fused k/v projection kept in bf16) and Llama3-8B on 8 B200s at 750 W
+    (b200-750w, torchao's MX converter); the H100 runs stay as they were read."""
+    published = _load("published_runs")
+    qwen, mx = published.blackwell_runs()
+    assert (qwen.model, qwen.gpu, qwen.fsdp, qwen.tp) == ("qwen3-14b", "b200", 8, 1)
+    assert (qwen.local_batch, qwen.seq_len, qwen.tokens) == (4, 4096, 16384)
+    assert qwen.filter_fqns == ("lm_head", "attention.qkv_linear.wkv")
+    assert qwen.reshard_after_forward == "never" and qwen.compiled and not qwen.loss_compiled
+    assert qwen.measured == pytest.approx(8399 / 7898)
+    assert qwen.step_ms == pytest.approx(4 * 4096 / 7898 * 1e3)
+    toml = qwen.toml()
+    assert 'fsdp_reshard_after_forward = "never"' in toml and "[float8]" in toml
+    assert (mx.model, mx.gpu, mx.recipe, mx.local_batch, mx.seq_len) == (
+        "llama3-8b",
+        "b200-750w",
+        "mxfp8_cublas",
+        1,
+        8192,
+    )
+    assert '[mx]\nrecipe_name = "mxfp8_cublas"' in mx.toml() and "[float8]" not in mx.toml()
+    h100 = published.runs()
+    assert len(h100) == 14 and {r.gpu for r in h100} == {"h100-meta"}
+    assert all("fsdp_reshard" not in r.toml() and r.seq_len == 8192 for r in h100)

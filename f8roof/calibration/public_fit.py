@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from f8roof.errors import ModelError
-from f8roof.hardware.efficiency import NVFP4_TO_FP8, GemmEfficiency
+from f8roof.hardware.efficiency import NVFP4_TO_FP8, GemmEfficiency, cap_ratios
 from f8roof.hardware.presets import GPU, PublicModel, every_part, find_gpu
 from f8roof.timing.band import speedup_bound, widened
 from f8roof.timing.gemm import GemmRole, TiledGemm, linear_gemm_times
@@ -378,8 +378,9 @@ def part_gemms(x: np.ndarray, gpu: GPU) -> tuple:
         arch = p["blackwell"]
     elif gpu.gfx_arch == "gfx942":
         arch = p["cdna3"]
-    bf16 = arch * (p["cap_bf16"] if capped(gpu) else 1.0)
-    fp8 = arch * (p["cap_bf16"] * p["cap_fp8"] if capped(gpu) else 1.0)
+    cap_bf16, cap_fp8 = cap_factors(x, gpu)
+    bf16 = arch * cap_bf16
+    fp8 = arch * cap_fp8
     families = (
         ("bf16", _gemm(p["bf16_peak"] * bf16, p["k_steps_bf16"], p, "bf16", 1.0)),
         ("fp8", _gemm(p["fp8_peak"] * fp8, p["k_steps_fp8"], p, "fp8", None)),
@@ -395,11 +396,25 @@ def part_gemms(x: np.ndarray, gpu: GPU) -> tuple:
 
 
 def capped(gpu: GPU) -> bool:
-    """Whether a part's gemms take the fitted power caps: at CAPPED_W, or a preset that is a
-    power limit of another (b200-750w: 0.75 of B200's power against the H100's 500/700 W, 0.71;
-    no public gemm sweep of a capped B200, so the H100's caps stand for it, as in the datasheet
-    model)."""
+    """Whether a part's gemms run below its rated power: at CAPPED_W, or a preset that is a
+    power limit of another (b200-750w)."""
     return gpu.power_w == CAPPED_W or gpu.limited_from is not None
+
+
+def cap_factors(x: np.ndarray, gpu: GPU) -> tuple[float, float]:
+    """bf16's and float8's gemm factors at the part's power: 1 at its rated power; on Hopper
+    the fitted 500 W caps; on a power limit of another architecture the datasheet model's rule
+    (hardware/efficiency.py's `cap_ratios`: watts / rated watts, every family alike), which
+    no row of the fit measures."""
+    if not capped(gpu):
+        return 1.0, 1.0
+    if gpu.compute_capability[0] != 9 and gpu.limited_from is not None:
+        rated = find_gpu(gpu.limited_from).power_w
+        assert gpu.power_w is not None and rated is not None
+        cap = cap_ratios(watts=gpu.power_w, rated_w=rated, hopper=False)
+        return cap.bf16, cap.float8
+    p = dict(zip(NAMES, x))
+    return p["cap_bf16"], p["cap_bf16"] * p["cap_fp8"]
 
 
 def _gemm(fraction: float, k_steps: float, p: dict, family: str, slow: float | None):
@@ -1058,7 +1073,8 @@ def public_times(data: Data, report: Report) -> PublicTimes:
 
 
 def _blackwell_rests_on(name: str, check: KernelCheck, x: np.ndarray) -> str:
-    caps = " and the H100's 500 W caps" if capped(find_gpu(name)) else ""
+    gpu = find_gpu(name)
+    caps = f" and its {gpu.power_w} W cap (watts / rated)" if capped(gpu) else ""
     predicted = check.predicted_bytes_per_s(x) / 1e12
     published = check.published_bytes_per_s / 1e12
     return (

@@ -133,6 +133,8 @@ class Provenance:
     gemm_efficiency: float = math.nan
     memory_efficiency: float = math.nan  # datasheet timing's copy fraction
     missing: tuple[str, ...] = field(default=())  # variants the shipped file lacks
+    # datasheet gemms: the families whose fraction is H100 SXM's, carried over to this part
+    carried: tuple[str, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -345,6 +347,7 @@ def _provenance(
     else:
         times = Times.DATASHEET
         gemm = Gemms.DATASHEET if calibration.datasheet_gemm else Gemms.CALIBRATION
+    carried = _hopper_carried(gpu) if gemms is None and gemm is Gemms.DATASHEET else ()
     return Provenance(
         gpu=gpu.name,
         times=times,
@@ -360,8 +363,17 @@ def _provenance(
         transfer_check=math.nan
         if calibration.public is None
         else calibration.public.transfer_check(gpu.name),
+        carried=carried,
         **extra,
     )
+
+
+def _hopper_carried(gpu: GPU) -> tuple[str, ...]:
+    """The gemm families whose fraction on `gpu` is H100 SXM's, carried over with no source
+    for the part (hardware/efficiency.py's `hopper_carried`)."""
+    if gpu.efficiency is None:
+        return ()
+    return tuple(f.family for f in gpu.efficiency.families if f.hopper_carried)
 
 
 def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
@@ -526,6 +538,7 @@ def _datasheet(
         if gemm is not None
         else (Gemms.DATASHEET if own else Gemms.BORROWED),
         memory_efficiency=timing.memory_efficiency,
+        carried=_hopper_carried(gpu) if gemm is None and own else (),
     )
 
 

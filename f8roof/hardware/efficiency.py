@@ -40,11 +40,38 @@ MAMF. The same rule applied to H100 SXM gives bf16 0.818 and fp8 0.719 against t
 0.84 and 0.70 above, so the two ways agree within 3%. K-step overheads and latencies are H100's
 (no public small-shape sweep of these parts separates them): an assumption every one of them
 states. Where a family's fraction (or its ratio to another family) is H100 SXM's carried over
-with no source for the part, its record says so (`FamilyEfficiency.hopper_carried`).
+with no source for the part, its record says so (`FamilyEfficiency.hopper_carried`), and a
+datasheet-timed answer on it names those families in its provenance line.
 
-A power cap (`h100-meta`, and every part `presets.power_limited` derives) lowers the clock
-gemms sustain: Meta's FBGEMM benchmarks name their H100 "500W" (FBGEMM#2546: bf16 8192^3 585
-TFLOP/s, 0.73x a 700 W part; fp8 about 0.87x), and `power_capped` scales every family so.
+Row-scaled fp8 on Blackwell, as torch dispatches it (issue #55): `torch._scaled_mm` with
+row/column scales runs PyTorch's own CUTLASS kernel (`f8f8bf16_rowwise`,
+aten/src/ATen/native/cuda/RowwiseScaledMM.cu) on sm100 and sm103 in every torch since 2.7
+(pytorch/pytorch#148421 added the sm100 kernel, 2025-03, "not optimized yet"): cuBLASLt's
+outer-vector scaling, which torch calls for rowwise on sm90 from CUDA 12.9, is sm90-only
+(pytorch/pytorch#160693, NVIDIA/CUDALibrarySamples#270; ScaledBlas.cpp sends major >= 10 to
+CUTLASS), and pytorch/pytorch#153555 calls that sm100 template "not optimal". Measured:
+torch._scaled_mm rowwise ~1860 TFLOP/s at 4096^3 on a B200 (pytorch/helion#2756, 2026-06),
+where cuBLAS's tensorwise runs 2765 (OpenXLA's sm_100 table). Its fraction is fitted as the
+MAMF fractions are (the tiled model at 4096^3 gives 1860): 0.456, 0.591 of B200's tensorwise.
+GB200 runs the same sm100 kernel and B300/GB300 (sm103) the same CUTLASS family: B200's ratio
+to tensorwise, said in their records. Tensorwise is cuBLASLt (nvjet kernels) on every
+Blackwell part; torchao's rowwise backward gemms run it (with unit scales, `timing/gemm.py`'s
+`fp8_gemm_dtype`). Slow accumulation: no public sm100 sweep separates it, so no factor.
+
+A power cap (`h100-meta`, and every part `presets.power_limited` derives; issue #59) lowers the
+SM clock, never the memory clock: memory-bound kernels keep their bandwidth (an RTX 3090 at its
+315 W cap throttles its SM clock in every busy sample and runs its memory clock at spec in
+every one, ashalliants/ninfer-3090#72). One rule (`cap_ratios`): where a public sweep measured
+the part's silicon at that cap, its ratios per family (Hopper at 500 W: Meta's FBGEMM
+benchmarks name their H100 "500W", FBGEMM#2546: bf16 8192^3 585 TFLOP/s, 0.73x a 700 W part;
+fp8 about 0.87x); else every family at watts / rated watts. A gemm that draws the part's
+rated power at full clocks keeps its throughput per watt under the cap: GB300's cuBLAS gemm
+runs ~617 TFLOP/s at 500 W against ~1600-2174 at its rated 1400 W, 0.28-0.39 where the rule
+says 0.36 (facebookexperimental/triton#2023), and H100's bf16 0.73 where it says 0.71. Every
+family alike on Blackwell: bf16, fp8, MXFP8 and NVFP4 run on the same tensor cores at the one
+SM clock the cap sets, and B200's sustained tensor-core work already draws its rated ~1000 W
+(its SM clock falls from 1965 to ~1580 MHz there, flashinfer-ai/flashinfer#2899), so each is
+power-bound at the rated power.
 """
 
 from __future__ import annotations
@@ -150,6 +177,13 @@ POWER_CAP_SOURCE = (
     "FBGEMM#2546: H100 500W vs 700 W gemm throughput (bf16 0.73, float8 0.87; bf16 585 TFLOP/s "
     "at 8192^3)"
 )
+HOPPER_CAPPED_W = 500  # the cap FBGEMM#2546's ratios were measured at
+POWER_RULE_SOURCE = (
+    "gemm throughput x watts / rated watts, every family alike (one SM clock; memory clock "
+    "not capped): GB300 cuBLAS 617 TFLOP/s at 500 W vs 1600-2174 at 1400 W "
+    "(facebookexperimental/triton#2023); B200 at its rated ~1000 W already clock-bound "
+    "(flashinfer-ai/flashinfer#2899)"
+)
 
 MAMF = (
     "stas00/ml-engineering compute/accelerator/README.md, Maximum Achievable Matmul FLOPS "
@@ -159,9 +193,18 @@ K_STEPS_ASSUMED = (
     "K-step overheads and latencies are H100 SXM's (192/128 K-steps, 3/4 us): no public "
     "small-shape sweep of this part"
 )
-ROWWISE_ASSUMED = (
-    "rowwise = 0.95 x tensorwise, H100's ratio (pytorch/pytorch#147971): no public rowwise "
-    "sweep of this part"
+# torch._scaled_mm rowwise on sm100: PyTorch's CUTLASS kernel (module docstring), measured on
+# B200; its ratio to B200's tensorwise fraction (0.772) stands for the other Blackwell parts.
+B200_ROWWISE = 0.456
+BLACKWELL_ROWWISE_RATIO = B200_ROWWISE / 0.772
+SM100_ROWWISE = (
+    "torch._scaled_mm rowwise on sm100/sm103 is PyTorch's CUTLASS f8f8bf16_rowwise "
+    "(ScaledBlas.cpp; cuBLASLt outer-vector scaling is sm90-only, pytorch/pytorch#160693): "
+    "~1860 TFLOP/s at 4096^3 on B200 (pytorch/helion#2756) -> 0.456"
+)
+ROWWISE_FROM_B200 = (
+    "rowwise = 0.591 x tensorwise, B200's ratio (torch's CUTLASS rowwise kernel, "
+    "pytorch/helion#2756): no public rowwise sweep of this part"
 )
 ROWWISE_HIPBLASLT_ASSUMED = "rowwise (hipBLASLt) = tensorwise: no public rowwise sweep of this part"
 MX_RATIO = (
@@ -244,20 +287,43 @@ def borrowed_from_h100(name: str) -> PartEfficiency:
     )
 
 
-def power_capped(part: PartEfficiency, *, hopper: bool, assumptions=()) -> PartEfficiency:
-    """A part's families at a power cap: bf16 x 0.73, every float8 and fp4 family x 0.87 (the
-    H100's 500 W/700 W throughput, FBGEMM#2546); on a part other than Hopper (`hopper` False)
-    that ratio is Hopper's, carried over."""
+@dataclass(frozen=True)
+class CapRatios:
+    """A power cap's gemm throughput over the part's at its rated power: bf16's, every
+    float8 and fp4 family's, and where the two come from."""
+
+    bf16: float
+    float8: float
+    source: str
+
+    def __post_init__(self) -> None:
+        if not (0 < self.bf16 <= 1 and 0 < self.float8 <= 1):
+            raise ModelError(f"a power cap's throughput ratios lie in (0, 1], got {self}")
+
+    def of(self, family: str) -> float:
+        return self.bf16 if family == "bf16" else self.float8
+
+
+def cap_ratios(*, watts: int, rated_w: int, hopper: bool) -> CapRatios:
+    """The one power-cap rule (module docstring): Hopper at 500 W takes FBGEMM#2546's measured
+    ratios (bf16 0.73, float8 0.87); any other cap scales every family by watts / rated
+    watts."""
+    if not 0 < watts <= rated_w:
+        raise ModelError(f"a power cap lies in (0, {rated_w}] W, got {watts}")
+    if hopper and watts == HOPPER_CAPPED_W:
+        return CapRatios(POWER_CAP_BF16, POWER_CAP_FLOAT8, POWER_CAP_SOURCE)
+    ratio = watts / rated_w
+    return CapRatios(ratio, ratio, f"{watts} W / {rated_w} W = {ratio:.3g}: {POWER_RULE_SOURCE}")
+
+
+def power_capped(part: PartEfficiency, cap: CapRatios, *, assumptions=()) -> PartEfficiency:
+    """A part's families at a power cap: each family's fraction times its `cap` ratio, the
+    cap's source added to each."""
     families = tuple(
         replace(
             f,
-            gemm=replace(
-                f.gemm,
-                peak_fraction=f.gemm.peak_fraction
-                * (POWER_CAP_BF16 if f.family == "bf16" else POWER_CAP_FLOAT8),
-            ),
-            source=f"{f.source}; capped: {POWER_CAP_SOURCE}",
-            hopper_carried=f.hopper_carried or not hopper,
+            gemm=replace(f.gemm, peak_fraction=f.gemm.peak_fraction * cap.of(f.family)),
+            source=f"{f.source}; capped: {cap.source}",
         )
         for f in part.families
     )
@@ -267,7 +333,7 @@ def power_capped(part: PartEfficiency, *, hopper: bool, assumptions=()) -> PartE
 H100_META = replace(
     power_capped(
         H100,
-        hopper=True,
+        cap_ratios(watts=HOPPER_CAPPED_W, rated_w=700, hopper=True),
         assumptions=("500 W power cap assumed from FBGEMM's 'H100 500W' benchmarks",),
     ),
     memory_efficiency=0.92,
@@ -280,17 +346,18 @@ def _nvidia(
     fp8: tuple[float, str],
     mxfp8: tuple[float, str],
     nvfp4: tuple[float, str],
+    rowwise: str = ROWWISE_FROM_B200,
 ) -> tuple[FamilyEfficiency, ...]:
     """A Blackwell part's families: H100's K-steps and latencies (no public small-shape sweep
-    of its own), rowwise at H100's ratio to tensorwise, NVFP4 at fp8's K-steps and latency."""
+    of its own), rowwise (torch's CUTLASS kernel) at B200's ratio to tensorwise, NVFP4 at fp8's
+    K-steps and latency."""
     return (
         _family("bf16", GemmEfficiency(bf16[0], 192, 3e-6, LARGE_TILES), bf16[1]),
         _family("fp8", GemmEfficiency(fp8[0], 128, 4e-6, LARGE_TILES), fp8[1]),
         _family(
             "fp8_rowwise",
-            GemmEfficiency(fp8[0] * 0.95, 128, 4e-6, ROWWISE_TILES),
-            ROWWISE_ASSUMED,
-            True,
+            GemmEfficiency(fp8[0] * BLACKWELL_ROWWISE_RATIO, 128, 4e-6, ROWWISE_TILES),
+            rowwise,
         ),
         _family("mxfp8", GemmEfficiency(mxfp8[0], 128, 4e-6, LARGE_TILES), mxfp8[1]),
         _family("nvfp4", GemmEfficiency(nvfp4[0], 128, 4e-6, LARGE_TILES), nvfp4[1]),
@@ -328,12 +395,12 @@ B200 = PartEfficiency(
         (0.772, f"{MAMF}: B200 fp8 3432.5 TFLOP/s at 15360x4096x3072 -> 0.772"),
         (0.772 * 0.991, MX_RATIO),
         (B200_NVFP4, NVFP4_SWEEP),
+        SM100_ROWWISE,
     ),
     0.69,
     B200_COPY,
     (
         K_STEPS_ASSUMED,
-        ROWWISE_ASSUMED,
         (
             "cuBLAS 13.1 reaches 3858 TFLOP/s MXFP8 at 8192^3 (triton-lang/triton#9044); this "
             "model, fitted to cuBLAS 12.8-era sweeps, gives less"
@@ -353,6 +420,7 @@ GB200 = PartEfficiency(
         (0.731, f"{MAMF}: GB200 fp8 3615.6 TFLOP/s at 19456x5120x1536 -> 0.731"),
         (0.731 * 0.991, f"{MX_RATIO}: B200's ratio, the same GPU and cuBLAS kernels"),
         (0.731 * NVFP4_TO_FP8, NVFP4_RATIO),
+        f"{ROWWISE_FROM_B200}: GB200 runs B200's sm100 CUTLASS kernel",
     ),
     0.69,
     "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB200 copy measurement)",
@@ -360,7 +428,7 @@ GB200 = PartEfficiency(
         "MXFP8/fp8 ratio is B200's (same GPU and cuBLAS kernels)",
         "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB200 copy measurement)",
         K_STEPS_ASSUMED,
-        ROWWISE_ASSUMED,
+        ROWWISE_FROM_B200,
         NVFP4_RATIO,
     ),
 )
@@ -378,7 +446,7 @@ B300 = PartEfficiency(
         "MXFP8/fp8 ratio is B200's (no public B300 MXFP8 sweep)",
         "copy 0.69 is B200's (same 8 TB/s HBM3e; no public B300 copy measurement)",
         K_STEPS_ASSUMED,
-        ROWWISE_ASSUMED,
+        ROWWISE_FROM_B200,
         NVFP4_RATIO,
     ),
 )
@@ -396,7 +464,7 @@ GB300 = PartEfficiency(
         ),
         "copy 0.69 is B200's (same 8 TB/s HBM3e; no public GB300 copy measurement)",
         K_STEPS_ASSUMED,
-        ROWWISE_ASSUMED,
+        ROWWISE_FROM_B200,
         NVFP4_RATIO,
     ),
 )

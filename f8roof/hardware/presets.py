@@ -547,20 +547,13 @@ POWER_LIMITS = (
 
 def _limited(gpu: GPU, limit: PowerLimit) -> GPU:
     """The one rule a power-limited part follows: its preset's record, renamed, at the limit's
-    power, reading its preset's code, its gemm fractions capped (hardware/efficiency.py's
-    `power_capped`; on a part other than Hopper the H100's ratios, carried over)."""
-    assert gpu.efficiency is not None
+    power, reading its preset's code, its gemm fractions capped by hardware/efficiency.py's
+    `cap_ratios` (Hopper at 500 W: FBGEMM#2546's measured ratios; any other part: watts /
+    rated watts, every family alike), its memory-bound kernels as its preset's (a cap lowers
+    the SM clock, not the memory clock)."""
+    assert gpu.efficiency is not None and gpu.power_w is not None
     hopper = gpu.vendor is Vendor.NVIDIA and gpu.compute_capability[0] == 9
-    carried = (
-        ()
-        if hopper
-        else (
-            (
-                f"no public gemm sweep of {gpu.name} at {limit.watts} W: the H100's 500 W/700 W "
-                f"throughput ratios are applied to {gpu.name}'s fractions"
-            ),
-        )
-    )
+    cap = efficiency.cap_ratios(watts=limit.watts, rated_w=gpu.power_w, hopper=hopper)
     return replace(
         gpu,
         name=limit.name or f"{gpu.name}@{limit.watts}w",
@@ -575,7 +568,7 @@ def _limited(gpu: GPU, limit: PowerLimit) -> GPU:
             *limit.notes,
             f"limited to {limit.watts} W: ceilings as {gpu.name}'s, gemms capped",
         ),
-        efficiency=efficiency.power_capped(gpu.efficiency, hopper=hopper, assumptions=carried),
+        efficiency=efficiency.power_capped(gpu.efficiency, cap),
     )
 
 

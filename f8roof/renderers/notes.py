@@ -431,6 +431,8 @@ def provenance_line(p: Provenance, what: str = "") -> str:
         gemms = f"; gemms at {p.gemm_efficiency:.0%} of peak"
     elif p.gemms is Gemms.BORROWED:
         gemms = "; gemms at H100 SXM's fractions (none published for this part)"
+    elif p.carried:
+        gemms = f"; {', '.join(p.carried)} gemms at H100 SXM's fractions (carried over)"
     missing = f"; {', '.join(p.missing)} not in the shipped file" if p.missing else ""
     return f"{where}: {times}{gemms}{missing}"
 

@@ -284,12 +284,36 @@ def unmatched_filters(
     return out
 
 
+# torchtitan's 2026 module layout (torchtitan/models/common/attention.py, decoder.py: the
+# Python model registry its qwen3 and llama3 configs build): the attention's projections under
+# `attention.qkv_linear`, as `wq` and `wkv` (QKVLinear: q apart, k and v from one config) or
+# `wqkv` (FusedQKVLinear), and the output projection `lm_head`. A filter entry written for it
+# (the public Qwen3-14B run on 8 B200s, torchtitan's autoresearch-parallelize/
+# may15-qwen3-14b-8xb200 branch: filter_fqns ["lm_head", "attention.qkv_linear.wkv"]) keeps
+# the linears it names: k and v together under `wkv`, each of q, k, v under `wqkv`.
+_LEAVES_2026: dict[str, tuple[str, ...]] = {
+    "self_attn.q_proj": ("attention.qkv_linear.wq", "attention.qkv_linear.wqkv"),
+    "self_attn.k_proj": ("attention.qkv_linear.wkv", "attention.qkv_linear.wqkv"),
+    "self_attn.v_proj": ("attention.qkv_linear.wkv", "attention.qkv_linear.wqkv"),
+}
+
+
+def _names_2026(fqn: str) -> list[str]:
+    """A linear's fqns in torchtitan's 2026 layout (`_LEAVES_2026`; none for the others)."""
+    m = _F8ROOF_BLOCK.match(fqn)
+    if m is None or m.group(2) not in _LEAVES_2026:
+        return []
+    return [f"layers.{m.group(1)}.{leaf}" for leaf in _LEAVES_2026[m.group(2)]]
+
+
 def _one_filtered(fqn: str, filters: Sequence[str], family: str | None = None) -> bool:
-    """The rule on one linear's names: f8roof's, and torchtitan's for `family` (None: any
-    model torchtitan has; a family it has none for: f8roof's alone)."""
+    """The rule on one linear's names: f8roof's, torchtitan's for `family` (None: any model
+    torchtitan has; a family it has none for: f8roof's alone) and torchtitan's 2026 layout's
+    (`_LEAVES_2026`)."""
     names = [fqn]
     try:
         names.append(to_torchtitan_fqn(fqn, family))
+        names += _names_2026(fqn)
     except F8RoofError:
         pass  # no torchtitan name (a family torchtitan does not have): f8roof's name alone
     return any(entry in name for entry in filters for name in names)
