@@ -75,7 +75,9 @@ def test_later_passes_hold_the_gradients_so_far():
     params = one.bytes_of(Term.PARAMETERS)  # fp32 master weights: the gradients' size too
     assert four.phase is Phase.LOSS and one.bytes_of(Term.GRADIENTS) == 0
     assert grads == params
-    assert four.peak_bytes == one.peak_bytes + grads
+    assert (
+        four.allocated_bytes == one.allocated_bytes + grads
+    )  # what the allocator reserves may differ
     # the activations of a pass are those without accumulation
     assert four.bytes_of(Term.SAVED_ACTIVATIONS) == one.bytes_of(Term.SAVED_ACTIVATIONS)
 

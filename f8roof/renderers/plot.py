@@ -644,6 +644,10 @@ TERM_COLOURS = {
     Term.SAVED_ACTIVATIONS: "tab:purple",
     Term.BLOCK_BACKWARD: "tab:pink",
     Term.LOGITS_LOSS: "tab:brown",
+    # what the caching allocator reserves beyond the allocated peak: greys
+    Term.ALL_GATHER_POOL: "0.55",
+    Term.GRADIENT_POOL: "0.7",
+    Term.COMPUTE_CACHE: "0.85",
 }
 ARM_NAMES = {Arm.CHOICE: "f8roof's choice", Arm.AS_RUN: "as torchtitan converts"}
 STEP_X = {Arm.CHOICE: 0.0, Arm.AS_RUN: 2.5}  # bf16 there, float8 one to the right
