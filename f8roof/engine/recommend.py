@@ -277,10 +277,12 @@ def decide_as(
     step, those in it that lose alone converted by the step (`resolved`: the one `rec` was
     planned with). A row float8 cannot run is never converted; the rows `settled` (the
     setup's own filters keep them) keep their own decision."""
-    alone = _replan(rec, resolved)
-    wins = alone.rows["convert"].astype(bool)
-    runs = alone.rows["fp8_ok"].astype(bool)
-    fqns = [str(f) for f in alone.rows["fqn"]]
+    rows = rec.rows
+    held_now, forced_now = (rows[c].astype(bool) for c in ("held_by_step", "converted_by_step"))
+    # what each row's own estimate decides: its decision before the step held or forced it
+    wins = (rows["convert"].astype(bool) & ~forced_now) | held_now
+    runs = rows["fp8_ok"].astype(bool)
+    fqns = [str(f) for f in rows["fqn"]]
     wanted, fixed = set(converted), set(settled)
     held = tuple(f for f, w in zip(fqns, wins) if w and f not in wanted and f not in fixed)
     forced = tuple(

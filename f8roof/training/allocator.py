@@ -121,11 +121,9 @@ class _Pool:
     reserved: int = 0
 
     def take(self, size: int) -> _Block:
-        fits = [b for b in self.free if b.size >= size]
-        if fits:
-            block = min(fits, key=lambda b: (b.size, b.segment, b.offset))
-        else:
-            block = self._reserve(size)
+        fits = (b for b in self.free if b.size >= size)
+        found = min(fits, key=lambda b: (b.size, b.segment, b.offset), default=None)
+        block = found if found is not None else self._reserve(size)
         self.free.remove(block)
         block.free = False
         remaining = block.size - size

@@ -82,6 +82,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
+from functools import lru_cache
 
 from f8roof.errors import ModelError, term
 from f8roof.inputs.shapes import MAX_DIM
@@ -708,7 +709,10 @@ def _peak(m: _Model, run: RunConfig, fp8: bool, *, expandable: bool) -> MemoryPe
     return MemoryPeak(allocated.phase, kept + extra)
 
 
+@lru_cache(maxsize=256)
 def _reserved(z: _Sizes, layers: int, *, expandable: bool) -> AllocatorPeaks:
+    """The allocator over two steps of these sizes: simulated once per sizes (bf16 and float8
+    alike where float8 allocates the same, and every estimate a search repeats)."""
     return simulate(_events(z, layers), expandable=expandable)
 
 
@@ -752,12 +756,24 @@ def headroom(
     bf16 = next((mode for mode, e in modes.items() if e.bf16_fits), None)
     fp8 = next((mode for mode, e in modes.items() if e.fp8_fits), None)
 
+    found: dict[int, MemoryEstimate] = {}
+
+    def at(batch: int) -> MemoryEstimate:
+        """The run at `batch` samples, each estimated once for both precisions' searches."""
+        if batch not in found:
+            found[batch] = estimate_at(run, batch * seq_len)
+        return found[batch]
+
     def largest(fits: Callable[[MemoryEstimate], bool]) -> int:
-        # low fits (or is 0), high does not; tokens stay within a shape dimension
-        low, high = 0, min(MAX_LOCAL_BATCH, MAX_DIM // seq_len) + 1
+        # from the run's own batch, doubling while it fits, then halving the gap: low fits
+        # (or is 0), high does not; tokens stay within a shape dimension
+        cap = min(MAX_LOCAL_BATCH, MAX_DIM // seq_len) + 1
+        low, high = 0, min(max(1, tokens // seq_len), cap)
+        while high < cap and fits(at(high)):
+            low, high = high, min(2 * high, cap)
         while high - low > 1:
             middle = (low + high) // 2
-            if fits(estimate_at(run, middle * seq_len)):
+            if fits(at(middle)):
                 low = middle
             else:
                 high = middle
