@@ -140,7 +140,7 @@ except f8roof.ParameterError as e:
 
 PUBLIC_FILE = """\
 from f8roof.calibration import public_file
-from f8roof.calibration.public_fit import PARAMETERS
+from scripts.public_fit import PARAMETERS
 
 times = public_file.load(public_file.SHIPPED)
 ranges = {r.name: r for r in times.ranges}

@@ -4,7 +4,7 @@ determine, to the tolerances a test states).
 
 Prints every parameter with its range over the fits that leave out a fold or a source, the data
 behind the fit, the residuals on it, the cross-validated error of the heatmap cells (10 folds,
-per N), of each source left out and of each part left out. See f8roof/calibration/public_fit.py for the model.
+per N), of each source left out and of each part left out. See scripts/public_fit.py for the model.
 
     PYTHONPATH=. python scripts/fit_public_times.py [--out PATH] [--quiet]
 """
@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+import public_fit  # scripts/public_fit.py: the fit itself, beside this script
 
-from f8roof.calibration import public_file, public_fit
+from f8roof.calibration import public_file
 from f8roof.calibration.file import Calibration, retimed
 from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, estimate

@@ -41,7 +41,7 @@ class Vendor(str, Enum):
 
 
 class PublicModel(str, Enum):
-    """Which public time model (calibration/public_fit.py) times the part: fitted on Hopper
+    """Which public time model (scripts/public_fit.py) times the part: fitted on Hopper
     (the heatmap's part and its datasheet kin), transferred to Blackwell by its datasheet and
     checked on one published kernel, or none."""
 
