@@ -85,12 +85,17 @@ def test_the_plan_agrees_with_itself(run):
             continue
         key = alike(rows, i)
         assert decided.setdefault(key, bool(rows["convert"][i])) == bool(rows["convert"][i])
-    # (c) a choice converting no block linear and gathering in bf16 moves no FSDP traffic
+    # (c) gathering in bf16, FSDP moves the same bytes in both precisions: what it exposes can
+    # change only by the compute it hides behind (a choice converting no block linear: none)
     block = [is_block_fqn(str(f)) for f in rows["fqn"]]
     converts_block = any(c and b for c, b in zip(rows["convert"], block))
-    if not converts_block and not plan.choice.float8_all_gather:
+    if not plan.choice.float8_all_gather:
         fsdp = chosen.part(Part.FSDP_COMM)
-        assert fsdp.fp8_s == pytest.approx(fsdp.bf16_s, rel=1e-9)
+        compute = (Part.LINEARS, Part.OTHER_COMPUTE, Part.RECOMPUTE)
+        moved = sum(abs(chosen.part(p).fp8_s - chosen.part(p).bf16_s) for p in compute)
+        assert abs(fsdp.fp8_s - fsdp.bf16_s) <= moved * (1 + 1e-9) + 1e-12
+        if not converts_block:
+            assert fsdp.fp8_s == pytest.approx(fsdp.bf16_s, rel=1e-9)
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)
