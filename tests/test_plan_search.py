@@ -8,6 +8,7 @@ to the same step, refusals in one line."""
 
 import json
 import math
+from dataclasses import replace
 
 import pytest
 from conftest import invoke_cli
@@ -56,11 +57,24 @@ def synthetic(layout: Layout) -> Point:
     )
 
 
-def run_synthetic(gpus: int, asked: list[Layout] | None = None):
+def largest_fitting(layout: Layout, arm: Arm) -> int:
+    """The synthetic part's true largest local batch in `arm` (0: none)."""
+    fitting = [b for b in range(1, 200) if synthetic(replace(layout, local_batch=b)).fits(arm)]
+    return max(fitting, default=0)
+
+
+def run_synthetic(gpus: int, asked: list[Layout] | None = None, *, hint: int | None = None):
+    """The search over the synthetic part; `hint`: each answer knows its largest batches
+    (their error added: 0 exact, more: a wrong hint the bisection must correct)."""
+
     def evaluate(layout: Layout) -> Point:
         if asked is not None:
             asked.append(layout)
-        return synthetic(layout)
+        point = synthetic(layout)
+        if hint is None:
+            return point
+        largest = tuple(largest_fitting(layout, arm) + hint for arm in Arm)
+        return replace(point, largest=largest)
 
     return search(
         evaluate,
@@ -85,9 +99,10 @@ def brute_force_best(gpus: int, arm: Arm) -> float:
     return best
 
 
+@pytest.mark.parametrize("hint", [None, 0, 3])
 @pytest.mark.parametrize("gpus", [4, 8])
-def test_pruned_search_finds_the_brute_force_best(gpus):
-    found = run_synthetic(gpus)
+def test_pruned_search_finds_the_brute_force_best(gpus, hint):
+    found = run_synthetic(gpus, hint=hint)
     for arm in Arm:
         assert math.isclose(found.best(arm).tokens_per_s(arm), brute_force_best(gpus, arm))
 
@@ -97,6 +112,14 @@ def test_pruned_search_asks_far_fewer_layouts_than_the_grid():
     run_synthetic(8, asked)
     assert len(asked) == len(set(asked))  # each layout asked once
     assert len(asked) < 3 * 3 * 30  # the grid up to the largest batch that fits
+
+
+def test_known_largest_batches_spare_the_doubling():
+    doubled: list[Layout] = []
+    hinted: list[Layout] = []
+    run_synthetic(8, doubled)
+    run_synthetic(8, hinted, hint=0)
+    assert len(hinted) < len(doubled)
 
 
 def test_costlier_recompute_is_asked_only_where_cheaper_ones_do_not_fit_both():

@@ -280,6 +280,7 @@ def point_of(plan: Plan, layout: Layout, seq_len: int) -> Point:
 
     assert plan.memory is not None
     step, memory, config = plan.step.chosen, plan.memory.estimate, plan.torchtitan
+    room = plan.memory.headroom
     return Point(
         layout=layout,
         seq_len=seq_len,
@@ -293,6 +294,9 @@ def point_of(plan: Plan, layout: Layout, seq_len: int) -> Point:
         section=config.section,
         recipe_name=config.recipe,
         filter_fqns=config.filter_fqns,
+        largest=(
+            (room.bf16_local_batch, room.fp8_local_batch) if room.seq_len == seq_len else None
+        ),
     )
 
 

@@ -7,8 +7,9 @@ Pure: the answer for one layout comes from `evaluate` (engine/api.py hands in `a
 that this module decides what to ask and what wins, never how a step is modelled. Two rules
 keep the search small, both as a step's parts behave (engine/step/recompute.py: recompute
 only adds work; training/memory.py: saved activations grow with the local batch):
-- the local batch: its largest that fits, per precision, found by doubling then bisecting
-  (memory grows with it, and so do the tokens each step's fixed costs are spread over);
+- the local batch: its largest that fits, per precision, as the first answer's memory
+  headroom names it (else by doubling), confirmed, bisected where it does not fit (memory
+  grows with it, and so do the tokens each step's fixed costs are spread over);
 - the recompute mode: a costlier mode is asked only at local batches the cheaper ones did not
   fit for either precision (at a batch a cheaper mode fits, the costlier one reruns more work
   for the same tokens).
@@ -70,6 +71,9 @@ class Point:
     section: str  # torchtitan's converter section for the recipe
     recipe_name: str | None  # torchtitan's recipe_name (None: it has none for the choice)
     filter_fqns: tuple[str, ...]
+    # the largest local batch that fits under this layout's recompute mode (bf16, float8), as
+    # the answer's memory knows it (None: unknown, searched by doubling)
+    largest: tuple[int, int] | None = None
 
     @property
     def tokens_per_gpu(self) -> float:
@@ -237,30 +241,43 @@ def _recompute_modes(asked: _Asked, base: Layout) -> None:
 
 def _largest_batches(asked: _Asked, base: Layout) -> tuple[int, int] | None:
     """The largest local batch from `base.local_batch` on that fits, per precision (bf16,
-    float8; one below the first asked where it fits none), by doubling then bisecting; None
-    where the layout is refused or fits neither precision at its first batch."""
+    float8; one below the first asked where it fits none): where the first answer knows it
+    (`Point.largest`, the plan's memory headroom), that batch asked; else by doubling. Then
+    bisecting where the bounds are apart. None where the layout is refused or fits neither
+    precision at its first batch."""
 
-    def at(batch: int) -> tuple[bool, bool]:
+    def at(batch: int) -> Point | None:
         found = asked.get(replace(base, local_batch=batch))
         fits[batch] = (False, False) if found is None else (found.bf16_fits, found.fp8_fits)
-        return fits[batch]
+        return found
 
     fits: dict[int, tuple[bool, bool]] = {}
     first = batch = base.local_batch
-    if not any(at(first)):
+    point = at(first)
+    if point is None or not any(fits[first]):
         return None
-    while any(fits[batch]) and batch * 2 <= MAX_LOCAL_BATCH:
-        batch *= 2
-        at(batch)
-    largest = []
+    bound = [MAX_LOCAL_BATCH + 1] * 2  # per precision: a batch known not to fit
+    if point.largest is not None:
+        for arm, largest in enumerate(point.largest):
+            batch = min(largest, MAX_LOCAL_BATCH)
+            if batch > first and batch not in fits:
+                at(batch)
+            bound[arm] = max(batch + 1, first)
+    else:
+        while any(fits[batch]) and batch * 2 <= MAX_LOCAL_BATCH:
+            batch *= 2
+            at(batch)
+    found = []
     for arm in (0, 1):
         lo = max((b for b, f in fits.items() if f[arm]), default=first - 1)
-        hi = min((b for b, f in fits.items() if b > lo and not f[arm]), default=lo + 1)
+        above = [b for b, f in fits.items() if b > lo and not f[arm]]
+        hi = min([*above, *(b for b in (bound[arm],) if b > lo)], default=lo + 1)
         while hi - lo > 1:
             mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if at(mid)[arm] else (lo, mid)
-        largest.append(lo)
-    return largest[0], largest[1]
+            at(mid)
+            lo, hi = (mid, hi) if fits[mid][arm] else (lo, mid)
+        found.append(lo)
+    return found[0], found[1]
 
 
 def torchtitan_overrides(point: Point, arm: Arm) -> tuple[tuple[str, object], ...]:
