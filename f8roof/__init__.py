@@ -10,7 +10,9 @@ The Python API (docs/api.md), what `f8roof estimate` answers:
   linears at training scale -> the answer record (per-layer rows, the step, memory);
 - `answer_setup(setup, gpu=, step_ms=, overrides=, ...)`: a torchtitan job config (TOML or a
   named config) -> the same answer record;
-- `module_filter(model, tokens, ...)`: the filter for torchao's `convert_to_float8_training`.
+- `module_filter(model, tokens, ...)`: the filter for torchao's `convert_to_float8_training`;
+- `best_runs(model, gpus, gpu=, seq_len=, recipe=)`: torchtitan's layouts on N GPUs searched
+  -> the best bf16 and the best float8 run, re-tuned beside like-for-like (`f8roof plan`).
 
 A refused value raises `ParameterError` naming the parameter; every refusal is an
 `F8RoofError`. The functions are imported on first use, so `import f8roof` stays light.
@@ -24,10 +26,11 @@ __all__ = [
     "ParameterError",
     "answer_model",
     "answer_setup",
+    "best_runs",
     "estimate_shapes",
     "module_filter",
 ]
-_API = ("answer_model", "answer_setup", "estimate_shapes", "module_filter")
+_API = ("answer_model", "answer_setup", "best_runs", "estimate_shapes", "module_filter")
 
 
 def __getattr__(name: str):

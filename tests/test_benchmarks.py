@@ -49,3 +49,9 @@ def test_block_codegen_cost_runs_small():
 def test_model_answer_cost_runs():
     out = run("model_answer_cost.py", "--repeat", "1")
     assert "model answer from shipped files: first" in out and "fresh process" in out
+
+
+def test_plan_search_cost_runs_a_small_search():
+    assert "layouts evaluated" in run(
+        "plan_search_cost.py", "--only", "gpt2:2", "--seq-len", "1024"
+    )

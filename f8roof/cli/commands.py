@@ -279,6 +279,27 @@ def report(model, tokens, no_plots, out, recipe, setup, policy, **request) -> No
     click.echo("\n".join(report_lines(write_report(built, out=out, plots=not no_plots))))
 
 
+@main.command()
+@o.PLAN
+def plan(model, gpu, gpus, seq_len, recipe, top, out) -> None:
+    """The best bf16 run and the best float8 run of a model on N GPUs: torchtitan's layouts
+    (TP, FSDP, a pipeline where nothing else fits, recompute, local batch, recipe) searched,
+    those that do not fit dropped, ranked by tokens/s per GPU."""
+    from f8roof.engine.api import best_runs
+    from f8roof.files import check_output_path
+    from f8roof.renderers.frames import renderer_for, write_rows
+    from f8roof.renderers.runs import search_rows, search_text
+
+    if out:
+        check_output_path(out)
+        renderer_for(out)
+    found = best_runs(model, gpus, gpu=gpu, seq_len=seq_len, recipe=recipe)
+    click.echo(search_text(found, top=top))
+    if out:
+        write_rows(search_rows(found), out)
+        click.echo(f"wrote {out}")
+
+
 @main.command("filter-compare")
 @o.FILTER_COMPARE
 def filter_compare(

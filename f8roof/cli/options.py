@@ -28,6 +28,7 @@ FLAGS = {
     "gemm_efficiency": "--gemm-efficiency",
     "gemm_table": "--gemm-table",
     "gpu": "--gpu",
+    "gpus": "--gpus",
     "help": "--help",
     "implementation": "--impl",
     "model": "--model",
@@ -498,6 +499,30 @@ REPORT = stack(
     click.option("--out", required=True, help="FILE.md; plots go beside it as FILE_*.png"),
     POLICY,
     training_setup,
+)
+
+
+PLAN = stack(
+    click.option("--model", required=True, help="a built-in model or a Hugging Face config.json"),
+    click.option("--gpu", default="h100", show_default=True, help="GPU preset"),
+    click.option("--gpus", type=int, required=True, help="how many GPUs the run trains on"),
+    click.option(
+        "--seq-len", type=int, default=None, help="tokens per sequence (default: llama3's 8192)"
+    ),
+    click.option(
+        "--recipe",
+        default="tensorwise",
+        show_default=True,
+        help="the float8 recipe, or all (tensorwise, rowwise, mxfp8: those the GPU runs)",
+    ),
+    click.option(
+        "--top",
+        type=click.IntRange(min=1),
+        default=5,
+        show_default=True,
+        help="layouts shown per precision",
+    ),
+    click.option("--out", default=None, help="every layout evaluated: FILE.csv, .json, .md"),
 )
 
 

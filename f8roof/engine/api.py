@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from f8roof.engine.plan import Plan
     from f8roof.engine.recommend import Recommendation
     from f8roof.engine.resolve import Request
+    from f8roof.engine.step.search import Layout, Point, Search
     from f8roof.training.run_config import RunConfig
 
 POLICIES = ("expected", "conservative", "optimistic")
@@ -187,6 +188,115 @@ def answer_setup(
         recipe_given=False,
         options={k: v for k, v in vars(request).items() if k != "recipes"},
         overrides=tuple(overrides),
+    )
+
+
+# The recipes torchtitan's converters train with (float8: tensorwise, rowwise; mx: mxfp8),
+# searched by `recipe="all"` where the GPU runs their gemms (hardware/support.py)
+SEARCHED_RECIPES = ("tensorwise", "rowwise", "mxfp8")
+
+
+def best_runs(
+    model: str,
+    gpus: int,
+    *,
+    gpu: str = "h100",
+    seq_len: int | None = None,
+    recipe: str = "tensorwise",
+    calibration: str | Path | Calibration | None = None,
+    no_calibration: bool = False,
+) -> Search:
+    """The best bf16 run and the best float8 run of `model` on `gpus` GPUs, as `f8roof plan`
+    answers: every torchtitan layout searched (TP within a node, FSDP over the rest, a
+    pipeline where nothing else fits, recompute, local batch, recipe), each answered as
+    `answer_model` answers it, ranked by tokens/s per GPU where it fits.
+
+    gpus: the GPU count. gpu: a preset name. seq_len: tokens per sequence (None: llama3's
+    8192). recipe: a float8 recipe, or "all" (those of tensorwise, rowwise, mxfp8 the GPU
+    runs). calibration, no_calibration: as for `estimate_shapes`.
+
+    Returns the search (`engine.step.search.Search`): `points` (every layout evaluated),
+    `best(Arm.BF16)`, `best(Arm.FLOAT8)`, `retuned_speedup`, `like_for_like_speedup`.
+    """
+    from f8roof.engine.answer import Question, answer
+    from f8roof.engine.plan import Plan
+    from f8roof.engine.step.search import check_gpus, search
+    from f8roof.hardware.fabric import Fabric
+    from f8roof.hardware.presets import resolve_gpu
+    from f8roof.hardware.support import unsupported_reason
+    from f8roof.training.run_config import LLAMA3_SEQ_LEN
+
+    name = _text("model", model)
+    count = check_gpus(gpus)
+    length = LLAMA3_SEQ_LEN if seq_len is None else _positive("seq_len", seq_len)
+    part = resolve_gpu(_text("gpu", gpu))
+    recipe = _text("recipe", recipe)
+    recipes = (
+        tuple(r for r in SEARCHED_RECIPES if unsupported_reason(part, r) is None)
+        if recipe.strip() == "all"
+        else (recipe.strip(),)
+    )
+    if not recipes:
+        raise ParameterError("recipe", recipe, "a recipe the GPU runs")
+    node = part.fabric.gpus_per_node if isinstance(part.fabric, Fabric) else 1
+
+    def evaluate(layout: Layout) -> Point:
+        setup = layout_run(layout, length)
+        request = _request(gpu, layout.recipe, None, calibration, no_calibration)
+        plan = answer(Question(model=name, tokens=setup.tokens), request, setup=setup)
+        assert isinstance(plan, Plan) and plan.memory is not None
+        return point_of(plan, layout, length)
+
+    return search(
+        evaluate,
+        model=name,
+        gpu=gpu,
+        gpus=count,
+        gpus_per_node=node,
+        seq_len=length,
+        recipes=recipes,
+    )
+
+
+def layout_run(layout: Layout, seq_len: int, *, float8_all_gather: bool = False) -> RunConfig:
+    """The run a layout of the search is, by the command line's own rule."""
+    from f8roof.training.run_config import RunConfig
+
+    return RunConfig.from_options(
+        tp=layout.tp,
+        fsdp=layout.fsdp,
+        recompute=layout.recompute.value,
+        async_tp=layout.async_tp,
+        pp=layout.pp,
+        seq_len=seq_len,
+        local_batch_size=layout.local_batch,
+        float8_all_gather=float8_all_gather,
+    )
+
+
+def point_of(plan: Plan, layout: Layout, seq_len: int) -> Point:
+    """A plan's step, memory and torchtitan converter config, as one point of the search."""
+    from f8roof.engine.step.search import Point
+
+    assert plan.memory is not None
+    step, memory, config = plan.step.chosen, plan.memory.estimate, plan.torchtitan
+    room = plan.memory.headroom
+    return Point(
+        layout=layout,
+        seq_len=seq_len,
+        bf16_s=step.bf16_s,
+        fp8_s=step.fp8_s,
+        bf16_peak_bytes=memory.bf16.peak_bytes,
+        fp8_peak_bytes=memory.fp8.peak_bytes,
+        bf16_fits=memory.bf16_fits,
+        fp8_fits=memory.fp8_fits,
+        float8_all_gather=plan.choice.float8_all_gather,
+        section=config.section,
+        recipe_name=config.recipe,
+        filter_fqns=config.filter_fqns,
+        largest=(
+            (room.bf16_local_batch, room.fp8_local_batch) if room.seq_len == seq_len else None
+        ),
     )
 
 

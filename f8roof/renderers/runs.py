@@ -1,20 +1,25 @@
 """Listings and what long commands print when they finish: `f8roof gpus` (every preset's
 ceilings, the scaled gemms it runs and where each number comes from), the `models` listing,
-and what calibrate and validate print."""
+what calibrate and validate print, and `plan`'s search (the best run of each precision)."""
 
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pandas as pd
 
 from f8roof.calibration.file import Calibration
+from f8roof.columns import Columns
+from f8roof.engine.step.search import Arm, Point, Search, torchtitan_overrides
 from f8roof.hardware.fabric import Fabric
 from f8roof.hardware.presets import GPU, PRESETS
 from f8roof.hardware.support import ScaledGemm, unsupported_reason
 from f8roof.timing.datasheet import preset_efficiency
 
 TERA = 1e12
+GIB = 2**30
 # The gemms a training recipe needs, in the order the column lists them.
 GEMMS = (ScaledGemm.TENSORWISE, ScaledGemm.ROWWISE, ScaledGemm.BLOCKWISE, ScaledGemm.MXFP8)
 HEADER = (
@@ -119,3 +124,104 @@ def models_text() -> str:
             f"{arch.parameter_count / 1e9:7.2f}B linear weights  {arch.source}"
         )
     return "\n".join(lines)
+
+
+def search_text(search: Search, *, top: int = 5) -> str:
+    """`f8roof plan`'s answer: the best run of each precision, the float8 speedup re-tuned
+    beside like-for-like, the top `top` of each, and torchtitan's overrides for each best."""
+    bf16, fp8 = search.best(Arm.BF16), search.best(Arm.FLOAT8)
+    same = search.like_for_like_speedup
+    lines = [
+        (
+            f"{search.model} on {search.gpus} {search.gpu}, seq_len {search.seq_len}: "
+            f"{len(search.points)} layouts evaluated, {len(search.refused)} refused, "
+            f"in {search.wall_s:.1f} s"
+        ),
+        f"best bf16:   {_best(bf16, Arm.BF16)}",
+        f"best float8: {_best(fp8, Arm.FLOAT8)}",
+        f"float8 speedup: {search.retuned_speedup:.3f}x re-tuned (each precision its best), "
+        + (
+            "float8 does not fit at the bf16 best's layout"
+            if same is None
+            else f"{same:.3f}x like-for-like (float8 at the bf16 best's layout)"
+        ),
+    ]
+    for arm in Arm:
+        lines += ["", f"top {top} {arm.value}:", SEARCH_HEADER]
+        lines += [_search_row(p, arm) for p in search.ranked(arm)[:top]]
+    for arm, point in ((Arm.BF16, bf16), (Arm.FLOAT8, fp8)):
+        lines += ["", f"torchtitan overrides, best {arm.value}:", overrides_text(point, arm)]
+    return "\n".join(lines)
+
+
+SEARCH_HEADER = (
+    f"{'tokens/s/GPU':>12} {'peak GiB':>8} {'tp':>3} {'pp':>3} {'fsdp':>5} {'recompute':9} "
+    f"{'batch':>5} {'recipe':10} float8 all-gather"
+)
+
+
+def _best(point: Point, arm: Arm) -> str:
+    lay = point.layout
+    text = (
+        f"{point.tokens_per_s(arm):,.0f} tokens/s per GPU, peak {point.peak_bytes(arm) / GIB:.1f} "
+        f"GiB; tp {lay.tp}, pp {lay.pp}, fsdp {lay.fsdp}, recompute {lay.recompute.value}, "
+        f"local batch {lay.local_batch}"
+    )
+    if arm is Arm.FLOAT8:
+        text += f", {lay.recipe}" + (", float8 all-gather" if point.float8_all_gather else "")
+    return text
+
+
+def _search_row(point: Point, arm: Arm) -> str:
+    lay = point.layout
+    recipe = lay.recipe if arm is Arm.FLOAT8 else "-"
+    gather = ("yes" if point.float8_all_gather else "no") if arm is Arm.FLOAT8 else "-"
+    return (
+        f"{point.tokens_per_s(arm):>12,.0f} {point.peak_bytes(arm) / GIB:>8.1f} {lay.tp:>3} "
+        f"{lay.pp:>3} {lay.fsdp:>5} {lay.recompute.value:9} {lay.local_batch:>5} {recipe:10} "
+        f"{gather}"
+    )
+
+
+def overrides_text(point: Point, arm: Arm) -> str:
+    """torchtitan's dotted overrides, one `--set key=value` a line (TOML values), as
+    `estimate --setup` takes them."""
+    return "\n".join(
+        f"  --set {key}={_toml(value)}" for key, value in torchtitan_overrides(point, arm)
+    )
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return str(value)
+
+
+def search_rows(search: Search) -> Columns:
+    """Every layout evaluated as rows (one per layout), for `--out`."""
+    points = search.points
+    return Columns(
+        {
+            "recipe": np.array([p.layout.recipe for p in points], dtype=object),
+            "tp": np.array([p.layout.tp for p in points]),
+            "pp": np.array([p.layout.pp for p in points]),
+            "fsdp": np.array([p.layout.fsdp for p in points]),
+            "recompute": np.array([p.layout.recompute.value for p in points], dtype=object),
+            "local_batch": np.array([p.layout.local_batch for p in points]),
+            "seq_len": np.array([p.seq_len for p in points]),
+            "tokens_per_gpu": np.array([p.tokens_per_gpu for p in points]),
+            "bf16_s": np.array([p.bf16_s for p in points]),
+            "fp8_s": np.array([p.fp8_s for p in points]),
+            "bf16_tokens_per_s": np.array([p.tokens_per_s(Arm.BF16) for p in points]),
+            "fp8_tokens_per_s": np.array([p.tokens_per_s(Arm.FLOAT8) for p in points]),
+            "bf16_peak_bytes": np.array([p.bf16_peak_bytes for p in points]),
+            "fp8_peak_bytes": np.array([p.fp8_peak_bytes for p in points]),
+            "bf16_fits": np.array([p.bf16_fits for p in points]),
+            "fp8_fits": np.array([p.fp8_fits for p in points]),
+            "float8_all_gather": np.array([p.float8_all_gather for p in points]),
+        }
+    )
