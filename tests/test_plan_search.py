@@ -14,6 +14,7 @@ import pytest
 from conftest import invoke_cli
 
 import f8roof
+from f8roof.engine.plan import TorchtitanConfig
 from f8roof.engine.step.search import (
     MAX_LOCAL_BATCH,
     RECOMPUTE_ORDER,
@@ -51,9 +52,7 @@ def synthetic(layout: Layout) -> Point:
         bf16_fits=states + saved <= 75,
         fp8_fits=states + 0.8 * saved <= 75,
         float8_all_gather=False,
-        section="float8",
-        recipe_name=layout.recipe,
-        filter_fqns=("output",),
+        converter=TorchtitanConfig(recipe=layout.recipe, filter_fqns=("output",)),
     )
 
 
@@ -264,3 +263,24 @@ def test_llama3_8b_on_8_h100s_gains_from_float8_and_reanswers():
         float8_all_gather=best.float8_all_gather,
     )
     assert math.isclose(plan.step.chosen.fp8_s, best.fp8_s, rel_tol=1e-9)
+
+
+@pytest.mark.slow
+def test_the_printed_overrides_on_torchtitans_named_config_give_the_same_step():
+    """Each best run's `--set` lines, on torchtitan's own llama3_8b named config, answer with
+    the step the search ranked it by (the overrides say everything the answer assumed)."""
+    import f8roof
+    from f8roof.engine.step.search import Arm, torchtitan_overrides
+    from f8roof.renderers.runs import overrides_text
+
+    found = f8roof.best_runs("llama3-8b", 8, gpu="h100")
+    for arm in (Arm.BF16, Arm.FLOAT8):
+        point = found.best(arm)
+        lines = overrides_text(point, arm).splitlines()
+        assert len(lines) == len(torchtitan_overrides(point, arm))
+        sets = [line.strip().removeprefix("--set ") for line in lines]
+        again = f8roof.answer_setup("llama3:llama3_8b", gpu="h100", overrides=sets)
+        step = again.summary
+        assert step.bf16_s == pytest.approx(point.bf16_s, rel=1e-9)
+        if arm is Arm.FLOAT8:
+            assert step.fp8_s == pytest.approx(point.fp8_s, rel=1e-9)

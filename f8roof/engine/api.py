@@ -291,9 +291,7 @@ def point_of(plan: Plan, layout: Layout, seq_len: int) -> Point:
         bf16_fits=memory.bf16_fits,
         fp8_fits=memory.fp8_fits,
         float8_all_gather=plan.choice.float8_all_gather,
-        section=config.section,
-        recipe_name=config.recipe,
-        filter_fqns=config.filter_fqns,
+        converter=config,
         largest=(
             (room.bf16_local_batch, room.fp8_local_batch) if room.seq_len == seq_len else None
         ),

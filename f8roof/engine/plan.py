@@ -101,6 +101,31 @@ class TorchtitanConfig:
     # what filter_fqns cannot say: routed experts, the router, a model torchtitan lacks
     notes: tuple[Note, ...] = ()
 
+    @property
+    def settings(self) -> tuple[tuple[str, object], ...]:
+        """The converter as torchtitan's dotted job-config keys and their values, for a TOML
+        converter that converts something (empty otherwise: none, no recipe, NVFP4's Python
+        config): the one place its rules live, for the TOML, the command line and `--set`."""
+        if not self.converts or self.recipe is None or self.section == NVFP4_CONVERTER:
+            return ()
+        section = self.section
+        out: list[tuple[str, object]] = [
+            (f"{section}.enable_float8_linear", True)
+            if self.switch  # torchtitan before [model] converters (2025-02-15)
+            else ("model.converters", [section])
+        ]
+        if self.recipe == "tensorwise" and self.float8_all_gather:
+            # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
+            out += [
+                (f"{section}.enable_fsdp_float8_all_gather", True),
+                (f"{section}.precompute_float8_dynamic_scale_for_fsdp", True),
+            ]
+        else:
+            out.append((f"{section}.recipe_name", self.recipe))
+        if self.filters:
+            out.append((f"{section}.filter_fqns", list(self.filter_fqns)))
+        return tuple(out)
+
 
 @dataclass(frozen=True)
 class FittingSpeedup:

@@ -388,37 +388,42 @@ def _converter_lines(config: TorchtitanConfig) -> list[str]:
         return nvfp4_converter_lines(config)
     fqns = list(config.filter_fqns)
     section = config.section
-    converter = "float8" if section == "float8" else section
-    if config.switch:  # torchtitan before [model] converters (2025-02-15)
-        toml = [f"[{section}]", "enable_float8_linear = true"]
-        cli = [f"--{section}.enable_float8_linear"]
-    else:
-        toml = ["[model]", f'converters = ["{converter}"]', "", f"[{section}]"]
-        cli = [f"--model.converters {converter}"]
-    if config.recipe == "tensorwise" and config.float8_all_gather:
-        # torchtitan refuses recipe_name with float8 all-gather; tensorwise is its default
-        toml += [
-            "enable_fsdp_float8_all_gather = true",
-            "precompute_float8_dynamic_scale_for_fsdp = true",
-        ]
-        cli += [
-            f"--{section}.enable_fsdp_float8_all_gather",
-            f"--{section}.precompute_float8_dynamic_scale_for_fsdp",
-        ]
-    else:
-        toml.append(f'recipe_name = "{config.recipe}"')
-        cli.append(f"--{section}.recipe_name {config.recipe}")
+    toml: list[str] = []
+    cli: list[str] = []
+    for key, value in config.settings:
+        table, _, name = key.rpartition(".")
+        if not toml or (table == section and f"[{section}]" not in toml):
+            toml += ([""] if toml else []) + [f"[{table}]"]
+        if name == "filter_fqns":
+            toml += _filter_lines(fqns)
+        else:
+            toml.append(f"{name} = {_toml_value(value)}")
+        if value is True:
+            cli.append(f"--{key}")
+        elif isinstance(value, list):
+            cli += [f"--{key} {','.join(value)}"] if value else []
+        else:
+            cli.append(f"--{key} {value}")
     if not config.filters:  # this torchtitan keeps the output projection alone in bf16
         return [*toml, *_fixed_filter(fqns), "", "# or on the command line:", *_shell_lines(cli)]
+    return [*toml, "", "# or on the command line:", *_shell_lines(cli)]
+
+
+def _toml_value(value: object) -> str:
+    if value is True:
+        return "true"
+    if isinstance(value, list):
+        return "[" + ", ".join(f'"{v}"' for v in value) + "]"
+    return f'"{value}"'
+
+
+def _filter_lines(fqns: list[str]) -> list[str]:
+    """`filter_fqns = [...]` within WIDTH: a TOML array may span lines."""
     listed = ", ".join(f'"{f}"' for f in fqns)
     if len(listed) + len("filter_fqns = []") <= WIDTH:
-        toml.append(f"filter_fqns = [{listed}]")
-    else:  # a TOML array may span lines
-        toml += ["filter_fqns = [", *textwrap.wrap(listed + ",", WIDTH, initial_indent="    ",
-                                                   subsequent_indent="    "), "]"]  # fmt: skip
-    if fqns:
-        cli.append(f"--{section}.filter_fqns {','.join(fqns)}")
-    return [*toml, "", "# or on the command line:", *_shell_lines(cli)]
+        return [f"filter_fqns = [{listed}]"]
+    wrapped = textwrap.wrap(listed + ",", WIDTH, initial_indent="    ", subsequent_indent="    ")
+    return ["filter_fqns = [", *wrapped, "]"]
 
 
 def _fixed_filter(fqns: list[str]) -> list[str]:

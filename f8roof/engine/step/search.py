@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from f8roof.engine.plan import TorchtitanConfig
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.training.checkpointing import Recompute
 
@@ -68,9 +69,7 @@ class Point:
     bf16_fits: bool
     fp8_fits: bool
     float8_all_gather: bool  # the plan found FSDP2's float8 all-gather faster (tensorwise)
-    section: str  # torchtitan's converter section for the recipe
-    recipe_name: str | None  # torchtitan's recipe_name (None: it has none for the choice)
-    filter_fqns: tuple[str, ...]
+    converter: TorchtitanConfig  # what torchtitan is told for the float8 arm's choice
     # the largest local batch that fits under this layout's recompute mode (bf16, float8), as
     # the answer's memory knows it (None: unknown, searched by doubling)
     largest: tuple[int, int] | None = None
@@ -296,16 +295,8 @@ def torchtitan_overrides(point: Point, arm: Arm) -> tuple[tuple[str, object], ..
     if lay.pp > 1:
         keys.append(("parallelism.pipeline_parallel_degree", lay.pp))
     keys.append(("activation_checkpoint.mode", lay.recompute.value))
-    if arm is Arm.FLOAT8 and point.recipe_name is not None:
-        section = point.section
-        keys += [
-            ("model.converters", [section.rsplit(".", 1)[-1]]),
-            (f"{section}.recipe_name", point.recipe_name),
-            (f"{section}.filter_fqns", list(point.filter_fqns)),
-        ]
-        if point.float8_all_gather:
-            keys += [
-                (f"{section}.enable_fsdp_float8_all_gather", True),
-                (f"{section}.precompute_float8_dynamic_scale_for_fsdp", True),
-            ]
+    # the step was answered compiled, the model and the loss: torchtitan's [compile] says so
+    keys += [("compile.enable", True), ("compile.components", ["model", "loss"])]
+    if arm is Arm.FLOAT8:
+        keys += point.converter.settings  # the plan's converter, by its one rule
     return tuple(keys)
