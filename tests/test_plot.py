@@ -479,3 +479,12 @@ def test_the_docs_show_one_small_picture_of_every_kind():
         width, _ = png_size(image)
         assert width <= 800 and image.stat().st_size < 100_000  # small, low resolution
         assert f"](img/{picture.name}.png)" in text
+
+
+def test_every_step_part_and_memory_term_has_its_colour():
+    """A part or term added to the step or the memory model is drawn, not a KeyError."""
+    from f8roof.engine.step.parts import Part
+    from f8roof.renderers.plot import PART_COLOURS, TERM_COLOURS
+    from f8roof.training.memory import Term
+
+    assert set(PART_COLOURS) == set(Part) and set(TERM_COLOURS) == set(Term)
