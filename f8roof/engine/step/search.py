@@ -219,8 +219,8 @@ def search(
     if not any(p.bf16_fits or p.fp8_fits for p in found.points):
         tried = len(found.points) + len(found.refused)
         raise F8RoofError(
-            f"{model} fits on no layout of {term('gpus')} {gpus} {gpu} in either precision "
-            f"({tried} layouts tried, pipelines up to {PP_DEGREES[-1]} stages included)"
+            f"{model} fits no layout of {term('gpus')} {gpus} {gpu} ({tried} tried, PP up to "
+            f"{PP_DEGREES[-1]})"
         )
     return found
 
