@@ -318,11 +318,14 @@ BLACKWELL_LEGEND = (
 )
 
 
-def _answer(run: Run, args, parts: dict) -> tuple[dict, float]:
-    """The run answered, its table row printed (not with --summary), its error kept per part."""
+def _answer(run: Run, args, parts: dict, inside: dict) -> tuple[dict, float]:
+    """The run answered, its table row printed (not with --summary), its error kept per part
+    and whether the measured speedup lies inside the step's band."""
     summary = predict(run, overhead=args.overhead)
     error = summary["speedup"] / run.measured - 1
     parts.setdefault(run.gpu, []).append((error, 1 / run.measured - 1))
+    held = summary["speedup_low"] <= run.measured <= summary["speedup_high"]
+    inside.setdefault(run.gpu, []).append(held)
     power = find_gpu(run.gpu).power_w
     band = f"{summary['speedup_low']:.2f}-{summary['speedup_high']:.2f}"
     if not args.summary:
@@ -355,6 +358,14 @@ def _per_part_line(parts: dict[str, list[tuple[float, float]]]) -> str:
     return "per part |error| (signed mean, runs): " + ", ".join(each)
 
 
+def _band_line(inside: dict[str, list[bool]]) -> str:
+    """How many measured speedups the step's band holds, per part and in all: the band's
+    coverage on whole runs, beside the heatmap cells' it was fitted to."""
+    every = [held for runs in inside.values() for held in runs]
+    each = ", ".join(f"{part} {sum(runs)} of {len(runs)}" for part, runs in inside.items())
+    return f"measured inside the step's band: {sum(every)} of {len(every)} ({each})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--overhead", default="fitted", choices=("fitted", "codegen"))
@@ -371,9 +382,10 @@ def main() -> None:
     print(*table, sep="\n", end="\n" if table else "")
     errors: dict[str, list[tuple[float, float]]] = {}
     parts: dict[str, list[tuple[float, float]]] = {}
+    inside: dict[str, list[bool]] = {}
     terms = []
     for run in runs():
-        summary, error = _answer(run, args, parts)
+        summary, error = _answer(run, args, parts, inside)
         for key in ["all", *classes(run)]:
             errors.setdefault(key, []).append((error, 1 / run.measured - 1))
         terms.append((run, summary))
@@ -390,11 +402,12 @@ def main() -> None:
     if not args.summary:
         print("", *table, sep="\n")
     for run in blackwell_runs():
-        terms.append((run, _answer(run, args, parts)[0]))
+        terms.append((run, _answer(run, args, parts, inside)[0]))
     if not args.summary:
         print("", textwrap.fill(BLACKWELL_LEGEND, 100), "", sep="\n")
     print(_per_part_line(parts))
     print(_errors_line("every dev run", [e for pairs in parts.values() for e in pairs]))
+    print(_band_line(inside))
     if not args.terms:
         return
     print("\nasync TP against vanilla TP, step time ratio (vanilla / async), modelled vs measured:")

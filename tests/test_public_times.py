@@ -215,9 +215,11 @@ def test_public_times_are_the_default_and_datasheet_times_an_option():
     datasheet = run("--gpu", "h100-meta", *shape, "--times", "datasheet")
     assert public.exit_code == datasheet.exit_code == 0, public.output + datasheet.output
     assert "times fitted to public data (CV error" in public.output.splitlines()[0]
+    coverage = public_file.shipped().coverage
+    assert f"{coverage:.0%} of held-out cells in its band" in public.output.splitlines()[0]
     scaled = run("--gpu", "h100", *shape)
     assert (
-        "times fitted on h100-meta, scaled to h100 by its datasheet (no CV error here)"
+        "times fitted on h100-meta, scaled to h100 by its datasheet (no CV error, band unchecked)"
         in (scaled.output.splitlines()[0])
     )
     assert "datasheet times" in datasheet.output.splitlines()[0]

@@ -126,6 +126,7 @@ class Provenance:
     codegen_gpu: str = ""
     measured_on: str = ""  # device and date of a measured calibration
     cv_median: float = math.nan  # public fit: cross-validated median speedup error on this part
+    band_coverage: float = math.nan  # public fit: share of held-out cells inside the band
     fitted_on: str = ""  # public fit: the part its float8 linears were measured on
     transferred: bool = False  # public fit: another architecture's kernel model (asked for)
     transfer_check: float = math.nan  # and how much faster a published kernel ran than it says
@@ -321,6 +322,12 @@ def _cv_median(public: PublicTimes | None, part: str) -> float:
     return math.nan if error is None else error
 
 
+def _band_coverage(public: PublicTimes | None, part: str) -> float:
+    """The band's held-out coverage where it was checked: on the heatmap's part."""
+    coverage = None if public is None else public.band_coverage(part)
+    return math.nan if coverage is None else coverage
+
+
 def _provenance(
     calibration: Calibration | None,
     name: str,
@@ -358,6 +365,7 @@ def _provenance(
         codegen_gpu=env.gpu or "",
         measured_on=f"{env.label}, {env.date}" if calibration.is_measured else "",
         cv_median=_cv_median(calibration.public, gpu.name),
+        band_coverage=_band_coverage(calibration.public, gpu.name),
         fitted_on="" if calibration.public is None else CROSS_VALIDATED_PART,
         transferred=calibration.public is not None and not calibration.public.is_default(gpu.name),
         transfer_check=math.nan

@@ -417,7 +417,7 @@ def provenance_line(p: Provenance, what: str = "") -> str:
     times = {
         Times.MEASURED: f"measured on {p.measured_on}",
         Times.PUBLIC: _public_times(p),
-        Times.DATASHEET: "datasheet times",
+        Times.DATASHEET: "datasheet times (band unchecked: assumed ranges)",
         Times.DATASHEET_ONLY: "datasheet timing, no calibration (worst and ideal overheads)",
         Times.ROOFLINE: "the seed's rooflines, no calibration",
     }[p.times]
@@ -441,13 +441,19 @@ def _public_times(p: Provenance) -> str:
     """What public times rest on for this part: the part the fit's float8 linears ran on, and
     the cross-validated error where it applies."""
     if p.gpu == p.fitted_on or not p.fitted_on:
-        return f"times fitted to public data (CV error {p.cv_median:.1%})"
+        return (
+            f"times fitted to public data (CV error {p.cv_median:.1%}, "
+            f"{p.band_coverage:.0%} of held-out cells in its band)"
+        )
     if p.transferred:
         return (
             f"times fitted on {p.fitted_on}, transferred to {p.gpu} by its datasheet "
             "(not cross-validated on this architecture; --show-all)"
         )
-    return f"times fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet (no CV error here)"
+    return (
+        f"times fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet (no CV error, "
+        "band unchecked)"
+    )
 
 
 def provenance_lines(p: Provenance) -> list[str]:
@@ -461,7 +467,10 @@ def provenance_lines(p: Provenance) -> list[str]:
     if p.measured_on:
         lines.append(f"measured on {p.measured_on}")
     if not math.isnan(p.cv_median):
-        lines.append(f"public time model: heatmap cross-validated median error {p.cv_median:.1%}")
+        lines.append(
+            f"public time model: heatmap cross-validated median error {p.cv_median:.1%}, "
+            f"{p.band_coverage:.1%} of held-out cells inside the band"
+        )
     elif p.fitted_on:
         lines.append(
             f"public time model: fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet; "

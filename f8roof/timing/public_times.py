@@ -195,6 +195,11 @@ class PublicTimes:
         """The cells' cross-validated median error where it applies to the part, else None."""
         return self.cv_median if name == CROSS_VALIDATED_PART else None
 
+    def band_coverage(self, name: str) -> float | None:
+        """The share of held-out cells inside the band, where that applies to the part (the
+        heatmap's), else None: nothing measured on another part checks its band."""
+        return self.coverage if name == CROSS_VALIDATED_PART else None
+
     def ends(self, name: str) -> tuple[PartTimes, PartTimes]:
         """The part as the lowest- and the highest-speedup alternative fits have it."""
         low = next(p for p in self.low_parts if p.part == name)
