@@ -182,6 +182,7 @@ class Candidate:
     converted: tuple[str, ...]  # the rows (fqns) it converts
     float8_all_gather: bool = False
     name: str = ""  # an asked-for set's name
+    recipes: tuple[str, ...] = ()  # the recipes its converted linears run
 
     def __post_init__(self) -> None:
         if (self.arm is Arm.ASKED) != bool(self.name):
@@ -190,6 +191,14 @@ class Candidate:
     @property
     def speedup(self) -> float:
         return self.summary.speedup
+
+    @property
+    def one_converter(self) -> bool:
+        """torchtitan runs it: one converter section, one recipe_name for every converted
+        linear (its model converters must share one quantization type, and each has one
+        recipe: torchtitan/protocols/model_converter.py). A mix of recipes is torchao's
+        per-module conversion, not a torchtitan run."""
+        return len(self.recipes) <= 1
 
 
 # a float8 all-gather gain below half a percent is within the step model's rounding: not said
@@ -296,9 +305,12 @@ def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
             )
     candidates.sort(key=_rank)
     # a conservative policy converts only what wins at its band's low end: no set that
-    # converts more than the per-layer decisions can be its choice
+    # converts more than the per-layer decisions can be its choice; and the choice is one
+    # torchtitan runs (one recipe), a faster mix of recipes shown beside it
     may_convert = rec.policy is not DecisionPolicy.CONSERVATIVE
-    best = next(c for c in candidates if may_convert or _within_decisions(c, found))
+    best = next(
+        c for c in candidates if c.one_converter and (may_convert or _within_decisions(c, found))
+    )
     recipe, recipe_rec, as_asked, block = next(f for f in found if f[0] == best.recipe)
     steps = steps_of(best.recipe)
     one = steps.resolved
@@ -351,6 +363,7 @@ def _candidate(arm: Arm, recipe: str | None, rec: Recommendation, step: StepSumm
         step,
         tuple(str(f) for f in rows["fqn"][converts]),
         float8_all_gather=rec.setup.float8_all_gather,
+        recipes=tuple(dict.fromkeys(str(r) for r in rows["recipe"][converts])),
     )
 
 

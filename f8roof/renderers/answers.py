@@ -218,7 +218,11 @@ def step_lines(answer: Plan) -> list[str]:
 
 
 def _plan_name(plan: Candidate) -> str:
-    return plan.recipe or "each layer its best recipe"
+    if plan.recipe:
+        return plan.recipe
+    if plan.one_converter:
+        return "each layer its best recipe"
+    return "each layer its best recipe (torchao per module, not one torchtitan converter)"
 
 
 def _gib(n: float) -> str:

@@ -450,10 +450,7 @@ def _public_times(p: Provenance) -> str:
             f"times fitted on {p.fitted_on}, transferred to {p.gpu} by its datasheet "
             "(not cross-validated on this architecture; --show-all)"
         )
-    return (
-        f"times fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet (no CV error, "
-        "band unchecked)"
-    )
+    return f"times fitted on {p.fitted_on}, scaled to {p.gpu} by its datasheet (unchecked here)"
 
 
 def provenance_lines(p: Provenance) -> list[str]:
