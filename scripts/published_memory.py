@@ -1,20 +1,24 @@
-"""Predicted peak memory per GPU beside pytorch/pytorch#149990's published peaks.
+"""Every development peak (issue #56) beside f8roof's: measured, f8roof's allocated and reserved
+peaks, the error, and each term in bf16 and float8 (float8's difference term by term).
 
-#149990 (2025-03-25, data/published/runs_h100_dev.csv): Llama3-70B on 128 H100s, FSDP 16 x TP 8,
-full AC, torch.compile, float8 tensorwise; bf16 71.51 / float8 55.26 with vanilla TP, bf16 71.08
-/ float8 55.91 with async TP. torchtitan printed `memory: {max_reserved_gib:5.2f}GiB`
-(torchtitan@fcdbe91c1 components/metrics.py: `reserved_bytes.all.peak` / 2**30), so the issue's
-"GB" are GiB. The local batch is not stated: torchtitan's llama3_70b.toml at that commit
-(fcdbe91c1, 2025-03-25, torchtitan/models/llama/train_configs/llama3_70b.toml) says
-batch_size = 8, seq_len = 8192, and that is the prediction; the batch of 16 the same author ran
-70B with in torchtitan's 2025-06 async TP benchmark is printed beside it, not chosen by the
-error. Each run is answered by `f8roof estimate --setup` (the memory part of its --out JSON), on
-Meta's 96 GB H100 (h100-meta; scripts/published_runs.py's `META_SOURCES` says why).
+The runs, each answered by `f8roof estimate --setup` (the memory part of its --out JSON), the
+8B and 70B ones on Meta's 96 GB H100 (h100-meta; scripts/published_runs.py's `META_SOURCES`):
 
-Under each arm, the miss is named: f8roof predicts allocated bytes, torchtitan logs the caching
-allocator's reserved peak, so what the model leaves out is published minus predicted; and the
-published float8 saving is set beside the modelled one and beside every block's TP-local bf16
-weights (the size it matches; no mechanism found in source holds them in bf16 alone).
+- pytorch/pytorch#149990 (2025-03-25, data/published/runs_h100_dev.csv): Llama3-70B on 128
+  H100s, FSDP 16 x TP 8, full AC, torch.compile, float8 tensorwise; bf16 71.51 / float8 55.26
+  with vanilla TP, bf16 71.08 / float8 55.91 with async TP. torchtitan printed
+  `memory: {max_reserved_gib:5.2f}GiB` (torchtitan@fcdbe91c1 components/metrics.py:
+  `reserved_bytes.all.peak` / 2**30), so the issue's "GB" are GiB. The local batch is not
+  stated: torchtitan's llama3_70b.toml at that commit says batch_size = 8, seq_len = 8192, and
+  that is the prediction; the batch of 16 the same author ran 70B with in torchtitan's 2025-06
+  async TP benchmark is printed beside it, not chosen by the error.
+- pytorch/torchtitan#1207 and pytorch/ao#1793 (Llama3-8B; below, at their setups).
+- torchtitan's Qwen3-14B search on 8 B200s (data/published/runs_blackwell_dev.csv), whose
+  config trains with ChunkedCELoss.
+
+#149990 is still missed: the script prints, beside it, the two sizes its float8 saving (15.2-
+16.3 GiB) matches, every block's TP-local bf16 weights and the whole vocabulary's bf16 logits at
+8 x 8192 tokens; neither is a tensor found in the run's source (docs/memory.md).
 
     PYTHONPATH=. python scripts/published_memory.py
 """
@@ -128,7 +132,9 @@ gpu = "h100-meta"
 
 # torchtitan's Qwen3-14B search on 8 B200s (data/published/runs_blackwell_dev.csv): FSDP 8 never
 # resharded after forward, per-op SAC, 4 x 4096, the model compiled per block (the loss eager:
-# `components model`), rowwise with lm_head and the k/v projection in bf16.
+# `components model`), rowwise with lm_head and the k/v projection in bf16. Its config,
+# qwen3_14b (torchtitan@0cd3d24ef torchtitan/models/qwen3/config_registry.py, the search's
+# branch), trains with `loss=ChunkedCELoss.Config()`: 8 slices of the sequence ([loss]).
 TOML_QWEN = """[model]
 name = "qwen3"
 flavor = "14B"
@@ -144,6 +150,8 @@ fsdp_reshard_after_forward = "never"
 [activation_checkpoint]
 mode = "selective"
 selective_ac_option = "op"
+[loss]
+num_chunks = 8
 [float8]
 recipe_name = "rowwise"
 filter_fqns = ["output", "lm_head", "attention.qkv_linear.wkv"]
@@ -151,16 +159,26 @@ filter_fqns = ["output", "lm_head", "attention.qkv_linear.wkv"]
 gpu = "b200"
 """
 BLACKWELL_CSV = RUNS_CSV.parent / "runs_blackwell_dev.csv"
+# The same search's bf16 rows at other settings (results.tsv @0cd3d24ef, peak_memory_gb: the
+# `memory:` line, reserved GiB), each the Qwen3 setup above without the converter and with these
+# keys changed: a check of the terms across recompute modes, resharding and batch, not a fit.
+QWEN_SEARCH = (
+    ("full AC, default reshard, eager", 50.1, {"reshard": None, "ac": "full", "compile": False}),
+    ("full AC, never reshard, eager", 72.2, {"ac": "full", "compile": False}),
+    ("per-op SAC, never reshard, eager", 113.7, {"compile": False}),
+    ("per-op SAC, never reshard, eager, batch 6", 141.9, {"compile": False, "batch": 6}),
+    ("per-op SAC, never reshard, compiled, batch 5", 119.9, {"batch": 5}),
+)
 
-# f8roof's peaks before the allocator model (main at d02e288: allocated bytes taken as the
-# reserved peak; the #1207 setup without compile, the Qwen3 run without its never-reshard)
+# f8roof's reserved peaks before ChunkedCELoss was modelled (main at c8dcb32: the Qwen3 run's
+# logits counted whole, 16384 tokens x 151936 at once)
 BEFORE = {
-    "#149990 vanilla TP": (33.63, 33.63),
-    "#149990 async TP": (33.63, 33.63),
-    "#1207": (42.31, 42.31),
-    "ao#1793 tensorwise": (40.98, 40.98),
-    "ao#1793 rowwise": (40.98, 40.98),
-    "Qwen3-14B B200": (99.87, 99.87),
+    "#149990 vanilla TP": (38.20, 38.20),
+    "#149990 async TP": (38.20, 38.20),
+    "#1207": (46.39, 46.39),
+    "ao#1793 tensorwise": (48.91, 48.91),
+    "ao#1793 rowwise": (48.91, 48.91),
+    "Qwen3-14B B200": (138.67, 138.67),
 }
 
 
@@ -224,11 +242,23 @@ def terms(name: str, memory: dict, bf16: float, fp8: float) -> list[str]:
     return out
 
 
-def main() -> None:
-    print(
-        "| run | before (bf16 / float8) | allocated | reserved | published | error |\n"
-        "|---|---|---|---|---|---|"
-    )
+def qwen_bf16(
+    *, reshard: str | None = "never", ac: str = "op", compile: bool = True, batch: int = 4
+) -> str:
+    """TOML_QWEN in bf16 with its search's other settings (`QWEN_SEARCH`)."""
+    text = TOML_QWEN[: TOML_QWEN.index("[float8]")] + TOML_QWEN[TOML_QWEN.index("[f8roof]") :]
+    text = text.replace("local_batch_size = 4", f"local_batch_size = {batch}")
+    if reshard is None:
+        text = text.replace('fsdp_reshard_after_forward = "never"\n', "")
+    if ac == "full":
+        text = text.replace('mode = "selective"\nselective_ac_option = "op"', 'mode = "full"')
+    if not compile:
+        text = text.replace('compile = true\n[compile]\ncomponents = ["model"]\n', "")
+    return text
+
+
+def dev_peaks() -> list[tuple[str, dict, float, float]]:
+    """Every development peak: (run, f8roof's `summary.memory`, published bf16 and float8 GiB)."""
     rows: list[tuple[str, dict, float, float]] = []
     for name, async_tp, bf16, fp8 in published():
         rows.append((f"#149990 {name}", predict(toml(TOML_BATCH, async_tp=async_tp)), bf16, fp8))
@@ -237,6 +267,15 @@ def main() -> None:
         rows.append((f"ao#1793 {recipe}", predict(TOML_1793.format(recipe=recipe)), bf16, fp8))
     qwen = published_qwen()
     rows.append(("Qwen3-14B B200", predict(TOML_QWEN), qwen, qwen))
+    return rows
+
+
+def main() -> None:
+    print(
+        "| run | before (reserved, main c8dcb32) | allocated | reserved | published | error |\n"
+        "|---|---|---|---|---|---|"
+    )
+    rows = dev_peaks()
     for name, memory, bf16, fp8 in rows:
         print(row(name, memory, bf16, fp8))
     for name, memory, bf16, fp8 in rows:
@@ -248,6 +287,17 @@ def main() -> None:
         + row("", predict(toml(BENCH_BATCH, async_tp=False)), *published()[0][2:])
     )
     print(f"every block's TP-local bf16 weights (70B, TP 8): {block_weights_gib():.2f} GiB")
+    vocab = next(lin.N for lin in builtin("llama3-70b").linears if not is_block_fqn(lin.fqn))
+    logits = TOML_BATCH * SEQ_LEN * vocab * 2 / GIB
+    print(f"the whole vocabulary's bf16 logits at {TOML_BATCH} x {SEQ_LEN}: {logits:.2f} GiB")
+    print()
+    print(
+        "| Qwen3-14B search, bf16 | allocated | reserved | published | error |\n|---|---|---|---|---|"
+    )
+    for name, measured, keys in QWEN_SEARCH:
+        memory = predict(qwen_bf16(**keys))
+        b, a = memory["bf16_reserved_bytes"] / GIB, memory["bf16_allocated_bytes"] / GIB
+        print(f"| {name} | {a:.2f} | {b:.2f} | {measured:.1f} | {b / measured - 1:+.1%} |")
 
 
 if __name__ == "__main__":

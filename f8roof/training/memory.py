@@ -59,7 +59,12 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   `exp` and the sum of the two at once before the product replaces the `exp`: 16 bytes per
   local logit, above the forward's 14 (the bf16 logits, their fp32 copy, `shifted` and its
   `exp`). With loss parallel disabled (`RunConfig.loss_parallel`) the logits are all-gathered
-  and every TP rank holds the whole vocabulary's, counted as without TP.
+  and every TP rank holds the whole vocabulary's, counted as without TP. torchtitan's
+  ChunkedCELoss (components/loss.py since 786e26f8e, 2026-04-27, pytorch/torchtitan#2937; the
+  qwen3 configs' loss; `RunConfig.loss_chunks`) runs lm_head and the loss on one slice of the
+  sequence at a time, each slice's backward before the next: the loss's tensors are one
+  slice's, beside every slice's contiguous copy of the hidden states, the fp32 buffer their
+  gradient gathers in and lm_head's unsharded gradient, accumulating across the slices.
 
 The step's schedule: the peak is the largest of three moments: the loss (every block's saved
 activations, no gradients yet), the first block of the backward (every block's saved
@@ -471,7 +476,7 @@ class _Sizes:
     reduce_input: float  # of `backward`: FSDP2's fp32 reduce-scatter input (0 without FSDP)
     block_weights: float  # one block unsharded (all-gathered; without FSDP autocast's copies)
     root_weights: float  # the root unsharded (0 without FSDP)
-    logits: float  # logits this GPU's loss holds (elements)
+    logits: float  # logits this GPU's loss holds at once (elements: one slice's when chunked)
     per_logit: int  # the loss's bytes per logit at its peak
     head_input: float
     head_grad: float  # lm_head's unsharded bf16 weight gradient
@@ -481,6 +486,7 @@ class _Sizes:
     sharded: bool
     resharded: bool  # FSDP2 frees each block's gathered weights after its forward
     accumulating: bool  # gradient accumulation: the gradients persist across passes
+    chunked: bool  # torchtitan's ChunkedCELoss: the loss backpropagates slice by slice
 
 
 def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
@@ -507,9 +513,9 @@ def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
         reduce_input=m.block_weights * FP32 if m.sharded else 0.0,
         block_weights=_weights_in_flight(m, fp8, blocks=1) - root,
         root_weights=root,
-        logits=m.tokens * m.vocab / (m.tp if run.loss_parallel else 1),
+        logits=m.tokens * m.vocab / (m.tp if run.loss_parallel else 1) / run.loss_chunks,
         per_logit=_loss_bytes_per_logit(m, run),
-        head_input=m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16,
+        head_input=_head_input(m, run),
         head_grad=m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0,
         root_grads=m.root_weights * BF16 if m.sharded else 0.0,
         # blocks unsharded: under FSDP the last block (kept after its forward) or two (one
@@ -523,7 +529,20 @@ def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
         sharded=m.sharded,
         resharded=m.sharded and run.reshards_after_forward,
         accumulating=run.accumulation > 1,
+        chunked=run.loss_chunks > 1,
     )
+
+
+def _head_input(m: _Model, run: RunConfig) -> float:
+    """What the output projection's input holds through the loss: the final norm's saved input
+    (sequence-sharded under TP) and its output, gathered for lm_head. torchtitan's ChunkedCELoss
+    (components/loss.py @6a1b334e8, 2026-05-18) adds each slice's contiguous copy (`h_chunks`,
+    all alive through the loop: the whole sequence again) and `GradAccumulator`'s fp32 buffer
+    of the hidden states' gradient, filled slice by slice."""
+    held = m.tokens * m.hidden * BF16 + m.tokens / m.tp * m.hidden * BF16
+    if run.loss_chunks > 1:
+        held += m.tokens * m.hidden * (BF16 + FP32)
+    return held
 
 
 def _allocated(z: _Sizes) -> MemoryPeak:
@@ -533,7 +552,8 @@ def _allocated(z: _Sizes) -> MemoryPeak:
     held = z.grads if z.accumulating else 0.0
     phases = {
         Phase.LOSS: {
-            Term.GRADIENTS: held,
+            # chunked, lm_head's unsharded gradient accumulates from the first slice's backward
+            Term.GRADIENTS: held + (z.head_grad if z.chunked else 0.0),
             Term.WEIGHTS_IN_FLIGHT: z.block_weights * z.gathered[0] + z.root_weights,
             Term.SAVED_ACTIVATIONS: blocks,
             Term.LOGITS_LOSS: z.logits * z.per_logit + z.head_input,
@@ -637,12 +657,15 @@ def _step_events(z: _Sizes, layers: int, step: int) -> list[Alloc | Free]:
     if z.sharded:
         free(held)  # the root's post-forward frees the last all-gather's output
     alloc("lm_head input", z.head_input)
-    for name, size in _loss_events(z):
+    if z.chunked:  # the slices before the last left lm_head's gradient, accumulating
+        alloc("lm_head grad", z.head_grad)
+    for name, size in _loss_events(z):  # the last slice's (every slice's alike)
         if size is None:
             free(name)
         else:
             alloc(name, size)
-    alloc("lm_head grad", z.head_grad)
+    if not z.chunked:
+        alloc("lm_head grad", z.head_grad)
     free("logits grad")
     free("lm_head input")
     reducing = ""

@@ -341,6 +341,11 @@ class RunConfig:
     # vocabulary into the loss. False (disable_loss_parallel): they are all-gathered, and every
     # TP rank runs the whole loss.
     loss_parallel: bool = True
+    # torchtitan's ChunkedCELoss (components/loss.py since 786e26f8e, 2026-04-27, pytorch/
+    # torchtitan#2937; the qwen3 configs' loss, num_chunks 8): the output projection and the loss
+    # run on one slice of the sequence at a time, each slice's backward at once. 1: the whole
+    # logits at once (CrossEntropyLoss).
+    loss_chunks: int = 1
     # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
     # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
     filter_fqns: tuple[str, ...] | None = None
@@ -396,6 +401,7 @@ class RunConfig:
                 f"(0, {MAX_NETWORK_GBPS:g}] (got {self.network_gbps!r})"
             )
         _positive_int(term("cp"), self.cp)
+        _count(term("loss_chunks"), self.loss_chunks)
         if (
             isinstance(self.accumulation, bool)
             or not isinstance(self.accumulation, int)

@@ -42,7 +42,8 @@ against no linear) are refused; a key that changes nothing f8roof models is acce
 ignored, and a section f8roof does not read ([job], ...) must still be a table.
 `global_batch_size` above local batch x data-parallel ranks is gradient accumulation
 (`RunConfig.accumulation`); `disable_loss_parallel` gathers the logits before the loss
-(`RunConfig.loss_parallel`).
+(`RunConfig.loss_parallel`); [loss] num_chunks is torchtitan's 2026 ChunkedCELoss (the qwen3
+configs' loss: the logits one slice of the sequence at a time, `RunConfig.loss_chunks`).
 
 The names of layers both ways, `filter_fqns` and converter lines: f8roof/training/torchtitan_names.py.
 """
@@ -210,6 +211,7 @@ USED_KEYS: dict[str, frozenset[str]] = {
     "mx": frozenset({"recipe_name", "filter_fqns"}),
     "grouped_mm": frozenset({"fqns"}),  # [quantize.grouped_mm.float8|mx]: routed experts
     "compile": frozenset({"enable", "components", "backend"}),  # torchtitan's later [compile]
+    "loss": frozenset({"num_chunks"}),  # ChunkedCELoss.Config (2026): `RunConfig.loss_chunks`
     "f8roof": frozenset({"gpu", "gpus", "step_ms", "network_gbps", "emulate_precision_casts"}),
 }
 IGNORED_KEYS: dict[str, frozenset[str]] = {
@@ -242,6 +244,7 @@ IGNORED_KEYS: dict[str, frozenset[str]] = {
     "mx": frozenset({"mxfp8_dim1_cast_kernel_choice", "use_fp8_dim1_cast_triton_kernel"}),
     "grouped_mm": frozenset({"recipe_name", "pad_multiple"}),
     "compile": frozenset(),
+    "loss": frozenset(),
     "f8roof": frozenset(),
 }
 # torchtitan sections f8roof does not read at all
@@ -773,6 +776,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             pipeline=pipeline,
             accumulation=accumulation,
             loss_parallel=loss_parallel,
+            loss_chunks=sec["loss"].integer("num_chunks", 1),
             cp=cp,
             cp_rotate=cp_rotate,
             assumptions=tuple(assumptions),
@@ -931,6 +935,7 @@ FILE_KEYS = {
     "seq_len": "seq_len",
     "local_batch_size": "local_batch_size",
     "pp": "pipeline_parallel_degree",
+    "loss_chunks": "[loss] num_chunks",
 }
 
 
