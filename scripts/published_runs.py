@@ -66,6 +66,8 @@ class Run:
     filter_fqns: tuple[str, ...] = ("output",)
     # torchtitan's [parallelism] fsdp_reshard_after_forward, where the source sets it
     reshard_after_forward: str | None = None
+    # torchtitan's ChunkedCELoss slices (its [loss] num_chunks; 1: the whole loss at once)
+    loss_chunks: int = 1
 
     @property
     def gpus(self) -> int:
@@ -105,6 +107,7 @@ precompute_float8_dynamic_scale_for_fsdp = {str(self.float8_all_gather).lower()}
             else f'fsdp_reshard_after_forward = "{self.reshard_after_forward}"\n'
         )
         selective = '\nselective_ac_option = "op"' if self.ac == "selective" else ""
+        loss = f"[loss]\nnum_chunks = {self.loss_chunks}\n" if self.loss_chunks > 1 else ""
         # the model compiled, the loss eager: torchtitan's [compile] section says it so
         compiled = (
             f"compile = {str(self.compiled).lower()}"
@@ -123,7 +126,7 @@ tensor_parallel_degree = {self.tp}
 enable_async_tensor_parallel = {str(self.async_tp).lower()}
 {reshard}[activation_checkpoint]
 mode = "{self.ac}"{selective}
-{converter}[f8roof]
+{loss}{converter}[f8roof]
 gpu = "{self.gpu}"
 step_ms = {self.step_ms:.1f}
 emulate_precision_casts = {str(self.emulate_precision_casts).lower()}
@@ -252,9 +255,17 @@ def blackwell_runs(path: Path = BLACKWELL_CSV) -> list[Run]:
                 seq_len=int(batch.group(2)),
                 filter_fqns=filters.groups() if filters else ("output",),
                 reshard_after_forward="never" if "reshard_after_forward never" in setup else None,
+                loss_chunks=LOSS_CHUNKS.get(_blackwell_short(str(row.source)), 1),
             )
         )
     return out
+
+
+# The loss a run's torchtitan config trains with, where the CSV's setup text does not say it:
+# the Qwen3-14B search's qwen3_14b config (torchtitan@0cd3d24ef torchtitan/models/qwen3/
+# config_registry.py) sets `loss=ChunkedCELoss.Config()`, 8 slices of the sequence
+# (scripts/published_memory.py's TOML_QWEN, the same config).
+LOSS_CHUNKS = {"titan-qwen3": 8}
 
 
 def _blackwell_short(source: str) -> str:
