@@ -4,6 +4,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from f8roof.traffic.variant import Before, Context
+from f8roof.training.catalog import Architecture, NamedLinear, TPStyle
+
 sys.path.insert(0, str(Path(__file__).parent))  # tests/synthetic.py
 
 
@@ -50,3 +53,22 @@ def invoke_cli(*args: object, **kwargs) -> Result:
 def cli():
     """The shared CLI runner: `cli("estimate", "--shape", "64,64,64")` -> click's Result."""
     return invoke_cli
+
+
+# a tiny llama for the memory model's tests: hidden 16, four heads of 4 (two kv heads), MLP 32,
+# vocabulary 64
+_COL, _ROW = TPStyle.COLUMN, TPStyle.ROW
+_RMS, _SILU = Context(Before.RMSNORM), Context(Before.SILU_MUL)
+TINY_LLAMA = Architecture(
+    "tiny",
+    (
+        NamedLinear("layers.*.attn.q", 16, 16, 1, _COL, context=_RMS, heads=4),
+        NamedLinear("layers.*.attn.k", 16, 8, 1, _COL, context=_RMS, heads=2),
+        NamedLinear("layers.*.attn.v", 16, 8, 1, _COL, context=_RMS, heads=2),
+        NamedLinear("layers.*.attn.o", 16, 16, 1, _ROW, heads=4),
+        NamedLinear("layers.*.mlp.gate", 16, 32, 1, _COL, context=_RMS),
+        NamedLinear("layers.*.mlp.up", 16, 32, 1, _COL, context=_RMS),
+        NamedLinear("layers.*.mlp.down", 32, 16, 1, _ROW, context=_SILU),
+        NamedLinear("lm_head", 16, 64, 1, _COL, context=_RMS),
+    ),
+)

@@ -6,12 +6,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import TINY_LLAMA
 
 from f8roof.engine.answer import Question, answer
 from f8roof.engine.resolve import Request
 from f8roof.renderers.answers import memory_dict, memory_lines
-from f8roof.traffic.variant import Before, Context
-from f8roof.training.catalog import Architecture, NamedLinear, TPStyle, builtin
+from f8roof.training.catalog import builtin
 from f8roof.training.checkpointing import Recompute
 from f8roof.training.memory import (
     GIB,
@@ -22,22 +22,6 @@ from f8roof.training.memory import (
 )
 from f8roof.training.run_config import ONE_GPU, RunConfig
 
-COL, ROW = TPStyle.COLUMN, TPStyle.ROW
-RMS, SILU = Context(Before.RMSNORM), Context(Before.SILU_MUL)
-# one block of a tiny llama: hidden 16, four heads of 4 (two kv heads), MLP 32, vocab 64
-TINY = Architecture(
-    "tiny",
-    (
-        NamedLinear("layers.*.attn.q", 16, 16, 1, COL, context=RMS, heads=4),
-        NamedLinear("layers.*.attn.k", 16, 8, 1, COL, context=RMS, heads=2),
-        NamedLinear("layers.*.attn.v", 16, 8, 1, COL, context=RMS, heads=2),
-        NamedLinear("layers.*.attn.o", 16, 16, 1, ROW, heads=4),
-        NamedLinear("layers.*.mlp.gate", 16, 32, 1, COL, context=RMS),
-        NamedLinear("layers.*.mlp.up", 16, 32, 1, COL, context=RMS),
-        NamedLinear("layers.*.mlp.down", 32, 16, 1, ROW, context=SILU),
-        NamedLinear("lm_head", 16, 64, 1, COL, context=RMS),
-    ),
-)
 BLOCK = ("attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down")
 ALL = tuple(f"layers.*.{n}" for n in BLOCK)
 T = 64  # tokens: enough for the loss to hold the peak
@@ -45,7 +29,7 @@ T = 64  # tokens: enough for the loss to hold the peak
 
 def tiny(run=ONE_GPU, *, recipe="tensorwise", converted=ALL, gpu=80 * GIB, tokens=T):
     return memory_estimate(
-        TINY, tokens=tokens, run=run, recipe=recipe, converted=converted, gpu_memory_bytes=gpu
+        TINY_LLAMA, tokens=tokens, run=run, recipe=recipe, converted=converted, gpu_memory_bytes=gpu
     )
 
 

@@ -7,16 +7,13 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import TINY_LLAMA
 
 from f8roof.errors import F8RoofError
-from f8roof.traffic.variant import Before, Context
-from f8roof.training.catalog import Architecture, NamedLinear, TPStyle
 from f8roof.training.memory import GIB, RESERVE_TERMS, Phase, Term, memory_estimate
 from f8roof.training.run_config import RunConfig
 from f8roof.training.setup_file import parse_setup
 
-COL, ROW = TPStyle.COLUMN, TPStyle.ROW
-RMS, SILU = Context(Before.RMSNORM), Context(Before.SILU_MUL)
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "published_memory.py"
 
 
@@ -73,22 +70,6 @@ def test_the_qwen3_search_at_other_settings_lands_within_five_percent():
         assert memory["bf16_reserved_bytes"] / (measured * GIB) == pytest.approx(1, abs=0.05), name
 
 
-# a tiny llama: hidden 16, four heads of 4 (two kv heads), MLP 32, vocabulary 64
-TINY = Architecture(
-    "tiny",
-    (
-        NamedLinear("layers.*.attn.q", 16, 16, 1, COL, context=RMS, heads=4),
-        NamedLinear("layers.*.attn.k", 16, 8, 1, COL, context=RMS, heads=2),
-        NamedLinear("layers.*.attn.v", 16, 8, 1, COL, context=RMS, heads=2),
-        NamedLinear("layers.*.attn.o", 16, 16, 1, ROW, heads=4),
-        NamedLinear("layers.*.mlp.gate", 16, 32, 1, COL, context=RMS),
-        NamedLinear("layers.*.mlp.up", 16, 32, 1, COL, context=RMS),
-        NamedLinear("layers.*.mlp.down", 32, 16, 1, ROW, context=SILU),
-        NamedLinear("lm_head", 16, 64, 1, COL, context=RMS),
-    ),
-)
-
-
 def test_a_chunked_loss_holds_one_slice_of_the_logits_and_the_hidden_states_again():
     """ChunkedCELoss (torchtitan components/loss.py since 786e26f8e), the loss eager: 12 bytes
     per logit on one slice of the sequence, every slice's contiguous copy of the hidden states
@@ -98,7 +79,7 @@ def test_a_chunked_loss_holds_one_slice_of_the_logits_and_the_hidden_states_agai
     run = replace(RunConfig.sharded(tp=1, fsdp=2), seq_len=tokens, loss_compiled=False)
     whole, chunked = (
         memory_estimate(
-            TINY, tokens=tokens, run=replace(run, loss_chunks=n), recipe="rowwise",
+            TINY_LLAMA, tokens=tokens, run=replace(run, loss_chunks=n), recipe="rowwise",
             converted=[], gpu_memory_bytes=80 * GIB,
         ).bf16
         for n in (1, 8)
