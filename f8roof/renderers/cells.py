@@ -44,7 +44,9 @@ def number(value, scale: float | None = None) -> str:
 
 
 def ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.4g}"
+    """Milliseconds to 4 significant digits, whole from 10 s on (12160, not 1.216e+04)."""
+    value = seconds * 1e3
+    return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
 def margin(value: float) -> str:
