@@ -254,6 +254,23 @@ EXAMPLES: tuple[Example, ...] = (
         "model-70b", "docs/models.md", ("estimate", "--model", "llama3-70b", "--tokens", "8192")
     ),
     Example(
+        "model-qwen3",
+        "docs/models.md",
+        (
+            "estimate",
+            "--model",
+            "qwen3-14b",
+            "--gpu",
+            "b200",
+            "--fsdp",
+            "8",
+            "--tokens",
+            "16384",
+            "--recipe",
+            "rowwise",
+        ),
+    ),
+    Example(
         "model-recipes",
         "docs/models.md",
         (

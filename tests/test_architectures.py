@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from f8roof.renderers.notes import sentence
+from f8roof.traffic.variant import Before, Context
 from f8roof.training.catalog import (
     BUILTIN_CONFIGS,
     BUILTIN_NAMES,
@@ -80,19 +81,26 @@ def test_llama_style_builtins(name, hidden, kv_n, inter, layers, vocab, params):
 def test_qwen3_dense_builtins(name, hidden, heads, inter, layers, non_embedding):
     arch = builtin(name)
     named = by_name(arch)
-    attn = "model.layers.*.self_attn"
+    # torchtitan's module names (its qwen3 at b64292ba1: QKVLinear's wq, wk, wv; wo; w1/w3/w2)
+    qkv, attn = "layers.*.attention.qkv_linear", "layers.*.attention"
     # q's width is heads x head_dim 128, not hidden_size (32B: 8192 from 5120)
-    assert (named[f"{attn}.q_proj"].K, named[f"{attn}.q_proj"].N) == (hidden, heads * 128)
-    assert (named[f"{attn}.o_proj"].K, named[f"{attn}.o_proj"].N) == (heads * 128, hidden)
-    assert named[f"{attn}.k_proj"].N == named[f"{attn}.v_proj"].N == 8 * 128
-    assert named["model.layers.*.mlp.gate_proj"].N == inter
+    assert (named[f"{qkv}.wq"].K, named[f"{qkv}.wq"].N) == (hidden, heads * 128)
+    assert (named[f"{attn}.wo"].K, named[f"{attn}.wo"].N) == (heads * 128, hidden)
+    # k and v: two linears of 8 kv heads x 128 each (one `wkv` config builds both)
+    assert named[f"{qkv}.wk"].N == named[f"{qkv}.wv"].N == 8 * 128
+    assert named["layers.*.feed_forward.w1"].N == inter
+    assert named["layers.*.feed_forward.w2"].K == inter
     assert {linear.count for linear in arch.linears} == {layers, 1}
     assert named["lm_head"].N == 151936 and not arch.is_moe
     head = named["lm_head"].K * named["lm_head"].N
     assert arch.parameter_count - head == pytest.approx(non_embedding, rel=5e-3)
-    # q/k norms sit after the projections: every input projection still reads the block's norm
+    # q/k norms sit after the projections: every input projection still reads the block's norm,
+    # the down projection silu(w1) * w3, the output projection the attention
     assert "q_norm" in said(arch) and "k_norm" in said(arch)
-    assert named[f"{attn}.q_proj"].context == named["model.layers.*.mlp.up_proj"].context
+    for leaf in (f"{qkv}.wq", f"{qkv}.wk", f"{qkv}.wv", "layers.*.feed_forward.w3", "lm_head"):
+        assert named[leaf].context == Context(Before.RMSNORM), leaf
+    assert named["layers.*.feed_forward.w2"].context == Context(Before.SILU_MUL)
+    assert named[f"{attn}.wo"].context == Context()
     assert arch.family == "qwen3"
 
 
@@ -252,12 +260,16 @@ def test_llama4_layers():
 def test_qwen_moe_dense_layers_and_shared_expert():
     base = dict(BUILTIN_CONFIGS["qwen3-30b-a3b"][1])
     sparse_every_2 = by_name(from_hf_config(base | {"decoder_sparse_step": 2}, name="q"))
-    assert sparse_every_2["model.layers.*.mlp.experts.*.up_proj"].count == 24
-    assert sparse_every_2["model.layers.*.mlp.up_proj"].count == 24
+    assert sparse_every_2["layers.*.moe.experts.w3"].count == 24
+    assert sparse_every_2["layers.*.feed_forward.w3"].count == 24
     only = by_name(from_hf_config(base | {"mlp_only_layers": [0, 1, 2]}, name="q"))
-    assert only["model.layers.*.mlp.experts.*.up_proj"].count == 45
+    assert only["layers.*.moe.experts.w3"].count == 45
     qwen2 = by_name(from_hf_config(base | {"shared_expert_intermediate_size": 5632}, name="q2"))
-    assert qwen2["model.layers.*.mlp.shared_expert.down_proj"].K == 5632
+    assert qwen2["layers.*.moe.shared_experts.w2"].K == 5632
+    qwen2_moe = base | {"model_type": "qwen2_moe", "shared_expert_intermediate_size": 5632}
+    assert (
+        by_name(from_hf_config(qwen2_moe))["model.layers.*.mlp.shared_expert.down_proj"].K == 5632
+    )
 
 
 def test_routed_experts_validated():

@@ -208,7 +208,7 @@ def test_every_catalog_model_has_torchtitans_names_or_says_it_has_none():
         if model is not None:  # every linear named, routed experts as GroupedExperts' w1/w2/w3
             for linear in arch.linears:
                 theirs = to_torchtitan_fqn(linear.fqn, arch.family)
-                assert theirs.startswith(("layers.*.", "output")), theirs
+                assert theirs.startswith("layers.*.") or theirs == model.head, theirs
                 assert ("moe.experts." in theirs) == linear.grouped, theirs
 
 
@@ -236,6 +236,19 @@ def _round_trip(name: str, converts) -> None:
         assert torchtitan_keeps("layers.3.moe.router.gate", printed.filter_fqns)
 
 
+def _as_torchtitan_decides(name: str, converts: list[bool]) -> list[bool]:
+    """Rows one torchtitan config builds (qwen3's k and v, both of QKVLinear's `wkv`) take
+    the first one's decision: torchtitan's converter swaps configs, so it has no other."""
+    arch = builtin(name)
+    if torchtitan_model(arch.family) is None:
+        return converts
+    first: dict[str, bool] = {}
+    return [
+        first.setdefault(to_torchtitan_fqn(row.fqn, arch.family), convert)
+        for row, convert in zip(arch.linears, converts)
+    ]
+
+
 @pytest.mark.parametrize("name", BUILTIN_NAMES)
 def test_the_printed_filter_keeps_exactly_what_any_decision_keeps(name):
     rows = builtin(name).linears
@@ -244,7 +257,29 @@ def test_the_printed_filter_keeps_exactly_what_any_decision_keeps(name):
     patterns += [[i != j for i in range(len(rows))] for j in range(len(rows))]  # one kept
     patterns += [[rng.random() < 0.5 for _ in rows] for _ in range(20)]
     for converts in patterns:
-        _round_trip(name, converts)
+        _round_trip(name, _as_torchtitan_decides(name, converts))
+
+
+def test_qwen3s_k_and_v_are_kept_together_since_one_config_builds_both():
+    """torchtitan's qwen3 builds `wk` and `wv` from QKVLinear's one `wkv` config and filters
+    configs: keeping v alone cannot be said, so both stay bf16 and a note says so; keeping
+    both prints the public B200 run's own entry, `attention.qkv_linear.wkv`."""
+    arch = builtin("qwen3-14b")
+    fqns = [r.fqn for r in arch.linears]
+    wk = fqns.index("layers.*.attention.qkv_linear.wk")
+    wv = fqns.index("layers.*.attention.qkv_linear.wv")
+
+    def printed(kept):
+        converts = [i not in kept for i in range(len(fqns))]
+        counts = [r.count for r in arch.linears]
+        return printed_filters(fqns, counts, converts, [False] * len(fqns), family="qwen3")
+
+    both = printed({wk, wv})
+    assert both.filter_fqns == ("attention.qkv_linear.wkv",)
+    assert set(both.kept) == {fqns[wk], fqns[wv]} and not both.notes
+    alone = printed({wv})
+    assert set(alone.kept) == {fqns[wk], fqns[wv]}
+    assert [n.topic for n in alone.notes] == [Topic.FILTER_INEXACT]
 
 
 @pytest.mark.parametrize("name", BUILTIN_NAMES)
@@ -304,12 +339,16 @@ DEEPSEEK_16B = {  # "16B": q_lora_rank 0, n_dense_layers 1, 27 blocks
     ],
     "lm_head": ["output"],
 }
+# torchtitan's qwen3 at pytorch/torchtitan@b64292ba1 (2026-05-15; torchtitan/models/qwen3/
+# __init__.py, models/common/attention.py): the config fqns its float8 converter filters, k and
+# v both QKVLinear's `wkv`
+QKV = "layers.*.attention.qkv_linear"
 QWEN3_30B = {  # "30B-A3B": every block MoE, no shared experts, 48 blocks
-    **{
-        f"model.layers.*.self_attn.{x}_proj": [f"layers.{i}.attention.w{x}" for i in range(48)]
-        for x in "qkvo"
-    },
-    "lm_head": ["output"],
+    f"{QKV}.wq": [f"layers.{i}.attention.qkv_linear.wq" for i in range(48)],
+    f"{QKV}.wk": [f"layers.{i}.attention.qkv_linear.wkv" for i in range(48)],
+    f"{QKV}.wv": [f"layers.{i}.attention.qkv_linear.wkv" for i in range(48)],
+    "layers.*.attention.wo": [f"layers.{i}.attention.wo" for i in range(48)],
+    "lm_head": ["lm_head"],
 }
 
 
@@ -324,7 +363,7 @@ def test_the_printed_filter_against_torchtitans_modules_from_its_source(name, mo
     routers = [f"layers.{i}.moe.router.gate" for i in moe_blocks]
     rng = random.Random(7)
     for _ in range(30):
-        converts = [rng.random() < 0.5 for _ in arch.linears]
+        converts = _as_torchtitan_decides(name, [rng.random() < 0.5 for _ in arch.linears])
         printed = printed_filters(
             [r.fqn for r in arch.linears],
             [r.count for r in arch.linears],

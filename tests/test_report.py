@@ -235,7 +235,7 @@ def test_terminal_rendering_of_routed_experts():
         "experts/GPU",
         "tokens/expert",
     ]
-    row = next(line for line in text.splitlines() if "experts.*.down_proj" in line).split()
+    row = next(line for line in text.splitlines() if "moe.experts.w2" in line).split()
     # EP 4 with TP 2: 32 experts per GPU, 4096 / 2 x 8 / 32 = 512 tokens each; experts unsharded
     assert row[1:8] == ["48", "512", "768", "2048", "-", "32", "512"]
     assert "note: routed experts: 32 of 128 experts per GPU (EP 4), top 8, 512 tokens" in text

@@ -210,9 +210,14 @@ def test_fqn_names_both_ways():
     # llama3 has no routed experts; qwen3's and deepseek_v3's are GroupedExperts parameters
     with pytest.raises(F8RoofError, match="no torchtitan name for layer"):
         to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj", "llama")
-    for family in ("qwen3_moe", "deepseek_v3"):
-        expert = to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj", family)
-        assert expert == "layers.*.moe.experts.w1"
+    expert = to_torchtitan_fqn("model.layers.*.mlp.experts.*.gate_proj", "deepseek_v3")
+    assert expert == "layers.*.moe.experts.w1"
+    # the catalog names qwen3's rows by torchtitan's own modules: k's converter config is `wkv`
+    assert to_torchtitan_fqn("layers.*.moe.experts.w1", "qwen3_moe") == "layers.*.moe.experts.w1"
+    assert to_torchtitan_fqn("layers.3.attention.qkv_linear.wk", "qwen3") == (
+        "layers.3.attention.qkv_linear.wkv"
+    )
+    assert to_torchtitan_fqn("lm_head", "qwen3") == "lm_head"
     with pytest.raises(F8RoofError, match="torchtitan has no model for mixtral"):
         to_torchtitan_fqn("model.layers.*.self_attn.q_proj", "mixtral")
 

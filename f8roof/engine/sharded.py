@@ -64,22 +64,25 @@ def block_spec(
 ) -> BlockSpec:
     """The block of `arch` (one of its layers) for `tokens` per data-parallel rank.
 
-    Dims come from the linears: q_proj (or c_attn) K = dim; q/k/v widths over the head width
-    give the heads; gate_proj (or c_fc) N = the MLP width. The head width: `head_dim`, else the
-    built-in config's, else 128. Norm and MLP follow the linears' contexts (layernorm and gelu
+    Dims come from the linears: q_proj (or c_attn, torchtitan's wq) K = dim; q/k/v widths over
+    the head width give the heads; gate_proj (or c_fc, torchtitan's w1) N = the MLP width. The
+    head width: `head_dim`, else the built-in config's, else 128. Norm and MLP follow the linears' contexts (layernorm and gelu
     for gpt2-style c_fc/c_proj). `seq_len` defaults to `tokens` (one sequence per rank).
     """
     by_name = {linear.fqn.rsplit(".", 1)[-1]: linear for linear in arch.linears}
     try:
-        q = by_name.get("q_proj")
-        k = by_name.get("k_proj")
+        # Hugging Face's names, or torchtitan's (the catalog's qwen3: wq, wk, feed_forward.w1)
+        q = by_name.get("q_proj") or by_name.get("wq")
+        k = by_name.get("k_proj") or by_name.get("wk")
         width = head_dim or _config_head_dim(arch.name) or DEFAULT_HEAD_DIM
         if q is None or k is None:
             raise F8RoofError(
                 f"{arch.name}: no q_proj/k_proj linears; sharded blocks know llama-style "
                 "attention only"
             )
-        gate = by_name.get("gate_proj")
+        gate = by_name.get("gate_proj") or next(
+            (x for x in arch.linears if x.fqn.endswith(("feed_forward.w1", "experts.w1"))), None
+        )
         routed = next((linear for linear in arch.linears if linear.routed is not None), None)
         moe = None
         if routed is not None and routed.routed is not None:

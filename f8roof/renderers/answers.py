@@ -36,7 +36,7 @@ from f8roof.training.memory import GIB, MemoryPeak, Term
 from f8roof.training.torchtitan_names import NVFP4_CONVERTER, NVFP4_SOURCE
 
 WIDTH = 120  # the default view's widest line
-BLOCK_PREFIX = "model.layers.*."
+BLOCK_PREFIX = "layers.*."  # after `model.`: Hugging Face's and torchtitan's
 
 
 def render_answer(
@@ -136,9 +136,10 @@ def model_rows(answer: Plan) -> tuple[list[str], list[list[str]]]:
 
 
 def _layer_name(fqn: str) -> str:
-    """`model.layers.*.mlp.up_proj` -> `mlp.up_proj`; a row filters split keeps its blocks,
-    `model.layers.0-26.mlp.up_proj` -> `layers.0-26.mlp.up_proj`."""
-    return fqn.removeprefix(BLOCK_PREFIX).removeprefix("model.")
+    """`model.layers.*.mlp.up_proj` -> `mlp.up_proj` (torchtitan's `layers.*.attention.wo` ->
+    `attention.wo`); a row filters split keeps its blocks, `model.layers.0-26.mlp.up_proj` ->
+    `layers.0-26.mlp.up_proj`."""
+    return fqn.removeprefix("model.").removeprefix(BLOCK_PREFIX)
 
 
 # --- the step ---------------------------------------------------------------------------------

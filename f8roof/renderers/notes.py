@@ -300,8 +300,8 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"EP {v['ep']}: each MoE layer's token dispatch and combine, all-to-alls of "
         f"{v['mb']:.1f} MB (tokens x top {v['top_k']} x hidden, bf16) at {v['ms']:.2f} ms each "
         f"({v['placement']}), {v['per_layer']:g} a MoE layer (forward and backward, and what "
-        "full AC reruns), exposed and the same in both precisions (torchao's MXFP8 dispatch "
-        "not modelled)"
+        "full AC reruns), exposed and the same in both precisions (torchtitan's float8 and MXFP8 "
+        "experts dispatch bf16: torchao's MXFP8 all-to-all is not wired in)"
     ),
     Topic.SELECTIVE_SAC: lambda v: (
         "selective: torchtitan's per-op SAC compiled into the block (its 2025-05 and 0.3.0 "

@@ -433,8 +433,9 @@ def _ratio_axis(ax, extreme: float) -> None:
 
 
 def _layer_label(fqn: str) -> str:
-    """`model.layers.*.mlp.up_proj` -> `mlp.up_proj`: the block prefix every row shares."""
-    return fqn.removeprefix("model.layers.*.").removeprefix("model.")
+    """`model.layers.*.mlp.up_proj` -> `mlp.up_proj` (torchtitan's `layers.*.attention.wo` ->
+    `attention.wo`): the block prefix every row shares."""
+    return fqn.removeprefix("model.").removeprefix("layers.*.")
 
 
 def layer_speedups(

@@ -354,15 +354,54 @@ def _llama_style(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]
             shared = cfg.int("shared_expert_intermediate_size", 0, allow_zero=True)
             if shared:  # Qwen2-MoE: a shared expert every token passes through (dense)
                 linears += _mlp("model.layers.*.mlp.shared_expert", hidden, shared, moe_layers)
-        notes.append(note(Topic.LEFT_OUT, modules=["routers (mlp.gate)"]))
+        qwen3 = str(cfg.data.get("model_type", "")).startswith("qwen3")
+        gate = "moe.router.gate" if qwen3 else "mlp.gate"  # torchtitan's name for qwen3's
+        notes.append(note(Topic.LEFT_OUT, modules=[f"routers ({gate})"]))
     else:
         linears += _mlp("model.layers.*.mlp", hidden, cfg.int("intermediate_size"), layers)
+    linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
     if str(cfg.data.get("model_type", "")).startswith("qwen3"):
         # Qwen3's q_norm and k_norm: an RMSNorm per head on q and k after their projections,
-        # before attention (transformers' Qwen3Attention; torchtitan's qwen3 qk_norm=True)
-        notes.append(note(Topic.QK_NORM, modules=["self_attn.q_norm", "self_attn.k_norm"]))
-    linears.append(NamedLinear("lm_head", hidden, vocab, 1, COLUMN))
+        # before attention (transformers' Qwen3Attention; torchtitan's qwen3 qk_norm)
+        notes.append(note(Topic.QK_NORM, modules=["attention.q_norm", "attention.k_norm"]))
+        linears = [replace(lin, fqn=torchtitan_qwen3_fqn(lin.fqn)) for lin in linears]
     return linears, notes
+
+
+# torchtitan's qwen3 modules as its 2026-05 model builds them (pytorch/torchtitan@b64292ba1,
+# 2026-05-15, the commit the public Qwen3-14B B200 run branched from: torchtitan/models/qwen3/
+# __init__.py, models/common/attention.py, config_utils.py, moe.py): GQAttention's
+# `qkv_linear` is QKVLinear (every qwen3 flavor but debugmodel_fused_qkv builds with
+# fuse_qkv=False), whose `wq` and whose `wk` and `wv`, two nn.Linear of kv_heads x head_dim
+# each, both built from its one `wkv` config; `wo`; q_norm and k_norm (RMSNorm per head)
+# between the projections and attention; FeedForward w1 = gate, w3 = up, w2 = down; an MoE
+# block's `moe.experts` (GroupedExperts: w1, w3, w2 as 3D parameters) and `moe.router.gate`,
+# no shared experts; `lm_head` (tied to the embedding in 0.6B-4B only). torchtitan fused q, k
+# and v into one `wqkv` by default from #3714 (2026-06-24) on.
+_TORCHTITAN_QWEN3 = {
+    "self_attn.q_proj": "attention.qkv_linear.wq",
+    "self_attn.k_proj": "attention.qkv_linear.wk",
+    "self_attn.v_proj": "attention.qkv_linear.wv",
+    "self_attn.o_proj": "attention.wo",
+    "mlp.gate_proj": "feed_forward.w1",
+    "mlp.up_proj": "feed_forward.w3",
+    "mlp.down_proj": "feed_forward.w2",
+    "mlp.experts.*.gate_proj": "moe.experts.w1",
+    "mlp.experts.*.up_proj": "moe.experts.w3",
+    "mlp.experts.*.down_proj": "moe.experts.w2",
+    # a shared expert (Qwen2-MoE's field, should a qwen3_moe config.json carry it): models/
+    # common/moe.py's shared_experts FeedForward
+    "mlp.shared_expert.gate_proj": "moe.shared_experts.w1",
+    "mlp.shared_expert.up_proj": "moe.shared_experts.w3",
+    "mlp.shared_expert.down_proj": "moe.shared_experts.w2",
+}
+
+
+def torchtitan_qwen3_fqn(fqn: str) -> str:
+    """A Qwen3 linear's Hugging Face name -> torchtitan's module fqn (`model.layers.*.mlp.up_proj`
+    -> `layers.*.feed_forward.w3`); lm_head as it is."""
+    block, _, leaf = fqn.partition(".*.") if fqn.startswith("model.layers.") else ("", "", fqn)
+    return f"layers.*.{_TORCHTITAN_QWEN3[leaf]}" if block else fqn
 
 
 def _llama4(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]]:

@@ -1,7 +1,7 @@
 """torchtitan's names for f8roof's layers, its filter rule, and what to tell torchtitan.
 
-f8roof names layers as Hugging Face does (`model.layers.*.self_attn.q_proj`, `lm_head`);
-torchtitan names its own modules per model (`TorchtitanModel`, one per architecture family:
+f8roof names layers as Hugging Face does (`model.layers.*.self_attn.q_proj`, `lm_head`), but
+qwen3's by torchtitan's own 2026 modules (`layers.*.attention.qkv_linear.wq`); torchtitan names its own modules per model (`TorchtitanModel`, one per architecture family:
 `layers.N.attention.wq`, `layers.N.moe.experts`, `output`), and the catalog's family (the
 config.json's model_type, `Architecture.family`) says which. torchtitan matches `filter_fqns`
 entries as substrings of module fqns, so the leaf path (`attention.wk`) filters that linear in
@@ -64,6 +64,10 @@ class TorchtitanModel:
     source: str
     leaves: tuple[tuple[str, str], ...]
     router: str = ""
+    head: str = "output"  # the output projection's name (2026's models: `lm_head`)
+    # f8roof's path -> the name an earlier torchtitan gave the same linear, which a setup
+    # written for that torchtitan filters by (qwen3's before 2026-04: `attention.wq`, `output`)
+    earlier: tuple[tuple[str, str], ...] = ()
 
 
 # Read at pytorch/torchtitan 238fa9953 (2026-02-23), the last commit with TOML job configs
@@ -95,13 +99,43 @@ LLAMA3 = TorchtitanModel(
     f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/model/model.py",
     _ATTENTION + _swiglu("mlp", "feed_forward"),
 )
-# Qwen3: llama3's names, q_norm/k_norm beside them (no linears); with moe_enabled every block's
-# MLP is models/moe's MoE (its 30B-A3B and 235B-A22B flavors: num_shared_experts=0)
+# Qwen3: the catalog names its rows by torchtitan's 2026-05 modules (training/catalog.py's
+# `_TORCHTITAN_QWEN3`, read at pytorch/torchtitan@b64292ba1). torchtitan's float8 converter
+# there swaps configs, not modules (torchtitan/components/quantization/float8.py's
+# Float8LinearConverter.convert: `model_config.traverse(Linear.Config)` with the config's fqn,
+# utils.py's module_filter_fn: `filter_fqn in fqn`): k and v are built from QKVLinear's one
+# `wkv` config, so `attention.qkv_linear.wkv` keeps both and nothing keeps one alone. Every
+# other row's config fqn is its module's; the output projection is `lm_head`. Before 2026-04
+# (#2878 and #2969) qwen3 had llama3's names (`attention.wq`, `output`, at 238fa9953), which
+# a setup written for it filters by. MoE blocks: models/common/moe.py's MoE, no shared experts
+# in any qwen3 flavor; the router's gate is an nn.Linear (config) its MoE configs filter.
+QWEN3_SOURCE = (
+    "pytorch/torchtitan@b64292ba1 torchtitan/models/qwen3/__init__.py, "
+    "models/common/attention.py, components/quantization/float8.py"
+)
+_QWEN3_LEAVES = (
+    ("attention.qkv_linear.wq", "attention.qkv_linear.wq"),
+    ("attention.qkv_linear.wk", "attention.qkv_linear.wkv"),
+    ("attention.qkv_linear.wv", "attention.qkv_linear.wkv"),
+    ("attention.wo", "attention.wo"),
+    *(
+        (f"{b}.{w}", f"{b}.{w}")
+        for b in ("feed_forward", "moe.experts", "moe.shared_experts")
+        for w in ("w1", "w3", "w2")
+    ),
+)
 QWEN3 = TorchtitanModel(
     "qwen3",
-    f"{TORCHTITAN_COMMIT} torchtitan/models/qwen3/model/model.py, models/moe/moe.py",
-    _ATTENTION + _swiglu("mlp", "feed_forward") + _swiglu("mlp.experts.*", "moe.experts"),
+    QWEN3_SOURCE,
+    _QWEN3_LEAVES,
     router="router.gate",
+    head="lm_head",
+    earlier=(
+        ("attention.qkv_linear.wq", "attention.wq"),
+        ("attention.qkv_linear.wk", "attention.wk"),
+        ("attention.qkv_linear.wv", "attention.wv"),
+        ("lm_head", "output"),
+    ),
 )
 # Llama 4: MoE every interleave_moe_layer_step-th block (moe.*, one shared expert), the
 # others FeedForward; transformers fuses the experts' gate and up (gate_up_proj: w1 and w3)
@@ -168,22 +202,24 @@ def _every_leaf() -> dict[str, str]:
 
 
 _ANY_FAMILY = _every_leaf()
-_F8ROOF_BLOCK = re.compile(r"^model\.layers\.(\*|\d+(?:-\d+)?)\.(.+)$")
+# every model's names from an earlier torchtitan (one per path, as `_every_leaf`)
+_EARLIER = {ours: theirs for m in TORCHTITAN_FAMILIES.values() for ours, theirs in m.earlier}
+# a block's linear: f8roof's Hugging Face names (`model.layers.*.`) or torchtitan's (`layers.*.`)
+_F8ROOF_BLOCK = re.compile(r"^(?:model\.)?layers\.(\*|\d+(?:-\d+)?)\.(.+)$")
 
 
 def to_torchtitan_fqn(fqn: str, family: str | None = None) -> str:
     """`model.layers.*.self_attn.q_proj` -> `layers.*.attention.wq` (a block index or range
-    kept); `lm_head` -> `output`. `family`: the catalog's (None: any model torchtitan has, the
-    paths agree); a family torchtitan has no model for names nothing."""
-    if family is None:
-        leaves = _ANY_FAMILY
-    else:
-        model = torchtitan_model(family)
-        if model is None:
-            raise _fail(f"torchtitan has no model for {family or 'these'} layers ({fqn!r})")
-        leaves = dict(model.leaves)
+    kept), qwen3's `layers.*.attention.qkv_linear.wk` -> the `wkv` config its converter
+    matches; `lm_head` -> `output` (2026's models: `lm_head`). `family`: the catalog's (None:
+    any model torchtitan has, the paths agree); a family torchtitan has no model for names
+    nothing."""
+    model = None if family is None else torchtitan_model(family)
+    if family is not None and model is None:
+        raise _fail(f"torchtitan has no model for {family or 'these'} layers ({fqn!r})")
+    leaves = _ANY_FAMILY if model is None else dict(model.leaves)
     if fqn == "lm_head":
-        return "output"
+        return "output" if model is None else model.head
     m = _F8ROOF_BLOCK.match(fqn)
     if m and m.group(2) in leaves:
         return f"layers.{m.group(1)}.{leaves[m.group(2)]}"
@@ -291,29 +327,40 @@ def unmatched_filters(
 # (the public Qwen3-14B run on 8 B200s, torchtitan's autoresearch-parallelize/
 # may15-qwen3-14b-8xb200 branch: filter_fqns ["lm_head", "attention.qkv_linear.wkv"]) keeps
 # the linears it names: k and v together under `wkv`, each of q, k, v under `wqkv`.
+# qwen3's rows carry these names already (their `wkv` config in QWEN3's leaves); after #3714
+# (2026-06-24) torchtitan fuses q, k and v of qwen3 and llama3 into `wqkv` by default.
+_WQKV = "attention.qkv_linear.wqkv"
 _LEAVES_2026: dict[str, tuple[str, ...]] = {
-    "self_attn.q_proj": ("attention.qkv_linear.wq", "attention.qkv_linear.wqkv"),
-    "self_attn.k_proj": ("attention.qkv_linear.wkv", "attention.qkv_linear.wqkv"),
-    "self_attn.v_proj": ("attention.qkv_linear.wkv", "attention.qkv_linear.wqkv"),
+    "self_attn.q_proj": ("attention.qkv_linear.wq", _WQKV),
+    "self_attn.k_proj": ("attention.qkv_linear.wkv", _WQKV),
+    "self_attn.v_proj": ("attention.qkv_linear.wkv", _WQKV),
+    "attention.qkv_linear.wq": (_WQKV,),
+    "attention.qkv_linear.wk": (_WQKV,),
+    "attention.qkv_linear.wv": (_WQKV,),
 }
 
 
 def _names_2026(fqn: str) -> list[str]:
-    """A linear's fqns in torchtitan's 2026 layout (`_LEAVES_2026`; none for the others)."""
+    """A linear's other names: torchtitan's 2026 layout (`_LEAVES_2026`) and an earlier
+    torchtitan's (`TorchtitanModel.earlier`); none for the others."""
     m = _F8ROOF_BLOCK.match(fqn)
-    if m is None or m.group(2) not in _LEAVES_2026:
-        return []
-    return [f"layers.{m.group(1)}.{leaf}" for leaf in _LEAVES_2026[m.group(2)]]
+    if m is None:
+        return [_EARLIER[fqn]] if fqn in _EARLIER else []
+    leaves = [*_LEAVES_2026.get(m.group(2), ()), *filter(None, [_EARLIER.get(m.group(2))])]
+    return [f"layers.{m.group(1)}.{leaf}" for leaf in leaves]
 
 
-def _one_filtered(fqn: str, filters: Sequence[str], family: str | None = None) -> bool:
+def _one_filtered(
+    fqn: str, filters: Sequence[str], family: str | None = None, *, every_layout: bool = True
+) -> bool:
     """The rule on one linear's names: f8roof's, torchtitan's for `family` (None: any model
-    torchtitan has; a family it has none for: f8roof's alone) and torchtitan's 2026 layout's
-    (`_LEAVES_2026`)."""
+    torchtitan has; a family it has none for: f8roof's alone) and, with `every_layout` (a
+    setup's filters, written for whichever torchtitan), torchtitan's 2026 layout's
+    (`_LEAVES_2026`) and an earlier torchtitan's. Without it, the names f8roof prints."""
     names = [fqn]
     try:
         names.append(to_torchtitan_fqn(fqn, family))
-        names += _names_2026(fqn)
+        names += _names_2026(fqn) if every_layout else []
     except F8RoofError:
         pass  # no torchtitan name (a family torchtitan does not have): f8roof's name alone
     return any(entry in name for entry in filters for name in names)
@@ -366,12 +413,14 @@ class PrintedFilters:
     notes: tuple[Note, ...] = ()
 
 
-def _entry(fqn: str, leaves: dict[str, str] | None, block: int | None = None) -> str:
+def _entry(
+    fqn: str, leaves: dict[str, str] | None, block: int | None = None, head: str = "output"
+) -> str:
     """The entry naming this row: its path inside the block (`attention.wk`, every block) or
     with the block (`layers.27.attention.wk`), torchtitan's where it has the model, else
-    f8roof's; `output` (`lm_head` without a model) and a linear outside the blocks whole."""
+    f8roof's; `head` (`lm_head` without a model) and a linear outside the blocks whole."""
     if fqn == "lm_head":
-        return "output" if leaves is not None else fqn
+        return head if leaves is not None else fqn
     m = _BLOCK_INDEX.search(fqn)
     if m is None:
         return fqn
@@ -390,16 +439,21 @@ def _per_block(fqn: str, count: int) -> list[str]:
 
 
 def _kept(fqn: str, count: int, entries: Sequence[str], family: str) -> bool:
-    """`filtered` in `family`'s names: every block of the row."""
-    return all(_one_filtered(name, entries, family) for name in _per_block(fqn, count))
+    """`filtered` in `family`'s names as f8roof prints them: every block of the row."""
+    return all(
+        _one_filtered(name, entries, family, every_layout=False) for name in _per_block(fqn, count)
+    )
 
 
 def _hits(rows: Sequence[tuple[str, int]], entries: Sequence[str], family: str) -> list[str]:
-    """The rows of which `entries` filter at least one block, in `family`'s names."""
+    """The rows of which `entries` filter at least one block, in `family`'s printed names."""
     return [
         fqn
         for fqn, count in rows
-        if any(_one_filtered(name, entries, family) for name in _per_block(fqn, count))
+        if any(
+            _one_filtered(name, entries, family, every_layout=False)
+            for name in _per_block(fqn, count)
+        )
     ]
 
 
@@ -434,11 +488,12 @@ def printed_filters(
     for fqn, count, _, _ in kept:
         if _kept(fqn, count, entries, family):
             continue  # the setup's own entries keep it, in this model's names
-        whole = _entry(fqn, leaves)
+        head = model.head if model is not None else "output"
+        whole = _entry(fqn, leaves, head=head)
         if not _hits(wanted, [whole], family):
             entries.append(whole)
             continue
-        each = [_entry(fqn, leaves, i) for i in _blocks_of(fqn, count) or ()] or [whole]
+        each = [_entry(fqn, leaves, i, head) for i in _blocks_of(fqn, count) or ()] or [whole]
         entries += each
         caught = _hits(wanted, each, family)
         if caught:
@@ -497,6 +552,14 @@ _NVFP4_LEAVES: dict[str, str] = {
     "mlp.gate_proj": "feed_forward.w1",
     "mlp.up_proj": "feed_forward.w3",
     "mlp.down_proj": "feed_forward.w2",
+    # qwen3's rows, named by torchtitan's modules (QWEN3)
+    "attention.qkv_linear.wq": "attention.qkv_linear",
+    "attention.qkv_linear.wk": "attention.qkv_linear",
+    "attention.qkv_linear.wv": "attention.qkv_linear",
+    "attention.wo": "attention.wo",
+    "feed_forward.w1": "feed_forward.w1",
+    "feed_forward.w3": "feed_forward.w3",
+    "feed_forward.w2": "feed_forward.w2",
 }
 
 

@@ -21,7 +21,7 @@ from f8roof.training.run_config import (
     AUTO_FILTER,
     RunConfig,
 )
-from f8roof.training.torchtitan_names import filtered, layer_type
+from f8roof.training.torchtitan_names import filtered, layer_type, torchtitan_model
 
 # torchtitan's llama job configs keep the output projection (lm_head) in bf16
 DEFAULT_FILTER = ("output",)
@@ -68,9 +68,13 @@ def torchao_auto_filter(recipe: str, K: npt.ArrayLike, N: npt.ArrayLike) -> np.n
     return converts
 
 
-def as_run_filters(run: RunConfig) -> tuple[str, ...]:
-    """The filter_fqns torchtitan runs with: the setup's, else its llama configs' ["output"]."""
-    return tuple(run.filter_fqns) if run.filter_fqns is not None else DEFAULT_FILTER
+def as_run_filters(run: RunConfig, family: str = "") -> tuple[str, ...]:
+    """The filter_fqns torchtitan runs with: the setup's, else its llama configs' ["output"],
+    the output projection as the model's torchtitan names it (qwen3's 2026 `lm_head`)."""
+    if run.filter_fqns is not None:
+        return tuple(run.filter_fqns)
+    model = torchtitan_model(family)
+    return (model.head,) if model is not None else DEFAULT_FILTER
 
 
 def kept_by_filters(
@@ -81,7 +85,7 @@ def kept_by_filters(
     of the note saying which."""
     rows = rec.rows
     given = run.filter_fqns
-    filters = as_run_filters(run) if as_run else tuple(given or ())
+    filters = as_run_filters(run, rec.architecture.family) if as_run else tuple(given or ())
     kept = np.array(
         [filtered(f, filters, count=c) for f, c in zip(rows["fqn"], rows["count"])], dtype=bool
     )

@@ -8,8 +8,14 @@ borrows its ranks from data_parallel_shard (and CP), which torchtitan's mesh pla
 TP: the group's ranks are TP apart. Each rank sends its sequence-parallel share of the tokens
 (tokens / TP) x top_k x hidden in bf16, on the compute stream's critical path (torchtitan
 overlaps none of them by default). Full AC reruns the forward's two; per-op SAC saves
-all_to_all_single's outputs (torchtitan's `_save_list`), so it reruns none. Float8 leaves the
-dispatch in bf16 here: torchao's MXFP8 all-to-all is not modelled (said in the note).
+all_to_all_single's outputs (torchtitan's `_save_list`), so it reruns none. The bytes are bf16
+under every recipe, as torchtitan sends them: its float8 and MXFP8 grouped-experts converters
+swap in TorchAOTokenDispatcher, which pads each expert's tokens with torchao's
+permute_and_pad and dispatches and combines with the bf16 all-to-all it inherits
+(pytorch/torchtitan@b64292ba1, 2026-05-15, and still @b5bcd76c6, 2026-08-21:
+torchtitan/models/common/token_dispatcher.py, components/quantization/float8.py and mx.py).
+torchao's MXFP8 dispatch (torchao/prototype/moe_training/ep: a2a_dispatch_mxfp8_fwd_hp_bwd,
+the forward's dispatch in MXFP8, half bf16's bytes and a 1/32 of scales) is not called there.
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def summarize_step(
             converted_types=int(rec.rows["convert"].astype(bool).sum()),
             layer_types=len(rec.rows),
             kept_by_setup=tuple(bool(k) for k in kept_by_setup(rec)),
-            as_run_filters=as_run_filters(run),
+            as_run_filters=as_run_filters(run, rec.architecture.family),
         )
     except ModelError as e:
         raise F8RoofError(e.marked) from None
