@@ -455,3 +455,33 @@ def test_a_matrix_cells_printed_layouts_reread_from_their_overrides_give_the_sam
             assert fp8_s == pytest.approx(point.fp8_s, rel=1e-9), layout
         assert fits == point.fits(arm)
     assert found.retuned_speedup >= (found.like_for_like_speedup or 0)
+
+
+def test_the_frontier_draws_every_layout_of_the_search_and_rings_the_bests(small, tmp_path):
+    from f8roof.renderers.plot import frontier
+
+    drawn = frontier(small, out=tmp_path / "frontier.png")
+    assert drawn.path.stat().st_size > 0
+    data = drawn.data
+    for arm in Arm:
+        mine = data[data["precision"] == arm.value]
+        assert sorted(zip(mine["peak_gib"], mine["tokens_per_s"])) == sorted(
+            (p.peak_bytes(arm) / GIB, p.tokens_per_s(arm)) for p in small.points
+        )
+        ringed = mine[mine["best"]]
+        assert len(ringed) == 1
+        assert ringed["tokens_per_s"].iloc[0] == small.best(arm).tokens_per_s(arm)
+    # what matplotlib holds: the dots of both precisions, fitting and not, and the two rings
+    ax = drawn.figure.axes[0]
+    offsets = sum(len(c.get_offsets()) for c in ax.collections)
+    assert offsets == 2 * len(small.points) + 2
+
+
+def test_cli_draws_the_frontier_and_prints_no_progress_off_a_terminal(tmp_path):
+    out = tmp_path / "frontier.png"
+    result = invoke_cli(
+        "plan", "--model", "gpt2", "--gpus", "2", "--seq-len", "1024", "--plot", out
+    )
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 0 and f"wrote {out}" in result.output
+    assert "layouts  [" not in result.output and "%" not in result.output
