@@ -406,15 +406,20 @@ def test_progress_counts_every_run_up_to_those_planned():
 
 
 # cells of the matrix that search in seconds on one core: a dense model at 64 GPUs
-# (HSDP searched), an MoE model (EP searched), and one at a long seq_len (CP searched)
+# (HSDP searched), an MoE model (EP searched), and one at a long seq_len (CP searched: some
+# 25 s on one core, so slow)
 MATRIX_CELLS = (
     ("llama3-8b", "h100", 64, None),
     ("qwen3-30b-a3b", "h200", 8, None),
-    ("llama3-8b", "b200", 8, LONG_SEQ_LEN),
+    pytest.param(("llama3-8b", "b200", 8, LONG_SEQ_LEN), marks=pytest.mark.slow),
 )
 
 
-@pytest.fixture(scope="module", params=MATRIX_CELLS, ids=lambda c: "-".join(map(str, c[:3])))
+@pytest.fixture(
+    scope="module",
+    params=MATRIX_CELLS,
+    ids=("llama3-8b-h100-64", "qwen3-30b-a3b-h200-8", "llama3-8b-b200-8-cp"),
+)
 def cell(request):
     model, gpu, gpus, seq_len = request.param
     return f8roof.best_runs(model, gpus, gpu=gpu, seq_len=seq_len), gpu

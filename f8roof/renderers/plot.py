@@ -862,6 +862,7 @@ def frontier(search: Search, *, out: str | Path) -> Plot:
     its reserved peak per GPU (hollow where it does not fit), each precision's best ringed,
     the GPU's usable memory as a vertical line. `Plot.data`: `frontier_points`."""
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import StrMethodFormatter
 
     path = check_out(out)
     data = frontier_points(search)
@@ -918,6 +919,7 @@ def frontier(search: Search, *, out: str | Path) -> Plot:
         )
     ax.set_xlabel("reserved peak memory per GPU (GiB)")
     ax.set_ylabel("tokens/s per GPU")
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.grid(True, alpha=0.3)
     ax.legend(handles=handles, fontsize=8, loc="best")
     fig.suptitle(
