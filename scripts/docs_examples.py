@@ -229,6 +229,12 @@ EXAMPLES: tuple[Example, ...] = (
         "docs/band.md",
         ("estimate", "--show-all", "--gpu", "h100-meta", *LN_ROWWISE, *SQUARES),
     ),
+    # docs/plan.md
+    Example(
+        "plan-llama3-8b",
+        "docs/plan.md",
+        ("plan", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "64", "--top", "3"),
+    ),
     # docs/models.md
     Example("models", "docs/models.md", ("models",)),
     Example(
@@ -417,8 +423,8 @@ EXAMPLES: tuple[Example, ...] = (
     ),
 )
 
-# Lines a script prints that change from run to run (the fit script's wall time).
-VOLATILE = re.compile(r"^wrote .* in \d+ s$")
+# Lines a command prints that change from run to run (the fit script's, plan's wall time).
+VOLATILE = re.compile(r"^(wrote .* in \d+ s|search took [\d.]+ s)$")
 
 
 def _clean(text: str, tmp: str) -> list[str]:

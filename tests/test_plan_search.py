@@ -2,9 +2,10 @@
 
 The search's pruning is checked against a brute force over a synthetic model (memory and step
 as the real ones behave: memory grows with the local batch, recompute adds time and frees
-memory); the real search on a small model (gpt2 on 2 GPUs, seconds) for the properties the issue
-names: the re-tuned speedup never below the like-for-like one, every printed layout re-answered
-to the same step, refusals in one line."""
+memory); the real search on a small model (gpt2 on 2 GPUs, seconds) and on cells of the
+issue's matrix (dense and MoE, FSDP and HSDP) for the properties the issue names: the re-tuned
+speedup never below the like-for-like one, every printed layout re-read from its torchtitan
+overrides to the same step, refusals in one line; the frontier plot draws the search's points."""
 
 import json
 import math
@@ -12,10 +13,14 @@ from dataclasses import replace
 
 import pytest
 from conftest import invoke_cli
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import f8roof
 from f8roof.engine.plan import TorchtitanConfig
 from f8roof.engine.step.search import (
+    HSDP_MIN_GPUS,
+    LONG_SEQ_LEN,
     MAX_LOCAL_BATCH,
     RECOMPUTE_ORDER,
     Arm,
@@ -284,3 +289,204 @@ def test_the_printed_overrides_on_torchtitans_named_config_give_the_same_step():
         assert step.bf16_s == pytest.approx(point.bf16_s, rel=1e-9)
         if arm is Arm.FLOAT8:
             assert step.fp8_s == pytest.approx(point.fp8_s, rel=1e-9)
+
+
+@settings(max_examples=25, derandomize=True, deadline=None)
+@given(
+    states=st.floats(5.0, 70.0),
+    saved=st.floats(0.5, 20.0),
+    fp8_memory=st.floats(0.5, 1.0),
+    fp8_work=st.floats(0.5, 1.1),
+    fixed=st.floats(0.0, 2.0),
+    gpus=st.sampled_from([2, 8, 64]),
+)
+def test_retuned_speedup_is_never_below_like_for_like_on_any_part(
+    states, saved, fp8_memory, fp8_work, fixed, gpus
+):
+    """Whatever float8 saves or costs in memory and time (float8 slower than bf16 included),
+    its best is at least float8 at the bf16 best's layout, which the search evaluated."""
+
+    def part(layout: Layout) -> Point:
+        held = states / layout.gpus + saved * RERUN[layout.recompute] ** -3 * layout.local_batch
+        work = RERUN[layout.recompute] * layout.local_batch / (layout.tp * layout.cp)
+        return Point(
+            layout=layout,
+            seq_len=1024,
+            bf16_s=fixed + work,
+            fp8_s=fixed + fp8_work * work,
+            bf16_peak_bytes=int(held * GIB),
+            fp8_peak_bytes=int(fp8_memory * held * GIB),
+            bf16_fits=held <= 75,
+            fp8_fits=fp8_memory * held <= 75,
+            float8_all_gather=False,
+            converter=TorchtitanConfig(recipe=layout.recipe, filter_fqns=()),
+        )
+
+    try:
+        found = search(
+            part, model="m", gpu="h100", gpus=gpus, gpus_per_node=8, seq_len=1024, recipes=("x",)
+        )
+    except F8RoofError:
+        return  # fits nowhere: refused, no speedup to compare
+    try:
+        found.best(Arm.FLOAT8)
+    except IndexError:
+        return  # float8 fits nowhere bf16 does not: no re-tuned speedup
+    same = found.like_for_like_speedup
+    assert same is None or found.retuned_speedup >= same * (1 - 1e-12)
+
+
+def searched(gpus: int, *, seq_len: int = 1024, experts: int = 0, fits: bool = True):
+    """The synthetic part's search (`fits` False: a part no layout fits), and every layout it
+    asked, in order."""
+    asked: list[Layout] = []
+
+    def evaluate(layout: Layout) -> Point:
+        asked.append(layout)
+        point = replace(synthetic(layout), seq_len=seq_len)
+        return point if fits else replace(point, bf16_fits=False, fp8_fits=False)
+
+    try:
+        search(
+            evaluate,
+            model="m",
+            gpu="h100",
+            gpus=gpus,
+            gpus_per_node=8,
+            seq_len=seq_len,
+            recipes=("x",),
+            experts=experts,
+        )
+    except F8RoofError:
+        assert not fits
+    return asked
+
+
+def test_dense_models_never_get_ep_and_moe_models_get_it_within_a_node():
+    dense = searched(64)
+    moe = searched(64, experts=128)
+    assert {lay.ep for lay in dense} == {1}
+    assert {lay.ep for lay in moe} == {1, 2, 4, 8}
+    assert all(lay.fsdp % lay.ep == 0 for lay in moe)
+
+
+def test_hsdp_replicates_across_nodes_from_64_gpus_and_shards_within_one():
+    small = searched(HSDP_MIN_GPUS // 2)
+    large = searched(HSDP_MIN_GPUS)
+    assert {lay.replicate for lay in small} == {1}
+    hsdp = [lay for lay in large if lay.replicate > 1]
+    assert hsdp and all(lay.fsdp * lay.tp * lay.cp == 8 for lay in hsdp)
+    assert all(lay.gpus == HSDP_MIN_GPUS for lay in large)
+
+
+def test_cp_is_asked_for_long_sequences_or_where_nothing_else_fits_before_a_pipeline():
+    assert {lay.cp for lay in searched(8)} == {1}
+    assert {lay.cp for lay in searched(8, seq_len=LONG_SEQ_LEN)} == {1, 2, 4, 8}
+    stage = [(lay.pp > 1, lay.cp > 1 and lay.pp == 1) for lay in searched(8, fits=False)]
+    cp_first, pp_first = stage.index((False, True)), stage.index((True, False))
+    assert all(s == (False, False) for s in stage[:cp_first])  # without CP or a pipeline first
+    assert all(s == (False, True) for s in stage[cp_first:pp_first])  # then CP
+    assert all(s == (True, False) for s in stage[pp_first:])  # then pipelines
+
+
+def test_progress_counts_every_run_up_to_those_planned():
+    told: list[tuple[int, int]] = []
+    search(
+        synthetic,
+        model="m",
+        gpu="h100",
+        gpus=8,
+        gpus_per_node=8,
+        seq_len=1024,
+        recipes=("x",),
+        progress=lambda done, planned: told.append((done, planned)),
+    )
+    assert [done for done, _ in told] == list(range(1, len(told) + 1))
+    assert all(done <= planned for done, planned in told) and told[-1][0] == told[-1][1]
+
+
+# cells of the issue's matrix that search in seconds on one core: a dense model at 64 GPUs
+# (HSDP searched), an MoE model (EP searched), and one at a long seq_len (CP searched: some
+# 25 s on one core, so slow)
+MATRIX_CELLS = (
+    ("llama3-8b", "h100", 64, None),
+    ("qwen3-30b-a3b", "h200", 8, None),
+    pytest.param(("llama3-8b", "b200", 8, LONG_SEQ_LEN), marks=pytest.mark.slow),
+)
+
+
+@pytest.fixture(
+    scope="module",
+    params=MATRIX_CELLS,
+    ids=("llama3-8b-h100-64", "qwen3-30b-a3b-h200-8", "llama3-8b-b200-8-cp"),
+)
+def cell(request):
+    model, gpu, gpus, seq_len = request.param
+    return f8roof.best_runs(model, gpus, gpu=gpu, seq_len=seq_len), gpu
+
+
+def reread(point: Point, arm: Arm, gpu: str, setup) -> tuple[float, float, bool]:
+    """A layout's printed overrides as `estimate --setup FILE --set ...` reads them: the
+    step's bf16 and float8 seconds and whether `arm` fits."""
+    from f8roof.renderers.runs import overrides_text
+
+    lines = overrides_text(point, arm).split("\n")
+    sets = [line.strip().removeprefix("--set ") for line in lines]
+    again = f8roof.answer_setup(setup, gpu=gpu, overrides=sets)
+    assert again.memory is not None
+    fits = again.memory.estimate.bf16_fits, again.memory.estimate.fp8_fits
+    return again.step.chosen.bf16_s, again.step.chosen.fp8_s, fits[arm is Arm.FLOAT8]
+
+
+def test_a_matrix_cells_printed_layouts_reread_from_their_overrides_give_the_same_step(
+    cell, tmp_path
+):
+    """Each best and the top rows printed, and the fastest layout of each degree the cell
+    searched (EP, HSDP, CP), re-read from a job config naming only the model and the printed
+    overrides, give the step and the fit the search ranked them by."""
+    found, gpu = cell
+    setup = tmp_path / "job.toml"
+    setup.write_text(f'[model]\nname = "{found.model}"\n')
+    asked = {(arm, p.layout): p for arm in Arm for p in found.ranked(arm)[:2]}
+    for name in ("ep", "replicate", "cp"):
+        for arm in Arm:
+            wider = [p for p in found.ranked(arm) if getattr(p.layout, name) > 1]
+            asked.update({(arm, p.layout): p for p in wider[:1]})
+    assert any(max(lay.ep, lay.replicate, lay.cp) > 1 for _, lay in asked)
+    for (arm, layout), point in sorted(asked.items()):
+        bf16_s, fp8_s, fits = reread(point, arm, gpu, setup)
+        assert bf16_s == pytest.approx(point.bf16_s, rel=1e-9), (arm, layout)
+        if arm is Arm.FLOAT8:
+            assert fp8_s == pytest.approx(point.fp8_s, rel=1e-9), layout
+        assert fits == point.fits(arm)
+    assert found.retuned_speedup >= (found.like_for_like_speedup or 0)
+
+
+def test_the_frontier_draws_every_layout_of_the_search_and_rings_the_bests(small, tmp_path):
+    from f8roof.renderers.plot import frontier
+
+    drawn = frontier(small, out=tmp_path / "frontier.png")
+    assert drawn.path.stat().st_size > 0
+    data = drawn.data
+    for arm in Arm:
+        mine = data[data["precision"] == arm.value]
+        assert sorted(zip(mine["peak_gib"], mine["tokens_per_s"])) == sorted(
+            (p.peak_bytes(arm) / GIB, p.tokens_per_s(arm)) for p in small.points
+        )
+        ringed = mine[mine["best"]]
+        assert len(ringed) == 1
+        assert ringed["tokens_per_s"].iloc[0] == small.best(arm).tokens_per_s(arm)
+    # what matplotlib holds: the dots of both precisions, fitting and not, and the two rings
+    ax = drawn.figure.axes[0]
+    offsets = sum(len(c.get_offsets()) for c in ax.collections)
+    assert offsets == 2 * len(small.points) + 2
+
+
+def test_cli_draws_the_frontier_and_prints_no_progress_off_a_terminal(tmp_path):
+    out = tmp_path / "frontier.png"
+    result = invoke_cli(
+        "plan", "--model", "gpt2", "--gpus", "2", "--seq-len", "1024", "--plot", out
+    )
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 0 and f"wrote {out}" in result.output
+    assert "layouts  [" not in result.output and "%" not in result.output

@@ -7,9 +7,11 @@ calibrate, validate, estimate --overhead codegen), so `f8roof estimate` needs ne
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -281,10 +283,11 @@ def report(model, tokens, no_plots, out, recipe, setup, policy, **request) -> No
 
 @main.command()
 @o.PLAN
-def plan(model, gpu, gpus, seq_len, recipe, top, out) -> None:
+def plan(model, gpu, gpus, seq_len, recipe, top, out, plot_file) -> None:
     """The best bf16 run and the best float8 run of a model on N GPUs: torchtitan's layouts
-    (TP, FSDP, a pipeline where nothing else fits, recompute, local batch, recipe) searched,
-    those that do not fit dropped, ranked by tokens/s per GPU."""
+    (TP, FSDP, HSDP, EP for MoE models, CP, a pipeline where nothing else fits, recompute,
+    local batch, recipe) searched, those that do not fit dropped, ranked by tokens/s per
+    GPU."""
     from f8roof.engine.api import best_runs
     from f8roof.files import check_output_path
     from f8roof.renderers.frames import renderer_for, write_rows
@@ -293,11 +296,39 @@ def plan(model, gpu, gpus, seq_len, recipe, top, out) -> None:
     if out:
         check_output_path(out)
         renderer_for(out)
-    found = best_runs(model, gpus, gpu=gpu, seq_len=seq_len, recipe=recipe)
+    if plot_file is not None:
+        from f8roof.renderers.plot import check_matplotlib, check_out
+
+        check_output_path(plot_file)
+        check_out(plot_file)
+        check_matplotlib()  # refused before the search, as a bad name is
+    with _runs_bar() as progress:
+        found = best_runs(model, gpus, gpu=gpu, seq_len=seq_len, recipe=recipe, progress=progress)
     click.echo(search_text(found, top=top))
     if out:
         write_rows(search_rows(found), out)
         click.echo(f"wrote {out}")
+    if plot_file is not None:
+        from f8roof.renderers.plot import frontier
+
+        click.echo(f"wrote {frontier(found, out=plot_file).path}")
+
+
+@contextlib.contextmanager
+def _runs_bar() -> Iterator[Callable[[int, int], None] | None]:
+    """plan's progress on a terminal's stderr: the parallel layouts searched of those planned
+    so far (a later stage, CP or a pipeline, adds its own); nothing where stderr is not a
+    terminal (a pipe, a file, a test)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    with click.progressbar(length=1, label="layouts", show_eta=True, file=sys.stderr) as bar:
+
+        def tick(done: int, planned: int) -> None:
+            bar.length = planned
+            bar.update(done - bar.pos)
+
+        yield tick
 
 
 @main.command("filter-compare")

@@ -523,6 +523,13 @@ PLAN = stack(
         help="layouts shown per precision",
     ),
     click.option("--out", default=None, help="every layout evaluated: FILE.csv, .json, .md"),
+    click.option(
+        "--plot",
+        "plot_file",
+        default=None,
+        help="draw every layout's tokens/s per GPU against its reserved memory per GPU, both "
+        "precisions, to FILE.png or FILE.svg (needs matplotlib)",
+    ),
 )
 
 

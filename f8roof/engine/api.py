@@ -8,12 +8,12 @@ command line's `--tp`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from f8roof.errors import ParameterError
+from f8roof.errors import ParameterError, term
 from f8roof.training.catalog import layer_type
 
 if TYPE_CHECKING:
@@ -205,6 +205,7 @@ def best_runs(
     recipe: str = "tensorwise",
     calibration: str | Path | Calibration | None = None,
     no_calibration: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Search:
     """The best bf16 run and the best float8 run of `model` on `gpus` GPUs, as `f8roof plan`
     answers: every torchtitan layout searched (TP within a node, FSDP over the rest, a
@@ -213,7 +214,8 @@ def best_runs(
 
     gpus: the GPU count. gpu: a preset name. seq_len: tokens per sequence (None: llama3's
     8192). recipe: a float8 recipe, or "all" (those of tensorwise, rowwise, mxfp8 the GPU
-    runs). calibration, no_calibration: as for `estimate_shapes`.
+    runs). calibration, no_calibration: as for `estimate_shapes`. progress: told (runs
+    searched, runs planned so far) after each parallel layout's recompute modes and batches.
 
     Returns the search (`engine.step.search.Search`): `points` (every layout evaluated),
     `best(Arm.BF16)`, `best(Arm.FLOAT8)`, `retuned_speedup`, `like_for_like_speedup`.
@@ -224,7 +226,8 @@ def best_runs(
     from f8roof.hardware.fabric import Fabric
     from f8roof.hardware.presets import resolve_gpu
     from f8roof.hardware.support import unsupported_reason
-    from f8roof.training.run_config import LLAMA3_SEQ_LEN
+    from f8roof.training.catalog import resolve_model
+    from f8roof.training.run_config import LLAMA3_SEQ_LEN, PipelineError
 
     name = _text("model", model)
     count = check_gpus(gpus)
@@ -239,8 +242,13 @@ def best_runs(
     if not recipes:
         raise ParameterError("recipe", recipe, "a recipe the GPU runs")
     node = part.fabric.gpus_per_node if isinstance(part.fabric, Fabric) else 1
+    routed = [linear.routed.experts for linear in resolve_model(name).linears if linear.routed]
 
     def evaluate(layout: Layout) -> Point:
+        if layout.pp > 1:  # engine/plan.py's memory_answer has no pipeline: its fit is unknown
+            raise PipelineError(
+                f"{term('pp')} {layout.pp}: a pipeline's memory per GPU is not modelled"
+            )
         setup = layout_run(layout, length)
         request = _request(gpu, layout.recipe, None, calibration, no_calibration)
         plan = answer(Question(model=name, tokens=setup.tokens), request, setup=setup)
@@ -255,23 +263,31 @@ def best_runs(
         gpus_per_node=node,
         seq_len=length,
         recipes=recipes,
+        experts=max(routed, default=0),
+        progress=progress,
     )
 
 
 def layout_run(layout: Layout, seq_len: int, *, float8_all_gather: bool = False) -> RunConfig:
-    """The run a layout of the search is, by the command line's own rule."""
+    """The run a layout of the search is, by the command line's own rule (HSDP's replicas,
+    which the command line has no flag for, as a setup file sets them)."""
+    from dataclasses import replace
+
     from f8roof.training.run_config import RunConfig
 
-    return RunConfig.from_options(
+    run = RunConfig.from_options(
         tp=layout.tp,
+        ep=layout.ep,
         fsdp=layout.fsdp,
         recompute=layout.recompute.value,
         async_tp=layout.async_tp,
         pp=layout.pp,
+        cp=layout.cp,
         seq_len=seq_len,
         local_batch_size=layout.local_batch,
         float8_all_gather=float8_all_gather,
     )
+    return replace(run, dp_replicate=layout.replicate)
 
 
 def point_of(plan: Plan, layout: Layout, seq_len: int) -> Point:
@@ -295,6 +311,7 @@ def point_of(plan: Plan, layout: Layout, seq_len: int) -> Point:
         largest=(
             (room.bf16_local_batch, room.fp8_local_batch) if room.seq_len == seq_len else None
         ),
+        usable_bytes=memory.usable_bytes,
     )
 
 

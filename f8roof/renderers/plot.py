@@ -1,5 +1,5 @@
-"""Pictures of the estimate: speedup heatmaps, overhead shares, validation scatter, layers, and a
-model's step and memory per GPU.
+"""Pictures of the estimate: speedup heatmaps, overhead shares, validation scatter, layers, a
+model's step and memory per GPU, and plan's frontier (every layout's tokens/s against memory).
 
 Every picture of an answer names what its numbers rest on in the answer's own first line
 (`notes.provenance_line`: the public fit, the datasheet, or a measured calibration and its
@@ -27,6 +27,8 @@ from f8roof.engine.grid import OverheadShares, SpeedupGrid, StepPicture, step_pi
 from f8roof.engine.plan import Arm, Plan
 from f8roof.engine.resolve import Provenance
 from f8roof.engine.step.parts import Part
+from f8roof.engine.step.search import Arm as SearchArm
+from f8roof.engine.step.search import Search
 from f8roof.errors import F8RoofError
 from f8roof.files import atomic_path
 from f8roof.renderers.notes import provenance_line
@@ -832,3 +834,99 @@ def draw(data: SpeedupGrid | OverheadShares, *, out: str | Path, provenance: Pro
     if isinstance(data, SpeedupGrid):
         return heatmap(data, out=out, provenance=provenance)
     return overhead_share(data, out=out, provenance=provenance)
+
+
+# one colour per precision in the frontier (bf16 as the step bars' bf16, float8 beside it)
+PRECISION_COLOURS = {SearchArm.BF16: "tab:blue", SearchArm.FLOAT8: "tab:orange"}
+
+
+def frontier_points(search: Search) -> pd.DataFrame:
+    """Every layout the search evaluated, once per precision: tokens/s per GPU, its reserved
+    peak per GPU (GiB), whether it fits, and whether it is that precision's best."""
+    best = {arm: search.best(arm) for arm in SearchArm if search.fits(arm)}
+    rows = [
+        {
+            "precision": arm.value,
+            "peak_gib": point.peak_bytes(arm) / GIB,
+            "tokens_per_s": point.tokens_per_s(arm),
+            "fits": point.fits(arm),
+            "best": point is best.get(arm),
+        }
+        for arm in SearchArm
+        for point in search.points
+    ]
+    return pd.DataFrame(rows)
+
+
+def frontier(search: Search, *, out: str | Path) -> Plot:
+    """`plan --plot`: every layout evaluated as a dot per precision, tokens/s per GPU against
+    its reserved peak per GPU (hollow where it does not fit), each precision's best ringed,
+    the GPU's usable memory as a vertical line. `Plot.data`: `frontier_points`."""
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import StrMethodFormatter
+
+    path = check_out(out)
+    data = frontier_points(search)
+    fig = _figure(8.0, 5.5)
+    ax = fig.add_subplot()
+    for arm in SearchArm:
+        colour = PRECISION_COLOURS[arm]
+        mine = data[data["precision"] == arm.value]
+        for fits, face in ((True, colour), (False, "none")):
+            part = mine[mine["fits"] == fits]
+            ax.scatter(part["peak_gib"], part["tokens_per_s"], s=18, color=colour, facecolors=face)
+        top = mine[mine["best"]]
+        ax.scatter(
+            top["peak_gib"],
+            top["tokens_per_s"],
+            s=180,
+            facecolors="none",
+            edgecolors=colour,
+            linewidths=2,
+        )
+    usable = next((p.usable_bytes for p in search.points if p.usable_bytes), None)
+    handles: list = [
+        Line2D([], [], marker="o", linestyle="", color=PRECISION_COLOURS[arm], label=arm.value)
+        for arm in SearchArm
+    ]
+    handles.append(
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            color="0.4",
+            markerfacecolor="none",
+            label="does not fit",
+        )
+    )
+    handles.append(
+        Line2D(
+            [],
+            [],
+            marker="o",
+            linestyle="",
+            markersize=13,
+            color="0.4",
+            markerfacecolor="none",
+            markeredgewidth=2,
+            label="best",
+        )
+    )
+    if usable is not None:
+        ax.axvline(usable / GIB, color="black", linestyle="--", linewidth=1.2)
+        handles.append(
+            Line2D([], [], color="black", linestyle="--", label=f"usable: {usable / GIB:.1f} GiB")
+        )
+    ax.set_xlabel("reserved peak memory per GPU (GiB)")
+    ax.set_ylabel("tokens/s per GPU")
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    ax.grid(True, alpha=0.3)
+    ax.legend(handles=handles, fontsize=8, loc="best")
+    fig.suptitle(
+        f"{search.model} on {search.gpus} {search.gpu}, seq_len {search.seq_len}: "
+        f"{len(search.points)} layouts, tokens/s per GPU against memory per GPU",
+        fontsize=9,
+    )
+    _save(fig, path)
+    return Plot(path, fig, data)

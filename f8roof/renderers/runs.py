@@ -127,49 +127,69 @@ def models_text() -> str:
 
 
 def search_text(search: Search, *, top: int = 5) -> str:
-    """`f8roof plan`'s answer: the best run of each precision, the float8 speedup re-tuned
-    beside like-for-like, the top `top` of each, and torchtitan's overrides for each best."""
-    bf16, fp8 = search.best(Arm.BF16), search.best(Arm.FLOAT8)
-    same = search.like_for_like_speedup
+    """`f8roof plan`'s answer, within 100 columns: the best run of each precision, the float8
+    speedup re-tuned beside like-for-like, the top `top` of each, torchtitan's overrides for
+    each best, and last the search's wall time (alone on its line: it changes run to run)."""
+    same, retuned = search.like_for_like_speedup, search.retuned_speedup
     lines = [
         (
             f"{search.model} on {search.gpus} {search.gpu}, seq_len {search.seq_len}: "
-            f"{len(search.points)} layouts evaluated, {len(search.refused)} refused, "
-            f"in {search.wall_s:.1f} s"
-        ),
-        f"best bf16:   {_best(bf16, Arm.BF16)}",
-        f"best float8: {_best(fp8, Arm.FLOAT8)}",
-        f"float8 speedup: {search.retuned_speedup:.3f}x re-tuned (each precision its best), "
-        + (
-            "float8 does not fit at the bf16 best's layout"
-            if same is None
-            else f"{same:.3f}x like-for-like (float8 at the bf16 best's layout)"
-        ),
+            f"{len(search.points)} layouts evaluated, {len(search.refused)} refused"
+        )
     ]
+    for arm in Arm:
+        lines += _best(search, arm)
+    if retuned is None:
+        lines.append("float8 speedup: none, one precision fits no layout")
+    else:
+        lines.append(f"float8 speedup: {retuned:.3f}x re-tuned (each precision at its best)")
+        lines.append(
+            "  float8 does not fit at the bf16 best's layout"
+            if same is None
+            else f"  {same:.3f}x like-for-like (float8 at the bf16 best's layout)"
+        )
     for arm in Arm:
         lines += ["", f"top {top} {arm.value}:", SEARCH_HEADER]
         lines += [_search_row(p, arm) for p in search.ranked(arm)[:top]]
-    for arm, point in ((Arm.BF16, bf16), (Arm.FLOAT8, fp8)):
-        lines += ["", f"torchtitan overrides, best {arm.value}:", overrides_text(point, arm)]
+    for arm in (a for a in Arm if search.fits(a)):
+        lines += [
+            "",
+            f"torchtitan overrides, best {arm.value}:",
+            overrides_text(search.best(arm), arm),
+        ]
+    lines += ["", f"search took {search.wall_s:.1f} s"]
     return "\n".join(lines)
 
 
 SEARCH_HEADER = (
-    f"{'tokens/s/GPU':>12} {'peak GiB':>8} {'tp':>3} {'pp':>3} {'fsdp':>5} {'recompute':9} "
-    f"{'batch':>5} {'recipe':10} float8 all-gather"
+    f"{'tokens/s/GPU':>12} {'peak GiB':>8} {'tp':>2} {'cp':>2} {'ep':>2} {'pp':>2} {'fsdp':>4} "
+    f"{'repl':>4} {'recompute':9} {'batch':>5} {'recipe':10} float8 all-gather"
 )
 
 
-def _best(point: Point, arm: Arm) -> str:
+def _best(search: Search, arm: Arm) -> list[str]:
+    """A precision's best: its tokens/s and peak, then its layout on a line of its own."""
+    label = f"best {arm.value + ':':7}"
+    if not search.fits(arm):
+        return [f"{label} fits no layout"]
+    point = search.best(arm)
     lay = point.layout
-    text = (
-        f"{point.tokens_per_s(arm):,.0f} tokens/s per GPU, peak {point.peak_bytes(arm) / GIB:.1f} "
-        f"GiB; tp {lay.tp}, pp {lay.pp}, fsdp {lay.fsdp}, recompute {lay.recompute.value}, "
-        f"local batch {lay.local_batch}"
+    degrees = "".join(
+        f", {name} {degree}"
+        for name, degree in (("cp", lay.cp), ("ep", lay.ep), ("replicate", lay.replicate))
+        if degree > 1
+    )
+    layout = (
+        f"  tp {lay.tp}, pp {lay.pp}, fsdp {lay.fsdp}{degrees}, recompute "
+        f"{lay.recompute.value}, local batch {lay.local_batch}"
     )
     if arm is Arm.FLOAT8:
-        text += f", {lay.recipe}" + (", float8 all-gather" if point.float8_all_gather else "")
-    return text
+        layout += f", {lay.recipe}" + (", float8 all-gather" if point.float8_all_gather else "")
+    head = (
+        f"{label} {point.tokens_per_s(arm):,.0f} tokens/s per GPU, peak "
+        f"{point.peak_bytes(arm) / GIB:.1f} GiB"
+    )
+    return [head, layout]
 
 
 def _search_row(point: Point, arm: Arm) -> str:
@@ -177,9 +197,9 @@ def _search_row(point: Point, arm: Arm) -> str:
     recipe = lay.recipe if arm is Arm.FLOAT8 else "-"
     gather = ("yes" if point.float8_all_gather else "no") if arm is Arm.FLOAT8 else "-"
     return (
-        f"{point.tokens_per_s(arm):>12,.0f} {point.peak_bytes(arm) / GIB:>8.1f} {lay.tp:>3} "
-        f"{lay.pp:>3} {lay.fsdp:>5} {lay.recompute.value:9} {lay.local_batch:>5} {recipe:10} "
-        f"{gather}"
+        f"{point.tokens_per_s(arm):>12,.0f} {point.peak_bytes(arm) / GIB:>8.1f} {lay.tp:>2} "
+        f"{lay.cp:>2} {lay.ep:>2} {lay.pp:>2} {lay.fsdp:>4} {lay.replicate:>4} "
+        f"{lay.recompute.value:9} {lay.local_batch:>5} {recipe:10} {gather}"
     )
 
 
@@ -208,8 +228,11 @@ def search_rows(search: Search) -> Columns:
         {
             "recipe": np.array([p.layout.recipe for p in points], dtype=object),
             "tp": np.array([p.layout.tp for p in points]),
+            "cp": np.array([p.layout.cp for p in points]),
+            "ep": np.array([p.layout.ep for p in points]),
             "pp": np.array([p.layout.pp for p in points]),
             "fsdp": np.array([p.layout.fsdp for p in points]),
+            "replicate": np.array([p.layout.replicate for p in points]),
             "recompute": np.array([p.layout.recompute.value for p in points], dtype=object),
             "local_batch": np.array([p.layout.local_batch for p in points]),
             "seq_len": np.array([p.seq_len for p in points]),

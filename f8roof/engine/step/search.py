@@ -1,7 +1,8 @@
 """The best run of each precision on N GPUs: the torchtitan layouts a model can train with
-(TP within a node, FSDP over the rest, a pipeline only where nothing else fits, the recompute
-mode, the local batch, the float8 recipe), each answered by the one plan per run, those that do
-not fit dropped per precision, the rest ranked by tokens/s per GPU.
+(TP within a node, FSDP over the rest, HSDP from 64 GPUs, EP for an MoE model, CP for long
+sequences or where nothing else fits, a pipeline only after that, the recompute mode, the
+local batch, the float8 recipe), each answered by the one plan per run, those that do not fit
+dropped per precision, the rest ranked by tokens/s per GPU.
 
 Pure: the answer for one layout comes from `evaluate` (engine/api.py hands in `answer()`), so
 that this module decides what to ask and what wins, never how a step is modelled. Two rules
@@ -27,6 +28,12 @@ from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.training.checkpointing import Recompute
 
 TP_DEGREES = (1, 2, 4, 8)  # torchtitan's TP within a node (NVLink), as its published runs
+CP_DEGREES = (2, 4, 8)  # torchtitan's context_parallel_degree, asked as LONG_SEQ_LEN says
+# CP from the start at this seq_len and longer (torchtitan's long-context runs, Llama 3's
+# 128K continued pretraining: arXiv 2407.21783 section 3.4.2); shorter, only where no
+# layout without it fits
+LONG_SEQ_LEN = 32768
+HSDP_MIN_GPUS = 64  # from 8 nodes of 8: replicas across nodes, each sharded within one
 PP_DEGREES = (2, 4)  # asked only when no layout without a pipeline fits
 RECOMPUTE_ORDER = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)  # cheapest first
 MAX_LOCAL_BATCH = 1024  # sequences per rank: beyond any published run's
@@ -40,8 +47,10 @@ class Arm(str, Enum):
 @dataclass(frozen=True, order=True)
 class Layout:
     """One torchtitan run of the search: its parallel degrees, recompute mode, local batch
-    (sequences of the search's seq_len per data-parallel rank) and float8 recipe. Async TP is
-    on wherever TP is 2 or more (torchtitan's float8 runs pair it with TP)."""
+    (sequences of the search's seq_len per data-parallel rank) and float8 recipe. The GPUs
+    are replicate x fsdp x cp x tp x pp; EP borrows its ranks from fsdp
+    (data_parallel_shard), as torchtitan's expert_parallel_degree does. Async TP is on
+    wherever TP is 2 or more (torchtitan's float8 runs pair it with TP)."""
 
     recipe: str
     pp: int
@@ -49,10 +58,17 @@ class Layout:
     fsdp: int
     recompute: Recompute
     local_batch: int
+    cp: int = 1
+    ep: int = 1
+    replicate: int = 1  # HSDP: data_parallel_replicate_degree
 
     @property
     def async_tp(self) -> bool:
         return self.tp >= 2
+
+    @property
+    def gpus(self) -> int:
+        return self.replicate * self.fsdp * self.cp * self.tp * self.pp
 
 
 @dataclass(frozen=True)
@@ -73,12 +89,14 @@ class Point:
     # the largest local batch that fits under this layout's recompute mode (bf16, float8), as
     # the answer's memory knows it (None: unknown, searched by doubling)
     largest: tuple[int, int] | None = None
+    usable_bytes: int | None = None  # the GPU memory a peak is held against (None: unknown)
 
     @property
     def tokens_per_gpu(self) -> float:
-        """Tokens each GPU trains per step: a data-parallel rank's, over its TP and PP ranks."""
+        """Tokens each GPU trains per step: a data-parallel rank's, over its TP, CP and PP
+        ranks."""
         lay = self.layout
-        return lay.local_batch * self.seq_len / (lay.tp * lay.pp)
+        return lay.local_batch * self.seq_len / (lay.tp * lay.cp * lay.pp)
 
     def seconds(self, arm: Arm) -> float:
         return self.bf16_s if arm is Arm.BF16 else self.fp8_s
@@ -115,12 +133,19 @@ class Search:
         fit = [p for p in self.points if p.fits(arm)]
         return sorted(fit, key=lambda p: (-p.tokens_per_s(arm), p.layout))
 
+    def fits(self, arm: Arm) -> bool:
+        """Some layout fits in `arm` (a model may fit only in float8's smaller memory)."""
+        return any(p.fits(arm) for p in self.points)
+
     def best(self, arm: Arm) -> Point:
+        """The fastest layout that fits in `arm` (ask `fits(arm)` first)."""
         return self.ranked(arm)[0]
 
     def like_for_like(self) -> Point | None:
         """float8 at the bf16 best's layout (its fastest recipe there that fits), or None where
-        float8 fits no recipe at it."""
+        float8 fits no recipe at it or bf16 fits nowhere."""
+        if not self.fits(Arm.BF16):
+            return None
         at = self.best(Arm.BF16).layout
         same = [
             p
@@ -130,11 +155,13 @@ class Search:
         return max(same, key=lambda p: p.tokens_per_s(Arm.FLOAT8), default=None)
 
     @property
-    def retuned_speedup(self) -> float:
-        """The float8 best's tokens/s per GPU over the bf16 best's."""
-        return self.best(Arm.FLOAT8).tokens_per_s(Arm.FLOAT8) / self.best(Arm.BF16).tokens_per_s(
-            Arm.BF16
-        )
+    def retuned_speedup(self) -> float | None:
+        """The float8 best's tokens/s per GPU over the bf16 best's (None: either precision
+        fits no layout)."""
+        if not (self.fits(Arm.BF16) and self.fits(Arm.FLOAT8)):
+            return None
+        fp8, bf16 = self.best(Arm.FLOAT8), self.best(Arm.BF16)
+        return fp8.tokens_per_s(Arm.FLOAT8) / bf16.tokens_per_s(Arm.BF16)
 
     @property
     def like_for_like_speedup(self) -> float | None:
@@ -147,7 +174,7 @@ class Search:
 
 def _same_run(a: Layout, b: Layout) -> bool:
     """The same parallelism and recompute (any recipe)."""
-    return (a.pp, a.tp, a.fsdp, a.recompute) == (b.pp, b.tp, b.fsdp, b.recompute)
+    return replace(a, recipe="", local_batch=0) == replace(b, recipe="", local_batch=0)
 
 
 @dataclass
@@ -177,10 +204,80 @@ def tp_degrees(gpus: int, gpus_per_node: int, pp: int) -> list[int]:
     return [t for t in TP_DEGREES if t <= gpus_per_node and gpus % (t * pp) == 0]
 
 
+def ep_degrees(fsdp: int, experts: int, gpus_per_node: int) -> list[int]:
+    """EP degrees for a model with `experts` routed experts a layer (0: dense, no EP): none,
+    and each power of two up to a node that divides both the experts and the
+    data_parallel_shard ranks it borrows (torchtitan's ParallelDims: dp_shard x cp divisible
+    by ep; whole experts a rank). Beyond a node the all-to-alls ride the NICs: searched
+    without this bound, qwen3-30b-a3b on 64 and 512 H100s found EP 16 to 128 slower than EP 8
+    on every TP layout (docs/plan.md), and each degree costs a run's search."""
+    degrees = [1]
+    ep = 2
+    while experts and ep <= min(fsdp, experts, gpus_per_node):
+        if fsdp % ep == 0 and experts % ep == 0:
+            degrees.append(ep)
+        ep *= 2
+    return degrees
+
+
+def replicate_degrees(shard: int, inner: int, gpus: int, gpus_per_node: int) -> list[int]:
+    """Data-parallel replicas of `shard` ranks (each `inner` = TP x CP GPUs wide): none, and
+    from HSDP_MIN_GPUS GPUs HSDP's usual layout, FSDP within a node and replicas across the
+    nodes (2 or more shards a replica: one shard is DDP, not searched)."""
+    within = gpus_per_node // inner if gpus_per_node % inner == 0 else 0
+    if gpus < HSDP_MIN_GPUS or within < 2 or shard % within or shard == within:
+        return [1]
+    return [1, shard // within]
+
+
 def check_gpus(gpus: object) -> int:
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise F8RoofError(f"{term('gpus')} must be a positive number of GPUs (got {gpus!r})")
     return gpus
+
+
+@dataclass(frozen=True)
+class Space:
+    """What the search may vary for one model on `gpus` GPUs of one kind: the node's size
+    (TP stays within it; HSDP shards within it), the seq_len (CP's chunks), the recipes, and
+    the model's routed experts a layer (0: dense, never EP)."""
+
+    gpus: int
+    gpus_per_node: int
+    seq_len: int
+    recipes: tuple[str, ...]
+    experts: int = 0
+
+    def runs(self, *, pp: int, cps: Sequence[int]) -> list[Layout]:
+        """Every parallel layout of pipeline degree `pp` and CP among `cps`, at recompute none
+        and local batch 1 (where each run's search starts)."""
+        found = []
+        for recipe in self.recipes:
+            for tp in tp_degrees(self.gpus, self.gpus_per_node, pp):
+                for cp in cps:
+                    if self.gpus % (tp * pp * cp):
+                        continue
+                    shard = self.gpus // (tp * pp * cp)
+                    for replicate in replicate_degrees(
+                        shard, tp * cp, self.gpus, self.gpus_per_node
+                    ):
+                        fsdp = shard // replicate
+                        found += [
+                            Layout(recipe, pp, tp, fsdp, Recompute.NONE, 1, cp, ep, replicate)
+                            for ep in ep_degrees(fsdp, self.experts, self.gpus_per_node)
+                        ]
+        return found
+
+    def stages(self) -> list[list[Layout]]:
+        """The runs in the order asked, each stage only where no earlier one fits either
+        precision: without a pipeline (CP too where sequences are long), CP, pipelines."""
+        long = self.seq_len >= LONG_SEQ_LEN
+        first = self.runs(pp=1, cps=(1, *CP_DEGREES) if long else (1,))
+        later = [] if long else [self.runs(pp=1, cps=CP_DEGREES)]
+        return [first, *later, *(self.runs(pp=pp, cps=(1,)) for pp in PP_DEGREES)]
+
+
+Progress = Callable[[int, int], None]  # (runs searched, runs planned so far)
 
 
 def search(
@@ -192,21 +289,28 @@ def search(
     gpus_per_node: int,
     seq_len: int,
     recipes: Sequence[str],
+    experts: int = 0,
+    progress: Progress | None = None,
 ) -> Search:
     """The layouts torchtitan can run `model` with on `gpus` GPUs, answered by `evaluate`,
-    pruned by the module's two rules; a pipeline (PP 2, then 4) only where no layout without
-    one fits either precision. Refuses, in one line, a model that fits nowhere."""
+    pruned by the module's two rules; CP (where sequences are shorter than LONG_SEQ_LEN),
+    then a pipeline (PP 2, then 4), only where no layout before fits either precision; EP
+    only for an MoE model (`experts` routed experts a layer). `progress` is told each run
+    searched. Refuses, in one line, a model that fits nowhere."""
     check_gpus(gpus)
     start = time.perf_counter()
     asked = _Asked(evaluate)
-    for pp in (1, *PP_DEGREES):
-        if pp > 1 and (gpus % pp or any(p.bf16_fits or p.fp8_fits for p in asked.points.values())):
-            continue
-        for recipe in recipes:
-            for tp in tp_degrees(gpus, gpus_per_node, pp):
-                _recompute_modes(
-                    asked, Layout(recipe, pp, tp, gpus // (tp * pp), Recompute.NONE, 1)
-                )
+    space = Space(gpus, gpus_per_node, seq_len, tuple(recipes), experts)
+    done = planned = 0
+    for stage in space.stages():
+        if any(p.bf16_fits or p.fp8_fits for p in asked.points.values()):
+            break
+        planned += len(stage)
+        for base in stage:
+            _recompute_modes(asked, base)
+            done += 1
+            if progress is not None:
+                progress(done, planned)
     found = Search(
         model,
         gpu,
@@ -219,8 +323,8 @@ def search(
     if not any(p.bf16_fits or p.fp8_fits for p in found.points):
         tried = len(found.points) + len(found.refused)
         raise F8RoofError(
-            f"{model} fits no layout of {term('gpus')} {gpus} {gpu} ({tried} tried, PP up to "
-            f"{PP_DEGREES[-1]})"
+            f"{model} fits no layout of {term('gpus')} {gpus} {gpu} ({tried} tried, CP up to "
+            f"{CP_DEGREES[-1]}, PP up to {PP_DEGREES[-1]})"
         )
     return found
 
@@ -292,9 +396,18 @@ def torchtitan_overrides(point: Point, arm: Arm) -> tuple[tuple[str, object], ..
     ]
     if lay.async_tp:
         keys.append(("parallelism.enable_async_tensor_parallel", True))
-    if lay.pp > 1:
-        keys.append(("parallelism.pipeline_parallel_degree", lay.pp))
+    for key, degree in (
+        ("data_parallel_replicate_degree", lay.replicate),
+        ("context_parallel_degree", lay.cp),
+        ("expert_parallel_degree", lay.ep),
+        ("pipeline_parallel_degree", lay.pp),
+    ):
+        if degree > 1:
+            keys.append((f"parallelism.{key}", degree))
     keys.append(("activation_checkpoint.mode", lay.recompute.value))
+    if lay.recompute is Recompute.SELECTIVE:
+        # per-op SAC, as answered (a TOML job config's default, "2", is every second block)
+        keys.append(("activation_checkpoint.selective_ac_option", "op"))
     # the step was answered compiled, the model and the loss: torchtitan's [compile] says so
     keys += [("compile.enable", True), ("compile.components", ["model", "loss"])]
     if arm is Arm.FLOAT8:
