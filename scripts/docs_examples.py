@@ -63,6 +63,7 @@ class Example:
     fence: bool = True
     slow: bool = False
     shown: str | None = None  # the command line as the reader types it, where it differs
+    head: int = 0  # show only the output's first lines, then "[...]" (0: all of it)
 
     def key(self) -> tuple:
         return (self.kind, self.command, self.files, self.exit_code)
@@ -175,15 +176,22 @@ EXAMPLES: tuple[Example, ...] = (
         (
             "estimate",
             "--gpu",
-            "b200",
+            "h100",
             "--model",
             "llama3-8b",
-            "--tokens",
-            "16384",
+            "--seq-len",
+            "8192",
+            "--local-batch-size",
+            "2",
             "--fsdp",
             "8",
-            "--recipe",
-            "all",
+            "--recompute",
+            "selective",
+            "--float8-all-gather",
+        ),
+        shown=(
+            "f8roof estimate --gpu h100 --model llama3-8b --seq-len 8192 --local-batch-size 2 \\\n"
+            "    --fsdp 8 --recompute selective --float8-all-gather"
         ),
     ),
     Example(
@@ -228,6 +236,12 @@ EXAMPLES: tuple[Example, ...] = (
         "band-torchao-h100-meta",
         "docs/band.md",
         ("estimate", "--show-all", "--gpu", "h100-meta", *LN_ROWWISE, *SQUARES),
+    ),
+    Example(
+        "readme-plan",
+        "README.md",
+        ("plan", "--model", "llama3-8b", "--gpu", "h100", "--gpus", "64", "--top", "3"),
+        head=7,
     ),
     # docs/plan.md
     Example(
@@ -511,6 +525,8 @@ def _execute(example: Example) -> list[str]:
 
 def render(example: Example, output: list[str]) -> str:
     """The text between the example's markers."""
+    if example.head and len(output) > example.head:
+        output = [*output[: example.head], "[...]"]
     parts = []
     for name, text in example.files:
         lang = Path(name).suffix.lstrip(".")
