@@ -20,7 +20,7 @@ from f8roof.training.memory import (
     headroom,
     memory_estimate,
 )
-from f8roof.training.run_config import ONE_GPU, RunConfig
+from f8roof.training.run_config import ONE_GPU, Pipeline, RunConfig
 
 BLOCK = ("attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down")
 ALL = tuple(f"layers.*.{n}" for n in BLOCK)
@@ -309,3 +309,70 @@ def test_a_measured_step_is_answered_where_the_memory_model_says_it_cannot_fit()
         "  the bf16 step was measured, so the run fits: the memory model overstates it"
     )
     assert memory_dict(got.memory)["bf16_step_measured"] is True
+
+
+def _pipelined(schedule: str, microbatches: int, *, degree: int = 4, recompute=Recompute.FULL):
+    """Llama3-70B, TP 8 x FSDP 2 x PP `degree` (64 GPUs), one 8192-token sequence a
+    microbatch."""
+    arch = builtin("llama3-70b")
+    run = replace(RunConfig.sharded(tp=8, fsdp=2, recompute=recompute), seq_len=8192)
+    stages = 2 if schedule == "Interleaved1F1B" else 1
+    run = replace(run, pipeline=Pipeline(degree, microbatches, schedule, stages))
+    converted = [lin.fqn for lin in arch.linears if lin.fqn != "lm_head"]
+    return memory_estimate(
+        arch, tokens=8192, run=run, recipe="tensorwise", converted=converted,
+        gpu_memory_bytes=80 * GIB,
+    )  # fmt: skip
+
+
+def test_a_pipeline_rank_holds_its_stage_and_the_schedules_microbatches_in_flight():
+    """Each rank holds ceil((80 + 2) / 4) - 1 = 20 blocks' states; the first rank's full-AC
+    block inputs are 4 microbatches' under 1F1B, 8 under GPipe (every forward first) and
+    4 + 3 / 2 under Interleaved1F1B with two stages a rank."""
+    hidden, block_input = 8192, 8192 / 8 * 8192 * 2  # each block's sequence-sharded input
+    one_f_one_b, gpipe = _pipelined("1F1B", 8), _pipelined("GPipe", 8)
+    interleaved = _pipelined("Interleaved1F1B", 8)
+    for found, in_flight in ((one_f_one_b, 4), (gpipe, 8), (interleaved, 5.5)):
+        peak = found.bf16
+        if peak.phase is not Phase.BACKWARD_LAST:  # the last block's backward holds one
+            assert peak.bytes_of(Term.SAVED_ACTIVATIONS) == pytest.approx(
+                20 * block_input * in_flight, rel=1e-6
+            )
+    assert gpipe.bf16.peak_bytes > interleaved.bf16.peak_bytes > one_f_one_b.bf16.peak_bytes
+    block = 2 * hidden * hidden + 2 * hidden * 1024 + 3 * hidden * 28672
+    embedding = 128256 * hidden / 8
+    params = (20 * (block / 8 + 2 * hidden) + embedding) / 2 * 4  # fp32, FSDP 2: the first rank
+    assert one_f_one_b.bf16.bytes_of(Term.PARAMETERS) == pytest.approx(params, rel=1e-3)
+
+
+def test_a_pipeline_keeps_its_stage_gathered_and_its_gradients_unsharded_between_microbatches():
+    """FSDP2 under PP: the stage's 20 blocks stay all-gathered through the step (torchtitan's
+    default reshard_after_forward), and with more than one microbatch their bf16 gradients
+    accumulate unsharded until the last one's backward syncs them."""
+    block = (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672) / 8 + 2 * 8192
+    one, several = _pipelined("1F1B", 1).bf16, _pipelined("1F1B", 8).bf16
+    assert several.bytes_of(Term.WEIGHTS_IN_FLIGHT) >= 20 * block * 2
+    # the first rank's peak, before any sharded gradient: only the accumulated ones
+    assert several.phase is not Phase.BACKWARD_LAST
+    assert several.bytes_of(Term.GRADIENTS) == pytest.approx(20 * block * 2, rel=1e-3)
+    if one.phase is not Phase.BACKWARD_LAST:  # one microbatch: nothing to accumulate
+        assert one.bytes_of(Term.GRADIENTS) == 0
+
+
+def test_under_a_pipeline_the_largest_local_batch_is_more_microbatches():
+    """1F1B holds at most p microbatches in flight: more microbatches cost no memory, so the
+    local batch that fits is the search's bound, in whole microbatches."""
+    arch = builtin("llama3-70b")
+    run = replace(RunConfig.sharded(tp=8, fsdp=2, recompute=Recompute.FULL), seq_len=8192)
+    run = replace(run, pipeline=Pipeline(4, 4, "1F1B", 1))
+    converted = [lin.fqn for lin in arch.linears if lin.fqn != "lm_head"]
+
+    def at(given: RunConfig, tokens: int):
+        return memory_estimate(
+            arch, tokens=tokens, run=given, recipe="tensorwise", converted=converted,
+            gpu_memory_bytes=80 * GIB,
+        )  # fmt: skip
+
+    room = headroom(at, run, tokens=8192)
+    assert room.local_batch == 4
+    assert room.bf16_local_batch >= 1024

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from f8roof.errors import ParameterError, term
+from f8roof.errors import ParameterError
 from f8roof.training.catalog import layer_type
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def best_runs(
     from f8roof.hardware.presets import resolve_gpu
     from f8roof.hardware.support import unsupported_reason
     from f8roof.training.catalog import resolve_model
-    from f8roof.training.run_config import LLAMA3_SEQ_LEN, PipelineError
+    from f8roof.training.run_config import LLAMA3_SEQ_LEN
 
     name = _text("model", model)
     count = check_gpus(gpus)
@@ -245,10 +245,6 @@ def best_runs(
     routed = [linear.routed.experts for linear in resolve_model(name).linears if linear.routed]
 
     def evaluate(layout: Layout) -> Point:
-        if layout.pp > 1:  # engine/plan.py's memory_answer has no pipeline: its fit is unknown
-            raise PipelineError(
-                f"{term('pp')} {layout.pp}: a pipeline's memory per GPU is not modelled"
-            )
         setup = layout_run(layout, length)
         request = _request(gpu, layout.recipe, None, calibration, no_calibration)
         plan = answer(Question(model=name, tokens=setup.tokens), request, setup=setup)

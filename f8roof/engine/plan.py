@@ -537,8 +537,8 @@ def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | Non
     the smallest FSDP degree (`fitting_fsdp`); with a measured bf16 step the run ran, so the
     memory model is what overstates it (said)."""
     run = rec.setup
-    if (run.fsdp_on and run.fsdp_degree is None) or run.pipeline is not None:
-        return None  # a pipeline's in-flight microbatches: not modelled yet
+    if run.fsdp_on and run.fsdp_degree is None:
+        return None
     blocks = [is_block_fqn(linear.fqn) for linear in rec.architecture.linears]
     if all(blocks) or not any(blocks):
         return None  # the memory model is a transformer's: blocks and an output projection

@@ -370,8 +370,9 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"{v['bubble']:.3g} microbatch times (p - 1 over the stages per rank, Narayanan et al. "
         f"2021) and waits on {v['sends']} sends of {v['send_ms']:.3g} ms ({v['placement']}-node) "
         "while the pipeline fills and drains; stages balanced as torchtitan splits them; FSDP "
-        f"gathers and reduce-scatters once per {v['per']}; peak memory not modelled "
-        "under a pipeline"
+        f"gathers and reduce-scatters once per {v['per']}; peak memory the larger of the "
+        "first rank's (the embedding, the schedule's microbatches in flight) and the last's "
+        "(lm_head and the loss)"
     ),
     Topic.ACCUMULATION: lambda v: (
         f"gradient accumulation: {v['passes']} forward/backward passes of {v['tokens']} tokens "

@@ -66,6 +66,21 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   slice's, beside every slice's contiguous copy of the hidden states, the fp32 buffer their
   gradient gathers in and lm_head's unsharded gradient, accumulating across the slices.
 
+- pipeline parallelism (`RunConfig.pipeline`, `tokens` then a microbatch's): a rank holds its
+  stage's blocks, the first one the embedding and the last one the output projection and the
+  loss, torchtitan's stages balanced with the embedding and the output weighing a block each
+  (`pipeline_parallel_first/last_stage_less_layers`), so those two ranks hold ceil((L + 2) / p)
+  - 1 blocks. A rank holds several microbatches' saved activations at once, per schedule
+  (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
+  Megatron-LM", section 2.2; torch's `torch.distributed.pipelining` schedules): GPipe every
+  microbatch's (all forwards first); 1F1B the first rank p, the last one 1 (rank r: p - r);
+  the looped schedules (Interleaved1F1B, v stages per rank) the first rank p + (p - 1) / v and
+  the last 1 + (p - 1) / v of its whole stage's; never more than the step's microbatches.
+  FSDP2 keeps the stage's weights gathered through the step (torchtitan's "default"
+  reshard_after_forward under PP) and, as torch's `PipelineStage` syncs gradients on the last
+  microbatch only, each block's unsharded bf16 gradients accumulate from the first
+  microbatch's backward on. The larger of the first and the last rank's peaks is the run's.
+
 The step's schedule: the peak is the largest of three moments: the loss (every block's saved
 activations, no gradients yet), the first block of the backward (every block's saved
 activations and one block rematerialized) and the last one (every gradient, one block's
@@ -84,6 +99,7 @@ the cache in stream order. The CUDA context and NCCL's buffers lie outside the a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -256,7 +272,7 @@ class Headroom:
 class _Model:
     """The run's sizes, per GPU, in elements (one mean block)."""
 
-    layers: int
+    layers: int  # the blocks this rank holds (a pipeline stage's, else every one)
     hidden: int
     vocab: int
     tokens: int  # per data-parallel rank
@@ -271,6 +287,43 @@ class _Model:
     converted: frozenset[str]
     tensorwise: bool
     cp: int = 1  # context-parallel ranks each sequence is split over
+    in_flight: float = 1.0  # microbatches whose saved activations the rank holds at once
+    head: bool = True  # the rank runs the output projection and the loss
+    unsharded_grads: bool = False  # PP: the blocks' bf16 gradients accumulate (no sync)
+    model_layers: int = 0  # the model's blocks (0: `layers`): a layer type's share of one
+
+
+@dataclass(frozen=True)
+class _Stage:
+    """One pipeline rank's share of the model (module docstring): its blocks, whether it holds
+    the embedding or the output projection and the loss, and how many microbatches' saved
+    activations it holds at once."""
+
+    blocks: int
+    embedding: bool
+    head: bool
+    in_flight: float
+
+
+def _stages(run: RunConfig, layers: int) -> tuple[_Stage, ...]:
+    """The first and the last rank of the run's pipeline (module docstring); without one, the
+    whole model on one stage."""
+    pipe = run.pipeline
+    if pipe is None:
+        return (_Stage(layers, True, True, 1.0),)
+    pipe = pipe.for_layers(layers)
+    p, v, m = pipe.degree, pipe.stages_per_rank, pipe.microbatches
+    blocks = min(layers, max(1, math.ceil((layers + 2) / p) - 1))
+    if pipe.schedule == "GPipe":
+        first = last = float(m)
+    elif v > 1:  # looped: the warmup runs chunks of every stage the rank holds
+        first, last = p + (p - 1) / v, 1 + (p - 1) / v
+    else:
+        first, last = float(p), 1.0
+    return (
+        _Stage(blocks, True, False, min(first, float(m))),
+        _Stage(blocks, False, True, min(last, float(m))),
+    )
 
 
 def _rows(layer: LocalLayer) -> int:
@@ -293,7 +346,9 @@ def _model(
     run: RunConfig,
     converted: frozenset[str],
     recipe: str,
+    stage: _Stage | None = None,
 ) -> _Model:
+    """The run's sizes on one rank: the whole model, or one pipeline `stage`'s share."""
     head = next((lin for lin in architecture.linears if not is_block_fqn(lin.fqn)), None)
     if head is None:
         raise MemoryModelError(f"{architecture.name}: no output projection gives the vocabulary")
@@ -303,6 +358,8 @@ def _model(
     if not block:
         raise MemoryModelError(f"{architecture.name}: no transformer block linears")
     layers = max(layer.linear.count for layer in block)
+    stage = stage or _Stage(layers, True, True, 1.0)
+    share = stage.blocks / layers  # of every block's weights: the stage's blocks
     tp, float8_gather = run.tp, run.float8_all_gather and recipe == "tensorwise"
     linear_weights = sum(_weight(layer) * layer.linear.count for layer in block)
     fp8_weights = sum(
@@ -310,22 +367,26 @@ def _model(
         for layer in block
         if float8_gather and layer.linear.fqn in converted
     )
-    norms = (2 * layers + 1) * hidden  # two RMSNorms a block and the final one, replicated
-    # embedding (vocab-sharded: torchtitan's RowwiseParallel) and lm_head (ColwiseParallel)
-    root = 2 * vocab * hidden / tp + hidden
+    # the embedding (vocab-sharded: torchtitan's RowwiseParallel) on the first stage, the final
+    # norm and lm_head (ColwiseParallel) on the last; two RMSNorms a block, replicated
+    root = (vocab * hidden / tp if stage.embedding else 0.0) + (
+        vocab * hidden / tp + hidden if stage.head else 0.0
+    )
+    sharded = run.fsdp_on or run.cp > 1
     return _Model(
-        layers=layers,
+        layers=stage.blocks,
         hidden=hidden,
         vocab=vocab,
         tokens=tokens,
         tp=tp,
         fsdp_ranks=run.fsdp_ranks * run.cp,  # torchtitan's dp_shard_cp mesh
-        sharded=run.fsdp_on or run.cp > 1,
-        local_params=sum(
+        sharded=sharded,
+        local_params=share
+        * sum(
             _weight(layer) * layer.linear.count / float(fsdp_shards(layer.grouped, run))
             for layer in block
         )
-        + (norms - hidden + root) / (run.fsdp_ranks * run.cp),
+        + (2 * stage.blocks * hidden + root) / (run.fsdp_ranks * run.cp),
         block_weights=linear_weights / layers + 2 * hidden,
         block_weights_fp8=fp8_weights / layers,
         root_weights=root,
@@ -333,6 +394,10 @@ def _model(
         converted=converted,
         tensorwise=recipe == "tensorwise",
         cp=run.cp,
+        in_flight=stage.in_flight,
+        head=stage.head,
+        model_layers=layers,
+        unsharded_grads=(sharded and run.pipeline is not None and run.pipeline.microbatches > 1),
     )
 
 
@@ -349,8 +414,8 @@ def _float8_input(m: _Model, layer: LocalLayer, fp8: bool) -> bool:
 
 
 def _share(layer: LocalLayer, m: _Model) -> float:
-    """A layer type's share of one mean block: count / layers."""
-    return layer.linear.count / m.layers
+    """A layer type's share of one mean block: count / the model's blocks."""
+    return layer.linear.count / (m.model_layers or m.layers)
 
 
 def _saved_none(m: _Model, fp8: bool) -> float:
@@ -487,6 +552,8 @@ class _Sizes:
     resharded: bool  # FSDP2 frees each block's gathered weights after its forward
     accumulating: bool  # gradient accumulation: the gradients persist across passes
     chunked: bool  # torchtitan's ChunkedCELoss: the loss backpropagates slice by slice
+    # pipeline parallelism: the stage's unsharded bf16 gradients, accumulating over microbatches
+    held_grads: float = 0.0
 
 
 def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
@@ -499,8 +566,10 @@ def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
         )
     else:
         saved = (saved_all / m.layers,) * m.layers
+    saved = tuple(one * m.in_flight for one in saved)  # a pipeline's microbatches in flight
     weight_grads = m.block_weights * BF16
     root = _weights_in_flight(m, fp8, blocks=0)
+    head = 1.0 if m.head else 0.0  # a pipeline's earlier stages run no loss
     return _Sizes(
         params=params,
         grads=grads,
@@ -513,10 +582,10 @@ def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
         reduce_input=m.block_weights * FP32 if m.sharded else 0.0,
         block_weights=_weights_in_flight(m, fp8, blocks=1) - root,
         root_weights=root,
-        logits=m.tokens * m.vocab / (m.tp if run.loss_parallel else 1) / run.loss_chunks,
+        logits=head * m.tokens * m.vocab / (m.tp if run.loss_parallel else 1) / run.loss_chunks,
         per_logit=_loss_bytes_per_logit(m, run),
-        head_input=_head_input(m, run),
-        head_grad=m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0,
+        head_input=head * _head_input(m, run),
+        head_grad=head * m.vocab / m.tp * m.hidden * BF16 if m.sharded else 0.0,
         root_grads=m.root_weights * BF16 if m.sharded else 0.0,
         # blocks unsharded: under FSDP the last block (kept after its forward) or two (one
         # prefetched); without it every block's autocast copies until its backward frees them
@@ -530,6 +599,7 @@ def _sizes(m: _Model, run: RunConfig, fp8: bool) -> _Sizes:
         resharded=m.sharded and run.reshards_after_forward,
         accumulating=run.accumulation > 1,
         chunked=run.loss_chunks > 1,
+        held_grads=weight_grads * m.layers if m.unsharded_grads else 0.0,
     )
 
 
@@ -549,7 +619,7 @@ def _allocated(z: _Sizes) -> MemoryPeak:
     """The allocated peak: the largest of the three moments (module docstring)."""
     blocks = sum(z.saved)
     # under gradient accumulation every pass after the first runs with the gradients so far
-    held = z.grads if z.accumulating else 0.0
+    held = (z.grads if z.accumulating else 0.0) + z.held_grads
     phases = {
         Phase.LOSS: {
             # chunked, lm_head's unsharded gradient accumulates from the first slice's backward
@@ -565,7 +635,7 @@ def _allocated(z: _Sizes) -> MemoryPeak:
             Term.BLOCK_BACKWARD: z.backward,
         },
         Phase.BACKWARD_LAST: {
-            Term.GRADIENTS: z.grads + z.root_grads,
+            Term.GRADIENTS: z.grads + z.root_grads + z.held_grads,
             Term.WEIGHTS_IN_FLIGHT: z.block_weights * z.gathered[2] + z.root_weights,
             Term.SAVED_ACTIVATIONS: z.saved_one,
             Term.BLOCK_BACKWARD: z.backward,
@@ -641,6 +711,8 @@ def _step_events(z: _Sizes, layers: int, step: int) -> list[Alloc | Free]:
 
     block_grads = (z.grads - z.root_params) / layers
     grads_stream = rs if z.sharded else Stream.COMPUTE  # without FSDP autograd's own .grad
+    if z.held_grads:  # the earlier microbatches' unsharded gradients (a pipeline's last one)
+        alloc("accumulated grads", z.held_grads)
     if z.sharded:
         gather("root", z.root_weights)
     held = "root all-gather output"
@@ -698,6 +770,8 @@ def _step_events(z: _Sizes, layers: int, step: int) -> list[Alloc | Free]:
         free("root unsharded")  # the root reshards after the backward
     else:
         free("lm_head grad")
+    if z.held_grads:
+        free("accumulated grads")
     return ev
 
 
@@ -755,12 +829,18 @@ def memory_estimate(
         raise MemoryModelError(
             f"the FSDP degree is unknown: give it ({term('fsdp')} N) to size memory"
         )
-    m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
-    return MemoryEstimate(
-        bf16=_peak(m, run, fp8=False, expandable=expandable_segments),
-        fp8=_peak(m, run, fp8=True, expandable=expandable_segments),
-        gpu_memory_bytes=gpu_memory_bytes,
-    )
+    layers = max((lin.count for lin in architecture.linears if is_block_fqn(lin.fqn)), default=0)
+    models = [
+        _model(architecture, tokens=tokens, run=run, converted=frozenset(converted),
+               recipe=recipe, stage=stage)
+        for stage in _stages(run, layers)
+    ]  # fmt: skip
+
+    def largest(fp8: bool) -> MemoryPeak:
+        peaks = (_peak(m, run, fp8=fp8, expandable=expandable_segments) for m in models)
+        return max(peaks, key=lambda peak: peak.peak_bytes)
+
+    return MemoryEstimate(bf16=largest(False), fp8=largest(True), gpu_memory_bytes=gpu_memory_bytes)
 
 
 def headroom(
@@ -769,7 +849,9 @@ def headroom(
     """What fits in the GPU's memory, per precision: the cheapest recompute mode at the run's
     tokens, and the largest local batch (samples of `seq_len` tokens; the run's tokens as one
     sample where no sequence length divides them) under the run's mode. `estimate_at(run,
-    tokens)` is `memory_estimate` with the rest fixed; peaks grow with tokens."""
+    tokens)` is `memory_estimate` with the rest fixed; peaks grow with tokens. Under a pipeline
+    `tokens` is a microbatch's, which keeps its size (torchtitan's
+    pipeline_parallel_microbatch_size): the local batch is more microbatches."""
     given = run.local_seq_len  # under CP a rank holds a chunk of every sequence
     seq_len = given if given and tokens % given == 0 and given % run.tp == 0 else tokens
     modes = {
@@ -780,22 +862,31 @@ def headroom(
     fp8 = next((mode for mode, e in modes.items() if e.fp8_fits), None)
 
     found: dict[int, MemoryEstimate] = {}
+    pipe = run.pipeline
+    per_micro = max(1, tokens // seq_len)  # samples a microbatch holds under a pipeline
 
     def at(batch: int) -> MemoryEstimate:
         """The run at `batch` samples, each estimated once for both precisions' searches."""
         if batch not in found:
-            found[batch] = estimate_at(run, batch * seq_len)
+            if pipe is None:
+                found[batch] = estimate_at(run, batch * seq_len)
+            else:
+                micro = replace(pipe, microbatches=max(1, batch // per_micro))
+                found[batch] = estimate_at(replace(run, pipeline=micro), tokens)
         return found[batch]
+
+    local_batch = tokens // seq_len * (pipe.microbatches if pipe else 1)
 
     def largest(fits: Callable[[MemoryEstimate], bool]) -> int:
         # from the run's own batch, doubling while it fits, then halving the gap: low fits
         # (or is 0), high does not; tokens stay within a shape dimension
-        cap = min(MAX_LOCAL_BATCH, MAX_DIM // seq_len) + 1
-        low, high = 0, min(max(1, tokens // seq_len), cap)
+        step = per_micro if pipe else 1
+        cap = (MAX_LOCAL_BATCH if pipe else min(MAX_LOCAL_BATCH, MAX_DIM // seq_len)) + step
+        low, high = 0, min(max(step, local_batch), cap)
         while high < cap and fits(at(high)):
             low, high = high, min(2 * high, cap)
-        while high - low > 1:
-            middle = (low + high) // 2
+        while high - low > step:
+            middle = (low + high) // 2 // step * step
             if fits(at(middle)):
                 low = middle
             else:
@@ -804,7 +895,7 @@ def headroom(
 
     return Headroom(
         seq_len=seq_len,
-        local_batch=tokens // seq_len,
+        local_batch=local_batch,
         bf16_recompute=bf16,
         fp8_recompute=fp8,
         bf16_local_batch=largest(lambda e: e.bf16_fits),
