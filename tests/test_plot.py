@@ -17,7 +17,9 @@ from matplotlib.image import imread
 
 import f8roof
 from f8roof.calibration.fitting import fit_calibration
+from f8roof.engine.answer import Question, answer
 from f8roof.engine.grid import GridError, overhead_shares, parse_axis, sizes, speedup_grid
+from f8roof.engine.plan import Plan
 from f8roof.engine.recommend import recommend
 from f8roof.engine.resolve import Request, resolve
 from f8roof.engine.step.parts import Part
@@ -31,6 +33,7 @@ from f8roof.renderers.plot import (
     validation_scatter,
 )
 from f8roof.training.catalog import builtin
+from f8roof.training.run_config import RunConfig
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -401,8 +404,13 @@ def test_step_picture_of_a_measured_step_spreads_the_parts_over_it(tmp_path):
 
 
 def test_step_picture_without_memory_says_so(tmp_path):
-    plan = f8roof.answer_model("llama3-8b", 8192, gpu="h100", pp=2, fsdp=2)
-    assert plan.memory is None
+    # FSDP without a degree: the states' sharding, so the memory, is unknown
+    plan = answer(
+        Question(model="llama3-8b", tokens=8192),
+        Request(gpu="h100"),
+        setup=RunConfig.from_options(fsdp=-1),
+    )
+    assert isinstance(plan, Plan) and plan.memory is None
     plot = step_memory(plan, out=tmp_path / "step.png")
     assert len(plot.figure.axes) == 1
     assert "peak memory: not modelled" in plot.figure.get_supxlabel()
