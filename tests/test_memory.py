@@ -339,6 +339,9 @@ def test_a_pipeline_rank_holds_its_stage_and_the_schedules_microbatches_in_fligh
                 20 * block_input * in_flight, rel=1e-6
             )
     assert gpipe.bf16.peak_bytes > interleaved.bf16.peak_bytes > one_f_one_b.bf16.peak_bytes
+    for found in (one_f_one_b, gpipe, interleaved):
+        for peak in (found.bf16, found.fp8):
+            assert sum(t.bytes for t in peak.terms) == peak.peak_bytes
     block = 2 * hidden * hidden + 2 * hidden * 1024 + 3 * hidden * 28672
     embedding = 128256 * hidden / 8
     params = (20 * (block / 8 + 2 * hidden) + embedding) / 2 * 4  # fp32, FSDP 2: the first rank
