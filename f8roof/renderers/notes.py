@@ -40,7 +40,9 @@ def _nth(n: int) -> str:
 
 def _as_converted(v) -> str:
     if v["torchtitan_default"]:
-        kept = f"filter_fqns {v['filters']} (torchtitan's llama configs')"
+        kept = (
+            f"filter_fqns {v['filters']} (the output projection, as torchtitan's configs keep it)"
+        )
     else:
         kept = f"filter_fqns {v['filters']}" if v["filters"] else "filter_fqns [] (none)"
     if v["auto_recipe"]:
@@ -48,8 +50,8 @@ def _as_converted(v) -> str:
     experts = {
         "none": "",
         "converted": f"; routed experts in float8 rowwise (moe_fqns_prototype {v['moe']})",
-        "kept": "; routed experts (3D parameters, no nn.Linear) stay bf16: torchtitan's float8 "
-        "converter converts them only with moe_fqns_prototype",
+        "kept": "; routed experts (3D parameters, no nn.Linear) stay bf16: torchtitan converts "
+        "them only where moe_fqns_prototype or a [quantize.grouped_mm] converter names them",
     }[v["experts"]]
     return f"float8 as torchtitan converts it: every nn.Linear but {kept}{experts}"
 
