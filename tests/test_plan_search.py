@@ -194,22 +194,27 @@ def test_retuned_speedup_is_never_below_like_for_like(small):
     assert small.retuned_speedup >= small.like_for_like_speedup
 
 
+def _reanswered(model: str, point, gpu: str):
+    """A searched point answered again through the public API, from its layout alone."""
+    lay = point.layout
+    return f8roof.answer_model(
+        model,
+        seq_len=point.seq_len,
+        local_batch_size=lay.local_batch,
+        gpu=gpu,
+        tp=lay.tp,
+        fsdp=lay.fsdp,
+        recompute=lay.recompute.value,
+        recipe=lay.recipe or "tensorwise",
+        async_tp=lay.async_tp,
+        float8_all_gather=point.float8_all_gather,
+    )
+
+
 def test_every_printed_layout_reanswers_to_the_same_step(small):
     for arm in Arm:
         for point in small.ranked(arm)[:3]:
-            lay = point.layout
-            plan = f8roof.answer_model(
-                "gpt2",
-                seq_len=point.seq_len,
-                local_batch_size=lay.local_batch,
-                gpu="h100",
-                tp=lay.tp,
-                fsdp=lay.fsdp,
-                recompute=lay.recompute.value,
-                recipe=lay.recipe,
-                async_tp=lay.async_tp,
-                float8_all_gather=point.float8_all_gather,
-            )
+            plan = _reanswered("gpt2", point, "h100")
             assert math.isclose(plan.step.chosen.bf16_s, point.bf16_s, rel_tol=1e-9)
             assert math.isclose(plan.step.chosen.fp8_s, point.fp8_s, rel_tol=1e-9)
             assert plan.memory is not None and plan.memory.estimate.fp8_fits == point.fp8_fits
@@ -255,18 +260,7 @@ def test_llama3_8b_on_8_h100s_gains_from_float8_and_reanswers():
     found = f8roof.best_runs("llama3-8b", 8, gpu="h100")
     best = found.best(Arm.FLOAT8)
     assert found.retuned_speedup >= (found.like_for_like_speedup or 0) > 1
-    lay = best.layout
-    plan = f8roof.answer_model(
-        "llama3-8b",
-        seq_len=best.seq_len,
-        local_batch_size=lay.local_batch,
-        gpu="h100",
-        tp=lay.tp,
-        fsdp=lay.fsdp,
-        recompute=lay.recompute.value,
-        async_tp=lay.async_tp,
-        float8_all_gather=best.float8_all_gather,
-    )
+    plan = _reanswered("llama3-8b", best, "h100")
     assert math.isclose(plan.step.chosen.fp8_s, best.fp8_s, rel_tol=1e-9)
 
 
