@@ -1,8 +1,10 @@
 """Every development peak (issue #56) beside f8roof's: measured, f8roof's allocated and reserved
 peaks, the error, and each term in bf16 and float8 (float8's difference term by term).
 
-The runs, each answered by `f8roof estimate --setup` (the memory part of its --out JSON), the
-8B and 70B ones on Meta's 96 GB H100 (h100-meta; scripts/published_runs.py's `META_SOURCES`):
+The runs are scripts/published_runs.py's, each answered from the setup that script writes for
+it (`f8roof estimate --setup`, the memory part of its --out JSON): one reading of each source
+for its step and its memory. The 8B and 70B ones ran on Meta's 96 GB H100 (h100-meta;
+published_runs.py's `META_SOURCES`):
 
 - pytorch/pytorch#149990 (2025-03-25, data/published/runs_h100_dev.csv): Llama3-70B on 128
   H100s, FSDP 16 x TP 8, full AC, torch.compile, float8 tensorwise; bf16 71.51 / float8 55.26
@@ -12,7 +14,7 @@ The runs, each answered by `f8roof estimate --setup` (the memory part of its --o
   stated: torchtitan's llama3_70b.toml at that commit says batch_size = 8, seq_len = 8192, and
   that is the prediction; the batch of 16 the same author ran 70B with in torchtitan's 2025-06
   async TP benchmark is printed beside it, not chosen by the error.
-- pytorch/torchtitan#1207 and pytorch/ao#1793 (Llama3-8B; below, at their setups).
+- pytorch/torchtitan#1207 and pytorch/ao#1793 (Llama3-8B).
 - torchtitan's Qwen3-14B search on 8 B200s (data/published/runs_blackwell_dev.csv), whose
   config trains with ChunkedCELoss.
 
@@ -25,10 +27,14 @@ The runs, each answered by `f8roof estimate --setup` (the memory part of its --o
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 from click.testing import CliRunner
@@ -37,18 +43,30 @@ from f8roof.cli import main as cli
 from f8roof.training.catalog import builtin
 from f8roof.training.checkpointing import is_block_fqn
 
-RUNS_CSV = Path(__file__).resolve().parent.parent / "data" / "published" / "runs_h100_dev.csv"
 GIB = 2**30
-SEQ_LEN = 8192
-TOML_BATCH = 8  # torchtitan@fcdbe91c1 llama3_70b.toml [training] batch_size
 BENCH_BATCH = 16  # torchtitan's 2025-06 async TP benchmark, Llama3 70B (local bs 16)
 TP = 8
+
+
+def _published_runs() -> ModuleType:
+    """scripts/published_runs.py: its runs are the setups these peaks are answered at, one
+    reading of each source for its step and its memory."""
+    path = Path(__file__).resolve().with_name("published_runs.py")
+    spec = importlib.util.spec_from_file_location("published_runs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+RUNS = _published_runs()
 
 
 def published() -> list[tuple[str, bool, float, float]]:
     """(arm, async TP, bf16 GiB, float8 GiB) of #149990's rows that state peak memory."""
     out = []
-    for row in pd.read_csv(RUNS_CSV).itertuples():
+    for row in pd.read_csv(RUNS.RUNS_CSV).itertuples():
         if "#149990" not in row.source:
             continue
         found = re.search(r"peak memory bf16 ([\d.]+)(?: GB)?, float8 ([\d.]+) GB", row.setup)
@@ -59,109 +77,34 @@ def published() -> list[tuple[str, bool, float, float]]:
     return out
 
 
-def toml(batch: int, *, async_tp: bool) -> str:
-    """#149990's arm: compiled blocks (async TP needs them), the loss eager (2025-03-25)."""
-    return f"""[model]
-name = "llama3-70b"
-[training]
-local_batch_size = {batch}
-seq_len = {SEQ_LEN}
-compile = true
-[compile]
-components = ["model"]
-[parallelism]
-data_parallel_shard_degree = 16
-tensor_parallel_degree = 8
-enable_async_tensor_parallel = {str(async_tp).lower()}
-[activation_checkpoint]
-mode = "full"
-[float8]
-recipe_name = "tensorwise"
-filter_fqns = ["output"]
-[f8roof]
-gpu = "h100-meta"
-"""
+def _run(prefix: str, recipe: str | None = None):
+    """The published run named `prefix`, or whose name goes on from it after a space (and of
+    `recipe`)."""
+    every = [*RUNS.runs(), *RUNS.blackwell_runs()]
+    found = [
+        r
+        for r in every
+        if (r.name == prefix or r.name.startswith(prefix + " ")) and recipe in (None, r.recipe)
+    ]
+    if len(found) != 1:
+        raise SystemExit(f"{len(found)} published runs named {prefix!r} {recipe or ''}")
+    return found[0]
+
+
+def run_149990(*, async_tp: bool):
+    """#149990's tensorwise arm as published_runs.py reads it: compiled blocks, the loss eager
+    (2025-03-25), the batch of torchtitan's 70B config then."""
+    suffix = ", async TP" if async_tp else ""
+    return _run(f"#149990 llama3-70b FSDP 16 TP 8 full AC tensorwise{suffix}")
 
 
 # pytorch/torchtitan#1207 (2025-05-20, the same author and memory line): Llama3-8B on 4 H100s,
-# FSDP 2 x TP 2, per-op SAC, rowwise, local batch 1 x 8192 (the README's setup example):
-# bf16 45.68 GiB, float8 45.67 GiB. Compiled (float8 runs compiled in torchtitan; 2025-05 is
-# after the loss was compiled with the model). Per-op SAC, not full AC.
-TOML_1207 = """[model]
-name = "llama3-8b"
-[training]
-local_batch_size = 1
-seq_len = 8192
-compile = true
-[parallelism]
-data_parallel_shard_degree = 2
-tensor_parallel_degree = 2
-[activation_checkpoint]
-mode = "selective"
-selective_ac_option = "op"
-[float8]
-recipe_name = "rowwise"
-filter_fqns = ["output"]
-[f8roof]
-gpu = "h100-meta"
-"""
+# FSDP 2 x TP 2, per-op SAC, rowwise, local batch 1 x 8192: bf16 45.68 GiB, float8 45.67 GiB
 PUBLISHED_1207 = (45.68, 45.67)
-
-# pytorch/ao#1793 (2025-02-28; data/published/runs_h100_dev.csv): Llama3-8B on 8 H100s, FSDP 8,
-# per-op SAC, 1 x 8192, torch.compile of the blocks (the loss eager before 2025-04-02), float8
-# all-gather not stated (off).
-TOML_1793 = """[model]
-name = "llama3-8b"
-[training]
-local_batch_size = 1
-seq_len = 8192
-compile = true
-[compile]
-components = ["model"]
-[parallelism]
-data_parallel_shard_degree = 8
-[activation_checkpoint]
-mode = "selective"
-selective_ac_option = "op"
-[float8]
-recipe_name = "{recipe}"
-filter_fqns = ["output"]
-[f8roof]
-gpu = "h100-meta"
-"""
-
-# torchtitan's Qwen3-14B search on 8 B200s (data/published/runs_blackwell_dev.csv): FSDP 8 never
-# resharded after forward, per-op SAC, 4 x 4096, the model compiled per block (the loss eager:
-# `components model`), rowwise with lm_head and the k/v projection in bf16. Its config,
-# qwen3_14b (torchtitan@0cd3d24ef torchtitan/models/qwen3/config_registry.py, the search's
-# branch), trains with `loss=ChunkedCELoss.Config()`: 8 slices of the sequence ([loss]).
-TOML_QWEN = """[model]
-name = "qwen3"
-flavor = "14B"
-[training]
-local_batch_size = 4
-seq_len = 4096
-compile = true
-[compile]
-components = ["model"]
-[parallelism]
-data_parallel_shard_degree = 8
-fsdp_reshard_after_forward = "never"
-[activation_checkpoint]
-mode = "selective"
-selective_ac_option = "op"
-[loss]
-num_chunks = 8
-[float8]
-recipe_name = "rowwise"
-filter_fqns = ["output", "lm_head", "attention.qkv_linear.wkv"]
-[f8roof]
-gpu = "b200"
-"""
-BLACKWELL_CSV = RUNS_CSV.parent / "runs_blackwell_dev.csv"
 # The same search's bf16 rows at other settings (results.tsv @0cd3d24ef, peak_memory_gb: the
 # `memory:` line, reserved GiB), each the Qwen3 setup above without the converter and with these
-# keys changed: a check of the terms across recompute modes, resharding and batch, not a fit.
+# keys changed (`qwen_at`): a check of the terms across recompute modes, resharding and batch,
+# not a fit.
 QWEN_SEARCH = (
     ("full AC, default reshard, eager", 50.1, {"reshard": None, "ac": "full", "compile": False}),
     ("full AC, never reshard, eager", 72.2, {"ac": "full", "compile": False}),
@@ -185,7 +128,7 @@ BEFORE = {
 def published_1793() -> dict[str, tuple[float, float]]:
     """recipe -> (bf16, float8) GB of ao#1793's table (torchtitan's reserved GiB)."""
     out = {}
-    for row in pd.read_csv(RUNS_CSV).itertuples():
+    for row in pd.read_csv(RUNS.RUNS_CSV).itertuples():
         found = re.search(r"Peak Memory \(GB\) bf16 ([\d.]+), (\w+) ([\d.]+)", str(row.notes))
         if "#1793" in row.source and found:
             out[found.group(2)] = (float(found.group(1)), float(found.group(3)))
@@ -193,17 +136,18 @@ def published_1793() -> dict[str, tuple[float, float]]:
 
 
 def published_qwen() -> float:
-    for row in pd.read_csv(BLACKWELL_CSV).itertuples():
+    for row in pd.read_csv(RUNS.BLACKWELL_CSV).itertuples():
         found = re.search(r"peak memory ([\d.]+) GiB in both arms", row.setup)
         if found:
             return float(found.group(1))
-    raise SystemExit(f"{BLACKWELL_CSV}: no Qwen3-14B peak")
+    raise SystemExit(f"{RUNS.BLACKWELL_CSV}: no Qwen3-14B peak")
 
 
-def predict(setup_toml: str) -> dict:
+def predict(run) -> dict:
+    """`run`'s memory, answered from the setup published_runs.py writes for it."""
     with tempfile.TemporaryDirectory() as tmp:
         setup = Path(tmp) / "setup.toml"
-        setup.write_text(setup_toml)
+        setup.write_text(run.toml())
         out = Path(tmp) / "answer.json"
         args = ["estimate", "--setup", str(setup), "--out", str(out)]
         result = CliRunner().invoke(cli, args)
@@ -242,31 +186,24 @@ def terms(name: str, memory: dict, bf16: float, fp8: float) -> list[str]:
     return out
 
 
-def qwen_bf16(
-    *, reshard: str | None = "never", ac: str = "op", compile: bool = True, batch: int = 4
-) -> str:
-    """TOML_QWEN in bf16 with its search's other settings (`QWEN_SEARCH`)."""
-    text = TOML_QWEN[: TOML_QWEN.index("[float8]")] + TOML_QWEN[TOML_QWEN.index("[f8roof]") :]
-    text = text.replace("local_batch_size = 4", f"local_batch_size = {batch}")
-    if reshard is None:
-        text = text.replace('fsdp_reshard_after_forward = "never"\n', "")
-    if ac == "full":
-        text = text.replace('mode = "selective"\nselective_ac_option = "op"', 'mode = "full"')
-    if not compile:
-        text = text.replace('compile = true\n[compile]\ncomponents = ["model"]\n', "")
-    return text
+def qwen_at(
+    *, reshard: str | None = "never", ac: str = "selective", compile: bool = True, batch: int = 4
+):
+    """The Qwen3-14B run at its search's other settings (`QWEN_SEARCH`; its bf16 peak)."""
+    run = _run("titan-qwen3")
+    return replace(run, reshard_after_forward=reshard, ac=ac, compiled=compile, local_batch=batch)
 
 
 def dev_peaks() -> list[tuple[str, dict, float, float]]:
     """Every development peak: (run, f8roof's `summary.memory`, published bf16 and float8 GiB)."""
     rows: list[tuple[str, dict, float, float]] = []
     for name, async_tp, bf16, fp8 in published():
-        rows.append((f"#149990 {name}", predict(toml(TOML_BATCH, async_tp=async_tp)), bf16, fp8))
-    rows.append(("#1207", predict(TOML_1207), *PUBLISHED_1207))
+        rows.append((f"#149990 {name}", predict(run_149990(async_tp=async_tp)), bf16, fp8))
+    rows.append(("#1207", predict(_run("#1207")), *PUBLISHED_1207))
     for recipe, (bf16, fp8) in published_1793().items():
-        rows.append((f"ao#1793 {recipe}", predict(TOML_1793.format(recipe=recipe)), bf16, fp8))
+        rows.append((f"ao#1793 {recipe}", predict(_run("ao#1793", recipe)), bf16, fp8))
     qwen = published_qwen()
-    rows.append(("Qwen3-14B B200", predict(TOML_QWEN), qwen, qwen))
+    rows.append(("Qwen3-14B B200", predict(_run("titan-qwen3")), qwen, qwen))
     return rows
 
 
@@ -284,18 +221,25 @@ def main() -> None:
     print()
     print(
         f"#149990 at batch {BENCH_BATCH} (the 2025-06 benchmark's): "
-        + row("", predict(toml(BENCH_BATCH, async_tp=False)), *published()[0][2:])
+        + row(
+            "",
+            predict(replace(run_149990(async_tp=False), local_batch=BENCH_BATCH)),
+            *published()[0][2:],
+        )
     )
     print(f"every block's TP-local bf16 weights (70B, TP 8): {block_weights_gib():.2f} GiB")
     vocab = next(lin.N for lin in builtin("llama3-70b").linears if not is_block_fqn(lin.fqn))
-    logits = TOML_BATCH * SEQ_LEN * vocab * 2 / GIB
-    print(f"the whole vocabulary's bf16 logits at {TOML_BATCH} x {SEQ_LEN}: {logits:.2f} GiB")
+    run = run_149990(async_tp=False)
+    logits = run.local_batch * run.seq_len * vocab * 2 / GIB
+    print(
+        f"the whole vocabulary's bf16 logits at {run.local_batch} x {run.seq_len}: {logits:.2f} GiB"
+    )
     print()
     print(
         "| Qwen3-14B search, bf16 | allocated | reserved | published | error |\n|---|---|---|---|---|"
     )
     for name, measured, keys in QWEN_SEARCH:
-        memory = predict(qwen_bf16(**keys))
+        memory = predict(qwen_at(**keys))
         b, a = memory["bf16_reserved_bytes"] / GIB, memory["bf16_allocated_bytes"] / GIB
         print(f"| {name} | {a:.2f} | {b:.2f} | {measured:.1f} | {b / measured - 1:+.1%} |")
 

@@ -179,7 +179,7 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
                 float(row.tokens_per_s_fp8),
                 # a table that does not state it ran torchtitan's default: bf16 all-gather
                 "float8 all-gather" in row.setup and "all-gather not stated" not in row.setup,
-                "torch.compile" in row.setup or async_tp,
+                "torch.compile" in row.setup or async_tp or any(k in row.source for k in COMPILED),
                 not any(key in row.source for key in BEFORE_CASTS),
                 not any(key in row.source for key in BEFORE_COMPILED_LOSS),
             )
@@ -200,6 +200,13 @@ def runs(path: Path = RUNS_CSV) -> list[Run]:
 # - pytorch/ao#1793: the same team's first float8 table (training.md's came with it); its bf16
 #   peak is that log's 47.65 GiB.
 META_SOURCES = ("#1207", "#149990", "training.md", "#1793")
+
+
+# Runs that state no torch.compile but ran it: torchtitan#1207 (float8 rowwise under TP, its
+# author's float8 runs all compiled: torchtitan#808's and pytorch/ao#1793's commands pass
+# --training.compile, and torchtitan's docs/float8.md runs float8 with it). Its memory is
+# answered compiled (scripts/published_memory.py); its step's speedup is the same either way.
+COMPILED = ("#1207",)
 
 
 # Runs published before torchtitan set Inductor's emulate_precision_casts for rowwise
@@ -264,7 +271,7 @@ def blackwell_runs(path: Path = BLACKWELL_CSV) -> list[Run]:
 # The loss a run's torchtitan config trains with, where the CSV's setup text does not say it:
 # the Qwen3-14B search's qwen3_14b config (torchtitan@0cd3d24ef torchtitan/models/qwen3/
 # config_registry.py) sets `loss=ChunkedCELoss.Config()`, 8 slices of the sequence
-# (scripts/published_memory.py's TOML_QWEN, the same config).
+# (scripts/published_memory.py answers the run's peak from the same setup).
 LOSS_CHUNKS = {"titan-qwen3": 8}
 
 

@@ -66,7 +66,7 @@ def test_the_qwen3_search_at_other_settings_lands_within_five_percent():
     carry over to runs the development peak did not set (results.tsv @0cd3d24ef)."""
     script = _script()
     for name, measured, keys in script.QWEN_SEARCH:
-        memory = script.predict(script.qwen_bf16(**keys))
+        memory = script.predict(script.qwen_at(**keys))
         assert memory["bf16_reserved_bytes"] / (measured * GIB) == pytest.approx(1, abs=0.05), name
 
 
