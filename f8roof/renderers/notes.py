@@ -444,6 +444,9 @@ def provenance_line(p: Provenance, what: str = "") -> str:
         gemms = "; gemms at H100 SXM's fractions (none published for this part)"
     elif p.carried:
         gemms = f"; {', '.join(p.carried)} gemms at H100 SXM's fractions (carried over)"
+    if p.assumed:
+        taken = ", ".join(f"{family} from {like}" for family, like in p.assumed)
+        gemms += f"; {taken} (no public sweep)"
     missing = f"; {', '.join(p.missing)} not in the shipped file" if p.missing else ""
     return f"{where}: {times}{gemms}{missing}"
 
