@@ -44,6 +44,9 @@ class Topic(str, Enum):
     # setup_converts: routed experts, 3D parameters the linear converter never converts
     TORCHTITAN_EXPERTS = "torchtitan_experts"
     TORCHTITAN_ROUTER = "torchtitan_router"  # entry: the router's nn.Linear, kept bf16
+    # by ("choice": f8roof's decisions convert them, "setup": its grouped-gemm converter does):
+    # quantized routed experts at expert parallelism 1, which torchtitan refused for a while
+    EXPERTS_AT_EP1 = "experts_at_ep1"
     FILTER_INEXACT = "filter_inexact"  # kept, converted: no substring keeps one without the other
     # what a run config changes in the per-layer rows (training/run_config.py)
     TP_SHARDS = "tp_shards"  # tp

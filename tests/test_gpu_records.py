@@ -105,6 +105,47 @@ def test_parts_with_no_gemm_sweep_of_their_own_carry_hoppers_and_say_so():
         assert not any(f.hopper_carried for f in efficiency.families), name
 
 
+# The peak each family's fraction is of (an assumed family takes another's fraction there).
+PEAK = {"bf16": "bf16_flops", "fp8": "fp8_flops", "fp8_rowwise": "fp8_flops", "mxfp8": "mx_flops"}
+
+
+@pytest.mark.parametrize("name", PARTS)
+def test_a_family_no_public_sweep_times_takes_anothers_numbers_and_says_so(name):
+    """A family marked `assumed_as` has no public sweep of its own on the part: it runs at the
+    named family's fraction, or, for MXFP8 on gfx950, at bf16's throughput (an upper bound),
+    and its source says there is no public sweep."""
+    gpu = PARTS[name]
+    assert gpu.efficiency is not None
+    for family in gpu.efficiency.families:
+        if not family.assumed_as:
+            continue
+        like = gpu.efficiency.family(family.assumed_as)
+        assert like is not None, (name, family.family)
+        assert "no public" in family.source, (name, family.family, family.source)
+        mine, theirs = (getattr(gpu, PEAK[f.family]) for f in (family, like))
+        ratio = family.gemm.peak_fraction / like.gemm.peak_fraction
+        # (MI350X's peaks are MI355X's scaled by the clock, rounded: 1e-5 apart)
+        assert ratio == pytest.approx(1.0 if family.family != "mxfp8" else theirs / mine, rel=1e-4)
+
+
+def test_amd_families_are_sourced_where_public_material_exists_and_assumed_elsewhere():
+    """MI300X's fp8 is a published hipBLASLt point (ROCm/hipBLASLt#1721); no public sweep times
+    torch's hipBLASLt rowwise gemm on gfx942 or gfx950, MI355X's dense fp8 or its MXFP8."""
+    assumed = {
+        name: {f.family: f.assumed_as for f in PARTS[name].efficiency.families if f.assumed_as}
+        for name in ("mi300x", "mi355x", "mi350x")
+    }
+    assert assumed["mi300x"] == {"fp8_rowwise": "fp8"}
+    assert assumed["mi355x"] == assumed["mi350x"]
+    assert assumed["mi355x"] == {"fp8": "bf16", "fp8_rowwise": "fp8", "mxfp8": "bf16"}
+    fp8 = PARTS["mi300x"].efficiency.family("fp8")
+    assert "hipBLASLt#1721" in fp8.source and "1005 MHz" in fp8.source
+    # NVIDIA parts: every family is measured, or Hopper's carried over and said so
+    for name, gpu in PARTS.items():
+        if gpu.gfx_arch is None:
+            assert not any(f.assumed_as for f in gpu.efficiency.families), name
+
+
 @pytest.mark.parametrize("name", ["b200", "gb200", "b300", "gb300"])
 def test_blackwell_rowwise_is_torchs_cutlass_kernel_well_below_cublas_tensorwise(name):
     """torch._scaled_mm rowwise on sm100/sm103 runs PyTorch's CUTLASS kernel, ~1860 TFLOP/s at

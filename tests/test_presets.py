@@ -447,3 +447,18 @@ def test_an_answer_says_which_gemm_fractions_are_hoppers_carried_over(cli):
     for name in ("b200", "b200-750w", "gb300"):
         answer = cli("estimate", "--gpu", name, *args)
         assert answer.exit_code == 0 and "H100" not in answer.output.splitlines()[0], name
+        assert "no public sweep" not in answer.output.splitlines()[0], name
+
+
+def test_an_amd_answer_says_which_gemm_families_no_public_sweep_times(cli):
+    """MI355X's fp8, rowwise and MXFP8 gemms take another family's numbers (no public sweep of
+    them); MI300X's fp8 is a published hipBLASLt point, its rowwise tensorwise's."""
+    args = ("--recipe", "rowwise", "--shape", "8192,8192,8192")
+    first = {
+        g: cli("estimate", "--gpu", g, *args).output.splitlines()[0] for g in ("mi300x", "mi355x")
+    }
+    said = {g: line.partition("assumed ranges); ")[2] for g, line in first.items()}
+    assert (
+        said["mi355x"] == "fp8 from bf16, fp8_rowwise from fp8, mxfp8 from bf16 (no public sweep)"
+    )
+    assert said["mi300x"] == "fp8_rowwise from fp8 (no public sweep)"

@@ -59,6 +59,7 @@ from f8roof.training.torchtitan_names import (
     NVFP4_CONVERTER,
     RECIPES,
     ConfigLayout,
+    experts_at_ep1,
     layer_type,
     nvfp4_fqns,
     printed_filters,
@@ -632,6 +633,15 @@ def torchtitan_config(
         moe_fqns=run.moe_fqns,
     )
     kept, converted, fqns = printed.kept, printed.converted, printed.filter_fqns
+    experts = [
+        (str(f), bool(c)) for f, c, g in zip(rows["fqn"], rows["convert"], rows["grouped"]) if g
+    ]
+    at_ep1 = experts_at_ep1(
+        run.ep,
+        choice=any(c for _, c in experts),
+        setup=any(m in f for f, _ in experts for m in run.moe_fqns),
+    )
+    printed = replace(printed, notes=printed.notes + ((at_ep1,) if at_ep1 else ()))
     recipe = rec.best_recipe
     if recipe == NVFP4:
         blocks = max((linear.count for linear in rec.architecture.linears), default=0)

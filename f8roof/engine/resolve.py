@@ -136,6 +136,8 @@ class Provenance:
     missing: tuple[str, ...] = field(default=())  # variants the shipped file lacks
     # datasheet gemms: the families whose fraction is H100 SXM's, carried over to this part
     carried: tuple[str, ...] = field(default=())
+    # datasheet gemms: (family, the family whose fraction it takes) with no public sweep of it
+    assumed: tuple[tuple[str, str], ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -354,7 +356,8 @@ def _provenance(
     else:
         times = Times.DATASHEET
         gemm = Gemms.DATASHEET if calibration.datasheet_gemm else Gemms.CALIBRATION
-    carried = _hopper_carried(gpu) if gemms is None and gemm is Gemms.DATASHEET else ()
+    datasheet = gemms is None and gemm is Gemms.DATASHEET
+    carried, assumed = (_hopper_carried(gpu), _assumed(gpu)) if datasheet else ((), ())
     return Provenance(
         gpu=gpu.name,
         times=times,
@@ -372,6 +375,7 @@ def _provenance(
         if calibration.public is None
         else calibration.public.transfer_check(gpu.name),
         carried=carried,
+        assumed=assumed,
         **extra,
     )
 
@@ -382,6 +386,14 @@ def _hopper_carried(gpu: GPU) -> tuple[str, ...]:
     if gpu.efficiency is None:
         return ()
     return tuple(f.family for f in gpu.efficiency.families if f.hopper_carried)
+
+
+def _assumed(gpu: GPU) -> tuple[tuple[str, str], ...]:
+    """(family, the family whose fraction it takes) for the gemm families no public sweep times
+    on `gpu` (hardware/efficiency.py's `assumed_as`)."""
+    if gpu.efficiency is None:
+        return ()
+    return tuple((f.family, f.assumed_as) for f in gpu.efficiency.families if f.assumed_as)
 
 
 def calibrated_gpu(calibration: Calibration, asked: GPU | None) -> GPU:
@@ -547,6 +559,7 @@ def _datasheet(
         else (Gemms.DATASHEET if own else Gemms.BORROWED),
         memory_efficiency=timing.memory_efficiency,
         carried=_hopper_carried(gpu) if gemm is None and own else (),
+        assumed=_assumed(gpu) if gemm is None and own else (),
     )
 
 

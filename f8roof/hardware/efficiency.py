@@ -43,6 +43,22 @@ states. Where a family's fraction (or its ratio to another family) is H100 SXM's
 with no source for the part, its record says so (`FamilyEfficiency.hopper_carried`), and a
 datasheet-timed answer on it names those families in its provenance line.
 
+AMD parts (issue #55): bf16 from stas00's MAMF table (MI300X 668.4 TFLOP/s, torch 2.5.1 ROCm 6.3
+with TunableOp; MI355X 1565.0, torch 2.8 ROCm 7.0.2; the table's MI325X, the same gfx942
+compute at 1000 W, reaches 784.9, 0.60 of 1307: no f8roof preset), fp8 with one scale per
+tensor from hipBLASLt. What public material there is, as of 2026-08: MI300X's fp8 is one
+hipblaslt-bench point at 8192^3 on a part clocked down to 1005 MHz (ROCm/hipBLASLt#1721; the
+MAMF table's MI300X fp8 row is empty, and torch._scaled_mm ran ~110 TFLOP/s on a 2024-12
+nightly, pytorch/pytorch#143465); MI355X has no dense hipBLASLt fp8 sweep, so its fp8 takes
+bf16's fraction (`assumed_as`), bracketed by hipBLASLt's fp8 grouped gemm at 1.2x its bf16 one
+(AMD-AGI/Primus-Turbo#252, quantization included) and a hand-written fp8 gemm at 58% of peak
+(HazyResearch/HipKittens#19). torch's row-scaled `_scaled_mm` on gfx942/gfx950 is hipBLASLt
+with outer-vector scales; nobody has published its timing (AMD-AGI/Primus-Turbo#268 times CK's
+rowwise kernels, not torch's path), so rowwise takes tensorwise's fraction (`assumed_as`).
+MXFP8 (gfx950) is modelled at bf16's throughput, an upper bound (pytorch/ao#4290; hipBLASLt's
+MXFP8 averages 1132 TFLOP/s forward, AMD-AGI/Primus-Turbo#274). A datasheet-timed answer on
+the part names every assumed family in its provenance line.
+
 Row-scaled fp8 on Blackwell, as torch dispatches it (issue #55): `torch._scaled_mm` with
 row/column scales runs PyTorch's own CUTLASS kernel (`f8f8bf16_rowwise`,
 aten/src/ATen/native/cuda/RowwiseScaledMM.cu) on sm100 and sm103 in every torch since 2.7
@@ -110,18 +126,22 @@ class GemmEfficiency:
 class FamilyEfficiency:
     """One gemm family on one part: its tiled-gemm numbers and where its fraction comes from.
     `hopper_carried`: the fraction, or its ratio to another family, is H100 SXM's, carried over
-    with no source for this part."""
+    with no source for this part. `assumed_as`: no public sweep of this family on this part, so
+    it takes the named family's fraction there (or its throughput, as its source says)."""
 
     family: str
     gemm: GemmEfficiency
     source: str
     hopper_carried: bool = False
+    assumed_as: str = ""
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
             raise ModelError(f"unknown gemm family {self.family!r}; known: {', '.join(FAMILIES)}")
         if not self.source.strip():
             raise ModelError(f"gemm family {self.family}: no source")
+        if self.assumed_as and (self.assumed_as not in FAMILIES or self.assumed_as == self.family):
+            raise ModelError(f"gemm family {self.family} assumed as {self.assumed_as!r}")
 
 
 @dataclass(frozen=True)
@@ -206,7 +226,12 @@ ROWWISE_FROM_B200 = (
     "rowwise = 0.591 x tensorwise, B200's ratio (torch's CUTLASS rowwise kernel, "
     "pytorch/helion#2756): no public rowwise sweep of this part"
 )
-ROWWISE_HIPBLASLT_ASSUMED = "rowwise (hipBLASLt) = tensorwise: no public rowwise sweep of this part"
+ROWWISE_HIPBLASLT_ASSUMED = (
+    "rowwise = tensorwise: torch runs row-scaled _scaled_mm on gfx942/gfx950 through hipBLASLt "
+    "(ScaledBlas.cpp), and no public sweep times that gemm; the only published AMD rowwise "
+    "timings are Primus-Turbo's CK kernels at M <= 16384, N 4096, K 2048 on MI300X "
+    "(AMD-AGI/Primus-Turbo#268), not torch's path"
+)
 MX_RATIO = (
     "MXFP8 = 0.991 x fp8: cuBLAS nvjet kernels on B200, bmm_mxfp8 2347.7 vs bmm_fp8 2369.0 "
     "TFLOP/s at 128 x 512x512x4096 (flashinfer-ai/flashinfer#2256)"
@@ -230,8 +255,10 @@ NVFP4_RATIO = (
     "fp8 MAMF): no public NVFP4 sweep of this part"
 )
 MI355X_MX = (
-    "pytorch/ao#4290 (MI350X): MXFP8 F.scaled_mm 'consistently slower than bf16': modelled at "
-    "bf16's throughput (an upper bound)"
+    "pytorch/ao#4290 (MI350X): MXFP8 F.scaled_mm 'consistently slower than bf16'; hipBLASLt's "
+    "MXFP8 gemm averages 1132 TFLOP/s forward on MI355X (AMD-AGI/Primus-Turbo#274), below "
+    "bf16's 1565 MAMF (shapes not given): no public sweep of F.scaled_mm's MXFP8 gemm to fit, "
+    "so it is modelled at bf16's throughput (an upper bound)"
 )
 
 H100_BF16 = "openxla sm_90 matmul perf table; zzc0721/torch-performance-test-data#79 (bf16)"
@@ -244,8 +271,10 @@ H100_BLOCKWISE = (
 H100_COPY = "Azure NDv5 benchmark results: device copy 2.90 of 3.35 TB/s"
 
 
-def _family(name: str, gemm: GemmEfficiency, source: str, carried: bool = False):
-    return FamilyEfficiency(name, gemm, source, carried)
+def _family(
+    name: str, gemm: GemmEfficiency, source: str, carried: bool = False, assumed_as: str = ""
+):
+    return FamilyEfficiency(name, gemm, source, carried, assumed_as)
 
 
 H100 = PartEfficiency(
@@ -365,21 +394,31 @@ def _nvidia(
 
 
 def _amd(
-    bf16: tuple[float, str], fp8: tuple[float, str], mxfp8: tuple[float, str] | None
+    bf16: tuple[float, str],
+    fp8: tuple[float, str],
+    mxfp8: tuple[float, str] | None,
+    fp8_assumed_as: str = "",
 ) -> tuple[FamilyEfficiency, ...]:
+    """An AMD part's families: bf16 and fp8 (hipBLASLt) at their fractions, rowwise at fp8's
+    (no public sweep: `assumed_as`), MXFP8 (gfx950) at bf16's throughput where given."""
     families = (
         _family("bf16", GemmEfficiency(bf16[0], 192, 3e-6, AMD_TILES), bf16[1]),
-        _family("fp8", GemmEfficiency(fp8[0], 128, 4e-6, AMD_TILES), fp8[1]),
+        _family(
+            "fp8", GemmEfficiency(fp8[0], 128, 4e-6, AMD_TILES), fp8[1], assumed_as=fp8_assumed_as
+        ),
         _family(
             "fp8_rowwise",
             GemmEfficiency(fp8[0], 128, 4e-6, AMD_TILES),
             ROWWISE_HIPBLASLT_ASSUMED,
+            assumed_as="fp8",
         ),
     )
     if mxfp8 is None:
         return families
     # modelled at bf16's throughput (pytorch/ao#4290), so with bf16's K-steps and latency
-    mx = _family("mxfp8", GemmEfficiency(mxfp8[0], 192, 3e-6, AMD_TILES), mxfp8[1])
+    mx = _family(
+        "mxfp8", GemmEfficiency(mxfp8[0], 192, 3e-6, AMD_TILES), mxfp8[1], assumed_as="bf16"
+    )
     return (*families, mx)
 
 
@@ -477,7 +516,13 @@ MI300X = PartEfficiency(
                 "PYTORCH_TUNABLEOP_ENABLED=1 -> 0.518"
             ),
         ),
-        (0.367, "ROCm/hipBLASLt#1721: hipblaslt-bench f8 907 TFLOP/s at 8192^3 -> 0.367"),
+        (
+            0.367,
+            (
+                "ROCm/hipBLASLt#1721: hipblaslt-bench f8_r 907 TFLOP/s at 8192^3 (develop "
+                "402603df, ROCm 6.3.1, MI300X fixed to 1005 MHz) -> 0.367"
+            ),
+        ),
         None,
     ),
     0.56,
@@ -485,7 +530,9 @@ MI300X = PartEfficiency(
     (
         (
             "fp8 from one hipBLASLt point whose reporter fixed a 1005 MHz clock: stock parts "
-            "may run fp8 faster"
+            "may run fp8 faster; stas00's MAMF table (2026-08) leaves MI300X's fp8 row empty, "
+            "and torch._scaled_mm ran ~110 TFLOP/s at 8192^3 on a 2024-12 nightly "
+            "(pytorch/pytorch#143465): no public stock-clock sweep of torch's fp8 gemm"
         ),
         ROWWISE_HIPBLASLT_ASSUMED,
         (
@@ -499,10 +546,18 @@ _MI355X_BF16 = (
     f"{MAMF}: MI355X bf16 1565.0 TFLOP/s at 12288x8192x8192, torch 2.8 ROCm 7.0.2 -> 0.629 of "
     "2516.6"
 )
+MI355X_FP8_ASSUMED = (
+    "fp8 = bf16's fraction: no public dense fp8 gemm sweep of hipBLASLt on MI355X; the "
+    "published points bracket it: hipBLASLt's fp8 grouped gemm forward 1589 vs bf16 1320 "
+    "TFLOP/s averaged over DeepSeek-V3 expert shapes, quantization included "
+    "(AMD-AGI/Primus-Turbo#252: 1.2x, where this gives up to 2x), a hand-written fp8 scaled "
+    "gemm 2900+ TFLOP/s, 58% of peak (HazyResearch/HipKittens#19)"
+)
 _MI355X_FAMILIES = _amd(
     (0.629, _MI355X_BF16),
-    (0.629, "fp8 = bf16's fraction: no public MI355X fp8 gemm sweep"),
+    (0.629, MI355X_FP8_ASSUMED),
     (0.629 * 2516.6 / 5033.2, MI355X_MX),
+    fp8_assumed_as="bf16",
 )
 _MI_CAST = (
     "pytorch/ao#4290 (MI350X): bf16->MX cast 4.5 TB/s, 'about 55% of peak mem bw' -> copy 0.56"
@@ -512,7 +567,7 @@ MI355X = PartEfficiency(
     0.56,
     _MI_CAST,
     (
-        "fp8 = bf16's fraction: no public MI355X fp8 gemm sweep",
+        MI355X_FP8_ASSUMED,
         "MXFP8 modelled at bf16's throughput (an upper bound: measured slower)",
         ROWWISE_HIPBLASLT_ASSUMED,
         K_STEPS_ASSUMED + "; tiles up to 256x256 (hipBLASLt macro tiles)",
@@ -527,6 +582,7 @@ MI350X = PartEfficiency(
     _MI_CAST,
     (
         "gemm fractions are MI355X's at MI350X's clocks: no public MI350X matmul sweep",
+        MI355X_FP8_ASSUMED,
         "MXFP8 modelled at bf16's throughput (an upper bound: measured slower)",
         ROWWISE_HIPBLASLT_ASSUMED,
     ),

@@ -254,6 +254,14 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         f"{v['entry']}: the MoE router's nn.Linear, which f8roof does not estimate, kept bf16 "
         "as torchtitan's MoE configs keep it"
     ),
+    Topic.EXPERTS_AT_EP1: lambda v: (
+        "routed experts in float8 at expert parallelism 1 ("
+        + {"choice": "f8roof converts them", "setup": "the setup's converter names them"}[v["by"]]
+        + "): torchtitan runs them there since #3935 (2026-07-20), its TorchAOTokenDispatcher "
+        "padding each expert's tokens locally; a torchtitan from #3127 (2026-04-27) until then "
+        "refuses it (ValueError: 'TorchAOTokenDispatcher requires expert parallelism (ep_mesh "
+        "must be set)'): there, set expert_parallel_degree above 1 or keep them bf16"
+    ),
     Topic.FILTER_INEXACT: lambda v: (
         f"no filter_fqns entry keeps {', '.join(v['kept'])} in bf16 without "
         f"{', '.join(v['converted'])} (torchtitan matches entries as substrings): kept too"
@@ -436,6 +444,9 @@ def provenance_line(p: Provenance, what: str = "") -> str:
         gemms = "; gemms at H100 SXM's fractions (none published for this part)"
     elif p.carried:
         gemms = f"; {', '.join(p.carried)} gemms at H100 SXM's fractions (carried over)"
+    if p.assumed:
+        taken = ", ".join(f"{family} from {like}" for family, like in p.assumed)
+        gemms += f"; {taken} (no public sweep)"
     missing = f"; {', '.join(p.missing)} not in the shipped file" if p.missing else ""
     return f"{where}: {times}{gemms}{missing}"
 

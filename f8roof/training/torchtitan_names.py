@@ -533,6 +533,40 @@ def printed_filters(
     )
 
 
+# Quantized routed experts at expert parallelism 1 (issue #55). torchtitan's grouped-gemm
+# converters (components/quantization/float8.py, mx.py) swap the experts' token dispatcher for
+# TorchAOTokenDispatcher (`swap_token_dispatcher`, components/quantization/utils.py), which pads
+# each expert's token group to the quantized grouped gemm's multiple (16 float8, 32 MXFP8):
+# - from #3127 (6348d93d1, 2026-04-27, quantization on the config) an EP 1 run's
+#   LocalTokenDispatcher is refused there ("MoE quantization requires a token dispatcher that
+#   handles padding ... Enable expert parallelism or use a compatible comm backend");
+# - from #3125 (20628f4e9, 2026-04-28) every MoE model takes AllToAllTokenDispatcher, local at
+#   EP 1, but TorchAOTokenDispatcher.dispatch raises ValueError when `ep_mesh is None`:
+#   "TorchAOTokenDispatcher requires expert parallelism (ep_mesh must be set). Quantized
+#   grouped GEMMs need padded token groups, which requires EP>1.";
+# - from #3935 (c95b211bc, 2026-07-20, "mxfp8 moe: enable ep=1", for float8 and MX alike) it
+#   pads locally at EP 1 (`permute_and_pad` at ep_degree 1), as torchtitan still does at
+#   b5bcd76c6 (2026-08-21).
+# f8roof answers for today's torchtitan (NVFP4's converter above is 2026-08's), so converted
+# experts at EP 1 stay converted; a setup file cannot say which torchtitan wrote it (the
+# window's configs and today's share one layout), so the answer says when torchtitan refused.
+EP1_EXPERTS_SOURCE = (
+    "pytorch/torchtitan#3127 (6348d93d1) and #3125 (20628f4e9): refused at EP 1 from "
+    "2026-04-27; #3935 (c95b211bc, 2026-07-20): TorchAOTokenDispatcher pads locally at EP 1 "
+    "(torchtitan/models/common/token_dispatcher.py, components/quantization/utils.py)"
+)
+
+
+def experts_at_ep1(ep: int, *, choice: bool, setup: bool) -> Note | None:
+    """The note for routed experts converted at expert parallelism 1 (`choice`: f8roof's
+    decisions convert them; `setup`: the setup's grouped-gemm converter names them), which
+    torchtitan refused from 2026-04-27 until 2026-07-20; None at EP above 1 or with none
+    converted."""
+    if ep != 1 or not (choice or setup):
+        return None
+    return note(Topic.EXPERTS_AT_EP1, by="choice" if choice else "setup", source=EP1_EXPERTS_SOURCE)
+
+
 # torchtitan's NVFP4 converter (pytorch/torchtitan bcc09297a, 2026-08-05: torchtitan/components/
 # quantization/nvfp4.py, on torchao's `nvfp4_mm_triton`): a Python config only, no TOML section,
 # `NVFP4LinearConverter.Config(fqns=[...])` converting the linears whose config fqn contains an
