@@ -463,6 +463,7 @@ class _Steps:
             bf16 = None
             sharded = rec.setup.tp > 1 or rec.setup.fsdp_on
             timed = self.resolved.calibration is not None and not rec.architecture.is_moe
+            timed = timed and not rec.setup.fuse_qkv  # the shipped blocks run q, k, v apart
             if block is None and sharded and timed and self.asked.model:
                 bf16 = shipped_bf16_block(self.asked.model, tokens=rec.tokens, run=rec.setup)
             graphs = timed_block(self.resolved, block=block, bf16_block=bf16)
@@ -517,6 +518,8 @@ def _why_no_block(rec: Recommendation, resolved: Resolved, asked: Asked) -> Note
     can."""
     if rec.architecture.is_moe:
         return no_block(NoBlock.MOE)
+    if rec.setup.fuse_qkv:
+        return no_block(NoBlock.FUSED_QKV)
     recipes = _block_recipes(rec)
     if len(recipes) != 1:
         return no_block(NoBlock.MIXED_RECIPES, recipes=recipes)

@@ -107,6 +107,10 @@ NO_BLOCK = {
     NoBlock.MIXED_RECIPES: "the block mixes recipes ({recipes})",
     NoBlock.NO_CALIBRATION: "timing a block's kernels needs a calibration",
     NoBlock.NOT_TORCHAO: "the sharded block is torchao's Float8Linear, not --impl {implementation}",
+    NoBlock.FUSED_QKV: (
+        "the sharded blocks (shipped and compiled) run q, k and v as three linears, not "
+        "torchtitan's fused wqkv"
+    ),
 }
 
 
