@@ -59,6 +59,9 @@ class Topic(str, Enum):
     NO_FLOAT8_BLOCK = "no_float8_block"  # no block linear in float8
     KEPT_CORRECTED = "kept_corrected"  # kept block linears corrected from the float8 graph
     FLOAT8_BY_LAYERS = "float8_by_layers"  # bf16 block from graphs, float8 its per-layer change
+    # no values: the fused q/k/v layout's blocks are the separate layout's graphs, moved by what
+    # fusing changes in the per-layer rows
+    FUSED_QKV_MOVED = "fused_qkv_moved"
     # ep, top_k, mb (one all-to-all's bytes), ms, per_layer (all-to-alls), placement
     EP_ALL_TO_ALL = "ep_all_to_all"
     SELECTIVE_SAC = "selective_sac"  # compiled: bool

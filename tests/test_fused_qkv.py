@@ -7,6 +7,7 @@ from conftest import invoke_cli
 
 import f8roof
 from f8roof.engine.step.parts import Part
+from f8roof.notes import Topic
 from f8roof.traffic.byte_table import ModelKey, model_bytes
 from f8roof.traffic.recipes import Role
 from f8roof.traffic.variant import Context, Level, context_fused_roles
@@ -159,13 +160,34 @@ def test_context_parallel_gathers_the_same_keys_and_values_either_way():
     assert saved[1] == saved[0]
 
 
-def test_the_fused_step_is_summed_from_the_rows_and_says_why():
-    plan = f8roof.answer_model(
-        "llama3-8b", 8192, gpu="h100", fsdp=8, recipe="tensorwise", fuse_qkv=True
-    )
-    assert plan.block is None
-    topics = [n.values.get("why") for n in plan.step.chosen.notes if "why" in n.values]
-    assert any(getattr(w, "name", "") == "FUSED_QKV" for w in topics)
+@pytest.mark.parametrize("recipe, layout", [
+    ("tensorwise", {"fsdp": 8}),
+    ("rowwise", {"fsdp": 8, "recompute": "selective"}),
+    ("tensorwise", {"fsdp": 4, "tp": 2, "recompute": "selective"}),
+])  # fmt: skip
+def test_the_fused_step_is_the_separate_graphs_moved_by_what_fusing_changes_in_the_rows(
+    recipe, layout
+):
+    """The shipped sharded blocks hold q, k and v apart: a fused run's step is theirs, the
+    separate layout converted alike, moved by the per-layer rows' difference between the two
+    layouts, so the two steps differ by exactly what their per-layer steps differ by."""
+
+    def answer(fused):
+        return f8roof.answer_model(
+            "llama3-8b", 8192, gpu="h100", recipe=recipe, fuse_qkv=fused, **layout
+        )
+
+    apart, fused = answer(False), answer(True)
+    assert apart.block is not None and fused.block is not None  # both from the graphs
+    assert any(n.topic is Topic.FUSED_QKV_MOVED for n in fused.step.as_run.notes)
+    assert fused.step.fits_only is not None and apart.step.fits_only is not None
+    for precision in ("bf16_s", "fp8_s"):
+        on_graphs = getattr(fused.step.as_run, precision) - getattr(apart.step.as_run, precision)
+        by_rows = getattr(fused.step.fits_only, precision) - getattr(
+            apart.step.fits_only, precision
+        )
+        assert by_rows != 0
+        assert on_graphs == pytest.approx(by_rows, rel=1e-9, abs=1e-12), precision
 
 
 def test_the_command_line_and_a_setup_choose_the_fused_layout(tmp_path):

@@ -453,6 +453,7 @@ class _Steps:
     seen: dict[str, tuple[BlockComparison | None, Note | None, TimedBlock | None]] = field(
         default_factory=dict
     )
+    apart: dict[str, Recommendation] = field(default_factory=dict)
 
     def _block(
         self, rec: Recommendation
@@ -463,21 +464,39 @@ class _Steps:
             bf16 = None
             sharded = rec.setup.tp > 1 or rec.setup.fsdp_on
             timed = self.resolved.calibration is not None and not rec.architecture.is_moe
-            timed = timed and not rec.setup.fuse_qkv  # the shipped blocks run q, k, v apart
             if block is None and sharded and timed and self.asked.model:
                 bf16 = shipped_bf16_block(self.asked.model, tokens=rec.tokens, run=rec.setup)
             graphs = timed_block(self.resolved, block=block, bf16_block=bf16)
             self.seen[key] = (block, why_not, graphs)
         return self.seen[key]
 
+    def _apart(self, rec: Recommendation, graphs: TimedBlock | None) -> Recommendation | None:
+        """A fused-q/k/v run's recommendation in the separate layout, whose rows pair with the
+        graphs' three linears (`summarize_step`'s `apart`); None for any other run."""
+        if graphs is None or not rec.setup.fuse_qkv or self.asked.model is None:
+            return None
+        key = repr((rec.tokens, rec.setup))
+        if key not in self.apart:
+            self.apart[key] = recommend_model(
+                self.asked.model,
+                tokens=rec.tokens,
+                resolved=self.resolved,
+                setup=replace(rec.setup, fuse_qkv=False),
+                policy=rec.policy,
+            )
+        return self.apart[key]
+
     def __call__(self, rec: Recommendation) -> tuple[StepAnswer, BlockComparison | None]:
         block, why_not, graphs = self._block(rec)
-        return summarize_step(rec, self.resolved, timed=graphs, no_block=why_not), block
+        apart = self._apart(rec, graphs)
+        step = summarize_step(rec, self.resolved, timed=graphs, no_block=why_not, apart=apart)
+        return step, block
 
     def probe(self, rec: Recommendation) -> float:
         """The float8 step with f8roof's choice, seconds: what a search compares."""
         _, why_not, graphs = self._block(rec)
-        return choice_s(rec, self.resolved, timed=graphs, no_block=why_not)
+        apart = self._apart(rec, graphs)
+        return choice_s(rec, self.resolved, timed=graphs, no_block=why_not, apart=apart)
 
 
 def sharded_block(
@@ -518,8 +537,6 @@ def _why_no_block(rec: Recommendation, resolved: Resolved, asked: Asked) -> Note
     can."""
     if rec.architecture.is_moe:
         return no_block(NoBlock.MOE)
-    if rec.setup.fuse_qkv:
-        return no_block(NoBlock.FUSED_QKV)
     recipes = _block_recipes(rec)
     if len(recipes) != 1:
         return no_block(NoBlock.MIXED_RECIPES, recipes=recipes)

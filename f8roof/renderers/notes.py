@@ -108,8 +108,8 @@ NO_BLOCK = {
     NoBlock.NO_CALIBRATION: "timing a block's kernels needs a calibration",
     NoBlock.NOT_TORCHAO: "the sharded block is torchao's Float8Linear, not --impl {implementation}",
     NoBlock.FUSED_QKV: (
-        "the sharded blocks (shipped and compiled) run q, k and v as three linears, not "
-        "torchtitan's fused wqkv"
+        "the sharded blocks run q, k and v as three linears, and the separate layout's rows "
+        "do not pair with the fused ones here"
     ),
 }
 
@@ -301,6 +301,12 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     Topic.FLOAT8_BY_LAYERS: lambda v: (
         "bf16 blocks from the shipped bf16 graphs (one bf16 step for every recipe); with no "
         "float8 graphs, float8 blocks are those graphs plus each linear's per-layer difference"
+    ),
+    Topic.FUSED_QKV_MOVED: lambda v: (
+        "q, k and v fused (torchtitan's wqkv): the sharded block's graphs run them as three "
+        "linears, so each part is the separate layout's, converted alike, moved by what one "
+        "wqkv changes in the per-layer rows (one input cast, one gemm of their width, per-op "
+        "SAC's every-second-mm rule over one mm fewer)"
     ),
     Topic.EP_ALL_TO_ALL: lambda v: (
         f"EP {v['ep']}: each MoE layer's token dispatch and combine, all-to-alls of "

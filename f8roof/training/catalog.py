@@ -424,6 +424,19 @@ _QKV_LEAVES = (
 )
 
 
+_BLOCK_LEAF = re.compile(r"^(?:model\.)?layers\.(\*|\d+(?:-\d+)?)\.(.+)$")
+
+
+def fused_fqn(fqn: str) -> str:
+    """The row a linear of the separate layout is part of in the fused one: q, k and v's
+    (`model.layers.0-26.self_attn.k_proj`) -> `layers.0-26.attention.qkv_linear.wqkv`, the
+    block index or range kept; any other linear itself."""
+    m = _BLOCK_LEAF.match(fqn)
+    if m is None or not any(m.group(2) in names for names in _QKV_LEAVES):
+        return fqn
+    return f"layers.{m.group(1)}.{FUSED_QKV}"
+
+
 def fuse_qkv(architecture: Architecture) -> Architecture:
     """The architecture as torchtitan's fused layout builds it: each block's q, k and v
     projections one column-parallel row `layers.*.attention.qkv_linear.wqkv` in q's place, N =
