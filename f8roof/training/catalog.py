@@ -97,8 +97,9 @@ class NamedLinear:
     tp: TPStyle = TPStyle.REPLICATED
     routed: RoutedExperts | None = None
     context: Context = field(default_factory=Context)  # its input's op (see input_context)
-    # attention heads its sharded dim holds (N column-parallel, K row-parallel); 0: not
-    # attention, or unknown. TP shards whole heads, so a degree must divide them.
+    # attention heads its sharded dim holds (N column-parallel, K row-parallel; the fused
+    # wqkv: its kv groups, a group's q heads, k and v together); 0: not attention, or unknown.
+    # TP shards whole heads, so a degree must divide them.
     heads: int = 0
 
     def __post_init__(self) -> None:
