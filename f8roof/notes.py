@@ -79,7 +79,9 @@ class Topic(str, Enum):
     RECONCILED = "reconciled"  # measured_ms, modelled_ms, gap (share of the measured step)
     OUTSIDE_BLOCKS = "outside_blocks"  # params_per_gpu, precompute, loss, gathered
     FULL_AC_GRAPHS = "full_ac_graphs"  # share: the blocks whose forward graph reruns
-    SHARED_INPUT_CAST = "shared_input_cast"  # per-layer path: q/k/v, gate/up cast one input once
+    # per-layer path: q/k/v, gate/up cast one input once; fused_qkv (only when true): q, k and v
+    # are one linear
+    SHARED_INPUT_CAST = "shared_input_cast"
     # degree, schedule, microbatches, stages_per_rank, tokens, send_ms, placement, per
     PIPELINE = "pipeline"
     ACCUMULATION = "accumulation"  # passes, tokens (per pass)

@@ -368,8 +368,14 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         + (", float8 scales precomputed once per step" if v["precompute"] else "")
     ),
     Topic.SHARED_INPUT_CAST: lambda v: (
-        "per-layer fits: q, k and v (and gate and up) cast their shared input once, as a "
-        "compiled block does; the others' overhead less the input's share of the seed's passes"
+        (
+            "per-layer fits: gate and up (q, k and v are one fused wqkv) cast their shared input "
+            "once"
+            if v.get("fused_qkv")
+            else "per-layer fits: q, k and v (and gate and up) cast their shared input once"
+        )
+        + ", as a compiled block does; the others' overhead less the input's share of the "
+        "seed's passes"
     ),
     Topic.FULL_AC_GRAPHS: lambda v: (
         "full AC: the block's graphs without checkpointing, its forward graph (kernels, "

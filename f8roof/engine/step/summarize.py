@@ -264,7 +264,8 @@ def _row_times(
     lin_bf16 = bf16 - rec_bf16
     shared = np.zeros(len(rows)) if graphs else shared_input_s(rows, resolved, convert, block, fp8)
     if shared.any():
-        notes.append(note(Topic.SHARED_INPUT_CAST))
+        fused: dict[str, Any] = {"fused_qkv": True} if rec.setup.fuse_qkv else {}
+        notes.append(note(Topic.SHARED_INPUT_CAST, **fused))
         # the saving splits as the row's float8 time does between its passes and its recompute
         rec_fp8 = rec_fp8 - shared * np.divide(rec_fp8, fp8, out=np.zeros(len(rows)), where=fp8 > 0)
         fp8 = fp8 - shared
