@@ -412,9 +412,10 @@ def torchtitan_qwen3_fqn(fqn: str) -> str:
 # group (kv_heads x (heads / kv_heads + 2) x head_dim rows: the group's q heads, its k, its
 # v), so ColwiseParallel's Shard(0) gives each TP rank whole groups (decoder_sharding.py's
 # set_qkv_linear_sharding at HEAD b5bcd76c6) and FSDP2 shards dim 0 as any weight (#3807
-# gathers it only to split a checkpoint). torchtitan's float8 converter swaps its one
-# Linear.Config (components/quantization/float8.py: traverse(Linear.Config)): one Float8Linear,
-# one input cast, one gemm. The switch back is the model builder's `fuse_qkv=False` (a Python
+# gathers it only to split a checkpoint: #3656 and #3728's state_dict hooks save and load it
+# as the stock wq, wk, wv, which no training step runs). torchtitan's float8 converter swaps
+# its one Linear.Config (components/quantization/float8.py: traverse(Linear.Config)): one
+# Float8Linear, one input cast, one gemm. The switch back is the model builder's `fuse_qkv=False` (a Python
 # argument, no config key: qwen3's debugmodel_non_fused_qkv flavor). Before #3714 every llama3
 # and qwen3 flavor built QKVLinear (wq, and wk, wv from one `wkv` config: two linears).
 FUSED_QKV = "attention.qkv_linear.wqkv"
