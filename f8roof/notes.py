@@ -62,6 +62,9 @@ class Topic(str, Enum):
     NO_FLOAT8_BLOCK = "no_float8_block"  # no block linear in float8
     KEPT_CORRECTED = "kept_corrected"  # kept block linears corrected from the float8 graph
     FLOAT8_BY_LAYERS = "float8_by_layers"  # bf16 block from graphs, float8 its per-layer change
+    # no values: the fused q/k/v layout's blocks are the separate layout's graphs, moved by what
+    # fusing changes in the per-layer rows
+    FUSED_QKV_MOVED = "fused_qkv_moved"
     # ep, top_k, mb (one all-to-all's bytes), ms, per_layer (all-to-alls), placement
     EP_ALL_TO_ALL = "ep_all_to_all"
     SELECTIVE_SAC = "selective_sac"  # compiled: bool
@@ -79,7 +82,9 @@ class Topic(str, Enum):
     RECONCILED = "reconciled"  # measured_ms, modelled_ms, gap (share of the measured step)
     OUTSIDE_BLOCKS = "outside_blocks"  # params_per_gpu, precompute, loss, gathered
     FULL_AC_GRAPHS = "full_ac_graphs"  # share: the blocks whose forward graph reruns
-    SHARED_INPUT_CAST = "shared_input_cast"  # per-layer path: q/k/v, gate/up cast one input once
+    # per-layer path: q/k/v, gate/up cast one input once; fused_qkv (only when true): q, k and v
+    # are one linear
+    SHARED_INPUT_CAST = "shared_input_cast"
     # degree, schedule, microbatches, stages_per_rank, tokens, send_ms, placement, per
     PIPELINE = "pipeline"
     ACCUMULATION = "accumulation"  # passes, tokens (per pass)

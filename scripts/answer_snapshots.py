@@ -67,6 +67,20 @@ CASES = {
         "--step-ms",
         "2806.8",
     ],
+    # torchtitan's fused q/k/v (#3714 on): the separate layout's shipped graphs moved by the rows
+    "model_llama3_8b_fused_qkv": [
+        "--model",
+        "llama3-8b",
+        "--tokens",
+        "8192",
+        "--recipe",
+        "rowwise",
+        "--fsdp",
+        "8",
+        "--recompute",
+        "selective",
+        "--fuse-qkv",
+    ],
     "model_llama3_70b_full_ac": [
         "--model",
         "llama3-70b",

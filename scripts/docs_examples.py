@@ -291,6 +291,24 @@ EXAMPLES: tuple[Example, ...] = (
         ),
     ),
     Example(
+        "model-qwen3-fused",
+        "docs/models.md",
+        (
+            "estimate",
+            "--model",
+            "qwen3-14b",
+            "--gpu",
+            "b200",
+            "--fsdp",
+            "8",
+            "--tokens",
+            "16384",
+            "--recipe",
+            "rowwise",
+            "--fuse-qkv",
+        ),
+    ),
+    Example(
         "model-recipes",
         "docs/models.md",
         (

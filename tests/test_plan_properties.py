@@ -34,6 +34,7 @@ LAYOUTS = (
     {"fsdp": 8, "float8_all_gather": True},
     {"fsdp": 4, "pp": 2},
     {"fsdp": 4, "cp": 2},
+    {"fsdp": 8, "recompute": "selective", "fuse_qkv": True},
 )
 MOE = ("qwen3-30b-a3b",)
 MOE_LAYOUTS = ({"fsdp": 8, "ep": 8, "recompute": "full"}, {"fsdp": 16, "ep": 4})
@@ -103,7 +104,7 @@ def test_the_plan_agrees_with_itself(run):
 def test_module_filter_decides_as_estimate(run):
     gpu, recipe, model, layout = run
     plan = _answer(gpu, recipe, model, layout)
-    switches = ("async_tp", "float8_all_gather", "pp", "cp")
+    switches = ("async_tp", "float8_all_gather", "pp", "cp", "fuse_qkv")
     if plan.adds_float8_all_gather or any(k in layout for k in switches):
         return  # module_filter takes no all-gather, async TP, pipeline or CP: another run
     keep = f8roof.module_filter(model, 8192, gpu=gpu, recipe=recipe, **layout)
@@ -125,12 +126,14 @@ FIXTURE = Path(__file__).parent / "data" / "torchtitan_llama3_8b_tp2_fsdp2.toml"
         ),
         ("b200", "rowwise", {'mode = "selective"': 'mode = "full"'}),
         ("h200", "tensorwise", {"tensor_parallel_degree = 2": "tensor_parallel_degree = 1"}),
+        ("h100", "rowwise", {"[float8]": "[f8roof]\nfuse_qkv = true\n\n[float8]"}),
     ],
 )
 def test_the_printed_torchtitan_config_read_back_gives_the_choice(tmp_path, gpu, recipe, layout):
     """(d) The converter lines f8roof prints for its choice, pasted into the job config in place
     of its own [float8] section, are a run whose step as torchtitan converts it is the choice's
-    step: the same linears in float8, the same all-gather, the same seconds."""
+    step: the same linears in float8, the same all-gather, the same seconds (q, k and v fused
+    into torchtitan's wqkv too)."""
     text = FIXTURE.read_text().replace('recipe_name = "rowwise"', f'recipe_name = "{recipe}"')
     for old, new in layout.items():
         text = text.replace(old, new)

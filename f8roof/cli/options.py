@@ -24,6 +24,7 @@ FLAGS = {
     "filter_fqns": "--filter-fqns",
     "float8_all_gather": "--float8-all-gather",
     "fsdp": "--fsdp",
+    "fuse_qkv": "--fuse-qkv",
     "fused": "--fused",
     "gemm_efficiency": "--gemm-efficiency",
     "gemm_table": "--gemm-table",
@@ -174,6 +175,7 @@ def training_setup(command):
         accumulation,
         seq_len,
         local_batch_size,
+        fuse_qkv,
         **kwargs,
     ):
         from f8roof.training.run_config import RunConfig
@@ -199,6 +201,7 @@ def training_setup(command):
             tokens=kwargs.get("tokens"),
             seq_len=seq_len,
             local_batch_size=local_batch_size,
+            fuse_qkv=fuse_qkv,
             setup_given=kwargs.get("setup_file") is not None,
         )
         if "tokens" in kwargs:  # local batch x sequence length, when given so
@@ -226,6 +229,13 @@ def training_setup(command):
             is_flag=True,
             help="with --fsdp N: torchao's FSDP2 float8 weight all-gather with precomputed "
             "scales, as torchtitan's float8 docs run tensorwise",
+        ),
+        click.option(
+            "--fuse-qkv",
+            is_flag=True,
+            help="with --model (llama3, qwen3): torchtitan's fused q/k/v projection, one "
+            "attention.qkv_linear.wqkv linear (its default since 2026-06-24); without it q, k "
+            "and v apart, as torchtitan before",
         ),
         click.option(
             "--filter-fqns",

@@ -262,6 +262,10 @@ def check_setup_options(question: Question, setup: RunConfig, *, recipe_given: b
             f"{term('setup')} sets gradient accumulation (global_batch_size): drop "
             f"{term('accumulation')}"
         )
+    if setup.fuse_qkv:
+        raise F8RoofError(
+            f"{term('setup')} says the q/k/v layout ([f8roof] fuse_qkv): drop {term('fuse_qkv')}"
+        )
     if recipe_given:
         raise F8RoofError(
             f"{term('setup')} sets the recipe ([float8] recipe_name): drop {term('recipe')}"

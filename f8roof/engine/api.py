@@ -89,6 +89,7 @@ def answer_model(
     cp: int = 1,
     accumulation: int = 1,
     network_gbps: float | None = None,
+    fuse_qkv: bool = False,
     calibration: str | Path | Calibration | None = None,
     no_calibration: bool = False,
     policy: str = "expected",
@@ -109,7 +110,8 @@ def answer_model(
     pp_schedule, microbatches: pipeline parallelism ("GPipe", "1F1B", "Interleaved1F1B";
     microbatches one sequence each by default). cp: context-parallel degree. accumulation:
     forward/backward passes per optimizer step. network_gbps: the inter-node NIC per GPU.
-    calibration, no_calibration, policy: as for `estimate_shapes`.
+    fuse_qkv: torchtitan's fused q/k/v projection (llama3 and qwen3; its default since
+    2026-06-24), one `attention.qkv_linear.wqkv` row. calibration, no_calibration, policy: as for `estimate_shapes`.
 
     Returns the plan (`engine.plan.Plan`): `recommendation.layers` (one
     row per layer type, times in seconds, `convert`), `step.chosen` and `step.as_run` (the
@@ -134,6 +136,7 @@ def answer_model(
         microbatches=None if microbatches is None else _positive("microbatches", microbatches),
         cp=_positive("cp", cp),
         accumulation=_positive("accumulation", accumulation),
+        fuse_qkv=_flag("fuse_qkv", fuse_qkv),
         seq_len=None if seq_len is None else _positive("seq_len", seq_len),
         local_batch_size=(
             None if local_batch_size is None else _positive("local_batch_size", local_batch_size)

@@ -454,6 +454,7 @@ class _Steps:
     seen: dict[str, tuple[BlockComparison | None, Note | None, TimedBlock | None]] = field(
         default_factory=dict
     )
+    apart: dict[str, Recommendation] = field(default_factory=dict)
 
     def _block(
         self, rec: Recommendation
@@ -470,14 +471,33 @@ class _Steps:
             self.seen[key] = (block, why_not, graphs)
         return self.seen[key]
 
+    def _apart(self, rec: Recommendation, graphs: TimedBlock | None) -> Recommendation | None:
+        """A fused-q/k/v run's recommendation in the separate layout, whose rows pair with the
+        graphs' three linears (`summarize_step`'s `apart`); None for any other run."""
+        if graphs is None or not rec.setup.fuse_qkv or self.asked.model is None:
+            return None
+        key = repr((rec.tokens, rec.setup))
+        if key not in self.apart:
+            self.apart[key] = recommend_model(
+                self.asked.model,
+                tokens=rec.tokens,
+                resolved=self.resolved,
+                setup=replace(rec.setup, fuse_qkv=False),
+                policy=rec.policy,
+            )
+        return self.apart[key]
+
     def __call__(self, rec: Recommendation) -> tuple[StepAnswer, BlockComparison | None]:
         block, why_not, graphs = self._block(rec)
-        return summarize_step(rec, self.resolved, timed=graphs, no_block=why_not), block
+        apart = self._apart(rec, graphs)
+        step = summarize_step(rec, self.resolved, timed=graphs, no_block=why_not, apart=apart)
+        return step, block
 
     def probe(self, rec: Recommendation) -> float:
         """The float8 step with f8roof's choice, seconds: what a search compares."""
         _, why_not, graphs = self._block(rec)
-        return choice_s(rec, self.resolved, timed=graphs, no_block=why_not)
+        apart = self._apart(rec, graphs)
+        return choice_s(rec, self.resolved, timed=graphs, no_block=why_not, apart=apart)
 
 
 def sharded_block(

@@ -57,6 +57,7 @@ from f8roof.traffic.variant import (
 from f8roof.training.catalog import (
     Architecture,
     check_tokens,
+    fuse_qkv,
     layer_type,
     resolve_model,
 )
@@ -220,8 +221,11 @@ def recommend(
     `straddles` marks the rows whose band crosses the threshold. Without one the seed's worst
     case decides. Among several recipes each layer takes the one its decision converts that
     is fastest at the policy's value (else the best estimate, kept in bf16), so at that value
-    the plan is never slower than any single recipe's."""
+    the plan is never slower than any single recipe's. A run with `fuse_qkv` answers torchtitan's
+    fused q/k/v row in place of the three."""
     tokens = check_tokens(tokens)
+    if setup.fuse_qkv:
+        architecture = fuse_qkv(architecture)
     local = local_layers(architecture, tokens, setup)
     blocks = max((layer.linear.count for layer in local if layer.in_block), default=0)
     share = setup.recompute_share(blocks)  # of the blocks full recompute reruns

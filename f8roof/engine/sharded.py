@@ -146,6 +146,7 @@ class NoBlock(str, Enum):
     MIXED_RECIPES = "the block mixes recipes"
     NO_CALIBRATION = "timing a block's kernels needs a calibration"
     NOT_TORCHAO = "the sharded block is torchao's Float8Linear"
+    FUSED_QKV = "the blocks' q, k and v do not pair with the fused rows"
 
 
 def no_block(why: NoBlock, **values: Any) -> Note:

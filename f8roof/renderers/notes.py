@@ -107,6 +107,10 @@ NO_BLOCK = {
     NoBlock.MIXED_RECIPES: "the block mixes recipes ({recipes})",
     NoBlock.NO_CALIBRATION: "timing a block's kernels needs a calibration",
     NoBlock.NOT_TORCHAO: "the sharded block is torchao's Float8Linear, not --impl {implementation}",
+    NoBlock.FUSED_QKV: (
+        "the sharded blocks run q, k and v as three linears, and the separate layout's rows "
+        "do not pair with the fused ones here"
+    ),
 }
 
 
@@ -306,6 +310,12 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "bf16 blocks from the shipped bf16 graphs (one bf16 step for every recipe); with no "
         "float8 graphs, float8 blocks are those graphs plus each linear's per-layer difference"
     ),
+    Topic.FUSED_QKV_MOVED: lambda v: (
+        "q, k and v fused (torchtitan's wqkv): the sharded block's graphs run them as three "
+        "linears, so each part is the separate layout's, converted alike, moved by what one "
+        "wqkv changes in the per-layer rows (one input cast, one gemm of their width, per-op "
+        "SAC's every-second-mm rule over one mm fewer)"
+    ),
     Topic.EP_ALL_TO_ALL: lambda v: (
         f"EP {v['ep']}: each MoE layer's token dispatch and combine, all-to-alls of "
         f"{v['mb']:.1f} MB (tokens x top {v['top_k']} x hidden, bf16) at {v['ms']:.2f} ms each "
@@ -366,8 +376,14 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         + (", float8 scales precomputed once per step" if v["precompute"] else "")
     ),
     Topic.SHARED_INPUT_CAST: lambda v: (
-        "per-layer fits: q, k and v (and gate and up) cast their shared input once, as a "
-        "compiled block does; the others' overhead less the input's share of the seed's passes"
+        (
+            "per-layer fits: gate and up (q, k and v are one fused wqkv) cast their shared input "
+            "once"
+            if v.get("fused_qkv")
+            else "per-layer fits: q, k and v (and gate and up) cast their shared input once"
+        )
+        + ", as a compiled block does; the others' overhead less the input's share of the "
+        "seed's passes"
     ),
     Topic.FULL_AC_GRAPHS: lambda v: (
         "full AC: the block's graphs without checkpointing, its forward graph (kernels, "

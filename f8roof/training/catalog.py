@@ -24,7 +24,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from f8roof.errors import F8RoofError
+from f8roof.errors import F8RoofError, term
 from f8roof.files import read_json
 from f8roof.inputs.shapes import MAX_DIM
 from f8roof.notes import Note, Topic, note
@@ -97,8 +97,9 @@ class NamedLinear:
     tp: TPStyle = TPStyle.REPLICATED
     routed: RoutedExperts | None = None
     context: Context = field(default_factory=Context)  # its input's op (see input_context)
-    # attention heads its sharded dim holds (N column-parallel, K row-parallel); 0: not
-    # attention, or unknown. TP shards whole heads, so a degree must divide them.
+    # attention heads its sharded dim holds (N column-parallel, K row-parallel; the fused
+    # wqkv: its kv groups, a group's q heads, k and v together); 0: not attention, or unknown.
+    # TP shards whole heads, so a degree must divide them.
     heads: int = 0
 
     def __post_init__(self) -> None:
@@ -404,6 +405,68 @@ def torchtitan_qwen3_fqn(fqn: str) -> str:
     return f"layers.*.{_TORCHTITAN_QWEN3[leaf]}" if block else fqn
 
 
+# torchtitan's fused q/k/v projection (pytorch/torchtitan@3396a4b37, #3714, 2026-06-24: "Enable
+# Fused qkv by default" for llama3, qwen3 and gpt-oss; torchtitan/models/common/attention.py's
+# FusedQKVLinear, config_utils.py's make_gqa_config(fuse_qkv=True)): one nn.Linear `wqkv` of
+# (heads + 2 kv_heads) x head_dim outputs in place of wq, wk and wv, its weight laid out per kv
+# group (kv_heads x (heads / kv_heads + 2) x head_dim rows: the group's q heads, its k, its
+# v), so ColwiseParallel's Shard(0) gives each TP rank whole groups (decoder_sharding.py's
+# set_qkv_linear_sharding at HEAD b5bcd76c6) and FSDP2 shards dim 0 as any weight (#3807
+# gathers it only to split a checkpoint: #3656 and #3728's state_dict hooks save and load it
+# as the stock wq, wk, wv, which no training step runs). torchtitan's float8 converter swaps
+# its one Linear.Config (components/quantization/float8.py: traverse(Linear.Config)): one
+# Float8Linear, one input cast, one gemm. The switch back is the model builder's `fuse_qkv=False` (a Python
+# argument, no config key: qwen3's debugmodel_non_fused_qkv flavor). Before #3714 every llama3
+# and qwen3 flavor built QKVLinear (wq, and wk, wv from one `wkv` config: two linears).
+FUSED_QKV = "attention.qkv_linear.wqkv"
+FUSED_QKV_FAMILIES = ("llama", "qwen3", "qwen3_moe")  # torchtitan's llama3 and qwen3
+_QKV_LEAVES = (
+    ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    ("attention.qkv_linear.wq", "attention.qkv_linear.wk", "attention.qkv_linear.wv"),
+)
+
+
+_BLOCK_LEAF = re.compile(r"^(?:model\.)?layers\.(\*|\d+(?:-\d+)?)\.(.+)$")
+
+
+def fused_fqn(fqn: str) -> str:
+    """The row a linear of the separate layout is part of in the fused one: q, k and v's
+    (`model.layers.0-26.self_attn.k_proj`) -> `layers.0-26.attention.qkv_linear.wqkv`, the
+    block index or range kept; any other linear itself."""
+    m = _BLOCK_LEAF.match(fqn)
+    if m is None or not any(m.group(2) in names for names in _QKV_LEAVES):
+        return fqn
+    return f"layers.{m.group(1)}.{FUSED_QKV}"
+
+
+def fuse_qkv(architecture: Architecture) -> Architecture:
+    """The architecture as torchtitan's fused layout builds it: each block's q, k and v
+    projections one column-parallel row `layers.*.attention.qkv_linear.wqkv` in q's place, N =
+    (heads + 2 kv_heads) x head_dim, its heads the kv groups (TP shards whole groups), its
+    input q's (the attention norm's output); an architecture fused already as it is. Refused
+    for a model torchtitan does not fuse."""
+    if architecture.family not in FUSED_QKV_FAMILIES:
+        raise ArchitectureError(
+            f"{term('fuse_qkv')}: torchtitan fuses q, k and v in its llama3 and qwen3 models "
+            f"only, not {architecture.name} ({architecture.family or 'a module'})"
+        )
+    leaves = {lin.fqn.partition(".*.")[2]: lin for lin in architecture.linears}
+    if FUSED_QKV in leaves:
+        return architecture
+    found = next((names for names in _QKV_LEAVES if all(n in leaves for n in names)), None)
+    if found is None:
+        raise ArchitectureError(f"{architecture.name}: no q, k and v projections to fuse")
+    q, k, v = (leaves[n] for n in found)
+    fused = replace(q, fqn=f"layers.*.{FUSED_QKV}", N=q.N + k.N + v.N, heads=k.heads)
+    apart = {q.fqn, k.fqn, v.fqn}
+    linears = [
+        fused if lin is q else lin
+        for lin in architecture.linears
+        if lin is q or lin.fqn not in apart
+    ]
+    return replace(architecture, linears=tuple(linears))
+
+
 def _llama4(cfg: _Config, name: str) -> tuple[list[NamedLinear], list[Note]]:
     """Llama 4 (the text model): grouped-query attention in every layer; MoE layers (every
     `interleave_moe_layer_step`-th, or those listed in `moe_layers`) hold routed experts of
@@ -580,11 +643,13 @@ def from_hf_config(
 # RMSNorm before DeepSeek's q_b/kv_b; silu(gate) * up before a SwiGLU down projection; GELU
 # before GPT-2's MLP c_proj. Attention outputs come from the attention kernel and routed
 # experts' inputs from the token permutation: nothing there a cast could fuse into.
-# torchtitan's names for the same places: attention_norm -> attention.wq/wk/wv, ffn_norm ->
+# torchtitan's names for the same places: attention_norm -> attention.wq/wk/wv (or the fused
+# qkv_linear.wqkv), ffn_norm ->
 # feed_forward.w1/w3, norm -> output; DeepSeek's wq_a/wkv_a after the block's norm and
 # wq_b/wkv_b after q_norm/kv_norm (torchtitan/models/llama3/model.py, deepseek_v3/model.py).
 _FROM_NORM = {
     "q_proj",
+    "wqkv",
     "k_proj",
     "v_proj",
     "wq",
@@ -1010,6 +1075,7 @@ TP_PLAN: dict[str, TPStyle] = {
             "wq",
             "wk",
             "wv",
+            "wqkv",
             "q_b_proj",
             "kv_b_proj",
             "wq_b",

@@ -109,7 +109,7 @@ from f8roof.errors import ModelError, term
 from f8roof.inputs.shapes import MAX_DIM
 from f8roof.traffic.variant import Before
 from f8roof.training.allocator import Alloc, AllocatorPeaks, Free, Stream, simulate
-from f8roof.training.catalog import Architecture, TPStyle
+from f8roof.training.catalog import FUSED_QKV, Architecture, TPStyle, fuse_qkv
 from f8roof.training.checkpointing import MM, Decision, Recompute, is_block_fqn, sac_policy
 from f8roof.training.parallel import LocalLayer, fsdp_shards, local_layers
 from f8roof.training.run_config import MAX_DEGREE, RunConfig
@@ -435,10 +435,23 @@ def _saved_none(m: _Model, fp8: bool) -> float:
             total += (rows * layer.K * BF16 + rows * heads * FP32) * share
         if layer.linear.context.before is Before.SILU_MUL:  # silu(gate), kept by the mul
             total += rows * layer.K * BF16 * share
-        if m.cp > 1 and str(layer.linear.fqn).endswith(KV_PROJECTIONS):
+        if m.cp > 1:
             # SDPA keeps the keys and values all-gathered over the CP ranks
-            total += (m.cp - 1) * rows * layer.N * BF16 * share
+            total += (m.cp - 1) * rows * _key_value_width(layer, m) * BF16 * share
     return total + sum(inputs.values())
+
+
+def _key_value_width(layer: LocalLayer, m: _Model) -> int:
+    """The keys' and values' width a linear's output holds on this GPU: a k or v projection's
+    N, the fused wqkv's N less the queries' (the attention output projection's K); 0 for the
+    others."""
+    fqn = str(layer.linear.fqn)
+    if fqn.endswith(KV_PROJECTIONS):
+        return layer.N
+    if fqn.endswith(FUSED_QKV):
+        out = next(x for x in m.linears if x.linear.tp is TPStyle.ROW and x.linear.heads)
+        return layer.N - out.K
+    return 0
 
 
 def _saved_selective(m: _Model, run: RunConfig) -> float:
@@ -824,7 +837,10 @@ def memory_estimate(
     expandable_segments: bool = True,
 ) -> MemoryEstimate:
     """Peak memory per GPU of one step in bf16 and float8 (`converted`: the fqns float8
-    converts, as torchtitan does; `recipe`: torchao's, tensorwise saving float8 copies)."""
+    converts, as torchtitan does; `recipe`: torchao's, tensorwise saving float8 copies); the
+    architecture as the run builds it (`fuse_qkv`: torchtitan's fused q/k/v row)."""
+    if run.fuse_qkv:
+        architecture = fuse_qkv(architecture)
     if run.fsdp_on and run.fsdp_degree is None:
         raise MemoryModelError(
             f"the FSDP degree is unknown: give it ({term('fsdp')} N) to size memory"

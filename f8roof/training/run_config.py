@@ -346,6 +346,12 @@ class RunConfig:
     # run on one slice of the sequence at a time, each slice's backward at once. 1: the whole
     # logits at once (CrossEntropyLoss).
     loss_chunks: int = 1
+    # torchtitan's fused q/k/v projection (its model builders' fuse_qkv, the default of its
+    # llama3 and qwen3 models since #3714, pytorch/torchtitan@3396a4b37, 2026-06-24): one
+    # `attention.qkv_linear.wqkv` linear per block (training/catalog.py's `fuse_qkv`). False:
+    # q, k and v apart, as every torchtitan before it builds them (the 2025 TOML era's wq, wk,
+    # wv; 2026's QKVLinear wq and wkv's wk, wv).
+    fuse_qkv: bool = False
     # None: no setup, torchtitan's llama configs' ["output"]; a setup's list as given (empty:
     # no filter; "auto_filter_small_kn": torchao's auto filter on top of the others)
     filter_fqns: tuple[str, ...] | None = None
@@ -402,6 +408,8 @@ class RunConfig:
             )
         _positive_int(term("cp"), self.cp)
         _count(term("loss_chunks"), self.loss_chunks)
+        if not isinstance(self.fuse_qkv, bool):
+            raise ParallelismError(f"{term('fuse_qkv')} is true or false (got {self.fuse_qkv!r})")
         if (
             isinstance(self.accumulation, bool)
             or not isinstance(self.accumulation, int)
@@ -504,6 +512,7 @@ class RunConfig:
         tokens: int | None = None,
         seq_len: int | None = None,
         local_batch_size: int | None = None,
+        fuse_qkv: bool = False,
         setup_given: bool = False,
     ) -> RunConfig:
         """From user-facing values (the CLI's and the Python API's): recompute by name, the
@@ -555,6 +564,7 @@ class RunConfig:
             async_tp=async_tp,
             tokens=tokens,
             seq_len=seq_len if cp == 1 else None,
+            fuse_qkv=fuse_qkv,
         )
         if pp != 1:
             if tokens is None:

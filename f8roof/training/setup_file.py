@@ -26,9 +26,11 @@ norm, and [float8] scaling_type_* the scaling (dynamic, or the delayed scaling f
 The f8roof short form uses the same sections and keys; [model] name may be an f8roof
 built-in (`name = "llama3-8b"`, no flavor), and an optional [f8roof] section holds `gpu`,
 `gpus` (the world size, for data_parallel_shard_degree -1), `step_ms` (the measured bf16 step,
-as --step-ms), `network_gbps` and `emulate_precision_casts`
+as --step-ms), `network_gbps`, `emulate_precision_casts`
 (false: rowwise compiled as torchtitan did before it set that Inductor option, 2025-04-16;
-`RunConfig.emulate_precision_casts`).
+`RunConfig.emulate_precision_casts`) and `fuse_qkv` (true: torchtitan's fused q/k/v
+projection, its llama3 and qwen3 models' default from 2026-06-24, which a model builder's
+argument sets and no job config key; `RunConfig.fuse_qkv`).
 
 Defaults for keys left out are torchtitan's (JobConfig of 2025), listed in
 the run's `assumptions` (notes); keys without a sensible default (model name and flavor, seq_len,
@@ -212,7 +214,9 @@ USED_KEYS: dict[str, frozenset[str]] = {
     "grouped_mm": frozenset({"fqns"}),  # [quantize.grouped_mm.float8|mx]: routed experts
     "compile": frozenset({"enable", "components", "backend"}),  # torchtitan's later [compile]
     "loss": frozenset({"num_chunks"}),  # ChunkedCELoss.Config (2026): `RunConfig.loss_chunks`
-    "f8roof": frozenset({"gpu", "gpus", "step_ms", "network_gbps", "emulate_precision_casts"}),
+    "f8roof": frozenset(
+        {"gpu", "gpus", "step_ms", "network_gbps", "emulate_precision_casts", "fuse_qkv"}
+    ),
 }
 IGNORED_KEYS: dict[str, frozenset[str]] = {
     "model": frozenset({"tokenizer_path", "hf_assets_path", "print_after_conversion"}),
@@ -777,6 +781,7 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             accumulation=accumulation,
             loss_parallel=loss_parallel,
             loss_chunks=sec["loss"].integer("num_chunks", 1),
+            fuse_qkv=extra.boolean("fuse_qkv", False),
             cp=cp,
             cp_rotate=cp_rotate,
             assumptions=tuple(assumptions),
@@ -936,6 +941,7 @@ FILE_KEYS = {
     "local_batch_size": "local_batch_size",
     "pp": "pipeline_parallel_degree",
     "loss_chunks": "[loss] num_chunks",
+    "fuse_qkv": "fuse_qkv in [f8roof]",
 }
 
 

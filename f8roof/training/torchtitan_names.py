@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from f8roof.errors import F8RoofError, term
 from f8roof.notes import Note, Topic, note
 from f8roof.traffic.recipes import MX_RECIPES, NVFP4
+from f8roof.training.catalog import FUSED_QKV
 from f8roof.training.run_config import AUTO_FILTER
 
 RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
@@ -94,10 +95,13 @@ def _swiglu(ours: str, theirs: str, names=("gate_proj", "up_proj", "down_proj"))
     )
 
 
+# torchtitan's fused q/k/v (#3714 on, training/catalog.py's FUSED_QKV): f8roof's fused row
+# carries torchtitan's own name, in llama3 and qwen3 alike
+_FUSED = ((FUSED_QKV, FUSED_QKV),)
 LLAMA3 = TorchtitanModel(
     "llama3",
     f"{TORCHTITAN_COMMIT} torchtitan/models/llama3/model/model.py",
-    _ATTENTION + _swiglu("mlp", "feed_forward"),
+    _ATTENTION + _swiglu("mlp", "feed_forward") + _FUSED,
 )
 # Qwen3: the catalog names its rows by torchtitan's 2026-05 modules (training/catalog.py's
 # `_TORCHTITAN_QWEN3`, read at pytorch/torchtitan@b64292ba1). torchtitan's float8 converter
@@ -118,6 +122,7 @@ _QWEN3_LEAVES = (
     ("attention.qkv_linear.wk", "attention.qkv_linear.wkv"),
     ("attention.qkv_linear.wv", "attention.qkv_linear.wkv"),
     ("attention.wo", "attention.wo"),
+    *_FUSED,
     *(
         (f"{b}.{w}", f"{b}.{w}")
         for b in ("feed_forward", "moe.experts", "moe.shared_experts")
@@ -329,7 +334,7 @@ def unmatched_filters(
 # the linears it names: k and v together under `wkv`, each of q, k, v under `wqkv`.
 # qwen3's rows carry these names already (their `wkv` config in QWEN3's leaves); after #3714
 # (2026-06-24) torchtitan fuses q, k and v of qwen3 and llama3 into `wqkv` by default.
-_WQKV = "attention.qkv_linear.wqkv"
+_WQKV = FUSED_QKV
 _LEAVES_2026: dict[str, tuple[str, ...]] = {
     "self_attn.q_proj": ("attention.qkv_linear.wq", _WQKV),
     "self_attn.k_proj": ("attention.qkv_linear.wkv", _WQKV),
@@ -590,6 +595,7 @@ _NVFP4_LEAVES: dict[str, str] = {
     "attention.qkv_linear.wq": "attention.qkv_linear",
     "attention.qkv_linear.wk": "attention.qkv_linear",
     "attention.qkv_linear.wv": "attention.qkv_linear",
+    FUSED_QKV: "attention.qkv_linear",
     "attention.wo": "attention.wo",
     "feed_forward.w1": "feed_forward.w1",
     "feed_forward.w3": "feed_forward.w3",

@@ -185,8 +185,10 @@ def converted_shares(rows: Columns, convert: np.ndarray, block: np.ndarray) -> t
 
 
 def moved(graph16: BlockTimes, rows16: BlockTimes, rows8: BlockTimes) -> BlockTimes:
-    """The float8 block as the bf16 graphs plus what float8 changes in the per-layer rows,
-    part by part (a part float8 shortens below nothing is nothing)."""
+    """A graphs' block plus what changes from one per-layer block to another, part by part (a
+    part shortened below nothing is nothing): the float8 block as the bf16 graphs moved by
+    float8 in the rows, or the fused q/k/v layout's as the separate layout's graphs moved by
+    fusing in the rows."""
     return BlockTimes(
         **{
             f: max(getattr(graph16, f) + getattr(rows8, f) - getattr(rows16, f), 0.0)

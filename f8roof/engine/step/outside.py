@@ -25,6 +25,7 @@ from f8roof.timing.comm import (
     placement_for,
     send_time_s,
 )
+from f8roof.training.catalog import FUSED_QKV
 from f8roof.training.run_config import (
     Pipeline,
     Recompute,
@@ -111,8 +112,11 @@ def cp_comm(rec: Recommendation, run: RunConfig, notes: list[Note], attention: f
     attention forward + backward on this GPU (timing/attention.py)."""
     rows = rec.rows
     keys = np.array([str(f).endswith(("k_proj", ".wk")) for f in rows["fqn"]])
+    fused = np.array([str(f).endswith(FUSED_QKV) for f in rows["fqn"]])
     heads = rows.take(keys) if keys.any() else rows.take(rows["tp"] == "row")
     width = float(heads["N"][0] if keys.any() else heads["K"][0])  # this GPU's heads
+    if fused.any() and not keys.any():  # wqkv's outputs less the queries' (wo's K): k and v
+        width = (float(rows["N"][fused][0]) - width) / 2
     # keys and values of every chunk of the sequences, gathered
     nbytes = rec.tokens * run.cp * width * 2 * BF16_BYTES
     fabric = fabric_of(rec, notes)

@@ -13,7 +13,7 @@ import numpy as np
 from f8roof.columns import Columns
 from f8roof.engine.recommend import Recommendation, decide_as, gemm_floor_s, hold
 from f8roof.engine.resolve import Resolved
-from f8roof.engine.sharded import BlockComparison, CaptureTimes, capture_times
+from f8roof.engine.sharded import BlockComparison, CaptureTimes, NoBlock, capture_times, no_block
 from f8roof.engine.step.blocks import TimedBlock, band_moves, graph_blocks, moved, shared_input_s
 from f8roof.engine.step.conversion import (
     as_run_filters,
@@ -39,6 +39,7 @@ from f8roof.errors import F8RoofError, ModelError
 from f8roof.notes import Note, Topic, note
 from f8roof.timing.attention import FORWARD_SHARE
 from f8roof.training.block import BlockCapture
+from f8roof.training.catalog import fused_fqn
 from f8roof.training.checkpointing import (
     is_block_fqn,
     sac_policy,
@@ -89,19 +90,21 @@ def summarize_step(
     *,
     timed: TimedBlock | None = None,
     no_block: Note | None = None,
+    apart: Recommendation | None = None,
 ) -> StepAnswer:
     """The step with f8roof's decisions and as torchtitan runs it: every linear in float8 but
     the setup's filter_fqns (torchtitan's llama configs' ["output"] without a setup), which is
     what published runs measure. With `timed` (one rank's sharded block, compiled or from the
     shipped fits, timed: `timed_block`) the blocks are timed from that block's graphs, and
-    the per-layer fits' answer is kept beside; `no_block` says why there is none."""
+    the per-layer fits' answer is kept beside; `no_block` says why there is none. `apart`: a
+    fused-q/k/v run's recommendation in the separate layout, which the graphs' linears are."""
     run = on_fabric(rec.setup, rec.gpu)
     notes = _step_notes(run, timed, no_block)
     graphs = timed is not None and not timed.bf16_only
     try:
         return StepAnswer(
-            chosen=_summarize(rec, resolved, run, timed, list(notes), as_run=False),
-            as_run=_summarize(rec, resolved, run, timed, list(notes), as_run=True),
+            chosen=_summarize(rec, resolved, run, timed, list(notes), as_run=False, apart=apart),
+            as_run=_summarize(rec, resolved, run, timed, list(notes), as_run=True, apart=apart),
             fits_only=(_summarize(rec, resolved, run, None, [], as_run=True) if graphs else None),
             converted_types=int(rec.rows["convert"].astype(bool).sum()),
             layer_types=len(rec.rows),
@@ -113,14 +116,19 @@ def summarize_step(
 
 
 def choice_s(
-    rec: Recommendation, resolved: Resolved, *, timed: TimedBlock | None, no_block: Note | None
+    rec: Recommendation,
+    resolved: Resolved,
+    *,
+    timed: TimedBlock | None,
+    no_block: Note | None,
+    apart: Recommendation | None = None,
 ) -> float:
     """The float8 step with f8roof's choice alone, seconds: what a search over conversion
     sets compares (`summarize_step` holds it as `chosen.fp8_s`)."""
     run = on_fabric(rec.setup, rec.gpu)
     try:
         notes = _step_notes(run, timed, no_block)
-        return _summarize(rec, resolved, run, timed, notes, as_run=False).fp8_s
+        return _summarize(rec, resolved, run, timed, notes, as_run=False, apart=apart).fp8_s
     except ModelError as e:
         raise F8RoofError(e.marked) from None
 
@@ -215,37 +223,38 @@ def _timed(capture: BlockCapture, resolved: Resolved) -> CaptureTimes:
     )
 
 
-def _summarize(
+@dataclass(frozen=True)
+class _RowTimes:
+    """A conversion set's per-row seconds per linear, as the step reads them: the linears
+    without their full-AC recompute, the float8 gemms, what recompute runs, per precision."""
+
+    convert: np.ndarray
+    block: np.ndarray
+    fp8: np.ndarray  # the decision column's float8 time, less a shared input's cast
+    lin_bf16: np.ndarray
+    lin_fp8: np.ndarray
+    gemm_fp8: np.ndarray
+    re_bf16: np.ndarray
+    re_fp8: np.ndarray
+    rec_fp8: np.ndarray
+
+
+def _row_times(
     rec: Recommendation,
     resolved: Resolved,
     run: RunConfig,
-    block_graphs: TimedBlock | None,
+    convert: np.ndarray,
     notes: list[Note],
     *,
-    as_run: bool,
-) -> StepSummary:
-    """`as_run`: every linear float8 can run in float8 but the filtered ones; otherwise
-    f8roof's decisions (the setup's filters still apply)."""
+    graphs: bool,
+) -> _RowTimes:
+    """`graphs`: the blocks come from a sharded block's graphs, which hold one cast of a
+    shared input and their own recompute."""
     rows = rec.rows
-    setup = rec.setup
     block = np.array([is_block_fqn(f) for f in rows["fqn"]])
-    head = rows["fqn"] == "lm_head"
     bf16_col, fp8_col = (
-        ("bf16_s", "fp8_s")
-        if rec.criterion == "speedup"
-        else (
-            "bf16_gemm_s",
-            "fp8_s_worst",
-        )
+        ("bf16_s", "fp8_s") if rec.criterion == "speedup" else ("bf16_gemm_s", "fp8_s_worst")
     )
-    if as_run:
-        convert, said = converts_as_run(rec, run)
-        notes.append(said)
-    else:
-        convert = rows["convert"].astype(bool) & ~kept_by_filters(rec, run, as_run=False)[0]
-    counts = rows["count"].astype(np.float64)
-    layers = block_count(rec)
-
     bf16 = rows[bf16_col].astype(np.float64)
     fp8 = rows[fp8_col].astype(np.float64)
     rec_bf16 = row_values(rows, "recompute_bf16_s")
@@ -253,10 +262,10 @@ def _summarize(
     # the linears without their full-AC recompute (recommend folds it into the times); in the
     # per-layer path a linear whose input an earlier one of its block casts pays no cast of it
     lin_bf16 = bf16 - rec_bf16
-    graphs = block_graphs is not None and not block_graphs.bf16_only
     shared = np.zeros(len(rows)) if graphs else shared_input_s(rows, resolved, convert, block, fp8)
     if shared.any():
-        notes.append(note(Topic.SHARED_INPUT_CAST))
+        fused: dict[str, Any] = {"fused_qkv": True} if rec.setup.fuse_qkv else {}
+        notes.append(note(Topic.SHARED_INPUT_CAST, **fused))
         # the saving splits as the row's float8 time does between its passes and its recompute
         rec_fp8 = rec_fp8 - shared * np.divide(rec_fp8, fp8, out=np.zeros(len(rows)), where=fp8 > 0)
         fp8 = fp8 - shared
@@ -265,88 +274,202 @@ def _summarize(
     gemm_fp8 = np.where(convert, np.minimum(gemm_fp8, lin_fp8), lin_bf16)
     re_bf16 = rec_bf16
     re_fp8 = np.where(convert, rec_fp8, rec_bf16)
-    if setup.recompute is Recompute.SELECTIVE:
+    if rec.setup.recompute is Recompute.SELECTIVE:
         if not graphs:  # the graphs hold their own recompute
             re_bf16, re_fp8 = selective(rows, resolved, convert, block, run)
         notes.append(
             note(Topic.SELECTIVE_SAC, compiled=graphs, source=sac_policy(run.sac_policy).source)
         )
+    return _RowTimes(convert, block, fp8, lin_bf16, lin_fp8, gemm_fp8, re_bf16, re_fp8, rec_fp8)
 
-    def per_block(values: np.ndarray) -> float:
-        return float((counts * values)[block].sum()) / layers
 
-    attention, attention_again = block_attention(rec, resolved, run, notes)
-    streaming = streaming_rate(resolved)
-    # torch's micro-pipelined TP pairs each collective with the gemm it feeds or drains
-    pipelined = (
-        async_tp(
-            rec,
-            rows,
-            convert,
-            block,
-            run,
-            notes,
-            forward_gemms(rows, resolved, convert, block),
-            streaming,
-        )
-        if run.async_tp
-        else None
+def _per_block(rec: Recommendation, t: _RowTimes, values: np.ndarray) -> float:
+    counts = rec.rows["count"].astype(np.float64)
+    return float((counts * values)[t.block].sum()) / block_count(rec)
+
+
+def _pipelined(
+    rec: Recommendation,
+    resolved: Resolved,
+    run: RunConfig,
+    t: _RowTimes,
+    notes: list[Note],
+    streaming: tuple[float, float],
+) -> tuple[float, float] | None:
+    """torch's micro-pipelined TP pairs each collective with the gemm it feeds or drains"""
+    if not run.async_tp:
+        return None
+    gemms = forward_gemms(rec.rows, resolved, t.convert, t.block)
+    return async_tp(rec, rec.rows, t.convert, t.block, run, notes, gemms, streaming)
+
+
+def _row_blocks(
+    rec: Recommendation,
+    resolved: Resolved,
+    run: RunConfig,
+    t: _RowTimes,
+    notes: list[Note],
+    attention: tuple[float, float],
+    pipelined: tuple[float, float] | None,
+    streaming: tuple[float, float],
+) -> tuple[BlockTimes, BlockTimes]:
+    """One block per precision summed from the per-layer rows; `pipelined`: async TP's
+    exposed communication per precision (`_pipelined`), else TP's from the rows."""
+    rows, layers = rec.rows, block_count(rec)
+    attention_s, attention_again = attention
+    forward = (_per_block(rec, t, t.lin_bf16) / 3, _per_block(rec, t, t.lin_fp8) / 3)
+    again = (
+        _per_block(rec, t, t.re_bf16) + attention_again,
+        _per_block(rec, t, t.re_fp8) + attention_again,
     )
+    comm_bf16, comm_fp8 = pipelined or tp_comm(rec, rows, t.convert, t.block, layers, run, notes)
+    compute = [
+        (f + attention_s * FORWARD_SHARE, 2 * f + attention_s * (1 - FORWARD_SHARE) + r)
+        for f, r in zip(forward, again)
+    ]
+    fsdp = fsdp_comm(rec, rows, t.convert, t.block, layers, run, notes, compute, streaming)
+    bf16 = BlockTimes(
+        linear_gemm_s=_per_block(rec, t, t.lin_bf16),
+        other_compute_s=attention_s,
+        tp_comm_s=comm_bf16,
+        fsdp_comm_s=fsdp[0],
+        recompute_s=_per_block(rec, t, t.re_bf16) + attention_again,
+    )
+    fp8 = BlockTimes(
+        linear_gemm_s=_per_block(rec, t, t.gemm_fp8),
+        overhead_s=max(_per_block(rec, t, t.lin_fp8) - _per_block(rec, t, t.gemm_fp8), 0.0),
+        other_compute_s=attention_s,
+        tp_comm_s=comm_fp8,
+        fsdp_comm_s=fsdp[1],
+        recompute_s=_per_block(rec, t, t.re_fp8) + attention_again,
+    )
+    return bf16, fp8
 
-    if graphs and block_graphs is not None:
-        # a block linear the recommendation keeps in bf16 runs in float8 in the graphs: its
-        # per-layer difference puts it back
-        kept = np.where(block & ~convert, lin_bf16 - (fp8 - rec_fp8), 0.0)
-        bf16_block, fp8_block = graph_blocks(
+
+def _graph_blocks(
+    rec: Recommendation,
+    resolved: Resolved,
+    run: RunConfig,
+    timed: TimedBlock,
+    t: _RowTimes,
+    notes: list[Note],
+    attention: tuple[float, float],
+    streaming: tuple[float, float],
+) -> tuple[BlockTimes, BlockTimes]:
+    """One block per precision from the sharded block's graphs: with float8 graphs, a block
+    linear the rows keep in bf16 (it runs in float8 there) put back by its per-layer
+    difference; with bf16 graphs alone, float8 moves them as the rows do."""
+    pipelined = _pipelined(rec, resolved, run, t, notes, streaming)
+    if not timed.bf16_only:
+        kept = np.where(t.block & ~t.convert, t.lin_bf16 - (t.fp8 - t.rec_fp8), 0.0)
+        return graph_blocks(
             rec,
             run,
-            block_graphs,
-            per_block(kept),
+            timed,
+            _per_block(rec, t, kept),
             notes,
-            convert,
-            (attention, attention_again),
+            t.convert,
+            attention,
             pipelined,
             streaming,
         )
+    bf16, fp8 = _row_blocks(rec, resolved, run, t, notes, attention, pipelined, streaming)
+    none = np.zeros(len(rec.rows), dtype=bool)
+    graph16, _ = graph_blocks(rec, run, timed, 0.0, [], none, attention, pipelined, streaming)
+    notes.append(note(Topic.FLOAT8_BY_LAYERS))
+    return graph16, moved(graph16, bf16, fp8)
+
+
+def _apart_convert(
+    apart: Recommendation, rec: Recommendation, convert: np.ndarray
+) -> np.ndarray | None:
+    """The separate layout's rows converted as the fused layout's `convert` converts theirs
+    (q, k and v as their wqkv); None where a row has no counterpart (filters split the two
+    layouts' rows differently)."""
+    index = {str(f): i for i, f in enumerate(rec.rows["fqn"])}
+    found = [index.get(fused_fqn(str(f))) for f in apart.rows["fqn"]]
+    if any(i is None for i in found):
+        return None
+    return np.array([bool(convert[i]) for i in found if i is not None], dtype=bool)
+
+
+def _fused_on_graphs(
+    rec: Recommendation,
+    apart: Recommendation,
+    convert: np.ndarray,
+    resolved: Resolved,
+    run: RunConfig,
+    timed: TimedBlock,
+    t: _RowTimes,
+    notes: list[Note],
+    attention: tuple[float, float],
+    streaming: tuple[float, float],
+) -> tuple[BlockTimes, BlockTimes]:
+    """The fused layout's block from the sharded block's graphs, which hold q, k and v apart:
+    the graphs' block of the separate layout converted alike (`apart`, its rows `convert`),
+    moved part by part by what fusing changes in the per-layer rows (the fused rows' block
+    less the separate rows')."""
+    graphs = not timed.bf16_only
+    apart_graphs = _row_times(apart, resolved, run, convert, [], graphs=graphs)
+    g16, g8 = _graph_blocks(apart, resolved, run, timed, apart_graphs, notes, attention, streaming)
+    scratch: list[Note] = []
+    by_rows = []
+    for r, c in ((rec, t.convert), (apart, convert)):
+        times = _row_times(r, resolved, run, c, scratch, graphs=False)
+        pipelined = _pipelined(r, resolved, run, times, scratch, streaming)
+        by_rows.append(
+            _row_blocks(r, resolved, run, times, scratch, attention, pipelined, streaming)
+        )
+    (f16, f8), (a16, a8) = by_rows
+    notes.append(note(Topic.FUSED_QKV_MOVED))
+    return moved(g16, a16, f16), moved(g8, a8, f8)
+
+
+def _summarize(
+    rec: Recommendation,
+    resolved: Resolved,
+    run: RunConfig,
+    block_graphs: TimedBlock | None,
+    notes: list[Note],
+    *,
+    as_run: bool,
+    apart: Recommendation | None = None,
+) -> StepSummary:
+    """`as_run`: every linear float8 can run in float8 but the filtered ones; otherwise
+    f8roof's decisions (the setup's filters still apply). `apart`: a fused-q/k/v run's
+    recommendation in the separate layout, whose rows pair with the graphs' linears."""
+    rows = rec.rows
+    setup = rec.setup
+    block = np.array([is_block_fqn(f) for f in rows["fqn"]])
+    head = rows["fqn"] == "lm_head"
+    if as_run:
+        convert, said = converts_as_run(rec, run)
+        notes.append(said)
     else:
-        forward = (per_block(lin_bf16) / 3, per_block(lin_fp8) / 3)
-        again = (per_block(re_bf16) + attention_again, per_block(re_fp8) + attention_again)
-        comm_bf16, comm_fp8 = pipelined or tp_comm(rec, rows, convert, block, layers, run, notes)
-        compute = [
-            (f + attention * FORWARD_SHARE, 2 * f + attention * (1 - FORWARD_SHARE) + r)
-            for f, r in zip(forward, again)
-        ]
-        fsdp = fsdp_comm(rec, rows, convert, block, layers, run, notes, compute, streaming)
-        bf16_block = BlockTimes(
-            linear_gemm_s=per_block(lin_bf16),
-            other_compute_s=attention,
-            tp_comm_s=comm_bf16,
-            fsdp_comm_s=fsdp[0],
-            recompute_s=per_block(re_bf16) + attention_again,
+        convert = rows["convert"].astype(bool) & ~kept_by_filters(rec, run, as_run=False)[0]
+    counts = rows["count"].astype(np.float64)
+    layers = block_count(rec)
+    apart_convert = None
+    if block_graphs is not None and setup.fuse_qkv:
+        apart_convert = None if apart is None else _apart_convert(apart, rec, convert)
+        if apart_convert is None:
+            notes.append(no_block(NoBlock.FUSED_QKV))
+            block_graphs = None
+    graphs = block_graphs is not None and not block_graphs.bf16_only
+    t = _row_times(rec, resolved, run, convert, notes, graphs=graphs)
+    attention = block_attention(rec, resolved, run, notes)
+    streaming = streaming_rate(resolved)
+    if block_graphs is None:
+        pipelined = _pipelined(rec, resolved, run, t, notes, streaming)
+        blocks = _row_blocks(rec, resolved, run, t, notes, attention, pipelined, streaming)
+    elif apart is not None and apart_convert is not None:
+        blocks = _fused_on_graphs(
+            rec, apart, apart_convert, resolved, run, block_graphs, t, notes, attention, streaming
         )
-        fp8_block = BlockTimes(
-            linear_gemm_s=per_block(gemm_fp8),
-            overhead_s=max(per_block(lin_fp8) - per_block(gemm_fp8), 0.0),
-            other_compute_s=attention,
-            tp_comm_s=comm_fp8,
-            fsdp_comm_s=fsdp[1],
-            recompute_s=per_block(re_fp8) + attention_again,
-        )
-        if block_graphs is not None:  # bf16 graphs alone: float8 moves them as the rows do
-            none = np.zeros(len(rows), dtype=bool)
-            graph16, _ = graph_blocks(
-                rec,
-                run,
-                block_graphs,
-                0.0,
-                [],
-                none,
-                (attention, attention_again),
-                pipelined,
-                streaming,
-            )
-            bf16_block, fp8_block = graph16, moved(graph16, bf16_block, fp8_block)
-            notes.append(note(Topic.FLOAT8_BY_LAYERS))
+    else:
+        blocks = _graph_blocks(rec, resolved, run, block_graphs, t, notes, attention, streaming)
+    bf16_block, fp8_block = blocks
+    lin_bf16, lin_fp8, re_bf16, re_fp8 = t.lin_bf16, t.lin_fp8, t.re_bf16, t.re_fp8
     other = ~block & ~head
     if other.any():
         notes.append(note(Topic.OTHER_LINEARS, fqns=list(rows["fqn"][other])))
@@ -359,7 +482,7 @@ def _summarize(
         bf16_block = replace(bf16_block, ep_comm_s=ep_s)
         fp8_block = replace(fp8_block, ep_comm_s=ep_s)
     if run.cp > 1:
-        cp_s = cp_comm(rec, run, notes, attention)
+        cp_s = cp_comm(rec, run, notes, attention[0])
         bf16_block = replace(bf16_block, cp_comm_s=cp_s)
         fp8_block = replace(fp8_block, cp_comm_s=cp_s)
     pipeline = run.pipeline.for_layers(layers) if run.pipeline is not None else None
