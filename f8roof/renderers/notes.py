@@ -331,8 +331,9 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "the save list)"
     ),
     Topic.ATTENTION: lambda v: (
-        f"attention: {v['ms']:.2f} ms per block (FlashAttention-2's causal throughput at "
-        f"S = {v['seq_len']}, {v['heads']} heads of {v['head_dim']}), the same in both precisions"
+        f"attention: {v['ms']:.2f} ms per block (FlashAttention-2's causal efficiency on H100 at "
+        f"S = {v['seq_len']} relative to this part's bf16 gemms, {v['heads']} heads of "
+        f"{v['head_dim']}), the same in both precisions"
         + ("; full AC reruns its forward" if v["recomputed"] else "")
     ),
     Topic.NO_ATTENTION: lambda v: "attention: no output projection with heads known, not timed",
