@@ -16,7 +16,8 @@ loss-parallel cross entropy on the fp32 logits, backward, fused AdamW, zero_grad
 step's peak is read, its optimizer states in place.
 
 What the tracker cannot see: torch.compile (which skips itself under a dispatch mode such as
-the tracker: the block's compiled buffers and saved tensors are not these), the caching allocator's reserve over
+the tracker: the block's compiled buffers and saved tensors are not these; `beside_the_model`
+sets it beside memory.py's eager count), the caching allocator's reserve over
 allocated bytes, the rotary embedding (left out of profiler/block.py's block), and temporaries
 inside torchao's float8 matmul (the tracker sees the tensors torch dispatch returns).
 """
@@ -202,7 +203,8 @@ def beside_the_model(
     estimate = memory_estimate(
         arch,
         tokens=spec.tokens,
-        run=replace(spec.parallel, loss_compiled=False),  # the tracker runs the loss eagerly
+        # the tracker runs the step eagerly: the blocks' and the loss's eager saved tensors
+        run=replace(spec.parallel, loss_compiled=False, blocks_compiled=False),
         recipe=recipe or "tensorwise",
         converted=blocks,
         gpu_memory_bytes=gpu_memory_bytes,
