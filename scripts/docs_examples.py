@@ -271,6 +271,14 @@ EXAMPLES: tuple[Example, ...] = (
         ),
     ),
     Example(
+        "saved-activations",
+        "docs/memory.md",
+        ("scripts/saved_activations.py",),
+        kind="script",
+        fence=False,
+        slow=True,
+    ),
+    Example(
         "model-70b", "docs/models.md", ("estimate", "--model", "llama3-70b", "--tokens", "8192")
     ),
     Example(

@@ -42,9 +42,9 @@ def test_the_terms_add_up_to_each_peak():
 
 
 def test_a_tiny_model_by_hand():
-    """One GPU, no recompute, bf16, the loss eager (torchtitan before 2025-04-02): the peak is
-    at the loss."""
-    found = tiny(replace(ONE_GPU, loss_compiled=False)).bf16
+    """One GPU, no recompute, bf16, the blocks and the loss eager (torchtitan before
+    2025-04-02, or compile off): the peak is at the loss."""
+    found = tiny(replace(ONE_GPU, loss_compiled=False, blocks_compiled=False)).bf16
     block = 16 * 16 + 16 * 8 + 16 * 8 + 16 * 16 + 16 * 32 + 16 * 32 + 32 * 16  # 2304
     params = block + 2 * 16 + 16 * 64 + 16 + 64 * 16  # two norms; lm_head, final norm, embedding
     assert found.bytes_of(Term.PARAMETERS) == params * 4
@@ -61,6 +61,19 @@ def test_a_tiny_model_by_hand():
     assert found.bytes_of(Term.LOGITS_LOSS) == T * 64 * 12 + T * 16 * 2 + T * 16 * 2
     assert found.bytes_of(Term.BLOCK_BACKWARD) == 0
     assert found.phase is Phase.LOSS
+
+
+def test_a_compiled_tiny_block_saves_by_hand():
+    """No recompute, bf16: what AOTAutograd's partition of the compiled block keeps
+    (tests/test_saved_activations.py reads it off the graph): the eager set less SiLU's output
+    (recomputed from the gate's) and the output projection's input (SDPA's saved output
+    itself), with each norm's fp32 rsqrt."""
+    found = tiny(replace(ONE_GPU, loss_compiled=False)).bf16
+    # both norms' inputs (16 each) and rsqrt (fp32); inputs: attn 16, mlp 16, down 32;
+    # outputs: q 16, k 8, v 8, gate 32, up 32; SDPA's output 16 and lse (4 heads, fp32)
+    per_token = 2 * (16 + 16) + 2 * 4 + 2 * (16 + 16 + 32) + 2 * (16 + 8 + 8 + 32 + 32)
+    per_token += 2 * 16 + 4 * 4
+    assert found.bytes_of(Term.SAVED_ACTIVATIONS) == T * per_token
 
 
 def test_a_compiled_loss_holds_the_bf16_logits_and_their_gradient():
@@ -190,13 +203,33 @@ def test_float8_all_gather_halves_the_converted_weights_in_flight():
     assert rowwise.fp8.bytes_of(Term.WEIGHTS_IN_FLIGHT) == bf16  # torchao gathers tensorwise only
 
 
-def test_tensorwise_under_tp_saves_float8_inputs_and_rowwise_does_not():
-    run = RunConfig.sharded(tp=2, fsdp=2)
+def test_eager_tensorwise_under_tp_saves_float8_inputs_and_rowwise_does_not():
+    run = replace(RunConfig.sharded(tp=2, fsdp=2), blocks_compiled=False)
     tensorwise, rowwise = tiny(run), tiny(run, recipe="rowwise")
     bf16 = tensorwise.bf16.bytes_of(Term.SAVED_ACTIVATIONS)
     assert rowwise.fp8.bytes_of(Term.SAVED_ACTIVATIONS) == bf16
     # four linear inputs (attn, o, mlp, down) at T x K_local, one byte instead of two
     assert tensorwise.fp8.bytes_of(Term.SAVED_ACTIVATIONS) == bf16 - T * (16 + 8 + 16 + 16)
+
+
+def test_compiled_float8_under_tp_saves_the_gathered_inputs_in_float8():
+    """The compiled block under TP (read off its graph, tests/test_saved_activations.py): bf16
+    keeps the gathered attention and MLP inputs and the down projection's (T x 16 each, 2
+    bytes); float8 keeps the gathered ones in float8 instead (1 byte), tensorwise the
+    row-parallel ones' float8 inputs too (o: T x 8, down: T x 16), rowwise not. Both keep
+    float8 copies of the TP-local weights: tensorwise all of them (2304 / 2), rowwise o's and
+    the MLP's ((256 + 3 x 512) / 2)."""
+    run = RunConfig.sharded(tp=2, fsdp=2)
+    tensorwise, rowwise = tiny(run), tiny(run, recipe="rowwise")
+    bf16 = tensorwise.bf16.bytes_of(Term.SAVED_ACTIVATIONS)
+    assert bf16 == rowwise.bf16.bytes_of(Term.SAVED_ACTIVATIONS)
+    kept_bf16 = T * (16 + 16 + 16) * 2
+    assert rowwise.fp8.bytes_of(Term.SAVED_ACTIVATIONS) == (
+        bf16 - kept_bf16 + T * (16 + 16) + (256 + 3 * 512) // 2
+    )
+    assert tensorwise.fp8.bytes_of(Term.SAVED_ACTIVATIONS) == (
+        bf16 - kept_bf16 + T * (16 + 16 + 8 + 16) + 2304 // 2
+    )
 
 
 def test_a_cheaper_mode_and_a_larger_batch_where_float8_frees_room():
@@ -257,10 +290,10 @@ def test_an_answer_carries_its_memory_and_an_unknown_degree_none():
 
 
 def test_float8_at_a_cheaper_recompute_mode_is_timed_against_bf16_at_its_own():
-    """Llama3-8B, 64k tokens, TP 8 x FSDP 8 on an H100: bf16 needs per-op SAC, float8 (its
+    """Llama3-8B, 80k tokens, TP 8 x FSDP 8 on an H100: bf16 needs per-op SAC, float8 (its
     saved linear inputs in float8 under TP) fits without recompute."""
     result = answer(
-        Question(model="llama3-8b", tokens=65536),
+        Question(model="llama3-8b", tokens=81920),
         Request(gpu="h100"),
         setup=RunConfig.from_options(tp=8, fsdp=8, recompute="selective"),
     )

@@ -636,3 +636,14 @@ def test_disable_loss_parallel_reads_as_torchtitan_runs_it(tmp_path):
     assert "eager fp32 loss over logits gathered from the TP ranks" in result.output
     # the logits' all-gather and the whole vocabulary's loss on every rank cost more
     assert outside[1] > outside[0]
+
+
+def test_the_blocks_are_compiled_where_the_setup_compiles_the_model():
+    """What a block saves for the backward depends on it (training/memory.py)."""
+    assert not parse_setup(MINIMAL).run.blocks_compiled  # compile off: eager autograd
+    assert parse_setup(MINIMAL + "[compile]\nenable = true\n").run.blocks_compiled
+    loss_only = MINIMAL + '[compile]\nenable = true\ncomponents = ["loss"]\n'
+    assert not parse_setup(loss_only).run.blocks_compiled
+    model = MINIMAL + '[compile]\nenable = true\ncomponents = ["model"]\n'
+    assert parse_setup(model).run.blocks_compiled and not parse_setup(model).run.loss_compiled
+    assert parse_setup(EARLIER).run.blocks_compiled  # training.compile: the model

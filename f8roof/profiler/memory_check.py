@@ -1,6 +1,11 @@
-"""Peak memory of one training step as torch itself counts it: the check of training/memory.py.
+"""Memory as torch itself counts it: the check of training/memory.py, two ways.
 
-torch's `FSDPMemTracker` (torch/distributed/_tools/fsdp2_mem_tracker.py) follows every tensor
+What a compiled block saves for the backward (`saved_activations`): profiler/block.py's block,
+compiled as torchtitan compiles it, traced without computing, and the tensors its partitioned
+forward hands its backward read off the graphs (`saved_tensors`); memory.py's saved term
+models what they hold.
+
+The peak of one training step (`tracked_peak`): torch's `FSDPMemTracker` (torch/distributed/_tools/fsdp2_mem_tracker.py) follows every tensor
 a step allocates, by category (sharded and unsharded parameters, gradients, activations,
 temporaries, optimizer states), through FSDP2's hooks. Here it runs under `FakeTensorMode` on
 a fake process group, so a 70B model at its real sizes costs no memory: a whole torchtitan llama
@@ -10,8 +15,9 @@ the root, the last block kept unsharded), trained eagerly for two steps (forward
 loss-parallel cross entropy on the fp32 logits, backward, fused AdamW, zero_grad); the second
 step's peak is read, its optimizer states in place.
 
-What it cannot see: torch.compile (which skips itself under a dispatch mode such as the
-tracker: the block's compiled buffers are not these), the caching allocator's reserve over
+What the tracker cannot see: torch.compile (which skips itself under a dispatch mode such as
+the tracker: the block's compiled buffers and saved tensors are not these; `beside_the_model`
+sets it beside memory.py's eager count), the caching allocator's reserve over
 allocated bytes, the rotary embedding (left out of profiler/block.py's block), and temporaries
 inside torchao's float8 matmul (the tracker sees the tensors torch dispatch returns).
 """
@@ -19,8 +25,10 @@ inside torchao's float8 matmul (the tracker sees the tensors torch dispatch retu
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
-from collections.abc import Iterator
+import operator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,13 +36,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from f8roof.profiler import torchao_float8
-from f8roof.profiler.block import BlockModule, Checkpointed, _tp_plan, fake_world, sac_context
+from f8roof.profiler import codegen_only, torchao_float8
+from f8roof.profiler.block import (
+    BlockModule,
+    Checkpointed,
+    _build,
+    _float8_recipe,
+    _tp_plan,
+    fake_world,
+    sac_context,
+    torchtitan_inductor_settings,
+)
+from f8roof.profiler.capture import CaptureError, GraphKind, _Recorder, compiling, recording
 from f8roof.traffic.recipes import Recipe
 from f8roof.traffic.variant import torchao_recipe_name
 from f8roof.training.block import BlockSpec, Recompute
 from f8roof.training.catalog import Architecture
-from f8roof.training.checkpointing import sac_policy
+from f8roof.training.checkpointing import SacPolicy, sac_policy
 from f8roof.training.memory import MemoryPeak, memory_estimate
 
 STEPS = 2  # the first creates AdamW's states; the second's peak is the one a run repeats
@@ -185,7 +203,8 @@ def beside_the_model(
     estimate = memory_estimate(
         arch,
         tokens=spec.tokens,
-        run=replace(spec.parallel, loss_compiled=False),  # the tracker runs the loss eagerly
+        # the tracker runs the step eagerly: the blocks' and the loss's eager saved tensors
+        run=replace(spec.parallel, loss_compiled=False, blocks_compiled=False),
         recipe=recipe or "tensorwise",
         converted=blocks,
         gpu_memory_bytes=gpu_memory_bytes,
@@ -223,3 +242,172 @@ class _sharding_outside_the_tracker:
 
         DeviceMesh._concatenate = self._concatenate  # type: ignore[method-assign]
         sharding_prop.detect_fake_mode = self._detect
+
+
+# ---- what a compiled block saves for the backward ------------------------------------------
+
+
+@dataclass(frozen=True)
+class SavedTensor:
+    """One tensor a compiled block's forward hands its backward (AOTAutograd's partition).
+
+    `op`: the op that computed its data (through views and getitem: a saved `permute` of q is
+    its projection's `aten.mm`); `input` for the block's input and its weights. `bytes`: the
+    storage it keeps alive, 0 where an earlier saved tensor is a view of the same storage or
+    where it is no tensor. `activation`: computed from the block's input (what grows with
+    tokens); else a weight or what is computed from weights alone (a cast, an amax)."""
+
+    name: str
+    op: str
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    activation: bool
+
+
+@dataclass(frozen=True)
+class SavedActivations:
+    """What one rank's compiled block saves for the backward: `spec`'s dims, TP and
+    checkpointing, `recipe` (None: bf16)."""
+
+    spec: BlockSpec
+    recipe: str | None
+    tensors: tuple[SavedTensor, ...]
+
+    @property
+    def activation_bytes(self) -> int:
+        return sum(t.bytes for t in self.tensors if t.activation)
+
+    @property
+    def from_weights_bytes(self) -> int:
+        """What the forward computed from weights alone and saved (float8 copies, scales);
+        the weights themselves, graph inputs, are FSDP's (or the model's) memory."""
+        return sum(t.bytes for t in self.tensors if not t.activation and t.op != "input")
+
+    @property
+    def bytes_per_token(self) -> float:
+        """Saved activation bytes per token of the data-parallel rank (`BlockSpec.tokens`)."""
+        return self.activation_bytes / self.spec.tokens
+
+
+def saved_activations(
+    spec: BlockSpec, *, recipe: str | None, sac: SacPolicy | None = None
+) -> SavedActivations:
+    """Compile one rank's block as `capture_block` does (torchtitan's TP plan, checkpointing
+    and `torch.compile`; FSDP2 around it) and read what its partitioned forward saves.
+
+    Nothing computes: the graphs are traced on CPU with an inner compiler that only allocates
+    outputs, so the dims may be a real model's. The partition read is the one Inductor's
+    codegen (`device="codegen"`) generates CUDA code from. Under selective checkpointing the
+    policy marks what is saved; elsewhere AOTAutograd's min-cut partitioner chooses, and may
+    recompute cheap pointwise ops (a norm's output from its input) in the backward."""
+    float8 = _float8_recipe(recipe)
+    recorder = _Recorder()
+    where = f"{spec.name or 'block'} {recipe or 'bf16'} saved tensors"
+    with (
+        compiling(where),
+        torchao_float8.inductor_patch_scope(),
+        torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel)),
+        recording(recorder),
+        fake_world(spec.parallel.world_size),
+    ):
+        built = _build(
+            spec,
+            float8,
+            backend=functools.partial(recorder.backend, inner=codegen_only.no_compute_inner),
+            initialize=False,
+            sac=sac or sac_policy(),
+        )
+        built.module(built.x).backward(built.grad)
+    graphs = {graph.kind: graph for graph in recorder.graphs}
+    if set(graphs) != {GraphKind.FWD, GraphKind.BWD} or len(recorder.graphs) != 2:
+        raise CaptureError(f"{where}: expected one forward and one backward graph")
+    forward = graphs[GraphKind.FWD].module.graph
+    # the block's input by its shape (FSDP2's root hook hands the graph a copy of `built.x`;
+    # weights and norms are 1-D and 2-D)
+    shape = (spec.batch, spec.local_seq_len, spec.dim)
+    inputs = [
+        tuple(p.meta["val"].shape) == shape
+        if isinstance(p.meta.get("val"), torch.Tensor)
+        else False
+        for p in forward.find_nodes(op="placeholder")
+    ]
+    if sum(inputs) != 1:
+        raise CaptureError(f"{where}: {sum(inputs)} graph inputs of the block input's shape")
+    tensors = saved_tensors(forward, graphs[GraphKind.BWD].module.graph, inputs)
+    return SavedActivations(spec, recipe, tensors)
+
+
+def saved_tensors(
+    forward: torch.fx.Graph, backward: torch.fx.Graph, from_input: Sequence[bool]
+) -> tuple[SavedTensor, ...]:
+    """The forward's outputs the backward takes as inputs: AOTAutograd returns the user's
+    outputs first and the saved values last, and the backward's placeholders are the saved
+    values (named after their forward nodes) then the outputs' gradients (`tangents_*`).
+    `from_input`: per forward placeholder, whether it is the block's input."""
+    wanted = [p.name for p in backward.find_nodes(op="placeholder")]
+    wanted = [name for name in wanted if not name.startswith("tangents")]
+    returned = list(forward.find_nodes(op="output")[0].args[0])
+    saved = returned[len(returned) - len(wanted) :]
+    names = [getattr(node, "name", None) for node in saved]
+    # the RNG state AOTAutograd keeps for a checkpointed region is renamed on the way
+    if any(w != n and not w.startswith("rng_state") for w, n in zip(wanted, names)):
+        raise CaptureError(f"the backward's saved inputs {wanted} are not the forward's {names}")
+    placeholders = forward.find_nodes(op="placeholder")
+    activation = {p for p, flag in zip(placeholders, from_input) if flag}
+    for node in forward.nodes:
+        if node.op != "placeholder" and any(i in activation for i in node.all_input_nodes):
+            activation.add(node)
+    seen: set[torch.fx.Node] = set()
+    out = []
+    for node in saved:
+        base = _storage_of(node)
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            # a size (none under dynamic=False) or an object a checkpointed region passes
+            # through (a process group): no memory of the block's
+            kind = type(value).__name__
+            out.append(SavedTensor(node.name, "no tensor", (), kind, 0, False))
+            continue
+        op = _computed_by(base)
+        # the RNG state a checkpointed region replays (a CPU generator's here, CUDA's philox
+        # seed and offset on a GPU): no activation
+        rng = "rng_state" in op
+        whole = base.meta["val"]
+        nbytes = 0 if base in seen or rng else whole.untyped_storage().nbytes()
+        seen.add(base)
+        out.append(
+            SavedTensor(
+                name=node.name,
+                op=op,
+                shape=tuple(int(d) for d in value.shape),
+                dtype=str(value.dtype).removeprefix("torch."),
+                bytes=int(nbytes),
+                activation=node in activation and not rng,
+            )
+        )
+    return tuple(out)
+
+
+def _storage_of(node: torch.fx.Node) -> torch.fx.Node:
+    """The node whose output's storage `node` views: through view ops and a getitem of a
+    view op's list (split); a getitem of a multi-output op is a tensor of its own."""
+    while node.op == "call_function":
+        source = node.args[0] if node.args else None
+        if not isinstance(source, torch.fx.Node):
+            return node
+        split = node.target is operator.getitem and getattr(source.target, "is_view", False)
+        if not (split or getattr(node.target, "is_view", False)):
+            return node
+        node = source
+    return node
+
+
+def _computed_by(node: torch.fx.Node) -> str:
+    """The op that wrote a storage: a getitem's multi-output op (SDPA's output and logsumexp),
+    `input` for a graph input."""
+    if node.op == "placeholder":
+        return "input"
+    if node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+        node = node.args[0]
+    return str(node.target)

@@ -199,8 +199,8 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "the output projection kept in bf16 as torchtitan then kept it"
     ),
     Topic.NOT_COMPILED: lambda v: (
-        "setup: the setup does not compile (training.compile false): this answer is for the "
-        "compiled run (f8roof models torch.compile's kernels), not the eager one"
+        "setup: the setup does not compile (training.compile false): its times are the "
+        "compiled run's (f8roof models torch.compile's kernels), its memory the eager run's"
     ),
     Topic.CONVERTER_OFF: lambda v: (
         "setup: [model] converters turns no float8 converter on, so this setup converts "

@@ -20,18 +20,33 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   between forward and backward. With torchao's float8 all-gather (tensorwise) the converted
   weights travel and stay unsharded in float8: one byte instead of two. Without FSDP, autocast's
   bf16 weight copies are saved for the backward (tensorwise: the float8 casts instead).
-- activations saved for the backward, per block, by the recompute mode (`Recompute`):
-  - none: what autograd saves in torchtitan's llama block: both norms' inputs, each linear's
-    input once (q/k/v and gate/up share theirs), the outputs rope/SDPA and SiLU-mul keep (every
-    linear's output but the row-parallel ones), SDPA's output and logsumexp, SiLU's output.
+- activations saved for the backward, per block, by the recompute mode (`Recompute`). The
+  blocks compiled (`RunConfig.blocks_compiled`, torchtitan's `compile`), AOTAutograd's
+  partition of each block's graph decides, read off the graphs of profiler/block.py's block
+  (profiler/memory_check.py's `saved_activations`, scripts/saved_activations.py, torch 2.13):
+  - none, compiled: the min-cut partitioner keeps both norms' inputs and their rsqrt, the
+    outputs eager keeps but SiLU's (recomputed from the gate's), SDPA's output once (the
+    output projection reads it, no copy) and logsumexp; of the linears' inputs, in bf16 the
+    norms' outputs and the activation's output, in float8 without TP none (the backward
+    recasts from the norm's input and the gate's and up's outputs), under TP the all-gathered
+    inputs in float8 (and, tensorwise, the row-parallel ones'). Under TP, float8 also keeps
+    float8 copies of the converted weights (`_keeps_float8_weight`): a block's worth of bytes
+    that does not grow with tokens;
+  - selective, compiled: as eager below, but the MLP's down projection's output and its
+    reduce-scatter's, which no gradient reads, are not kept; rowwise keeps the fp32 row
+    scales of the kept gemms' inputs (4 bytes a row each);
+  - none, eager: what autograd saves in torchtitan's llama block: both norms' inputs, each
+    linear's input once (q/k/v and gate/up share theirs), the outputs rope/SDPA and SiLU-mul
+    keep (every linear's output but the row-parallel ones), SDPA's output and logsumexp,
+    SiLU's output.
     torchao's `matmul_with_hp_or_float8_args.forward` (pytorch/ao@40a686779, 2025-03-25,
     torchao/float8/float8_linear.py) saves `(input_hp, weight_hp_t)` as given: tensorwise
     casts the weight before the call and, under TP, torchao's Float8ColwiseParallel /
     Float8RowwiseParallel cast the input before the all-gather, so tensorwise saves both in
     float8; rowwise (axiswise) saves the bf16 input and weight.
-  - selective: torchtitan's per-op SAC (training/checkpointing.py's policy): the block's input,
-    the outputs of every second matmul, SDPA's outputs and the reduce-scatters'; the rest is
-    recomputed. float8 linears show SAC aten.mm, so the same tensors are kept in both.
+  - selective, eager: torchtitan's per-op SAC (training/checkpointing.py's policy): the
+    block's input, the outputs of every second matmul, SDPA's outputs and the
+    reduce-scatters'; the rest is recomputed. float8 linears show SAC aten.mm, so the same tensors are kept in both.
   - full: each checkpointed block keeps its input only (sequence-sharded under TP).
 - context parallelism (`RunConfig.cp`): a rank holds its chunk of every sequence (the tokens
   given are its own), FSDP shards over the data-parallel and CP ranks together (torchtitan's
@@ -286,6 +301,8 @@ class _Model:
     linears: tuple[LocalLayer, ...]  # the block's linears, forward order
     converted: frozenset[str]
     tensorwise: bool
+    compiled: bool = False  # the blocks compiled: what AOTAutograd's partition saves
+    rowwise: bool = False  # torchao's rowwise recipes (one fp32 scale per row)
     cp: int = 1  # context-parallel ranks each sequence is split over
     in_flight: float = 1.0  # microbatches whose saved activations the rank holds at once
     head: bool = True  # the rank runs the output projection and the loss
@@ -393,6 +410,9 @@ def _model(
         linears=block,
         converted=converted,
         tensorwise=recipe == "tensorwise",
+        rowwise=recipe.startswith("rowwise"),
+        # MoE blocks are not read off a compiled graph yet (profiler/block.py): eager's count
+        compiled=run.blocks_compiled and not any(layer.grouped for layer in block),
         cp=run.cp,
         in_flight=stage.in_flight,
         head=stage.head,
@@ -420,6 +440,8 @@ def _share(layer: LocalLayer, m: _Model) -> float:
 
 def _saved_none(m: _Model, fp8: bool) -> float:
     """Bytes autograd saves for one mean block without recompute (module docstring)."""
+    if m.compiled:
+        return _saved_none_compiled(m, fp8)
     seq_sharded = m.tokens / m.tp
     total = 2 * seq_sharded * m.hidden * BF16  # both norms' inputs (the first: the block input)
     inputs: dict[tuple[str, Before, int, int], float] = {}
@@ -454,23 +476,102 @@ def _key_value_width(layer: LocalLayer, m: _Model) -> int:
     return 0
 
 
-def _saved_selective(m: _Model, run: RunConfig) -> float:
+def _saved_none_compiled(m: _Model, fp8: bool) -> float:
+    """What a compiled block's forward hands its backward without recompute, as AOTAutograd's
+    min-cut partition chooses (read off the graphs, torch 2.13: profiler/memory_check.py's
+    `saved_activations`, scripts/saved_activations.py): both norms' inputs (the block's input
+    and the attention's output, reduce-scattered under TP) with their fp32 rsqrt, rope/SDPA's
+    and the activation's inputs (every linear's output but the row-parallel ones), SDPA's
+    output and logsumexp, and the linears' inputs the backward cannot rebuild cheaply
+    (`_compiled_input_width`); under TP, float8 weight copies (`_keeps_float8_weight`).
+    Unlike eager, the output projection's input is SDPA's output (one tensor, not a copy
+    beside it), and SiLU's output is recomputed from the gate's."""
+    seq_sharded = m.tokens / m.tp
+    total = 2 * seq_sharded * (m.hidden * BF16 + FP32)
+    inputs: dict[tuple[str, Before, int, int], float] = {}
+    for layer in m.linears:
+        rows, share = _rows(layer), _share(layer, m)
+        key = (_parent(layer.linear.fqn), layer.linear.context.before, layer.K, rows)
+        width = _compiled_input_width(m, layer, fp8)
+        inputs[key] = max(inputs.get(key, 0.0), rows * layer.K * width * share)
+        if _keeps_float8_weight(m, layer, fp8):
+            total += _weight(layer) * FLOAT8 * share
+        if layer.linear.tp is not TPStyle.ROW:
+            total += rows * layer.N * BF16 * share
+        elif layer.linear.heads:
+            heads = layer.linear.heads // m.tp
+            total += (rows * layer.K * BF16 + rows * heads * FP32) * share
+        if m.cp > 1:  # SDPA keeps the keys and values all-gathered over the CP ranks
+            total += (m.cp - 1) * rows * _key_value_width(layer, m) * BF16 * share
+    return total + sum(inputs.values())
+
+
+def _compiled_input_width(m: _Model, layer: LocalLayer, fp8: bool) -> int:
+    """Bytes per element of a linear's input a compiled block saves (0: not saved), as the
+    partition of torchtitan's llama block chose on torch 2.13 (scripts/saved_activations.py):
+    - bf16: the norms' outputs (all-gathered under TP) and the activation's output, once per
+      shared input; never the output projection's, which is SDPA's saved output;
+    - float8 without TP: none: the backward recasts what it needs from the norm's input and
+      rsqrt, and from the gate's and up's outputs, rather than keep a copy;
+    - float8 under TP: the all-gathered inputs of the column-parallel linears in float8 (the
+      backward gathers nothing again), and, tensorwise, the row-parallel linears' float8
+      inputs too."""
+    if not _converted(m, layer, fp8):
+        # the output projection's input is SDPA's output, kept as SDPA's
+        return 0 if layer.linear.tp is TPStyle.ROW and layer.linear.heads else BF16
+    if m.tp == 1 or layer.linear.tp is TPStyle.REPLICATED:
+        return 0
+    if layer.linear.tp is TPStyle.ROW:
+        return FLOAT8 if m.tensorwise else 0
+    return FLOAT8
+
+
+def _keeps_float8_weight(m: _Model, layer: LocalLayer, fp8: bool) -> bool:
+    """Whether a compiled block without recompute keeps a float8 copy of the linear's weight
+    for the backward: under TP only (without it the backward recasts the weight), tensorwise
+    every converted linear's, rowwise the output projection's and the MLP's but not q/k/v's
+    (the partition's choice, read off the graphs at TP 2 and 4, with FSDP and without; not
+    read with FSDP2's float8 all-gather)."""
+    if not _converted(m, layer, fp8) or m.tp == 1 or layer.linear.tp is TPStyle.REPLICATED:
+        return False
+    attention_input = layer.linear.tp is TPStyle.COLUMN and bool(layer.linear.heads)
+    return m.tensorwise or (m.rowwise and not attention_input)
+
+
+def _converted(m: _Model, layer: LocalLayer, fp8: bool) -> bool:
+    return fp8 and layer.linear.fqn in m.converted
+
+
+def _saved_selective(m: _Model, run: RunConfig, fp8: bool) -> float:
     """Bytes per-op SAC keeps for one mean block: the block's input, the outputs of the
     matmuls the policy saves (every second; routed experts' grouped gemms never), SDPA's
-    output and logsumexp, and each reduce-scatter's output. The same in both precisions."""
+    output and logsumexp, and each reduce-scatter's output: eager, the same in both
+    precisions. Compiled, the partition drops what no gradient reads (the MLP's closing
+    output) and, rowwise, keeps the row scales of the kept gemms' inputs."""
     policy = sac_policy(run.sac_policy)
     seq_sharded = m.tokens / m.tp
     ops = [GROUPED_MM if layer.grouped else MM for layer in m.linears]
     total = seq_sharded * m.hidden * BF16
+    scaled: dict[tuple[str, Before, int, int], float] = {}
     for layer, decision in zip(m.linears, policy.decide_sequence(ops)):
         rows, share = _rows(layer), _share(layer, m)
-        if decision is Decision.SAVE:
+        # Compiled, the MLP's down projection's output (and its reduce-scatter's) feeds the
+        # residual add alone: no gradient reads it, so the partition keeps none of what the
+        # policy marks (read off the graphs, torch 2.13, scripts/saved_activations.py). Eager
+        # SAC holds every marked output until the recompute reads it.
+        closes = m.compiled and layer.linear.tp is TPStyle.ROW and not layer.linear.heads
+        if decision is Decision.SAVE and not closes:
             total += rows * layer.N * BF16 * share
+            if m.compiled and m.rowwise and _converted(m, layer, fp8):
+                # the partition keeps the fp32 row scale of a kept gemm's input (one per
+                # input the linears share: the norms' outputs)
+                key = (_parent(layer.linear.fqn), layer.linear.context.before, layer.K, rows)
+                scaled[key] = rows * FP32 * share
         if layer.linear.tp is TPStyle.ROW and layer.linear.heads:
             total += (rows * layer.K * BF16 + rows * (layer.linear.heads // m.tp) * FP32) * share
-        if layer.linear.tp is TPStyle.ROW and m.tp > 1 and not layer.grouped:
+        if layer.linear.tp is TPStyle.ROW and m.tp > 1 and not layer.grouped and not closes:
             total += seq_sharded * m.hidden * BF16 * share  # reduce_scatter_tensor's output
-    return total
+    return total + sum(scaled.values())
 
 
 def _saved(m: _Model, run: RunConfig, fp8: bool) -> tuple[float, float]:
@@ -479,11 +580,26 @@ def _saved(m: _Model, run: RunConfig, fp8: bool) -> tuple[float, float]:
     if run.recompute is Recompute.NONE:
         return none * m.layers, none
     if run.recompute is Recompute.SELECTIVE:
-        one = _saved_selective(m, run)
+        one = _saved_selective(m, run, fp8)
         return one * m.layers, one
     checkpointed = m.layers // run.recompute_every
     one = m.tokens / m.tp * m.hidden * BF16
     return one * checkpointed + none * (m.layers - checkpointed), one
+
+
+def saved_per_block(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    run: RunConfig,
+    recipe: str,
+    converted: Sequence[str],
+) -> tuple[float, float]:
+    """One mean block's saved activations in bf16 and float8 under the run's recompute mode:
+    what `Term.SAVED_ACTIVATIONS` holds once per block (scripts/saved_activations.py sets it
+    beside a compiled block's graphs)."""
+    m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
+    return _saved(m, run, False)[1], _saved(m, run, True)[1]
 
 
 def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:

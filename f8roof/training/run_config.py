@@ -337,6 +337,10 @@ class RunConfig:
     # 2025-04-02; [compile] components, "loss" by default, since 2025-08-20). False: the loss
     # runs eager, as in torchtitan before it or with compile off.
     loss_compiled: bool = True
+    # torchtitan compiles each transformer block (training.compile; [compile] components
+    # "model"): AOTAutograd's partition decides what a block saves for the backward
+    # (training/memory.py). False: the blocks run eager, autograd's own saved tensors.
+    blocks_compiled: bool = True
     # torchtitan's loss parallel under TP: the output projection's logits stay sharded over the
     # vocabulary into the loss. False (disable_loss_parallel): they are all-gathered, and every
     # TP rank runs the whole loss.

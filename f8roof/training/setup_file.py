@@ -777,6 +777,8 @@ def parse_setup(text: str, *, path: str = "<setup>", overrides: Sequence[str] = 
             loss_compiled=compile_
             and not earlier
             and "loss" in (sec["compile"].names("components") or ("model", "loss")),
+            blocks_compiled=compile_
+            and "model" in (sec["compile"].names("components") or ("model", "loss")),
             pipeline=pipeline,
             accumulation=accumulation,
             loss_parallel=loss_parallel,
