@@ -194,7 +194,7 @@ def test_retuned_speedup_is_never_below_like_for_like(small):
     assert small.retuned_speedup >= small.like_for_like_speedup
 
 
-def _reanswered(model: str, point, gpu: str):
+def _reanswered(model: str, point, gpu: str, *, fuse_qkv: bool = False):
     """A searched point answered again through the public API, from its layout alone."""
     lay = point.layout
     return f8roof.answer_model(
@@ -208,6 +208,7 @@ def _reanswered(model: str, point, gpu: str):
         recipe=lay.recipe or "tensorwise",
         async_tp=lay.async_tp,
         float8_all_gather=point.float8_all_gather,
+        fuse_qkv=fuse_qkv,
     )
 
 
@@ -262,6 +263,29 @@ def test_llama3_8b_on_8_h100s_gains_from_float8_and_reanswers():
     assert found.retuned_speedup >= (found.like_for_like_speedup or 0) > 1
     plan = _reanswered("llama3-8b", best, "h100")
     assert math.isclose(plan.step.chosen.fp8_s, best.fp8_s, rel_tol=1e-9)
+
+
+@pytest.mark.slow
+def test_a_fused_qkv_search_answers_every_layout_fused():
+    """--fuse-qkv is the model's build, not a layout: each best re-answers with estimate's
+    --fuse-qkv, and the fused search differs from the separate one (one input cast, one gemm)."""
+    fused = f8roof.best_runs("llama3-8b", 8, gpu="h100", fuse_qkv=True)
+    apart = f8roof.best_runs("llama3-8b", 8, gpu="h100")
+    assert fused.fuse_qkv and not apart.fuse_qkv
+    for arm in Arm:
+        best = fused.best(arm)
+        plan = _reanswered("llama3-8b", best, "h100", fuse_qkv=True)
+        assert math.isclose(plan.step.chosen.bf16_s, best.bf16_s, rel_tol=1e-9)
+        assert math.isclose(plan.step.chosen.fp8_s, best.fp8_s, rel_tol=1e-9)
+    layout = fused.best(Arm.FLOAT8).layout
+    same = next(p for p in apart.points if p.layout == layout)
+    assert fused.best(Arm.FLOAT8).fp8_s != same.fp8_s
+
+
+def test_cli_refuses_fused_qkv_for_a_model_torchtitan_does_not_fuse_in_one_line():
+    result = invoke_cli("plan", "--model", "gpt2", "--gpus", "2", "--fuse-qkv")
+    assert result.exit_code == 2 and result.output.count("\n") == 1
+    assert "--fuse-qkv" in result.output and "gpt2" in result.output
 
 
 @pytest.mark.slow

@@ -283,7 +283,7 @@ def report(model, tokens, no_plots, out, recipe, setup, policy, **request) -> No
 
 @main.command()
 @o.PLAN
-def plan(model, gpu, gpus, seq_len, recipe, top, out, plot_file) -> None:
+def plan(model, gpu, gpus, seq_len, recipe, top, out, fuse_qkv, plot_file) -> None:
     """The best bf16 run and the best float8 run of a model on N GPUs: torchtitan's layouts
     (TP, FSDP, HSDP, EP for MoE models, CP, a pipeline where nothing else fits, recompute,
     local batch, recipe) searched, those that do not fit dropped, ranked by tokens/s per
@@ -303,7 +303,15 @@ def plan(model, gpu, gpus, seq_len, recipe, top, out, plot_file) -> None:
         check_out(plot_file)
         check_matplotlib()  # refused before the search, as a bad name is
     with _runs_bar() as progress:
-        found = best_runs(model, gpus, gpu=gpu, seq_len=seq_len, recipe=recipe, progress=progress)
+        found = best_runs(
+            model,
+            gpus,
+            gpu=gpu,
+            seq_len=seq_len,
+            recipe=recipe,
+            progress=progress,
+            fuse_qkv=fuse_qkv,
+        )
     click.echo(search_text(found, top=top))
     if out:
         write_rows(search_rows(found), out)

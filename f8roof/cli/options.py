@@ -534,6 +534,12 @@ PLAN = stack(
     ),
     click.option("--out", default=None, help="every layout evaluated: FILE.csv, .json, .md"),
     click.option(
+        "--fuse-qkv",
+        is_flag=True,
+        help="every layout with torchtitan's fused q/k/v projection (llama3, qwen3; its "
+        "default since 2026-06-24), as estimate --fuse-qkv answers it",
+    ),
+    click.option(
         "--plot",
         "plot_file",
         default=None,

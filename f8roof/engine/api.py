@@ -209,6 +209,7 @@ def best_runs(
     calibration: str | Path | Calibration | None = None,
     no_calibration: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    fuse_qkv: bool = False,
 ) -> Search:
     """The best bf16 run and the best float8 run of `model` on `gpus` GPUs, as `f8roof plan`
     answers: every torchtitan layout searched (TP within a node, FSDP over the rest, a
@@ -219,6 +220,8 @@ def best_runs(
     8192). recipe: a float8 recipe, or "all" (those of tensorwise, rowwise, mxfp8 the GPU
     runs). calibration, no_calibration: as for `estimate_shapes`. progress: told (runs
     searched, runs planned so far) after each parallel layout's recompute modes and batches.
+    fuse_qkv: every layout with torchtitan's fused q/k/v projection (as `answer_model`'s):
+    the model's build, not a layout the search varies.
 
     Returns the search (`engine.step.search.Search`): `points` (every layout evaluated),
     `best(Arm.BF16)`, `best(Arm.FLOAT8)`, `retuned_speedup`, `like_for_like_speedup`.
@@ -229,6 +232,7 @@ def best_runs(
     from f8roof.hardware.fabric import Fabric
     from f8roof.hardware.presets import resolve_gpu
     from f8roof.hardware.support import unsupported_reason
+    from f8roof.training.catalog import fuse_qkv as fused
     from f8roof.training.catalog import resolve_model
     from f8roof.training.run_config import LLAMA3_SEQ_LEN
 
@@ -245,10 +249,14 @@ def best_runs(
     if not recipes:
         raise ParameterError("recipe", recipe, "a recipe the GPU runs")
     node = part.fabric.gpus_per_node if isinstance(part.fabric, Fabric) else 1
-    routed = [linear.routed.experts for linear in resolve_model(name).linears if linear.routed]
+    architecture = resolve_model(name)
+    routed = [linear.routed.experts for linear in architecture.linears if linear.routed]
+    fuse = _flag("fuse_qkv", fuse_qkv)
+    if fuse:
+        fused(architecture)  # refused here, in one line, for a model torchtitan does not fuse
 
     def evaluate(layout: Layout) -> Point:
-        setup = layout_run(layout, length)
+        setup = layout_run(layout, length, fuse_qkv=fuse)
         request = _request(gpu, layout.recipe, None, calibration, no_calibration)
         plan = answer(Question(model=name, tokens=setup.tokens), request, setup=setup)
         assert isinstance(plan, Plan) and plan.memory is not None
@@ -264,10 +272,13 @@ def best_runs(
         recipes=recipes,
         experts=max(routed, default=0),
         progress=progress,
+        fuse_qkv=fuse,
     )
 
 
-def layout_run(layout: Layout, seq_len: int, *, float8_all_gather: bool = False) -> RunConfig:
+def layout_run(
+    layout: Layout, seq_len: int, *, float8_all_gather: bool = False, fuse_qkv: bool = False
+) -> RunConfig:
     """The run a layout of the search is, by the command line's own rule (HSDP's replicas,
     which the command line has no flag for, as a setup file sets them)."""
     from dataclasses import replace
@@ -285,6 +296,7 @@ def layout_run(layout: Layout, seq_len: int, *, float8_all_gather: bool = False)
         seq_len=seq_len,
         local_batch_size=layout.local_batch,
         float8_all_gather=float8_all_gather,
+        fuse_qkv=fuse_qkv,
     )
     return replace(run, dp_replicate=layout.replicate)
 

@@ -137,6 +137,11 @@ def search_text(search: Search, *, top: int = 5) -> str:
             f"{len(search.points)} layouts evaluated, {len(search.refused)} refused"
         )
     ]
+    if search.fuse_qkv:
+        lines.append(
+            "q, k and v fused (attention.qkv_linear.wqkv; torchtitan's builders' fuse_qkv, "
+            "no config key)"
+        )
     for arm in Arm:
         lines += _best(search, arm)
     if retuned is None:

@@ -127,6 +127,7 @@ class Search:
     points: tuple[Point, ...]
     refused: tuple[tuple[Layout, str], ...] = ()
     wall_s: float = 0.0
+    fuse_qkv: bool = False  # every layout with torchtitan's fused q/k/v (the model's build)
 
     def ranked(self, arm: Arm) -> list[Point]:
         """The layouts that fit in `arm`, fastest (tokens/s per GPU) first; ties by layout."""
@@ -291,12 +292,14 @@ def search(
     recipes: Sequence[str],
     experts: int = 0,
     progress: Progress | None = None,
+    fuse_qkv: bool = False,
 ) -> Search:
     """The layouts torchtitan can run `model` with on `gpus` GPUs, answered by `evaluate`,
     pruned by the module's two rules; CP (where sequences are shorter than LONG_SEQ_LEN),
     then a pipeline (PP 2, then 4), only where no layout before fits either precision; EP
     only for an MoE model (`experts` routed experts a layer). `progress` is told each run
-    searched. Refuses, in one line, a model that fits nowhere."""
+    searched; `fuse_qkv` is recorded (the model's build `evaluate` answers, not searched).
+    Refuses, in one line, a model that fits nowhere."""
     check_gpus(gpus)
     start = time.perf_counter()
     asked = _Asked(evaluate)
@@ -319,6 +322,7 @@ def search(
         tuple(asked.points.values()),
         tuple(asked.refused.items()),
         time.perf_counter() - start,
+        fuse_qkv,
     )
     if not any(p.bf16_fits or p.fp8_fits for p in found.points):
         tried = len(found.points) + len(found.refused)
