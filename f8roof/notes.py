@@ -18,6 +18,8 @@ class Topic(str, Enum):
     SETUP_STRING_LIST = "setup_string_list"
     SETUP_EARLIER_LAYOUT = "setup_earlier_layout"  # layout: torchtitan's before 2025-03-18
     NOT_COMPILED = "not_compiled"  # the setup does not compile; f8roof models torch.compile
+    # commit, recipes (TE's names): Transformer Engine's linears in the step f8roof models
+    TE_STACK = "te_stack"
     CONVERTER_OFF = "converter_off"  # the float8 converter is off in the setup
     FLOAT8_ALL_GATHER_UNUSED = "float8_all_gather_unused"  # section: asked with FSDP off
     # entry: a filter_fqns entry that is a substring of no linear's fqn (keeps nothing in bf16)

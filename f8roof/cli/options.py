@@ -106,7 +106,8 @@ IMPL = click.option(
     "implementation",
     type=click.Choice([i.value for i in Implementation], case_sensitive=False),
     default=None,
-    help="whose float8 linear (default: torchao where it has the recipe)",
+    help="whose float8 linear (default: torchao where it has the recipe); te: Transformer "
+    "Engine's as NeMo/Megatron run it (tensorwise, tensorwise_delayed; estimate only)",
 )
 CONTEXT = stack(
     click.option(
@@ -374,7 +375,7 @@ ESTIMATE = stack(
         "Float8LinearConverter, #3127; its TOML job configs' [float8] defaulted to tensorwise, "
         "as --setup reads them; mxfp8 and mx: mxfp8_rceil; nvfp4: torchao's NVFP4, on "
         "Blackwell). With --model: a list, or all: "
-        "torchao's recipes (every one with --impl reference; the MXFP8 ones on MX parts, "
+        "torchao's recipes (every one with --impl reference, TE's two with --impl te; the MXFP8 ones on MX parts, "
         "nvfp4 on NVFP4 parts)",
     ),
     click.option("--scaling", default=None, help="tensorwise scaling per role: weight=delayed,..."),

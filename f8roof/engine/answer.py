@@ -109,7 +109,11 @@ def answer(
 ) -> ShapesAnswer | Plan:
     question.check(request, setup)
     resolved = resolve(request, many_recipes=bool(question.model))
-    check_float8_all_gather(setup.float8_all_gather, [c.recipe.name for c in resolved.configs])
+    check_float8_all_gather(
+        setup.float8_all_gather,
+        [c.recipe.name for c in resolved.configs],
+        resolved.config.implementation.value,
+    )
     if question.model:
         assert question.tokens is not None
         rec = recommend_model(

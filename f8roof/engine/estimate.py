@@ -61,6 +61,13 @@ from f8roof.traffic.fit import FitError, from_sympy
 from f8roof.traffic.grouped import is_grouped_recipe
 from f8roof.traffic.monomials import ShapeArrays
 from f8roof.traffic.recipes import Recipe, Role
+from f8roof.traffic.te import (
+    IN_BF16_GRAPH,
+    KERNEL_KINDS,
+    SCALE_KERNEL,
+    scale_kernels,
+    te_kernels,
+)
 from f8roof.traffic.variant import (
     FP8_DIM_MULTIPLE,
     Context,
@@ -68,6 +75,7 @@ from f8roof.traffic.variant import (
     Level,
     Variant,
     check_gpu_support,
+    context_fused_roles,
     fp8_reason_codes,
 )
 
@@ -164,9 +172,10 @@ class EstimateConfig:
 
     def model_key(self, level: Level) -> ModelKey:
         """Which byte model times this config's overhead at `level`."""
-        return ModelKey(
-            self.recipe, level, self.implementation, self.fused, self.limited, self.grouped
-        )
+        fused = self.fused
+        if self.implementation is Implementation.TE:  # TE fuses what its modules fuse, no more
+            fused = context_fused_roles(self.context, Implementation.TE)
+        return ModelKey(self.recipe, level, self.implementation, fused, self.limited, self.grouped)
 
 
 @lru_cache(maxsize=64)
@@ -299,8 +308,7 @@ def fitted_overhead(
         bf16.traffic.kernel_sets, calibration.kernel_time, bf16.variant, shapes
     )
     if uses_read_off(calibration, variant):
-        assert variant.recipe is not None, "bf16 reads nothing off"
-        nbytes, seconds = read_off_kernels(calibration, variant.recipe, shapes)
+        nbytes, seconds = read_off_kernels(calibration, variant, shapes)
         return nbytes, seconds, context_s
     fp8 = calibration.variant(variant.key)
     fp8_bytes, fp8_s = fitted_kernels(
@@ -309,52 +317,81 @@ def fitted_overhead(
     return fp8_bytes - bf16_bytes, fp8_s - context_s, context_s
 
 
+def reads_off(variant: Variant) -> bool:
+    """Whether the variant's kernels are read off their code, never compiled here: torchao's
+    MX, blockwise and NVFP4 casts (`traffic.block_scaled`), Transformer Engine's linears
+    (`traffic.te`)."""
+    return variant.implementation is Implementation.TE or is_read_off(variant.recipe)
+
+
 def calibration_covers(calibration: Calibration, variant: Variant) -> bool:
-    """The calibration has the variant's graphs, or (torchao's read-off MX and blockwise
-    kernels, `traffic.block_scaled`) the bf16 graph of its context and the kernel-time model
-    that times them."""
-    if is_read_off(variant.recipe):
+    """The calibration has the variant's graphs, or (read-off kernels, `reads_off`) the bf16
+    graph of its context and the kernel-time model that times them."""
+    if reads_off(variant):
         return calibration.has(variant.baseline.key)
     return calibration.has(variant.key)
 
 
 def uses_read_off(calibration: Calibration, variant: Variant) -> bool:
     """Whether the calibration times this variant's read-off kernels (it has no graphs of it)."""
-    return is_read_off(variant.recipe) and not calibration.has(variant.key)
+    return reads_off(variant) and not calibration.has(variant.key)
 
 
 def _read_off_kind_bytes(
-    recipe: Recipe, M: np.ndarray, K: np.ndarray, N: np.ndarray
+    variant: Variant, M: np.ndarray, K: np.ndarray, N: np.ndarray
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The read-off kernels' bytes and count per kind at every shape (as `fitted_kind_bytes`)."""
+    """The read-off kernels' bytes and launches per kind at every shape (as
+    `fitted_kind_bytes`)."""
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for kind, fn in _read_off_functions(recipe):
+    for kind, fn, launched in _read_off_functions(variant):
         nbytes = np.broadcast_to(np.asarray(fn(M, K, N), dtype=np.float64), np.shape(M))
         total, count = out.get(kind, (0.0, 0.0))
-        out[kind] = (total + nbytes, count + np.ones(np.shape(M)))
+        out[kind] = (total + nbytes, count + float(launched) * np.ones(np.shape(M)))
     return out
 
 
 @lru_cache(maxsize=16)
-def _read_off_functions(recipe: Recipe) -> tuple[tuple[str, ShapeFunction], ...]:
-    """numpy functions (M, K, N) -> bytes of each read-off kernel, with its kind; built once."""
+def _read_off_functions(variant: Variant) -> tuple[tuple[str, ShapeFunction, bool], ...]:
+    """numpy functions (M, K, N) -> bytes of each read-off kernel, with its kind and whether
+    it is a launch of its own (TE's fused norm runs in the bf16 graph too); built once."""
+    recipe = variant.recipe
+    assert recipe is not None, "bf16 reads nothing off"
+    if variant.implementation is Implementation.TE:
+        norm = Role.INPUT in context_fused_roles(variant.context, Implementation.TE)
+        casts = tuple(
+            (
+                KERNEL_KINDS[kernel],
+                _numpy_function(traffic.bytes_total),
+                kernel not in IN_BF16_GRAPH,
+            )
+            for kernel, traffic in te_kernels(recipe, norm_before=norm)
+        )
+        # current scaling's compute_scale_from_amax: a launch each, no bytes worth counting
+        scales = ((KERNEL_KINDS[SCALE_KERNEL], _no_bytes, True),) * scale_kernels(recipe)
+        return casts + scales
     return tuple(
-        (kernel_kind(kernel), _numpy_function(traffic.bytes_total))
+        (kernel_kind(kernel), _numpy_function(traffic.bytes_total), True)
         for kernel, traffic in torchao_kernels(recipe)
     )
 
 
+def _no_bytes(M: np.ndarray, K: np.ndarray, N: np.ndarray) -> float:
+    return 0.0
+
+
 def read_off_kernels(
-    calibration: Calibration, recipe: Recipe, shapes: ShapeArrays
+    calibration: Calibration, variant: Variant, shapes: ShapeArrays
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes and seconds of torchao's read-off kernels at each shape (their worst model: the
-    traffic their code moves), each timed by the calibration's model of its kernel kind."""
+    """Bytes and seconds of a variant's read-off kernels at each shape (their worst model: the
+    traffic their code moves), each timed by the calibration's model of its kernel kind; a
+    kernel the bf16 graph runs too (TE's norm writing float8) costs its bytes' change alone."""
     nbytes = np.zeros(np.shape(shapes.M))
     seconds = np.zeros(np.shape(shapes.M))
-    for kind, fn in _read_off_functions(recipe):
+    time_s = calibration.kernel_time.time_s
+    for kind, fn, launched in _read_off_functions(variant):
         moved = np.broadcast_to(np.asarray(fn(shapes.M, shapes.K, shapes.N), float), nbytes.shape)
         nbytes = nbytes + moved
-        seconds = seconds + calibration.kernel_time.time_s(kind, moved)
+        seconds = seconds + time_s(kind, moved) - (0.0 if launched else time_s(kind, 0.0))
     return nbytes, seconds
 
 
@@ -482,7 +519,7 @@ def band_columns(
     zero = np.zeros(len(M))
     if uses_read_off(calibration, config.variant):
         # torchao's opaque casts are the overhead on their own, beside the bf16 graph
-        fp8_kinds = _read_off_kind_bytes(config.recipe, M, K, N)
+        fp8_kinds = _read_off_kind_bytes(config.variant, M, K, N)
         fp8 = bf16
         extra = {kind: (zero, zero) for kind in bf16_kinds}
     else:

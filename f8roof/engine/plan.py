@@ -370,9 +370,12 @@ def _candidate(arm: Arm, recipe: str | None, rec: Recommendation, step: StepSumm
 
 def _gathered(rec: Recommendation) -> Recommendation | None:
     """The run with FSDP2's float8 all-gather and precomputed scales (torchao's, tensorwise
-    only), where it gathers in bf16 over a known FSDP degree; None where that does not apply."""
+    only), where it gathers in bf16 over a known FSDP degree; None where that does not apply
+    (Transformer Engine's linears: torchao's all-gather is not theirs)."""
     setup = rec.setup
     if setup.float8_all_gather or setup.fsdp_ranks < 2 or _block_recipes(rec) != ["tensorwise"]:
+        return None
+    if rec.te_stack is not None:
         return None
     return replace(rec, setup=replace(setup, float8_all_gather=True, precompute_scales=True))
 

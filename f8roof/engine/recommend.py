@@ -44,10 +44,13 @@ from f8roof.engine.decision import (
 )
 from f8roof.engine.estimate import EstimateConfig, ShapeFunction, calibration_covers, estimate
 from f8roof.engine.resolve import Resolved
+from f8roof.notes import Note, Topic, note
 from f8roof.timing.gemm import GEMM_ROLES, GemmRole, RooflineGemm, TableGemm, fp8_gemm_dtype
 from f8roof.traffic.byte_table import ModelKey, model_bytes, sympy_model
 from f8roof.traffic.grouped import GROUPED_RECIPE, is_grouped_recipe
+from f8roof.traffic.te import TE_COMMIT, TE_SOURCE
 from f8roof.traffic.variant import (
+    TE_RECIPES,
     TORCHAO_RECIPES,
     Context,
     Implementation,
@@ -165,7 +168,7 @@ class Recommendation:
         """The one GPU run that settles every layer whose band straddles the decision
         (None when none does)."""
         rows = self.rows.take(self.rows["straddles"].astype(bool))
-        if not len(rows):
+        if not len(rows) or self.te_stack is not None:  # f8roof cannot calibrate TE's linears
             return None
         return settle_run(
             recipes=tuple(rows["recipe"]),
@@ -199,8 +202,20 @@ class Recommendation:
     def reference_recipes(self) -> tuple[str, ...]:
         """Recipes chosen for converted layers that only f8roof's reference implementation
         has (delayed and static scaling): torchao cannot convert a model with them."""
-        chosen = self.rows["recipe"][self.rows["convert"].astype(bool)]
+        rows = self.rows["convert"].astype(bool) & (
+            self.rows["implementation"] == Implementation.REFERENCE.value
+        )
+        chosen = self.rows["recipe"][rows]
         return tuple(r for r in dict.fromkeys(chosen) if r not in TORCHAO_RECIPES)
+
+    @property
+    def te_stack(self) -> Note | None:
+        """What a Transformer Engine answer models (`traffic.te`); None for the others."""
+        rows = self.rows["implementation"] == Implementation.TE.value
+        if not rows.any():
+            return None
+        recipes = tuple(TE_RECIPES[str(r)] for r in dict.fromkeys(self.rows["recipe"][rows]))
+        return note(Topic.TE_STACK, source=TE_SOURCE, commit=TE_COMMIT, recipes=recipes)
 
 
 def recommend(
@@ -518,7 +533,7 @@ def _by_context(local: Sequence[LocalLayer], config: EstimateConfig, recompute: 
             used = Context()
         part = _timed(
             [local[i].shape for i in rows],
-            replace(config, context=used, fused=context_fused_roles(used)),
+            replace(config, context=used, fused=context_fused_roles(used, config.implementation)),
             recompute if in_block else 0.0,
         )
         part["context_asked"] = np.full(len(rows), context.name, dtype=object)

@@ -45,7 +45,11 @@ def model_report(
 ) -> ModelReport:
     """`request` as the user gave it (resolved here), or already resolved."""
     resolved = request if isinstance(request, Resolved) else resolve(request)
-    check_float8_all_gather(setup.float8_all_gather, [c.recipe.name for c in resolved.configs])
+    check_float8_all_gather(
+        setup.float8_all_gather,
+        [c.recipe.name for c in resolved.configs],
+        resolved.config.implementation.value,
+    )
     policy = DecisionPolicy.from_name(policy) if isinstance(policy, str) else policy
     tokens = setup.local_tokens(tokens)
     rec = recommend_model(model, tokens=tokens, resolved=resolved, setup=setup, policy=policy)

@@ -38,7 +38,7 @@ from f8roof.calibration.file import (
     timed_publicly,
 )
 from f8roof.calibration.shipped import shipped_calibration
-from f8roof.engine.estimate import EstimateConfig, calibration_covers
+from f8roof.engine.estimate import EstimateConfig, calibration_covers, reads_off
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.hardware.presets import GPU, resolve_gpu
 from f8roof.hardware.support import ScaledGemm, check_recipes, unsupported_reason
@@ -46,7 +46,6 @@ from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.timing.datasheet import KERNEL_FLOOR_S, datasheet_timing
 from f8roof.timing.gemm import BlockScaledGemm, RooflineGemm, TableGemm
 from f8roof.timing.public_times import CROSS_VALIDATED_PART, PublicTimes
-from f8roof.traffic.block_scaled import is_read_off
 from f8roof.traffic.recipes import (
     ALL_RECIPE_NAMES,
     MX_RECIPES,
@@ -60,6 +59,7 @@ from f8roof.traffic.recipes import (
     parse_scaling,
 )
 from f8roof.traffic.variant import (
+    TE_RECIPES,
     TORCHAO_RECIPES,
     Context,
     Implementation,
@@ -78,7 +78,7 @@ class Request:
     gpu: str | None = None
     recipes: str = "tensorwise"  # one name, a comma list, or "all"
     scaling: str | None = None  # tensorwise scaling per role: "weight=delayed"
-    implementation: str | None = None  # torchao | reference
+    implementation: str | None = None  # torchao | reference | te
     before: str | None = None
     after: str | None = None
     fused: str | None = None  # the seed's F: "input,grad_output" or "all"
@@ -163,10 +163,12 @@ def all_recipes(implementation: str | None = None, gpu: GPU | None = None) -> tu
     """What 'all' means: the recipes torchao converts with (what its advice can be), unless
     the reference implementation is asked for, which has delayed and static scaling too; on a
     part with MX gemms (Blackwell, gfx950) torchao's MXFP8 recipes too (not the emulated one,
-    a debugging aid), and on one with NVFP4 gemms (Blackwell) torchao's NVFP4."""
-    if implementation is not None and parse_implementation(implementation) is not (
-        Implementation.TORCHAO
-    ):
+    a debugging aid), and on one with NVFP4 gemms (Blackwell) torchao's NVFP4. Transformer
+    Engine's: its two tensorwise recipes."""
+    asked = None if implementation is None else parse_implementation(implementation)
+    if asked is Implementation.TE:
+        return tuple(TE_RECIPES)
+    if asked is Implementation.REFERENCE:
         return RECIPE_NAMES
     names = tuple(name for name in RECIPE_NAMES if name in TORCHAO_RECIPES)
     if gpu is not None and unsupported_reason(gpu, ScaledGemm.MXFP8) is None:
@@ -501,7 +503,7 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     if len(configs) == 1 or not usable:
         for c in configs:
             # refuses, naming what the file has
-            calibration.variant(c.variant.baseline.key if is_read_off(c.recipe) else c.variant.key)
+            calibration.variant(c.variant.baseline.key if reads_off(c.variant) else c.variant.key)
     skipped = tuple(c.variant.key for c in configs if c not in usable)
     return Resolved(tuple(usable), skipped, provenance)
 

@@ -157,6 +157,11 @@ def resolve_implementation(name: str | None) -> Implementation:
         raise ContextError(f"unknown implementation {name!r}; known: {known}") from None
     if implementation is Implementation.TORCHAO:
         torchao_float8.import_float8()
+    if implementation is Implementation.TE:
+        raise ContextError(
+            f"{term('implementation')} te is estimated from Transformer Engine's kernels read off "
+            "its source (f8roof estimate); f8roof compiles torchao's and its reference linears only"
+        )
     return implementation
 
 

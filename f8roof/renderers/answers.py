@@ -336,6 +336,8 @@ def recipe_lines(rec) -> list[str]:
         )
     if rec.skipped_recipes:
         lines.append(f"not compared (not in the calibration): {', '.join(rec.skipped_recipes)}")
+    if rec.te_stack is not None:
+        lines += textwrap.wrap(f"note: {sentence(rec.te_stack)}", WIDTH, subsequent_indent="  ")
     return lines
 
 

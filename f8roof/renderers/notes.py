@@ -198,6 +198,12 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
         "in [experimental], pipeline microbatches counted (by default the pipeline degree), "
         "the output projection kept in bf16 as torchtitan then kept it"
     ),
+    Topic.TE_STACK: lambda v: (
+        f"--impl te: Transformer Engine's float8 linears ({', '.join(v['recipes'])}; kernels "
+        f"read off TE@{v['commit'][:8]}: a norm's cast fused into te.LayerNormLinear, the rest "
+        "as te.Linear casts, one forward and backward each) in the step f8roof models: the "
+        "layout, communication, attention and recompute are torchtitan's, not Megatron's"
+    ),
     Topic.NOT_COMPILED: lambda v: (
         "setup: the setup does not compile (training.compile false): its times are the "
         "compiled run's (f8roof models torch.compile's kernels), its memory the eager run's"

@@ -36,6 +36,9 @@ class Implementation(str, Enum):
 
     TORCHAO = "torchao"  # torchao.float8.convert_to_float8_training: what users train with
     REFERENCE = "reference"  # f8roof's own autograd.Function per recipe (the seed's recipes)
+    # Transformer Engine's te.Linear / te.LayerNormLinear as NeMo and Megatron run them: never
+    # compiled here, its kernels' bytes read off TE's source (traffic/te.py)
+    TE = "te"
 
 
 def parse_implementation(text: str) -> Implementation:
@@ -149,6 +152,28 @@ def torchao_recipe_name(recipe: Recipe) -> str:
     return name
 
 
+# f8roof recipe name -> Transformer Engine's recipe class (transformer_engine/common/recipe,
+# TE 2.x): its two tensorwise recipes.
+TE_RECIPES = {
+    "tensorwise": "Float8CurrentScaling",
+    "tensorwise_delayed": "DelayedScaling",
+}
+
+
+def te_recipe_name(recipe: Recipe) -> str:
+    """Transformer Engine's recipe for an f8roof recipe; the others are refused."""
+    name = TE_RECIPES.get(recipe.name)
+    if name is None:
+        raise ContextError(
+            f"{term('implementation')} te models Transformer Engine's tensorwise recipes "
+            f"({', '.join(TE_RECIPES)}), not {recipe.name}"
+        )
+    return name
+
+
+NORMS = (Before.LAYERNORM, Before.RMSNORM)
+
+
 @dataclass(frozen=True)
 class Variant:
     """One compiled graph. `recipe` None is the bf16 baseline: plain nn.Linear, which has no
@@ -165,6 +190,8 @@ class Variant:
             return
         if self.implementation is Implementation.TORCHAO:
             torchao_recipe_name(self.recipe)
+        if self.implementation is Implementation.TE:
+            te_recipe_name(self.recipe)
         if self.implementation is Implementation.REFERENCE and self.recipe.is_block_scaled:
             raise ContextError(
                 f"f8roof's reference linear has no {self.recipe.name} (MX and blockwise are "
@@ -315,12 +342,18 @@ def check_gpu_support(recipe: Recipe | None, gpu: GPU) -> None:
         raise UnsupportedOnGPU(reason)
 
 
-def context_fused_roles(context: Context) -> frozenset[Role]:
+def context_fused_roles(
+    context: Context, implementation: Implementation | None = None
+) -> frozenset[Role]:
     """The roles whose producer a context puts in the compiled graph, i.e. the seed's F:
     input when an op comes before (its output is the input), grad_output when one comes
     after (its backward, elementwise, produces grad_output). The weight's producer (the
     optimizer) is never in the graph. This is the seed's guess at what fuses; the compiled
-    graph of the context (`codegen`, `fitted`) is the measurement."""
+    graph of the context (`codegen`, `fitted`) is the measurement. Transformer Engine fuses
+    only a norm with its input cast (te.LayerNormLinear, as Megatron builds q/k/v and fc1;
+    the activation and fc2 are separate modules)."""
+    if implementation is Implementation.TE:
+        return frozenset({Role.INPUT}) if context.before in NORMS else frozenset()
     roles = set()
     if context.before is not Before.NONE:
         roles.add(Role.INPUT)

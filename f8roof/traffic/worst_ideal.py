@@ -70,7 +70,8 @@ scales, torchao's unit scales) works on scale vectors and is inlined into the pa
 it costs launches, counted as small kernels, not bytes.
 
 MX and blockwise recipes (torchao only) have their own models, `traffic.block_scaled`, which
-`worst_traffic` and `ideal_traffic` hand them to.
+`worst_traffic` and `ideal_traffic` hand them to. Transformer Engine's linears (`traffic.te`):
+its worst is TE's kernels as read off its source, its ideal the reference's bound.
 
 Known gaps against Inductor's code (torch 2.13, h100 codegen). Tensorwise moves 6MK + 8KN + 6MN
 + 26 in both implementations, 2KN above the worst case: the min-cut partitioner saves the bf16
@@ -98,7 +99,8 @@ from f8roof.traffic.kernel_traffic import (
 )
 from f8roof.traffic.monomials import K, M, N
 from f8roof.traffic.recipes import ROLES, Recipe, Role, ScalingType
-from f8roof.traffic.variant import Implementation, torchao_recipe_name
+from f8roof.traffic.te import scale_kernels, te_worst_traffic
+from f8roof.traffic.variant import Implementation, te_recipe_name, torchao_recipe_name
 
 
 def rowwise_casts(
@@ -127,6 +129,8 @@ def _kernel(role: Role, what: str, read: sp.Expr, written: sp.Expr) -> KernelTra
 def _check(recipe: Recipe, implementation: Implementation) -> None:
     if implementation is Implementation.TORCHAO:
         torchao_recipe_name(recipe)  # raises for the recipes torchao lacks (delayed, static)
+    if implementation is Implementation.TE:
+        te_recipe_name(recipe)  # TE's two tensorwise recipes only
 
 
 def _rescales(recipe: Recipe, implementation: Implementation) -> tuple[KernelTraffic, ...]:
@@ -220,12 +224,14 @@ def worst_traffic(
 ) -> TrafficModel:
     """The worst case of `implementation`'s algorithm (the seed's for the reference);
     `fused` and `limited` are the roles with F and L set. MX and blockwise recipes: see
-    `traffic.block_scaled`."""
+    `traffic.block_scaled`; Transformer Engine's: `traffic.te`."""
+    _check(recipe, implementation)
+    if implementation is Implementation.TE:
+        return te_worst_traffic(recipe, fused=fused)
     if recipe.is_block_scaled:
         return block_worst_traffic(
             recipe, implementation=implementation, fused=fused, limited=limited
         )
-    _check(recipe, implementation)
     kernels: list[KernelTraffic] = []
     for role in ROLES:
         flags = {"fused": role in fused, "limited": role in limited}
@@ -274,11 +280,12 @@ def ideal_traffic(
     torchao's rescale of grad_input (2MK read and written) fuses into the backward of the op
     before the linear, which reads grad_input anyway: with the input's producer in the graph
     only the scale vectors are read.
-    MX and blockwise recipes: see `traffic.block_scaled`.
+    MX and blockwise recipes: see `traffic.block_scaled`. Transformer Engine's: the
+    reference's bound, with TE's scale kernels.
     """
+    _check(recipe, implementation)
     if recipe.is_block_scaled:
         return block_ideal_traffic(recipe, implementation=implementation, fused=fused)
-    _check(recipe, implementation)
     kernels = []
     for role in ROLES:
         n = numel(role)
@@ -299,13 +306,12 @@ def ideal_traffic(
                 rescale.name, None, sp.expand(rescale.bytes_read - out), sp.Integer(0)
             )
         kernels.append(rescale)
-    return TrafficModel(
-        Level.IDEAL,
-        recipe,
-        tuple(kernels),
-        small_kernels(recipe, implementation),
-        implementation,
+    launches = (
+        scale_kernels(recipe)
+        if implementation is Implementation.TE
+        else small_kernels(recipe, implementation)
     )
+    return TrafficModel(Level.IDEAL, recipe, tuple(kernels), launches, implementation)
 
 
 def _second_pass(recipe: Recipe, role: Role, implementation: Implementation) -> bool:

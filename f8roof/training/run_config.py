@@ -123,8 +123,16 @@ def token_layout(
 FLOAT8_ALL_GATHER_RECIPES = ("tensorwise",)
 
 
-def check_float8_all_gather(float8_all_gather: bool, recipes) -> None:
-    """The float8 all-gather beside the recipes asked: tensorwise only, one line otherwise."""
+def check_float8_all_gather(
+    float8_all_gather: bool, recipes, implementation: str = "torchao"
+) -> None:
+    """The float8 all-gather beside the recipes asked: tensorwise only, one line otherwise;
+    torchao's (Transformer Engine's linears, `implementation` te, are not torchao's)."""
+    if float8_all_gather and implementation == "te":
+        raise ParallelismError(
+            f"{term('float8_all_gather')} is torchao's FSDP2 all-gather, not Transformer "
+            f"Engine's: drop it with {term('implementation')} te"
+        )
     others = [r for r in recipes if r not in FLOAT8_ALL_GATHER_RECIPES]
     if float8_all_gather and others:
         raise ParallelismError(

@@ -223,7 +223,10 @@ def shared_input_s(
             continue
         config = configs.get(str(row["recipe"]), resolved.config)
         key = ModelKey(
-            config.recipe, Level.WORST, config.implementation, context_fused_roles(context)
+            config.recipe,
+            Level.WORST,
+            config.implementation,
+            context_fused_roles(context, config.implementation),
         )
         model = model_bytes(key)
         assert model is not None, "a linear's worst model is a polynomial"

@@ -1,0 +1,147 @@
+"""Transformer Engine's float8 linears as NeMo/Megatron run them: their kernels' bytes, read off
+TE's source, as sympy expressions in M, K, N.
+
+TE (NVIDIA/TransformerEngine@d0067d0d, 2026-08) runs two tensorwise recipes on Hopper, f8roof's
+names mapped (`variant.TE_RECIPES`): `DelayedScaling` (tensorwise_delayed: each scale from the
+amax history of earlier steps) and `Float8CurrentScaling` (tensorwise: the scale from this
+tensor's amax). Every gemm is a cuBLASLt float8 gemm with one scale per tensor, as torch's
+`_scaled_mm` tensorwise (timed by the same gemm family). On Hopper each float8 operand is
+needed row-major and transposed (TN-only float8 gemms), so a cast writes both copies at once.
+Per linear, one forward and backward (one microbatch), beyond the bf16 linear's traffic:
+
+    pass                      DelayedScaling                 Float8CurrentScaling
+    input, Linear             cast_transpose 2MK / 2MK       compute_amax 2MK / 0,
+                                                             cast_transpose 2MK / 2MK
+    input, LayerNormLinear    rmsnorm_fwd writes float8:     rmsnorm_fwd writes bf16 and the
+                              0 / -MK; transpose MK / MK     amax: 0; cast_transpose 2MK / 2MK
+    weight                    cast_transpose 2NK / 2NK       compute_amax 2NK / 0,
+                                                             cast_transpose 2NK / 2NK
+    grad_output               cast_transpose 2MN / 2MN       compute_amax 2MN / 0,
+                                                             cast_transpose 2MN / 2MN
+    launches beside these     none per linear (one fused     compute_scale_from_amax per
+                              amax-history update a step)    role: 3
+
+(bytes read / written). Where each comes from:
+- input: linear.py:419-432 casts with rowwise and columnwise usage when the backward needs the
+  input (no TP all-gather); LayerNormLinear gives its norm the input quantizer
+  (layernorm_linear.py:222-263). `rmsnorm_fwd` (pytorch/csrc/extensions/normalization.cpp)
+  picks FULLY_FUSED for a `Float8Quantizer` (the norm kernel writes float8 and records the
+  amax) and FUSED_NORM_AMAX_FP8 for current scaling (the norm writes bf16 and its amax, then
+  `quantize_with_amax` casts without an amax pass); for the fused norm's transposed copy
+  common/normalization/rmsnorm/rmsnorm_api.cpp:100-107 calls `nvte_transpose` on the float8
+  output. The norm kernel runs in bf16 too: only its output bytes change (no launch).
+- the casts: `Float8Quantizer::quantize` (pytorch/csrc/quantizer.cpp:632) is one
+  `nvte_quantize_v2`, TE's cast_transpose kernel (common/transpose/cast_transpose.cu: reads the
+  bf16 tile once, writes the float8 tile and its transpose, amax by atomics);
+  `Float8CurrentScalingQuantizer::quantize_impl` (quantizer.cpp:980) runs
+  `nvte_compute_amax`, `nvte_compute_scale_from_amax` (a scalar kernel), then the cast.
+- weight: linear.py:475-488 `quantize_weight`, rowwise and columnwise; with `is_first_microbatch`
+  the cast is cached for the step's later microbatches (f8roof's linear is one pass: it counts
+  the cast once per forward and backward, as for torchao).
+- grad_output: `grad_output_preprocess` (module/base.py:1688) casts it with both usages (fused
+  with the bias gradient where there is a bias: Llama's linears have none).
+- DelayedScaling's amax histories and scales are updated once per step for every tensor by
+  one fused kernel (pytorch/quantization.py:656-694,
+  `fused_amax_and_scale_update_after_reduction`): no launch per linear.
+The bf16 norm output a LayerNormLinear still writes with current scaling is what the bf16
+graph writes too; with delayed scaling the norm writes float8 (MK) instead of bf16 (2MK).
+
+`ideal` for TE is the reference's ideal of the same recipe and fused roles (a lower bound for
+any implementation); `worst` is the kernels above, which the fitted level times kernel by kernel
+at the calibration's kernel-time model (`engine.estimate.read_off_kernels`): a TE kernel is
+timed as the Inductor kernel kind it resembles (`KERNEL_KINDS`), at the part's memory-bound
+rate and launch floor (the shipped public fits have no per-kind rates: every kind at their pooled
+rate), current scaling's scale kernels at a launch floor each. TE's MXFP8
+(`MXFP8BlockScaling`, Blackwell) is not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from f8roof.traffic.kernel_traffic import (
+    BF16_BYTES,
+    FP8_BYTES,
+    KernelTraffic,
+    Level,
+    TrafficModel,
+    numel,
+)
+from f8roof.traffic.recipes import ROLES, Recipe, Role, ScalingType
+from f8roof.traffic.variant import Implementation, te_recipe_name
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+TE_COMMIT = "d0067d0da6cb01811b8072a7d304f0e00344ce2b"
+TE_SOURCE = (
+    f"NVIDIA/TransformerEngine@{TE_COMMIT[:8]} transformer_engine/pytorch/module/linear.py, "
+    "layernorm_linear.py, csrc/quantizer.cpp, csrc/extensions/normalization.cpp"
+)
+# The kernel the bf16 graph runs too: its bytes change under float8, no launch is added.
+IN_BF16_GRAPH = frozenset({"rmsnorm_fwd"})
+# Which Inductor kernel kind times each TE kernel: a cast or transpose is one pass over its tile
+# (pointwise); the amax is a reduction; the norm a persistent reduction over each row.
+KERNEL_KINDS = {
+    "cast_transpose": "pointwise",
+    "transpose": "pointwise",
+    "compute_amax": "reduction",
+    "rmsnorm_fwd": "persistent_reduction",
+    "compute_scale_from_amax": "pointwise",
+}
+SCALE_KERNEL = "compute_scale_from_amax"  # current scaling's scalar kernel, one per role
+
+
+def _kernel(role: Role, what: str, read: sp.Expr, written: sp.Expr) -> KernelTraffic:
+    import sympy as sp
+
+    return KernelTraffic(f"{role.value}.{what}", role, sp.expand(read), sp.expand(written))
+
+
+def te_kernels(recipe: Recipe, *, norm_before: bool) -> tuple[tuple[str, KernelTraffic], ...]:
+    """TE's kernels per linear with their bytes beyond the bf16 linear's (module docstring),
+    each beside the TE kernel it is; `norm_before`: a LayerNormLinear (the input cast fused
+    with the norm)."""
+    te_recipe_name(recipe)
+    delayed = recipe.scaling(Role.INPUT) is ScalingType.DELAYED
+    out: list[tuple[str, KernelTraffic]] = []
+    for role in ROLES:
+        n = numel(role)
+        if role is Role.INPUT and norm_before:
+            if delayed:
+                out.append(("rmsnorm_fwd", _kernel(role, "norm_fp8_output", 0, -FP8_BYTES * n)))
+                out.append(("transpose", _kernel(role, "transpose", FP8_BYTES * n, FP8_BYTES * n)))
+            else:
+                out.append(
+                    (
+                        "cast_transpose",
+                        _kernel(role, "cast_transpose", BF16_BYTES * n, 2 * FP8_BYTES * n),
+                    )
+                )
+            continue
+        if not delayed:
+            out.append(("compute_amax", _kernel(role, "amax", BF16_BYTES * n, 0)))
+        out.append(
+            ("cast_transpose", _kernel(role, "cast_transpose", BF16_BYTES * n, 2 * FP8_BYTES * n))
+        )
+    return tuple(out)
+
+
+def scale_kernels(recipe: Recipe) -> int:
+    """Scalar launches per linear: current scaling's `compute_scale_from_amax` per role;
+    delayed scaling's per-step update is shared by every linear."""
+    return 0 if recipe.scaling(Role.INPUT) is ScalingType.DELAYED else len(ROLES)
+
+
+def te_worst_traffic(recipe: Recipe, *, fused: frozenset[Role] = frozenset()) -> TrafficModel:
+    """TE's kernels as a traffic model: a launch floor per kernel it adds (the norm adds none)
+    and per scale kernel. `fused` with the input: a LayerNormLinear."""
+    kernels = te_kernels(recipe, norm_before=Role.INPUT in fused)
+    launches = sum(1 for name, _ in kernels if name not in IN_BF16_GRAPH)
+    return TrafficModel(
+        Level.WORST,
+        recipe,
+        tuple(traffic for _, traffic in kernels),
+        launches + scale_kernels(recipe),
+        Implementation.TE,
+    )
