@@ -165,6 +165,9 @@ def test_cli_answers_shapes_and_a_model_with_te():
              "x.json"),
             "read off its source",
         ),
+        # Hopper's transposed copies are not what TE writes on Blackwell, nor is AMD's port TE's
+        (("estimate", "--impl", "te", "--gpu", "b200", "--recipe", "tensorwise"), "sm_100"),
+        (("estimate", "--impl", "te", "--gpu", "mi300x", "--recipe", "tensorwise"), "gfx942"),
     ],
 )  # fmt: skip
 def test_cli_refuses_what_te_does_not_have_in_one_line(args, says):

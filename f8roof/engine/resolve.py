@@ -40,7 +40,7 @@ from f8roof.calibration.file import (
 from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, calibration_covers, reads_off
 from f8roof.errors import F8RoofError, ModelError, term
-from f8roof.hardware.presets import GPU, resolve_gpu
+from f8roof.hardware.presets import GPU, Vendor, resolve_gpu
 from f8roof.hardware.support import ScaledGemm, check_recipes, unsupported_reason
 from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.timing.datasheet import KERNEL_FLOOR_S, datasheet_timing
@@ -63,6 +63,7 @@ from f8roof.traffic.variant import (
     TORCHAO_RECIPES,
     Context,
     Implementation,
+    UnsupportedOnGPU,
     Variant,
     context_fused_roles,
     parse_implementation,
@@ -435,6 +436,21 @@ def resolve(request: Request, *, many_recipes: bool = True) -> Resolved:
         raise F8RoofError(e.marked) from None
 
 
+def _check_te_part(implementation: str | None, gpu: GPU) -> None:
+    """`--impl te` models Transformer Engine on Hopper, whose fp8 gemms take each operand's
+    transposed copy, written beside it by TE's casts (traffic/te.py). On Blackwell TE casts
+    without those copies (its gemms take either layout), and on AMD it is another port:
+    neither is modelled, so both are refused in one line rather than answered with Hopper's
+    bytes."""
+    if implementation is None or parse_implementation(implementation) is not Implementation.TE:
+        return
+    if gpu.vendor is not Vendor.NVIDIA or gpu.compute_capability[0] != 9:
+        raise UnsupportedOnGPU(
+            f"{term('implementation')} te models Transformer Engine on Hopper (sm_90), not "
+            f"{gpu.name} ({gpu.arch_label}): its casts there are not Hopper's"
+        )
+
+
 def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     asked = resolve_gpu(request.gpu) if request.gpu else None
     names = ",".join(recipe_names(request.recipes))
@@ -443,6 +459,7 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     calibration, name, shipped = _calibration(request, asked)
     gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
     check_recipes(gpu, names)
+    _check_te_part(request.implementation, gpu)
     recipes = parse_recipes(request.recipes, request.scaling, request.implementation, gpu)
     if len(recipes) > 1 and not many_recipes:
         raise F8RoofError(
