@@ -159,8 +159,8 @@ def resolve_implementation(name: str | None) -> Implementation:
         torchao_float8.import_float8()
     if implementation is Implementation.TE:
         raise ContextError(
-            f"{term('implementation')} te is estimated from Transformer Engine's kernels read off "
-            "its source (f8roof estimate); f8roof compiles torchao's and its reference linears only"
+            f"{term('implementation')} te: Transformer Engine's kernels are read off its source, "
+            "not compiled (estimate only)"
         )
     return implementation
 
