@@ -149,6 +149,14 @@ def test_cli_answers_shapes_and_a_model_with_te():
     assert "Float8CurrentScaling" in model.output
     assert "float8 all-gather" not in model.output  # torchao's, not a TE candidate
     assert "f8roof calibrate" not in model.output  # f8roof cannot measure TE's linears
+    every = invoke_cli(
+        "estimate", "--impl", "te", "--model", "llama3-8b", "--tokens", "8192", "--show-all",
+    )  # fmt: skip
+    assert every.exit_code == 0, every.output
+    # its bytes are TE's kernels read off TE's source, not code f8roof generated
+    assert "(bytes of Transformer Engine's kernels, read off its source)" in every.output
+    assert "TE's kernels read off its source): bf16" in every.output
+    assert "exact bytes of the generated code" not in every.output
 
 
 @pytest.mark.parametrize(

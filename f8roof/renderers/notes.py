@@ -536,7 +536,11 @@ def criterion_text(rec) -> str:
     label = (
         "calibrated speedup (measured; fitted overhead, device time)"
         if rec.calibration is not None and rec.calibration.is_measured
-        else "speedup (exact bytes of the generated code)"
+        else (
+            "speedup (bytes of Transformer Engine's kernels, read off its source)"
+            if rec.te_stack
+            else "speedup (exact bytes of the generated code)"
+        )
     )
     if "speedup_low" not in rec.rows:
         return label

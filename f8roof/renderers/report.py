@@ -147,7 +147,7 @@ def totals_lines(rec: Recommendation, *, end_to_end: bool = True) -> list[str]:
         else (
             "measured calibration"
             if rec.calibration is not None and rec.calibration.is_measured
-            else "generated code"
+            else ("TE's kernels read off its source" if rec.te_stack else "generated code")
         )
     )
     lines = [
