@@ -338,6 +338,43 @@ def _build(
     )
 
 
+@contextlib.contextmanager
+def built_block(
+    spec: BlockSpec,
+    recipe: str | None,
+    recorder: _Recorder,
+    where: str,
+    *,
+    inner: Callable[..., Any],
+    initialize: bool,
+    sac: SacPolicy | None = None,
+    inductor_pass: contextlib.AbstractContextManager[Any] | None = None,
+) -> Iterator[_Built]:
+    """One rank's block built as torchtitan builds it, inside all its compile needs: the
+    compile's error wording (`where`), torchao's Inductor patch and torchtitan's Inductor
+    settings, an optional Inductor pass, the recorder, a fake world of the run's ranks. Every
+    reader of a block enters it: `capture_block`, the async TP reader, memory_check's saved
+    tensors."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(compiling(where))
+        # torchao's conversion patches Inductor's min/max codegen process-wide: undone on exit
+        stack.enter_context(torchao_float8.inductor_patch_scope())
+        stack.enter_context(
+            torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel))
+        )
+        if inductor_pass is not None:
+            stack.enter_context(inductor_pass)
+        stack.enter_context(recording(recorder))
+        stack.enter_context(fake_world(spec.parallel.world_size))
+        yield _build(
+            spec,
+            _float8_recipe(recipe),
+            backend=functools.partial(recorder.backend, inner=inner),
+            initialize=initialize,
+            sac=sac or sac_policy(),
+        )
+
+
 # ---- FSDP2's collectives, outside the graph ------------------------------------------------
 
 
@@ -525,28 +562,12 @@ def capture_block(
     recorder = _Recorder()
     eager = _EagerCollectives()
     where = f"{spec.name or 'block'} {recipe or 'bf16'} on {target.value}"
-    # torchao's conversion patches Inductor's min/max codegen process-wide: undone on exit
-    scope = torchao_float8.inductor_patch_scope()
-    settings = torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel))
-    with (
-        compiling(where),
-        scope,
-        settings,
-        recording(recorder),
-        fake_world(spec.parallel.world_size),
-    ):
-        inner = (
-            codegen_only.no_compute_inner
-            if target is CaptureDevice.CODEGEN
-            else _compile_fx_inner()
-        )
-        built = _build(
-            spec,
-            float8,
-            backend=functools.partial(recorder.backend, inner=inner),
-            initialize=target is CaptureDevice.CPU,
-            sac=sac or sac_policy(),
-        )
+    inner = (
+        codegen_only.no_compute_inner if target is CaptureDevice.CODEGEN else _compile_fx_inner()
+    )
+    with built_block(
+        spec, recipe, recorder, where, inner=inner, initialize=target is CaptureDevice.CPU, sac=sac
+    ) as built:
         with eager.recording():
             _run(built, recorder, eager, codegen=target is CaptureDevice.CODEGEN, gpu=gpu)
         groups = {built.tp_group: ("tp", spec.parallel.tp)}
@@ -634,28 +655,20 @@ def pipelined_collectives(
             f"{term('recompute')} full does not compile here yet (torch 2.13 checkpointing a "
             "sharded block): use selective"
         )
-    float8 = _float8_recipe(recipe)
     gpu = gpu or find_gpu("h100")
     recorder = _Recorder()
     found: list[PipelinedCollective] = []
-    where = f"{spec.name or 'block'} {recipe or 'bf16'} async TP on codegen"
-    with (
-        compiling(where),
-        torchao_float8.inductor_patch_scope(),
-        torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel)),
-        _micro_pipeline_tp(
-            functools.partial(_read_pipelined, recorder=recorder, tp=spec.parallel.tp, found=found)
-        ),
-        recording(recorder),
-        fake_world(spec.parallel.world_size),
-    ):
-        built = _build(
-            spec,
-            float8,
-            backend=functools.partial(recorder.backend, inner=codegen_only.no_compute_inner),
-            initialize=False,
-            sac=sac or sac_policy(),
-        )
+    read = functools.partial(_read_pipelined, recorder=recorder, tp=spec.parallel.tp, found=found)
+    with built_block(
+        spec,
+        recipe,
+        recorder,
+        f"{spec.name or 'block'} {recipe or 'bf16'} async TP on codegen",
+        inner=codegen_only.no_compute_inner,
+        initialize=False,
+        sac=sac,
+        inductor_pass=_micro_pipeline_tp(read),
+    ) as built:
         eager = _EagerCollectives()
         with eager.recording():
             _run(built, recorder, eager, codegen=True, gpu=gpu)

@@ -25,7 +25,6 @@ inside torchao's float8 matmul (the tracker sees the tensors torch dispatch retu
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import operator
 from collections.abc import Iterator, Sequence
@@ -40,14 +39,12 @@ from f8roof.profiler import codegen_only, torchao_float8
 from f8roof.profiler.block import (
     BlockModule,
     Checkpointed,
-    _build,
-    _float8_recipe,
     _tp_plan,
+    built_block,
     fake_world,
     sac_context,
-    torchtitan_inductor_settings,
 )
-from f8roof.profiler.capture import CaptureError, GraphKind, _Recorder, compiling, recording
+from f8roof.profiler.capture import CaptureError, GraphKind, _Recorder
 from f8roof.traffic.recipes import Recipe
 from f8roof.traffic.variant import torchao_recipe_name
 from f8roof.training.block import BlockSpec, Recompute
@@ -301,23 +298,17 @@ def saved_activations(
     codegen (`device="codegen"`) generates CUDA code from. Under selective checkpointing the
     policy marks what is saved; elsewhere AOTAutograd's min-cut partitioner chooses, and may
     recompute cheap pointwise ops (a norm's output from its input) in the backward."""
-    float8 = _float8_recipe(recipe)
     recorder = _Recorder()
     where = f"{spec.name or 'block'} {recipe or 'bf16'} saved tensors"
-    with (
-        compiling(where),
-        torchao_float8.inductor_patch_scope(),
-        torch._inductor.config.patch(torchtitan_inductor_settings(recipe, spec.parallel)),
-        recording(recorder),
-        fake_world(spec.parallel.world_size),
-    ):
-        built = _build(
-            spec,
-            float8,
-            backend=functools.partial(recorder.backend, inner=codegen_only.no_compute_inner),
-            initialize=False,
-            sac=sac or sac_policy(),
-        )
+    with built_block(
+        spec,
+        recipe,
+        recorder,
+        where,
+        inner=codegen_only.no_compute_inner,
+        initialize=False,
+        sac=sac,
+    ) as built:
         built.module(built.x).backward(built.grad)
     graphs = {graph.kind: graph for graph in recorder.graphs}
     if set(graphs) != {GraphKind.FWD, GraphKind.BWD} or len(recorder.graphs) != 2:
