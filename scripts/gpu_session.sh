@@ -10,6 +10,12 @@
 #                      block/ (the block's generated code and traces)
 #   log.txt            everything printed (the check first; codegen-vs-GPU kernels, estimates,
 #                      the block last)
+# With --memory it runs one thing instead (issue #56, a second call): one rank of
+# pytorch/pytorch#149990's run (Llama3-70B, FSDP 16 x TP 8, full AC, batch 8 x 8192) trained
+# for real on a fake process group, bf16 and tensorwise, with expandable segments (torchtitan's
+# launcher) and then without; the caching allocator's peaks beside f8roof's:
+#   step_memory.jsonl        one record per arm (scripts/memory_tracker_check.py --device cuda)
+#   memory_snapshots.tar.gz  each arm's allocator history (torch.cuda.memory._dump_snapshot)
 # What it measures (issue #13): bf16 and torchao's tensorwise and rowwise Float8Linear, each
 # standalone and in torchao's benchmark context LayerNorm -> Linear -> Sigmoid; the reference's
 # delayed scaling with --full. Time is budgeted, not guessed: calibrate stops at --budget and
@@ -18,14 +24,16 @@
 #
 # Usage (repository root): OUT=/some/dir bash scripts/gpu_session.sh [--device cpu] [--full]
 #   [--budget SECONDS] [--validate-budget SECONDS] [--validate-limit N]
-#   [--resume-from calibration.json.partial.jsonl]
+#   [--resume-from calibration.json.partial.jsonl] [--memory]
 # On the GPU machine (torch 2.11, no torchao): carry torchao's wheel in .whl/ (see README's
 # "GPU session"); this script installs it into /tmp/site before anything imports it.
 # --device cpu is the dry run CI exercises: tensorwise standalone, tiny shapes, C++ kernels,
 # two validation shapes, no first check (scripts/gpu_check.py is tested on CPU apart).
 set -uo pipefail
 : "${OUT:?set OUT to the output directory}"
-device=cuda quick=--quick budget=150 vbudget=150 resume_from="" limit="" check=1
+device=cuda quick=--quick budget=150 vbudget=150 resume_from="" limit="" check=1 memory=0
+# one rank's step memory: #149990's setup on a GPU; on CPU a small llama (no allocator figures)
+step_memory=""
 block="--recipes rowwise,bf16,tensorwise --budget 90"
 variants="torchao:tensorwise,torchao:rowwise"
 contexts="none,layernorm+sigmoid"
@@ -37,6 +45,7 @@ while [ $# -gt 0 ]; do
     --validate-budget) vbudget=$2; shift 2 ;;
     --validate-limit) limit="--limit $2"; shift 2 ;;
     --resume-from) resume_from=$2; shift 2 ;;
+    --memory) memory=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -57,10 +66,32 @@ print(f'{impl}:tensorwise')")
 fi
 mkdir -p "$OUT/validation"
 work=$(mktemp -d)
+if [ "$device" = cpu ]; then
+  printf '%s' '{"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 2,
+    "vocab_size": 1024}' >"$work/small_llama.json"
+  step_memory="--model $work/small_llama.json --seq-len 256 --batch 2 --tp 2 --fsdp 2"
+  step_memory="$step_memory --recompute selective --measure"
+fi
 log="$OUT/log.txt"
 start=$(date +%s)
 {
   status=0
+  if [ "$memory" = 1 ]; then
+    for segments in expandable_segments:True ""; do
+      for arm in bf16 tensorwise; do  # a process each: one arm's cache is not the next one's
+        echo "== one rank's step memory, $arm (${segments:-fixed segments}), fake process group"
+        # shellcheck disable=SC2086  # $step_memory holds several arguments
+        PYTORCH_CUDA_ALLOC_CONF=$segments timeout 300 "$python" scripts/memory_tracker_check.py \
+          --device "$device" $step_memory --recipes "$arm" --out "$OUT/step_memory.jsonl" \
+          --snapshot "$work/snapshots" || status=1
+      done
+      [ $(( $(date +%s) - start )) -gt 270 ] && break  # the fixed arms only if time is left
+    done
+    [ -d "$work/snapshots" ] && tar czf "$OUT/memory_snapshots.tar.gz" -C "$work" snapshots
+    echo "total: $(( $(date +%s) - start ))s"
+    exit $status
+  fi
   if [ "$check" = 1 ]; then
     echo "== environment and a first check (versions, gemms, every variant compiled once)"
     "$python" scripts/gpu_check.py --device "$device" --variants "$variants" \
@@ -94,6 +125,12 @@ start=$(date +%s)
   # shellcheck disable=SC2086  # $block holds several arguments
   "$python" scripts/block_trace.py --device "$device" --out "$OUT/block_trace.json" \
     --artifacts "$work/artifacts" $block || status=1
+  if [ "$device" = cpu ]; then
+    echo "== one rank's step memory, trained on a fake process group (the --memory path)"
+    # shellcheck disable=SC2086  # $step_memory holds several arguments
+    "$python" scripts/memory_tracker_check.py --device cpu $step_memory --recipes bf16 \
+      --out "$OUT/step_memory.jsonl" || status=1
+  fi
   echo "total: $(( $(date +%s) - start ))s"
   exit $status
 } 2>&1 | grep --line-buffered -v "^USDT:" | tee "$log"

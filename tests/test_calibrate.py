@@ -196,6 +196,10 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     assert "## Accuracy" in (out / "validation" / "validation.md").read_text()
     assert (out / "artifacts.tar.gz").stat().st_size > 0
     assert "x fitted" in log
+    # the --memory path: one rank of a small llama trained on a fake world, beside memory.py
+    (memory,) = [json.loads(line) for line in (out / "step_memory.jsonl").read_text().splitlines()]
+    assert memory["arm"] == "bf16" and memory["reserved_bytes"] is None
+    assert memory["modelled_reserved_bytes"] >= memory["modelled_allocated_bytes"] > 0
     block = json.loads((out / "block_trace.json").read_text())["recipes"]["bf16"]
     assert block["device_s"] > 0 and block["launches"] >= 4  # C++ kernels and extern ops
     assert sum(block["kernels"].values()) == pytest.approx(block["device_s"], rel=0.5)

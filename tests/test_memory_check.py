@@ -66,3 +66,40 @@ def test_tensorwise_saves_float8_inputs_where_torch_does_without_recompute():
     counted = bf16_counts.total_bytes - fp8_counts.total_bytes
     assert saved > 0 and counted > 0
     assert saved == pytest.approx(counted, rel=0.2)
+
+
+@pytest.mark.slow
+def test_a_measured_step_trains_the_compiled_rank_and_reads_no_allocator_on_cpu():
+    # the GPU session's path (scripts/gpu_session.sh --memory), run on CPU: the whole model
+    # built on meta, parallelized, each block compiled, materialized and trained two steps
+    import torch
+
+    from f8roof.profiler.memory_check import measured_peak
+
+    run = RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.SELECTIVE)
+    spec = BlockSpec(
+        dim=256, n_heads=4, n_kv_heads=2, head_dim=64, ffn_dim=768, tokens=512, seq_len=256,
+        parallel=run,
+    )  # fmt: skip
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    got = measured_peak(spec, layers=2, vocab=1024, device="cpu")
+    assert got.device == "cpu" and got.step_seconds > 0
+    assert got.allocated_bytes is None and got.reserved_bytes is None
+    # one block graph compiled and reused by the other block
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] >= 1
+
+
+def test_a_measured_peak_without_a_gpu_is_refused_in_one_line(monkeypatch):
+    import torch
+
+    from f8roof.profiler.capture import CaptureError
+    from f8roof.profiler.memory_check import measured_peak
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    spec = BlockSpec(
+        dim=256, n_heads=4, n_kv_heads=2, head_dim=64, ffn_dim=768, tokens=512, seq_len=256,
+        parallel=RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.SELECTIVE),
+    )  # fmt: skip
+    with pytest.raises(CaptureError, match="needs a CUDA device"):
+        measured_peak(spec, layers=2, vocab=1024, device="cuda")

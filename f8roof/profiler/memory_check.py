@@ -27,9 +27,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import operator
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -37,12 +38,14 @@ from torch import nn
 
 from f8roof.profiler import codegen_only, torchao_float8
 from f8roof.profiler.block import (
+    MESH_DIMS,
     BlockModule,
     Checkpointed,
     _tp_plan,
     built_block,
     fake_world,
     sac_context,
+    torchtitan_inductor_settings,
 )
 from f8roof.profiler.capture import CaptureError, GraphKind, _Recorder
 from f8roof.traffic.recipes import Recipe
@@ -80,8 +83,11 @@ class _Model(nn.Module):
         return self.output(self.norm(h))
 
 
-def _parallelize(model: _Model, spec: BlockSpec, mesh: Any, recipe: Recipe | None) -> None:
-    """torchtitan's apply_tp, apply_ac and apply_fsdp, in that order."""
+def _parallelize(
+    model: _Model, spec: BlockSpec, mesh: Any, recipe: Recipe | None, *, compiled: bool = False
+) -> None:
+    """torchtitan's apply_tp, apply_ac, apply_compile (`compiled`: each block, fullgraph) and
+    apply_fsdp, in that order."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
@@ -109,6 +115,8 @@ def _parallelize(model: _Model, spec: BlockSpec, mesh: Any, recipe: Recipe | Non
             model.layers[name] = Checkpointed(block)
         elif par.recompute is Recompute.SELECTIVE:
             model.layers[name] = Checkpointed(block, context_fn=sac_context(sac_policy()))
+        if compiled:
+            model.layers[name] = cast(nn.Module, torch.compile(model.layers[name], fullgraph=True))
     if par.fsdp_ranks > 1:
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
         last = len(model.layers) - 1
@@ -132,7 +140,6 @@ def tracked_peak(
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import loss_parallel
 
     par = spec.parallel
     float8 = Recipe.from_name(recipe) if recipe is not None else None
@@ -140,37 +147,152 @@ def tracked_peak(
         mesh = init_device_mesh("cpu", (par.fsdp_ranks, par.tp), mesh_dim_names=("dp_shard", "tp"))
         with FakeTensorMode(allow_non_fake_inputs=True):
             model = _Model(spec, layers=layers, vocab=vocab)
-            if float8 is not None:
-                ao = torchao_float8.import_float8()
-                config = ao.Float8LinearConfig.from_recipe_name(torchao_recipe_name(float8))
-                ao.convert_to_float8_training(
-                    model, config=config, module_filter_fn=lambda _, fqn: fqn != "output"
-                )
+            _convert(model, float8)
             _parallelize(model, spec, mesh, float8)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-            tokens = torch.randint(0, vocab, (spec.batch, spec.seq_len))
-            labels = torch.randint(0, vocab, (spec.batch, spec.seq_len))
-
-            def step() -> None:
-                with loss_parallel() if par.tp > 1 else contextlib.nullcontext():
-                    pred = model(tokens)
-                    loss = F.cross_entropy(pred.flatten(0, 1).float(), labels.flatten(0, 1))
-                    del pred  # torchtitan frees the bf16 logits before the backward
-                    loss.backward()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-
+            step = _train_step(model, spec, vocab, "cpu")
             with _collected_between_steps():
                 for _ in range(STEPS - 1):
                     step()
                 gc.collect()
-                tracker = FSDPMemTracker(model, optimizer)
-                tracker.track_inputs((tokens, labels))
+                tracker = FSDPMemTracker(model, step.optimizer)
+                tracker.track_inputs((step.tokens, step.labels))
                 with tracker:
                     step()
             peak = next(iter(tracker.get_tracker_snapshot("peak").values()))
     by_category = {str(getattr(k, "value", k)): int(v) for k, v in peak.items()}
     return TrackedPeak(by_category.pop("Total"), by_category)
+
+
+@dataclass(frozen=True)
+class MeasuredPeak:
+    """One rank's step run for real, as the caching allocator saw it (`torch.cuda.max_memory_*`
+    after the first step): allocated and reserved (torchtitan's `memory:` line) bytes; None on
+    CPU, which has no caching allocator. `expandable`: the allocator's expandable_segments."""
+
+    device: str
+    allocated_bytes: int | None
+    reserved_bytes: int | None
+    expandable: bool
+    step_seconds: float
+
+
+def measured_peak(
+    spec: BlockSpec,
+    *,
+    layers: int,
+    vocab: int,
+    recipe: str | None = None,
+    device: str = "cuda",
+    snapshot: str | None = None,
+) -> MeasuredPeak:
+    """One rank of `spec`'s run, trained for real on one device: the whole model at its real
+    size on a fake process group (collectives move nothing; every buffer they fill is
+    allocated), built as torchtitan builds it (on meta, parallelized, blocks compiled, then
+    materialized), two steps, the second's peaks read. What the tracker cannot see is in it:
+    the compiled blocks' buffers and the caching allocator's reserve. `snapshot`: a path for
+    the second step's allocator history (`torch.cuda.memory._dump_snapshot`, CUDA only), what
+    lies at the peak and which line allocated it."""
+    import time
+
+    from torch.distributed.device_mesh import init_device_mesh
+
+    par = spec.parallel
+    float8 = Recipe.from_name(recipe) if recipe is not None else None
+    cuda = device == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise CaptureError("a measured peak needs a CUDA device; none is visible")
+    with (
+        fake_world(par.tp * par.fsdp_ranks),
+        torch._inductor.config.patch(torchtitan_inductor_settings(recipe, par)),
+        torchao_float8.inductor_patch_scope(),
+    ):
+        mesh = init_device_mesh(device, (par.fsdp_ranks, par.tp), mesh_dim_names=MESH_DIMS)
+        with torch.device("meta"):
+            model = _Model(spec, layers=layers, vocab=vocab)
+        _convert(model, float8)
+        _parallelize(model, spec, mesh, float8, compiled=True)
+        model.to_empty(device=device)
+        with torch.no_grad():
+            for p in model.parameters():
+                local = p.to_local() if hasattr(p, "to_local") else p
+                local.normal_(0.0, 0.02) if local.dim() > 1 else local.fill_(1.0)
+        step = _train_step(model, spec, vocab, device)
+        with _collected_between_steps():
+            for _ in range(STEPS - 1):
+                step()
+            gc.collect()
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                if snapshot:
+                    torch.cuda.memory._record_memory_history(
+                        context="alloc", stacks="python", max_entries=100_000
+                    )
+            started = time.monotonic()
+            step()
+            if cuda:
+                torch.cuda.synchronize()
+            seconds = time.monotonic() - started
+    if not cuda:
+        return MeasuredPeak(device, None, None, False, seconds)
+    if snapshot:
+        torch.cuda.memory._dump_snapshot(snapshot)
+        torch.cuda.memory._record_memory_history(enabled=None)
+    return MeasuredPeak(
+        device,
+        torch.cuda.max_memory_allocated(),
+        torch.cuda.max_memory_reserved(),
+        expandable_segments(),
+        seconds,
+    )
+
+
+def expandable_segments() -> bool:
+    """Whether this process's caching allocator maps expandable segments (set before CUDA
+    starts, as torchtitan's run_train.sh does)."""
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "") + os.environ.get("PYTORCH_ALLOC_CONF", "")
+    return "expandable_segments:True" in conf
+
+
+def _convert(model: _Model, recipe: Recipe | None) -> None:
+    """torchao's float8 on every block linear, the output kept (torchtitan's filter)."""
+    if recipe is not None:
+        ao = torchao_float8.import_float8()
+        config = ao.Float8LinearConfig.from_recipe_name(torchao_recipe_name(recipe))
+        ao.convert_to_float8_training(
+            model, config=config, module_filter_fn=lambda _, fqn: fqn != "output"
+        )
+
+
+@dataclass
+class _TrainStep:
+    """torchtitan's train step (train.py @fcdbe91c1): forward, the loss on the fp32 logits
+    (loss parallel under TP), `del pred` before the backward, fused AdamW, zero_grad."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    tokens: torch.Tensor
+    labels: torch.Tensor
+    loss_parallel: bool
+
+    def __call__(self) -> None:
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        with loss_parallel() if self.loss_parallel else contextlib.nullcontext():
+            pred = self.model(self.tokens)
+            loss = F.cross_entropy(pred.flatten(0, 1).float(), self.labels.flatten(0, 1))
+            del pred  # torchtitan frees the bf16 logits before the backward
+            loss.backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def _train_step(model: nn.Module, spec: BlockSpec, vocab: int, device: str) -> _TrainStep:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    shape = (spec.batch, spec.seq_len)
+    tokens = torch.randint(0, vocab, shape, device=device)
+    labels = torch.randint(0, vocab, shape, device=device)
+    return _TrainStep(model, optimizer, tokens, labels, spec.parallel.tp > 1)
 
 
 @contextlib.contextmanager
