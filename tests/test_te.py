@@ -1,6 +1,8 @@
 """`--impl te`: Transformer Engine's float8 linears, their kernels' bytes read off TE's source
 (`traffic/te.py`), timed by the shipped calibration's kernel-time model."""
 
+import json
+
 import numpy as np
 import pytest
 from conftest import invoke_cli
@@ -149,6 +151,7 @@ def test_cli_answers_shapes_and_a_model_with_te():
     assert model.exit_code == 0, model.output
     words = " ".join(model.output.split())  # the note wraps at 120 columns
     assert "torchtitan's, not Megatron's" in words
+    assert "each weight cast once per step" in words
     assert "Float8CurrentScaling" in model.output
     assert "float8 all-gather" not in model.output  # torchao's, not a TE candidate
     assert "f8roof calibrate" not in model.output  # f8roof cannot measure TE's linears
@@ -266,3 +269,37 @@ def test_cli_answers_te_mxfp8_on_blackwell_and_all_means_the_parts_recipes():
     assert "MXFP8BlockScaling" in model.output
     blackwell = resolve(Request(gpu="b200", recipes="all", implementation="te"), many_recipes=True)
     assert [c.recipe.name for c in blackwell.configs] == ["mxfp8_rceil"]
+
+
+def _step(tmp_path, implementation: str, accumulation: int) -> tuple[float, list[dict]]:
+    out = tmp_path / f"{implementation}{accumulation}.json"
+    result = invoke_cli(
+        "estimate", "--impl", implementation, "--recipe", "mxfp8", "--gpu", "b200", "--model",
+        "llama3-8b", "--tokens", "8192", "--fsdp", "8", "--recompute", "selective",
+        "--accumulation", str(accumulation), "--out", str(out),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    answer = json.loads(out.read_text())
+    return answer["summary"]["linear_fp8_s"], answer["layers"]
+
+
+def test_te_casts_each_weight_once_per_step_torchao_every_microbatch(tmp_path):
+    """TE caches a weight's cast across a step's microbatches (`is_first_microbatch`): with
+    4 passes a step pays 4 passes' linears less 3 weight casts, each TE's one kernel for the
+    weight (reads 2NK, writes 2NK and 2NK/32 of scales) at the calibration's kernel time,
+    for every converted block linear; torchao recasts the weight in every pass."""
+    one, layers = _step(tmp_path, "te", 1)
+    four, _ = _step(tmp_path, "te", 4)
+    kernel_time = resolve(Request(gpu="b200", recipes="mxfp8", implementation="te")).config
+    assert kernel_time.calibration is not None
+    time_s = kernel_time.calibration.kernel_time.time_s
+    casts = 0.0
+    for row in layers:
+        if ".layers.*." in row["fqn"] and row["convert"]:
+            moved = 4 * row["N"] * row["K"] + 2 * row["N"] * row["K"] / 32
+            casts += row["count"] * float(time_s("persistent_reduction", np.array([moved]))[0])
+    assert casts > 0
+    assert four == pytest.approx(4 * one - 3 * casts, rel=1e-9)
+    torchao_one, _ = _step(tmp_path, "torchao", 1)
+    torchao_four, _ = _step(tmp_path, "torchao", 4)
+    assert torchao_four == pytest.approx(4 * torchao_one, rel=1e-12)

@@ -42,8 +42,9 @@ traffic:
   `Float8CurrentScalingQuantizer::quantize_impl` (quantizer.cpp:980) runs
   `nvte_compute_amax`, `nvte_compute_scale_from_amax` (a scalar kernel), then the cast.
 - weight: linear.py:475-488 `quantize_weight`, rowwise and columnwise; with `is_first_microbatch`
-  the cast is cached for the step's later microbatches (f8roof's linear is one pass: it counts
-  the cast once per forward and backward, as for torchao).
+  the cast is cached for the step's later microbatches (base.py:792-870: a cached workspace is
+  reused, and `update_workspace` is false after the first microbatch, linear.py:479), so a step
+  of several microbatches casts each weight once (`engine.step`).
 - grad_output: `grad_output_preprocess` (module/base.py:1688) casts it with both usages (fused
   with the bias gradient where there is a bias: Llama's linears have none).
 - DelayedScaling's amax histories and scales are updated once per step for every tensor by
