@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from conftest import invoke_cli
 from test_memory import tiny
+from test_pipeline_and_context import FP8
 from test_pipeline_and_context import _step as pipelined_step
 from test_setup_file import MINIMAL
 
@@ -55,6 +56,25 @@ def test_under_a_pipeline_each_pass_is_a_whole_schedule():
         factor = 1 if a.part is Part.OPTIMIZER else 2
         assert b.bf16_s == pytest.approx(factor * a.bf16_s)
         assert b.fp8_s == pytest.approx(factor * a.fp8_s)
+
+
+def test_a_weight_cast_cached_across_microbatches_is_paid_once_per_step():
+    """Transformer Engine's cached weight cast (0.1 of the block's 0.25 overhead): per pass the
+    linears are 8 x (1.25 - 0.1) + 1 = 10.2, the casts 8 x 0.1 = 0.8 once per step; under a
+    pipeline of 4 ranks and 8 microbatches each rank pays its quarter of the casts once, and
+    its idle microbatch times are ones without them. One pass of one microbatch is unchanged."""
+    cached = replace(FP8, weight_cast_once_s=0.1)
+    part = {c.part: c for c in _step(fp8=cached, accumulation=4).components}
+    assert part[Part.LINEARS].fp8_s == pytest.approx(4 * 10.2 + 0.8)
+    assert part[Part.LINEARS].fp8_low_s == pytest.approx(4 * 10.2 + 0.8)  # no band given
+    pipe = Pipeline(degree=4, microbatches=8)
+    part = {c.part: c for c in _step(fp8=cached, pipeline=pipe).components}
+    assert part[Part.LINEARS].fp8_s == pytest.approx(8 / 4 * 10.2 + 0.8 / 4)
+    # idle: 3 microbatch times of a rank, (10.2 + 8 + 4 + 0.5) / 4 each
+    assert part[Part.PIPELINE].fp8_s == pytest.approx(3 * 22.7 / 4)
+    assert _step(fp8=cached).fp8_s == pytest.approx(_step().fp8_s)
+    with pytest.raises(StepError, match="part of overhead_s"):
+        replace(FP8, weight_cast_once_s=0.5)
 
 
 def test_a_measured_step_spans_the_passes():

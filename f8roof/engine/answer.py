@@ -27,6 +27,7 @@ from f8roof.engine.resolve import Request, Resolved, resolve
 from f8roof.errors import F8RoofError, term
 from f8roof.inputs.shapes import collect_shapes
 from f8roof.notes import Note
+from f8roof.traffic.variant import Implementation
 from f8roof.training.run_config import RunConfig, check_float8_all_gather
 from f8roof.training.torchtitan_names import (
     FLOAT8_LAYOUT,
@@ -184,9 +185,10 @@ def check_finite(frame: Columns, resolved: Resolved, *, grouped_nan: bool = Fals
 
 
 def _settle(frame: Columns, config: EstimateConfig) -> Settle | None:
-    """The run that settles every row whose band straddles the decision, on a GPU."""
+    """The run that settles every row whose band straddles the decision, on a GPU; none for
+    Transformer Engine's linears, which f8roof cannot calibrate (it compiles torchao's)."""
     rows = frame.take(frame["straddles"].astype(bool))
-    if not len(rows):
+    if not len(rows) or config.implementation is Implementation.TE:
         return None
     calibration = config.calibration
     return settle_run(

@@ -395,6 +395,24 @@ def read_off_kernels(
     return nbytes, seconds
 
 
+def te_weight_cast_s(calibration: Calibration, variant: Variant, shapes: ShapeArrays) -> np.ndarray:
+    """Seconds of a Transformer Engine variant's weight cast at each shape, of what
+    `read_off_kernels` times: its weight kernels and (current scaling) the weight's scale
+    kernel. TE caches the cast weight across a step's microbatches (`traffic.te`), so a step
+    of several pays this once (`engine.step.parts`)."""
+    recipe = variant.recipe
+    assert recipe is not None and variant.implementation is Implementation.TE, "TE's alone"
+    time_s = calibration.kernel_time.time_s
+    seconds = np.zeros(np.shape(shapes.M))
+    for kernel, traffic in te_kernels(recipe, norm_before=False):
+        if traffic.role is Role.WEIGHT:
+            moved = np.asarray(_numpy_function(traffic.bytes_total)(shapes.M, shapes.K, shapes.N))
+            seconds = seconds + time_s(KERNEL_KINDS[kernel], np.broadcast_to(moved, seconds.shape))
+    if scale_kernels(recipe):
+        seconds = seconds + time_s(KERNEL_KINDS[SCALE_KERNEL], np.zeros(seconds.shape))
+    return seconds
+
+
 def calibrated_columns(
     calibration: Calibration,
     variant: Variant,

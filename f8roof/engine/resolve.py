@@ -41,7 +41,12 @@ from f8roof.calibration.shipped import shipped_calibration
 from f8roof.engine.estimate import EstimateConfig, calibration_covers, reads_off
 from f8roof.errors import F8RoofError, ModelError, term
 from f8roof.hardware.presets import GPU, Vendor, resolve_gpu
-from f8roof.hardware.support import ScaledGemm, check_recipes, unsupported_reason
+from f8roof.hardware.support import (
+    ScaledGemm,
+    check_recipes,
+    gemm_for_recipe,
+    unsupported_reason,
+)
 from f8roof.inputs.gemm_table import load_gemm_table
 from f8roof.timing.datasheet import KERNEL_FLOOR_S, datasheet_timing
 from f8roof.timing.gemm import BlockScaledGemm, RooflineGemm, TableGemm
@@ -165,10 +170,13 @@ def all_recipes(implementation: str | None = None, gpu: GPU | None = None) -> tu
     the reference implementation is asked for, which has delayed and static scaling too; on a
     part with MX gemms (Blackwell, gfx950) torchao's MXFP8 recipes too (not the emulated one,
     a debugging aid), and on one with NVFP4 gemms (Blackwell) torchao's NVFP4. Transformer
-    Engine's: its two tensorwise recipes."""
+    Engine's: MXFP8BlockScaling on a part with MXFP8 gemms, else its two tensorwise recipes
+    (like torchao's, not blockwise)."""
     asked = None if implementation is None else parse_implementation(implementation)
-    if asked is Implementation.TE:
-        return tuple(TE_RECIPES)
+    if asked is Implementation.TE:  # the part's: MXFP8 on Blackwell, tensorwise elsewhere
+        if gpu is not None and unsupported_reason(gpu, ScaledGemm.MXFP8) is None:
+            return tuple(name for name in TE_RECIPES if name in MX_RECIPES)
+        return tuple(name for name in TE_RECIPES if gemm_for_recipe(name) is ScaledGemm.TENSORWISE)
     if asked is Implementation.REFERENCE:
         return RECIPE_NAMES
     names = tuple(name for name in RECIPE_NAMES if name in TORCHAO_RECIPES)
@@ -436,18 +444,28 @@ def resolve(request: Request, *, many_recipes: bool = True) -> Resolved:
         raise F8RoofError(e.marked) from None
 
 
-def _check_te_part(implementation: str | None, gpu: GPU) -> None:
-    """`--impl te` models Transformer Engine on Hopper, whose fp8 gemms take each operand's
-    transposed copy, written beside it by TE's casts (traffic/te.py). On Blackwell TE casts
-    without those copies (its gemms take either layout), and on AMD it is another port:
-    neither is modelled, so both are refused in one line rather than answered with Hopper's
-    bytes."""
+def _check_te_part(implementation: str | None, gpu: GPU, names: str) -> None:
+    """`--impl te` models Transformer Engine's recipes where its casts are read off
+    (traffic/te.py): on Hopper its tensorwise recipes, whose casts write each operand's
+    transposed copy (TN-only fp8 gemms), and Float8BlockScaling; on Blackwell
+    MXFP8BlockScaling. TE's tensorwise casts on Blackwell write no transposed copy (not
+    modelled) and TE on AMD is another port: refused in one line rather than answered with
+    Hopper's bytes."""
     if implementation is None or parse_implementation(implementation) is not Implementation.TE:
         return
-    if gpu.vendor is not Vendor.NVIDIA or gpu.compute_capability[0] != 9:
+    if gpu.vendor is not Vendor.NVIDIA or gpu.compute_capability[0] not in (9, 10):
         raise UnsupportedOnGPU(
-            f"{term('implementation')} te models Transformer Engine on Hopper (sm_90), not "
-            f"{gpu.name} ({gpu.arch_label}): its casts there are not Hopper's"
+            f"{term('implementation')} te models Transformer Engine on Hopper and Blackwell, not "
+            f"{gpu.name} ({gpu.arch_label})"
+        )
+    if gpu.compute_capability[0] == 9:
+        return
+    for name in filter(None, (n.strip() for n in names.split(","))):
+        if name == "all" or not name.startswith(("tensorwise", "blockwise", "rowwise")):
+            continue  # MX, or a name the recipe parser refuses listing the known ones
+        raise UnsupportedOnGPU(
+            f"{term('implementation')} te on {gpu.arch_label} models MXFP8BlockScaling "
+            f"(mxfp8), not {name}: TE's other casts there are not Hopper's"
         )
 
 
@@ -459,7 +477,7 @@ def _resolve(request: Request, *, many_recipes: bool) -> Resolved:
     calibration, name, shipped = _calibration(request, asked)
     gpu = calibrated_gpu(calibration, asked) if calibration else asked or resolve_gpu(DEFAULT_GPU)
     check_recipes(gpu, names)
-    _check_te_part(request.implementation, gpu)
+    _check_te_part(request.implementation, gpu, names)
     recipes = parse_recipes(request.recipes, request.scaling, request.implementation, gpu)
     if len(recipes) > 1 and not many_recipes:
         raise F8RoofError(

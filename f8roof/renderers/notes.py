@@ -200,9 +200,10 @@ TEMPLATES: dict[Topic, Callable[[dict], str]] = {
     ),
     Topic.TE_STACK: lambda v: (
         f"--impl te: Transformer Engine's float8 linears ({', '.join(v['recipes'])}; kernels "
-        f"read off TE@{v['commit'][:8]}: a norm's cast fused into te.LayerNormLinear, the rest "
-        "as te.Linear casts, one forward and backward each) in the step f8roof models: the "
-        "layout, communication, attention and recompute are torchtitan's, not Megatron's"
+        f"read off TE@{v['commit'][:8]}: te.LayerNormLinear after a norm, te.Linear elsewhere, "
+        "each weight cast once per step, reused by its later microbatches) in the step f8roof "
+        "models: the layout, communication, attention and recompute are torchtitan's, not "
+        "Megatron's"
     ),
     Topic.NOT_COMPILED: lambda v: (
         "setup: the setup does not compile (training.compile false): its times are the "

@@ -69,7 +69,10 @@ class ContextError(RecipeError):
 
 
 def require_torchao(recipe: str, implementation: Implementation) -> None:
-    """Block-scaled and NVFP4 recipes are torchao's alone: f8roof's reference linear has none."""
+    """Block-scaled and NVFP4 recipes are torchao's (or, those in `TE_RECIPES`, Transformer
+    Engine's): f8roof's reference linear has none."""
+    if implementation is Implementation.TE and recipe in TE_RECIPES:
+        return
     if implementation is not Implementation.TORCHAO:
         raise ContextError(
             f"f8roof's reference float8 linear has no {recipe} recipe: use "
@@ -153,10 +156,12 @@ def torchao_recipe_name(recipe: Recipe) -> str:
 
 
 # f8roof recipe name -> Transformer Engine's recipe class (transformer_engine/common/recipe,
-# TE 2.x): its two tensorwise recipes.
+# TE 2.x): its two tensorwise recipes, its 1x128/128x128 blocks (Hopper) and MXFP8 (Blackwell).
 TE_RECIPES = {
     "tensorwise": "Float8CurrentScaling",
     "tensorwise_delayed": "DelayedScaling",
+    "blockwise": "Float8BlockScaling",
+    "mxfp8_rceil": "MXFP8BlockScaling",
 }
 
 
@@ -165,7 +170,7 @@ def te_recipe_name(recipe: Recipe) -> str:
     name = TE_RECIPES.get(recipe.name)
     if name is None:
         raise ContextError(
-            f"{term('implementation')} te models Transformer Engine's tensorwise recipes "
+            f"{term('implementation')} te models Transformer Engine's recipes "
             f"({', '.join(TE_RECIPES)}), not {recipe.name}"
         )
     return name

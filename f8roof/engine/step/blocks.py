@@ -10,6 +10,7 @@ import numpy as np
 
 from f8roof.columns import Columns
 from f8roof.engine.decision import float8_time_ends
+from f8roof.engine.estimate import te_weight_cast_s
 from f8roof.engine.recommend import Recommendation
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes
@@ -27,8 +28,9 @@ from f8roof.timing.comm import (
     placement_for,
 )
 from f8roof.traffic.byte_table import ModelKey, model_bytes
+from f8roof.traffic.monomials import ShapeArrays
 from f8roof.traffic.recipes import Role
-from f8roof.traffic.variant import Before, Context, Level, context_fused_roles
+from f8roof.traffic.variant import Before, Context, Implementation, Level, context_fused_roles
 from f8roof.training.block import CollectiveKind as GraphCollective
 from f8roof.training.checkpointing import (
     is_block_fqn,
@@ -236,6 +238,22 @@ def shared_input_s(
         overhead = max(float(fp8[i] - row["fp8_gemm_s"]), 0.0)
         saved[i] = overhead * mine / total if total > 0 else 0.0
     return saved
+
+
+def weight_cast_once_s(rows: Columns, resolved: Resolved, convert: np.ndarray) -> np.ndarray:
+    """Per row, seconds per linear of the float8 weight cast a step of several microbatches
+    pays once: Transformer Engine's (`estimate.te_weight_cast_s`; it caches the cast weight
+    with is_first_microbatch); zero for torchao's linears, which recast it every microbatch."""
+    out = np.zeros(len(rows))
+    te = convert & (rows["implementation"] == Implementation.TE.value)
+    for config in resolved.configs:
+        mine = np.flatnonzero(te & (rows["recipe"] == config.recipe.name))
+        if not len(mine):
+            continue
+        assert config.calibration is not None, "TE's kernels are timed by a calibration"
+        shapes = ShapeArrays(*(rows[d][mine] for d in ("M", "K", "N")))
+        out[mine] = te_weight_cast_s(config.calibration, config.variant, shapes)
+    return out
 
 
 def band_moves(

@@ -13,7 +13,9 @@ model and the step is one rank's: m microbatches through 1/p of every per-token 
 the optimizer once per step over the rank's share, and the schedule's idle time and fill/drain
 sends as a part of its own (`pipelined`), which float8 shortens as it shortens a microbatch.
 Under gradient accumulation the step is that many forward/backward passes (each a whole
-schedule under a pipeline) and one optimizer step (`accumulated`).
+schedule under a pipeline) and one optimizer step (`accumulated`). A weight cast cached across
+the step's microbatches (Transformer Engine's, `BlockTimes.weight_cast_once_s`) is paid once
+per step over the rank's share of the blocks (`with_weight_casts`), not per microbatch.
 
 The modelled step is the sum of its parts. A measured bf16 step (`--step-ms`) is the bf16
 step; the model is reconciled with it (`Reconciliation`): the gap between them is spread over
@@ -62,10 +64,15 @@ class BlockTimes:
     recompute_s: float = 0.0  # what checkpointing runs again in the backward
     cp_comm_s: float = 0.0  # context parallelism's key/value exchange that shows
     ep_comm_s: float = 0.0  # expert parallelism's token dispatch and combine (all-to-alls)
+    # of overhead_s, the weights' casts a step pays once however many microbatches it runs:
+    # Transformer Engine caches them with is_first_microbatch (traffic/te.py); torchao recasts
+    weight_cast_once_s: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
             _check_time("BlockTimes", f.name, getattr(self, f.name))
+        if self.weight_cast_once_s > self.overhead_s:
+            raise StepError("BlockTimes: weight_cast_once_s is part of overhead_s, not above it")
 
     @property
     def linear_s(self) -> float:
@@ -258,6 +265,25 @@ def pipelined(
         Basis.SCHEDULE,
     )
     return (*out, bubble)
+
+
+def with_weight_casts(components: tuple[Component, ...], seconds: float) -> tuple[Component, ...]:
+    """The linears with the float8 weight casts a step pays once (`seconds`, the rank's) added
+    to their float8 time and its band's ends."""
+    out = []
+    for c in components:
+        if c.part is Part.LINEARS:
+            c = Component(
+                c.part,
+                c.bf16_s,
+                c.fp8_s + seconds,
+                c.fp8_low_s + seconds,
+                c.fp8_high_s + seconds,
+                c.basis,
+                c.measured,
+            )
+        out.append(c)
+    return tuple(out)
 
 
 def accumulated(components: tuple[Component, ...], passes: int) -> tuple[Component, ...]:
@@ -453,7 +479,11 @@ def step_summary(
     other = block_basis
     if block_basis is Basis.PER_LAYER:
         other = Basis.ATTENTION if bf16.other_compute_s else Basis.NOT_MODELLED
-    linear_fp8 = layers * fp8.linear_s + head_fp8
+    # in a step of several microbatches the cached weight casts leave the per-microbatch
+    # linears, added back once per step below
+    several = accumulation > 1 or (pipeline is not None and pipeline.microbatches > 1)
+    once_s = layers * fp8.weight_cast_once_s if several else 0.0
+    linear_fp8 = layers * fp8.linear_s + head_fp8 - once_s
     components: tuple[Component, ...] = (
         Component(
             Part.LINEARS,
@@ -499,6 +529,10 @@ def step_summary(
         fast_s, slow_s = fast_s * accumulation, slow_s * accumulation
         lm_head_bf16_s *= accumulation
         head_fp8 *= accumulation
+    if once_s:
+        components = with_weight_casts(
+            components, once_s / (1 if pipeline is None else pipeline.degree)
+        )
     model_bf16 = sum(c.bf16_s for c in components)
     model_fp8 = sum(c.fp8_s for c in components)
     if not (fast_s <= 0 <= slow_s and model_fp8 + fast_s > 0):

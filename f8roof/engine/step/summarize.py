@@ -14,7 +14,14 @@ from f8roof.columns import Columns
 from f8roof.engine.recommend import Recommendation, decide_as, gemm_floor_s, hold
 from f8roof.engine.resolve import Resolved
 from f8roof.engine.sharded import BlockComparison, CaptureTimes, NoBlock, capture_times, no_block
-from f8roof.engine.step.blocks import TimedBlock, band_moves, graph_blocks, moved, shared_input_s
+from f8roof.engine.step.blocks import (
+    TimedBlock,
+    band_moves,
+    graph_blocks,
+    moved,
+    shared_input_s,
+    weight_cast_once_s,
+)
 from f8roof.engine.step.conversion import (
     as_run_filters,
     block_count,
@@ -335,13 +342,16 @@ def _row_blocks(
         fsdp_comm_s=fsdp[0],
         recompute_s=_per_block(rec, t, t.re_bf16) + attention_again,
     )
+    overhead = max(_per_block(rec, t, t.lin_fp8) - _per_block(rec, t, t.gemm_fp8), 0.0)
+    once = _per_block(rec, t, weight_cast_once_s(rows, resolved, t.convert))
     fp8 = BlockTimes(
         linear_gemm_s=_per_block(rec, t, t.gemm_fp8),
-        overhead_s=max(_per_block(rec, t, t.lin_fp8) - _per_block(rec, t, t.gemm_fp8), 0.0),
+        overhead_s=overhead,
         other_compute_s=attention_s,
         tp_comm_s=comm_fp8,
         fsdp_comm_s=fsdp[1],
         recompute_s=_per_block(rec, t, t.re_fp8) + attention_again,
+        weight_cast_once_s=min(once, overhead),
     )
     return bf16, fp8
 
