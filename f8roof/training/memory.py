@@ -602,6 +602,23 @@ def saved_per_block(
     return _saved(m, run, False)[1], _saved(m, run, True)[1]
 
 
+def backward_per_block(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    run: RunConfig,
+    recipe: str,
+    converted: Sequence[str],
+) -> tuple[float, float]:
+    """One mean block's backward in bf16 and float8 (`Term.BLOCK_BACKWARD`), less FSDP2's fp32
+    reduce-scatter copy of its weight gradients, which is allocated outside the block's
+    compiled graph: the graph's share, which scripts/block_buffers.py sets beside the peak of
+    the compiled backward's buffers."""
+    m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
+    outside = m.block_weights * FP32 if m.sharded else 0.0
+    return _block_backward(m, run, False) - outside, _block_backward(m, run, True) - outside
+
+
 def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:
     """One block in the backward: rematerialized tensors, the largest linear's activation
     gradients (and float8 casts), and the block's unsharded weight gradients."""
