@@ -743,16 +743,14 @@ def _propagate(graph: torch.fx.Graph, input_roles: Sequence[Roles]) -> dict[torc
 
 
 def _itemsizes(buffers: Sequence[Any]) -> dict[str, int]:
-    """Bytes per element of each lowered buffer with a dtype of its own (not an op returning
+    """Bytes per element of each lowered buffer with a layout of its own (not an op returning
     several outputs, whose getitems are buffers of their own, nor one returning nothing)."""
     from torch._inductor import ir
 
-    out = {}
-    for buffer in buffers:
-        if isinstance(buffer.get_output_spec(), (ir.MultiOutputLayout, ir.NoneLayout)):
-            continue
-        out[buffer.get_name()] = buffer.get_dtype().itemsize
-    return out
+    specs = {buffer.get_name(): buffer.get_output_spec() for buffer in buffers}
+    return {
+        name: spec.dtype.itemsize for name, spec in specs.items() if isinstance(spec, ir.Layout)
+    }
 
 
 def _summarize(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> _SchedulerNode | None:

@@ -522,8 +522,9 @@ class _Walk:
                 self.assign(node)
             elif isinstance(node, ast.Delete):
                 for target in node.targets:
-                    if isinstance(target, ast.Name):
-                        self.drop(target.id)
+                    if not isinstance(target, ast.Name):
+                        raise self.fail(node, "a del of something other than a name")
+                    self.drop(target.id)
             elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                 self.called(node.value)
             elif isinstance(node, ast.Return):
