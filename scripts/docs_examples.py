@@ -279,6 +279,14 @@ EXAMPLES: tuple[Example, ...] = (
         slow=True,
     ),
     Example(
+        "block-buffers",
+        "docs/memory.md",
+        ("scripts/block_buffers.py",),
+        kind="script",
+        fence=False,
+        slow=True,
+    ),
+    Example(
         "model-70b", "docs/models.md", ("estimate", "--model", "llama3-70b", "--tokens", "8192")
     ),
     Example(

@@ -580,6 +580,9 @@ class _Recorder:
     removed: dict[GraphKind, set[str]] = field(default_factory=dict)
     schedulers: dict[GraphKind, Any] = field(default_factory=dict)  # their removed_ops: rule 9
     reuses: dict[GraphKind, dict[str, str]] = field(default_factory=dict)
+    # bytes per element of every buffer Inductor lowered, by name: the wrapper code prints no
+    # dtype for an op's outputs (profiler/memory_check.py's `wrapper_buffers`)
+    itemsizes: dict[GraphKind, dict[str, int]] = field(default_factory=dict)
     input_roles: dict[GraphKind, dict[str, Roles]] = field(default_factory=dict)
     current: _Graph | None = None
     forward_roles: dict[str, Roles] = field(default_factory=dict)  # fwd node name -> roles
@@ -674,6 +677,7 @@ class _Recorder:
         # Codegen fills these after the pass (rules 5, 8, 9): keep the live ones, read them later.
         self.removed[graph.kind] = V.graph.removed_buffers
         self.reuses[graph.kind] = V.graph.wrapper_code.reuses
+        self.itemsizes[graph.kind] = _itemsizes(V.graph.buffers)
         # The scheduler creates `removed_ops` after this pass: keep the scheduler.
         self.schedulers[graph.kind] = snodes[0].scheduler if snodes else None
         return snodes
@@ -736,6 +740,17 @@ def _propagate(graph: torch.fx.Graph, input_roles: Sequence[Roles]) -> dict[torc
         if node not in roles:
             roles[node] = frozenset().union(*(roles[i] for i in node.all_input_nodes))
     return roles
+
+
+def _itemsizes(buffers: Sequence[Any]) -> dict[str, int]:
+    """Bytes per element of each lowered buffer with a layout of its own (not an op returning
+    several outputs, whose getitems are buffers of their own, nor one returning nothing)."""
+    from torch._inductor import ir
+
+    specs = {buffer.get_name(): buffer.get_output_spec() for buffer in buffers}
+    return {
+        name: spec.dtype.itemsize for name, spec in specs.items() if isinstance(spec, ir.Layout)
+    }
 
 
 def _summarize(snode: Any, lowered: Mapping[torch.fx.Node, Any]) -> _SchedulerNode | None:

@@ -60,7 +60,14 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
 - one block in the backward: what recompute rematerializes (the block's `none` set less what
   the mode kept), the largest linear's grad_output and grad_input at once (with float8, its
   grad_output casts and the input's recast for grad_weight), and the block's unsharded weight
-  gradients (bf16, and the fp32 copy FSDP2 reduce-scatters).
+  gradients (bf16, and the fp32 copy FSDP2 reduce-scatters). Compiled, what Inductor's
+  wrapper code holds at its peak instead (`_compiled_backward`, read off the generated code:
+  profiler/memory_check.py's `block_buffers`, scripts/block_buffers.py): the larger of the
+  MLP's moment (the rematerialized tensors beside the SwiGLU's gradients, rowwise's in fp32
+  and cast along both axes) and the block's end (every weight gradient beside six hidden-wide
+  activation gradients), and FSDP2's fp32 copy. The forward's own temporaries (less than the smallest
+  compiled backward's, read the same way) are held at no moment the peak is taken at, and are
+  not counted.
 - logits and loss: torchtitan's loss upcasts the logits (`pred.flatten(0, 1).float()`,
   components/loss.py). Eager (torchtitan before 2025-04-02, or compile off), `del pred` frees
   the bf16 logits before `loss.backward()` and, without TP, CUDA's fused kernels leave
@@ -602,11 +609,33 @@ def saved_per_block(
     return _saved(m, run, False)[1], _saved(m, run, True)[1]
 
 
+def backward_per_block(
+    architecture: Architecture,
+    *,
+    tokens: int,
+    run: RunConfig,
+    recipe: str,
+    converted: Sequence[str],
+) -> tuple[float, float]:
+    """One mean block's backward in bf16 and float8 (`Term.BLOCK_BACKWARD`), less FSDP2's fp32
+    reduce-scatter copy of its weight gradients, which is allocated outside the block's
+    compiled graph: the graph's share, which scripts/block_buffers.py sets beside the peak of
+    the compiled backward's buffers."""
+    m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
+    outside = m.block_weights * FP32 if m.sharded else 0.0
+    return _block_backward(m, run, False) - outside, _block_backward(m, run, True) - outside
+
+
 def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:
     """One block in the backward: rematerialized tensors, the largest linear's activation
-    gradients (and float8 casts), and the block's unsharded weight gradients."""
+    gradients (and float8 casts), and the block's unsharded weight gradients; compiled, the
+    larger of the two moments Inductor's code holds most at (`_compiled_backward`)."""
     none = _saved_none(m, fp8)
     kept = _saved(m, run, fp8)[1] if run.recompute is not Recompute.NONE else none
+    fsdp_copy = m.block_weights * FP32 if m.sharded else 0.0
+    down = next((x for x in m.linears if x.linear.context.before is Before.SILU_MUL), None)
+    if m.compiled and down is not None:
+        return _compiled_backward(m, down, fp8, max(0.0, none - kept)) + fsdp_copy
     largest = max(m.linears, key=lambda layer: _rows(layer) * (layer.K + layer.N))
     rows = _rows(largest)
     grads = rows * (largest.K + largest.N) * BF16  # grad_output and grad_input at once
@@ -616,8 +645,46 @@ def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:
         grads += rows * largest.N * FLOAT8 * (1 if m.tensorwise else 2)
         if not _float8_input(m, largest, fp8):
             grads += rows * largest.K * FLOAT8
-    weight_grads = m.block_weights * (BF16 + (FP32 if m.sharded else 0))
-    return max(0.0, none - kept) + grads + weight_grads
+    return max(0.0, none - kept) + grads + m.block_weights * BF16 + fsdp_copy
+
+
+def _compiled_backward(m: _Model, down: LocalLayer, fp8: bool, rematerialized: float) -> float:
+    """What a compiled block's backward graph holds at its peak, read off the CUDA wrapper
+    code Inductor generates for it (torch 2.13, llama3-8b's block at TP 1 and 2, every
+    recompute mode that compiles: profiler/memory_check.py's `block_buffers`,
+    scripts/block_buffers.py, docs/memory.md), the larger of two moments:
+
+    - the MLP's: what recompute rematerialized, with the SwiGLU's gradients at once, over the
+      gathered tokens and the local hidden width F (the down projection's input): one fused
+      kernel writes the gate's and the up projection's gradients from the down projection's
+      grad_input, all three alive until the gate's and up's backward gemms have read them
+      (bf16: 3 F-wide bf16 tensors); tensorwise adds each of the two gradients cast to e5m2
+      once; rowwise materializes the two in fp32 (its casts scale them along both axes, so
+      the column-wise amax needs them whole before the row-wise cast) and casts each twice:
+      2 + 2 * 4 + 4 * 1 bytes per element. No weight gradient is written yet then;
+    - the block's end, the attention's input projections: every weight gradient of the block
+      written (graph outputs, bf16) beside six hidden-wide activation gradients: Inductor
+      fuses both norms' weight-gradient sums into one kernel at the graph's end, which keeps
+      what it reads alive through the attention's backward (without TP, the MLP's two input
+      gradients, the residual's gradient, SDPA's grad_output, dq and a q/k/v grad_input;
+      under TP four over the gathered tokens, the block's output gradient and the MLP's and
+      the attention's grad_inputs before their reduce-scatters among them, and two
+      sequence-sharded).
+
+    Not a fitted factor: each term names tensors the wrapper allocates. The largest linear's
+    grad_output and grad_input of the eager count is the MLP moment's without its fused
+    SwiGLU; it under-counts rowwise by the fp32 copies and misses the end moment."""
+    rows, width, share = _rows(down), down.K, _share(down, m)
+    # the gate's and up's gradients are those projections' grad_outputs: their casts
+    ups = [x for x in m.linears if _parent(x.linear.fqn) == _parent(down.linear.fqn)]
+    per_element = 3 * BF16
+    # the MX and blockwise recipes' backward code is not read: tensorwise's count stands there
+    if any(_converted(m, x, fp8) for x in ups if x is not down):
+        per_element = BF16 + 2 * FP32 + 4 * FLOAT8 if m.rowwise else 3 * BF16 + 2 * FLOAT8
+    mlp = rematerialized + rows * width * per_element * share
+    gathered, sharded = m.tokens, m.tokens / m.tp
+    end = m.block_weights * BF16 + (4 * gathered + 2 * sharded) * m.hidden * BF16
+    return max(mlp, end)
 
 
 def _weights_in_flight(m: _Model, fp8: bool, *, blocks: int) -> float:
