@@ -5,7 +5,7 @@ recompute none / torchtitan's per-op SAC / full, bf16 and torchao's tensorwise a
 every block linear converted, one sequence of 8192 tokens), profiler/block.py's block at
 llama3-8b's dims is compiled as torchtitan compiles it, Inductor generates the CUDA code of its
 forward and backward graphs for an H100 on CPU (codegen only), and the buffers each graph's
-wrapper allocates are followed in order (profiler/memory_check.py's `block_buffers`). Printed:
+wrapper allocates are followed in order (profiler/memory/buffers.py's `block_buffers`). Printed:
 the backward's peak of live buffers beside memory.py's one-block backward transient without
 FSDP's fp32 reduce-scatter copy (`backward_per_block`), their ratio, what the backward returns
 (the gradients), and the forward's peak beyond what it returns (what it holds for a moment on
@@ -23,7 +23,7 @@ import argparse
 from saved_activations import DIMS, MODEL, MODES, PRECISIONS, SEQ_LEN, run_config
 
 from f8roof.profiler.capture import CaptureError
-from f8roof.profiler.memory_check import BlockBuffers, block_buffers
+from f8roof.profiler.memory.buffers import BlockBuffers, block_buffers
 from f8roof.training.block import BlockSpec
 from f8roof.training.catalog import builtin
 from f8roof.training.checkpointing import is_block_fqn, sac_policy

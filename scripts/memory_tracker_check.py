@@ -1,6 +1,6 @@
 """f8roof's peak memory beside torch's own count of it, at the size of a real run.
 
-Runs profiler/memory_check.py's `tracked_peak` (torch's FSDPMemTracker over one eager
+Runs profiler/memory/step.py's `tracked_peak` (torch's FSDPMemTracker over one eager
 training step on a fake process group, every tensor at its real size, no memory used) for
 pytorch/pytorch#149990's setup by default: Llama3-70B, 80 blocks, FSDP 16 x TP 8, full AC,
 seq_len 8192, local batch 8, bf16 and float8 tensorwise; and prints it beside
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from f8roof.engine.sharded import block_spec
 from f8roof.hardware.presets import find_gpu
-from f8roof.profiler.memory_check import beside_the_model, expandable_segments, measured_peak
+from f8roof.profiler.memory.step import beside_the_model, expandable_segments, measured_peak
 from f8roof.training.block import BlockSpec
 from f8roof.training.catalog import Architecture, resolve_model
 from f8roof.training.checkpointing import Recompute

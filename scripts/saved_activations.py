@@ -4,7 +4,7 @@ For each TP degree (1 and 2, sequence parallel), recompute mode (none, torchtita
 full) and precision (bf16, torchao's tensorwise and rowwise, every block linear converted),
 profiler/block.py's block at llama3-8b's dims (hidden 4096, 32 heads of 128, 8 kv heads, MLP
 14336) is compiled as torchtitan compiles it and its partitioned graphs are read
-(profiler/memory_check.py's `saved_activations`: the forward's outputs its backward takes,
+(profiler/memory/saved.py's `saved_activations`: the forward's outputs its backward takes,
 traced on CPU without computing), at one sequence of 8192 tokens (torchtitan's llama3-8b
 seq_len). Printed: the activations the graph saves per token of the data-parallel rank, what
 it saves computed from weights alone (float8 weight copies and scales; the weights themselves
@@ -23,7 +23,7 @@ import argparse
 from dataclasses import replace
 
 from f8roof.profiler.capture import CaptureError
-from f8roof.profiler.memory_check import SavedActivations, saved_activations
+from f8roof.profiler.memory.saved import SavedActivations, saved_activations
 from f8roof.training.block import BlockSpec
 from f8roof.training.catalog import builtin
 from f8roof.training.checkpointing import DEFAULT_POLICY, Recompute, is_block_fqn, sac_policy

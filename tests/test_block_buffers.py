@@ -1,4 +1,4 @@
-"""What a compiled block holds while it runs (profiler/memory_check.py's `wrapper_buffers`,
+"""What a compiled block holds while it runs (profiler/memory/buffers.py's `wrapper_buffers`,
 read off Inductor's wrapper code) and training/memory.py's one-block backward beside it."""
 
 import pytest
@@ -45,7 +45,7 @@ def test_the_reader_follows_allocations_reuse_ops_and_frees_to_the_hand_counted_
     nothing, SDPA's output freed, then the all-gather's 64x64 bf16 (8192 B) while buf0's storage
     (as buf5) is still live: 4096 + 256 + 1024 + 8192. The input freed early counts nowhere;
     the return keeps buf6, buf1 and buf4 (a view of it)."""
-    from f8roof.profiler.memory_check import wrapper_buffers
+    from f8roof.profiler.memory.buffers import wrapper_buffers
 
     read = wrapper_buffers(WRAPPER, ITEMSIZES)
     assert read.peak_bytes == 4096 + 256 + 1024 + 8192
@@ -71,7 +71,7 @@ def test_the_reader_follows_allocations_reuse_ops_and_frees_to_the_hand_counted_
 )
 def test_an_unknown_allocating_statement_fails_naming_its_line(statement, why):
     from f8roof.profiler.capture import CaptureError
-    from f8roof.profiler.memory_check import wrapper_buffers
+    from f8roof.profiler.memory.buffers import wrapper_buffers
 
     lines = WRAPPER.splitlines()
     at = next(i for i, line in enumerate(lines) if "del buf5" in line)
@@ -134,7 +134,7 @@ def test_a_compiled_blocks_backward_peak_is_what_the_memory_model_counts(tp, mod
     generated on CPU (about 6 s each): the peak of its live buffers is memory.py's one-block
     backward without FSDP's fp32 copy (`backward_per_block`, the blocks compiled) for the
     same dims, TP, recompute mode and precision, within SMALL_TOLERANCE."""
-    from f8roof.profiler.memory_check import block_buffers
+    from f8roof.profiler.memory.buffers import block_buffers
     from f8roof.training.block import BlockSpec
     from f8roof.training.checkpointing import Recompute, sac_policy
     from f8roof.training.memory import backward_per_block

@@ -3,7 +3,7 @@ small llama trained one step on a fake TP 2 x FSDP 2 world, counted tensor by te
 
 import pytest
 
-from f8roof.profiler.memory_check import beside_the_model
+from f8roof.profiler.memory.step import beside_the_model
 from f8roof.training.block import BlockSpec
 from f8roof.training.catalog import from_hf_config
 from f8roof.training.checkpointing import Recompute
@@ -74,7 +74,7 @@ def test_a_measured_step_trains_the_compiled_rank_and_reads_no_allocator_on_cpu(
     # built on meta, parallelized, each block compiled, materialized and trained two steps
     import torch
 
-    from f8roof.profiler.memory_check import measured_peak
+    from f8roof.profiler.memory.step import measured_peak
 
     run = RunConfig.sharded(tp=2, fsdp=2, recompute=Recompute.SELECTIVE)
     spec = BlockSpec(
@@ -94,7 +94,7 @@ def test_a_measured_peak_without_a_gpu_is_refused_in_one_line(monkeypatch):
     import torch
 
     from f8roof.profiler.capture import CaptureError
-    from f8roof.profiler.memory_check import measured_peak
+    from f8roof.profiler.memory.step import measured_peak
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     spec = BlockSpec(

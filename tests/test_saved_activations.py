@@ -1,4 +1,4 @@
-"""What a compiled block saves for the backward (profiler/memory_check.py's `saved_activations`,
+"""What a compiled block saves for the backward (profiler/memory/saved.py's `saved_activations`,
 read off AOTAutograd's partition) and training/memory.py's count of it for the same run."""
 
 import pytest
@@ -25,7 +25,7 @@ def _read_saved(fn, *args):
     """fn's forward and backward graphs as AOTAutograd partitions them, and what they save."""
     from functorch.compile import aot_function, min_cut_rematerialization_partition
 
-    from f8roof.profiler.memory_check import saved_tensors
+    from f8roof.profiler.memory.saved import saved_tensors
 
     graphs = []
 
@@ -80,7 +80,7 @@ def test_a_compiled_tiny_block_saves_what_the_memory_model_counts(tp, mode, reci
     what its partitioned forward hands the backward (activations, and under TP float8 weight
     copies) is memory.py's per-block saved term for the same dims, TP, recompute mode and
     precision, within TOLERANCE."""
-    from f8roof.profiler.memory_check import saved_activations
+    from f8roof.profiler.memory.saved import saved_activations
 
     run = RunConfig(tp=tp, recompute=mode, sac_policy="torchtitan-0.3.0")
     graph = saved_activations(_tiny_spec(run), recipe=recipe, sac=sac_policy(run.sac_policy))
@@ -99,7 +99,7 @@ def test_the_eager_count_is_what_compile_saves_less_than():
     by exactly those, SiLU's output (the MLP's hidden) and SDPA's (the attention's width)."""
     from dataclasses import replace
 
-    from f8roof.profiler.memory_check import saved_activations
+    from f8roof.profiler.memory.saved import saved_activations
 
     run = RunConfig(recompute=Recompute.NONE)
     graph = saved_activations(_tiny_spec(run), recipe=None)

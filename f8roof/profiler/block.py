@@ -353,8 +353,7 @@ def built_block(
     """One rank's block built as torchtitan builds it, inside all its compile needs: the
     compile's error wording (`where`), torchao's Inductor patch and torchtitan's Inductor
     settings, an optional Inductor pass, the recorder, a fake world of the run's ranks. Every
-    reader of a block enters it: `capture_block`, the async TP reader, memory_check's saved
-    tensors."""
+    reader of a block enters it: `capture_block`, the async TP reader, memory/saved.py's saved tensors."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(compiling(where))
         # torchao's conversion patches Inductor's min/max codegen process-wide: undone on exit

@@ -581,7 +581,7 @@ class _Recorder:
     schedulers: dict[GraphKind, Any] = field(default_factory=dict)  # their removed_ops: rule 9
     reuses: dict[GraphKind, dict[str, str]] = field(default_factory=dict)
     # bytes per element of every buffer Inductor lowered, by name: the wrapper code prints no
-    # dtype for an op's outputs (profiler/memory_check.py's `wrapper_buffers`)
+    # dtype for an op's outputs (profiler/memory/buffers.py's `wrapper_buffers`)
     itemsizes: dict[GraphKind, dict[str, int]] = field(default_factory=dict)
     input_roles: dict[GraphKind, dict[str, Roles]] = field(default_factory=dict)
     current: _Graph | None = None

@@ -23,7 +23,7 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
 - activations saved for the backward, per block, by the recompute mode (`Recompute`). The
   blocks compiled (`RunConfig.blocks_compiled`, torchtitan's `compile`), AOTAutograd's
   partition of each block's graph decides, read off the graphs of profiler/block.py's block
-  (profiler/memory_check.py's `saved_activations`, scripts/saved_activations.py, torch 2.13):
+  (profiler/memory/saved.py's `saved_activations`, scripts/saved_activations.py, torch 2.13):
   - none, compiled: the min-cut partitioner keeps both norms' inputs and their rsqrt, the
     outputs eager keeps but SiLU's (recomputed from the gate's), SDPA's output once (the
     output projection reads it, no copy) and logsumexp; of the linears' inputs, in bf16 the
@@ -62,7 +62,7 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
   grad_output casts and the input's recast for grad_weight), and the block's unsharded weight
   gradients (bf16, and the fp32 copy FSDP2 reduce-scatters). Compiled, what Inductor's
   wrapper code holds at its peak instead (`_compiled_backward`, read off the generated code:
-  profiler/memory_check.py's `block_buffers`, scripts/block_buffers.py): the larger of the
+  profiler/memory/buffers.py's `block_buffers`, scripts/block_buffers.py): the larger of the
   MLP's moment (the rematerialized tensors beside the SwiGLU's gradients, rowwise's in fp32
   and cast along both axes) and the block's end (every weight gradient beside six hidden-wide
   activation gradients), and FSDP2's fp32 copy. The forward's own temporaries (less than the smallest
@@ -485,7 +485,7 @@ def _key_value_width(layer: LocalLayer, m: _Model) -> int:
 
 def _saved_none_compiled(m: _Model, fp8: bool) -> float:
     """What a compiled block's forward hands its backward without recompute, as AOTAutograd's
-    min-cut partition chooses (read off the graphs, torch 2.13: profiler/memory_check.py's
+    min-cut partition chooses (read off the graphs, torch 2.13: profiler/memory/saved.py's
     `saved_activations`, scripts/saved_activations.py): both norms' inputs (the block's input
     and the attention's output, reduce-scattered under TP) with their fp32 rsqrt, rope/SDPA's
     and the activation's inputs (every linear's output but the row-parallel ones), SDPA's
@@ -651,7 +651,7 @@ def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:
 def _compiled_backward(m: _Model, down: LocalLayer, fp8: bool, rematerialized: float) -> float:
     """What a compiled block's backward graph holds at its peak, read off the CUDA wrapper
     code Inductor generates for it (torch 2.13, llama3-8b's block at TP 1 and 2, every
-    recompute mode that compiles: profiler/memory_check.py's `block_buffers`,
+    recompute mode that compiles: profiler/memory/buffers.py's `block_buffers`,
     scripts/block_buffers.py, docs/memory.md), the larger of two moments:
 
     - the MLP's: what recompute rematerialized, with the SwiGLU's gradients at once, over the
