@@ -7,7 +7,7 @@ llama3-8b's dims is compiled as torchtitan compiles it, Inductor generates the C
 forward and backward graphs for an H100 on CPU (codegen only), and the buffers each graph's
 wrapper allocates are followed in order (profiler/memory/buffers.py's `block_buffers`). Printed:
 the backward's peak of live buffers beside memory.py's one-block backward transient without
-FSDP's fp32 reduce-scatter copy (`backward_per_block`), their ratio, what the backward returns
+FSDP's fp32 reduce-scatter copy (`per_block`'s backward), their ratio, what the backward returns
 (the gradients), and the forward's peak beyond what it returns (what it holds for a moment on
 top of the saved tensors and the block's output). Full recompute does not compile on torch
 2.13 (profiler/block.py's `capture_block` says why): its rows have memory.py's counts only.
@@ -19,37 +19,14 @@ top of the saved tensors and the block's output). Full recompute does not compil
 from __future__ import annotations
 
 import argparse
+import operator
 
-from saved_activations import DIMS, MODEL, MODES, PRECISIONS, SEQ_LEN, run_config
+from saved_activations import MODES, PRECISIONS, captured, modelled, run_config
 
-from f8roof.profiler.capture import CaptureError
 from f8roof.profiler.memory.buffers import BlockBuffers, block_buffers
-from f8roof.training.block import BlockSpec
-from f8roof.training.catalog import builtin
-from f8roof.training.checkpointing import is_block_fqn, sac_policy
-from f8roof.training.memory import backward_per_block
-from f8roof.training.run_config import RunConfig
 
 MIB = 2**20
-
-
-def modelled(run: RunConfig, recipe: str | None) -> float:
-    """memory.py's one-block backward, the graph's share (bf16 where `recipe` is None)."""
-    arch = builtin(MODEL)
-    converted = [lin.fqn for lin in arch.linears if is_block_fqn(lin.fqn)]
-    bf16, fp8 = backward_per_block(
-        arch, tokens=SEQ_LEN, run=run, recipe=recipe or "tensorwise", converted=converted
-    )
-    return bf16 if recipe is None else fp8
-
-
-def captured(run: RunConfig, recipe: str | None) -> BlockBuffers | str:
-    """The compiled block's buffers, or why it does not compile."""
-    spec = BlockSpec(**DIMS, tokens=SEQ_LEN, seq_len=SEQ_LEN, parallel=run, name=MODEL)
-    try:
-        return block_buffers(spec, recipe=recipe, sac=sac_policy(run.sac_policy))
-    except CaptureError as e:
-        return str(e)
+BACKWARD = operator.attrgetter("backward")
 
 
 def main() -> None:
@@ -67,8 +44,8 @@ def main() -> None:
         for mode in MODES:
             for recipe in PRECISIONS:
                 run = run_config(tp, mode)
-                model = modelled(run, recipe) / MIB
-                found = captured(run, recipe)
+                model = modelled(run, recipe, BACKWARD) / MIB
+                found: BlockBuffers | str = captured(run, recipe, block_buffers)
                 name = recipe or "bf16"
                 if isinstance(found, str):
                     cells = ("-", f"{model:,.1f}", "-", "-", "-")

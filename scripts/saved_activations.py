@@ -9,7 +9,7 @@ traced on CPU without computing), at one sequence of 8192 tokens (torchtitan's l
 seq_len). Printed: the activations the graph saves per token of the data-parallel rank, what
 it saves computed from weights alone (float8 weight copies and scales; the weights themselves
 are FSDP's), its total per block, memory.py's per-block saved-activation term for the same run
-(`saved_per_block`, the blocks compiled), their ratio, and memory.py's eager count (what it
+(`per_block`'s saved term, the blocks compiled), their ratio, and memory.py's eager count (what it
 counted before it read the graphs). Full recompute under TP does not compile on torch 2.13
 (profiler/block.py's `capture_block` says why): its row has memory.py's counts only.
 
@@ -20,14 +20,17 @@ counted before it read the graphs). Full recompute under TP does not compile on 
 from __future__ import annotations
 
 import argparse
+import operator
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from f8roof.profiler.capture import CaptureError
 from f8roof.profiler.memory.saved import SavedActivations, saved_activations
 from f8roof.training.block import BlockSpec
 from f8roof.training.catalog import builtin
 from f8roof.training.checkpointing import DEFAULT_POLICY, Recompute, is_block_fqn, sac_policy
-from f8roof.training.memory import saved_per_block
+from f8roof.training.memory import PerBlock, per_block
 from f8roof.training.run_config import RunConfig
 
 MODEL = "llama3-8b"
@@ -36,6 +39,7 @@ DIMS = {"dim": 4096, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "ffn_dim":
 PRECISIONS = (None, "tensorwise", "rowwise")
 MODES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 MIB = 2**20
+SAVED = operator.attrgetter("saved")
 
 
 def run_config(tp: int, mode: Recompute) -> RunConfig:
@@ -44,21 +48,25 @@ def run_config(tp: int, mode: Recompute) -> RunConfig:
     return RunConfig(tp=tp, recompute=mode, sac_policy=DEFAULT_POLICY, blocks_compiled=True)
 
 
-def modelled(run: RunConfig, recipe: str | None) -> float:
-    """memory.py's saved bytes per block (bf16 where `recipe` is None)."""
+def modelled(
+    run: RunConfig, recipe: str | None, term: Callable[[PerBlock], tuple[float, float]]
+) -> float:
+    """memory.py's per-block `term` (bf16 where `recipe` is None)."""
     arch = builtin(MODEL)
     converted = [lin.fqn for lin in arch.linears if is_block_fqn(lin.fqn)]
-    bf16, fp8 = saved_per_block(
+    terms = per_block(
         arch, tokens=SEQ_LEN, run=run, recipe=recipe or "tensorwise", converted=converted
     )
+    bf16, fp8 = term(terms)
     return bf16 if recipe is None else fp8
 
 
-def captured(run: RunConfig, recipe: str | None) -> SavedActivations | str:
-    """The compiled block's saved tensors, or why it does not compile."""
+def captured(run: RunConfig, recipe: str | None, reader: Callable[..., Any]) -> Any:
+    """What `reader` reads off the compiled block (saved tensors, buffers), or why the block
+    does not compile."""
     spec = BlockSpec(**DIMS, tokens=SEQ_LEN, seq_len=SEQ_LEN, parallel=run, name=MODEL)
     try:
-        return saved_activations(spec, recipe=recipe, sac=sac_policy(run.sac_policy))
+        return reader(spec, recipe=recipe, sac=sac_policy(run.sac_policy))
     except CaptureError as e:
         return str(e)
 
@@ -78,9 +86,9 @@ def main() -> None:
         for mode in MODES:
             for recipe in PRECISIONS:
                 run = run_config(tp, mode)
-                model = modelled(run, recipe) / MIB
-                eager = modelled(replace(run, blocks_compiled=False), recipe) / MIB
-                found = captured(run, recipe)
+                model = modelled(run, recipe, SAVED) / MIB
+                eager = modelled(replace(run, blocks_compiled=False), recipe, SAVED) / MIB
+                found: SavedActivations | str = captured(run, recipe, saved_activations)
                 name = recipe or "bf16"
                 if isinstance(found, str):
                     cells = ("-", "-", "-", f"{model:,.1f}", "-", f"{eager:,.1f}")

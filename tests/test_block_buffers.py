@@ -132,12 +132,12 @@ SMALL_TOLERANCE = 0.15
 def test_a_compiled_blocks_backward_peak_is_what_the_memory_model_counts(tp, mode, recipe):
     """A small llama block compiled as torchtitan compiles it, its backward's CUDA wrapper
     generated on CPU (about 6 s each): the peak of its live buffers is memory.py's one-block
-    backward without FSDP's fp32 copy (`backward_per_block`, the blocks compiled) for the
+    backward without FSDP's fp32 copy (`per_block`'s backward, the blocks compiled) for the
     same dims, TP, recompute mode and precision, within SMALL_TOLERANCE."""
     from f8roof.profiler.memory.buffers import block_buffers
     from f8roof.training.block import BlockSpec
     from f8roof.training.checkpointing import Recompute, sac_policy
-    from f8roof.training.memory import backward_per_block
+    from f8roof.training.memory import per_block
     from f8roof.training.run_config import RunConfig
 
     arch = _small_llama(64, 4, 2, 16, 128)
@@ -145,9 +145,9 @@ def test_a_compiled_blocks_backward_peak_is_what_the_memory_model_counts(tp, mod
     spec = BlockSpec(**SMALL, tokens=SMALL_TOKENS, seq_len=SMALL_TOKENS, parallel=run)
     read = block_buffers(spec, recipe=recipe, sac=sac_policy(run.sac_policy))
     converted = [lin.fqn for lin in arch.linears if lin.fqn != "lm_head"]
-    bf16, fp8 = backward_per_block(
+    bf16, fp8 = per_block(
         arch, tokens=SMALL_TOKENS, run=run, recipe=recipe or "tensorwise", converted=converted
-    )
+    ).backward
     modelled = bf16 if recipe is None else fp8
     assert modelled == pytest.approx(read.backward.peak_bytes, rel=SMALL_TOLERANCE)
     # what the backward returns, the block's weight gradients and its input's, in bf16

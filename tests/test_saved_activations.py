@@ -6,7 +6,7 @@ from conftest import TINY_LLAMA
 
 from f8roof.training.block import BlockSpec
 from f8roof.training.checkpointing import Recompute, sac_policy
-from f8roof.training.memory import saved_per_block
+from f8roof.training.memory import per_block
 from f8roof.training.run_config import RunConfig
 
 torch = pytest.importorskip("torch")
@@ -84,9 +84,9 @@ def test_a_compiled_tiny_block_saves_what_the_memory_model_counts(tp, mode, reci
 
     run = RunConfig(tp=tp, recompute=mode, sac_policy="torchtitan-0.3.0")
     graph = saved_activations(_tiny_spec(run), recipe=recipe, sac=sac_policy(run.sac_policy))
-    bf16, fp8 = saved_per_block(
+    bf16, fp8 = per_block(
         TINY_LLAMA, tokens=TOKENS, run=run, recipe=recipe or "tensorwise", converted=BLOCK_LINEARS
-    )
+    ).saved
     modelled = bf16 if recipe is None else fp8
     saved = graph.activation_bytes + graph.from_weights_bytes
     assert modelled == pytest.approx(saved, rel=TOLERANCE)
@@ -103,13 +103,13 @@ def test_the_eager_count_is_what_compile_saves_less_than():
 
     run = RunConfig(recompute=Recompute.NONE)
     graph = saved_activations(_tiny_spec(run), recipe=None)
-    eager, _ = saved_per_block(
+    eager, _ = per_block(
         TINY_LLAMA,
         tokens=TOKENS,
         run=replace(run, blocks_compiled=False),
         recipe="tensorwise",
         converted=BLOCK_LINEARS,
-    )
+    ).saved
     silu, sdpa = TOKENS * 32 * 2, TOKENS * 16 * 2
     # and the norms' fp32 rsqrt, which eager's count leaves out
     rsqrt = 2 * TOKENS * 4

@@ -594,36 +594,36 @@ def _saved(m: _Model, run: RunConfig, fp8: bool) -> tuple[float, float]:
     return one * checkpointed + none * (m.layers - checkpointed), one
 
 
-def saved_per_block(
+@dataclass(frozen=True)
+class PerBlock:
+    """One mean block's terms, (bf16, float8), under the run's recompute mode, each of which a
+    script sets beside a compiled block's code: `saved`, what `Term.SAVED_ACTIVATIONS` holds
+    once per block (scripts/saved_activations.py); `backward`, `Term.BLOCK_BACKWARD` less
+    FSDP2's fp32 reduce-scatter copy of the weight gradients, allocated outside the block's
+    compiled graph: the graph's share (scripts/block_buffers.py, beside the peak of the
+    compiled backward's buffers)."""
+
+    saved: tuple[float, float]
+    backward: tuple[float, float]
+
+
+def per_block(
     architecture: Architecture,
     *,
     tokens: int,
     run: RunConfig,
     recipe: str,
     converted: Sequence[str],
-) -> tuple[float, float]:
-    """One mean block's saved activations in bf16 and float8 under the run's recompute mode:
-    what `Term.SAVED_ACTIVATIONS` holds once per block (scripts/saved_activations.py sets it
-    beside a compiled block's graphs)."""
-    m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
-    return _saved(m, run, False)[1], _saved(m, run, True)[1]
-
-
-def backward_per_block(
-    architecture: Architecture,
-    *,
-    tokens: int,
-    run: RunConfig,
-    recipe: str,
-    converted: Sequence[str],
-) -> tuple[float, float]:
-    """One mean block's backward in bf16 and float8 (`Term.BLOCK_BACKWARD`), less FSDP2's fp32
-    reduce-scatter copy of its weight gradients, which is allocated outside the block's
-    compiled graph: the graph's share, which scripts/block_buffers.py sets beside the peak of
-    the compiled backward's buffers."""
+) -> PerBlock:
     m = _model(architecture, tokens=tokens, run=run, converted=frozenset(converted), recipe=recipe)
     outside = m.block_weights * FP32 if m.sharded else 0.0
-    return _block_backward(m, run, False) - outside, _block_backward(m, run, True) - outside
+    return PerBlock(
+        saved=(_saved(m, run, False)[1], _saved(m, run, True)[1]),
+        backward=(
+            _block_backward(m, run, False) - outside,
+            _block_backward(m, run, True) - outside,
+        ),
+    )
 
 
 def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:

@@ -1,6 +1,6 @@
 """What a compiled block holds while it runs, read off the wrapper code Inductor generates for
 its forward and backward: the check of training/memory.py's one-block backward term for
-compiled blocks (`backward_per_block`).
+compiled blocks (`per_block`'s backward).
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ import torch
 
 from f8roof.hardware.presets import GPU
 from f8roof.profiler import codegen_only
-from f8roof.profiler.block import (
-    built_block,
-)
-from f8roof.profiler.capture import CaptureError, GraphKind, _Recorder
+from f8roof.profiler.capture import CaptureError, GraphKind
+from f8roof.profiler.memory.saved import traced_block
 from f8roof.training.block import BlockSpec
 from f8roof.training.checkpointing import SacPolicy
 
@@ -361,18 +359,8 @@ def block_buffers(
     """Compile one rank's block as `saved_activations` does and generate the CUDA code of its
     forward and backward graphs for `gpu` (default h100; codegen only, nothing runs: the dims
     may be a real model's), then follow each wrapper's buffers."""
-    recorder = _Recorder()
     where = f"{spec.name or 'block'} {recipe or 'bf16'} buffers"
-    with built_block(
-        spec,
-        recipe,
-        recorder,
-        where,
-        inner=codegen_only.no_compute_inner,
-        initialize=False,
-        sac=sac,
-    ) as built:
-        built.module(built.x).backward(built.grad)
+    with traced_block(spec, recipe, sac, where) as recorder:
         for graph in recorder.graphs:
             with recorder.compiling(graph):
                 recorder.code[graph.kind] = codegen_only.generate_cuda_code(

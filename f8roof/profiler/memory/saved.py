@@ -7,8 +7,9 @@ the tensors its partitioned forward hands its backward read off the graphs (`sav
 
 from __future__ import annotations
 
+import contextlib
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -65,6 +66,28 @@ class SavedActivations:
         return self.activation_bytes / self.spec.tokens
 
 
+@contextlib.contextmanager
+def traced_block(
+    spec: BlockSpec, recipe: str | None, sac: SacPolicy | None, where: str
+) -> Iterator[_Recorder]:
+    """One rank's block built as `capture_block` builds it, its forward and backward traced on
+    CPU by an inner compiler that only allocates outputs (nothing computes, so the dims may be
+    a real model's); the recorder holds both graphs, inside the build (Inductor's codegen of
+    them needs its settings). `where` names the block in compile errors."""
+    recorder = _Recorder()
+    with built_block(
+        spec,
+        recipe,
+        recorder,
+        where,
+        inner=codegen_only.no_compute_inner,
+        initialize=False,
+        sac=sac,
+    ) as built:
+        built.module(built.x).backward(built.grad)
+        yield recorder
+
+
 def saved_activations(
     spec: BlockSpec, *, recipe: str | None, sac: SacPolicy | None = None
 ) -> SavedActivations:
@@ -76,19 +99,9 @@ def saved_activations(
     codegen (`device="codegen"`) generates CUDA code from. Under selective checkpointing the
     policy marks what is saved; elsewhere AOTAutograd's min-cut partitioner chooses, and may
     recompute cheap pointwise ops (a norm's output from its input) in the backward."""
-    recorder = _Recorder()
     where = f"{spec.name or 'block'} {recipe or 'bf16'} saved tensors"
-    with built_block(
-        spec,
-        recipe,
-        recorder,
-        where,
-        inner=codegen_only.no_compute_inner,
-        initialize=False,
-        sac=sac,
-    ) as built:
-        built.module(built.x).backward(built.grad)
-    graphs = {graph.kind: graph for graph in recorder.graphs}
+    with traced_block(spec, recipe, sac, where) as recorder:
+        graphs = {graph.kind: graph for graph in recorder.graphs}
     if set(graphs) != {GraphKind.FWD, GraphKind.BWD} or len(recorder.graphs) != 2:
         raise CaptureError(f"{where}: expected one forward and one backward graph")
     forward = graphs[GraphKind.FWD].module.graph
