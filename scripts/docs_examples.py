@@ -277,6 +277,13 @@ EXAMPLES: tuple[Example, ...] = (
         ),
     ),
     Example(
+        "dev-peaks",
+        "docs/memory.md",
+        ("scripts/published_memory.py", "--table"),
+        kind="script",
+        fence=False,
+    ),
+    Example(
         "saved-activations",
         "docs/memory.md",
         ("scripts/saved_activations.py",),

@@ -22,11 +22,13 @@ published_runs.py's `META_SOURCES`):
 16.3 GiB) matches, every block's TP-local bf16 weights and the whole vocabulary's bf16 logits at
 8 x 8192 tokens; neither is a tensor found in the run's source (docs/memory.md).
 
-    PYTHONPATH=. python scripts/published_memory.py
+    PYTHONPATH=. python scripts/published_memory.py            # tables and terms
+    PYTHONPATH=. python scripts/published_memory.py --table    # the dev peaks' table alone
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import re
@@ -208,6 +210,9 @@ def dev_peaks() -> list[tuple[str, dict, float, float]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", action="store_true", help="the dev peaks' table alone")
+    args = parser.parse_args()
     print(
         "| run | before (reserved, main 6d433b1) | allocated | reserved | published | error |\n"
         "|---|---|---|---|---|---|"
@@ -215,6 +220,8 @@ def main() -> None:
     rows = dev_peaks()
     for name, memory, bf16, fp8 in rows:
         print(row(name, memory, bf16, fp8))
+    if args.table:
+        return
     for name, memory, bf16, fp8 in rows:
         print()
         print("\n".join(terms(name, memory, bf16, fp8)))
