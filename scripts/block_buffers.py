@@ -12,6 +12,9 @@ FSDP's fp32 reduce-scatter copy (`per_block`'s backward), their ratio, what the 
 top of the saved tensors and the block's output). Full recompute does not compile on torch
 2.13 (profiler/block.py's `capture_block` says why): its rows have memory.py's counts only.
 
+`--model qwen3-30b-a3b`: an MoE block, as scripts/saved_activations.py reads it (TP 1; float8
+converts the routed experts' grouped gemms too).
+
     PYTHONPATH=. python scripts/block_buffers.py                # the table
     PYTHONPATH=. python scripts/block_buffers.py --at-peak      # and what is live at each peak
 """

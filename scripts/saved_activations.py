@@ -16,8 +16,8 @@ counted before it read the graphs). Full recompute under TP does not compile on 
 `--model qwen3-30b-a3b`: the same for an MoE block (profiler/moe.py: hidden 2048, 32 heads of
 128, 4 kv heads, 128 routed experts of width 768, top 8, no shared experts), at one sequence
 of 4096 tokens, TP 1 only (MoE blocks compile without TP and EP). float8 converts the
-attention's linears; the routed experts' grouped gemms stay bf16 in the graph (torchao's float8
-grouped gemms do not trace here: docs/memory.md).
+attention's linears with the recipe and the routed experts' grouped gemms with torchao's
+rowwise float8 (torchtitan's grouped-gemm converter, `moe_fqns_prototype = ["experts"]`).
 
     PYTHONPATH=. python scripts/saved_activations.py              # the table
     PYTHONPATH=. python scripts/saved_activations.py --tensors    # and every saved tensor
@@ -97,6 +97,8 @@ def captured(name: str, run: RunConfig, recipe: str | None, reader: Callable[...
     """What `reader` reads off the compiled block (saved tensors, buffers), or why the block
     does not compile."""
     model = MODELS[name]
+    if model.moe is not None and recipe is not None:  # torchtitan's float8 grouped gemms too
+        run = replace(run, moe_fqns=("experts",))
     spec = BlockSpec(
         **model.dims, tokens=model.seq_len, seq_len=model.seq_len, moe=model.moe, parallel=run,
         name=name,

@@ -50,32 +50,44 @@ def _spec(run: RunConfig, shared: bool) -> BlockSpec:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("mode", "recipe", "shared"),
+    ("mode", "recipe", "shared", "experts"),
     [
-        (Recompute.NONE, None, False),
-        (Recompute.NONE, None, True),
-        (Recompute.NONE, "tensorwise", True),
-        (Recompute.NONE, "rowwise", False),
-        (Recompute.SELECTIVE, None, False),
-        (Recompute.SELECTIVE, "tensorwise", True),
+        (Recompute.NONE, None, False, False),
+        (Recompute.NONE, None, True, False),
+        (Recompute.NONE, "tensorwise", True, False),
+        (Recompute.NONE, "rowwise", False, False),
+        (Recompute.NONE, "rowwise", False, True),
+        (Recompute.SELECTIVE, None, False, False),
+        (Recompute.SELECTIVE, "tensorwise", True, True),
     ],
 )
-def test_a_compiled_tiny_moe_block_saves_what_the_memory_model_counts(mode, recipe, shared):
-    """A tiny MoE block (8 experts, top 2, with and without shared experts) compiled as
-    torchtitan compiles it (about 5 s each on one core): what its partitioned forward hands the
-    backward is memory.py's per-block saved term for the same run, within 1% (the float8
-    scales memory.py leaves out, as for dense blocks)."""
+def test_a_compiled_tiny_moe_block_saves_what_the_memory_model_counts(
+    mode, recipe, shared, experts
+):
+    """A tiny MoE block (8 experts, top 2, with and without shared experts, the routed experts'
+    grouped gemms in bf16 or torchao's float8) compiled as torchtitan compiles it (about 5 s
+    each on one core): what its partitioned forward hands the backward is memory.py's
+    per-block saved term for the same run, within 1% (the float8 scales memory.py leaves out,
+    as for dense blocks)."""
     from f8roof.profiler.memory.saved import saved_activations
 
-    run = RunConfig(recompute=mode, sac_policy="torchtitan-0.3.0", blocks_compiled=True)
+    run = RunConfig(
+        recompute=mode, sac_policy="torchtitan-0.3.0", blocks_compiled=True,
+        moe_fqns=("experts",) if experts else (),
+    )  # fmt: skip
     graph = saved_activations(_spec(run, shared), recipe=recipe, sac=sac_policy(run.sac_policy))
     arch = _architecture(shared)
-    converted = [x.fqn for x in arch.linears if x.fqn != "lm_head" and x.routed is None]
+    converted = [
+        x.fqn for x in arch.linears if x.fqn != "lm_head" and (experts or x.routed is None)
+    ]
     bf16, fp8 = per_block(
         arch, tokens=TOKENS, run=run, recipe=recipe or "tensorwise", converted=converted
     ).saved
     modelled = bf16 if recipe is None else fp8
     assert modelled == pytest.approx(graph.activation_bytes + graph.from_weights_bytes, rel=0.01)
+    if mode is Recompute.NONE:  # the gate's and up's outputs kept: written by which gemm
+        scaled = any(t.op == "aten._scaled_grouped_mm.default" for t in graph.tensors)
+        assert scaled == experts
 
 
 @pytest.mark.slow

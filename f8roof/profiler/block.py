@@ -26,7 +26,8 @@ Inductor generates CUDA code for a GPU preset (codegen; see `codegen_only`).
 An MoE block (`BlockSpec.moe`) runs profiler/moe.py's MoE (torchtitan's router, local
 dispatch, grouped gemms, shared experts) in place of the MLP, without TP and EP (`_build`
 refuses them), its float8 recipe converting the dense linears (the attention's, the shared
-experts') and leaving the router's gate and the routed experts' grouped gemms bf16; its saved
+experts') but the router's gate, and the routed experts' grouped gemms with torchao's rowwise
+float8 where the run's `moe_fqns` name them (torchtitan's grouped-gemm converter); its saved
 tensors and buffers are read (profiler/memory/), its kernels are not (`capture_block`).
 
 Left out of the block: rotary embeddings (elementwise on q and k, the same in bf16 and
@@ -189,6 +190,12 @@ class Checkpointed(nn.Module):
         return checkpoint(self.block, x, context_fn=self.context_fn, **kwargs)
 
 
+def _converts_experts(moe_fqns: Sequence[str]) -> bool:
+    """Whether torchtitan's grouped-gemm converter takes the routed experts: its
+    `moe_fqns_prototype` names a part of `moe.experts`."""
+    return any(fqn and fqn in "moe.experts" for fqn in moe_fqns)
+
+
 def sac_context(policy: SacPolicy, gate: tuple[int, int] | None = None) -> Callable[[], Any]:
     """A torchtitan per-op policy as a `context_fn`: each op saved or recomputed as
     `policy.decide` says, its matmuls counted apart in the forward and the recompute.
@@ -328,6 +335,8 @@ def _build(
         float8.convert_to_float8_training(
             block, config=config, module_filter_fn=lambda _, fqn: not fqn.endswith("router.gate")
         )
+        if spec.moe is not None and _converts_experts(par.moe_fqns):
+            torchao_float8.convert_grouped_experts(block.get_submodule("moe.experts"))
     if par.tp > 1:
         from torch.distributed.tensor.parallel import parallelize_module
 

@@ -564,10 +564,9 @@ def _routed_saved_compiled(m: _Model, fp8: bool) -> float:
       output stands in for them (the partition keeps the constant rather than refill it).
     SiLU's output and the scores' fp32 copy of the routed outputs are recomputed. The shared
     experts are dense linears, counted as the block's MLP is; tensorwise keeps their input's
-    float8 cast. torchao's float8 grouped gemms (`_Float8GroupedMM`, `_MXFP8GroupedMM`,
-    torchao 0.18) save their bf16 input and weight as `_grouped_mm` does, so converting the
-    experts moves none of this (read off torchao's code: its kernels do not import under
-    triton 3.9, so their graph is not traced)."""
+    float8 cast. torchao's rowwise float8 grouped gemms (`_Float8GroupedMM`, torchao 0.18)
+    save their bf16 input and weight as `_grouped_mm` does, and the partition keeps the same
+    tensors: converting the experts moves none of this (read off the graphs too)."""
     routed = [x for x in m.linears if x.grouped]
     if not routed:
         return 0.0
