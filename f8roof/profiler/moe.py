@@ -18,7 +18,7 @@ token_dispatcher.py (`LocalTokenDispatcher`, the dispatcher without expert paral
   the index alone, as `Tensor.scatter_add`'s does: the latter stands in for it.
 Left out: the expert-usage counter (`tokens_per_expert`, an experts-long fp32 buffer updated
 under no_grad), expert parallelism's all-to-alls and the experts' tensor parallelism
-(`profiler.block.capture_block` refuses both), node-limited routing (deepseek-v3's groups).
+(`profiler.block` refuses both for an MoE block), node-limited routing (deepseek-v3's groups).
 """
 
 from __future__ import annotations
