@@ -300,6 +300,22 @@ EXAMPLES: tuple[Example, ...] = (
         slow=True,
     ),
     Example(
+        "saved-activations-moe",
+        "docs/memory.md",
+        ("scripts/saved_activations.py", "--model", "qwen3-30b-a3b"),
+        kind="script",
+        fence=False,
+        slow=True,
+    ),
+    Example(
+        "block-buffers-moe",
+        "docs/memory.md",
+        ("scripts/block_buffers.py", "--model", "qwen3-30b-a3b"),
+        kind="script",
+        fence=False,
+        slow=True,
+    ),
+    Example(
         "model-70b", "docs/models.md", ("estimate", "--model", "llama3-70b", "--tokens", "8192")
     ),
     Example("model-qwen3", "docs/models.md", QWEN3),

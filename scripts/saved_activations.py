@@ -13,8 +13,15 @@ are FSDP's), its total per block, memory.py's per-block saved-activation term fo
 counted before it read the graphs). Full recompute under TP does not compile on torch 2.13
 (profiler/block.py's `capture_block` says why): its row has memory.py's counts only.
 
+`--model qwen3-30b-a3b`: the same for an MoE block (profiler/moe.py: hidden 2048, 32 heads of
+128, 4 kv heads, 128 routed experts of width 768, top 8, no shared experts), at one sequence
+of 4096 tokens, TP 1 only (MoE blocks compile without TP and EP). float8 converts the
+attention's linears with the recipe and the routed experts' grouped gemms with torchao's
+rowwise float8 (torchtitan's grouped-gemm converter, `moe_fqns_prototype = ["experts"]`).
+
     PYTHONPATH=. python scripts/saved_activations.py              # the table
     PYTHONPATH=. python scripts/saved_activations.py --tensors    # and every saved tensor
+    PYTHONPATH=. python scripts/saved_activations.py --model qwen3-30b-a3b
 """
 
 from __future__ import annotations
@@ -22,20 +29,41 @@ from __future__ import annotations
 import argparse
 import operator
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from f8roof.profiler.capture import CaptureError
 from f8roof.profiler.memory.saved import SavedActivations, saved_activations
-from f8roof.training.block import BlockSpec
+from f8roof.training.block import BlockSpec, MoeSpec
 from f8roof.training.catalog import builtin
 from f8roof.training.checkpointing import DEFAULT_POLICY, Recompute, is_block_fqn, sac_policy
 from f8roof.training.memory import PerBlock, per_block
 from f8roof.training.run_config import RunConfig
 
-MODEL = "llama3-8b"
-SEQ_LEN = 8192
-DIMS = {"dim": 4096, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "ffn_dim": 14336}
+
+@dataclass(frozen=True)
+class Model:
+    """A catalog model's block dims, the sequence its rows run at, the TP degrees it reads."""
+
+    dims: dict[str, int]
+    seq_len: int
+    tp: str
+    moe: MoeSpec | None = None
+
+
+MODELS = {
+    "llama3-8b": Model(
+        {"dim": 4096, "n_heads": 32, "n_kv_heads": 8, "head_dim": 128, "ffn_dim": 14336},
+        8192,
+        "1,2",
+    ),
+    "qwen3-30b-a3b": Model(
+        {"dim": 2048, "n_heads": 32, "n_kv_heads": 4, "head_dim": 128, "ffn_dim": 768},
+        4096,
+        "1",
+        MoeSpec(experts=128, top_k=8, expert_ffn_dim=768),
+    ),
+}
 PRECISIONS = (None, "tensorwise", "rowwise")
 MODES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 MIB = 2**20
@@ -49,22 +77,32 @@ def run_config(tp: int, mode: Recompute) -> RunConfig:
 
 
 def modelled(
-    run: RunConfig, recipe: str | None, term: Callable[[PerBlock], tuple[float, float]]
+    name: str,
+    run: RunConfig,
+    recipe: str | None,
+    term: Callable[[PerBlock], tuple[float, float]],
 ) -> float:
     """memory.py's per-block `term` (bf16 where `recipe` is None)."""
-    arch = builtin(MODEL)
+    arch = builtin(name)
     converted = [lin.fqn for lin in arch.linears if is_block_fqn(lin.fqn)]
     terms = per_block(
-        arch, tokens=SEQ_LEN, run=run, recipe=recipe or "tensorwise", converted=converted
-    )
+        arch, tokens=MODELS[name].seq_len, run=run, recipe=recipe or "tensorwise",
+        converted=converted,
+    )  # fmt: skip
     bf16, fp8 = term(terms)
     return bf16 if recipe is None else fp8
 
 
-def captured(run: RunConfig, recipe: str | None, reader: Callable[..., Any]) -> Any:
+def captured(name: str, run: RunConfig, recipe: str | None, reader: Callable[..., Any]) -> Any:
     """What `reader` reads off the compiled block (saved tensors, buffers), or why the block
     does not compile."""
-    spec = BlockSpec(**DIMS, tokens=SEQ_LEN, seq_len=SEQ_LEN, parallel=run, name=MODEL)
+    model = MODELS[name]
+    if model.moe is not None and recipe is not None:  # torchtitan's float8 grouped gemms too
+        run = replace(run, moe_fqns=("experts",))
+    spec = BlockSpec(
+        **model.dims, tokens=model.seq_len, seq_len=model.seq_len, moe=model.moe, parallel=run,
+        name=name,
+    )  # fmt: skip
     try:
         return reader(spec, recipe=recipe, sac=sac_policy(run.sac_policy))
     except CaptureError as e:
@@ -74,27 +112,29 @@ def captured(run: RunConfig, recipe: str | None, reader: Callable[..., Any]) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tensors", action="store_true", help="list every saved tensor")
-    parser.add_argument("--tp", default="1,2", help="TP degrees, comma-separated")
+    parser.add_argument("--tp", help="TP degrees, comma-separated (default: the model's)")
+    parser.add_argument("--model", default="llama3-8b", choices=sorted(MODELS))
     args = parser.parse_args()
+    name = args.model
     print(
         "| TP | recompute | precision | graph: activations (B/token) | graph: from weights "
         "(MiB) | graph (MiB/block) | memory.py (MiB/block) | memory.py / graph | eager count "
         "(MiB/block) |\n|---|---|---|---|---|---|---|---|---|"
     )
     listed: list[str] = []
-    for tp in (int(t) for t in args.tp.split(",")):
+    for tp in (int(t) for t in (args.tp or MODELS[name].tp).split(",")):
         for mode in MODES:
             for recipe in PRECISIONS:
                 run = run_config(tp, mode)
-                model = modelled(run, recipe, SAVED) / MIB
-                eager = modelled(replace(run, blocks_compiled=False), recipe, SAVED) / MIB
-                found: SavedActivations | str = captured(run, recipe, saved_activations)
-                name = recipe or "bf16"
+                model = modelled(name, run, recipe, SAVED) / MIB
+                eager = modelled(name, replace(run, blocks_compiled=False), recipe, SAVED) / MIB
+                found: SavedActivations | str = captured(name, run, recipe, saved_activations)
+                label = recipe or "bf16"
                 if isinstance(found, str):
                     cells = ("-", "-", "-", f"{model:,.1f}", "-", f"{eager:,.1f}")
                     # torch's message runs on with every saved value's type
                     why = found.partition(", got types")[0]
-                    listed.append(f"TP {tp} {mode.value} {name}: {why}")
+                    listed.append(f"TP {tp} {mode.value} {label}: {why}")
                 else:
                     graph = (found.activation_bytes + found.from_weights_bytes) / MIB
                     cells = (
@@ -106,14 +146,14 @@ def main() -> None:
                         f"{eager:,.1f}",
                     )
                     if args.tensors:
-                        listed.append(f"TP {tp} {mode.value} {name}:")
+                        listed.append(f"TP {tp} {mode.value} {label}:")
                         listed += [
                             f"  {t.name}: {t.op} {list(t.shape)} {t.dtype} {t.bytes:,} B"
                             f"{'' if t.activation else ' (weights)'}"
                             for t in found.tensors
                             if t.bytes
                         ]
-                print(f"| {tp} | {mode.value} | {name} | " + " | ".join(cells) + " |")
+                print(f"| {tp} | {mode.value} | {label} | " + " | ".join(cells) + " |")
     if listed:
         print()
         print("\n".join(listed))

@@ -23,8 +23,15 @@ torchtitan/models/llama3/infra/parallelize.py, `apply_tp`, `apply_compile`, `app
 Then forward+backward runs once (cpu), or its graphs are captured on CPU without computing and
 Inductor generates CUDA code for a GPU preset (codegen; see `codegen_only`).
 
+An MoE block (`BlockSpec.moe`) runs profiler/moe.py's MoE (torchtitan's router, local
+dispatch, grouped gemms, shared experts) in place of the MLP, without TP and EP (`_build`
+refuses them), its float8 recipe converting the dense linears (the attention's, the shared
+experts') but the router's gate, and the routed experts' grouped gemms with torchao's rowwise
+float8 where the run's `moe_fqns` name them (torchtitan's grouped-gemm converter); its saved
+tensors and buffers are read (profiler/memory/), its kernels are not (`capture_block`).
+
 Left out of the block: rotary embeddings (elementwise on q and k, the same in bf16 and
-float8), dropout, biases. MoE blocks are not compiled here yet.
+float8), q/k norms, dropout, biases.
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from f8roof.profiler.capture import (
     recording,
 )
 from f8roof.profiler.graphs import Step
+from f8roof.profiler.moe import MoE
 from f8roof.profiler.triton_code import ParsedCollective, parse_output_code
 from f8roof.traffic.recipes import Recipe
 from f8roof.traffic.variant import torchao_recipe_name
@@ -73,7 +81,7 @@ from f8roof.training.block import (
     PipelinedCollective,
     Recompute,
 )
-from f8roof.training.checkpointing import Decision, SacPolicy, sac_policy
+from f8roof.training.checkpointing import LINEAR, Decision, SacPolicy, sac_policy
 from f8roof.training.run_config import RunConfig, check_float8_all_gather
 
 __all__ = ["BlockModule", "capture_block", "fake_world", "pipelined_collectives"]
@@ -132,7 +140,8 @@ class FeedForward(nn.Module):
 
 
 class BlockModule(nn.Module):
-    """Pre-norm transformer block: `h = x + attention(norm(x)); h + feed_forward(norm(h))`."""
+    """Pre-norm transformer block: `h = x + attention(norm(x)); h + feed_forward(norm(h))`,
+    the feed-forward an MoE (`moe`, profiler/moe.py) where the spec routes experts."""
 
     def __init__(self, spec: BlockSpec) -> None:
         super().__init__()
@@ -140,11 +149,15 @@ class BlockModule(nn.Module):
         self.attention_norm = norm(spec.dim)
         self.attention = Attention(spec)
         self.ffn_norm = norm(spec.dim)
-        self.feed_forward = FeedForward(spec)
+        self.routed = spec.moe is not None
+        if self.routed:
+            self.moe = MoE(spec)  # torchtitan's name
+        else:
+            self.feed_forward = FeedForward(spec)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x))
-        return h + self.feed_forward(self.ffn_norm(h))
+        return h + (self.moe if self.routed else self.feed_forward)(self.ffn_norm(h))
 
 
 class _Root(nn.Module):
@@ -177,10 +190,20 @@ class Checkpointed(nn.Module):
         return checkpoint(self.block, x, context_fn=self.context_fn, **kwargs)
 
 
-def sac_context(policy: SacPolicy) -> Callable[[], Any]:
+def _converts_experts(moe_fqns: Sequence[str]) -> bool:
+    """Whether torchtitan's grouped-gemm converter takes the routed experts: its
+    `moe_fqns_prototype` names a part of `moe.experts`."""
+    return any(fqn and fqn in "moe.experts" for fqn in moe_fqns)
+
+
+def sac_context(policy: SacPolicy, gate: tuple[int, int] | None = None) -> Callable[[], Any]:
     """A torchtitan per-op policy as a `context_fn`: each op saved or recomputed as
-    `policy.decide` says, its matmuls counted apart in the forward and the recompute."""
+    `policy.decide` says, its matmuls counted apart in the forward and the recompute.
+    `gate`: an MoE router gate's weight shape (in, out), whose matmuls the policy may always
+    recompute, uncounted (`SacPolicy.recompute_router_gate`)."""
     from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+
+    forced = gate if policy.recompute_router_gate else None
 
     def context() -> Any:
         counts = {True: 0, False: 0}
@@ -188,6 +211,11 @@ def sac_context(policy: SacPolicy) -> Callable[[], Any]:
         def choose(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
             name = CPU_STAND_INS.get(str(func), str(func))
             if name in policy.mm_ops:
+                weight = tuple(args[1].shape)
+                if name == LINEAR:  # a linear's weight is (out, in)
+                    weight = weight[::-1]
+                if weight == forced:
+                    return CheckpointPolicy.PREFER_RECOMPUTE
                 counts[ctx.is_recompute] += 1
             decision = policy.decide(name, mm_count=counts[ctx.is_recompute])
             if decision is Decision.SAVE:
@@ -285,6 +313,12 @@ def _build(
     sac: SacPolicy,
 ) -> _Built:
     par = spec.parallel
+    if spec.moe is not None and (par.tp > 1 or par.ep > 1):
+        # torchtitan's expert parallelism (all-to-all dispatch) and the experts' TP plan
+        raise CaptureError(
+            f"{spec.name or 'block'}: MoE blocks compile without TP and EP here "
+            f"({term('tp')} 1, {term('ep')} 1)"
+        )
     mesh = _mesh(spec)
     with torch.device("meta"):
         block: nn.Module = BlockModule(spec)
@@ -295,7 +329,14 @@ def _build(
             import dataclasses
 
             config = dataclasses.replace(config, enable_fsdp_float8_all_gather=True)
-        float8.convert_to_float8_training(block, config=config)
+        # the router's gate stays bf16 (torchtitan's MoE configs filter "router.gate":
+        # deepseek_v3/config_registry.py, components/quantization/float8.md); the routed
+        # experts are no nn.Linear
+        float8.convert_to_float8_training(
+            block, config=config, module_filter_fn=lambda _, fqn: not fqn.endswith("router.gate")
+        )
+        if spec.moe is not None and _converts_experts(par.moe_fqns):
+            torchao_float8.convert_grouped_experts(block.get_submodule("moe.experts"))
     if par.tp > 1:
         from torch.distributed.tensor.parallel import parallelize_module
 
@@ -305,7 +346,8 @@ def _build(
     if par.recompute is Recompute.FULL:
         block = Checkpointed(block)
     elif par.recompute is Recompute.SELECTIVE:
-        block = Checkpointed(block, context_fn=sac_context(sac))
+        gate = (spec.dim, spec.moe.experts) if spec.moe is not None else None
+        block = Checkpointed(block, context_fn=sac_context(sac, gate))
     # fp32 master weights under FSDP (its mixed precision casts to bf16); bf16 without.
     block = block.to_empty(device="cpu").to(torch.float32 if par.fsdp_ranks > 1 else DTYPE)
     if initialize:
@@ -313,6 +355,8 @@ def _build(
             for p in block.parameters():
                 local = p.to_local() if hasattr(p, "to_local") else p
                 local.normal_(0.0, 0.02) if local.dim() > 1 else local.fill_(1.0)
+            for buffer in block.buffers():  # an MoE's expert bias starts at zero
+                buffer.zero_()
     shape = (spec.batch, spec.local_seq_len, spec.dim)
     make = torch.randn if initialize else torch.empty
     x = make(shape, dtype=DTYPE).requires_grad_()
@@ -539,6 +583,8 @@ def capture_block(
             "sharded block): use selective"
         )
     if spec.moe is not None:
+        # what its graphs save and allocate is read (profiler/memory/); its kernels, grouped
+        # gemms and collectives are not
         raise CaptureError(f"{spec.name or 'block'}: MoE blocks are not compiled yet")
     if (
         recipe is not None

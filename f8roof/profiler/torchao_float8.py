@@ -184,3 +184,51 @@ def inductor_patch_scope() -> Iterator[None]:
         patch_module = sys.modules.get("torchao.float8._inductor_patch")
         if patch_module is not None and hasattr(patch_module, "_PATCHED"):
             patch_module._PATCHED = bool(flag)  # type: ignore[attr-defined]  # torchao's own flag
+
+
+# torchao 0.18's float8 grouped gemms' Triton kernels, as custom ops with fake implementations
+_GROUPED_KERNELS = (
+    "torchao.prototype.moe_training.kernels.float8_rowwise",
+    "torchao.prototype.moe_training.kernels.jagged_float8_scales",
+)
+
+
+def convert_grouped_experts(experts: nn.Module) -> nn.Module:
+    """Routed experts' grouped gemms in torchao's rowwise float8 (`quantize_` with
+    `Float8TrainingOpConfig`, what torchtitan's `Float8GroupedExpertsConverter` applies:
+    `torch._grouped_mm` on the wrapped 3-D weights becomes `_Float8GroupedMM`).
+
+    Codegen needs torchao's kernels as custom ops, which torchao 0.18 defines only where
+    `has_triton()` holds at import (not without a GPU: the stubs raise "requires triton
+    installed"), and whose `triton.autotune(key=["num_elements"])` triton 3.9 refuses (no
+    such kernel argument). So they are imported again here with `has_triton` true and
+    `autotune` the identity (nothing launches them: their fakes give the shapes), once per
+    process, and the names torchao's modules imported the stubs under are bound to them."""
+    import_float8()
+    from torchao.prototype.moe_training.config import Float8TrainingOpConfig
+    from torchao.quantization.quant_api import quantize_
+
+    _grouped_kernels()
+    quantize_(experts, config=Float8TrainingOpConfig(), filter_fn=lambda module, fqn: True)
+    return experts
+
+
+def _grouped_kernels() -> None:
+    from unittest import mock
+
+    import torch.utils._triton as triton_utils
+    import triton
+
+    if hasattr(torch.ops.torchao, "triton_fp8_rowwise_2d_scale_and_cast"):
+        return
+    with (
+        mock.patch.object(triton_utils, "has_triton", lambda: True),
+        mock.patch.object(triton, "autotune", lambda *args, **kwargs: lambda fn: fn),
+    ):
+        kernels = [importlib.reload(importlib.import_module(name)) for name in _GROUPED_KERNELS]
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torchao.prototype.moe_training") and module is not None:
+            for kernel in kernels:
+                for attr in dir(module):
+                    if attr.startswith("triton_fp8") and hasattr(kernel, attr):
+                        setattr(module, attr, getattr(kernel, attr))

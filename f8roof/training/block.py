@@ -39,6 +39,7 @@ __all__ = [
     "PassTotals",
     "PipelinedCollective",
     "Recompute",
+    "Score",
 ]
 
 
@@ -66,16 +67,29 @@ def _member(enum: type[Enum], **values: object) -> None:
             raise ModelError(f"{name} must be one of {known} (got {value!r})")
 
 
+class Score(str, Enum):
+    """An MoE router's score function (torchtitan's `score_func`)."""
+
+    SOFTMAX = "softmax"  # qwen3
+    SIGMOID = "sigmoid"  # deepseek-v3
+
+
 @dataclass(frozen=True)
 class MoeSpec:
-    """Routed experts replacing the dense MLP."""
+    """Routed experts replacing the dense MLP; `shared_ffn_dim`: the hidden width of the
+    shared experts every token passes through (0: none, qwen3's case)."""
 
     experts: int
     top_k: int
     expert_ffn_dim: int
+    shared_ffn_dim: int = 0
+    score: Score = Score.SOFTMAX
 
     def __post_init__(self) -> None:
         _positive(experts=self.experts, top_k=self.top_k, expert_ffn_dim=self.expert_ffn_dim)
+        if self.shared_ffn_dim:
+            _positive(shared_ffn_dim=self.shared_ffn_dim)
+        _member(Score, score=self.score)
         if self.top_k > self.experts:
             raise ModelError(f"top_k {self.top_k} exceeds experts {self.experts}")
 
@@ -347,7 +361,11 @@ class BlockCapture:
                 **{f.name: getattr(self.spec, f.name) for f in fields(self.spec)},
                 "norm": self.spec.norm.value,
                 "mlp": self.spec.mlp.value,
-                "moe": asdict(self.spec.moe) if self.spec.moe else None,
+                "moe": (
+                    {**asdict(self.spec.moe), "score": self.spec.moe.score.value}
+                    if self.spec.moe
+                    else None
+                ),
                 "parallel": {  # the run's switches a block's graphs depend on
                     "tp": self.spec.parallel.tp,
                     "fsdp": self.spec.parallel.fsdp_ranks,
@@ -375,7 +393,7 @@ class BlockCapture:
             moe = spec.pop("moe")
             block = BlockSpec(
                 **{**spec, "norm": Norm(spec["norm"]), "mlp": Mlp(spec["mlp"])},
-                moe=MoeSpec(**moe) if moe else None,
+                moe=MoeSpec(**{**moe, "score": Score(moe["score"])}) if moe else None,
                 parallel=RunConfig.sharded(**parallel),
             )
             return cls(

@@ -84,14 +84,16 @@ class Decision(str, Enum):
 @dataclass(frozen=True)
 class SacPolicy:
     """torchtitan's per-op SAC at one version: the ops whose outputs are saved, and the matmul
-    ops of which only every `mm_save_period`-th is saved (counted per block and pass)."""
+    ops of which only every `mm_save_period`-th is saved (counted per block and pass).
+    `recompute_router_gate`: a matmul shaped like an MoE router's gate weight is always
+    recomputed and not counted (`force_recompute_mm_shapes_by_fqns`, ["moe.router.gate"])."""
 
     name: str
     source: str  # version, file and symbol it was read from
     save_ops: frozenset[str]
     mm_ops: frozenset[str]
     mm_save_period: int = 2
-    note: str = ""
+    recompute_router_gate: bool = False
 
     def __post_init__(self) -> None:
         for label, ops in (("save_ops", self.save_ops), ("mm_ops", self.mm_ops)):
@@ -196,7 +198,7 @@ TORCHTITAN_0_3_0 = SacPolicy(
         }
     ),
     mm_ops=frozenset({MM, LINEAR}),
-    note="also force-recomputes mms shaped like moe.router.gate's weight",
+    recompute_router_gate=True,
 )
 
 SAC_POLICIES: dict[str, SacPolicy] = {p.name: p for p in (TORCHTITAN_2025_05, TORCHTITAN_0_3_0)}

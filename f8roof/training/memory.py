@@ -48,6 +48,11 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
     block's input, the outputs of every second matmul, SDPA's outputs and the
     reduce-scatters'; the rest is recomputed. float8 linears show SAC aten.mm, so the same tensors are kept in both.
   - full: each checkpointed block keeps its input only (sequence-sharded under TP).
+  - MoE blocks, compiled without TP and EP (profiler/moe.py's MoE, read off qwen3-30b-a3b's
+    graphs): the attention and the shared experts as a dense block's, the router's fp32
+    tensors, the dispatch's indices and routed rows, and the routed experts' outputs as
+    `_routed_saved_compiled` names them; per-op SAC adds the chosen experts (its `topk`).
+    Under TP or EP, eager's count stands, and so does the backward's (`_block_backward`).
 - context parallelism (`RunConfig.cp`): a rank holds its chunk of every sequence (the tokens
   given are its own), FSDP shards over the data-parallel and CP ranks together (torchtitan's
   dp_shard_cp mesh), and without recompute SDPA keeps the keys and values all-gathered over
@@ -132,12 +137,23 @@ from f8roof.inputs.shapes import MAX_DIM
 from f8roof.traffic.variant import Before
 from f8roof.training.allocator import Alloc, AllocatorPeaks, Free, Stream, simulate
 from f8roof.training.catalog import FUSED_QKV, Architecture, TPStyle, fuse_qkv
-from f8roof.training.checkpointing import MM, Decision, Recompute, is_block_fqn, sac_policy
+from f8roof.training.checkpointing import (
+    MM,
+    Decision,
+    Recompute,
+    SacPolicy,
+    is_block_fqn,
+    sac_policy,
+)
 from f8roof.training.parallel import LocalLayer, fsdp_shards, local_layers
 from f8roof.training.run_config import MAX_DEGREE, RunConfig
 
 GIB = 2**30
 BF16, FP32, FLOAT8 = 2, 4, 1  # bytes per element
+INT32, INT64 = 4, 8  # an MoE's offsets and indices
+# a dense SwiGLU every token of an MoE layer passes through (the catalog's names:
+# mlp.shared_experts, mlp.shared_expert, feed_forward.shared_expert, moe.shared_experts)
+SHARED_EXPERT = "shared_expert"
 # Outside the caching allocator: the CUDA context (about 0.5 GiB on Hopper with lazy loading,
 # CUDA C++ Programming Guide, "Lazy Loading") and NCCL's buffers (NCCL_BUFFSIZE 4 MiB per channel
 # and peer, up to 32 channels, two peers on a ring, two communicators: FSDP and TP; NCCL
@@ -158,6 +174,7 @@ COMPILED_LOSS_BYTES_PER_LOGIT = 2 * BF16
 # autograd's saved-tensor hooks)
 COMPILED_LOSS_PARALLEL_BYTES_PER_LOGIT = FP32 + BF16
 GROUPED_MM = "aten._grouped_mm.default"
+TOPK = "aten.topk.default"
 KV_PROJECTIONS = (
     "k_proj",
     "v_proj",
@@ -418,13 +435,26 @@ def _model(
         converted=converted,
         tensorwise=recipe == "tensorwise",
         rowwise=recipe.startswith("rowwise"),
-        # MoE blocks are not read off a compiled graph yet (profiler/block.py): eager's count
-        compiled=run.blocks_compiled and not any(layer.grouped for layer in block),
+        compiled=run.blocks_compiled and _partition_read(block, run),
         cp=run.cp,
         in_flight=stage.in_flight,
         head=stage.head,
         model_layers=layers,
         unsharded_grads=(sharded and run.pipeline is not None and run.pipeline.microbatches > 1),
+    )
+
+
+def _partition_read(block: Sequence[LocalLayer], run: RunConfig) -> bool:
+    """Whether a compiled block's partition was read for this run (else eager's count stands):
+    dense blocks always; MoE blocks (profiler/moe.py) without TP and EP (the experts' TP plan
+    and EP's all-to-alls are not compiled), and under per-op SAC only with a policy that
+    recomputes the router's gate (torchtitan 0.3.0's; the 2025 list counts it as a matmul)."""
+    if not any(layer.grouped for layer in block):
+        return True
+    if run.tp > 1 or run.ep > 1:
+        return False
+    return (
+        run.recompute is not Recompute.SELECTIVE or sac_policy(run.sac_policy).recompute_router_gate
     )
 
 
@@ -494,9 +524,11 @@ def _saved_none_compiled(m: _Model, fp8: bool) -> float:
     Unlike eager, the output projection's input is SDPA's output (one tensor, not a copy
     beside it), and SiLU's output is recomputed from the gate's."""
     seq_sharded = m.tokens / m.tp
-    total = 2 * seq_sharded * (m.hidden * BF16 + FP32)
+    total = 2 * seq_sharded * (m.hidden * BF16 + FP32) + _routed_saved_compiled(m, fp8)
     inputs: dict[tuple[str, Before, int, int], float] = {}
     for layer in m.linears:
+        if layer.grouped:  # the routed experts: `_routed_saved_compiled`
+            continue
         rows, share = _rows(layer), _share(layer, m)
         key = (_parent(layer.linear.fqn), layer.linear.context.before, layer.K, rows)
         width = _compiled_input_width(m, layer, fp8)
@@ -511,6 +543,51 @@ def _saved_none_compiled(m: _Model, fp8: bool) -> float:
         if m.cp > 1:  # SDPA keeps the keys and values all-gathered over the CP ranks
             total += (m.cp - 1) * rows * _key_value_width(layer, m) * BF16 * share
     return total + sum(inputs.values())
+
+
+def _routed_saved_compiled(m: _Model, fp8: bool) -> float:
+    """What a compiled MoE block's forward hands its backward for its router and routed
+    experts without recompute, as AOTAutograd's min-cut partition of profiler/moe.py's MoE
+    (torchtitan's, local dispatch) chooses (torch 2.13, read off the graphs of qwen3-30b-a3b's
+    block and a tiny one: scripts/saved_activations.py --model, docs/memory.md). Over T
+    tokens, N = T x top_k routed rows, hidden D, E experts:
+    - the router: the gate's fp32 input (the norm's output cast up: autocast's copy, T x D x
+      4) and output (T x E x 4), softmax's row max and sum, the chosen experts (int64) and
+      their scores (fp32), and the gate weight's fp32 copy (E x D x 4, from weights alone);
+    - the dispatch: the slots' expert order and the token each slot copies (int64, N each),
+      the routed rows (N x D, bf16) the gate and up projections' weight gradients read, the
+      groups' offsets;
+    - the routed experts: the gate's and up's outputs and their SiLU product, the down
+      projection's input (N wide each); the down projection's output, which the scores'
+      gradient reads (N x D);
+    - the combine: the zeros the routed outputs are scattered into, where no shared expert's
+      output stands in for them (the partition keeps the constant rather than refill it).
+    SiLU's output and the scores' fp32 copy of the routed outputs are recomputed. The shared
+    experts are dense linears, counted as the block's MLP is; tensorwise keeps their input's
+    float8 cast. torchao's rowwise float8 grouped gemms (`_Float8GroupedMM`, torchao 0.18)
+    save their bf16 input and weight as `_grouped_mm` does, and the partition keeps the same
+    tensors: converting the experts moves none of this (read off the graphs too)."""
+    routed = [x for x in m.linears if x.grouped]
+    if not routed:
+        return 0.0
+    first = routed[0]
+    assert first.linear.routed is not None
+    experts, top_k = first.linear.routed.experts, first.linear.routed.top_k
+    share = _share(first, m)
+    tokens, hidden = m.tokens, m.hidden
+    slots = first.tokens_per_expert * first.experts_per_device  # N: unpadded (bf16 grouped gemms)
+    router = tokens * (hidden * FP32 + experts * FP32 + 2 * FP32 + top_k * (INT64 + FP32))
+    router += experts * hidden * FP32  # the gate weight's fp32 copy
+    dispatch = slots * (2 * INT64 + hidden * BF16) + experts * INT32
+    widths = sum(x.N for x in routed if x.linear.tp is TPStyle.COLUMN)
+    down = sum(x.K for x in routed if x.linear.tp is TPStyle.ROW)
+    experts_saved = slots * (widths + down + hidden) * BF16
+    shared = [x for x in m.linears if not x.grouped and SHARED_EXPERT in x.linear.fqn]
+    shared_share = max((_share(x, m) for x in shared), default=0.0)
+    zeros = tokens * hidden * BF16 * max(0.0, share - shared_share)
+    if fp8 and m.tensorwise and any(_converted(m, x, fp8) for x in shared):
+        zeros += tokens * hidden * FLOAT8 * shared_share  # the shared experts' float8 input
+    return (router + dispatch + experts_saved) * share + zeros
 
 
 def _compiled_input_width(m: _Model, layer: LocalLayer, fp8: bool) -> int:
@@ -578,7 +655,22 @@ def _saved_selective(m: _Model, run: RunConfig, fp8: bool) -> float:
             total += (rows * layer.K * BF16 + rows * (layer.linear.heads // m.tp) * FP32) * share
         if layer.linear.tp is TPStyle.ROW and m.tp > 1 and not layer.grouped and not closes:
             total += seq_sharded * m.hidden * BF16 * share  # reduce_scatter_tensor's output
+    if m.compiled:
+        total += _routed_selective_compiled(m, policy)
     return total + sum(scaled.values())
+
+
+def _routed_selective_compiled(m: _Model, policy: SacPolicy) -> float:
+    """What per-op SAC keeps of a compiled MoE block's router and experts (read off the graphs
+    as `_routed_saved_compiled`): the chosen experts, where the policy saves `topk` (torchtitan
+    0.3.0: "save to keep MoE expert assignments stable"; its scores, which no gradient reads,
+    are dropped). The grouped gemms, the dispatch and the combine are recomputed, and the
+    gate's matmul too (the policy's `recompute_router_gate`)."""
+    routed = next((x for x in m.linears if x.grouped), None)
+    if routed is None or TOPK not in policy.save_ops:
+        return 0.0
+    assert routed.linear.routed is not None
+    return m.tokens * routed.linear.routed.top_k * INT64 * _share(routed, m)
 
 
 def _saved(m: _Model, run: RunConfig, fp8: bool) -> tuple[float, float]:
@@ -629,7 +721,11 @@ def per_block(
 def _block_backward(m: _Model, run: RunConfig, fp8: bool) -> float:
     """One block in the backward: rematerialized tensors, the largest linear's activation
     gradients (and float8 casts), and the block's unsharded weight gradients; compiled, the
-    larger of the two moments Inductor's code holds most at (`_compiled_backward`)."""
+    larger of the two moments Inductor's code holds most at (`_compiled_backward`). A
+    compiled MoE block's backward is eager's count: its code is read (scripts/block_buffers.py
+    --model qwen3-30b-a3b) but its peak moves between moments as tokens grow (docs/memory.md)."""
+    if m.compiled and any(layer.grouped for layer in m.linears):
+        return _block_backward(replace(m, compiled=False), run, fp8)
     none = _saved_none(m, fp8)
     kept = _saved(m, run, fp8)[1] if run.recompute is not Recompute.NONE else none
     fsdp_copy = m.block_weights * FP32 if m.sharded else 0.0

@@ -287,9 +287,12 @@ class _Walk:
         for sid in self.names.get(first.id, []):
             storage = self.storages[sid]
             if storage.bytes is None:
-                if storage.name not in self.itemsizes:
+                # a custom op's output is its MultiOutput's buffer (`buf23 = buf22`): the
+                # layout, and so the dtype, is the asserted name's
+                itemsize = self.itemsizes.get(storage.name, self.itemsizes.get(first.id))
+                if itemsize is None:
                     raise self.fail(value, f"no dtype for {storage.name} among Inductor's buffers")
-                storage.itemsize = self.itemsizes[storage.name]
+                storage.itemsize = itemsize
                 size, stride = _literal(value.args[1]), _literal(value.args[2])
                 storage.bytes = _extent(size, stride) * storage.itemsize
 

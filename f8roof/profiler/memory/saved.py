@@ -30,8 +30,8 @@ class SavedTensor:
     `op`: the op that computed its data (through views and getitem: a saved `permute` of q is
     its projection's `aten.mm`); `input` for the block's input and its weights. `bytes`: the
     storage it keeps alive, 0 where an earlier saved tensor is a view of the same storage or
-    where it is no tensor. `activation`: computed from the block's input (what grows with
-    tokens); else a weight or what is computed from weights alone (a cast, an amax)."""
+    where it is no tensor. `activation`: not a weight nor computed from weights alone (a cast,
+    an amax): computed from the block's input, or a constant (what grows with tokens)."""
 
     name: str
     op: str
@@ -136,10 +136,14 @@ def saved_tensors(
     if any(w != n and not w.startswith("rng_state") for w, n in zip(wanted, names)):
         raise CaptureError(f"the backward's saved inputs {wanted} are not the forward's {names}")
     placeholders = forward.find_nodes(op="placeholder")
-    activation = {p for p, flag in zip(placeholders, from_input) if flag}
+    # what is computed from weights alone (every input a weight's); the rest is an activation,
+    # a constant fill included (an MoE's combine keeps the zeros of the tokens' shape it
+    # scatters into)
+    weights = {p for p, flag in zip(placeholders, from_input) if not flag}
     for node in forward.nodes:
-        if node.op != "placeholder" and any(i in activation for i in node.all_input_nodes):
-            activation.add(node)
+        inputs = node.all_input_nodes
+        if node.op != "placeholder" and inputs and all(i in weights for i in inputs):
+            weights.add(node)
     seen: set[torch.fx.Node] = set()
     out = []
     for node in saved:
@@ -165,7 +169,7 @@ def saved_tensors(
                 shape=tuple(int(d) for d in value.shape),
                 dtype=str(value.dtype).removeprefix("torch."),
                 bytes=int(nbytes),
-                activation=node in activation and not rng,
+                activation=node not in weights and not rng,
             )
         )
     return tuple(out)
