@@ -20,6 +20,12 @@ hundreds of compiles already in it being run again.
 Inductor's emulate_precision_casts, as torchtitan before 2025-04-16 did (its #1108 set it),
 and merges them like `--add`.
 
+`--saved` traces each fit of OUT that lacks them at its first two knots and records what the
+partitioned forward hands its backward (profiler/memory/saved.py's `saved_activations`: nothing
+computes, a few seconds each) as the fit's `saved_bytes`, checked at a token count between
+them; every build runs it last. The memory model's saved-activation term is tested against
+these (tests/test_block_saved.py).
+
 `--recount` compiles each fit of OUT once, at its first knot, and scales each kernel group's
 arithmetic by the ratio of the counts there (`profiler/triton_code._arithmetic` changed, the
 bytes did not): a group's count is its kernels' operations per element times their elements,
@@ -37,6 +43,7 @@ import time
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from f8roof.calibration.block_file import SHIPPED, BlockFits, BlockKey
 from f8roof.device.runner import Checkpoint, Task, run_tasks
@@ -92,17 +99,19 @@ def spec_for(
     model: str,
     *,
     tp: int,
-    recompute: Recompute,
+    recompute: str,
     gather: bool,
     batch: int,
     seq_len: int,
     emulate: bool = True,
 ) -> BlockSpec:
+    """The block of one build entry at one layout point (`compile_one`'s and `trace_saved`'s
+    keyword arguments, the checkpoint's)."""
     parallel = RunConfig.sharded(
         tp=tp,
         fsdp=2 if gather else 1,
         float8_all_gather=gather,
-        recompute=recompute,
+        recompute=Recompute(recompute),
         emulate_precision_casts=emulate,
     )
     tokens = batch * seq_len
@@ -114,29 +123,13 @@ def spec_for(
     return block_spec(resolve_model(model), tokens=tokens, seq_len=seq_len, parallel=parallel)
 
 
-def compile_one(
-    model: str,
-    tp: int,
-    recompute: str,
-    recipe: str | None,
-    gather: bool,
-    batch: int,
-    seq_len: int,
-    emulate: bool = True,
-) -> dict:
-    """One block's codegen, as a checkpoint record (a worker process runs it)."""
+def compile_one(recipe: str | None, **block: Any) -> dict:
+    """One block's codegen (`block`: `spec_for`'s arguments), as a checkpoint record (a worker
+    process runs it)."""
     from f8roof.hardware.presets import find_gpu
     from f8roof.profiler.block import capture_block
 
-    spec = spec_for(
-        model,
-        tp=tp,
-        recompute=Recompute(recompute),
-        gather=gather,
-        batch=batch,
-        seq_len=seq_len,
-        emulate=emulate,
-    )
+    spec = spec_for(**block)
     start = time.monotonic()
     capture = capture_block(spec, recipe=recipe, device="codegen", gpu=find_gpu(CODE_FOR))
     return {"capture": capture.to_dict(), "seconds": time.monotonic() - start}
@@ -166,9 +159,13 @@ def main() -> None:
         "--plain-casts", action="store_true", help="rowwise without emulate_precision_casts"
     )
     parser.add_argument("--recount", action="store_true", help="recount OUT's arithmetic")
+    parser.add_argument("--saved", action="store_true", help="trace OUT's saved activations")
     args = parser.parse_args()
     if args.recount:
         recount(args.out, jobs=args.jobs)
+        return
+    if args.saved:
+        add_saved(args.out)
         return
     if args.small:
         layouts = SMALL_LAYOUTS
@@ -265,6 +262,7 @@ def main() -> None:
         f"wrote {args.out}: {len(fits)} fits from {len(captures)} compiles "
         f"(median {produced_by['compile_s_median']:.1f} s each) in {time.monotonic() - start:.0f} s"
     )
+    add_saved(args.out)
 
 
 def compile_all(entries, points, emulate: bool, checkpoint: Checkpoint, *, jobs: int) -> None:
@@ -296,6 +294,79 @@ def _entry_key(entry, emulate: bool) -> str:
 
 def _captures(checkpoint: Checkpoint) -> dict[str, BlockCapture]:
     return {r["key"]: BlockCapture.from_dict(r["capture"]) for r in checkpoint.records}
+
+
+def trace_saved(recipe: str | None, **block: Any) -> dict:
+    """What one block's partitioned forward saves (`block`: `spec_for`'s arguments), as a
+    checkpoint record (a worker process runs it)."""
+    from f8roof.profiler.memory.saved import saved_activations
+
+    spec = spec_for(**block)
+    start = time.monotonic()
+    saved = saved_activations(spec, recipe=recipe)
+    total = saved.activation_bytes + saved.from_weights_bytes
+    return {"bytes": total, "tokens": spec.tokens, "seconds": time.monotonic() - start}
+
+
+def add_saved(path: Path) -> None:
+    """See the module docstring: each fit's saved bytes, affine through its first two knots
+    (activations have a row per token, float8 weight copies none), checked at the layout's
+    first check, between them. One trace at a time, each in a process of its own: the traced
+    graphs allocate their outputs and the block's weights (a llama3-405b block at TP 2 takes
+    over 10 GiB), and a process that ran several keeps what they took."""
+    fits = BlockFits.load(path)
+    points = {}
+    for fit in fits.fits:
+        if fit.saved_bytes is not None:
+            continue
+        block = BlockKey.of(fit)
+        regime = "several" if block.several_sequences else "one"
+        layout = (SMALL_LAYOUTS if block.architecture == "small" else LAYOUTS)[regime]
+        knots = layout["knots"][:2] + layout["checks"][:1]  # the check lies between them
+        recipe = None if block.recipe == "bf16" else block.recipe
+        emulate = block.emulate_precision_casts or recipe != "rowwise"
+        entry = (block.architecture, block.tp, block.recompute, recipe, block.float8_all_gather)
+        points[block] = [
+            (f"{key(*entry, emulate)}/{b}x{s}", entry, b, s, emulate) for b, s in knots
+        ]
+    header = {"saved": sorted(n for p in points.values() for n, *_ in p)}
+    checkpoint = Checkpoint(path.with_suffix(".saved.jsonl"), header, resume=True)
+    names = ("model", "tp", "recompute", "recipe", "gather")
+    todo = [
+        Task(
+            name,
+            name,
+            trace_saved,
+            dict(zip(names, entry)) | {"batch": b, "seq_len": s, "emulate": e},
+        )
+        for p in points.values()
+        for name, entry, b, s, e in p
+        if checkpoint.done(name) is None
+    ]
+    print(f"{len(todo)} traces to run ({len(checkpoint.records)} checkpointed)", flush=True)
+    run_tasks(todo, checkpoint, jobs=1, progress=_progress, fresh=True)
+    traced = {r["key"]: (r["tokens"], r["bytes"]) for r in checkpoint.records}
+    out, worst = [], 0.0
+    for fit in fits.fits:
+        if fit.saved_bytes is not None:
+            out.append(fit)
+            continue
+        (t1, y1), (t2, y2), (t3, y3) = (traced[name] for name, *_ in points[BlockKey.of(fit)])
+        line = Affine.through(t1, y1, t2, y2)
+        error = abs(float(line.at(t3)) / y3 - 1)
+        if error > 0.01:
+            sys.exit(
+                f"{BlockKey.of(fit)}: saved bytes not affine in tokens ({error:.1%} off at {t3})"
+            )
+        worst = max(worst, error)
+        out.append(replace(fit, saved_bytes=line))
+    produced_by = fits.produced_by | {
+        "saved_bytes": "traced by --saved at each fit's first two knots, checked between them "
+        f"(within {worst:.2%}: the last pass, over {len(points)} fits)"
+    }
+    BlockFits(tuple(out), produced_by).save(path)
+    checkpoint.remove()
+    print(f"wrote {path}: saved bytes of {len(points)} fits traced, affine within {worst:.2%}")
 
 
 def recount(path: Path, *, jobs: int) -> None:

@@ -314,7 +314,8 @@ def test_shipped_fit_matches_a_fresh_compile_at_a_users_shape():
 @requires.torchao
 def test_the_build_script_fits_real_compiles(tmp_path):
     """scripts/build_block_fits.py --small: a tiny block compiled at four token counts per
-    entry, fitted through two and checked against the others, checkpointed as it goes. The bf16
+    entry, fitted through two and checked against the others, checkpointed as it goes, then
+    its saved tensors traced (`--saved`). The bf16
     block's backward splits a reduction over tokens between 256 and 512: the fit through 256 and
     1024 misses its 512 compile by over 1%, which becomes a knot, and 768 checks the rest."""
     out = tmp_path / "blocks.json"
@@ -337,6 +338,9 @@ def test_the_build_script_fits_real_compiles(tmp_path):
         knots[fit.recipe or "bf16"] = fit.tokens
     assert knots == {"bf16": (256, 512, 1024), "rowwise": (256, 1024)}
     assert out.with_suffix(".jsonl").is_file()  # the checkpoint, for --resume
+    # and last, each fit's saved tensors traced (a row per token: they grow with them)
+    assert all(f.saved_bytes is not None and f.saved_bytes.per_token > 0 for f in fits.fits)
+    assert "within" in fits.produced_by["saved_bytes"]
 
 
 def test_estimate_picks_the_layout_of_the_tokens(cli):

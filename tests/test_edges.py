@@ -227,8 +227,22 @@ def _duplicate(data):
         (lambda d: _segments(d)[0]["gemms"][0].update(m=["0", "0"]), "m is 0"),
         (lambda d: _fit(d)["checks"][0].update(kernel_bytes_error=math.nan), "kernel_bytes_error"),
         (_duplicate, "two fits for llama3-8b TP 2"),
+        (lambda d: _fit(d).update(saved_bytes=["0", "-5"]), "saved_bytes falls with tokens"),
+        (lambda d: _fit(d).update(saved_bytes=["-1" + "0" * 9, "1"]), "saved_bytes is -1e+09"),
+        (lambda d: _fit(d).update(saved_bytes=["0"]), "not a block fit"),
     ],
-    ids=["negative count", "1e23 bytes", "kind", "dtype", "gemm dim 0", "NaN check", "twice"],
+    ids=[
+        "negative count",
+        "1e23 bytes",
+        "kind",
+        "dtype",
+        "gemm dim 0",
+        "NaN check",
+        "twice",
+        "saved bytes falling",
+        "saved bytes negative",
+        "saved bytes malformed",
+    ],
 )
 def test_a_damaged_block_file_is_refused_naming_the_fit(edit, message, blocks, tmp_path):
     from f8roof.calibration import block_file

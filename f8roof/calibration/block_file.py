@@ -235,6 +235,11 @@ def _problem(fit: BlockFit) -> str:
             )
             if problem:
                 return f"{where}: collectives[{i}]: {problem}"
+    saved = fit.saved_bytes
+    if saved is not None and saved.per_token < 0:
+        return f"saved_bytes falls with tokens ({float(saved.per_token):.4g} a token)"
+    if saved is not None and not (0 <= saved.at(fit.tokens[0]) <= MAX_KERNEL_BYTES):
+        return f"saved_bytes is {float(saved.at(fit.tokens[0])):.4g} at {fit.tokens[0]} tokens"
     for i, check in enumerate(fit.checks):
         numbers = {
             "kernel_bytes_error": check.kernel_bytes_error,

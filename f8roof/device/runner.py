@@ -92,16 +92,28 @@ def run_tasks(
     budget_s: float | None = None,
     jobs: int = 1,
     progress: Callable | None = None,
+    fresh: bool = False,
 ) -> bool:
-    """Run the tasks (in `jobs` worker processes where asked: compiles are CPU-bound Python),
-    checkpointing each record as it arrives, with a progress bar; stop when `budget_s` is spent
-    (False then: what was measured stays in the checkpoint)."""
+    """Run the tasks (in `jobs` worker processes where asked: compiles are CPU-bound Python;
+    with `fresh`, a new process for each task, whose memory goes with it), checkpointing each
+    record as it arrives, with a progress bar; stop when `budget_s` is spent (False then: what
+    was measured stays in the checkpoint)."""
     start = time.monotonic()
     bar = iter(progress(todo)) if progress else None
 
     def over_budget() -> bool:
         return budget_s is not None and time.monotonic() - start > budget_s
 
+    context = multiprocessing.get_context("spawn")  # no fork of a process that imported torch
+    if fresh:  # one worker a task (Python 3.10's pools have no max_tasks_per_child)
+        for task in todo:
+            if bar:
+                next(bar, None)
+            if over_budget():
+                return False
+            with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+                checkpoint.add(task.key, pool.submit(task.fn, **task.kwargs).result())
+        return True
     if jobs <= 1:
         for task in todo:
             if bar:
@@ -110,7 +122,6 @@ def run_tasks(
                 return False
             checkpoint.add(task.key, task.run())
         return True
-    context = multiprocessing.get_context("spawn")  # no fork of a process that imported torch
     with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         futures = {pool.submit(task.fn, **task.kwargs): task for task in todo}
         try:

@@ -165,6 +165,9 @@ class BlockFit:
     capture: BlockCapture  # spec, recipe, device, target GPU (its lists empty)
     segments: tuple[Segment, ...]  # in token order, neighbours sharing a knot
     checks: tuple[FitCheck, ...] = ()
+    # what the partitioned forward hands its backward, bytes: per token its activations, the
+    # constant float8 weight copies (profiler/memory/saved.py; the memory model's check)
+    saved_bytes: Affine | None = None
 
     @property
     def recipe(self) -> str | None:
@@ -274,6 +277,7 @@ class BlockFit:
                 for s in self.segments
             ],
             "checks": [c.__dict__ for c in self.checks],
+            **({} if self.saved_bytes is None else {"saved_bytes": self.saved_bytes.to_json()}),
         }
 
     @classmethod
@@ -316,6 +320,9 @@ class BlockFit:
                 capture=BlockCapture.from_dict(data["capture"]),
                 segments=tuple(segments),
                 checks=tuple(FitCheck(**c) for c in data.get("checks", ())),
+                saved_bytes=(
+                    Affine.from_json(data["saved_bytes"]) if "saved_bytes" in data else None
+                ),
             )
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError(f"not a block fit: {type(e).__name__}: {e}") from None

@@ -52,7 +52,8 @@ pytorch/pytorch#149990 was filed) under FSDP2 and torchao:
     graphs): the attention and the shared experts as a dense block's, the router's fp32
     tensors, the dispatch's indices and routed rows, and the routed experts' outputs as
     `_routed_saved_compiled` names them; per-op SAC adds the chosen experts (its `topk`).
-    Under TP or EP, eager's count stands, and so does the backward's (`_block_backward`).
+    Under EP the same tensors over the rows the rank's experts receive; under TP eager's
+    count stands. The backward keeps eager's count (`_block_backward`).
 - context parallelism (`RunConfig.cp`): a rank holds its chunk of every sequence (the tokens
   given are its own), FSDP shards over the data-parallel and CP ranks together (torchtitan's
   dp_shard_cp mesh), and without recompute SDPA keeps the keys and values all-gathered over
@@ -326,8 +327,10 @@ class _Model:
     converted: frozenset[str]
     tensorwise: bool
     compiled: bool = False  # the blocks compiled: what AOTAutograd's partition saves
+    float8_gather: bool = False  # FSDP2 all-gathers the converted weights in float8
     rowwise: bool = False  # torchao's rowwise recipes (one fp32 scale per row)
     cp: int = 1  # context-parallel ranks each sequence is split over
+    ep: int = 1  # expert-parallel ranks the routed experts are split over
     in_flight: float = 1.0  # microbatches whose saved activations the rank holds at once
     head: bool = True  # the rank runs the output projection and the loss
     unsharded_grads: bool = False  # PP: the blocks' bf16 gradients accumulate (no sync)
@@ -434,9 +437,11 @@ def _model(
         linears=block,
         converted=converted,
         tensorwise=recipe == "tensorwise",
+        float8_gather=float8_gather and sharded,
         rowwise=recipe.startswith("rowwise"),
         compiled=run.blocks_compiled and _partition_read(block, run),
         cp=run.cp,
+        ep=run.ep,
         in_flight=stage.in_flight,
         head=stage.head,
         model_layers=layers,
@@ -446,12 +451,14 @@ def _model(
 
 def _partition_read(block: Sequence[LocalLayer], run: RunConfig) -> bool:
     """Whether a compiled block's partition was read for this run (else eager's count stands):
-    dense blocks always; MoE blocks (profiler/moe.py) without TP and EP (the experts' TP plan
-    and EP's all-to-alls are not compiled), and under per-op SAC only with a policy that
-    recomputes the router's gate (torchtitan 0.3.0's; the 2025 list counts it as a matmul)."""
+    dense blocks always; MoE blocks (profiler/moe.py) without TP (the experts' TP plan is not
+    compiled), and under per-op SAC only with a policy that recomputes the router's gate
+    (torchtitan 0.3.0's; the 2025 list counts it as a matmul). Under EP the read tensors
+    stand over the rows the rank's experts receive (`_routed_saved_compiled`): EP's
+    all-to-alls save nothing, so eager's count there would jump by what compile keeps."""
     if not any(layer.grouped for layer in block):
         return True
-    if run.tp > 1 or run.ep > 1:
+    if run.tp > 1:
         return False
     return (
         run.recompute is not Recompute.SELECTIVE or sac_policy(run.sac_policy).recompute_router_gate
@@ -561,7 +568,11 @@ def _routed_saved_compiled(m: _Model, fp8: bool) -> float:
       projection's input (N wide each); the down projection's output, which the scores'
       gradient reads (N x D);
     - the combine: the zeros the routed outputs are scattered into, where no shared expert's
-      output stands in for them (the partition keeps the constant rather than refill it).
+      output stands in for them (the partition keeps the constant rather than refill it);
+    - under EP (torchtitan's AllToAllTokenDispatcher, token_dispatcher.py at 6a1b334e8, not
+      compiled here): the same tensors over the rows the rank's experts receive (N in
+      expectation: `tokens_per_expert` x the rank's experts), and the index `_permute`
+      reorders them by (a gather's backward reads its index); the all-to-alls save nothing.
     SiLU's output and the scores' fp32 copy of the routed outputs are recomputed. The shared
     experts are dense linears, counted as the block's MLP is; tensorwise keeps their input's
     float8 cast. torchao's rowwise float8 grouped gemms (`_Float8GroupedMM`, torchao 0.18)
@@ -578,7 +589,7 @@ def _routed_saved_compiled(m: _Model, fp8: bool) -> float:
     slots = first.tokens_per_expert * first.experts_per_device  # N: unpadded (bf16 grouped gemms)
     router = tokens * (hidden * FP32 + experts * FP32 + 2 * FP32 + top_k * (INT64 + FP32))
     router += experts * hidden * FP32  # the gate weight's fp32 copy
-    dispatch = slots * (2 * INT64 + hidden * BF16) + experts * INT32
+    dispatch = slots * ((2 + (m.ep > 1)) * INT64 + hidden * BF16) + experts * INT32
     widths = sum(x.N for x in routed if x.linear.tp is TPStyle.COLUMN)
     down = sum(x.K for x in routed if x.linear.tp is TPStyle.ROW)
     experts_saved = slots * (widths + down + hidden) * BF16
@@ -612,13 +623,21 @@ def _compiled_input_width(m: _Model, layer: LocalLayer, fp8: bool) -> int:
 
 def _keeps_float8_weight(m: _Model, layer: LocalLayer, fp8: bool) -> bool:
     """Whether a compiled block without recompute keeps a float8 copy of the linear's weight
-    for the backward: under TP only (without it the backward recasts the weight), tensorwise
-    every converted linear's, rowwise the output projection's and the MLP's but not q/k/v's
-    (the partition's choice, read off the graphs at TP 2 and 4, with FSDP and without; not
-    read with FSDP2's float8 all-gather)."""
-    if not _converted(m, layer, fp8) or m.tp == 1 or layer.linear.tp is TPStyle.REPLICATED:
+    for the backward (the partition's choice, read off the graphs: scripts/saved_activations.py
+    and every shipped block fit, tests/test_block_saved.py):
+    - bf16 weights (no float8 all-gather): under TP only (without it the backward recasts the
+      weight), tensorwise every converted linear's, rowwise the output projection's and the
+      MLP's but not q/k/v's;
+    - FSDP2's float8 all-gather: a transposed copy of each MLP weight, and under TP of the
+      output projection's; the backward reads the other weights as gathered (FSDP's memory,
+      `Term.WEIGHTS_IN_FLIGHT`, gathered again for the backward)."""
+    if not _converted(m, layer, fp8) or layer.linear.tp is TPStyle.REPLICATED:
         return False
     attention_input = layer.linear.tp is TPStyle.COLUMN and bool(layer.linear.heads)
+    if m.float8_gather:
+        return not attention_input and (m.tp > 1 or not layer.linear.heads)
+    if m.tp == 1:
+        return False
     return m.tensorwise or (m.rowwise and not attention_input)
 
 
