@@ -302,12 +302,15 @@ def layout_run(
 
 
 def point_of(plan: Plan, layout: Layout, seq_len: int) -> Point:
-    """A plan's step, memory and torchtitan converter config, as one point of the search."""
+    """A plan's step, memory and torchtitan converter config, as one point of the search: the
+    choice's, the conversion and all-gather its config prints (what a run of it holds)."""
+    from f8roof.engine.plan import chosen_memory
     from f8roof.engine.step.search import Point
 
-    assert plan.memory is not None
-    step, memory, config = plan.step.chosen, plan.memory.estimate, plan.torchtitan
-    room = plan.memory.headroom
+    chosen = chosen_memory(plan)
+    assert chosen is not None
+    step, memory, config = plan.step.chosen, chosen.estimate, plan.torchtitan
+    room = chosen.headroom
     return Point(
         layout=layout,
         seq_len=seq_len,

@@ -291,7 +291,7 @@ def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
         candidates.append(_candidate(Arm.CHOICE, recipe, decided, step.chosen))
         candidates.append(_candidate(Arm.AS_RUN, recipe, decided, step.as_run))
         gathered = _gathered(decided)
-        if gathered is not None:
+        if gathered is not None and _gather_fits(decided, gathered, resolved):
             both = steps_of(recipe)(gathered)[0]
             candidates.append(_candidate(Arm.CHOICE, recipe, gathered, both.chosen))
             candidates.append(_candidate(Arm.AS_RUN, recipe, gathered, both.as_run))
@@ -378,6 +378,18 @@ def _gathered(rec: Recommendation) -> Recommendation | None:
     if rec.te_stack is not None:
         return None
     return replace(rec, setup=replace(setup, float8_all_gather=True, precompute_scales=True))
+
+
+def _gather_fits(rec: Recommendation, gathered: Recommendation, resolved: Resolved) -> bool:
+    """FSDP2's float8 all-gather is a candidate only where the float8 arm fits with it wherever
+    it fits without: it halves the weights in flight, but a compiled block without recompute
+    then keeps a transposed float8 copy of each MLP weight for its backward
+    (training/memory.py's `_keeps_float8_weight`), which can cost more."""
+    without = memory_answer(rec, resolved)
+    if without is None or not without.estimate.fp8_fits:
+        return True
+    with_gather = memory_answer(gathered, resolved)
+    return with_gather is None or with_gather.estimate.fp8_fits
 
 
 def _adopt(rec: Recommendation, resolved: Resolved, best: Candidate) -> Recommendation:
@@ -553,10 +565,13 @@ def _why_no_block(rec: Recommendation, resolved: Resolved, asked: Asked) -> Note
     return None
 
 
-def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | None:
+def memory_answer(
+    rec: Recommendation, resolved: Resolved, *, chosen: bool = False
+) -> MemoryAnswer | None:
     """Peak memory per GPU with the linears float8 converts as torchtitan does (every one but
-    the filter_fqns: what published runs measure), and what fits; None where the FSDP degree
-    is unknown. A run that does not fit in bf16 is answered, whichever front end stated its
+    the filter_fqns: what published runs measure), or with `chosen` as the recommendation's
+    decisions convert them (the filter_fqns its torchtitan config prints: what a run of the
+    recommendation measures), and what fits; None where the FSDP degree is unknown. A run that does not fit in bf16 is answered, whichever front end stated its
     layout, and said so with what would fit: the cheapest recompute mode (`headroom`), else
     the smallest FSDP degree (`fitting_fsdp`); with a measured bf16 step the run ran, so the
     memory model is what overstates it (said)."""
@@ -569,7 +584,10 @@ def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | Non
     gpu = resolved.config.gpu
     # memory is modelled per layer type (a mean block): a type filters split counts as
     # converted by its larger part
-    converts = converts_as_run(rec, run)[0]
+    if chosen:
+        converts = rec.rows["convert"].astype(bool) & ~kept_by_setup(rec)
+    else:
+        converts = converts_as_run(rec, run)[0]
     larger: dict[str, tuple[int, bool]] = {}
     for fqn, count, yes in zip(rec.rows["fqn"], rec.rows["count"], converts):
         kind = layer_type(str(fqn))
@@ -606,6 +624,17 @@ def memory_answer(rec: Recommendation, resolved: Resolved) -> MemoryAnswer | Non
         ),
     )
     return MemoryAnswer(found, room, (assumed,), measured=measured, fsdp_fits=wider)
+
+
+def chosen_memory(plan: Plan) -> MemoryAnswer | None:
+    """The memory of a run of the plan's choice (`memory_answer(chosen=True)`): the plan's own
+    where the choice converts what torchtitan converts, with the same all-gather."""
+    rec = plan.recommendation
+    chosen = rec.rows["convert"].astype(bool) & ~kept_by_setup(rec)
+    as_run = converts_as_run(rec, plan.run)[0]
+    if not plan.adds_float8_all_gather and bool((chosen == as_run).all()):
+        return plan.memory
+    return memory_answer(rec, plan.resolved, chosen=True)
 
 
 def fitting_speedup(
