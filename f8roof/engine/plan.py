@@ -30,7 +30,7 @@ from f8roof.engine.sharded import (
     shipped_block,
 )
 from f8roof.engine.step.blocks import TimedBlock
-from f8roof.engine.step.conversion import converts_as_run, kept_by_setup
+from f8roof.engine.step.conversion import converts_as_run, converts_chosen, kept_by_setup
 from f8roof.engine.step.parts import StepSummary
 from f8roof.engine.step.summarize import (
     StepAnswer,
@@ -286,12 +286,21 @@ def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
         return stepper[recipe]
 
     found = _recipe_plans(rec, resolved, steps_of)
+    # a recipe's memory as torchtitan converts the run (the answer's, and the all-gather's
+    # check), answered once
+    memories: dict[str | None, MemoryAnswer | None] = {}
+
+    def logged(recipe: str | None, decided: Recommendation) -> MemoryAnswer | None:
+        if recipe not in memories:
+            memories[recipe] = memory_answer(decided, resolved)
+        return memories[recipe]
+
     candidates: list[Candidate] = []
     for recipe, decided, step, _ in found:
         candidates.append(_candidate(Arm.CHOICE, recipe, decided, step.chosen))
         candidates.append(_candidate(Arm.AS_RUN, recipe, decided, step.as_run))
         gathered = _gathered(decided)
-        if gathered is not None and _gather_fits(decided, gathered, resolved):
+        if gathered is not None and _gather_fits(logged(recipe, decided), gathered, resolved):
             both = steps_of(recipe)(gathered)[0]
             candidates.append(_candidate(Arm.CHOICE, recipe, gathered, both.chosen))
             candidates.append(_candidate(Arm.AS_RUN, recipe, gathered, both.as_run))
@@ -328,7 +337,7 @@ def plan_model(rec: Recommendation, resolved: Resolved, asked: Asked) -> Plan:
     # the run as torchtitan converts it stays the run as asked
     step = replace(as_asked, chosen=step.chosen, converted_types=step.converted_types)
     # the memory of the run as asked, as torchtitan converts it: what its log would say
-    memory = memory_answer(recipe_rec, resolved)
+    memory = logged(best.recipe, recipe_rec)
     if memory is not None and memory.headroom.cheaper_recompute and asked.model is not None:
         room = memory.headroom
         memory = replace(memory, fitting=fitting_speedup(asked, resolved, recipe_rec, room))
@@ -357,7 +366,7 @@ def _candidate(arm: Arm, recipe: str | None, rec: Recommendation, step: StepSumm
     if arm is Arm.AS_RUN:
         converts = converts_as_run(rec, rec.setup)[0]
     else:
-        converts = rows["convert"].astype(bool) & ~kept_by_setup(rec)
+        converts = converts_chosen(rec)
     return Candidate(
         arm,
         recipe,
@@ -380,12 +389,14 @@ def _gathered(rec: Recommendation) -> Recommendation | None:
     return replace(rec, setup=replace(setup, float8_all_gather=True, precompute_scales=True))
 
 
-def _gather_fits(rec: Recommendation, gathered: Recommendation, resolved: Resolved) -> bool:
+def _gather_fits(
+    without: MemoryAnswer | None, gathered: Recommendation, resolved: Resolved
+) -> bool:
     """FSDP2's float8 all-gather is a candidate only where the float8 arm fits with it wherever
-    it fits without: it halves the weights in flight, but a compiled block without recompute
-    then keeps a transposed float8 copy of each MLP weight for its backward
-    (training/memory.py's `_keeps_float8_weight`), which can cost more."""
-    without = memory_answer(rec, resolved)
+    it fits without (`without`: the run's memory as torchtitan converts it): it halves the
+    weights in flight, but a compiled block without recompute then keeps a transposed float8
+    copy of each MLP weight for its backward (training/memory.py's `_keeps_float8_weight`),
+    which can cost more."""
     if without is None or not without.estimate.fp8_fits:
         return True
     with_gather = memory_answer(gathered, resolved)
@@ -585,7 +596,7 @@ def memory_answer(
     # memory is modelled per layer type (a mean block): a type filters split counts as
     # converted by its larger part
     if chosen:
-        converts = rec.rows["convert"].astype(bool) & ~kept_by_setup(rec)
+        converts = converts_chosen(rec)
     else:
         converts = converts_as_run(rec, run)[0]
     larger: dict[str, tuple[int, bool]] = {}
@@ -630,9 +641,8 @@ def chosen_memory(plan: Plan) -> MemoryAnswer | None:
     """The memory of a run of the plan's choice (`memory_answer(chosen=True)`): the plan's own
     where the choice converts what torchtitan converts, with the same all-gather."""
     rec = plan.recommendation
-    chosen = rec.rows["convert"].astype(bool) & ~kept_by_setup(rec)
     as_run = converts_as_run(rec, plan.run)[0]
-    if not plan.adds_float8_all_gather and bool((chosen == as_run).all()):
+    if not plan.adds_float8_all_gather and bool((converts_chosen(rec) == as_run).all()):
         return plan.memory
     return memory_answer(rec, plan.resolved, chosen=True)
 
@@ -678,7 +688,7 @@ def torchtitan_config(
     printed = printed_filters(
         rows["fqn"],
         rows["count"],
-        rows["convert"].astype(bool) & ~kept_by_setup(rec),
+        converts_chosen(rec),
         rows["grouped"],
         family=rec.architecture.family,
         setup_filters=run.filter_fqns,

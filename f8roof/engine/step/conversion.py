@@ -125,6 +125,13 @@ def converts_as_run(rec: Recommendation, run: RunConfig) -> tuple[np.ndarray, No
     return convert, note(Topic.AS_CONVERTED, experts=experts, moe=list(run.moe_fqns), **said)
 
 
+def converts_chosen(rec: Recommendation) -> np.ndarray:
+    """Per row: converted by f8roof's decisions, less what the setup's own filters keep (what
+    the choice's torchtitan config prints), the counterpart of `converts_as_run`."""
+    chosen: np.ndarray = rec.rows["convert"].astype(bool) & ~kept_by_setup(rec)
+    return chosen
+
+
 def kept_by_setup(rec: Recommendation) -> np.ndarray:
     """Per row: kept in bf16 by the setup's own filters, whatever f8roof decides for it."""
     kept: np.ndarray = kept_by_filters(rec, rec.setup, as_run=False)[0]
